@@ -1,0 +1,85 @@
+/* safetensors: reader (mmap, zero-copy, every rule of formats.md enforced) and writer (atomic), single files and
+ * sharded sets with model.safetensors.index.json.
+ *
+ * Errors name the file and, where relevant, the tensor: "model.safetensors: tensor 'lm_head.weight':
+ * data_offsets [0,64] do not match shape [4, 4] x BF16 (32 bytes)". */
+#ifndef LCX_FORMATS_SAFETENSORS_H
+#define LCX_FORMATS_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/status.h"
+#include "src/tensor.h"
+
+#define LCX_ST_MAX_HEADER 100000000ull /* header length limit of the reference implementation */
+
+typedef struct lcx_st_tensor {
+    char *name;
+    lcx_dtype dtype;
+    lcx_shape shape;
+    uint64_t begin, end;   /* data_offsets, relative to the data buffer */
+    const uint8_t *data;   /* begin of the bytes inside the mapping (NULL for zero-size tensors) */
+} lcx_st_tensor;
+
+typedef struct lcx_st_file {
+    char *path;            /* as opened (used in messages) */
+    const uint8_t *base;   /* whole file (mapping, or caller's buffer for lcx_st_parse) */
+    size_t size;
+    int owns_mapping;
+    size_t n_tensors;
+    lcx_st_tensor *tensors; /* in header order */
+    size_t n_meta;
+    char **meta_keys, **meta_values; /* __metadata__, string -> string */
+} lcx_st_file;
+
+/* Map and validate a file. */
+lcx_status lcx_st_open(const char *path, lcx_st_file **out);
+/* Validate a file image already in memory (used by the fuzzer and tests); `label` names it in errors.
+ * The buffer must outlive the result. */
+lcx_status lcx_st_parse(const char *label, const uint8_t *buf, size_t size, lcx_st_file **out);
+void lcx_st_close(lcx_st_file *f); /* NULL ok */
+const lcx_st_tensor *lcx_st_find(const lcx_st_file *f, const char *name);
+/* Value of a __metadata__ key or NULL. */
+const char *lcx_st_meta(const lcx_st_file *f, const char *key);
+
+/* ---- writing ---------------------------------------------------------------------------------------------- */
+typedef struct lcx_st_out_tensor {
+    const char *name;
+    lcx_dtype dtype;
+    lcx_shape shape;
+    const void *data; /* numel * bits / 8 bytes */
+} lcx_st_out_tensor;
+
+/* Write one file atomically. Tensors are ordered largest dtype first, then by name; the header is compact JSON
+ * with __metadata__ {"format": "pt", ...extra} first, padded with spaces to a multiple of 8. Extra metadata:
+ * n_meta key/value string pairs (may be 0). */
+lcx_status lcx_st_write(const char *path, const lcx_st_out_tensor *tensors, size_t n, const char *const *meta_keys,
+                        const char *const *meta_values, size_t n_meta);
+
+#define LCX_ST_DEFAULT_SHARD_BYTES 5000000000ull /* 5 GB, as transformers' save_pretrained */
+
+/* Write a checkpoint's tensors into dir: one model.safetensors when they fit in max_shard_bytes, else
+ * model-0000i-of-0000N.safetensors + model.safetensors.index.json (a tensor larger than the limit gets its own
+ * file). Each file is atomic; the index is written last. */
+lcx_status lcx_st_write_sharded(const char *dir, const lcx_st_out_tensor *tensors, size_t n,
+                                uint64_t max_shard_bytes);
+
+/* ---- sets: a checkpoint made of one or more files -------------------------------------------------------- */
+typedef struct lcx_st_set {
+    char *dir;
+    size_t n_files;
+    lcx_st_file **files;
+    size_t n_tensors;                 /* over all files */
+    const lcx_st_tensor **tensors;    /* sorted by name for lookup */
+    uint64_t total_size_index;        /* metadata.total_size of the index, 0 when absent */
+} lcx_st_set;
+
+/* path: a directory (model.safetensors.index.json if present, else model.safetensors, else every *.safetensors
+ * when exactly one exists), an index .json, or one .safetensors file. Checks that the index's weight_map names
+ * exactly the tensors found in its files (no missing, extra or duplicated tensors across shards). */
+lcx_status lcx_st_set_open(const char *path, lcx_st_set **out);
+void lcx_st_set_close(lcx_st_set *s);
+const lcx_st_tensor *lcx_st_set_find(const lcx_st_set *s, const char *name);
+
+#endif

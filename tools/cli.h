@@ -1,0 +1,22 @@
+/* Shared helpers of the command-line tools: the one place that turns a status into a message and exit code. */
+#ifndef LCX_TOOLS_CLI_H
+#define LCX_TOOLS_CLI_H
+
+#include <stdio.h>
+
+#include "src/status.h"
+
+enum { LCX_EXIT_OK = 0, LCX_EXIT_FAIL = 1, LCX_EXIT_USAGE = 2 };
+
+/* Print "lcextend <cmd>: <status name>: <detail>" on one line to stderr; return LCX_EXIT_FAIL. */
+int lcx_cli_report(const char *cmd, lcx_status st);
+
+/* Print "lcextend <cmd>: <message>" plus a hint to run --help; return LCX_EXIT_USAGE. */
+int lcx_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parse a flag. Accepts "--name value" and "--name=value". On match stores the value (NULL if missing -> usage
+ * error already printed and *err set) and advances *i. Returns 1 if argv[*i] is this flag. */
+int lcx_cli_flag_value(int argc, char **argv, int *i, const char *name, const char **value, const char *cmd,
+                       int *err);
+
+#endif

@@ -1,0 +1,8 @@
+/* Subcommands of the lcextend program. Each gets argv[0] = its name and returns the exit code
+ * (0 ok, 1 failure, 2 usage error). */
+#ifndef LCX_TOOLS_COMMANDS_H
+#define LCX_TOOLS_COMMANDS_H
+
+int lcx_cmd_inspect(int argc, char **argv);
+
+#endif

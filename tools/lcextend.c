@@ -1,0 +1,41 @@
+/* lcextend: the main program. `lcextend CKPT --to N` extends a checkpoint; the other actions are subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+static int lcx_cmd_version(int argc, char **argv) {
+    (void)argc; (void)argv;
+    printf("lcextend 0.1.0\n");
+    return LCX_EXIT_OK;
+}
+
+typedef struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+    const char *summary;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"version", lcx_cmd_version, "print the version"},
+};
+#define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: lcextend <command> [options]   (lcextend <command> --help for details)\n\ncommands:\n");
+    for (size_t i = 0; i < N_SUBCOMMANDS; i++) fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+    fprintf(f, "\nexamples:\n  lcextend inspect tests/fixtures/llama_gqa\n  lcextend inspect model.safetensors --json\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? LCX_EXIT_USAGE : LCX_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) return lcx_cmd_version(argc - 1, argv + 1);
+    for (size_t i = 0; i < N_SUBCOMMANDS; i++)
+        if (strcmp(argv[1], subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "lcextend: unknown command '%s' (see 'lcextend --help')\n", argv[1]);
+    return LCX_EXIT_USAGE;
+}
