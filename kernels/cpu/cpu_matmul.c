@@ -97,9 +97,10 @@ lcx_status lcx_cpu_matmul(const lcx_matmul_args *args) {
                 LCX_ERR_UNSUPPORTED, "matmul: operands must be F32 or BF16 (got A %s, B %s)",
                 lcx_dtype_name(g.a_dtype), lcx_dtype_name(g.b_dtype));
     int64_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
-    if (g.lda == 0) g.lda = a_cols;
-    if (g.ldb == 0) g.ldb = b_cols;
-    if (g.ldc == 0) g.ldc = g.n;
+    /* BLAS wants ld >= 1 even for empty matrices */
+    if (g.lda == 0) g.lda = a_cols > 1 ? a_cols : 1;
+    if (g.ldb == 0) g.ldb = b_cols > 1 ? b_cols : 1;
+    if (g.ldc == 0) g.ldc = g.n > 1 ? g.n : 1;
     LCX_FAIL_IF(g.lda < a_cols || g.ldb < b_cols || g.ldc < g.n || g.lda < 1 || g.ldb < 1 || g.ldc < 1,
                 LCX_ERR_INVALID, "matmul: leading dimensions lda=%lld ldb=%lld ldc=%lld too small for m=%lld "
                 "n=%lld k=%lld", (long long)g.lda, (long long)g.ldb, (long long)g.ldc, (long long)g.m,
