@@ -71,9 +71,9 @@ typedef struct lcx_attn_args {
 
 /* AdamW hyper-parameters for one step (PyTorch torch.optim.AdamW semantics, see `adamw`). */
 typedef struct lcx_adamw_args {
-    float lr, beta1, beta2, eps, weight_decay;
-    int64_t step;     /* 1-based step count t used for bias correction */
-    float grad_scale; /* gradient multiplier applied before the update (clipping coefficient; 1 = none) */
+    double lr, beta1, beta2, eps, weight_decay; /* host scalars in double, as PyTorch keeps them */
+    int64_t step;      /* 1-based step count t used for bias correction */
+    double grad_scale; /* gradient multiplier applied before the update (clipping coefficient; 1 = none) */
 } lcx_adamw_args;
 
 typedef struct lcx_backend {
@@ -193,7 +193,10 @@ typedef struct lcx_backend {
     /* ---- optimizer ------------------------------------------------------------------------------------ */
     /* One AdamW step, in this order (torch.optim.AdamW): g = grad_scale * grad; p -= lr * weight_decay * p;
      * m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2; bc1 = 1 - beta1^t; bc2 = 1 - beta2^t;
-     * p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps).
+     * p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). Scalars are formed in double, element math is float32
+     * in PyTorch's operation order (m = fma(1-beta1, g-m, m), v = fma((1-beta2) g, g, v*beta2),
+     * p = p + ((-lr/bc1) m) / denom); against torch.optim.AdamW (CPU,
+     * float32) the moments match bit for bit and the parameters to 1 ulp (tests/unit/test_ops_adamw.c).
      *   param    device f32 [n]: fp32 master weights, updated
      *   grad     device f32 [n]
      *   m, v     device f32 [n]: moments, updated (zero before step 1)
