@@ -111,7 +111,7 @@ int main(void) {
         in.tg[t] = t % 9 == 0 ? LCX_IGNORE_INDEX : (int32_t)rng_int(0, V - 1);
     }
     in.x = rand_f32(T * D, -2, 2);
-    in.w = rand_f32(T * D, -1, 1); /* also the [D, D] embedding table and the norm weight */
+    in.w = rand_f32(D * D, -1, 1); /* [D, D] table and weight; its first T*D values serve as [T, D] data */
     in.q = rand_f32(T * H * HD, -1, 1);
     in.k = rand_f32(T * G * HD, -1, 1);
     in.v = rand_f32(T * G * HD, -1, 1);
@@ -137,8 +137,8 @@ int main(void) {
 
     /* matmul: run to run (bf16 weights, the y = x W^T shape) */
     float *c1 = zeros_f32(T * V), *c2 = zeros_f32(T * V);
-    uint16_t *wb = malloc(sizeof(uint16_t) * V * D);
-    CHECK_OK(be->cast_f32_to_bf16(in.w, wb, V * D < T * D ? V * D : T * D));
+    uint16_t *wb = malloc(sizeof(uint16_t) * D * D);
+    CHECK_OK(be->cast_f32_to_bf16(in.w, wb, D * D));
     lcx_matmul_args g = {.trans_b = 1, .m = T, .n = D, .k = D, .batch = 1, .alpha = 1, .a_dtype = LCX_F32,
                          .a = in.x, .b_dtype = LCX_BF16, .b = wb, .c = c1};
     CHECK_OK(be->matmul(&g));
