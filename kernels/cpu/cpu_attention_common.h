@@ -24,10 +24,15 @@ static inline int64_t att_row_begin(const lcx_attn_args *a, int64_t j) {
     return b < 0 ? 0 : b > a->n_q ? a->n_q : b;
 }
 
+/* Dot product with 8 independent partial sums combined in a fixed order: the compiler may vectorise it
+ * (the order of every addition is spelled out), and the result never depends on how work is split. */
 static inline float att_dot(const float *x, const float *y, int64_t n) {
-    float s = 0.0f;
-    for (int64_t d = 0; d < n; d++) s += x[d] * y[d];
-    return s;
+    float s[8] = {0};
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8)
+        for (int l = 0; l < 8; l++) s[l] += x[d + l] * y[d + l];
+    for (; d < n; d++) s[d & 7] += x[d] * y[d];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
 #endif
