@@ -9,7 +9,10 @@
 /* Tile sizes (rows/cols of op(A)/op(B), and of the reduction dimension) used when an operand is bf16. */
 enum { TILE_MN = 256, TILE_K = 2048 };
 
-/* One operand as float32: the block rows [r0, r1) x reduction [k0, k1) of op(X), where op(X) is [rows, k]
+/* Conversion is serial on purpose: it is O(tile) against the GEMM's O(tile * other dim), and an OpenMP team
+ * spinning after its region steals cores from OpenBLAS's own threads (measured 3x slower GEMM).
+ *
+ * One operand as float32: the block rows [r0, r1) x reduction [k0, k1) of op(X), where op(X) is [rows, k]
  * (for A: rows = m; for B seen as op(B)^T: rows = n). `trans` says whether X is stored [k, rows].
  * f32 operands are returned in place (pointer offset); bf16 ones are converted into `scratch`. */
 typedef struct operand {
@@ -29,12 +32,10 @@ static const float *operand_tile(const operand *x, int64_t r0, int64_t r1, int64
     const uint16_t *h = x->p;
     int64_t nr = r1 - r0, nk = k1 - k0;
     if (x->trans) { /* stored [k, rows]: tile is [nk, nr] */
-#pragma omp parallel for schedule(static)
         for (int64_t kk = 0; kk < nk; kk++)
             for (int64_t r = 0; r < nr; r++) scratch[kk * nr + r] = lcx_bf16_to_f32(h[(k0 + kk) * x->ld + r0 + r]);
         *ld_out = nr;
     } else { /* stored [rows, k]: tile is [nr, nk] */
-#pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < nr; r++)
             for (int64_t kk = 0; kk < nk; kk++) scratch[r * nk + kk] = lcx_bf16_to_f32(h[(r0 + r) * x->ld + k0 + kk]);
         *ld_out = nk;
