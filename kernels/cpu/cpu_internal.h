@@ -1,0 +1,73 @@
+/* cpu_internal: the CPU backend's ops (one file per family), gathered into the table by cpu_backend.c.
+ * Shapes and semantics are documented once, in kernels/backend.h. */
+#ifndef LCX_CPU_INTERNAL_H
+#define LCX_CPU_INTERNAL_H
+
+#include "kernels/backend.h"
+
+/* cpu_memory.c */
+lcx_status lcx_cpu_alloc(size_t bytes, void **out);
+void lcx_cpu_free(void *p);
+lcx_status lcx_cpu_copy(void *dst, const void *src, size_t bytes);
+lcx_status lcx_cpu_zero(void *p, size_t bytes);
+lcx_status lcx_cpu_sync(void);
+
+/* cpu_matmul.c */
+lcx_status lcx_cpu_matmul(const lcx_matmul_args *args);
+
+/* cpu_embedding.c */
+lcx_status lcx_cpu_embedding_fwd(const int32_t *ids, const void *weight, lcx_dtype w_dtype, float *out,
+                                 int64_t n_tokens, int64_t n_rows, int64_t dim, int64_t vocab_start,
+                                 int64_t n_vocab);
+lcx_status lcx_cpu_embedding_bwd(const int32_t *ids, const float *dout, float *dweight, int64_t n_tokens,
+                                 int64_t n_rows, int64_t dim, int64_t vocab_start, int64_t n_vocab);
+
+/* cpu_rmsnorm.c */
+lcx_status lcx_cpu_rmsnorm_fwd(const float *x, const float *w, float *y, float *rstd, int64_t n_rows,
+                               int64_t dim, float eps);
+lcx_status lcx_cpu_rmsnorm_bwd(const float *dy, const float *x, const float *w, const float *rstd, float *dx,
+                               float *dw, int64_t n_rows, int64_t dim);
+
+/* cpu_rope.c */
+lcx_status lcx_cpu_rope_fwd(const float *x, float *out, const int32_t *pos, const float *cos, const float *sin,
+                            int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t n_pos);
+lcx_status lcx_cpu_rope_bwd(const float *dout, float *dx, const int32_t *pos, const float *cos,
+                            const float *sin, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                            int64_t rot_dim, int64_t n_pos);
+
+/* cpu_attention.c, cpu_attention_bwd.c */
+lcx_status lcx_cpu_attn_check(const lcx_attn_args *a);
+lcx_status lcx_cpu_attention_fwd(const lcx_attn_args *args, const float *q, const float *k, const float *v,
+                                 float *o, float *lse);
+lcx_status lcx_cpu_attention_bwd(const lcx_attn_args *args, const float *q, const float *k, const float *v,
+                                 const float *o, const float *lse, const float *dout, float *dq, float *dk,
+                                 float *dv);
+lcx_status lcx_cpu_attention_merge(float *o_acc, float *lse_acc, const float *o_part, const float *lse_part,
+                                   int64_t n_rows, int64_t n_heads, int64_t head_dim);
+
+/* cpu_swiglu.c */
+lcx_status lcx_cpu_swiglu_fwd(const float *gate, const float *up, float *h, int64_t n);
+lcx_status lcx_cpu_swiglu_bwd(const float *dh, const float *gate, const float *up, float *dgate, float *dup,
+                              int64_t n);
+
+/* cpu_cross_entropy.c */
+lcx_status lcx_cpu_cross_entropy(const float *logits, const int32_t *targets, float *dlogits, int64_t n_rows,
+                                 int64_t vocab, float dscale, double *loss_sum, int64_t *count);
+
+/* cpu_adamw.c */
+lcx_status lcx_cpu_adamw(const lcx_adamw_args *args, float *param, const float *grad, float *m, float *v,
+                         uint16_t *param_bf16, int64_t n);
+
+/* cpu_elementwise.c */
+lcx_status lcx_cpu_sqnorm(const float *x, int64_t n, double *out);
+lcx_status lcx_cpu_cast_f32_to_bf16(const float *src, uint16_t *dst, int64_t n);
+lcx_status lcx_cpu_cast_bf16_to_f32(const uint16_t *src, float *dst, int64_t n);
+lcx_status lcx_cpu_add(const float *a, const float *b, float *out, int64_t n);
+lcx_status lcx_cpu_scale(float *x, float s, int64_t n);
+lcx_status lcx_cpu_axpy(float alpha, const float *x, float *y, int64_t n);
+
+/* Shared argument check: a required device pointer must be set when its tensor is not empty. */
+#define LCX_CPU_NEED(ptr, count, op)                                                                         \
+    LCX_FAIL_IF((ptr) == NULL && (count) > 0, LCX_ERR_INVALID, "%s: '%s' is NULL", (op), #ptr)
+
+#endif /* LCX_CPU_INTERNAL_H */

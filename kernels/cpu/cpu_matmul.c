@@ -1,0 +1,134 @@
+/* cpu_matmul: C = alpha op(A) op(B) + beta C through OpenBLAS sgemm. bf16 operands are widened to float32 tiles
+ * first (exact), so the GEMM itself always runs in float32; tiles bound the scratch memory. */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "cpu_internal.h"
+
+/* Tile sizes (rows/cols of op(A)/op(B), and of the reduction dimension) used when an operand is bf16. */
+enum { TILE_MN = 256, TILE_K = 2048 };
+
+/* Conversion is serial on purpose: it is O(tile) against the GEMM's O(tile * other dim), and an OpenMP team
+ * spinning after its region steals cores from OpenBLAS's own threads (measured 3x slower GEMM).
+ *
+ * One operand as float32: the block rows [r0, r1) x reduction [k0, k1) of op(X), where op(X) is [rows, k]
+ * (for A: rows = m; for B seen as op(B)^T: rows = n). `trans` says whether X is stored [k, rows].
+ * f32 operands are returned in place (pointer offset); bf16 ones are converted into `scratch`. */
+typedef struct operand {
+    lcx_dtype dtype;
+    const void *p;
+    int64_t ld;
+    int trans; /* stored [k, rows] */
+} operand;
+
+static const float *operand_tile(const operand *x, int64_t r0, int64_t r1, int64_t k0, int64_t k1,
+                                 float *scratch, int64_t *ld_out) {
+    if (x->dtype == LCX_F32) {
+        const float *f = x->p;
+        *ld_out = x->ld;
+        return x->trans ? f + k0 * x->ld + r0 : f + r0 * x->ld + k0;
+    }
+    const uint16_t *h = x->p;
+    int64_t nr = r1 - r0, nk = k1 - k0;
+    if (x->trans) { /* stored [k, rows]: tile is [nk, nr] */
+        for (int64_t kk = 0; kk < nk; kk++)
+            for (int64_t r = 0; r < nr; r++) scratch[kk * nr + r] = lcx_bf16_to_f32(h[(k0 + kk) * x->ld + r0 + r]);
+        *ld_out = nr;
+    } else { /* stored [rows, k]: tile is [nr, nk] */
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t kk = 0; kk < nk; kk++) scratch[r * nk + kk] = lcx_bf16_to_f32(h[(r0 + r) * x->ld + k0 + kk]);
+        *ld_out = nk;
+    }
+    return scratch;
+}
+
+static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                 const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)m,
+                (blasint)n, (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
+}
+
+/* C = beta C (k == 0: no product). beta == 0 writes zeros, ignoring NaN in C. */
+static void scale_c(float *c, int64_t m, int64_t n, int64_t ldc, float beta) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+}
+
+static lcx_status one_matmul(const lcx_matmul_args *g, const void *a, const void *b, float *c, float *sa,
+                             float *sb) {
+    if (g->m == 0 || g->n == 0) return LCX_OK;
+    if (g->k == 0) {
+        scale_c(c, g->m, g->n, g->ldc, g->beta);
+        return LCX_OK;
+    }
+    operand A = {g->a_dtype, a, g->lda, g->trans_a};
+    operand B = {g->b_dtype, b, g->ldb, !g->trans_b}; /* op(B)^T is [n, k]: stored [k, n] unless trans_b */
+    if (A.dtype == LCX_F32 && B.dtype == LCX_F32) {
+        gemm(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a, g->lda, b, g->ldb, g->beta, c, g->ldc);
+        return LCX_OK;
+    }
+    /* f32 operands are not tiled along m/n (no conversion to amortise); bf16 ones are. */
+    int64_t tm = A.dtype == LCX_F32 ? g->m : TILE_MN, tn = B.dtype == LCX_F32 ? g->n : TILE_MN, tk = TILE_K;
+    for (int64_t m0 = 0; m0 < g->m; m0 += tm) {
+        int64_t m1 = m0 + tm < g->m ? m0 + tm : g->m;
+        for (int64_t k0 = 0; k0 < g->k; k0 += tk) {
+            int64_t k1 = k0 + tk < g->k ? k0 + tk : g->k, lda, ldb;
+            const float *ta = operand_tile(&A, m0, m1, k0, k1, sa, &lda);
+            float beta = k0 == 0 ? g->beta : 1.0f;
+            for (int64_t n0 = 0; n0 < g->n; n0 += tn) {
+                int64_t n1 = n0 + tn < g->n ? n0 + tn : g->n;
+                const float *tb = operand_tile(&B, n0, n1, k0, k1, sb, &ldb);
+                /* op(B) tile: stored [k, n] tile (ld ldb) -> no transpose; stored [n, k] -> transpose. */
+                gemm(A.trans, !B.trans, m1 - m0, n1 - n0, k1 - k0, g->alpha, ta, lda, tb, ldb, beta,
+                     c + m0 * g->ldc + n0, g->ldc);
+            }
+        }
+    }
+    return LCX_OK;
+}
+
+lcx_status lcx_cpu_matmul(const lcx_matmul_args *args) {
+    LCX_FAIL_IF(args == NULL, LCX_ERR_INVALID, "matmul: NULL arguments");
+    lcx_matmul_args g = *args;
+    LCX_FAIL_IF(g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 1, LCX_ERR_INVALID,
+                "matmul: bad sizes m=%lld n=%lld k=%lld batch=%lld", (long long)g.m, (long long)g.n,
+                (long long)g.k, (long long)g.batch);
+    LCX_FAIL_IF((g.a_dtype != LCX_F32 && g.a_dtype != LCX_BF16) || (g.b_dtype != LCX_F32 && g.b_dtype != LCX_BF16),
+                LCX_ERR_UNSUPPORTED, "matmul: operands must be F32 or BF16 (got A %s, B %s)",
+                lcx_dtype_name(g.a_dtype), lcx_dtype_name(g.b_dtype));
+    int64_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
+    /* BLAS wants ld >= 1 even for empty matrices */
+    if (g.lda == 0) g.lda = a_cols > 1 ? a_cols : 1;
+    if (g.ldb == 0) g.ldb = b_cols > 1 ? b_cols : 1;
+    if (g.ldc == 0) g.ldc = g.n > 1 ? g.n : 1;
+    LCX_FAIL_IF(g.lda < a_cols || g.ldb < b_cols || g.ldc < g.n || g.lda < 1 || g.ldb < 1 || g.ldc < 1,
+                LCX_ERR_INVALID, "matmul: leading dimensions lda=%lld ldb=%lld ldc=%lld too small for m=%lld "
+                "n=%lld k=%lld", (long long)g.lda, (long long)g.ldb, (long long)g.ldc, (long long)g.m,
+                (long long)g.n, (long long)g.k);
+    LCX_FAIL_IF(g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX || g.lda > INT_MAX || g.ldb > INT_MAX ||
+                    g.ldc > INT_MAX,
+                LCX_ERR_UNSUPPORTED, "matmul: dimension beyond 32-bit BLAS range");
+    if (g.m == 0 || g.n == 0) return LCX_OK;
+    LCX_FAIL_IF(g.c == NULL || (g.k > 0 && (g.a == NULL || g.b == NULL)), LCX_ERR_INVALID,
+                "matmul: NULL operand");
+
+    float *sa = NULL, *sb = NULL;
+    if (g.a_dtype == LCX_BF16) sa = malloc(sizeof(float) * TILE_MN * TILE_K);
+    if (g.b_dtype == LCX_BF16) sb = malloc(sizeof(float) * TILE_MN * TILE_K);
+    if ((g.a_dtype == LCX_BF16 && !sa) || (g.b_dtype == LCX_BF16 && !sb)) {
+        free(sa);
+        free(sb);
+        return lcx_fail(LCX_ERR_OOM, "matmul: no memory for bf16 conversion tiles");
+    }
+    size_t ea = g.a_dtype == LCX_BF16 ? 2 : 4, eb = g.b_dtype == LCX_BF16 ? 2 : 4;
+    lcx_status st = LCX_OK;
+    for (int64_t bi = 0; bi < g.batch && st == LCX_OK; bi++) {
+        const char *a = g.a ? (const char *)g.a + (size_t)(bi * g.stride_a) * ea : NULL;
+        const char *b = g.b ? (const char *)g.b + (size_t)(bi * g.stride_b) * eb : NULL;
+        st = one_matmul(&g, a, b, g.c + bi * g.stride_c, sa, sb);
+    }
+    free(sa);
+    free(sb);
+    return st;
+}

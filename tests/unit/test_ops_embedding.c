@@ -1,0 +1,71 @@
+/* Embedding lookup and scatter-add backward, whole vocabulary and one vocab-parallel shard, f32 and bf16
+ * tables, repeated ids (gradients of one row summed), ids outside [0, vocab) rejected. The reference is a plain
+ * loop in double; the backward is also checked as the gradient of sum(r * out) by central differences. */
+#include "ops_common.h"
+
+typedef struct ctx {
+    int64_t T, V, D, start, rows;
+    const int32_t *ids;
+    double *w, *r; /* w: the shard [rows, D] */
+} ctx;
+
+static double loss(void *p) {
+    ctx *c = p;
+    double s = 0;
+    for (int64_t t = 0; t < c->T; t++) {
+        int64_t row = c->ids[t] - c->start;
+        if (row < 0 || row >= c->rows) continue;
+        for (int64_t d = 0; d < c->D; d++) s += c->r[t * c->D + d] * c->w[row * c->D + d];
+    }
+    return s;
+}
+
+int main(void) {
+    const lcx_backend *be = cpu();
+    rng_seed(11);
+    const int64_t T = 50, V = 40, D = 70; /* D spans two column blocks of the backward */
+    int32_t *ids = malloc(sizeof(int32_t) * T);
+    for (int64_t t = 0; t < T; t++) ids[t] = (int32_t)rng_int(0, V - 1);
+    ids[1] = ids[0];
+    ids[7] = ids[0]; /* repeated id */
+    double wf = 0, wb = 0;
+    for (int shard = 0; shard < 2; shard++)
+        for (int bf = 0; bf < 2; bf++) {
+            int64_t start = shard ? 13 : 0, rows = shard ? 15 : V;
+            float *w = rand_f32(rows * D, -1, 1);
+            uint16_t *wb16 = malloc(sizeof(uint16_t) * (size_t)(rows * D));
+            if (bf)
+                for (int64_t i = 0; i < rows * D; i++) {
+                    wb16[i] = lcx_f32_to_bf16(w[i]);
+                    uint32_t u = (uint32_t)wb16[i] << 16;
+                    memcpy(&w[i], &u, 4); /* the values the bf16 table holds */
+                }
+            float *out = rand_f32(T * D, -1, 1), *dout = rand_f32(T * D, -1, 1), *dw = rand_f32(rows * D, -1, 1);
+            double *dw0 = to_f64(dw, rows * D), *ref = zeros_f64(T * D);
+            CHECK_OK(be->embedding_fwd(ids, bf ? (const void *)wb16 : (const void *)w, bf ? LCX_BF16 : LCX_F32, out,
+                                       T, rows, D, start, V));
+            for (int64_t t = 0; t < T; t++) {
+                int64_t row = ids[t] - start;
+                for (int64_t d = 0; d < D; d++) ref[t * D + d] = row >= 0 && row < rows ? w[row * D + d] : 0.0;
+            }
+            wf = fmax(wf, rel_err(out, ref, T * D, 1.0));
+            CHECK_OK(be->embedding_bwd(ids, dout, dw, T, rows, D, start, V));
+            ctx c = {T, V, D, start, rows, ids, to_f64(w, rows * D), to_f64(dout, T * D)};
+            double *g = zeros_f64(rows * D);
+            fd_grad(loss, &c, c.w, rows * D, 1e-3, g); /* linear: any step is exact up to rounding */
+            for (int64_t i = 0; i < rows * D; i++) g[i] += dw0[i];
+            wb = fmax(wb, rel_err(dw, g, rows * D, 1e-2));
+            free(w); free(wb16); free(out); free(dout); free(dw); free(dw0); free(ref); free(c.w); free(c.r); free(g);
+        }
+    CHECK_ERR("embedding forward (exact copy expected)", wf, 0.0);
+    CHECK_ERR("embedding backward vs central diff. (floor 1%)", wb, 1e-5);
+    float buf[8] = {0};
+    int32_t bad[2] = {3, 40};
+    CHECK_FAILS(be->embedding_fwd(bad, buf, LCX_F32, buf, 2, 1, 1, 0, 40), LCX_ERR_INVALID, "token 1 has id 40");
+    bad[1] = -5;
+    CHECK_FAILS(be->embedding_bwd(bad, buf, buf, 2, 1, 1, 0, 40), LCX_ERR_INVALID, "id -5");
+    CHECK_FAILS(be->embedding_fwd(ids, buf, LCX_F32, buf, 1, 10, 1, 35, 40), LCX_ERR_INVALID, "vocab_start=35");
+    CHECK_FAILS(be->embedding_fwd(ids, buf, LCX_F16, buf, 1, 1, 1, 0, 40), LCX_ERR_UNSUPPORTED, "F16");
+    free(ids);
+    return test_summary("test_ops_embedding");
+}
