@@ -19,6 +19,7 @@ typedef struct subcommand {
 
 static const subcommand subcommands[] = {
     {"version", lcx_cmd_version, "print the version"},
+    {"inspect", lcx_cmd_inspect, "show what a checkpoint holds (arch, sizes, dtypes, rope)"},
 };
 #define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
 
