@@ -273,9 +273,10 @@ void lcx_catalog_close(lcx_catalog *c) {
 
 int64_t lcx_rope_implied_context(const lcx_model_config *cfg) {
     const lcx_rope_params *r = &cfg->rope;
-    int scaled = !strcmp(r->type, "linear") || !strcmp(r->type, "dynamic") || !strcmp(r->type, "yarn") ||
-                 !strcmp(r->type, "llama3");
-    if (!scaled || !r->has_factor || !(r->factor > 0)) return cfg->max_position_embeddings;
+    /* Types that name their pretraining length L (transformers fills L = max_position_embeddings when absent);
+     * linear/dynamic configs conventionally carry the target length in max_position_embeddings already. */
+    int has_l = !strcmp(r->type, "yarn") || !strcmp(r->type, "llama3") || !strcmp(r->type, "longrope");
+    if (!has_l || !r->has_factor || !(r->factor > 0)) return cfg->max_position_embeddings;
     double base = (double)(r->has_original_max ? r->original_max_position_embeddings : cfg->max_position_embeddings);
     double ctx = base * r->factor;
     if (!(ctx < 9.2e18)) return INT64_MAX;

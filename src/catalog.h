@@ -44,8 +44,9 @@ typedef struct lcx_catalog {
 lcx_status lcx_catalog_open(const char *path, lcx_catalog **out);
 void lcx_catalog_close(lcx_catalog *c); /* NULL ok */
 
-/* Context length the rope configuration is designed for: factor x original_max_position_embeddings (or
- * max_position_embeddings when absent) for linear, dynamic, yarn and llama3; max_position_embeddings otherwise. */
+/* Context length the rope configuration is designed for: for yarn, llama3 and longrope with a factor,
+ * factor x original_max_position_embeddings (max_position_embeddings when absent, as transformers fills it);
+ * otherwise max_position_embeddings (linear/dynamic configs conventionally state the target length there). */
 int64_t lcx_rope_implied_context(const lcx_model_config *cfg);
 
 /* Summary as one JSON object (what `lcextend inspect --json` prints). Keys (config ones absent when

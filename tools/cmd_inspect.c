@@ -91,7 +91,7 @@ static void print_text(const lcx_catalog *c) {
     if (c->has_config) {
         const lcx_model_config *m = &c->cfg;
         const lcx_rope_params *r = &m->rope;
-        printf("rope:                    %s, theta %g", r->type, r->theta);
+        printf("rope:                    %s, theta %.12g", r->type, r->theta);
         if (r->partial_rotary_factor != 1.0) printf(", partial %g", r->partial_rotary_factor);
         if (r->has_factor) printf(", factor %g", r->factor);
         if (r->has_original_max) printf(", original %lld", (long long)r->original_max_position_embeddings);
@@ -136,7 +136,7 @@ int lcx_cmd_inspect(int argc, char **argv) {
     if (st != LCX_OK) return lcx_cli_report(CMD, st);
     if (as_json) {
         json_t *j = lcx_catalog_summary_json(c);
-        char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
+        char *s = j ? lcx_json_dumps_hf(j) : NULL; /* sorted keys, shortest round-trip floats */
         json_decref(j);
         if (!s) {
             lcx_catalog_close(c);
