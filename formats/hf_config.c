@@ -22,6 +22,18 @@ static const struct {
 const char *lcx_arch_name(lcx_arch a) { return (unsigned)a < LCX_ARCH_COUNT ? arch_names[a].model_type : "?"; }
 const char *lcx_arch_class(lcx_arch a) { return (unsigned)a < LCX_ARCH_COUNT ? arch_names[a].class_name : "?"; }
 
+char *lcx_printable(const char *s, char *buf, size_t cap) {
+    if (cap == 0) return buf;
+    size_t n = strlen(s), i;
+    for (i = 0; i < n && i + 1 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        buf[i] = (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
+    }
+    buf[i] = 0;
+    if (i < n && cap >= 4) memcpy(buf + cap - 4, "...", 4);
+    return buf;
+}
+
 /* ---- typed getters: each names the source and key in its error --------------------------------------------- */
 
 /* JSON type in words, for "expected an integer, got a string". */
@@ -92,9 +104,10 @@ static lcx_status parse_arch(const char *label, const json_t *root, lcx_arch *ou
                     json_kind(mt));
         for (int a = 0; a < LCX_ARCH_COUNT; a++)
             if (strcmp(json_string_value(mt), arch_names[a].model_type) == 0) from_type = a;
+        char pb[64];
         LCX_FAIL_IF(from_type < 0, LCX_ERR_UNSUPPORTED,
                     "%s: key 'model_type': unsupported architecture '%s' (supported: " SUPPORTED_ARCHS ")", label,
-                    json_string_value(mt));
+                    lcx_printable(json_string_value(mt), pb, sizeof pb));
     }
     json_t *archs = opt(root, "architectures");
     if (archs) {
@@ -108,9 +121,10 @@ static lcx_status parse_arch(const char *label, const json_t *root, lcx_arch *ou
             int found = -1;
             for (int a = 0; a < LCX_ARCH_COUNT; a++)
                 if (strcmp(json_string_value(e), arch_names[a].class_name) == 0) found = a;
+            char pb[64];
             LCX_FAIL_IF(found < 0, LCX_ERR_UNSUPPORTED,
                         "%s: key 'architectures': unsupported architecture '%s' (supported: " SUPPORTED_ARCHS ")",
-                        label, json_string_value(e));
+                        label, lcx_printable(json_string_value(e), pb, sizeof pb));
             LCX_FAIL_IF(from_class >= 0 && found != from_class, LCX_ERR_INVALID,
                         "%s: key 'architectures': lists both %s and %s", label, arch_names[from_class].class_name,
                         arch_names[found].class_name);
@@ -198,13 +212,14 @@ static lcx_status parse_rope(const char *label, const json_t *root, lcx_rope_par
         LCX_FAIL_IF(!json_is_string(ty), LCX_ERR_FORMAT, "%s: key '%s': expected a string, got %s", label, k,
                     json_kind(ty));
     }
+    char p1[48], p2[48];
     LCX_FAIL_IF(rt && ty && strcmp(json_string_value(rt), json_string_value(ty)) != 0, LCX_ERR_INVALID,
-                "%s: key '%s.type': '%s' disagrees with rope_type '%s'", label, src_name, json_string_value(ty),
-                json_string_value(rt));
+                "%s: key '%s.type': '%s' disagrees with rope_type '%s'", label, src_name,
+                lcx_printable(json_string_value(ty), p1, sizeof p1), lcx_printable(json_string_value(rt), p2, sizeof p2));
     const char *type = rt ? json_string_value(rt) : ty ? json_string_value(ty) : "default";
     snprintf(k, sizeof k, "%s.%s", src_name, rt ? "rope_type" : "type");
     LCX_FAIL_IF(strlen(type) == 0 || strlen(type) >= sizeof r->type, LCX_ERR_UNSUPPORTED,
-                "%s: key '%s': unsupported rope type '%.40s'", label, k, type);
+                "%s: key '%s': unsupported rope type '%s'", label, k, lcx_printable(type, p1, sizeof p1));
     strcpy(r->type, type);
 
     /* theta and partial_rotary_factor: the object first, then the top level. */
@@ -339,9 +354,10 @@ static lcx_status parse_fields(const char *label, json_t *root, lcx_model_config
     if (v) {
         LCX_FAIL_IF(!json_is_string(v), LCX_ERR_FORMAT, "%s: key 'hidden_act': expected a string, got %s", label,
                     json_kind(v));
+        char pb[48];
         LCX_FAIL_IF(strcmp(json_string_value(v), "silu") != 0, LCX_ERR_UNSUPPORTED,
-                    "%s: key 'hidden_act': activation '%.40s' is not supported (only silu)", label,
-                    json_string_value(v));
+                    "%s: key 'hidden_act': activation '%s' is not supported (only silu)", label,
+                    lcx_printable(json_string_value(v), pb, sizeof pb));
     }
     if ((v = opt(root, "tie_word_embeddings"))) LCX_TRY(get_bool(label, "tie_word_embeddings", v, &c->tie_word_embeddings));
     int attention_bias = 0, mlp_bias = 0;
@@ -366,10 +382,12 @@ static lcx_status parse_fields(const char *label, json_t *root, lcx_model_config
         if (!strcmp(d, "float32")) c->dtype = LCX_F32;
         else if (!strcmp(d, "bfloat16")) c->dtype = LCX_BF16;
         else if (!strcmp(d, "float16")) c->dtype = LCX_F16;
-        else
+        else {
+            char pb[48];
             return lcx_fail(LCX_ERR_UNSUPPORTED,
-                            "%s: key '%s': unsupported dtype '%.40s' (supported: float32, bfloat16, float16)", label,
-                            dkey, d);
+                            "%s: key '%s': unsupported dtype '%s' (supported: float32, bfloat16, float16)", label,
+                            dkey, lcx_printable(d, pb, sizeof pb));
+        }
     }
 
     c->bos_token_id = -1;
@@ -403,8 +421,9 @@ lcx_status lcx_config_parse(const char *label, const char *text, size_t len, lcx
     memset(cfg, 0, sizeof *cfg);
     json_error_t err;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    char pb[sizeof err.text];
     LCX_FAIL_IF(!root, LCX_ERR_FORMAT, "%s: invalid JSON at line %d, column %d: %s", label, err.line, err.column,
-                err.text);
+                lcx_printable(err.text, pb, sizeof pb));
     lcx_status st = parse_fields(label, root, cfg);
     if (st != LCX_OK) {
         json_decref(root);

@@ -95,6 +95,10 @@ lcx_status lcx_config_parse(const char *label, const char *text, size_t len, lcx
 lcx_status lcx_config_write(const lcx_model_config *cfg, const char *path);
 void lcx_config_free(lcx_model_config *cfg); /* NULL ok; frees json */
 
+/* Copy s into buf for an error message: control bytes (newlines...), DEL and non-ASCII bytes become '?', and
+ * the text is cut to cap-1 bytes ("..." marks a cut). Keeps error messages on one printable line. */
+char *lcx_printable(const char *s, char *buf, size_t cap);
+
 /* Sync the typed fields into cfg->json (what lcx_config_write does before writing). */
 lcx_status lcx_config_sync_json(lcx_model_config *cfg);
 /* Serialise any JSON value like Python's json.dumps(v, indent=2, sort_keys=True) (no trailing newline).

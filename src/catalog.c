@@ -41,10 +41,12 @@ typedef struct problem_set {
 static void problem_add(problem_set *ps, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void problem_add(problem_set *ps, int kind, const char *fmt, ...) {
     if (ps->count[kind] < LIST_SHOW) {
+        char raw[256];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(ps->shown[kind][ps->count[kind]], sizeof ps->shown[kind][0], fmt, ap);
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        lcx_printable(raw, ps->shown[kind][ps->count[kind]], sizeof ps->shown[kind][0]); /* names are file data */
     }
     ps->count[kind]++;
 }
