@@ -391,7 +391,7 @@ static lcx_status parse_fields(const char *label, json_t *root, lcx_model_config
     }
 
     c->bos_token_id = -1;
-    if ((v = opt(root, "bos_token_id"))) LCX_TRY(get_int(label, "bos_token_id", v, INT64_MIN, INT64_MAX, &c->bos_token_id));
+    if ((v = opt(root, "bos_token_id"))) LCX_TRY(get_int(label, "bos_token_id", v, 0, INT64_MAX, &c->bos_token_id));
     if ((v = opt(root, "eos_token_id"))) {
         if (json_is_array(v)) {
             size_t cap = sizeof c->eos_token_ids / sizeof c->eos_token_ids[0];
@@ -402,13 +402,13 @@ static lcx_status parse_fields(const char *label, json_t *root, lcx_model_config
             json_array_foreach(v, i, e) {
                 char k[48];
                 snprintf(k, sizeof k, "eos_token_id[%zu]", i);
-                LCX_TRY(get_int(label, k, e, INT64_MIN, INT64_MAX, &c->eos_token_ids[i]));
+                LCX_TRY(get_int(label, k, e, 0, INT64_MAX, &c->eos_token_ids[i]));
             }
             c->n_eos = (int)json_array_size(v);
         } else {
             LCX_FAIL_IF(!json_is_integer(v), LCX_ERR_FORMAT,
                         "%s: key 'eos_token_id': expected an integer or a list of integers, got %s", label, json_kind(v));
-            c->eos_token_ids[0] = json_integer_value(v);
+            LCX_TRY(get_int(label, "eos_token_id", v, 0, INT64_MAX, &c->eos_token_ids[0]));
             c->n_eos = 1;
         }
     }
@@ -463,7 +463,10 @@ static lcx_status sync_rope(const lcx_rope_params *r, json_t *doc) {
     SET(doc, "rope_theta", json_real(r->theta));
     if (r->partial_rotary_factor != 1.0 || json_object_get(doc, "partial_rotary_factor"))
         SET(doc, "partial_rotary_factor", json_real(r->partial_rotary_factor));
-    if (!strcmp(r->type, "default") || r->type[0] == 0) {
+    int any_param = r->has_factor || r->has_original_max || r->has_attention_factor || r->has_beta_fast ||
+                    r->has_beta_slow || r->has_mscale || r->has_mscale_all_dim || r->has_truncate ||
+                    r->has_low_freq_factor || r->has_high_freq_factor || r->n_short_factor || r->n_long_factor;
+    if ((!strcmp(r->type, "default") || r->type[0] == 0) && !any_param) {
         if (json_object_get(doc, "rope_scaling")) SET(doc, "rope_scaling", json_null());
         return LCX_OK;
     }

@@ -49,7 +49,7 @@ typedef struct lcx_model_config {
     int mlp_bias;        /* llama: mlp_bias; others: never */
     int qk_norm;         /* qwen3 */
     lcx_dtype dtype;     /* torch_dtype / dtype; LCX_F32 when absent */
-    int64_t bos_token_id;             /* -1 when absent/null */
+    int64_t bos_token_id;             /* -1 when absent/null; ids are >= 0 */
     int n_eos;  int64_t eos_token_ids[16];
     /* Sliding-window attention as HF would apply it (Mistral: sliding_window, absent = 4096 as in MistralConfig;
      * Qwen: only with use_sliding_window and on layers >= max_window_layers or marked in layer_types).
