@@ -44,7 +44,7 @@ static void ck_free(ckpt *c) {
     c->n = 0;
 }
 
-static char tmpdir[512];
+static char tmpdir[400];
 
 static void write_text(const char *path, const char *text) {
     CHECK_OK(lcx_write_file_atomic(path, text, strlen(text)));
@@ -133,6 +133,23 @@ static void test_match_ok(void) {
     }
     lcx_catalog_close(cat);
     /* ... but a directory must have one */
+    CHECK_FAILS(lcx_catalog_open(dir, &cat), LCX_ERR_NOT_FOUND, "config.json is missing");
+
+    /* sharded: the same tensors split into several files + index; open by directory and by index path */
+    char sdir[600];
+    snprintf(sdir, sizeof sdir, "%s/sharded", tmpdir);
+    mkdir(sdir, 0755);
+    CHECK_OK(lcx_st_write_sharded(sdir, c.t, c.n, 200));
+    snprintf(p, sizeof p, "%s/config.json", sdir);
+    write_text(p, LLAMA_CFG(""));
+    CHECK_OK(lcx_catalog_open(sdir, &cat));
+    CHECK(cat && cat->set->n_files > 1 && cat->n_parameters == 220 && cat->total_bytes == 452);
+    lcx_catalog_close(cat);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", sdir);
+    CHECK_OK(lcx_catalog_open(p, &cat));
+    CHECK(cat && cat->has_config && cat->set->n_files > 1 && cat->n_tensors == 13);
+    lcx_catalog_close(cat);
+    /* ... but a directory must have one (checked again after the sharded detour) */
     CHECK_FAILS(lcx_catalog_open(dir, &cat), LCX_ERR_NOT_FOUND, "config.json is missing");
     CHECK_FAILS(lcx_catalog_open("/nonexistent/x", &cat), LCX_ERR_NOT_FOUND, "/nonexistent/x");
     ck_free(&c);
