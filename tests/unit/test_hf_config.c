@@ -399,6 +399,16 @@ static void test_write(void) {
     lcx_config_free(&c);
     unlink(out);
 
+    /* (found by fuzz_config) a rope object without a type is "default" but its parameters survive a write */
+    CHECK_OK(parse_llama("\"rope_scaling\": {\"factor\": 4.0, \"original_max_position_embeddings\": 64}", &c));
+    CHECK(!strcmp(c.rope.type, "default") && c.rope.has_factor && c.rope.has_original_max);
+    CHECK_OK(lcx_config_write(&c, out));
+    CHECK_OK(lcx_config_load(out, &r));
+    CHECK(!strcmp(r.rope.type, "default") && r.rope.has_factor && r.rope.factor == 4.0 && r.rope.has_original_max);
+    lcx_config_free(&r);
+    lcx_config_free(&c);
+    unlink(out);
+
     /* writing into a missing directory fails cleanly */
     CHECK_OK(parse_llama("", &c));
     CHECK_FAILS(lcx_config_write(&c, "/nonexistent/dir/config.json"), LCX_ERR_IO, "/nonexistent/dir");
