@@ -44,24 +44,65 @@ typedef struct lcx_model_config {
     double rms_norm_eps;
     int64_t max_position_embeddings;
     int tie_word_embeddings;
-    int qkv_bias;        /* llama/mistral: attention_bias; qwen2: always; qwen3: attention_bias */
-    int o_bias;          /* llama/mistral/qwen3: attention_bias; qwen2: never */
-    int mlp_bias;
+    int qkv_bias;        /* llama, qwen3: attention_bias; qwen2: always; mistral: never (HF ignores the key) */
+    int o_bias;          /* llama, qwen3: attention_bias; qwen2, mistral: never */
+    int mlp_bias;        /* llama: mlp_bias; others: never */
     int qk_norm;         /* qwen3 */
     lcx_dtype dtype;     /* torch_dtype / dtype; LCX_F32 when absent */
-    int64_t bos_token_id;             /* -1 when absent/null */
+    int64_t bos_token_id;             /* -1 when absent/null; ids are >= 0 */
     int n_eos;  int64_t eos_token_ids[16];
-    int64_t sliding_window;           /* 0 = none or inactive */
+    /* Sliding-window attention as HF would apply it (Mistral: sliding_window, absent = 4096 as in MistralConfig;
+     * Qwen: only with use_sliding_window and on layers >= max_window_layers or marked in layer_types).
+     * 0 = none. Parsing refuses a window smaller than max_position_embeddings (it changes attention inside
+     * the pretrained context, which we do not implement); a window >= max_position_embeddings is recorded
+     * here so extension/export can lift it. */
+    int64_t sliding_window;
     lcx_rope_params rope;
     json_t *json;        /* the whole document (owned): unknown fields survive a write */
 } lcx_model_config;
 
-/* Parse config.json at path. */
+/* Limits on sizes (far above any real model; they keep later products of sizes inside 64 bits). */
+#define LCX_CONFIG_MAX_VOCAB     (INT64_C(1) << 28)
+#define LCX_CONFIG_MAX_HIDDEN    (INT64_C(1) << 20)
+#define LCX_CONFIG_MAX_FFN       (INT64_C(1) << 22)
+#define LCX_CONFIG_MAX_LAYERS    INT64_C(4096)
+#define LCX_CONFIG_MAX_HEADS     (INT64_C(1) << 16)
+#define LCX_CONFIG_MAX_HEAD_DIM  (INT64_C(1) << 16)
+#define LCX_CONFIG_MAX_POSITIONS (INT64_C(1) << 34)
+#define LCX_CONFIG_MAX_BYTES     (16u << 20) /* config.json larger than this is refused */
+
+/* HF class name of an architecture ("LlamaForCausalLM", ...). */
+const char *lcx_arch_class(lcx_arch a);
+
+/* Parse config.json at path. Errors name the path and the key, e.g.
+ * "/m/config.json: key 'num_key_value_heads': 3 does not divide num_attention_heads 8".
+ * Required: model_type or architectures, vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+ * num_attention_heads, max_position_embeddings. Integer fields take JSON integers only, float fields integers
+ * or reals, booleans true/false only (as transformers' strict config validation). Defaults follow transformers:
+ * rms_norm_eps 1e-6, hidden_act silu, tie_word_embeddings false, rope_theta 10000, no rope scaling.
+ * Rope: a non-null, non-empty rope_scaling wins over rope_parameters; rope_theta and partial_rotary_factor are
+ * taken from that object, else from the top level; for llama3/yarn/longrope a top-level
+ * original_max_position_embeddings takes priority over the one in the object (as transformers does). */
 lcx_status lcx_config_load(const char *path, lcx_model_config *cfg);
 /* Parse from memory; label names the source in errors. */
 lcx_status lcx_config_parse(const char *label, const char *text, size_t len, lcx_model_config *cfg);
-/* Write cfg->json (with the typed fields above written back into it) atomically, indented like HF. */
+/* Write cfg->json (with the typed fields above written back into it) atomically, formatted exactly like
+ * transformers' to_json_file (json.dumps indent=2, sort_keys=True, ensure_ascii, Python float repr, trailing
+ * newline). Rope is written in the legacy form of rope-scaling.md: top-level rope_theta (float) and a
+ * rope_scaling object with rope_type and type (null for "default"); rope_parameters is removed, and for
+ * llama3 a top-level original_max_position_embeddings is written. Mistral's sliding_window is written (null
+ * when 0); Qwen's window keys are left as they are. */
 lcx_status lcx_config_write(const lcx_model_config *cfg, const char *path);
 void lcx_config_free(lcx_model_config *cfg); /* NULL ok; frees json */
+
+/* Copy s into buf for an error message: control bytes (newlines...), DEL and non-ASCII bytes become '?', and
+ * the text is cut to cap-1 bytes ("..." marks a cut). Keeps error messages on one printable line. */
+char *lcx_printable(const char *s, char *buf, size_t cap);
+
+/* Sync the typed fields into cfg->json (what lcx_config_write does before writing). */
+lcx_status lcx_config_sync_json(lcx_model_config *cfg);
+/* Serialise any JSON value like Python's json.dumps(v, indent=2, sort_keys=True) (no trailing newline).
+ * Returns a malloc'd string or NULL when out of memory. */
+char *lcx_json_dumps_hf(const json_t *v);
 
 #endif

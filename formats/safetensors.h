@@ -31,7 +31,14 @@ typedef struct lcx_st_file {
     lcx_st_tensor *tensors; /* in header order */
     size_t n_meta;
     char **meta_keys, **meta_values; /* __metadata__, string -> string */
+    const lcx_st_tensor **by_name;   /* private: tensors sorted by name, for lcx_st_find */
 } lcx_st_file;
+
+/* Reader rules are those of the reference (Rust `safetensors` crate), with these deliberate differences:
+ * duplicate keys anywhere in the header (tensor names, __metadata__ keys) are errors (the reference keeps the
+ * last one); ranks above LCX_MAX_DIMS are LCX_ERR_UNSUPPORTED; names containing NUL are rejected. Like the
+ * reference we accept "__metadata__": null (= absent) and ignore unknown keys inside a tensor entry.
+ * Tensors sorted by (begin, end) must tile the data buffer, so zero-size tensors may sit at any boundary. */
 
 /* Map and validate a file. */
 lcx_status lcx_st_open(const char *path, lcx_st_file **out);
@@ -53,7 +60,11 @@ typedef struct lcx_st_out_tensor {
 
 /* Write one file atomically. Tensors are ordered largest dtype first, then by name; the header is compact JSON
  * with __metadata__ {"format": "pt", ...extra} first, padded with spaces to a multiple of 8. Extra metadata:
- * n_meta key/value string pairs (may be 0). */
+ * n_meta key/value string pairs (may be 0); an extra "format" key replaces the value "pt".
+ * Dtypes of equal size are ordered as the reference writer orders them (its dtype enum, descending: I64 > F64,
+ * F32 > I32, BF16 > F16, I8 > U8; BOOL after the sub-byte types), so for the same tensors and metadata
+ * {"format": "pt"} our bytes equal those of safetensors' save_file. Tensor data is streamed from the callers'
+ * buffers (no copy). Names must be unique, valid UTF-8 and not "__metadata__". */
 lcx_status lcx_st_write(const char *path, const lcx_st_out_tensor *tensors, size_t n, const char *const *meta_keys,
                         const char *const *meta_values, size_t n_meta);
 
@@ -61,7 +72,13 @@ lcx_status lcx_st_write(const char *path, const lcx_st_out_tensor *tensors, size
 
 /* Write a checkpoint's tensors into dir: one model.safetensors when they fit in max_shard_bytes, else
  * model-0000i-of-0000N.safetensors + model.safetensors.index.json (a tensor larger than the limit gets its own
- * file). Each file is atomic; the index is written last. */
+ * file). Each file is atomic; the index is written last. Splitting follows huggingface_hub (tensors in the given
+ * order; a new shard starts when the next tensor would push the current one past the limit; a tensor larger
+ * than the limit gets its own shard, numbered when it is met). The index is what transformers writes:
+ * {"metadata": {"total_parameters": sum numel, "total_size": sum bytes}, "weight_map": {...}}, indent 2,
+ * sorted keys, trailing newline. Afterwards the other form's leftovers in dir (a stale index, model.safetensors,
+ * or model-*-of-*.safetensors files not written now) are removed so lcx_st_set_open cannot pick them up.
+ * max_shard_bytes 0 = LCX_ST_DEFAULT_SHARD_BYTES. */
 lcx_status lcx_st_write_sharded(const char *dir, const lcx_st_out_tensor *tensors, size_t n,
                                 uint64_t max_shard_bytes);
 
@@ -77,7 +94,9 @@ typedef struct lcx_st_set {
 
 /* path: a directory (model.safetensors.index.json if present, else model.safetensors, else every *.safetensors
  * when exactly one exists), an index .json, or one .safetensors file. Checks that the index's weight_map names
- * exactly the tensors found in its files (no missing, extra or duplicated tensors across shards). */
+ * exactly the tensors found in its files (no missing, extra or duplicated tensors across shards). Files named
+ * by an index are relative to its directory; absolute names and ".." components are refused. Any JSON values
+ * are accepted inside the index's "metadata"; an integer total_size is recorded, not enforced. */
 lcx_status lcx_st_set_open(const char *path, lcx_st_set **out);
 void lcx_st_set_close(lcx_st_set *s);
 const lcx_st_tensor *lcx_st_set_find(const lcx_st_set *s, const char *name);

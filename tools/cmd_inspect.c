@@ -1,0 +1,153 @@
+/* lcextend inspect: what a checkpoint holds — architecture, sizes, parameter count, dtypes, bytes, rope. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "src/catalog.h"
+
+static const char *CMD = "inspect";
+
+static void help(void) {
+    printf("usage: lcextend inspect PATH [--json]\n"
+           "\n"
+           "Show what a checkpoint holds: architecture, layers, hidden size, heads / kv heads, head_dim,\n"
+           "intermediate size, vocab, parameter count (tied embeddings counted once), dtype breakdown, bytes,\n"
+           "rope type / theta / factor and the context it implies, max_position_embeddings.\n"
+           "The tensors are checked against config.json: missing, unexpected, mis-shaped or non-float tensors\n"
+           "are an error (exit 1).\n"
+           "\n"
+           "PATH   a Hugging Face model directory (config.json + model.safetensors or a sharded index),\n"
+           "       a model.safetensors.index.json, or one .safetensors file (config.json beside it is used\n"
+           "       when present; otherwise only tensors, dtypes and bytes are shown)\n"
+           "\n"
+           "options:\n"
+           "  --json   print one JSON object instead of text\n"
+           "  --help   this help\n"
+           "\n"
+           "examples:\n"
+           "  lcextend inspect ./Llama-3.2-1B\n"
+           "  lcextend inspect ./Qwen3-0.6B/model.safetensors --json\n"
+           "  lcextend inspect ./big-model/model.safetensors.index.json\n");
+}
+
+/* 1234567 -> "1.23M" style for human output. */
+static const char *human(double x, char *buf, size_t cap) {
+    static const char *units[] = {"", "K", "M", "B", "T"};
+    int u = 0;
+    while (x >= 1000 && u < 4) x /= 1000, u++;
+    if (u == 0) snprintf(buf, cap, "%.0f", x);
+    else snprintf(buf, cap, "%.2f%s", x, units[u]);
+    return buf;
+}
+
+static const char *human_bytes(double x, char *buf, size_t cap) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (x >= 1024 && u < 4) x /= 1024, u++;
+    if (u == 0) snprintf(buf, cap, "%.0f B", x);
+    else snprintf(buf, cap, "%.2f %s", x, units[u]);
+    return buf;
+}
+
+static void print_text(const lcx_catalog *c) {
+    char b1[32], b2[32];
+    printf("path:                    %s\n", c->path);
+    if (c->has_config) {
+        const lcx_model_config *m = &c->cfg;
+        printf("config:                  %s\n", c->config_path);
+        printf("arch:                    %s (%s)\n", lcx_arch_name(m->arch), lcx_arch_class(m->arch));
+        printf("layers:                  %lld\n", (long long)m->num_hidden_layers);
+        printf("hidden:                  %lld\n", (long long)m->hidden_size);
+        printf("heads / kv heads:        %lld / %lld\n", (long long)m->num_attention_heads,
+               (long long)m->num_key_value_heads);
+        printf("head_dim:                %lld%s\n", (long long)m->head_dim, m->head_dim_explicit ? "" : " (hidden/heads)");
+        printf("intermediate:            %lld\n", (long long)m->intermediate_size);
+        printf("vocab:                   %lld\n", (long long)m->vocab_size);
+        printf("tied embeddings:         %s\n", m->tie_word_embeddings ? "yes" : "no");
+        printf("biases:                  q/k/v %s, o %s, mlp %s%s\n", m->qkv_bias ? "yes" : "no",
+               m->o_bias ? "yes" : "no", m->mlp_bias ? "yes" : "no", m->qk_norm ? "; q/k norm" : "");
+        printf("config dtype:            %s\n",
+               m->dtype == LCX_BF16 ? "bfloat16" : m->dtype == LCX_F16 ? "float16" : "float32");
+        printf("parameters:              %llu (%s)\n", (unsigned long long)c->n_parameters,
+               human((double)c->n_parameters, b1, sizeof b1));
+    } else {
+        printf("config:                  none (tensors only)\n");
+        printf("elements:                %llu (%s)\n", (unsigned long long)c->n_parameters,
+               human((double)c->n_parameters, b1, sizeof b1));
+    }
+    printf("tensors:                 %llu in %zu file%s\n", (unsigned long long)c->n_tensors, c->set->n_files,
+           c->set->n_files == 1 ? "" : "s");
+    printf("bytes:                   %llu (%s)\n", (unsigned long long)c->total_bytes,
+           human_bytes((double)c->total_bytes, b2, sizeof b2));
+    for (int dt = 0; dt < LCX_DTYPE_COUNT; dt++) {
+        const lcx_dtype_stat *s = &c->dtypes[dt];
+        if (!s->tensors) continue;
+        printf("  %-6s %6llu tensors %15llu elements %15llu bytes\n", lcx_dtype_name((lcx_dtype)dt),
+               (unsigned long long)s->tensors, (unsigned long long)s->elements, (unsigned long long)s->bytes);
+    }
+    if (c->has_config) {
+        const lcx_model_config *m = &c->cfg;
+        const lcx_rope_params *r = &m->rope;
+        printf("rope:                    %s, theta %.12g", r->type, r->theta);
+        if (r->partial_rotary_factor != 1.0) printf(", partial %g", r->partial_rotary_factor);
+        if (r->has_factor) printf(", factor %g", r->factor);
+        if (r->has_original_max) printf(", original %lld", (long long)r->original_max_position_embeddings);
+        printf(" -> context %lld\n", (long long)lcx_rope_implied_context(m));
+        printf("max_position_embeddings: %lld\n", (long long)m->max_position_embeddings);
+        if (m->sliding_window > 0) printf("sliding_window:          %lld\n", (long long)m->sliding_window);
+        if (c->lm_head_tied) printf("note: lm_head.weight is stored but equals the tied embedding\n");
+        if (c->n_ignored) printf("note: %zu rotary inv_freq buffers ignored\n", c->n_ignored);
+    } else {
+        for (size_t i = 0; i < c->set->n_tensors; i++) {
+            const lcx_st_tensor *t = c->set->tensors[i];
+            char shape[160];
+            printf("  %-60s %-5s %s\n", t->name, lcx_dtype_name(t->dtype), lcx_shape_str(&t->shape, shape, sizeof shape));
+        }
+    }
+}
+
+int lcx_cmd_inspect(int argc, char **argv) {
+    const char *path = NULL;
+    int as_json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help();
+            return LCX_EXIT_OK;
+        } else if (!strcmp(a, "--json")) {
+            as_json = 1;
+        } else if (!strcmp(a, "--")) {
+            if (i + 1 < argc && !path) path = argv[++i];
+            if (i + 1 < argc) return lcx_cli_usage_error(CMD, "unexpected argument '%s'", argv[i + 1]);
+        } else if (a[0] == '-' && a[1] != 0) {
+            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
+        } else if (path) {
+            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one PATH only)", a);
+        } else {
+            path = a;
+        }
+    }
+    if (!path) return lcx_cli_usage_error(CMD, "missing PATH");
+    lcx_catalog *c = NULL;
+    lcx_status st = lcx_catalog_open(path, &c);
+    if (st != LCX_OK) return lcx_cli_report(CMD, st);
+    if (as_json) {
+        json_t *j = lcx_catalog_summary_json(c);
+        char *s = j ? lcx_json_dumps_hf(j) : NULL; /* sorted keys, shortest round-trip floats */
+        json_decref(j);
+        if (!s) {
+            lcx_catalog_close(c);
+            return lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "%s: out of memory", path));
+        }
+        printf("%s\n", s);
+        free(s);
+    } else {
+        print_text(c);
+    }
+    lcx_catalog_close(c);
+    if (fflush(stdout) != 0) return lcx_cli_report(CMD, lcx_fail(LCX_ERR_IO, "writing to stdout failed"));
+    return LCX_EXIT_OK;
+}
