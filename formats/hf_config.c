@@ -336,6 +336,9 @@ static lcx_status parse_fields(const char *label, json_t *root, lcx_model_config
     if (opt(root, "head_dim")) {
         LCX_TRY(req_int(label, root, "head_dim", LCX_CONFIG_MAX_HEAD_DIM, &c->head_dim));
         c->head_dim_explicit = 1;
+    } else if (c->arch == LCX_ARCH_QWEN3) {
+        /* Qwen3Config's own default is 128, not hidden/heads (transformers configuration_qwen3.py). */
+        c->head_dim = 128;
     } else {
         LCX_FAIL_IF(c->hidden_size % c->num_attention_heads != 0, LCX_ERR_INVALID,
                     "%s: key 'hidden_size': %lld is not divisible by num_attention_heads %lld (and no head_dim given)",

@@ -111,7 +111,9 @@ static void test_arch_rules(void) {
                        "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"max_position_embeddings\": 64, "
                        "\"attention_bias\": true}",
                        &c));
-    CHECK(c.arch == LCX_ARCH_QWEN3 && c.qkv_bias && c.o_bias && c.qk_norm && c.head_dim == 4);
+    /* no head_dim: Qwen3Config defaults to 128 (not hidden/heads = 4), as transformers does */
+    CHECK(c.arch == LCX_ARCH_QWEN3 && c.qkv_bias && c.o_bias && c.qk_norm && c.head_dim == 128 &&
+          !c.head_dim_explicit);
     lcx_config_free(&c);
     /* mistral: bias-free whatever the config says (MistralAttention bias=False); null window = none */
     CHECK_OK(parse_str("{\"model_type\": \"mistral\", \"vocab_size\": 10, \"hidden_size\": 8, \"intermediate_size\": 8, "
