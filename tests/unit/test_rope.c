@@ -47,6 +47,7 @@ static void rope_keys(json_t *o, lcx_rope_params *p) {
     if (!t) t = json_object_get(o, "type");
     if (json_is_string(t)) snprintf(p->type, sizeof p->type, "%s", json_string_value(t));
     jnum(o, "theta", &p->theta);
+    jnum(o, "rope_theta", &p->theta); /* inside a rope dict it beats the top-level one */
     jnum(o, "partial_rotary_factor", &p->partial_rotary_factor);
     p->has_factor = jnum(o, "factor", &p->factor);
     double L;
@@ -69,7 +70,9 @@ static void params_from_config(json_t *cfg, lcx_rope_params *p, int64_t *head_di
     lcx_rope_params_default(p);
     jnum(cfg, "rope_theta", &p->theta);
     jnum(cfg, "partial_rotary_factor", &p->partial_rotary_factor);
+    /* transformers 5.23: a non-null rope_scaling wins over rope_parameters. */
     json_t *rs = json_object_get(cfg, "rope_scaling");
+    if (!json_is_object(rs)) rs = json_object_get(cfg, "rope_parameters");
     if (json_is_object(rs)) rope_keys(rs, p);
     double v;
     *M = jnum(cfg, "max_position_embeddings", &v) ? (int64_t)v : 0;
@@ -286,6 +289,7 @@ static void test_exports(json_t *doc) {
             free(b);
         }
         CHECK(json_object_get(cfg, "rope_parameters") == NULL);
+        CHECK_MSG(json_array_size(json_object_get(e, "hf_warnings")) == 0, "%s: transformers warned on load", name);
         /* Reading our export back gives what transformers computed from the spec-form config. */
         int64_t hd2, M2;
         params_from_config(cfg, &back, &hd2, &M2);
