@@ -94,12 +94,12 @@ void lcx_rope_apply_bwd(float *g, int64_t seq, int64_t heads, int64_t head_dim, 
 
 /* Write p into a config.json object in the legacy form (docs/rope.md "Export"): top-level rope_theta (and
  * partial_rotary_factor when != 1), rope_scaling {rope_type, type, ...} (null for default), numbers as reals,
- * original_max_position_embeddings as an integer; max_position_embeddings = max_pos (yarn: L*s); llama3 also
- * writes a top-level original_max_position_embeddings (kept consistent for yarn/longrope when already present,
- * since transformers lets the top-level value override). Removes a v5 "rope_parameters" (it would otherwise be
- * stale: transformers 5.23 ignores it when rope_scaling is non-null but uses it when rope_scaling is null).
- * Validates p first (same errors as lcx_rope_plan_init); llama3 with L >= M is an error here; dynamic warns that
- * vLLM/llama.cpp cannot run it. */
+ * original_max_position_embeddings as an integer; max_position_embeddings = max_pos (yarn: L*s); llama3 and
+ * longrope also write a top-level original_max_position_embeddings (yarn: rewritten when already present, since
+ * transformers lets the top-level value override the rope dict's). Removes a v5 "rope_parameters" (it would
+ * otherwise be stale: transformers 5.23 ignores it when rope_scaling is non-null but uses it when rope_scaling is
+ * null). Validates p first (same errors as lcx_rope_plan_init); llama3 with L >= M is an error here; warnings:
+ * dynamic (vLLM/llama.cpp cannot run it), longrope factor != M/L (transformers 4.x uses M/L). */
 lcx_status lcx_rope_export(const lcx_rope_params *p, int64_t head_dim, int64_t max_pos, json_t *config,
                            lcx_rope_warn_fn warn, void *user);
 

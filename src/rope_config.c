@@ -97,6 +97,12 @@ lcx_status lcx_rope_export(const lcx_rope_params *p, int64_t head_dim, int64_t m
     LCX_FAIL_IF(type == LCX_ROPE_LLAMA3 && plan.original_max >= M, LCX_ERR_INVALID,
                 "rope export: llama3 original_max_position_embeddings %lld must be < max_position_embeddings %lld",
                 (long long)plan.original_max, (long long)M);
+    if (type == LCX_ROPE_LONGROPE && p->has_factor &&
+        fabs((double)plan.original_max * p->factor - (double)M) > 0.5)
+        warnf(warn, user,
+              "rope export: longrope factor %g != max_position_embeddings / original_max_position_embeddings = %g; "
+              "transformers before 5.0 derives the factor from that ratio",
+              p->factor, (double)M / (double)plan.original_max);
     if (type == LCX_ROPE_DYNAMIC)
         warnf(warn, user, "rope export: dynamic NTK has no vLLM or llama.cpp equivalent; those runtimes will "
                           "ignore or reject it");
@@ -117,9 +123,10 @@ lcx_status lcx_rope_export(const lcx_rope_params *p, int64_t head_dim, int64_t m
         }
         LCX_TRY(set(config, "rope_scaling", rs));
     }
-    /* transformers lets a top-level original_max_position_embeddings override the one in the rope dict. */
-    int uses_L = type == LCX_ROPE_YARN || type == LCX_ROPE_LONGROPE || type == LCX_ROPE_LLAMA3;
-    if (type == LCX_ROPE_LLAMA3 || (uses_L && json_object_get(config, "original_max_position_embeddings")))
+    /* transformers lets a top-level original_max_position_embeddings override the one in the rope dict; 4.x
+     * longrope reads only the top-level one (Phi-3 style); llama.cpp's converter reads it for llama3. */
+    if (type == LCX_ROPE_LLAMA3 || type == LCX_ROPE_LONGROPE ||
+        (type == LCX_ROPE_YARN && json_object_get(config, "original_max_position_embeddings")))
         LCX_TRY(set(config, "original_max_position_embeddings", json_integer(plan.original_max)));
     /* A v5 rope_parameters would be stale; 5.23 reads it whenever rope_scaling is null. */
     json_object_del(config, "rope_parameters");
