@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The float32 steps mirror torch's separately rounded operations: no fused multiply-adds (gcc in ISO C mode
+ * already does not contract; this tells clang). */
+#pragma STDC FP_CONTRACT OFF
+
 #define SUPPORTED_TYPES "default, linear, dynamic, yarn, longrope, llama3"
 
 static const char *const type_names[LCX_ROPE_TYPE_COUNT] = {"default", "linear",   "dynamic",

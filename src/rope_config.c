@@ -184,15 +184,16 @@ lcx_status lcx_rope_plan_extension(const lcx_rope_params *cur, int64_t head_dim,
     double L0 = lcx_rope_original_length(cur, max_pos);
     int64_t L0i = (int64_t)nearbyint(L0);
     int needs_L = req->method == LCX_EXTEND_YARN || req->method == LCX_EXTEND_LLAMA3 ||
-                  req->method == LCX_EXTEND_LONGROPE || req->method == LCX_EXTEND_DYNAMIC ||
-                  req->method == LCX_EXTEND_PI;
-    if (needs_L) {
-        LCX_FAIL_IF(fabs(L0 - (double)L0i) > 1e-6 * L0, LCX_ERR_INVALID,
-                    "rope extension: original length max_position_embeddings / factor = %g is not a whole number",
-                    L0);
+                  req->method == LCX_EXTEND_LONGROPE || req->method == LCX_EXTEND_DYNAMIC;
+    if (needs_L || req->method == LCX_EXTEND_PI) {
+        /* pi only needs the ratio; the others write L (an integer) into the config. */
+        LCX_FAIL_IF(needs_L && fabs(L0 - (double)L0i) > 1e-6 * L0, LCX_ERR_INVALID,
+                    "rope extension (%s): original length max_position_embeddings / factor = %g is not a whole "
+                    "number",
+                    mname, L0);
         LCX_FAIL_IF((double)N <= L0, LCX_ERR_INVALID,
-                    "rope extension (%s): target %lld must be longer than the original pretraining length %lld",
-                    mname, (long long)N, (long long)L0i);
+                    "rope extension (%s): target %lld must be longer than the original pretraining length %g",
+                    mname, (long long)N, L0);
     }
     double s = (double)N / (double)L0i;
     int64_t newM = N;

@@ -473,10 +473,17 @@ static void test_planner(void) {
     req.method = LCX_EXTEND_YARN;
     CHECK_OK(lcx_rope_plan_extension(&cur, 128, 8192, &req, &out, &M, NULL, NULL));
     CHECK(out.factor == 8 && out.original_max_position_embeddings == 4096 && M == 32768);
-    /* linear whose M/s is not whole: refused */
+    /* linear whose M/s is not whole: yarn needs an integer L and refuses; pi only needs the ratio */
     cur.factor = 3;
     CHECK_FAILS(lcx_rope_plan_extension(&cur, 128, 8192, &req, &out, &M, NULL, NULL), LCX_ERR_INVALID,
                 "not a whole number");
+    req.method = LCX_EXTEND_PI;
+    CHECK_OK(lcx_rope_plan_extension(&cur, 128, 8192, &req, &out, &M, NULL, NULL));
+    CHECK_REL(out.factor, 12.0, 1e-15);
+    req.target = 2000; /* shorter than M/s = 2730.67 */
+    CHECK_FAILS(lcx_rope_plan_extension(&cur, 128, 8192, &req, &out, &M, NULL, NULL), LCX_ERR_INVALID,
+                "original pretraining length 2730.67");
+    req.target = 32768;
 
     /* default -> yarn, pi, dynamic, ntk, abf */
     lcx_rope_params_default(&cur);
