@@ -20,12 +20,14 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     {"version", lcx_cmd_version, "print the version"},
     {"inspect", lcx_cmd_inspect, "show what a checkpoint holds (arch, sizes, dtypes, rope)"},
+    {"score", lcx_cmd_score, "mean next-token loss and perplexity over a token-id file"},
+    {"train-steps", lcx_cmd_train_steps, "run N AdamW steps on random or given tokens, print losses"},
 };
 #define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
 
 static void usage(FILE *f) {
     fprintf(f, "usage: lcextend <command> [options]   (lcextend <command> --help for details)\n\ncommands:\n");
-    for (size_t i = 0; i < N_SUBCOMMANDS; i++) fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+    for (size_t i = 0; i < N_SUBCOMMANDS; i++) fprintf(f, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
     fprintf(f, "\nexamples:\n  lcextend inspect tests/fixtures/models/llama_gqa\n  lcextend inspect model.safetensors --json\n");
 }
 
