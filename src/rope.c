@@ -337,6 +337,17 @@ void lcx_rope_table(const float *inv_freq, int64_t n_pairs, double attn, int64_t
     }
 }
 
+lcx_status lcx_rope_cos_sin(const lcx_rope_plan *plan, int64_t seq_len, int64_t p0, int64_t n, float *cos_out,
+                            float *sin_out) {
+    LCX_FAIL_IF(p0 < 0 || n < 0 || p0 > INT64_MAX - n, LCX_ERR_INVALID, "rope: positions [%lld, +%lld) out of range",
+                (long long)p0, (long long)n);
+    float inv[LCX_ROPE_MAX_PAIRS];
+    double attn;
+    LCX_TRY(lcx_rope_inv_freq(plan, seq_len, inv, &attn));
+    lcx_rope_table(inv, plan->n_pairs, attn, p0, n, cos_out, sin_out);
+    return LCX_OK;
+}
+
 /* sign = +1: forward rotation; -1: its transpose (backward). */
 static void rotate(float *x, int64_t seq, int64_t heads, int64_t head_dim, int64_t rot_dim, const float *cos_t,
                    const float *sin_t, float sign) {

@@ -414,6 +414,16 @@ static void test_validation(void) {
     CHECK_OK(lcx_rope_plan_init(&plan, p, 64, 16384, on_warn, &w));
     CHECK(w.n == 2 && has_warning(&w, "beta_fast (1) should be greater than beta_slow (2)") &&
           has_warning(&w, "differs from max_position_embeddings"));
+    /* lo == hi after clamping gets HF's +0.001 (theta 100, L 1e6, d 8: lo = floor(7.39) = 7 = d-1) */
+    lcx_rope_params *q = mk("yarn", 100);
+    q->has_factor = 1, q->factor = 2;
+    q->has_original_max = 1, q->original_max_position_embeddings = 1000000;
+    CHECK_OK(lcx_rope_plan_init(&plan, q, 8, 2000000, NULL, NULL));
+    CHECK(plan.yarn_lo == 7 && plan.yarn_hi == 7.001);
+    p = mk("yarn", 1e4);
+    p->has_factor = 1, p->factor = 4;
+    p->has_original_max = 1, p->original_max_position_embeddings = 2048;
+    p->has_beta_fast = 1, p->has_beta_slow = 1, p->beta_slow = 2;
     p->beta_fast = -3;
     CHECK_FAILS(lcx_rope_plan_init(&plan, p, 64, 8192, NULL, NULL), LCX_ERR_INVALID, "must be positive");
     p->beta_fast = 0; /* zero = unset (HF's `or 32`) */
@@ -582,6 +592,24 @@ static void test_apply(json_t *doc) {
             CHECK_MSG(fabs(g[j] - dx) <= 2e-6 * fmax(1, fabs(dx)), "%s dx[%lld] %.9g vs HF %.9g", name, (long long)j,
                       g[j], dx);
         }
+    }
+
+    /* lcx_rope_cos_sin = inv_freq + table (yarn, attn != 1, positions 100..102 of a 4096 forward) */
+    {
+        static lcx_rope_params q;
+        lcx_rope_params_default(&q);
+        snprintf(q.type, sizeof q.type, "yarn");
+        q.has_factor = 1, q.factor = 4;
+        lcx_rope_plan plan;
+        CHECK_OK(lcx_rope_plan_init(&plan, &q, 16, 2048, NULL, NULL));
+        float c1[24], s1[24], c2[24], s2[24];
+        double at;
+        CHECK_OK(lcx_rope_inv_freq(&plan, 4096, inv, &at));
+        lcx_rope_table(inv, 8, at, 100, 3, c1, s1);
+        CHECK_OK(lcx_rope_cos_sin(&plan, 4096, 100, 3, c2, s2));
+        CHECK(!memcmp(c1, c2, sizeof c1) && !memcmp(s1, s2, sizeof s1));
+        CHECK_REL(c2[0], cos(100.0 * inv[0]) * at, 1e-6);
+        CHECK_FAILS(lcx_rope_cos_sin(&plan, 4096, -1, 3, c2, s2), LCX_ERR_INVALID, "out of range");
     }
 
     /* Partial rotary: dims >= rot_dim untouched; bwd is the adjoint (<R x, y> == <x, R^T y> in double);
