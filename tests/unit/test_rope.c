@@ -222,7 +222,8 @@ static void compare_hf_run(const char *name, const lcx_rope_params *p, int64_t h
               (long long)n, attn, hattn);
     /* Tables from HF's own inv_freq isolate the table code from inv_freq's last-ulp differences (which move
      * the angle at position 100k by ~1e-2). */
-    json_t *pos = json_object_get(run, "positions"), *hc = json_object_get(run, "cos"), *hs = json_object_get(run, "sin");
+    json_t *pos = json_object_get(run, "positions");
+    json_t *hc = json_object_get(run, "cos"), *hs = json_object_get(run, "sin");
     float c[LCX_ROPE_MAX_PAIRS], s[LCX_ROPE_MAX_PAIRS];
     for (size_t i = 0; i < json_array_size(pos); i++) {
         int64_t pp = json_integer_value(json_array_get(pos, i));
@@ -283,7 +284,8 @@ static void test_exports(json_t *doc) {
         CHECK_OK(lcx_rope_export(&p, head_dim, M, cfg, on_warn, &w));
         json_t *want = json_object_get(e, "expected_config");
         if (!json_equal(cfg, want)) {
-            char *a = json_dumps(cfg, JSON_SORT_KEYS | JSON_COMPACT), *b = json_dumps(want, JSON_SORT_KEYS | JSON_COMPACT);
+            char *a = json_dumps(cfg, JSON_SORT_KEYS | JSON_COMPACT);
+            char *b = json_dumps(want, JSON_SORT_KEYS | JSON_COMPACT);
             CHECK_MSG(0, "%s: exported\n  %s\nexpected\n  %s", name, a, b);
             free(a);
             free(b);
@@ -541,7 +543,8 @@ static void test_planner(void) {
     CHECK_FAILS(lcx_rope_plan_extension(&cur, 8, 2048, &req, &out, &M, NULL, NULL), LCX_ERR_INVALID, "length 4");
     req.short_factor = sf, req.long_factor = lf, req.n_short_factor = 4, req.n_long_factor = 4;
     CHECK_OK(lcx_rope_plan_extension(&cur, 8, 2048, &req, &out, &M, NULL, NULL));
-    CHECK(!strcmp(out.type, "longrope") && out.factor == 4 && out.original_max_position_embeddings == 2048 && M == 8192);
+    CHECK(!strcmp(out.type, "longrope") && out.factor == 4 && out.original_max_position_embeddings == 2048);
+    CHECK(M == 8192);
     double attn;
     inv_for(&out, 8, M, 8192, &attn);
     CHECK_REL(inv[3], 0.000125, 1e-6);
@@ -571,7 +574,8 @@ static void test_apply(json_t *doc) {
         const char *name = json_string_value(json_object_get(a, "name"));
         int64_t head_dim, M;
         params_from_config(json_object_get(a, "config"), &p, &head_dim, &M);
-        int64_t seq = json_integer_value(json_object_get(a, "seq")), heads = json_integer_value(json_object_get(a, "heads"));
+        int64_t seq = json_integer_value(json_object_get(a, "seq"));
+        int64_t heads = json_integer_value(json_object_get(a, "heads"));
         int64_t p0 = json_integer_value(json_object_get(a, "p0"));
         double attn;
         inv_for(&p, head_dim, M, p0 + seq, &attn);
@@ -588,7 +592,8 @@ static void test_apply(json_t *doc) {
         for (int64_t j = 0; j < n; j++) {
             double y = json_number_value(json_array_get(json_object_get(a, "y"), (size_t)j));
             double dx = json_number_value(json_array_get(json_object_get(a, "dx"), (size_t)j));
-            CHECK_MSG(fabs(x[j] - y) <= 2e-6 * fmax(1, fabs(y)), "%s y[%lld] %.9g vs HF %.9g", name, (long long)j, x[j], y);
+            CHECK_MSG(fabs(x[j] - y) <= 2e-6 * fmax(1, fabs(y)), "%s y[%lld] %.9g vs HF %.9g", name, (long long)j,
+                      x[j], y);
             CHECK_MSG(fabs(g[j] - dx) <= 2e-6 * fmax(1, fabs(dx)), "%s dx[%lld] %.9g vs HF %.9g", name, (long long)j,
                       g[j], dx);
         }
