@@ -142,7 +142,7 @@ double lcx_rope_original_length(const lcx_rope_params *p, int64_t max_pos);
  * (lcx_rope_original_length): yarn/llama3/longrope s = N/L0 with L = L0, pi s = N/L0 (an already-linear model's
  * factor multiplies), ntk theta' = theta * (N/M)^(d/(d-2)) (compounds with earlier NTK steps), dynamic
  * s = N/L0 with M = L0. ntk/abf over a model with a scaling type other than default/dynamic is refused.
- * out is validated with lcx_rope_plan_init before returning. */
+ * out is validated with lcx_rope_plan_init before returning; out may be the same object as cur. */
 lcx_status lcx_rope_plan_extension(const lcx_rope_params *cur, int64_t head_dim, int64_t max_pos,
                                    const lcx_rope_extend *req, lcx_rope_params *out, int64_t *out_max_pos,
                                    lcx_rope_warn_fn warn, void *user);

@@ -445,7 +445,7 @@ static void test_validation(void) {
 
 /* ---- 5. extension planner ------------------------------------------------------------------------------- */
 static void test_planner(void) {
-    static lcx_rope_params cur, out;
+    static lcx_rope_params cur, out, mid;
     int64_t M;
     lcx_rope_extend req;
     /* yarn s=4 over L=8192, to 128k: s=16 over L=8192 (not s=4 over 32k) */
@@ -473,6 +473,11 @@ static void test_planner(void) {
     CHECK_OK(lcx_rope_plan_extension(&cur, 128, 131072, &req, &out, &M, NULL, NULL));
     CHECK(!strcmp(out.type, "llama3") && out.factor == 64 && out.original_max_position_embeddings == 8192);
     CHECK(out.low_freq_factor == 1 && out.high_freq_factor == 4 && M == 524288 && out.theta == 5e5);
+
+    /* in place (out == cur) */
+    mid = cur;
+    CHECK_OK(lcx_rope_plan_extension(&mid, 128, 131072, &req, &mid, &M, NULL, NULL));
+    CHECK(mid.factor == 64 && mid.original_max_position_embeddings == 8192 && mid.has_low_freq_factor);
 
     /* PI over an already-linear model multiplies: linear 2 at M 8192 (L0 4096) to 32k -> 8 */
     lcx_rope_params_default(&cur);
@@ -510,7 +515,6 @@ static void test_planner(void) {
     CHECK(!strcmp(out.type, "default") && M == 16384);
     CHECK_REL(out.theta, 1e4 * pow(4.0, 128.0 / 126.0), 1e-12); /* b' = b s^(d/(d-2)) */
     /* two NTK steps compound to the one-step result */
-    static lcx_rope_params mid;
     int64_t M1;
     req.target = 8192;
     CHECK_OK(lcx_rope_plan_extension(&cur, 128, 4096, &req, &mid, &M1, NULL, NULL));
