@@ -23,34 +23,89 @@ int lcx_filter_parse(const char *name, lcx_filter *out) {
     return 0;
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define LCX_SWAR 1 /* 8-byte word tricks below assume little-endian loads */
+#else
+#define LCX_SWAR 0
+#endif
+
+/* Bytes 0,2,4,6 of a little-endian word packed into its low 32 bits. */
+static inline uint32_t even_bytes(uint64_t x) {
+    x &= 0x00FF00FF00FF00FFull;
+    x = (x | x >> 8) & 0x0000FFFF0000FFFFull;
+    return (uint32_t)(x | x >> 16);
+}
+/* Inverse: 4 bytes spread to byte positions 0,2,4,6. */
+static inline uint64_t spread_bytes(uint32_t v) {
+    uint64_t x = v;
+    x = (x | x << 16) & 0x0000FFFF0000FFFFull;
+    return (x | x << 8) & 0x00FF00FF00FF00FFull;
+}
+
 void lcx_byte_shuffle(const void *src, void *dst, size_t n, size_t es) {
     const uint8_t *s = src;
     uint8_t *d = dst;
-    if (es == 2) { /* the common bf16 case, kept simple enough to vectorise */
+    size_t i = 0;
+    if (es == 2) { /* bf16/f16: the hot case */
         uint8_t *lo = d, *hi = d + n;
-        for (size_t i = 0; i < n; i++) {
+        if (LCX_SWAR)
+            for (; i + 4 <= n; i += 4) {
+                uint64_t x;
+                memcpy(&x, s + 2 * i, 8);
+                uint32_t a = even_bytes(x), b = even_bytes(x >> 8);
+                memcpy(lo + i, &a, 4);
+                memcpy(hi + i, &b, 4);
+            }
+        for (; i < n; i++) {
             lo[i] = s[2 * i];
             hi[i] = s[2 * i + 1];
         }
         return;
     }
-    for (size_t k = 0; k < es; k++)
-        for (size_t i = 0; i < n; i++) d[k * n + i] = s[i * es + k];
+    if (es == 4) { /* f32: one sequential read stream, four write streams */
+        for (; i < n; i++) {
+            d[i] = s[4 * i];
+            d[n + i] = s[4 * i + 1];
+            d[2 * n + i] = s[4 * i + 2];
+            d[3 * n + i] = s[4 * i + 3];
+        }
+        return;
+    }
+    for (; i < n; i++)
+        for (size_t k = 0; k < es; k++) d[k * n + i] = s[i * es + k];
 }
 
 void lcx_byte_unshuffle(const void *src, void *dst, size_t n, size_t es) {
     const uint8_t *s = src;
     uint8_t *d = dst;
+    size_t i = 0;
     if (es == 2) {
         const uint8_t *lo = s, *hi = s + n;
-        for (size_t i = 0; i < n; i++) {
+        if (LCX_SWAR)
+            for (; i + 4 <= n; i += 4) {
+                uint32_t a, b;
+                memcpy(&a, lo + i, 4);
+                memcpy(&b, hi + i, 4);
+                uint64_t x = spread_bytes(a) | spread_bytes(b) << 8;
+                memcpy(d + 2 * i, &x, 8);
+            }
+        for (; i < n; i++) {
             d[2 * i] = lo[i];
             d[2 * i + 1] = hi[i];
         }
         return;
     }
-    for (size_t k = 0; k < es; k++)
-        for (size_t i = 0; i < n; i++) d[i * es + k] = s[k * n + i];
+    if (es == 4) {
+        for (; i < n; i++) {
+            d[4 * i] = s[i];
+            d[4 * i + 1] = s[n + i];
+            d[4 * i + 2] = s[2 * n + i];
+            d[4 * i + 3] = s[3 * n + i];
+        }
+        return;
+    }
+    for (; i < n; i++)
+        for (size_t k = 0; k < es; k++) d[i * es + k] = s[k * n + i];
 }
 
 uint64_t lcx_xxh3(const void *p, size_t n) { return (uint64_t)XXH3_64bits(p, n); }

@@ -210,6 +210,63 @@ static void expect_truth(lcx_ckpt *ck, const truth *tr, int n_random_boxes) {
     }
 }
 
+/* ---- codec ----------------------------------------------------------------------------------------------- */
+
+static void test_codec(void) {
+    /* Shuffle against its definition dst[k*n + i] = src[i*es + k], for sizes around the 4-element fast path. */
+    const size_t ess[] = {1, 2, 3, 4, 8};
+    for (size_t e = 0; e < 5; e++)
+        for (size_t n = 0; n < 23; n++) {
+            size_t es = ess[e];
+            uint8_t src[23 * 8], sh[23 * 8], back[23 * 8];
+            for (size_t i = 0; i < n * es; i++) src[i] = (uint8_t)rnd();
+            lcx_byte_shuffle(src, sh, n, es);
+            int ok = 1;
+            for (size_t i = 0; i < n; i++)
+                for (size_t k = 0; k < es; k++) ok = ok && sh[k * n + i] == src[i * es + k];
+            CHECK_MSG(ok, "shuffle es=%zu n=%zu", es, n);
+            memset(back, 0, sizeof back);
+            lcx_byte_unshuffle(sh, back, n, es);
+            CHECK(memcmp(back, src, n * es) == 0);
+        }
+    /* Encode/decode every codec x filter on bf16-like data; zstd + shuffle must actually compress it. */
+    size_t n = 1 << 17; /* several zstd blocks, so the shuffled byte planes get their own entropy tables */
+    uint16_t *w = malloc(n * 2), *back = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) w[i] = (uint16_t)(0x3c00 + rnd_below(4) * 256 + rnd_below(256)) ^ (uint16_t)(rnd_below(2) << 15);
+    for (int c = 0; c < LCX_CODEC_COUNT; c++)
+        for (int f = 0; f < LCX_FILTER_COUNT; f++) {
+            lcx_codec_ctx ctx;
+            lcx_codec_ctx_init(&ctx, 3, 0);
+            const uint8_t *stored;
+            size_t len;
+            CHECK_OK(lcx_codec_encode(&ctx, (lcx_codec)c, (lcx_filter)f, 2, w, n * 2, &stored, &len));
+            if (c == LCX_CODEC_ZSTD) CHECK(len < n * 2 * (f == LCX_FILTER_SHUFFLE ? 75 : 90) / 100);
+            if (c == LCX_CODEC_RAW) CHECK(len == n * 2);
+            memset(back, 0, n * 2);
+            CHECK_OK(lcx_codec_decode(&ctx, (lcx_codec)c, (lcx_filter)f, 2, stored, len, back, n * 2));
+            CHECK(memcmp(back, w, n * 2) == 0);
+            if (c == LCX_CODEC_ZSTD) /* wrong expected length is refused, never silently truncated */
+                CHECK_FAILS(lcx_codec_decode(&ctx, (lcx_codec)c, (lcx_filter)f, 2, stored, len, back, n * 2 - 2),
+                            LCX_ERR_FORMAT, "expected");
+            lcx_codec_ctx_free(&ctx);
+        }
+    free(w);
+    free(back);
+    lcx_codec c;
+    lcx_filter f;
+    CHECK(lcx_codec_parse("zstd", &c) && c == LCX_CODEC_ZSTD && !lcx_codec_parse("ZSTD", &c));
+    CHECK(lcx_filter_parse("shuffle", &f) && f == LCX_FILTER_SHUFFLE && !lcx_filter_parse("", &f));
+    /* XXH3-64 of the empty input, from the xxHash documentation/sanity tests. */
+    CHECK(lcx_xxh3("", 0) == 0x2D06800538D394C2ull);
+    char hex[17];
+    uint64_t h;
+    lcx_xxh3_hex(0x0123456789abcdefull, hex);
+    CHECK(strcmp(hex, "0123456789abcdef") == 0);
+    CHECK(lcx_xxh3_parse(hex, &h) && h == 0x0123456789abcdefull);
+    CHECK(!lcx_xxh3_parse("0123456789ABCDEF", &h) && !lcx_xxh3_parse("0123", &h) &&
+          !lcx_xxh3_parse("0123456789abcdef0", &h));
+}
+
 /* ---- tests ----------------------------------------------------------------------------------------------- */
 
 static void test_roundtrip_codecs(const truth *tr) {
@@ -700,6 +757,7 @@ int main(void) {
                              "num_key_value_heads", 2, "head_dim", 4);
     truth tr;
     truth_init(&tr);
+    test_codec();
     test_roundtrip_codecs(&tr);
     test_tp2cp2_boxes(&tr);
     test_reshard_chains(&tr);
