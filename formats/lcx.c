@@ -105,11 +105,14 @@ static int span_cmp(const void *a, const void *b) {
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-static const lcx_box *sort_boxes_base;
-static int piece_order_cmp(const void *a, const void *b) {
-    const lcx_box *x = &sort_boxes_base[*(const int *)a], *y = &sort_boxes_base[*(const int *)b];
-    uint64_t sx = x->ndim ? x->start[0] : 0, sy = y->ndim ? y->start[0] : 0;
-    return sx < sy ? -1 : sx > sy;
+typedef struct piece_key {
+    uint64_t start0; /* start along dim 0 (0 for scalars) */
+    int idx;
+} piece_key;
+
+static int piece_key_cmp(const void *a, const void *b) {
+    const piece_key *x = a, *y = b;
+    return x->start0 < y->start0 ? -1 : x->start0 > y->start0;
 }
 
 /* Parse one piece object of tensor t. */
@@ -175,32 +178,29 @@ static lcx_status parse_piece(lcx_ckpt *ck, lcx_ckpt_tensor *t, int pi, const js
 static lcx_status check_cover(lcx_ckpt *ck, lcx_ckpt_tensor *t) {
     int n = t->n_pieces;
     if (n > 1) {
-        int *order = malloc(sizeof(int) * (size_t)n);
-        lcx_box *boxes = malloc(sizeof(lcx_box) * (size_t)n);
-        LCX_FAIL_IF(!order || !boxes, LCX_ERR_OOM, "out of memory");
-        for (int i = 0; i < n; i++) order[i] = i, boxes[i] = t->pieces[i].box;
-        sort_boxes_base = boxes; /* single-threaded use: the reader opens one manifest at a time per thread */
-        qsort(order, (size_t)n, sizeof(int), piece_order_cmp);
+        /* Sweep along dim 0: after sorting by start, a piece can only meet later pieces that start before its end. */
+        piece_key *order = malloc(sizeof(piece_key) * (size_t)n);
+        LCX_FAIL_IF(!order, LCX_ERR_OOM, "out of memory");
+        for (int i = 0; i < n; i++) order[i] = (piece_key){t->ndim ? t->pieces[i].box.start[0] : 0, i};
+        qsort(order, (size_t)n, sizeof *order, piece_key_cmp);
         for (int a = 0; a < n; a++) {
-            const lcx_box *ba = &boxes[order[a]];
+            const lcx_box *ba = &t->pieces[order[a].idx].box;
             uint64_t end0 = ba->ndim ? ba->start[0] + ba->shape[0] : 1;
             for (int b = a + 1; b < n; b++) {
-                const lcx_box *bb = &boxes[order[b]];
-                if (bb->ndim && bb->start[0] >= end0) break; /* sorted by start[0]: no later piece reaches back */
+                const lcx_box *bb = &t->pieces[order[b].idx].box;
+                if (bb->ndim && bb->start[0] >= end0) break;
                 lcx_box in;
                 if (lcx_box_intersect(ba, bb, &in)) {
                     char s1[160], s2[160];
                     lcx_status st = lcx_fail(LCX_ERR_FORMAT, "%s: tensor '%s' (role %s): pieces %d %s and %d %s overlap",
-                                             ck->mpath, t->name, t->role, order[a], lcx_box_str(ba, s1, sizeof s1),
-                                             order[b], lcx_box_str(bb, s2, sizeof s2));
+                                             ck->mpath, t->name, t->role, order[a].idx, lcx_box_str(ba, s1, sizeof s1),
+                                             order[b].idx, lcx_box_str(bb, s2, sizeof s2));
                     free(order);
-                    free(boxes);
                     return st;
                 }
             }
         }
         free(order);
-        free(boxes);
     }
     if (strcmp(t->role, "param") == 0) {
         lcx_box full = lcx_box_full(t->ndim, t->shape);

@@ -36,7 +36,7 @@
 typedef struct lcx_ckpt_write_opts {
     lcx_codec codec;          /* default zstd */
     lcx_filter filter;        /* default shuffle */
-    int level;                /* zstd level, default 3 */
+    int level;                /* zstd level, default 1 */
     int threads;              /* zstd worker threads, default 0 (compress in the calling thread) */
     uint64_t max_piece_bytes; /* a put larger than this is split along dim 0 (bounds reader memory); default
                                  256 MiB, 0 = never split */
@@ -115,6 +115,7 @@ typedef struct lcx_ckpt_tensor {
     lcx_ckpt_piece *pieces;
 } lcx_ckpt_tensor;
 
+/* An open checkpoint. Not thread-safe: it holds decode scratch and lazily mapped files; use one per thread. */
 typedef struct lcx_ckpt lcx_ckpt;
 
 /* Open a checkpoint directory, validating everything but the data bytes. */

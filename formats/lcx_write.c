@@ -18,7 +18,7 @@
 void lcx_ckpt_write_opts_default(lcx_ckpt_write_opts *o) {
     o->codec = LCX_CODEC_ZSTD;
     o->filter = LCX_FILTER_SHUFFLE;
-    o->level = 3;
+    o->level = 1; /* on bf16 weights level 1 + shuffle beat level 3 in ratio and speed (docs/benchmarks.md) */
     o->threads = 0;
     o->max_piece_bytes = (uint64_t)256 << 20;
 }
