@@ -500,6 +500,12 @@ static void m_optimizer_overlap(json_t *r) {
     json_array_set_new(json_object_get(piece_of(r, QW, "adam_m", 1), "start"), 0, json_integer(2));
 }
 
+/* o_proj is split by columns: the overlap sweep must look along dim 1. */
+static void m_col_overlap(json_t *r) {
+    json_array_set_new(json_object_get(piece_of(r, "model.layers.0.self_attn.o_proj.weight", "param", 1), "start"), 1,
+                       json_integer(4));
+}
+
 static void test_hostile(const truth *tr) {
     source src = {.tr = tr};
     lcx_ckpt_write_opts o;
@@ -539,6 +545,7 @@ static void test_hostile(const truth *tr) {
     expect_open_fails(m_tok, LCX_ERR_NOT_FOUND, "tokenizer file 'vocab.txt' is missing", "tokenizer");
     expect_open_fails(m_shared_bytes, LCX_ERR_FORMAT, "overlap at offset", "shared bytes");
     expect_open_fails(m_optimizer_overlap, LCX_ERR_FORMAT, "overlap", "adam_m overlap");
+    expect_open_fails(m_col_overlap, LCX_ERR_FORMAT, "[0:8, 4:12] overlap", "column overlap");
 
     /* Text-level attacks: integers beyond int64, duplicate keys, truncated JSON. */
     char *big = strdup(manifest_text), *at = strstr(big, "\"offset\": ");
