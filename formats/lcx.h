@@ -44,7 +44,7 @@ typedef struct lcx_ckpt_write_opts {
 
 void lcx_ckpt_write_opts_default(lcx_ckpt_write_opts *o);
 
-/* Create parent/NAME.tmp-<random>/ (parent must exist). NAME: letters, digits, '.', '_', '-', not starting with
+/* Create parent/NAME.tmp-<random>/ (parent must exist, parent/NAME must not). NAME: letters, digits, '.', '_', '-', not starting with
  * '.', not "latest", without ".tmp-". *tmp_dir is heap-allocated. */
 lcx_status lcx_ckpt_tmpdir_create(const char *parent, const char *name, char **tmp_dir);
 

@@ -49,6 +49,14 @@ lcx_status lcx_ckpt_tmpdir_create(const char *parent, const char *name, char **t
     size_t n = strlen(parent) + strlen(name) + 32;
     char *p = malloc(n);
     LCX_FAIL_IF(!p, LCX_ERR_OOM, "out of memory");
+    /* Refuse before any data is written rather than at commit time. */
+    snprintf(p, n, "%s/%s", parent, name);
+    struct stat sb;
+    if (lstat(p, &sb) == 0) {
+        lcx_status st = lcx_fail(LCX_ERR_INVALID, "%s: a checkpoint with this name already exists", p);
+        free(p);
+        return st;
+    }
     for (int tries = 0; tries < 16; tries++) {
         snprintf(p, n, "%s/%s.tmp-%08llx", parent, name, random_u64() & 0xffffffffull);
         if (mkdir(p, 0755) == 0) {

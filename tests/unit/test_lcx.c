@@ -604,6 +604,7 @@ static void test_hostile(const truth *tr) {
     char *tmp = NULL;
     CHECK_FAILS(lcx_ckpt_tmpdir_create(workdir, "../evil", &tmp), LCX_ERR_INVALID, "checkpoint name");
     CHECK_FAILS(lcx_ckpt_tmpdir_create(workdir, "latest", &tmp), LCX_ERR_INVALID, "checkpoint name");
+    CHECK_FAILS(lcx_ckpt_tmpdir_create(workdir, "codec-0", &tmp), LCX_ERR_INVALID, "already exists");
     CHECK_OK(lcx_ckpt_tmpdir_create(workdir, "writer-args", &tmp));
     lcx_ckpt_writer *w = NULL;
     CHECK_OK(lcx_ckpt_writer_open(tmp, 0, NULL, &w));
@@ -737,6 +738,19 @@ static void test_crash_safety(void) {
         next = lstep + 1;
         free(latest);
     }
+    /* One clean save: pruning keeps exactly the 2 newest and clears every leftover of the killed saves. */
+    crash_save(parent, next, 99);
+    int dirs = 0, leftovers = 0, has_latest = 0;
+    DIR *dd = opendir(parent);
+    struct dirent *e;
+    while (dd && (e = readdir(dd))) {
+        if (e->d_name[0] == '.') continue;
+        if (strcmp(e->d_name, "latest") == 0) has_latest = 1;
+        else if (strstr(e->d_name, ".tmp-")) leftovers++;
+        else dirs++;
+    }
+    if (dd) closedir(dd);
+    CHECK_MSG(dirs == 2 && leftovers == 0 && has_latest, "%d checkpoints, %d leftovers", dirs, leftovers);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("crash safety: %d kills, %d left temporary directories behind, reached step %d in %.2f s\n", rounds,
            kills_mid_write, next - 1, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
