@@ -85,11 +85,14 @@ static lcx_status plan_build(const char *path, const lcx_st_out_tensor *tensors,
     p->ord = malloc((n ? n : 1) * sizeof *p->ord);
     p->bytes = malloc((n ? n : 1) * sizeof *p->bytes);
     LCX_FAIL_GOTO(!p->ord || !p->bytes, LCX_ERR_OOM, fail, "%s: out of memory", path);
-    for (size_t i = 0; i < n; i++) p->ord[i] = &tensors[i];
+    for (size_t i = 0; i < n; i++) {
+        LCX_FAIL_GOTO(!tensors[i].name, LCX_ERR_INVALID, fail, "%s: tensor %zu has no name", path, i);
+        p->ord[i] = &tensors[i];
+    }
     /* duplicates: adjacent after sorting by name */
     qsort(p->ord, n, sizeof *p->ord, cmp_out_name);
     for (size_t i = 1; i < n; i++)
-        LCX_FAIL_GOTO(p->ord[i - 1]->name && p->ord[i]->name && strcmp(p->ord[i - 1]->name, p->ord[i]->name) == 0,
+        LCX_FAIL_GOTO(strcmp(p->ord[i - 1]->name, p->ord[i]->name) == 0,
                       LCX_ERR_INVALID, fail, "%s: tensor '%s' given twice", path, p->ord[i]->name);
     for (size_t i = 0; i < n; i++) LCX_TRY_GOTO(out_tensor_bytes(path, p->ord[i], &p->bytes[i]), fail);
     qsort(p->ord, n, sizeof *p->ord, cmp_write_order);
@@ -150,8 +153,11 @@ lcx_status lcx_st_write(const char *path, const lcx_st_out_tensor *tensors, size
                         const char *const *meta_values, size_t n_meta) {
     st_plan p;
     LCX_TRY(plan_build(path, tensors, n, meta_keys, meta_values, n_meta, &p));
-    LCX_FAIL_IF(p.header_len > LCX_ST_MAX_HEADER, LCX_ERR_INVALID, "%s: header of %zu bytes exceeds the limit",
-                path, p.header_len);
+    if (p.header_len > LCX_ST_MAX_HEADER) {
+        plan_free(&p);
+        return lcx_fail(LCX_ERR_INVALID, "%s: header of %zu bytes exceeds the %llu-byte limit", path, p.header_len,
+                        LCX_ST_MAX_HEADER);
+    }
     uint8_t lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (uint8_t)((uint64_t)p.header_len >> (8 * i));
     lcx_atomic_file af;

@@ -328,6 +328,9 @@ static void test_write_errors(void) {
     char *p = tpath("err.safetensors");
     lcx_st_out_tensor dup[] = {{"x", LCX_F32, lcx_shape_1d(1), d}, {"x", LCX_F16, lcx_shape_1d(1), d}};
     CHECK_FAILS(lcx_st_write(p, dup, 2, NULL, NULL, 0), LCX_ERR_INVALID, "tensor 'x' given twice");
+    lcx_st_out_tensor noname[] = {{"x", LCX_F32, lcx_shape_1d(1), d}, {NULL, LCX_F32, lcx_shape_1d(1), d}};
+    CHECK_FAILS(lcx_st_write(p, noname, 2, NULL, NULL, 0), LCX_ERR_INVALID, "tensor 1 has no name");
+    CHECK_FAILS(lcx_st_write_sharded(tmpdir, noname, 2, 0), LCX_ERR_INVALID, "tensor without a name");
     lcx_st_out_tensor meta = {"__metadata__", LCX_F32, lcx_shape_1d(1), d};
     CHECK_FAILS(lcx_st_write(p, &meta, 1, NULL, NULL, 0), LCX_ERR_INVALID, "'__metadata__' cannot be a tensor name");
     lcx_st_out_tensor nodata = {"y", LCX_F32, lcx_shape_1d(2), NULL};
@@ -501,9 +504,16 @@ static void test_set_errors(void) {
                "{\"weight_map\": {\"a\": \"one.safetensors\", \"b\": \"one.safetensors\", \"c\": \"one.safetensors\"}}");
     CHECK_FAILS(lcx_st_set_open(idx, &s), LCX_ERR_FORMAT,
                 "weight_map assigns tensor 'c' to one.safetensors, which does not contain it");
-    /* b is in both files: whichever file is checked second disagrees with the map, naming both */
+    /* b is in both files */
     write_text(d, "model.safetensors.index.json",
                "{\"weight_map\": {\"a\": \"one.safetensors\", \"b\": \"two.safetensors\"}}");
+    CHECK_FAILS(lcx_st_set_open(d, &s), LCX_ERR_FORMAT, "tensor 'b' appears in both ");
+    CHECK(strstr(lcx_last_error(), "/one.safetensors") && strstr(lcx_last_error(), "/two.safetensors"));
+    /* b only in one.safetensors but mapped to two.safetensors (which holds c) */
+    lcx_st_out_tensor c = {"c", LCX_F32, lcx_shape_1d(1), v};
+    write_st(d, "two.safetensors", &c, 1);
+    write_text(d, "model.safetensors.index.json",
+               "{\"weight_map\": {\"a\": \"one.safetensors\", \"b\": \"two.safetensors\", \"c\": \"two.safetensors\"}}");
     CHECK_FAILS(lcx_st_set_open(d, &s), LCX_ERR_FORMAT,
                 "tensor 'b' is in one.safetensors but the weight_map assigns it to two.safetensors");
     write_text(d, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"/etc/one.safetensors\"}}");
