@@ -583,6 +583,25 @@ static void write_interop(const char *dir) {
     p = lcx_path_join(dir, "interop_plain.safetensors");
     CHECK_OK(lcx_st_write(p, ts, n, NULL, NULL, 0));
     free(p);
+    /* names that need JSON escaping: must also match the reference writer byte for byte */
+    static const char *odd[] = {"a\x1f" "b", "q\"uote\\back/slash", "unicod\xc3\xa9\xe2\x80\xa8", "tab\tnl\n", "del\x7f"};
+    float ov[5][2];
+    lcx_st_out_tensor ot[5];
+    for (int i = 0; i < 5; i++) {
+        ov[i][0] = (float)(i + 1);
+        ov[i][1] = -(float)(i + 1);
+        ot[i] = (lcx_st_out_tensor){odd[i], LCX_F32, lcx_shape_1d(2), ov[i]};
+    }
+    p = lcx_path_join(dir, "interop_names.safetensors");
+    CHECK_OK(lcx_st_write(p, ot, 5, NULL, NULL, 0));
+    lcx_st_file *f = NULL;
+    CHECK_OK(lcx_st_open(p, &f));
+    for (int i = 0; f && i < 5; i++) {
+        const lcx_st_tensor *t = lcx_st_find(f, odd[i]);
+        CHECK(t && memcmp(t->data, ov[i], 8) == 0);
+    }
+    lcx_st_close(f);
+    free(p);
     p = lcx_path_join(dir, "interop_sharded");
     mkdir(p, 0755);
     CHECK_OK(lcx_st_write_sharded(p, ts, n, 64));
