@@ -584,7 +584,7 @@ static void write_interop(const char *dir) {
     CHECK_OK(lcx_st_write(p, ts, n, NULL, NULL, 0));
     free(p);
     /* names that need JSON escaping: must also match the reference writer byte for byte */
-    static const char *odd[] = {"a\x1f" "b", "q\"uote\\back/slash", "unicod\xc3\xa9\xe2\x80\xa8", "tab\tnl\n", "del\x7f"};
+    static const char *odd[] = {"a\037b", "q\"uote\\back/slash", "unicod\xc3\xa9\xe2\x80\xa8", "tab\tnl\n", "del\x7f"};
     float ov[5][2];
     lcx_st_out_tensor ot[5];
     for (int i = 0; i < 5; i++) {
