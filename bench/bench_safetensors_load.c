@@ -2,7 +2,8 @@
  * really touched), repeated. Driven by bench/safetensors_load.sh, which times Python safetensors on the same file.
  *
  * usage: bench_safetensors_load FILE [REPEATS]
- * prints one line per repeat and "best_s=... median_s=... checksum=..." (checksum: sum mod 2^64 of the
+ * prints one line per repeat ("repeat R: WALL s (GB/s) cpu CPU s": wall clock and process CPU time, the latter
+ * steadier on a shared machine) and "best_s=... median_s=... checksum=..." (checksum: sum mod 2^64 of the
  * little-endian u64 words of every tensor, plus its trailing bytes one by one). */
 #include <stdint.h>
 #include <stdio.h>
@@ -12,9 +13,9 @@
 
 #include "formats/safetensors.h"
 
-static double now(void) {
+static double clock_s(clockid_t id) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -81,7 +82,7 @@ int main(int argc, char **argv) {
     double *times = calloc((size_t)reps, sizeof *times);
     uint64_t sum = 0, bytes = 0;
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
         lcx_st_file *f = NULL;
         if (lcx_st_open(argv[1], &f) != LCX_OK) {
             fprintf(stderr, "%s\n", lcx_last_error());
@@ -95,8 +96,9 @@ int main(int argc, char **argv) {
             bytes += t->end - t->begin;
         }
         lcx_st_close(f);
-        times[r] = now() - t0;
-        printf("repeat %d: %.4f s (%.2f GB/s)\n", r, times[r], (double)bytes / times[r] / 1e9);
+        times[r] = clock_s(CLOCK_MONOTONIC) - t0;
+        printf("repeat %d: %.4f s (%.2f GB/s) cpu %.4f s\n", r, times[r], (double)bytes / times[r] / 1e9,
+               clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0);
     }
     qsort(times, (size_t)reps, sizeof *times, cmp_double);
     printf("best_s=%.4f median_s=%.4f bytes=%llu checksum=%llu\n", times[0], times[reps / 2],

@@ -36,7 +36,8 @@ typedef struct lcx_st_file {
 
 /* Reader rules are those of the reference (Rust `safetensors` crate), with these deliberate differences:
  * duplicate keys anywhere in the header (tensor names, __metadata__ keys) are errors (the reference keeps the
- * last one); ranks above LCX_MAX_DIMS are LCX_ERR_UNSUPPORTED; names containing NUL are rejected. Like the
+ * last one); ranks above LCX_MAX_DIMS are LCX_ERR_UNSUPPORTED; names containing NUL are rejected; integers
+ * above 2^63-1 are rejected by the JSON parser (only a zero-size tensor could carry such a dim). Like the
  * reference we accept "__metadata__": null (= absent) and ignore unknown keys inside a tensor entry.
  * Tensors sorted by (begin, end) must tile the data buffer, so zero-size tensors may sit at any boundary. */
 
@@ -46,6 +47,7 @@ lcx_status lcx_st_open(const char *path, lcx_st_file **out);
  * The buffer must outlive the result. */
 lcx_status lcx_st_parse(const char *label, const uint8_t *buf, size_t size, lcx_st_file **out);
 void lcx_st_close(lcx_st_file *f); /* NULL ok */
+/* Tensor by name (binary search) or NULL. */
 const lcx_st_tensor *lcx_st_find(const lcx_st_file *f, const char *name);
 /* Value of a __metadata__ key or NULL. */
 const char *lcx_st_meta(const lcx_st_file *f, const char *key);

@@ -152,8 +152,11 @@ static lcx_status open_index(lcx_st_set *s, const char *index_path) {
                           index_path, names[i], example);
         }
         LCX_TRY_GOTO(add_file(s, path), done);
-        /* every tensor of the file must be mapped to this very file */
-        const lcx_st_file *f = s->files[s->n_files - 1];
+    }
+    /* a tensor in two shards is named with both files before the map is compared */
+    LCX_TRY_GOTO(build_lookup(s), done);
+    for (size_t i = 0; i < s->n_files; i++) { /* every tensor of a file must be mapped to this very file */
+        const lcx_st_file *f = s->files[i];
         for (size_t j = 0; j < f->n_tensors; j++) {
             json_t *m = json_object_get(wmap, f->tensors[j].name);
             LCX_FAIL_GOTO(!m, LCX_ERR_FORMAT, done, "%s: tensor '%s' of %s is not in the weight_map", index_path,
@@ -173,7 +176,6 @@ static lcx_status open_index(lcx_st_set *s, const char *index_path) {
         LCX_FAIL_GOTO(!lcx_st_find(f, tname), LCX_ERR_FORMAT, done,
                       "%s: weight_map assigns tensor '%s' to %s, which does not contain it", index_path, tname, fname);
     }
-    st = build_lookup(s);
 done:
     json_decref(root);
     free(names);

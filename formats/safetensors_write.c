@@ -76,71 +76,148 @@ static lcx_status json_set(const char *path, json_t *obj, const char *key, json_
     return LCX_OK;
 }
 
+/* Growing text buffer for the header; an allocation failure is remembered and reported once at the end. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+static void sb_cstr(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_u64(sbuf *b, uint64_t v) {
+    char t[24];
+    sb_put(b, t, (size_t)snprintf(t, sizeof t, "%llu", (unsigned long long)v));
+}
+
+/* A JSON string escaped as serde_json (the reference writer) escapes it: \" \\ \b \f \n \r \t, other control
+ * characters as \u00xx in lower case, everything else (DEL, non-ASCII UTF-8, '/') verbatim. */
+static void sb_jstr(sbuf *b, const char *s) {
+    sb_put(b, "\"", 1);
+    for (const char *q = s; *q; q++) {
+        unsigned char c = (unsigned char)*q;
+        const char *esc = NULL;
+        switch (c) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        default: break;
+        }
+        if (esc) sb_cstr(b, esc);
+        else if (c < 0x20) {
+            char t[8];
+            snprintf(t, sizeof t, "\\u%04x", c);
+            sb_cstr(b, t);
+        } else sb_put(b, q, 1);
+    }
+    sb_put(b, "\"", 1);
+}
+
+/* Header strings must be valid UTF-8 (jansson's check, the same rules our reader applies). */
+static lcx_status check_utf8(const char *path, const char *what, const char *s) {
+    json_t *j = json_string(s);
+    LCX_FAIL_IF(!j, LCX_ERR_INVALID, "%s: %s '%s' is not valid UTF-8", path, what, s);
+    json_decref(j);
+    return LCX_OK;
+}
+
 static lcx_status plan_build(const char *path, const lcx_st_out_tensor *tensors, size_t n,
                              const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
                              st_plan *p) {
     memset(p, 0, sizeof *p);
     lcx_status st = LCX_OK;
-    json_t *root = NULL;
+    sbuf h = {0};
     p->ord = malloc((n ? n : 1) * sizeof *p->ord);
     p->bytes = malloc((n ? n : 1) * sizeof *p->bytes);
     LCX_FAIL_GOTO(!p->ord || !p->bytes, LCX_ERR_OOM, fail, "%s: out of memory", path);
-    for (size_t i = 0; i < n; i++) p->ord[i] = &tensors[i];
+    for (size_t i = 0; i < n; i++) {
+        LCX_FAIL_GOTO(!tensors[i].name, LCX_ERR_INVALID, fail, "%s: tensor %zu has no name", path, i);
+        p->ord[i] = &tensors[i];
+    }
     /* duplicates: adjacent after sorting by name */
     qsort(p->ord, n, sizeof *p->ord, cmp_out_name);
     for (size_t i = 1; i < n; i++)
-        LCX_FAIL_GOTO(p->ord[i - 1]->name && p->ord[i]->name && strcmp(p->ord[i - 1]->name, p->ord[i]->name) == 0,
-                      LCX_ERR_INVALID, fail, "%s: tensor '%s' given twice", path, p->ord[i]->name);
-    for (size_t i = 0; i < n; i++) LCX_TRY_GOTO(out_tensor_bytes(path, p->ord[i], &p->bytes[i]), fail);
+        LCX_FAIL_GOTO(strcmp(p->ord[i - 1]->name, p->ord[i]->name) == 0, LCX_ERR_INVALID, fail,
+                      "%s: tensor '%s' given twice", path, p->ord[i]->name);
+    for (size_t i = 0; i < n; i++) {
+        LCX_TRY_GOTO(out_tensor_bytes(path, p->ord[i], &p->bytes[i]), fail);
+        LCX_TRY_GOTO(check_utf8(path, "tensor name", p->ord[i]->name), fail);
+    }
     qsort(p->ord, n, sizeof *p->ord, cmp_write_order);
 
-    root = json_object();
-    json_t *meta = json_object();
-    LCX_FAIL_GOTO(!root || !meta, LCX_ERR_OOM, fail, "%s: out of memory", path);
-    LCX_TRY_GOTO(json_set(path, root, "__metadata__", meta), fail);
-    LCX_TRY_GOTO(json_set(path, meta, "format", json_string("pt")), fail);
+    /* __metadata__: "format" first ("pt" unless an extra replaces it), then the extras in the given order */
+    const char *format = "pt";
     for (size_t i = 0; i < n_meta; i++) {
         LCX_FAIL_GOTO(!meta_keys[i] || !meta_values[i], LCX_ERR_INVALID, fail, "%s: metadata entry %zu is NULL",
                       path, i);
-        LCX_FAIL_GOTO(strcmp(meta_keys[i], "format") != 0 && json_object_get(meta, meta_keys[i]), LCX_ERR_INVALID,
-                      fail, "%s: metadata key '%s' given twice", path, meta_keys[i]);
-        LCX_TRY_GOTO(json_set(path, meta, meta_keys[i], json_string(meta_values[i])), fail);
+        LCX_TRY_GOTO(check_utf8(path, "metadata key", meta_keys[i]), fail);
+        LCX_TRY_GOTO(check_utf8(path, "metadata value", meta_values[i]), fail);
+        for (size_t j = 0; j < i; j++)
+            LCX_FAIL_GOTO(strcmp(meta_keys[i], meta_keys[j]) == 0, LCX_ERR_INVALID, fail,
+                          "%s: metadata key '%s' given twice", path, meta_keys[i]);
+        if (strcmp(meta_keys[i], "format") == 0) format = meta_values[i];
     }
+    sb_cstr(&h, "{\"__metadata__\":{\"format\":");
+    sb_jstr(&h, format);
+    for (size_t i = 0; i < n_meta; i++) {
+        if (strcmp(meta_keys[i], "format") == 0) continue;
+        sb_put(&h, ",", 1);
+        sb_jstr(&h, meta_keys[i]);
+        sb_put(&h, ":", 1);
+        sb_jstr(&h, meta_values[i]);
+    }
+    sb_put(&h, "}", 1);
     uint64_t off = 0;
     for (size_t i = 0; i < n; i++) {
         const lcx_st_out_tensor *t = p->ord[i];
         uint64_t b = 0;
         LCX_TRY_GOTO(out_tensor_bytes(path, t, &b), fail); /* validated above; sizes again in write order */
-        json_t *e = json_object(), *shape = json_array(), *offs = json_array();
-        LCX_FAIL_GOTO(!e || !shape || !offs, LCX_ERR_OOM, fail, "%s: out of memory", path);
-        for (int d = 0; d < t->shape.ndim; d++) json_array_append_new(shape, json_integer((json_int_t)t->shape.dims[d]));
         LCX_FAIL_GOTO(__builtin_add_overflow(off, b, &off) || off > (uint64_t)INT64_MAX, LCX_ERR_INVALID, fail,
                       "%s: total size overflows", path);
-        json_array_append_new(offs, json_integer((json_int_t)(off - b)));
-        json_array_append_new(offs, json_integer((json_int_t)off));
-        json_object_set_new(e, "dtype", json_string(lcx_dtype_name(t->dtype)));
-        json_object_set_new(e, "shape", shape);
-        json_object_set_new(e, "data_offsets", offs);
-        LCX_TRY_GOTO(json_set(path, root, t->name, e), fail);
+        sb_put(&h, ",", 1);
+        sb_jstr(&h, t->name);
+        sb_cstr(&h, ":{\"dtype\":\"");
+        sb_cstr(&h, lcx_dtype_name(t->dtype));
+        sb_cstr(&h, "\",\"shape\":[");
+        for (int d = 0; d < t->shape.ndim; d++) {
+            if (d) sb_put(&h, ",", 1);
+            sb_u64(&h, t->shape.dims[d]);
+        }
+        sb_cstr(&h, "],\"data_offsets\":[");
+        sb_u64(&h, off - b);
+        sb_put(&h, ",", 1);
+        sb_u64(&h, off);
+        sb_cstr(&h, "]}");
         p->bytes[i] = b;
     }
-    char *txt = json_dumps(root, JSON_COMPACT);
-    LCX_FAIL_GOTO(!txt, LCX_ERR_OOM, fail, "%s: cannot serialise the header", path);
-    size_t len = strlen(txt), padded = (len + 7) / 8 * 8;
-    p->header = malloc(padded + 1);
-    if (!p->header) {
-        free(txt);
-        LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "%s: out of memory", path);
-    }
-    memcpy(p->header, txt, len);
-    memset(p->header + len, ' ', padded - len);
-    p->header[padded] = '\0';
-    p->header_len = padded;
-    free(txt);
-    json_decref(root);
+    sb_put(&h, "}", 1);
+    while (h.len % 8) sb_put(&h, " ", 1); /* pad with spaces to a multiple of 8, as the reference */
+    LCX_FAIL_GOTO(h.oom, LCX_ERR_OOM, fail, "%s: out of memory building the header", path);
+    p->header = h.p;
+    p->header_len = h.len;
     return LCX_OK;
 fail:
-    json_decref(root);
+    free(h.p);
     plan_free(p);
     memset(p, 0, sizeof *p);
     return st;
@@ -150,8 +227,11 @@ lcx_status lcx_st_write(const char *path, const lcx_st_out_tensor *tensors, size
                         const char *const *meta_values, size_t n_meta) {
     st_plan p;
     LCX_TRY(plan_build(path, tensors, n, meta_keys, meta_values, n_meta, &p));
-    LCX_FAIL_IF(p.header_len > LCX_ST_MAX_HEADER, LCX_ERR_INVALID, "%s: header of %zu bytes exceeds the limit",
-                path, p.header_len);
+    if (p.header_len > LCX_ST_MAX_HEADER) {
+        plan_free(&p);
+        return lcx_fail(LCX_ERR_INVALID, "%s: header of %zu bytes exceeds the %llu-byte limit", path, p.header_len,
+                        LCX_ST_MAX_HEADER);
+    }
     uint8_t lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (uint8_t)((uint64_t)p.header_len >> (8 * i));
     lcx_atomic_file af;

@@ -219,7 +219,7 @@ typedef struct lcx_backend {
     lcx_status (*axpy)(float alpha, const float *x, float *y, int64_t n);
 } lcx_backend;
 
-/* The backend registered under `name` ("cpu"; "cuda" when built with CUDA). NULL, with a detail message
+/* The backend registered under `name` ("cpu"; "cuda" once the CUDA table exists). NULL, with a detail message
  * listing the available backends, if there is none. */
 const lcx_backend *lcx_backend_get(const char *name);
 

@@ -120,8 +120,10 @@ static lcx_status plan_yarn(lcx_rope_plan *plan, const lcx_rope_params *p, lcx_r
 
 static lcx_status plan_longrope(lcx_rope_plan *plan, const lcx_rope_params *p, lcx_rope_warn_fn warn,
                                 void *user) {
-    LCX_FAIL_IF(p->n_short_factor == 0, LCX_ERR_INVALID, "rope_scaling: rope_type 'longrope' requires key 'short_factor'");
-    LCX_FAIL_IF(p->n_long_factor == 0, LCX_ERR_INVALID, "rope_scaling: rope_type 'longrope' requires key 'long_factor'");
+    LCX_FAIL_IF(p->n_short_factor == 0, LCX_ERR_INVALID,
+                "rope_scaling: rope_type 'longrope' requires key 'short_factor'");
+    LCX_FAIL_IF(p->n_long_factor == 0, LCX_ERR_INVALID,
+                "rope_scaling: rope_type 'longrope' requires key 'long_factor'");
     /* HF only warns, then fails broadcasting (or silently broadcasts a length-1 list): an error here. */
     LCX_FAIL_IF(p->n_short_factor != plan->n_pairs, LCX_ERR_INVALID,
                 "rope_scaling: longrope short_factor has %d entries, expected rotary dim / 2 = %lld",
@@ -165,8 +167,10 @@ static lcx_status plan_longrope(lcx_rope_plan *plan, const lcx_rope_params *p, l
 
 static lcx_status plan_llama3(lcx_rope_plan *plan, const lcx_rope_params *p, lcx_rope_warn_fn warn, void *user) {
     LCX_TRY(check_factor(p, warn, user));
-    LCX_FAIL_IF(!p->has_low_freq_factor, LCX_ERR_INVALID, "rope_scaling: rope_type 'llama3' requires key 'low_freq_factor'");
-    LCX_FAIL_IF(!p->has_high_freq_factor, LCX_ERR_INVALID, "rope_scaling: rope_type 'llama3' requires key 'high_freq_factor'");
+    LCX_FAIL_IF(!p->has_low_freq_factor, LCX_ERR_INVALID,
+                "rope_scaling: rope_type 'llama3' requires key 'low_freq_factor'");
+    LCX_FAIL_IF(!p->has_high_freq_factor, LCX_ERR_INVALID,
+                "rope_scaling: rope_type 'llama3' requires key 'high_freq_factor'");
     LCX_FAIL_IF(!(p->low_freq_factor > 0) || !(p->high_freq_factor > 0) || !isfinite(p->low_freq_factor) ||
                     !isfinite(p->high_freq_factor),
                 LCX_ERR_INVALID, "rope_scaling: llama3 low_freq_factor %g and high_freq_factor %g must be positive",
@@ -335,6 +339,17 @@ void lcx_rope_table(const float *inv_freq, int64_t n_pairs, double attn, int64_t
             sin_out[i * n_pairs + k] = (float)sin((double)th) * a;
         }
     }
+}
+
+lcx_status lcx_rope_cos_sin(const lcx_rope_plan *plan, int64_t seq_len, int64_t p0, int64_t n, float *cos_out,
+                            float *sin_out) {
+    LCX_FAIL_IF(p0 < 0 || n < 0 || p0 > INT64_MAX - n, LCX_ERR_INVALID, "rope: positions [%lld, +%lld) out of range",
+                (long long)p0, (long long)n);
+    float inv[LCX_ROPE_MAX_PAIRS];
+    double attn;
+    LCX_TRY(lcx_rope_inv_freq(plan, seq_len, inv, &attn));
+    lcx_rope_table(inv, plan->n_pairs, attn, p0, n, cos_out, sin_out);
+    return LCX_OK;
 }
 
 /* sign = +1: forward rotation; -1: its transpose (backward). */

@@ -82,6 +82,10 @@ lcx_status lcx_rope_inv_freq(const lcx_rope_plan *plan, int64_t seq_len, float *
 void lcx_rope_table(const float *inv_freq, int64_t n_pairs, double attn, int64_t p0, int64_t n, float *cos,
                     float *sin);
 
+/* Both steps at once for a forward of global length seq_len: cos/sin [n, n_pairs] for positions p0 .. p0+n-1. */
+lcx_status lcx_rope_cos_sin(const lcx_rope_plan *plan, int64_t seq_len, int64_t p0, int64_t n, float *cos,
+                            float *sin);
+
 /* In-place rotation of x [seq, heads, head_dim] in HF's half-split layout over the first rot_dim dims of each head
  * (dims >= rot_dim untouched): x'[i] = x[i] c - x[i+h] s, x'[i+h] = x[i+h] c + x[i] s, h = rot_dim/2, with
  * cos/sin [seq, h] from lcx_rope_table. Reference implementation (kernels/ has the backend one). */
@@ -138,7 +142,7 @@ double lcx_rope_original_length(const lcx_rope_params *p, int64_t max_pos);
  * (lcx_rope_original_length): yarn/llama3/longrope s = N/L0 with L = L0, pi s = N/L0 (an already-linear model's
  * factor multiplies), ntk theta' = theta * (N/M)^(d/(d-2)) (compounds with earlier NTK steps), dynamic
  * s = N/L0 with M = L0. ntk/abf over a model with a scaling type other than default/dynamic is refused.
- * out is validated with lcx_rope_plan_init before returning. */
+ * out is validated with lcx_rope_plan_init before returning; out may be the same object as cur. */
 lcx_status lcx_rope_plan_extension(const lcx_rope_params *cur, int64_t head_dim, int64_t max_pos,
                                    const lcx_rope_extend *req, lcx_rope_params *out, int64_t *out_max_pos,
                                    lcx_rope_warn_fn warn, void *user);

@@ -171,9 +171,11 @@ static void reset_scaling(lcx_rope_params *out, const lcx_rope_params *cur, cons
     out->partial_rotary_factor = cur->partial_rotary_factor;
 }
 
-lcx_status lcx_rope_plan_extension(const lcx_rope_params *cur, int64_t head_dim, int64_t max_pos,
+lcx_status lcx_rope_plan_extension(const lcx_rope_params *cur_in, int64_t head_dim, int64_t max_pos,
                                    const lcx_rope_extend *req, lcx_rope_params *out, int64_t *out_max_pos,
                                    lcx_rope_warn_fn warn, void *user) {
+    lcx_rope_params cur_copy = *cur_in; /* out may alias cur_in */
+    const lcx_rope_params *cur = &cur_copy;
     lcx_rope_plan plan;
     LCX_TRY(lcx_rope_plan_init(&plan, cur, head_dim, max_pos, warn, user));
     const char *mname = lcx_rope_method_name(req->method);

@@ -22,7 +22,8 @@ static void check_invariants(const lcx_model_config *c) {
     require(c->hidden_size > 0 && c->hidden_size <= LCX_CONFIG_MAX_HIDDEN, "hidden");
     require(c->num_attention_heads > 0 && c->num_key_value_heads > 0, "heads");
     require(c->num_attention_heads % c->num_key_value_heads == 0, "kv divides heads");
-    require(c->head_dim > 0 && (c->head_dim_explicit || c->head_dim * c->num_attention_heads == c->hidden_size),
+    require(c->head_dim > 0 && (c->head_dim_explicit || c->head_dim * c->num_attention_heads == c->hidden_size ||
+                                (c->arch == LCX_ARCH_QWEN3 && c->head_dim == 128)),
             "head_dim");
     require(c->rms_norm_eps > 0, "eps");
     require(c->sliding_window == 0 || c->sliding_window >= c->max_position_embeddings, "window");

@@ -222,7 +222,8 @@ static void compare_hf_run(const char *name, const lcx_rope_params *p, int64_t h
               (long long)n, attn, hattn);
     /* Tables from HF's own inv_freq isolate the table code from inv_freq's last-ulp differences (which move
      * the angle at position 100k by ~1e-2). */
-    json_t *pos = json_object_get(run, "positions"), *hc = json_object_get(run, "cos"), *hs = json_object_get(run, "sin");
+    json_t *pos = json_object_get(run, "positions");
+    json_t *hc = json_object_get(run, "cos"), *hs = json_object_get(run, "sin");
     float c[LCX_ROPE_MAX_PAIRS], s[LCX_ROPE_MAX_PAIRS];
     for (size_t i = 0; i < json_array_size(pos); i++) {
         int64_t pp = json_integer_value(json_array_get(pos, i));
@@ -283,7 +284,8 @@ static void test_exports(json_t *doc) {
         CHECK_OK(lcx_rope_export(&p, head_dim, M, cfg, on_warn, &w));
         json_t *want = json_object_get(e, "expected_config");
         if (!json_equal(cfg, want)) {
-            char *a = json_dumps(cfg, JSON_SORT_KEYS | JSON_COMPACT), *b = json_dumps(want, JSON_SORT_KEYS | JSON_COMPACT);
+            char *a = json_dumps(cfg, JSON_SORT_KEYS | JSON_COMPACT);
+            char *b = json_dumps(want, JSON_SORT_KEYS | JSON_COMPACT);
             CHECK_MSG(0, "%s: exported\n  %s\nexpected\n  %s", name, a, b);
             free(a);
             free(b);
@@ -414,6 +416,16 @@ static void test_validation(void) {
     CHECK_OK(lcx_rope_plan_init(&plan, p, 64, 16384, on_warn, &w));
     CHECK(w.n == 2 && has_warning(&w, "beta_fast (1) should be greater than beta_slow (2)") &&
           has_warning(&w, "differs from max_position_embeddings"));
+    /* lo == hi after clamping gets HF's +0.001 (theta 100, L 1e6, d 8: lo = floor(7.39) = 7 = d-1) */
+    lcx_rope_params *q = mk("yarn", 100);
+    q->has_factor = 1, q->factor = 2;
+    q->has_original_max = 1, q->original_max_position_embeddings = 1000000;
+    CHECK_OK(lcx_rope_plan_init(&plan, q, 8, 2000000, NULL, NULL));
+    CHECK(plan.yarn_lo == 7 && plan.yarn_hi == 7.001);
+    p = mk("yarn", 1e4);
+    p->has_factor = 1, p->factor = 4;
+    p->has_original_max = 1, p->original_max_position_embeddings = 2048;
+    p->has_beta_fast = 1, p->has_beta_slow = 1, p->beta_slow = 2;
     p->beta_fast = -3;
     CHECK_FAILS(lcx_rope_plan_init(&plan, p, 64, 8192, NULL, NULL), LCX_ERR_INVALID, "must be positive");
     p->beta_fast = 0; /* zero = unset (HF's `or 32`) */
@@ -433,7 +445,7 @@ static void test_validation(void) {
 
 /* ---- 5. extension planner ------------------------------------------------------------------------------- */
 static void test_planner(void) {
-    static lcx_rope_params cur, out;
+    static lcx_rope_params cur, out, mid;
     int64_t M;
     lcx_rope_extend req;
     /* yarn s=4 over L=8192, to 128k: s=16 over L=8192 (not s=4 over 32k) */
@@ -461,6 +473,11 @@ static void test_planner(void) {
     CHECK_OK(lcx_rope_plan_extension(&cur, 128, 131072, &req, &out, &M, NULL, NULL));
     CHECK(!strcmp(out.type, "llama3") && out.factor == 64 && out.original_max_position_embeddings == 8192);
     CHECK(out.low_freq_factor == 1 && out.high_freq_factor == 4 && M == 524288 && out.theta == 5e5);
+
+    /* in place (out == cur) */
+    mid = cur;
+    CHECK_OK(lcx_rope_plan_extension(&mid, 128, 131072, &req, &mid, &M, NULL, NULL));
+    CHECK(mid.factor == 64 && mid.original_max_position_embeddings == 8192 && mid.has_low_freq_factor);
 
     /* PI over an already-linear model multiplies: linear 2 at M 8192 (L0 4096) to 32k -> 8 */
     lcx_rope_params_default(&cur);
@@ -498,7 +515,6 @@ static void test_planner(void) {
     CHECK(!strcmp(out.type, "default") && M == 16384);
     CHECK_REL(out.theta, 1e4 * pow(4.0, 128.0 / 126.0), 1e-12); /* b' = b s^(d/(d-2)) */
     /* two NTK steps compound to the one-step result */
-    static lcx_rope_params mid;
     int64_t M1;
     req.target = 8192;
     CHECK_OK(lcx_rope_plan_extension(&cur, 128, 4096, &req, &mid, &M1, NULL, NULL));
@@ -531,7 +547,8 @@ static void test_planner(void) {
     CHECK_FAILS(lcx_rope_plan_extension(&cur, 8, 2048, &req, &out, &M, NULL, NULL), LCX_ERR_INVALID, "length 4");
     req.short_factor = sf, req.long_factor = lf, req.n_short_factor = 4, req.n_long_factor = 4;
     CHECK_OK(lcx_rope_plan_extension(&cur, 8, 2048, &req, &out, &M, NULL, NULL));
-    CHECK(!strcmp(out.type, "longrope") && out.factor == 4 && out.original_max_position_embeddings == 2048 && M == 8192);
+    CHECK(!strcmp(out.type, "longrope") && out.factor == 4 && out.original_max_position_embeddings == 2048);
+    CHECK(M == 8192);
     double attn;
     inv_for(&out, 8, M, 8192, &attn);
     CHECK_REL(inv[3], 0.000125, 1e-6);
@@ -561,7 +578,8 @@ static void test_apply(json_t *doc) {
         const char *name = json_string_value(json_object_get(a, "name"));
         int64_t head_dim, M;
         params_from_config(json_object_get(a, "config"), &p, &head_dim, &M);
-        int64_t seq = json_integer_value(json_object_get(a, "seq")), heads = json_integer_value(json_object_get(a, "heads"));
+        int64_t seq = json_integer_value(json_object_get(a, "seq"));
+        int64_t heads = json_integer_value(json_object_get(a, "heads"));
         int64_t p0 = json_integer_value(json_object_get(a, "p0"));
         double attn;
         inv_for(&p, head_dim, M, p0 + seq, &attn);
@@ -578,10 +596,29 @@ static void test_apply(json_t *doc) {
         for (int64_t j = 0; j < n; j++) {
             double y = json_number_value(json_array_get(json_object_get(a, "y"), (size_t)j));
             double dx = json_number_value(json_array_get(json_object_get(a, "dx"), (size_t)j));
-            CHECK_MSG(fabs(x[j] - y) <= 2e-6 * fmax(1, fabs(y)), "%s y[%lld] %.9g vs HF %.9g", name, (long long)j, x[j], y);
+            CHECK_MSG(fabs(x[j] - y) <= 2e-6 * fmax(1, fabs(y)), "%s y[%lld] %.9g vs HF %.9g", name, (long long)j,
+                      x[j], y);
             CHECK_MSG(fabs(g[j] - dx) <= 2e-6 * fmax(1, fabs(dx)), "%s dx[%lld] %.9g vs HF %.9g", name, (long long)j,
                       g[j], dx);
         }
+    }
+
+    /* lcx_rope_cos_sin = inv_freq + table (yarn, attn != 1, positions 100..102 of a 4096 forward) */
+    {
+        static lcx_rope_params q;
+        lcx_rope_params_default(&q);
+        snprintf(q.type, sizeof q.type, "yarn");
+        q.has_factor = 1, q.factor = 4;
+        lcx_rope_plan plan;
+        CHECK_OK(lcx_rope_plan_init(&plan, &q, 16, 2048, NULL, NULL));
+        float c1[24], s1[24], c2[24], s2[24];
+        double at;
+        CHECK_OK(lcx_rope_inv_freq(&plan, 4096, inv, &at));
+        lcx_rope_table(inv, 8, at, 100, 3, c1, s1);
+        CHECK_OK(lcx_rope_cos_sin(&plan, 4096, 100, 3, c2, s2));
+        CHECK(!memcmp(c1, c2, sizeof c1) && !memcmp(s1, s2, sizeof s1));
+        CHECK_REL(c2[0], cos(100.0 * inv[0]) * at, 1e-6);
+        CHECK_FAILS(lcx_rope_cos_sin(&plan, 4096, -1, 3, c2, s2), LCX_ERR_INVALID, "out of range");
     }
 
     /* Partial rotary: dims >= rot_dim untouched; bwd is the adjoint (<R x, y> == <x, R^T y> in double);

@@ -328,6 +328,9 @@ static void test_write_errors(void) {
     char *p = tpath("err.safetensors");
     lcx_st_out_tensor dup[] = {{"x", LCX_F32, lcx_shape_1d(1), d}, {"x", LCX_F16, lcx_shape_1d(1), d}};
     CHECK_FAILS(lcx_st_write(p, dup, 2, NULL, NULL, 0), LCX_ERR_INVALID, "tensor 'x' given twice");
+    lcx_st_out_tensor noname[] = {{"x", LCX_F32, lcx_shape_1d(1), d}, {NULL, LCX_F32, lcx_shape_1d(1), d}};
+    CHECK_FAILS(lcx_st_write(p, noname, 2, NULL, NULL, 0), LCX_ERR_INVALID, "tensor 1 has no name");
+    CHECK_FAILS(lcx_st_write_sharded(tmpdir, noname, 2, 0), LCX_ERR_INVALID, "tensor without a name");
     lcx_st_out_tensor meta = {"__metadata__", LCX_F32, lcx_shape_1d(1), d};
     CHECK_FAILS(lcx_st_write(p, &meta, 1, NULL, NULL, 0), LCX_ERR_INVALID, "'__metadata__' cannot be a tensor name");
     lcx_st_out_tensor nodata = {"y", LCX_F32, lcx_shape_1d(2), NULL};
@@ -501,9 +504,16 @@ static void test_set_errors(void) {
                "{\"weight_map\": {\"a\": \"one.safetensors\", \"b\": \"one.safetensors\", \"c\": \"one.safetensors\"}}");
     CHECK_FAILS(lcx_st_set_open(idx, &s), LCX_ERR_FORMAT,
                 "weight_map assigns tensor 'c' to one.safetensors, which does not contain it");
-    /* b is in both files: whichever file is checked second disagrees with the map, naming both */
+    /* b is in both files */
     write_text(d, "model.safetensors.index.json",
                "{\"weight_map\": {\"a\": \"one.safetensors\", \"b\": \"two.safetensors\"}}");
+    CHECK_FAILS(lcx_st_set_open(d, &s), LCX_ERR_FORMAT, "tensor 'b' appears in both ");
+    CHECK(strstr(lcx_last_error(), "/one.safetensors") && strstr(lcx_last_error(), "/two.safetensors"));
+    /* b only in one.safetensors but mapped to two.safetensors (which holds c) */
+    lcx_st_out_tensor c = {"c", LCX_F32, lcx_shape_1d(1), v};
+    write_st(d, "two.safetensors", &c, 1);
+    write_text(d, "model.safetensors.index.json",
+               "{\"weight_map\": {\"a\": \"one.safetensors\", \"b\": \"two.safetensors\", \"c\": \"two.safetensors\"}}");
     CHECK_FAILS(lcx_st_set_open(d, &s), LCX_ERR_FORMAT,
                 "tensor 'b' is in one.safetensors but the weight_map assigns it to two.safetensors");
     write_text(d, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"/etc/one.safetensors\"}}");
@@ -572,6 +582,25 @@ static void write_interop(const char *dir) {
     /* same tensors with only {"format": "pt"}: must equal safetensors.torch.save_file byte for byte */
     p = lcx_path_join(dir, "interop_plain.safetensors");
     CHECK_OK(lcx_st_write(p, ts, n, NULL, NULL, 0));
+    free(p);
+    /* names that need JSON escaping: must also match the reference writer byte for byte */
+    static const char *odd[] = {"a\037b", "q\"uote\\back/slash", "unicod\xc3\xa9\xe2\x80\xa8", "tab\tnl\n", "del\x7f"};
+    float ov[5][2];
+    lcx_st_out_tensor ot[5];
+    for (int i = 0; i < 5; i++) {
+        ov[i][0] = (float)(i + 1);
+        ov[i][1] = -(float)(i + 1);
+        ot[i] = (lcx_st_out_tensor){odd[i], LCX_F32, lcx_shape_1d(2), ov[i]};
+    }
+    p = lcx_path_join(dir, "interop_names.safetensors");
+    CHECK_OK(lcx_st_write(p, ot, 5, NULL, NULL, 0));
+    lcx_st_file *f = NULL;
+    CHECK_OK(lcx_st_open(p, &f));
+    for (int i = 0; f && i < 5; i++) {
+        const lcx_st_tensor *t = lcx_st_find(f, odd[i]);
+        CHECK(t && memcmp(t->data, ov[i], 8) == 0);
+    }
+    lcx_st_close(f);
     free(p);
     p = lcx_path_join(dir, "interop_sharded");
     mkdir(p, 0755);
