@@ -117,7 +117,8 @@ lcx_status lcx_model_zero_grads(lcx_model *m);
 const lcx_param_table *lcx_model_params(const lcx_model *m);
 const lcx_model_config *lcx_model_config_of(const lcx_model *m);
 lcx_dtype lcx_model_param_dtype(const lcx_model *m);
-/* Host copies (float32) of parameter i's stored value / fp32 master / gradient; dst holds numel floats. */
+/* Host copies (float32) of parameter i's stored value / fp32 master (the stored value for bf16 inference) /
+ * gradient; dst holds numel floats. */
 lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst);
 lcx_status lcx_model_get_master(const lcx_model *m, size_t i, float *dst);
 lcx_status lcx_model_get_grad(const lcx_model *m, size_t i, float *dst);

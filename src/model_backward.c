@@ -82,7 +82,7 @@ lcx_status lcx_model_forward_backward(lcx_model *m, const lcx_batch *b, float ds
                                       int64_t *count) {
     LCX_FAIL_IF(!m->training, LCX_ERR_INVALID, "model: not built for training (opts.training = 0)");
     int64_t n = 0;
-    LCX_TRY(lcx_model_prepare(m, b, 1, &n));
+    LCX_TRY(lcx_model_prepare(m, b, &n));
     int64_t T = b->n_seq * b->seq_len;
     LCX_TRY(lcx_model_embed(m, T));
     for (int l = 0; l < m->L; l++) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 0));

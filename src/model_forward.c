@@ -42,7 +42,7 @@ done:
     return st;
 }
 
-lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int need_targets, int64_t *count) {
+lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
     LCX_FAIL_IF(!b || !b->ids, LCX_ERR_INVALID, "model: no batch");
     LCX_FAIL_IF(b->n_seq < 1 || b->seq_len < 1, LCX_ERR_INVALID, "model: batch of %lld x %lld tokens is empty",
                 (long long)b->n_seq, (long long)b->seq_len);
@@ -86,7 +86,6 @@ lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int need_targets,
             n += y != LCX_IGNORE_INDEX;
         }
     }
-    (void)need_targets;
     LCX_TRY_GOTO(be->copy_h2d(m->d_ids, b->ids, (size_t)T * sizeof(int32_t)), done);
     LCX_TRY_GOTO(be->copy_h2d(m->d_pos, pos, (size_t)T * sizeof(int32_t)), done);
     LCX_TRY_GOTO(be->copy_h2d(m->d_tgt, tgt, (size_t)T * sizeof(int32_t)), done);
@@ -162,7 +161,7 @@ lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const
 
 lcx_status lcx_model_forward(lcx_model *m, const lcx_batch *b, float *logits, double *loss_sum, int64_t *count) {
     int64_t n = 0;
-    LCX_TRY(lcx_model_prepare(m, b, 1, &n));
+    LCX_TRY(lcx_model_prepare(m, b, &n));
     int64_t T = b->n_seq * b->seq_len;
     LCX_TRY(lcx_model_embed(m, T));
     for (int l = 0; l < m->L; l++) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 0));

@@ -148,11 +148,12 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
 
     m->policy = calloc((size_t)m->L, sizeof *m->policy);
     m->off = calloc(m->tab.n, sizeof *m->off);
+    m->norm_off = calloc(m->tab.n, sizeof *m->norm_off);
     m->idx = malloc((size_t)m->L * LCX_PARAM_KIND_COUNT * sizeof *m->idx);
     m->layer = calloc((size_t)m->L, sizeof *m->layer);
     m->resid = calloc((size_t)m->L + 1, sizeof *m->resid);
     m->inv_freq = calloc((size_t)m->rope.n_pairs, sizeof(float));
-    LCX_FAIL_GOTO(!m->policy || !m->off || !m->idx || !m->layer || !m->resid || !m->inv_freq, LCX_ERR_OOM, fail,
+    LCX_FAIL_GOTO(!m->policy || !m->off || !m->norm_off || !m->idx || !m->layer || !m->resid || !m->inv_freq, LCX_ERR_OOM, fail,
                   "model: out of memory");
     for (int l = 0; l < m->L; l++) {
         lcx_act_policy p = opts->layer_policy ? opts->layer_policy[l] : opts->policy;
@@ -172,6 +173,10 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
         /* keep each tensor 64-byte aligned in both dtypes (32 elements) */
         LCX_FAIL_GOTO(__builtin_add_overflow(n, (s->numel + 31) & ~(uint64_t)31, &n), LCX_ERR_INVALID, fail,
                       "model: parameter count overflows");
+        if (s->role == LCX_ROLE_NORM) {
+            m->norm_off[i] = (size_t)m->n_norm_elems;
+            m->n_norm_elems += (s->numel + 15) & ~(uint64_t)15;
+        }
         if (s->layer >= 0) m->idx[(size_t)s->layer * LCX_PARAM_KIND_COUNT + s->kind] = (int64_t)i;
         else if (s->kind == LCX_PARAM_EMBED) m->embed_i = (int64_t)i;
         else if (s->kind == LCX_PARAM_FINAL_NORM) m->final_norm_i = (int64_t)i;
@@ -187,8 +192,9 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     LCX_TRY_GOTO(m->be->alloc(pbytes, &m->params), fail);
     LCX_TRY_GOTO(m->be->zero(m->params, pbytes), fail);
     if (pdt == LCX_BF16) {
-        LCX_TRY_GOTO(alloc_f32(m->be, n, &m->master, "master weights"), fail);
-        LCX_TRY_GOTO(alloc_f32(m->be, n, &m->normw, "norm weights"), fail);
+        /* inference with bf16 weights needs no fp32 master copy */
+        if (m->training) LCX_TRY_GOTO(alloc_f32(m->be, n, &m->master, "master weights"), fail);
+        LCX_TRY_GOTO(alloc_f32(m->be, m->n_norm_elems, &m->normw, "norm weights"), fail);
     } else {
         m->master = (float *)m->params;
     }
@@ -242,6 +248,7 @@ void lcx_model_free(lcx_model *m) {
     lcx_param_table_free(&m->tab);
     free(m->policy);
     free(m->off);
+    free(m->norm_off);
     free(m->idx);
     free(m->layer);
     free(m->resid);
@@ -251,17 +258,21 @@ void lcx_model_free(lcx_model *m) {
 
 /* ---- filling parameters ------------------------------------------------------------------------------------ */
 
-/* Set parameter i from host float32 values: master = src, stored = src (f32) or RNE(src) (bf16). */
-static lcx_status set_param(lcx_model *m, size_t i, const float *src) {
+/* Set parameter i from host float32 values: master = src, stored = src (f32) or RNE(src) (bf16). scratch holds
+ * numel uint16 (bf16 without a master copy). */
+static lcx_status set_param(lcx_model *m, size_t i, const float *src, uint16_t *scratch) {
     const lcx_param_spec *s = &m->tab.params[i];
     size_t n = (size_t)s->numel;
-    LCX_TRY(m->be->copy_h2d(m->master + m->off[i], src, n * sizeof(float)));
-    if (m->pdt == LCX_BF16) {
-        LCX_TRY(m->be->cast_f32_to_bf16(m->master + m->off[i], (uint16_t *)lcx_m_param(m, (int64_t)i), (int64_t)n));
-        if (s->role == LCX_ROLE_NORM)
-            LCX_TRY(m->be->cast_bf16_to_f32((const uint16_t *)lcx_m_param(m, (int64_t)i), m->normw + m->off[i],
-                                            (int64_t)n));
+    uint16_t *p16 = (uint16_t *)lcx_m_param(m, (int64_t)i);
+    if (m->master) {
+        LCX_TRY(m->be->copy_h2d(m->master + m->off[i], src, n * sizeof(float)));
+        if (m->pdt == LCX_BF16) LCX_TRY(m->be->cast_f32_to_bf16(m->master + m->off[i], p16, (int64_t)n));
+    } else {
+        LCX_TRY(lcx_convert_from_f32(LCX_BF16, src, scratch, n));
+        LCX_TRY(m->be->copy_h2d(p16, scratch, n * sizeof(uint16_t)));
     }
+    if (m->pdt == LCX_BF16 && s->role == LCX_ROLE_NORM)
+        LCX_TRY(m->be->cast_bf16_to_f32(p16, m->normw + m->norm_off[i], (int64_t)n));
     return LCX_OK;
 }
 
@@ -277,7 +288,12 @@ lcx_status lcx_model_load(lcx_model *m, const lcx_catalog *c) {
     LCX_FAIL_IF(c->params.n != m->tab.n, LCX_ERR_INVALID, "%s: checkpoint has %zu parameters, model %zu", c->path,
                 c->params.n, m->tab.n);
     float *buf = malloc(max_numel(m) * sizeof(float) + 1);
-    LCX_FAIL_IF(!buf, LCX_ERR_OOM, "model load: out of memory");
+    uint16_t *scratch = malloc(max_numel(m) * sizeof(uint16_t) + 1);
+    if (!buf || !scratch) {
+        free(buf);
+        free(scratch);
+        return lcx_fail(LCX_ERR_OOM, "model load: out of memory");
+    }
     lcx_status st = LCX_OK;
     for (size_t i = 0; i < m->tab.n; i++) {
         const lcx_param_spec *s = &m->tab.params[i];
@@ -289,11 +305,12 @@ lcx_status lcx_model_load(lcx_model *m, const lcx_catalog *c) {
             lcx_fail_context(st, "%s: tensor '%s': ", c->path, s->name);
             goto done;
         }
-        LCX_TRY_GOTO(set_param(m, i, buf), done);
+        LCX_TRY_GOTO(set_param(m, i, buf, scratch), done);
     }
     m->step = 0;
 done:
     free(buf);
+    free(scratch);
     return st;
 }
 
@@ -308,7 +325,12 @@ static double uniform01(uint64_t *s) { return ((double)(splitmix(s) >> 11) + 0.5
 
 lcx_status lcx_model_init_random(lcx_model *m, uint64_t seed, double std) {
     float *buf = malloc(max_numel(m) * sizeof(float) + 1);
-    LCX_FAIL_IF(!buf, LCX_ERR_OOM, "model init: out of memory");
+    uint16_t *scratch = malloc(max_numel(m) * sizeof(uint16_t) + 1);
+    if (!buf || !scratch) {
+        free(buf);
+        free(scratch);
+        return lcx_fail(LCX_ERR_OOM, "model init: out of memory");
+    }
     uint64_t s = seed;
     lcx_status st = LCX_OK;
     for (size_t i = 0; i < m->tab.n; i++) {
@@ -318,11 +340,12 @@ lcx_status lcx_model_init_random(lcx_model *m, uint64_t seed, double std) {
             else if (p->role == LCX_ROLE_BIAS) buf[j] = 0.0f;
             else buf[j] = (float)(std * sqrt(-2.0 * log(uniform01(&s))) * cos(6.283185307179586 * uniform01(&s)));
         }
-        LCX_TRY_GOTO(set_param(m, i, buf), done);
+        LCX_TRY_GOTO(set_param(m, i, buf, scratch), done);
     }
     m->step = 0;
 done:
     free(buf);
+    free(scratch);
     return st;
 }
 
@@ -363,6 +386,7 @@ lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst) {
 
 lcx_status lcx_model_get_master(const lcx_model *m, size_t i, float *dst) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
+    if (!m->master) return lcx_model_get_param(m, i, dst); /* bf16 inference: the stored value is all there is */
     return m->be->copy_d2h(dst, m->master + m->off[i], (size_t)m->tab.params[i].numel * 4);
 }
 
@@ -389,7 +413,8 @@ lcx_status lcx_model_set_loss_chunk(lcx_model *m, int64_t rows) {
 lcx_model_memory lcx_model_memory_of(const lcx_model *m) {
     lcx_model_memory r;
     r.params = (size_t)m->n_elems * (m->pdt == LCX_BF16 ? 2 : 4);
-    r.master = m->pdt == LCX_BF16 ? (size_t)m->n_elems * 4 * 2 : 0; /* master + norm copies */
+    r.master = (m->pdt == LCX_BF16 && m->master ? (size_t)m->n_elems * 4 : 0) + (size_t)m->n_norm_elems * 4 *
+               (m->pdt == LCX_BF16); /* master + f32 norm copies */
     r.grads = m->grads ? (size_t)m->n_elems * 4 : 0;
     r.moments = m->adam_m ? (size_t)m->n_elems * 8 : 0;
     r.acts = m->acts_bytes;

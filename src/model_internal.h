@@ -33,10 +33,12 @@ struct lcx_model {
     size_t *off;              /* [tab.n] element offset of each parameter */
     uint64_t n_elems;         /* elements over all parameters */
     void *params;             /* pdt [n_elems] */
-    float *master;            /* f32 [n_elems]: == params when pdt is f32 */
+    float *master;            /* f32 [n_elems]: == params when pdt is f32; NULL for bf16 without training */
     float *grads;             /* f32 [n_elems] or NULL */
     float *adam_m, *adam_v;   /* f32 [n_elems] or NULL */
-    float *normw;             /* f32 [n_elems] (bf16: only norm entries used) or NULL with f32 */
+    float *normw;             /* bf16 params: f32 copies of the norm weights [n_norm_elems], else NULL */
+    size_t *norm_off;         /* [tab.n] element offset of each norm weight inside normw */
+    uint64_t n_norm_elems;
     int64_t *idx;             /* [L * LCX_PARAM_KIND_COUNT] parameter index per (layer, kind), -1 absent */
     int64_t embed_i, final_norm_i, lm_head_i; /* lm_head_i == embed_i when tied */
     int64_t step;
@@ -68,14 +70,15 @@ static inline void *lcx_m_param(const lcx_model *m, int64_t i) {
 static inline float *lcx_m_grad(const lcx_model *m, int64_t i) { return m->grads + m->off[i]; }
 /* f32 weights for rmsnorm */
 static inline const float *lcx_m_normw(const lcx_model *m, int64_t i) {
-    return m->pdt == LCX_BF16 ? m->normw + m->off[i] : (const float *)m->params + m->off[i];
+    return m->pdt == LCX_BF16 ? m->normw + m->norm_off[i] : (const float *)m->params + m->off[i];
 }
 static inline int64_t lcx_m_idx(const lcx_model *m, int layer, lcx_param_kind k) {
     return m->idx[(size_t)layer * LCX_PARAM_KIND_COUNT + k];
 }
 
 /* Internal steps (model_forward.c, model_backward.c, model_loss.c). */
-lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int need_targets, int64_t *count); /* upload ids/pos/targets, rope */
+/* Validate and upload ids/positions/targets, (re)build the rope tables; *count = counted targets. */
+lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count);
 lcx_status lcx_model_embed(lcx_model *m, int64_t T);
 /* Layer forward into a (skip_attention: o/lse already hold the attention result; used by recompute). */
 lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b, int skip_attention);

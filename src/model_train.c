@@ -74,7 +74,8 @@ lcx_status lcx_model_optimizer_step(lcx_model *m, const lcx_adamw_opts *o, lcx_s
         uint16_t *p16 = m->pdt == LCX_BF16 ? (uint16_t *)lcx_m_param(m, (int64_t)i) : NULL;
         LCX_TRY(be->adamw(&args, m->master + off, m->grads + off, m->adam_m + off, m->adam_v + off, p16,
                           (int64_t)s->numel));
-        if (p16 && s->role == LCX_ROLE_NORM) LCX_TRY(be->cast_bf16_to_f32(p16, m->normw + off, (int64_t)s->numel));
+        if (p16 && s->role == LCX_ROLE_NORM)
+            LCX_TRY(be->cast_bf16_to_f32(p16, m->normw + m->norm_off[i], (int64_t)s->numel));
     }
     LCX_TRY(be->sync());
     if (res) {

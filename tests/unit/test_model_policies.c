@@ -233,7 +233,41 @@ static void test_training(void) {
     lcx_model_free(m);
 }
 
+/* Inference-only models (no grads, and no fp32 master for bf16 weights) give the training model's logits bit for
+ * bit, and the bf16 one is smaller. */
+static void test_inference_only(void) {
+    int32_t ids[16];
+    int64_t T = fx_inputs("qwen3", ids, 16);
+    lcx_batch b = {1, T, ids, NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        lcx_model *mm[2] = {NULL, NULL};
+        float *lg[2];
+        for (int tr = 0; tr < 2; tr++) {
+            char *dir = fx_path("qwen3", "models", "");
+            lcx_model_opts o;
+            memset(&o, 0, sizeof o);
+            o.param_dtype = k ? LCX_BF16 : LCX_F32;
+            o.max_tokens = 16;
+            o.training = tr;
+            CHECK_OK(lcx_model_from_checkpoint(dir, &o, &mm[tr]));
+            free(dir);
+            lg[tr] = calloc(16 * 128, sizeof(float));
+            if (mm[tr]) CHECK_OK(lcx_model_forward(mm[tr], &b, lg[tr], NULL, NULL));
+        }
+        CHECK(memcmp(lg[0], lg[1], 16 * 128 * sizeof(float)) == 0);
+        if (mm[0] && mm[1]) {
+            lcx_model_memory a = lcx_model_memory_of(mm[0]), t = lcx_model_memory_of(mm[1]);
+            CHECK(a.grads == 0 && a.moments == 0 && t.grads > 0);
+            if (k) CHECK(a.master < t.master && a.params * 2 <= t.master);
+            float w[48];
+            CHECK_FAILS(lcx_model_get_grad(mm[0], 1, w), LCX_ERR_INVALID, "not built for training");
+        }
+        for (int tr = 0; tr < 2; tr++) lcx_model_free(mm[tr]), free(lg[tr]);
+    }
+}
+
 int main(void) {
+    test_inference_only();
     const char *names[] = {"llama_gqa", "llama_tied", "qwen2", "qwen3"};
     for (int i = 0; i < 4; i++) test_policies(names[i]);
     test_chunks("llama_gqa");
