@@ -5,8 +5,9 @@
 # chunked/HF loss, clip_grad_norm_(1.0), AdamW. Same thread count for both (OMP_NUM_THREADS, torch.set_num_threads,
 # OpenBLAS follows OMP_NUM_THREADS) and the same OMP_WAIT_POLICY (passive by default: on a shared machine spinning
 # OpenMP threads starve OpenBLAS's and torch's workers; set WAIT=active to compare the other way).
-# Contenders alternate in every round; each reports the mean tokens/s of steps 2..N and its peak RSS; the script
-# prints the median over rounds.
+# Contenders alternate in every round; each reports the mean tokens/s of steps 2..N (wall clock, and over the
+# process CPU time of the step: less sensitive to other jobs on a shared machine) and its peak RSS; the script
+# prints the medians over rounds.
 # usage: [ROUNDS=3] [STEPS=3] [THREADS=2] [SEQS="512 2048"] bench/train_step.sh BUILD_DIR
 set -euo pipefail
 BUILD=${1:?usage: $0 BUILD_DIR}
@@ -37,12 +38,14 @@ for S in $SEQS; do
     for c in keep rec torch; do
         tps=$(for r in $(seq "$ROUNDS"); do field "$out/$c.$S.$r" tokens/s; done | median)
         rss=$(for r in $(seq "$ROUNDS"); do awk '/^mean tokens\/s/ { for (i = 1; i <= NF; i++) if ($i == "peak_rss") print $(i + 1) }' "$out/$c.$S.$r"; done | median)
+        cpu=$(for r in $(seq "$ROUNDS"); do field "$out/$c.$S.$r" tokens/cpu-s; done | median)
+        eval "cpu_$c=$cpu"
         all=$(for r in $(seq "$ROUNDS"); do field "$out/$c.$S.$r" tokens/s; done | tr '\n' ' ')
         eval "tps_$c=$tps"
-        printf "seq %5s  %-22s tokens/s %8.1f (rounds: %s)  peak RSS %7.1f MiB\n" "$S" \
+        printf "seq %5s  %-22s tokens/s %8.1f (rounds: %s)  tokens/cpu-s %8.1f  peak RSS %7.1f MiB\n" "$S" \
             "$(case $c in keep) echo "lcextend keep";; rec) echo "lcextend recompute";; torch) echo "torch+transformers";; esac)" \
-            "$tps" "$all" "$rss"
+            "$tps" "$all" "$cpu" "$rss"
     done
-    awk -v a="$tps_keep" -v b="$tps_torch" -v c="$tps_rec" -v s="$S" \
-        'BEGIN { printf "seq %5s  ratio lcextend/torch: keep %.2fx, recompute %.2fx\n", s, a / b, c / b }'
+    awk -v a="$tps_keep" -v b="$tps_torch" -v c="$tps_rec" -v s="$S" -v ca="$cpu_keep" -v cb="$cpu_torch" \
+        -v cc="$cpu_rec" 'BEGIN { printf "seq %5s  ratio lcextend/torch, wall: keep %.2fx, recompute %.2fx; per CPU-second: keep %.2fx, recompute %.2fx\n", s, a / b, c / b, ca / cb, cc / cb }'
 done

@@ -5,7 +5,8 @@ backward, clip_grad_norm_(1.0), torch.optim.AdamW (norms/biases without decay), 
 
 usage: train_step_torch.py CONFIG.json SEQ STEPS THREADS
 Prints one line per step (tokens/s) and a final 'mean tokens/s X (steps 2..N)  max peak_rss Y MiB' line in the
-same format as lcextend train-steps (peak RSS = ru_maxrss of this process)."""
+same format as lcextend train-steps (peak RSS = ru_maxrss of this process; tokens/cpu-s = tokens over the
+process CPU time of the step, all threads)."""
 import resource
 import sys
 import time
@@ -25,24 +26,25 @@ def main():
                              {"params": [p for _, p in named if p.ndim < 2], "weight_decay": 0.0}],
                             lr=1e-4, betas=(0.9, 0.999), eps=1e-8)
     g = torch.Generator().manual_seed(1)
-    tps = []
+    tps, ctps = [], []
     for s in range(steps):
         ids = torch.randint(0, cfg.vocab_size, (1, seq), generator=g)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = model(input_ids=ids, labels=ids)
         out.loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         print(f"step {s + 1}/{steps}  loss {out.loss.item():.6f}  grad_norm {gn.item():.4f}  time {dt:.3f} s  "
-              f"tokens/s {seq / dt:.1f}  peak_rss {rss:.1f} MiB", flush=True)
+              f"cpu {dc:.3f} s  tokens/s {seq / dt:.1f}  peak_rss {rss:.1f} MiB", flush=True)
         if s > 0 or steps == 1:
             tps.append(seq / dt)
+            ctps.append(seq / dc)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(f"mean tokens/s {sum(tps) / len(tps):.1f} (steps 2..N)  max peak_rss {rss:.1f} MiB  "
-          f"attn {model.config._attn_implementation}")
+          f"tokens/cpu-s {sum(ctps) / len(ctps):.1f}  attn {model.config._attn_implementation}")
 
 
 if __name__ == "__main__":

@@ -63,6 +63,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static uint64_t mix(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -181,7 +187,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
            mem.acts / 1048576.0);
     uint64_t rng = (uint64_t)seed * 0x2545F4914F6CDD1Dull + 1;
     int64_t cursor = 0;
-    double sum_tps = 0, max_rss = 0;
+    double sum_tps = 0, sum_cpu_tps = 0, max_rss = 0;
     int n_tps = 0;
     for (int64_t s = 0; s < steps; s++) {
         for (int64_t t = 0; t < per_step; t++) {
@@ -198,19 +204,20 @@ int lcx_cmd_train_steps(int argc, char **argv) {
             mb[k].ids = tokens + k * batch * seq;
         }
         lcx_step_result r;
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         st = lcx_model_train_step(m, mb, (int)micro, &ao, &r);
-        double dt = now_s() - t0;
+        double dt = now_s() - t0, dc = cpu_s() - c0;
         if (st != LCX_OK) goto fail;
         double tps = (double)per_step / dt, rss = r.peak_rss / 1048576.0;
         if (rss > max_rss) max_rss = rss;
-        if (s > 0 || steps == 1) sum_tps += tps, n_tps++;
-        printf("step %lld/%lld  loss %.6f  grad_norm %.4f  clip %.4f  time %.3f s  tokens/s %.1f  peak_rss %.1f MiB\n",
-               (long long)r.step, (long long)steps, r.loss, r.grad_norm, r.clip_scale, dt, tps, rss);
+        if (s > 0 || steps == 1) sum_tps += tps, sum_cpu_tps += (double)per_step / dc, n_tps++;
+        printf("step %lld/%lld  loss %.6f  grad_norm %.4f  clip %.4f  time %.3f s  cpu %.3f s  tokens/s %.1f  "
+               "peak_rss %.1f MiB\n",
+               (long long)r.step, (long long)steps, r.loss, r.grad_norm, r.clip_scale, dt, dc, tps, rss);
         fflush(stdout);
     }
-    printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB\n", sum_tps / n_tps, steps > 1 ? "2..N" : "1",
-           max_rss);
+    printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB  tokens/cpu-s %.1f\n", sum_tps / n_tps,
+           steps > 1 ? "2..N" : "1", max_rss, sum_cpu_tps / n_tps);
     if (fflush(stdout) != 0) {
         st = lcx_fail(LCX_ERR_IO, "writing to stdout failed");
         goto fail;
