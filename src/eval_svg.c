@@ -91,16 +91,41 @@ static void length_label(double v, char *buf, size_t n) {
 }
 
 static void value_label(double v, char *buf, size_t n) {
-    if (fabs(v) >= 1000.0 || (fabs(v) < 0.01 && v != 0.0))
-        snprintf(buf, n, "%.3g", v);
+    if (fabs(v) >= 1e6 || (fabs(v) < 0.01 && v != 0.0))
+        snprintf(buf, n, "%.0e", v);
     else
         snprintf(buf, n, "%g", round(v * 1000.0) / 1000.0);
+}
+
+/* log10 of the nearest 1, 2, 5 x 10^k at or below (down) / at or above (up) v > 0. */
+static double log125(double v, int up) {
+    double e = floor(log10(v)), m = v / pow(10.0, e);
+    static const double steps[4] = {1.0, 2.0, 5.0, 10.0};
+    if (up) {
+        for (int i = 0; i < 4; i++)
+            if (m <= steps[i] * (1.0 + 1e-12)) return e + log10(steps[i]);
+    } else {
+        for (int i = 3; i >= 0; i--)
+            if (m >= steps[i] * (1.0 - 1e-12)) return e + log10(steps[i]);
+    }
+    return e;
 }
 
 /* Step of about (hi - lo) / 5 from 1, 2, 5 x 10^k. */
 static double nice_step(double span) {
     double raw = span / 5.0, p = pow(10.0, floor(log10(raw))), f = raw / p;
     return (f < 1.5 ? 1.0 : f < 3.0 ? 2.0 : f < 7.0 ? 5.0 : 10.0) * p;
+}
+
+/* circle, square, diamond: overlapping series stay distinguishable */
+static void marker(svgbuf *b, int shape, double x, double y, const char *col) {
+    if (shape == 0)
+        out(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"/>\n", x, y, col);
+    else if (shape == 1)
+        out(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" fill=\"%s\"/>\n", x - 4, y - 4, col);
+    else
+        out(b, "<path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fL%.1f %.1fZ\" fill=\"%s\"/>\n", x, y - 6, x + 6, y, x,
+            y + 6, x - 6, y, col);
 }
 
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
@@ -129,7 +154,13 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
         ymin = 1.0;
         ymax = 10.0;
     }
-    const int W = 820, H = 500, L = 80, R = 210, T = 50, B = 70;
+    /* legend width from the longest name (about 8.5 px per character at 14 px) */
+    size_t longest = 0;
+    for (int s = 0; s < n_series; s++)
+        if (series[s].name && strlen(series[s].name) > longest) longest = strlen(series[s].name);
+    if (longest > 60) longest = 60;
+    const int R = 70 + (int)(longest * 17 / 2) < 150 ? 150 : 70 + (int)(longest * 17 / 2);
+    const int H = 500, L = 80, T = 50, B = 70, W = L + 530 + R;
     const double pw = W - L - R, ph = H - T - B;
     /* x: log2, whole powers of two at both ends. */
     double x0 = floor(log2(xmin)), x1 = ceil(log2(xmax));
@@ -141,8 +172,8 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
     const int ylog = ymax / ymin > 8.0;
     double y0, y1, ystep = 0.0;
     if (ylog) {
-        y0 = floor(log10(ymin));
-        y1 = ceil(log10(ymax));
+        y0 = log125(ymin, 0);
+        y1 = log125(ymax, 1);
         if (y1 <= y0) y1 = y0 + 1.0;
     } else {
         double span = ymax - ymin > 1e-9 * ymax ? ymax - ymin : fmax(ymax * 0.1, 1e-6);
@@ -166,13 +197,14 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
         out(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\"/>\n", px, T, px, T + ph);
     }
     if (ylog) {
-        for (double e = y0; e <= y1; e += 1.0)
+        for (double e = floor(y0); e <= y1; e += 1.0)
             for (int m = 1; m <= 9; m++) {
                 double ly = e + log10((double)m);
                 if (ly > y1 + 1e-9) break;
+                if (ly < y0 - 1e-9) continue;
                 double py = T + ph - (ly - y0) / (y1 - y0) * ph;
                 out(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"%s/>\n", L, py, L + pw, py,
-                    m == 1 ? " stroke=\"#bbbbbb\"" : "");
+                    m == 1 ? " stroke=\"#aaaaaa\"" : m == 2 || m == 5 ? "" : " stroke=\"#f0f0f0\"");
             }
     } else {
         for (double v = y0; v <= y1 + 1e-9 * ystep; v += ystep)
@@ -187,21 +219,39 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
         length_label(exp2(e), lab, sizeof(lab));
         out(&b, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", px, T + ph + 20, lab);
     }
+    /* data lengths that are not powers of two get their own label when there is room (e.g. 96k) */
+    for (int s = 0; s < n_series; s++)
+        for (int i = 0; i < series[s].n; i++) {
+            double lx = log2(series[s].x[i]), px = L + (lx - x0) / (x1 - x0) * pw;
+            double nearest = round(lx);
+            if (lx == nearest || fabs(lx - nearest) * pw / (x1 - x0) < 36.0 * xstep) continue;
+            int dup = 0; /* same length in an earlier series or point */
+            for (int s2 = 0; s2 <= s && !dup; s2++)
+                for (int i2 = 0; i2 < (s2 == s ? i : series[s2].n) && !dup; i2++)
+                    dup = series[s2].x[i2] == series[s].x[i];
+            if (dup) continue;
+            length_label(series[s].x[i], lab, sizeof(lab));
+            out(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555555\">%s</text>\n", px,
+                T + ph + 20, lab);
+        }
     out(&b, "</g>\n<g text-anchor=\"end\">\n");
     if (ylog) {
-        for (double e = y0; e <= y1; e += 1.0)
+        for (double e = floor(y0); e <= y1; e += 1.0)
             for (int m = 1; m <= 9; m++) {
                 double ly = e + log10((double)m);
                 if (ly > y1 + 1e-9) break;
+                if (ly < y0 - 1e-9) continue;
                 if (m != 1 && m != 2 && m != 5) continue;
-                if (m != 1 && y1 - y0 > 3.0) continue; /* keep it readable over many decades */
+                /* over many decades label the decades and the ends only */
+                if (m != 1 && y1 - y0 > 3.0 && fabs(ly - y0) > 1e-9 && fabs(ly - y1) > 1e-9) continue;
                 double py = T + ph - (ly - y0) / (y1 - y0) * ph;
                 value_label(pow(10.0, ly), lab, sizeof(lab));
                 out(&b, "<text x=\"%d\" y=\"%.1f\">%s</text>\n", L - 8, py + 5, lab);
             }
     } else {
         for (double v = y0; v <= y1 + 1e-9 * ystep; v += ystep) {
-            value_label(v, lab, sizeof(lab));
+            int dec = ystep >= 1.0 ? 0 : (int)ceil(-log10(ystep) - 1e-9);
+            snprintf(lab, sizeof(lab), "%.*f", dec > 6 ? 6 : dec, v);
             out(&b, "<text x=\"%d\" y=\"%.1f\">%s</text>\n", L - 8, PY(v) + 5, lab);
         }
     }
@@ -231,7 +281,7 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
         for (int i = 0; i < series[s].n; i++) {
             double x = series[s].x[i], y = series[s].y[i];
             if (!(y > 0.0) || !isfinite(y)) continue;
-            out(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>\n", PX(x), PY(y), col);
+            marker(&b, s % 3, PX(x), PY(y), col);
         }
     }
 #undef PX
@@ -241,6 +291,7 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
         double ly = T + 12 + s * 24;
         out(&b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"%s/>\n",
             L + pw + 16, ly, L + pw + 44, ly, palette[s % 8], s >= 8 ? " stroke-dasharray=\"6 3\"" : "");
+        marker(&b, s % 3, L + pw + 30, ly, palette[s % 8]);
         out(&b, "<text x=\"%.0f\" y=\"%.1f\">", L + pw + 52, ly + 5);
         out_text(&b, series[s].name ? series[s].name : "");
         out(&b, "</text>\n");

@@ -567,6 +567,8 @@ static void test_output(void) {
     CHECK_OK(lcx_svg_ppl_plot(&flat, 1, NULL, &svg));
     if (svg) {
         CHECK(xml_check(svg) > 5 && !strstr(svg, "(log scale)"));
+        snprintf(path, sizeof path, "%s/eval_ppl_flat.svg", LCX_BINARY_DIR);
+        CHECK_OK(lcx_svg_write(path, svg));
         free(svg);
     }
     CHECK_OK(lcx_svg_ppl_plot(NULL, 0, "empty", &svg));
