@@ -7,9 +7,9 @@
 #include <string.h>
 
 /* Score one document at one length; accumulates into r. buf holds Lw tokens, nll Lw doubles. */
-static lcx_status ppl_doc(const lcx_ppl_config *cfg, const lcx_ppl_doc *doc, int64_t doc_idx, int64_t lw, int64_t text_len,
-                          int64_t stride, lcx_eval_score_fn score, void *model, int32_t *buf, double *nll,
-                          lcx_ppl_result *r, double *window_mean_sum) {
+static lcx_status ppl_doc(const lcx_ppl_config *cfg, const lcx_ppl_doc *doc, int64_t doc_idx, int64_t lw,
+                          int64_t text_len, int64_t stride, lcx_eval_score_fn score, void *model, int32_t *buf,
+                          double *nll, lcx_ppl_result *r, double *window_mean_sum) {
     const int bos = cfg->bos_id >= 0;
     const int64_t n = cfg->truncate && doc->n > text_len ? text_len : doc->n;
     int64_t prev_end = 0; /* document tokens [0, prev_end) are scored (or unscorable) already */
@@ -57,8 +57,9 @@ lcx_status lcx_ppl_eval(const lcx_ppl_config *cfg, const lcx_ppl_doc *docs, int6
         if (cfg->lengths[i] > max_lw) max_lw = cfg->lengths[i];
     }
     for (int64_t d = 0; d < n_docs; d++)
-        LCX_FAIL_IF(docs[d].n < 0 || (docs[d].n > 0 && !docs[d].tokens), LCX_ERR_INVALID,
-                    "ppl: document %lld has no tokens pointer or a negative length", (long long)d);
+        LCX_FAIL_IF(docs[d].n < 0 || docs[d].n > ((int64_t)1 << 48) || (docs[d].n > 0 && !docs[d].tokens),
+                    LCX_ERR_INVALID, "ppl: document %lld: no tokens pointer or length %lld out of range [0, 2^48]",
+                    (long long)d, (long long)docs[d].n);
 
     int32_t *buf = malloc((size_t)max_lw * sizeof(int32_t));
     double *nll = malloc((size_t)max_lw * sizeof(double));

@@ -203,6 +203,8 @@ void lcx_passkey_prompt_free(lcx_passkey_prompt *p) {
 
 lcx_status lcx_passkey_answer_tokens(const lcx_eval_tokenizer *tok, const lcx_passkey_prompt *p, uint32_t key,
                                      int32_t **ids, int64_t *n) {
+    LCX_FAIL_IF(!tok || !tok->encode || !p || !p->text || !ids || !n, LCX_ERR_INVALID,
+                "passkey: missing tokenizer, prompt or output");
     char tail[32];
     int tl = snprintf(tail, sizeof(tail), " %u", key);
     size_t len = p->text_len + (size_t)tl;
