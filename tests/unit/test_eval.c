@@ -215,8 +215,71 @@ static lcx_status failing_score(void *model, const int32_t *t, int64_t n, int64_
     return lcx_fail(LCX_ERR_CUDA, "out of device memory");
 }
 
+/* Fixture model of gen_eval.py: logits[j, v] = 2 sin(0.37 v + 0.11 j + 0.023 x_j); NLL of tokens[i] is read
+ * from row i - 1. */
+static lcx_status closed_form_score(void *model, const int32_t *t, int64_t n, int64_t first, double *nll) {
+    const int vocab = *(const int *)model;
+    for (int64_t i = first; i < n; i++) {
+        double j = (double)(i - 1), x = (double)t[i - 1], mx = -INFINITY, row[256];
+        for (int v = 0; v < vocab; v++) {
+            row[v] = 2.0 * sin(0.37 * v + 0.11 * j + 0.023 * x);
+            mx = fmax(mx, row[v]);
+        }
+        double se = 0.0;
+        for (int v = 0; v < vocab; v++) se += exp(row[v] - mx);
+        nll[i - first] = mx + log(se) - row[t[i]];
+    }
+    return LCX_OK;
+}
+
+/* Window losses of the HF guide's and YaRN's own loops (tests/fixtures/eval/ppl_windows.json). */
+static void test_ppl_fixture(void) {
+    json_error_t err;
+    json_t *root = json_load_file(LCX_SOURCE_DIR "/tests/fixtures/eval/ppl_windows.json", 0, &err);
+    CHECK_MSG(root != NULL, "ppl_windows.json: line %d: %s", err.line, err.text);
+    if (!root) return;
+    int vocab = (int)json_integer_value(json_object_get(root, "vocab"));
+    CHECK(vocab > 0 && vocab <= 256);
+    json_t *jd = json_object_get(root, "docs");
+    enum { ND = 8, NT = 256 };
+    static int32_t store[ND][NT];
+    lcx_ppl_doc docs[ND];
+    size_t nd = json_array_size(jd);
+    CHECK(nd > 0 && nd <= ND);
+    for (size_t d = 0; d < nd && d < ND; d++) {
+        json_t *a = json_array_get(jd, d);
+        size_t n = json_array_size(a);
+        CHECK(n <= NT);
+        for (size_t p = 0; p < n && p < NT; p++) store[d][p] = (int32_t)json_integer_value(json_array_get(a, p));
+        docs[d] = (lcx_ppl_doc){store[d], (int64_t)(n < NT ? n : NT)};
+    }
+    size_t i;
+    json_t *c;
+    int cases = 0;
+    json_array_foreach(json_object_get(root, "cases"), i, c) {
+        int64_t lw = json_integer_value(json_object_get(c, "max_length"));
+        lcx_ppl_config cfg = {&lw, 1, json_integer_value(json_object_get(c, "stride")),
+                              (int32_t)json_integer_value(json_object_get(c, "bos_id")), LCX_PPL_SHORT_SCORE,
+                              (int)json_integer_value(json_object_get(c, "truncate"))};
+        lcx_ppl_result r;
+        CHECK_OK(lcx_ppl_eval(&cfg, docs, (int64_t)nd, closed_form_score, &vocab, &r));
+        json_t *losses = json_object_get(c, "window_losses");
+        CHECK_MSG(r.windows == (int64_t)json_array_size(losses) &&
+                      r.tokens == json_integer_value(json_object_get(c, "tokens")),
+                  "case %zu (%s Lw %lld): %lld windows %lld tokens", i,
+                  json_string_value(json_object_get(c, "protocol")), (long long)lw, (long long)r.windows,
+                  (long long)r.tokens);
+        CHECK_REL(r.nll_sum, json_real_value(json_object_get(c, "nll_sum")), 1e-12);
+        CHECK_REL(r.ppl_window_mean, json_real_value(json_object_get(c, "ppl_window_mean")), 1e-12);
+        cases++;
+    }
+    CHECK(cases >= 8);
+    json_decref(root);
+}
+
 static void test_ppl(void) {
     check_worked_example();
+    test_ppl_fixture();
     const int64_t lens_a[] = {5, 10, 31, 64, 2, 1, 0, 100};
     const int64_t lengths[] = {2, 3, 5, 8, 16, 33, 64};
     const int64_t strides[] = {0, 1, 2, 3, 7, 16, 64};
