@@ -98,3 +98,25 @@ done:
     free(nll);
     return st;
 }
+
+lcx_status lcx_eval_default_lengths(int64_t orig, int64_t target, int64_t *out, int cap, int *n) {
+    LCX_FAIL_IF(!out || !n, LCX_ERR_INVALID, "eval lengths: no output");
+    LCX_FAIL_IF(orig < 2 || target < orig || target > ((int64_t)1 << 40), LCX_ERR_INVALID,
+                "eval lengths: need 2 <= original context (%lld) <= target (%lld) <= 2^40", (long long)orig,
+                (long long)target);
+    int k = 0;
+    int64_t p = 2;
+    while (p <= orig) p *= 2; /* first power of two above orig */
+    LCX_FAIL_IF(k >= cap, LCX_ERR_INVALID, "eval lengths: room for %d lengths is not enough", cap);
+    out[k++] = orig;
+    for (; p <= target; p *= 2) {
+        LCX_FAIL_IF(k >= cap, LCX_ERR_INVALID, "eval lengths: room for %d lengths is not enough", cap);
+        out[k++] = p;
+    }
+    if (out[k - 1] != target) {
+        LCX_FAIL_IF(k >= cap, LCX_ERR_INVALID, "eval lengths: room for %d lengths is not enough", cap);
+        out[k++] = target;
+    }
+    *n = k;
+    return LCX_OK;
+}

@@ -72,6 +72,12 @@ typedef struct lcx_ppl_result {
     double ppl_window_mean; /* exp(window_mean_nll) */
 } lcx_ppl_result;
 
+/* The default lengths of evaluation.md: the original context, then every power of two above it up to the
+ * target, then the target itself if it is not one of those (ascending, no duplicates). E.g. (4096, 131072) ->
+ * 4096 8192 ... 131072; (3000, 20000) -> 3000 4096 8192 16384 20000. Fails if 2 <= orig <= target does not
+ * hold or more than cap lengths would result. */
+lcx_status lcx_eval_default_lengths(int64_t orig, int64_t target, int64_t *out, int cap, int *n);
+
 /* Evaluate every length of cfg on the documents; results[i] belongs to cfg->lengths[i]. A length where no
  * token was scored gets tokens = 0 and NaN means (not an error). Fails on bad config or a scorer failure
  * (its message gets "ppl length L, document d, window at token b: " in front). */

@@ -277,8 +277,22 @@ static void test_ppl_fixture(void) {
     json_decref(root);
 }
 
+static void test_default_lengths(void) {
+    int64_t out[16];
+    int n = 0;
+    CHECK_OK(lcx_eval_default_lengths(4096, 131072, out, 16, &n));
+    CHECK(n == 6 && out[0] == 4096 && out[1] == 8192 && out[5] == 131072);
+    CHECK_OK(lcx_eval_default_lengths(3000, 20000, out, 16, &n));
+    CHECK(n == 5 && out[0] == 3000 && out[1] == 4096 && out[3] == 16384 && out[4] == 20000);
+    CHECK_OK(lcx_eval_default_lengths(256, 256, out, 16, &n));
+    CHECK(n == 1 && out[0] == 256);
+    CHECK_FAILS(lcx_eval_default_lengths(4096, 131072, out, 5, &n), LCX_ERR_INVALID, "room for 5");
+    CHECK_FAILS(lcx_eval_default_lengths(4096, 2048, out, 16, &n), LCX_ERR_INVALID, "target");
+}
+
 static void test_ppl(void) {
     check_worked_example();
+    test_default_lengths();
     test_ppl_fixture();
     const int64_t lens_a[] = {5, 10, 31, 64, 2, 1, 0, 100};
     const int64_t lengths[] = {2, 3, 5, 8, 16, 33, 64};
