@@ -161,6 +161,11 @@ typedef struct json_t json_t;
 /* {"protocol": {...}, "results": [{"length", "stride", "docs", ..., "ppl", "ppl_window_mean"}]}; a
  * non-finite number becomes null. New reference, NULL on OOM. */
 json_t *lcx_ppl_to_json(const lcx_ppl_config *cfg, const lcx_ppl_result *results, const char *series);
+/* Read back what lcx_ppl_to_json wrote (one file per stage, drawn together later). *results is a heap array
+ * of *n entries (caller frees), *series a heap copy of "series" or NULL. `what` (a file name) starts every
+ * error message, e.g. "stage2.json: results[3]: 'tokens' is missing or not a non-negative integer". */
+lcx_status lcx_ppl_from_json(const json_t *root, const char *what, lcx_ppl_result **results, int *n,
+                             char **series);
 /* {"lengths", "depths", "trials", "distractors", "cells": [{"length", "depth", "prompt_tokens", ...}]} */
 json_t *lcx_passkey_to_json(const lcx_passkey_result *r);
 /* Atomically write a JSON value (indent 2, trailing newline). */

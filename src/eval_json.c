@@ -62,6 +62,67 @@ json_t *lcx_ppl_to_json(const lcx_ppl_config *cfg, const lcx_ppl_result *results
     return root;
 }
 
+static lcx_status get_int(const json_t *o, const char *key, int64_t min, int64_t *out, const char *what, int i) {
+    const json_t *v = json_object_get(o, key);
+    LCX_FAIL_IF(!json_is_integer(v) || json_integer_value(v) < min, LCX_ERR_FORMAT,
+                "%s: results[%d]: '%s' is missing or not an integer >= %lld", what, i, key, (long long)min);
+    *out = json_integer_value(v);
+    return LCX_OK;
+}
+
+static lcx_status get_num(const json_t *o, const char *key, double *out, const char *what, int i) {
+    const json_t *v = json_object_get(o, key);
+    LCX_FAIL_IF(!json_is_number(v) && !json_is_null(v), LCX_ERR_FORMAT,
+                "%s: results[%d]: '%s' is missing or not a number or null", what, i, key);
+    *out = json_is_null(v) ? NAN : json_number_value(v);
+    return LCX_OK;
+}
+
+lcx_status lcx_ppl_from_json(const json_t *root, const char *what, lcx_ppl_result **results, int *n,
+                             char **series) {
+    LCX_FAIL_IF(!results || !n || !series, LCX_ERR_INVALID, "ppl json: no output");
+    if (!what) what = "ppl json";
+    *results = NULL;
+    *n = 0;
+    *series = NULL;
+    LCX_FAIL_IF(!json_is_object(root), LCX_ERR_FORMAT, "%s: not a JSON object", what);
+    const json_t *arr = json_object_get(root, "results");
+    LCX_FAIL_IF(!json_is_array(arr), LCX_ERR_FORMAT, "%s: 'results' is missing or not an array", what);
+    const json_t *name = json_object_get(root, "series");
+    LCX_FAIL_IF(name && !json_is_string(name), LCX_ERR_FORMAT, "%s: 'series' is not a string", what);
+    size_t count = json_array_size(arr);
+    LCX_FAIL_IF(count > 4096, LCX_ERR_FORMAT, "%s: %zu results (at most 4096)", what, count);
+    lcx_ppl_result *r = calloc(count ? count : 1, sizeof(*r));
+    LCX_FAIL_IF(!r, LCX_ERR_OOM, "%s: out of memory", what);
+    lcx_status st = LCX_OK;
+    for (size_t k = 0; k < count; k++) {
+        const json_t *o = json_array_get(arr, k);
+        const int i = (int)k;
+        LCX_FAIL_GOTO(!json_is_object(o), LCX_ERR_FORMAT, fail, "%s: results[%d] is not an object", what, i);
+        LCX_TRY_GOTO(get_int(o, "length", 2, &r[k].length, what, i), fail);
+        LCX_TRY_GOTO(get_int(o, "stride", 0, &r[k].stride, what, i), fail);
+        LCX_TRY_GOTO(get_int(o, "docs", 0, &r[k].docs, what, i), fail);
+        LCX_TRY_GOTO(get_int(o, "docs_skipped", 0, &r[k].docs_skipped, what, i), fail);
+        LCX_TRY_GOTO(get_int(o, "windows", 0, &r[k].windows, what, i), fail);
+        LCX_TRY_GOTO(get_int(o, "tokens", 0, &r[k].tokens, what, i), fail);
+        LCX_TRY_GOTO(get_num(o, "mean_nll", &r[k].mean_nll, what, i), fail);
+        LCX_TRY_GOTO(get_num(o, "ppl", &r[k].ppl, what, i), fail);
+        LCX_TRY_GOTO(get_num(o, "window_mean_nll", &r[k].window_mean_nll, what, i), fail);
+        LCX_TRY_GOTO(get_num(o, "ppl_window_mean", &r[k].ppl_window_mean, what, i), fail);
+        r[k].nll_sum = r[k].tokens ? r[k].mean_nll * (double)r[k].tokens : 0.0;
+    }
+    if (name) {
+        *series = strdup(json_string_value(name));
+        LCX_FAIL_GOTO(!*series, LCX_ERR_OOM, fail, "%s: out of memory", what);
+    }
+    *results = r;
+    *n = (int)count;
+    return LCX_OK;
+fail:
+    free(r);
+    return st;
+}
+
 json_t *lcx_passkey_to_json(const lcx_passkey_result *r) {
     if (!r) return NULL;
     int ok = 1;

@@ -699,6 +699,27 @@ static void test_output(void) {
         CHECK(json_integer_value(json_object_get(json_array_get(a, 0), "tokens")) == 3000);
         CHECK(json_is_null(json_object_get(json_array_get(a, 1), "ppl")));
         CHECK(strcmp(json_string_value(json_object_get(back, "series")), "base") == 0);
+        lcx_ppl_result *rr = NULL;
+        int nr = 0;
+        char *name = NULL;
+        CHECK_OK(lcx_ppl_from_json(back, "base.json", &rr, &nr, &name));
+        CHECK(nr == 2 && name && strcmp(name, "base") == 0);
+        if (rr && nr == 2) {
+            CHECK(rr[0].length == 1024 && rr[0].tokens == 3000 && rr[0].windows == 9 && rr[1].docs_skipped == 3);
+            CHECK_REL(rr[0].ppl, exp(1.9), 1e-9);
+            CHECK(isnan(rr[1].ppl));
+        }
+        free(rr);
+        free(name);
+        /* broken inputs name the file, the entry and the key */
+        json_object_set_new(json_array_get(a, 1), "tokens", json_integer(-5));
+        CHECK_FAILS(lcx_ppl_from_json(back, "stage2.json", &rr, &nr, &name), LCX_ERR_FORMAT,
+                    "stage2.json: results[1]: 'tokens' is missing or not an integer >= 0");
+        json_object_set_new(json_array_get(a, 0), "ppl", json_string("3.5"));
+        CHECK_FAILS(lcx_ppl_from_json(back, "s.json", &rr, &nr, &name), LCX_ERR_FORMAT,
+                    "s.json: results[0]: 'ppl' is missing or not a number or null");
+        json_object_set_new(back, "results", json_object());
+        CHECK_FAILS(lcx_ppl_from_json(back, "s.json", &rr, &nr, &name), LCX_ERR_FORMAT, "'results'");
         json_decref(back);
     }
     unlink(path);
