@@ -407,7 +407,12 @@ static lcx_status parse_stage(const pctx *c, const yaml_node_t *m, int is_stage,
             LCX_TRY(get_length(c, v, key, &st_->tokens_per_batch));
             SET(LCX_RF_TOKENS_PER_BATCH, v);
         } else if (!strcmp(key, "grad_accum")) {
-            LCX_TRY(get_int(c, v, key, 0, &st_->grad_accum));
+            if (is_word(v, "auto")) st_->grad_accum = 0;
+            else LCX_TRY(get_int(c, v, key, 0, &st_->grad_accum));
+            if (st_->grad_accum == 0) {
+                SET(LCX_RF_GRAD_ACCUM, v);
+                continue;
+            }
             if (st_->grad_accum < 1 || st_->grad_accum > 65536)
                 return kfail(c, v, key, "must be 1 to 65536, got %lld", (long long)st_->grad_accum);
             SET(LCX_RF_GRAD_ACCUM, v);
@@ -487,7 +492,7 @@ void lcx_recipe_builtin_defaults(lcx_recipe_stage *d) {
     d->lr_min = 0;
     d->lr_warmup = 20;
     d->tokens_per_batch = 0;
-    d->grad_accum = 1;
+    d->grad_accum = 0; /* auto: one sequence per device per micro-batch */
     d->eval_auto = 1;
     d->eval_stride = 256; /* evaluation.md */
     d->save_interval = 0;

@@ -70,7 +70,7 @@ typedef struct lcx_recipe_stage {
     double lr_peak, lr_min;
     int64_t lr_warmup;            /* steps */
     int64_t tokens_per_batch;     /* per optimizer step, all ranks; 0 = one sequence */
-    int64_t grad_accum;           /* micro-batches per optimizer step, >= 1 */
+    int64_t grad_accum;           /* micro-batches per optimizer step, >= 1; 0 = auto (one sequence per micro-batch) */
     int eval_auto;                /* 1: original length x 2^i up to the stage length, plus the stage length */
     int n_eval;
     int64_t eval_lengths[LCX_RECIPE_MAX_EVAL];
