@@ -460,22 +460,30 @@ static lcx_status parse_stage(const pctx *c, const yaml_node_t *m, int is_stage,
             return unknown_key(c, k, what, stage_keys);
         }
     }
-    /* Combinations that contradict each other inside one block. */
+    /* Combinations that contradict each other inside one block (reported at the second key's line). */
     if (has(st_, LCX_RF_STEPS) && has(st_, LCX_RF_TOKENS))
-        return kfail(c, m, "tokens", "give steps or tokens, not both (steps at line %d)", st_->line[LCX_RF_STEPS]);
+        return lcx_fail(LCX_ERR_FORMAT, "%s:%d: key 'tokens': give steps or tokens, not both (steps at line %d)",
+                        c->label, st_->line[LCX_RF_TOKENS], st_->line[LCX_RF_STEPS]);
     if (has(st_, LCX_RF_METHOD)) {
         lcx_rope_method me = st_->method;
         const char *mn = lcx_rope_method_name(me);
+        lcx_recipe_field bad = LCX_RF_COUNT;
+        const char *why = "";
         if (has(st_, LCX_RF_FACTOR) && (me == LCX_EXTEND_ABF || me == LCX_EXTEND_NTK))
-            return kfail(c, m, "factor", "method %s has no factor (abf takes theta, ntk derives it)", mn);
-        if (has(st_, LCX_RF_THETA) && me != LCX_EXTEND_ABF)
-            return kfail(c, m, "theta", "theta applies to method abf only (this block says method %s)", mn);
-        if ((has(st_, LCX_RF_LOW_FREQ) || has(st_, LCX_RF_HIGH_FREQ)) && me != LCX_EXTEND_LLAMA3)
-            return kfail(c, m, has(st_, LCX_RF_LOW_FREQ) ? "low_freq_factor" : "high_freq_factor",
-                         "applies to method llama3 only (this block says method %s)", mn);
-        if ((has(st_, LCX_RF_SHORT_FACTOR) || has(st_, LCX_RF_LONG_FACTOR)) && me != LCX_EXTEND_LONGROPE)
-            return kfail(c, m, has(st_, LCX_RF_SHORT_FACTOR) ? "short_factor" : "long_factor",
-                         "applies to method longrope only (this block says method %s)", mn);
+            bad = LCX_RF_FACTOR, why = "has no factor (abf takes theta, ntk derives it)";
+        else if (has(st_, LCX_RF_THETA) && me != LCX_EXTEND_ABF)
+            bad = LCX_RF_THETA, why = "takes no theta (theta applies to method abf only)";
+        else if (has(st_, LCX_RF_LOW_FREQ) && me != LCX_EXTEND_LLAMA3)
+            bad = LCX_RF_LOW_FREQ, why = "takes no low_freq_factor (llama3 only)";
+        else if (has(st_, LCX_RF_HIGH_FREQ) && me != LCX_EXTEND_LLAMA3)
+            bad = LCX_RF_HIGH_FREQ, why = "takes no high_freq_factor (llama3 only)";
+        else if (has(st_, LCX_RF_SHORT_FACTOR) && me != LCX_EXTEND_LONGROPE)
+            bad = LCX_RF_SHORT_FACTOR, why = "takes no short_factor (longrope only)";
+        else if (has(st_, LCX_RF_LONG_FACTOR) && me != LCX_EXTEND_LONGROPE)
+            bad = LCX_RF_LONG_FACTOR, why = "takes no long_factor (longrope only)";
+        if (bad != LCX_RF_COUNT)
+            return lcx_fail(LCX_ERR_FORMAT, "%s:%d: key '%s': method %s (line %d) %s", c->label, st_->line[bad],
+                            field_names[bad], mn, st_->line[LCX_RF_METHOD], why);
     }
     return LCX_OK;
 }
@@ -587,11 +595,11 @@ static lcx_status check_stages(const pctx *c, const lcx_recipe *r, yaml_node_t *
         if (s.lr_min > s.lr_peak)
             return lcx_fail(LCX_ERR_FORMAT, "%s:%d: key 'lr.min_lr': %s: min_lr %g is above peak %g", c->label,
                             s.line[LCX_RF_LR_MIN] ? s.line[LCX_RF_LR_MIN] : line_of(n), what, s.lr_min, s.lr_peak);
-        if (s.steps && s.lr_warmup > s.steps)
+        /* the built-in warm-up (20) shrinks to a short stage; only a written one can be wrong */
+        if (s.steps && s.lr_warmup > s.steps && s.line[LCX_RF_LR_WARMUP])
             return lcx_fail(LCX_ERR_FORMAT, "%s:%d: key 'lr.warmup_steps': %s: %lld warm-up steps exceed its %lld "
                                             "steps",
-                            c->label, s.line[LCX_RF_LR_WARMUP] ? s.line[LCX_RF_LR_WARMUP] : line_of(n), what,
-                            (long long)s.lr_warmup, (long long)s.steps);
+                            c->label, s.line[LCX_RF_LR_WARMUP], what, (long long)s.lr_warmup, (long long)s.steps);
         if (s.save_interval && s.steps && s.save_interval > s.steps)
             return lcx_fail(LCX_ERR_FORMAT, "%s:%d: key 'save_interval': %s: %lld is above its %lld steps", c->label,
                             s.line[LCX_RF_SAVE_INTERVAL], what, (long long)s.save_interval, (long long)s.steps);

@@ -68,7 +68,7 @@ typedef struct lcx_recipe_stage {
     int64_t tokens;               /* training tokens (0 = derived from steps) */
     lcx_lr_kind lr_schedule;
     double lr_peak, lr_min;
-    int64_t lr_warmup;            /* steps */
+    int64_t lr_warmup;            /* steps; the built-in 20 shrinks to a shorter stage, a written value must fit */
     int64_t tokens_per_batch;     /* per optimizer step, all ranks; 0 = one sequence */
     int64_t grad_accum;           /* micro-batches per optimizer step, >= 1; 0 = auto (one sequence per micro-batch) */
     int eval_auto;                /* 1: original length x 2^i up to the stage length, plus the stage length */

@@ -264,12 +264,14 @@ static lcx_status plan_batch(lcx_plan *p, const lcx_recipe *r, const lcx_recipe_
     LCX_FAIL_IF(ps->steps > (INT64_C(1) << 40) / ps->tokens_per_step, LCX_ERR_INVALID,
                 "%s:%d: stage budget too large", lab, s->line_start);
     ps->tokens = ps->steps * ps->tokens_per_step;
-    LCX_FAIL_IF(s->lr_warmup > ps->steps, LCX_ERR_INVALID,
+    int64_t warmup = s->lr_warmup;
+    if (!s->line[LCX_RF_LR_WARMUP] && warmup > ps->steps) warmup = ps->steps; /* built-in default: shrink */
+    LCX_FAIL_IF(warmup > ps->steps, LCX_ERR_INVALID,
                 "%s:%d: key 'lr.warmup_steps': %lld warm-up steps exceed the stage's %lld steps (%lld tokens / %lld "
                 "per step)",
-                lab, s->line[LCX_RF_LR_WARMUP] ? s->line[LCX_RF_LR_WARMUP] : s->line_start, (long long)s->lr_warmup,
+                lab, s->line[LCX_RF_LR_WARMUP], (long long)warmup,
                 (long long)ps->steps, (long long)s->tokens, (long long)ps->tokens_per_step);
-    ps->lr = (lcx_lr_schedule){s->lr_schedule, s->lr_peak, s->lr_min, s->lr_warmup, ps->steps};
+    ps->lr = (lcx_lr_schedule){s->lr_schedule, s->lr_peak, s->lr_min, warmup, ps->steps};
     ps->save_interval = s->save_interval;
     return LCX_OK;
 }
