@@ -153,6 +153,10 @@ static lcx_status expand_stages(lcx_plan *p, const lcx_recipe *r, int64_t diviso
         }
     }
     if (last != target) {
+        if (dropped_len && n == 0)
+            return lcx_fail(LCX_ERR_INVALID, "%s: --to %s is below the first stage of recipe '%s' (%s)", r->label,
+                            lcx_format_length(target, b1, sizeof b1), r->name,
+                            lcx_format_length(dropped_len, b3, sizeof b3));
         if (dropped_len)
             return lcx_fail(LCX_ERR_INVALID, "%s: --to %s falls between the recipe's stage lengths %s and %s: the last "
                                              "stage must end at the target (use one of the recipe's lengths or a "

@@ -163,7 +163,7 @@ int lcx_cmd_plan(int argc, char **argv) {
     if (st == LCX_OK) {
         if (as_json) {
             json_t *j = lcx_plan_json(p);
-            char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
+            char *s = j ? lcx_json_dumps_hf(j) : NULL; /* sorted keys, shortest round-trip floats */
             json_decref(j);
             if (!s) st = lcx_fail(LCX_ERR_OOM, "out of memory");
             else printf("%s\n", s);
