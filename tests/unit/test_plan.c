@@ -4,11 +4,13 @@
  * lcx_lr_at against Hugging Face's schedule formulas evaluated in double. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "formats/hf_config.h"
 #include "formats/recipe.h"
 #include "src/lr_schedule.h"
+#include "src/catalog.h"
 #include "src/plan.h"
 #include "test_util.h"
 
@@ -407,6 +409,24 @@ static void test_budget(void) {
         CHECK(json_is_object(rs) && json_real_value(json_object_get(rs, "factor")) == 16.0);
         CHECK(json_integer_value(json_object_get(json_object_get(st, "config"), "max_position_embeddings")) == 131072);
         CHECK(json_is_array(json_object_get(st, "activation"))); /* mixed policies: one per layer */
+        /* each stage's "config" merged into the model's config.json parses back to that stage's rope and context */
+        for (int i = 0; i < p->n_stages; i++) {
+            json_t *base = json_deep_copy(cfg.json);
+            json_object_update(base, json_object_get(json_array_get(json_object_get(j, "stages"), (size_t)i),
+                                                     "config"));
+            char *text = json_dumps(base, 0);
+            lcx_model_config back;
+            lcx_status pst = text ? lcx_config_parse("stage.json", text, strlen(text), &back) : LCX_ERR_OOM;
+            CHECK_MSG(pst == LCX_OK, "stage %d config: %s", i + 1, lcx_last_error());
+            if (pst == LCX_OK) {
+                CHECK(!strcmp(back.rope.type, "yarn") && back.rope.factor == p->stages[i].rope.factor);
+                CHECK(lcx_rope_implied_context(&back) == p->stages[i].seq_len);
+                CHECK(back.max_position_embeddings == p->stages[i].max_pos);
+                lcx_config_free(&back);
+            }
+            free(text);
+            json_decref(base);
+        }
         json_decref(j);
     }
     lcx_plan_free(p);
