@@ -6,5 +6,6 @@
 int lcx_cmd_inspect(int argc, char **argv);
 int lcx_cmd_score(int argc, char **argv);
 int lcx_cmd_train_steps(int argc, char **argv);
+int lcx_cmd_plan(int argc, char **argv);
 
 #endif

@@ -22,13 +22,16 @@ static const subcommand subcommands[] = {
     {"inspect", lcx_cmd_inspect, "show what a checkpoint holds (arch, sizes, dtypes, rope)"},
     {"score", lcx_cmd_score, "mean next-token loss and perplexity over a token-id file"},
     {"train-steps", lcx_cmd_train_steps, "run N AdamW steps on random or given tokens, print losses"},
+    {"plan", lcx_cmd_plan, "print the staged extension plan for --to N (stages, rope, steps, memory, time)"},
 };
 #define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
 
 static void usage(FILE *f) {
     fprintf(f, "usage: lcextend <command> [options]   (lcextend <command> --help for details)\n\ncommands:\n");
     for (size_t i = 0; i < N_SUBCOMMANDS; i++) fprintf(f, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(f, "\nexamples:\n  lcextend inspect tests/fixtures/models/llama_gqa\n  lcextend inspect model.safetensors --json\n");
+    fprintf(f, "\nexamples:\n  lcextend inspect tests/fixtures/models/llama_gqa\n  lcextend inspect model.safetensors --json\n"
+                 "  lcextend score tests/fixtures/models/llama_gqa --ids ids.txt\n"
+                 "  lcextend plan ./Llama-3.1-8B-base --to 128k --recipe yarn-x2\n");
 }
 
 int main(int argc, char **argv) {

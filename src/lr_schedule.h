@@ -1,0 +1,33 @@
+/* lr_schedule: the learning rate at an optimizer step: linear warm-up, then cosine decay or constant.
+ *
+ * Same convention as Hugging Face's get_cosine_schedule_with_warmup / get_constant_schedule_with_warmup (and
+ * get_cosine_with_min_lr_schedule_with_warmup for min_lr > 0): `step` counts the optimizer steps already taken,
+ * so the first update uses lr_at(0) (= 0 when warmup_steps > 0, exactly as HF's LambdaLR does).
+ *   warm-up (step < W):    lr = peak * step / max(1, W)
+ *   cosine  (step >= W):   p = min(1, (step - W) / max(1, T - W));  lr = min + (peak - min) * 0.5 * (1 + cos(pi p))
+ *   constant (step >= W):  lr = peak
+ * T = total_steps. With min_lr = 0 the cosine branch is HF's max(0, 0.5 (1 + cos(pi * 2 * 0.5 * p))). Past T HF's
+ * cosine would rise again (cos beyond pi); here p is clamped, so the rate stays at min_lr. */
+#ifndef LCX_LR_SCHEDULE_H
+#define LCX_LR_SCHEDULE_H
+
+#include <stdint.h>
+
+typedef enum lcx_lr_kind { LCX_LR_COSINE = 0, LCX_LR_CONSTANT, LCX_LR_KIND_COUNT } lcx_lr_kind;
+
+typedef struct lcx_lr_schedule {
+    lcx_lr_kind kind;
+    double peak;          /* > 0 */
+    double min_lr;        /* cosine floor, 0 <= min_lr <= peak; ignored by constant */
+    int64_t warmup_steps; /* >= 0 */
+    int64_t total_steps;  /* > 0, the stage's optimizer steps */
+} lcx_lr_schedule;
+
+/* Learning rate for the update that follows `step` completed steps (step < 0 is treated as 0). */
+double lcx_lr_at(const lcx_lr_schedule *s, int64_t step);
+
+const char *lcx_lr_kind_name(lcx_lr_kind k); /* "cosine", "constant" ("?" out of range) */
+/* 0 on success, -1 when the name is not a schedule. */
+int lcx_lr_kind_parse(const char *name, lcx_lr_kind *out);
+
+#endif

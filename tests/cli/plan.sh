@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# `lcextend plan`: usage errors, the plan for the fixture model tests/fixtures/models/llama_gqa (context 64,
+# rope default) --to 256 and --to 1k with stage lengths and yarn factors derived by hand (x2 stages from 64:
+# factor = stage / 64), JSON output, recipe and method choices, and one-line errors before any work.
+set -u
+: "${LCEXTEND:?}" "${LCX_SRC:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # check DESCRIPTION CONDITION...
+    local what=$1; shift
+    if ! "$@"; then echo "FAIL: $what"; fail=1; fi
+}
+run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
+rc() { cat "$tmp/rc"; }
+one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
+model="$LCX_SRC/tests/fixtures/models/llama_gqa"
+
+run plan --help
+check "--help exits 0" [ "$(rc)" -eq 0 ]
+check "--help has examples" grep -q "examples:" "$tmp/out"
+check "--help lists the built-in recipes" grep -q "yarn-x2.*tiny-demo\|tiny-demo.*yarn-x2" "$tmp/out"
+run --help
+check "top-level help lists plan" grep -q "^  plan " "$tmp/out"
+
+# usage errors: exit 2, one line
+run plan
+check "no CKPT: exit 2" [ "$(rc)" -eq 2 ]
+check "no CKPT: says so" grep -q "missing CKPT" "$tmp/err"
+run plan "$model"
+check "no --to: exit 2" [ "$(rc)" -eq 2 ]
+check "no --to: says so" grep -q "missing --to" "$tmp/err"
+run plan "$model" --to 12kk
+check "--to 12kk: exit 2" [ "$(rc)" -eq 2 ]
+check "--to 12kk: named" grep -q "'12kk' is not a length" "$tmp/err"
+check "--to 12kk: one line" one_line_err
+run plan "$model" --to -5
+check "--to -5: exit 2" [ "$(rc)" -eq 2 ]
+run plan "$model" --to 0
+check "--to 0: exit 2" [ "$(rc)" -eq 2 ]
+run plan "$model" --to 1k --method rope-magic
+check "bad --method: exit 2" [ "$(rc)" -eq 2 ]
+check "bad --method: named" grep -q "rope-magic" "$tmp/err"
+run plan "$model" --to 1k --frobnicate
+check "unknown flag: exit 2" [ "$(rc)" -eq 2 ]
+check "unknown flag: named" grep -q "unknown flag '--frobnicate'" "$tmp/err"
+run plan "$model" --to 1k --cp 0
+check "--cp 0: exit 2" [ "$(rc)" -eq 2 ]
+run plan "$model" --to 1k --memory lots
+check "--memory lots: exit 2" [ "$(rc)" -eq 2 ]
+
+# --to 256 from 64 (yarn-x2): stages 128 (s=2), 256 (s=4), L = 64
+run plan "$model" --to 256
+check "--to 256: exit 0" [ "$(rc)" -eq 0 ]
+check "--to 256: nothing on stderr" [ ! -s "$tmp/err" ]
+check "--to 256: context line" grep -q "^context: 64 -> 256 " "$tmp/out"
+check "--to 256: stage 1 = 128, yarn s=2 L=64" grep -Eq "^1 +128 +yarn s=2 L=64 +128 " "$tmp/out"
+check "--to 256: stage 2 = 256, yarn s=4 L=64" grep -Eq "^2 +256 +yarn s=4 L=64 +256 " "$tmp/out"
+check "--to 256: two stages" grep -q "^total: 2 stages" "$tmp/out"
+check "--to 256: no stage 3" bash -c "! grep -Eq '^3 ' '$tmp/out'"
+
+# --to 1k: 128, 256, 512, 1k with factors 2, 4, 8, 16
+run plan "$model" --to 1k
+check "--to 1k: exit 0" [ "$(rc)" -eq 0 ]
+check "--to 1k: four stages" grep -q "^total: 4 stages" "$tmp/out"
+check "--to 1k: stage 3 = 512, s=8" grep -Eq "^3 +512 +yarn s=8 L=64 +512 " "$tmp/out"
+check "--to 1k: stage 4 = 1k, s=16" grep -Eq "^4 +1k +yarn s=16 L=64 +1k " "$tmp/out"
+check "--to 1k: eval lengths of stage 4" grep -q "^stage 4: eval at 64 128 256 512 1k " "$tmp/out"
+run plan "$model" --to 1024 --json
+check "--json: exit 0" [ "$(rc)" -eq 0 ]
+check "--json: one object" bash -c "head -c1 '$tmp/out' | grep -q '{' && tail -n1 '$tmp/out' | grep -q '^}$'"
+check "--json: last stage length" grep -q '"seq_len": 1024,' "$tmp/out"
+check "--json: yarn factor 16" grep -q '"factor": 16.0,' "$tmp/out"
+check "--json: original length in rope_scaling" grep -q '"original_max_position_embeddings": 64,' "$tmp/out"
+check "--json: attention factor 0.1 ln 16 + 1" grep -q '"attention_factor": 1.277258872' "$tmp/out"
+want=$(grep -o '"num_parameters": [0-9]*' "$model/expected_inspect.json")
+check "--json: parameter count as transformers counts it ($want)" grep -q "$want" "$tmp/out"
+run plan "$model/config.json" --to 1k
+check "CKPT as config.json: exit 0" [ "$(rc)" -eq 0 ]
+
+# recipes and methods
+run plan "$model" --to 512 --recipe tiny-demo --fp32 --tokens-per-s 1000
+check "tiny-demo: exit 0" [ "$(rc)" -eq 0 ]
+check "tiny-demo: three stages" grep -q "^total: 3 stages" "$tmp/out"
+check "tiny-demo: keep activations" grep -Eq "^1 .* keep " "$tmp/out"
+check "tiny-demo: a time estimate" bash -c "grep '^total:' '$tmp/out' | grep -q 'time [0-9]'"
+run plan "$model" --to 1k --method pi
+check "--method pi: linear" grep -Eq "^4 +1k +pi s=16 " "$tmp/out"
+run plan "$model" --to 256 --recipe abf
+check "abf: theta x4 per doubling" grep -Eq "^2 +256 +abf theta=160000 " "$tmp/out"
+run plan "$model" --to 1k --recipe "$LCX_SRC/recipes/pi.yaml"
+check "recipe by path: one stage" grep -q "^total: 1 stage," "$tmp/out"
+check "recipe by path: label is the path" grep -q "recipes/pi.yaml" "$tmp/out"
+
+# errors before any work: exit 1, one line
+run plan "$model" --to 64
+check "--to = current: exit 1" [ "$(rc)" -eq 1 ]
+check "--to = current: says why" grep -q "not longer than the model's current context 64" "$tmp/err"
+check "--to = current: one line" one_line_err
+run plan "$model" --to 32
+check "--to below current: exit 1" [ "$(rc)" -eq 1 ]
+run plan "$model" --to 1k --recipe llama3-8k-128k
+check "below the recipe's first stage: exit 1" [ "$(rc)" -eq 1 ]
+check "below the recipe's first stage: says so" grep -q "below the first stage of recipe 'llama3-8k-128k' (16k)" "$tmp/err"
+run plan "$model" --to 1k --recipe no-such-recipe
+check "unknown recipe: exit 1" [ "$(rc)" -eq 1 ]
+check "unknown recipe: lists the built-in ones" grep -q "yarn-x2" "$tmp/err"
+run plan "$model" --to 1k --recipe "$LCX_SRC/tests/attack/recipes/typo_key.yaml"
+check "bad recipe: exit 1" [ "$(rc)" -eq 1 ]
+check "bad recipe: FILE:LINE" grep -q "typo_key.yaml:4: key 'setps'" "$tmp/err"
+check "bad recipe: one line" one_line_err
+run plan "$model" --to 1004 --cp 4
+check "--to not a multiple of 2 CP: exit 1" [ "$(rc)" -eq 1 ]
+check "--to not a multiple of 2 CP: says so" grep -q "not a multiple of 8" "$tmp/err"
+run plan "$model" --to 1k --memory 1K
+check "budget too small: exit 1" [ "$(rc)" -eq 1 ]
+check "budget too small: names the stage" grep -q "stage 128 needs" "$tmp/err"
+run plan /nonexistent/model --to 1k
+check "missing CKPT: exit 1" [ "$(rc)" -eq 1 ]
+check "missing CKPT: names it" grep -q "/nonexistent/model" "$tmp/err"
+
+exit $fail

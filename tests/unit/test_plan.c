@@ -1,0 +1,447 @@
+/* plan: stage expansion (8k -> 128k = 16k/32k/64k/128k with yarn factors 2/4/8/16 over L = 8k), re-extension
+ * of extended models, recipe-specific rope (llama3 factor 8, abf theta schedule, --method override), batch and
+ * step arithmetic, errors, the memory model against a hand computation, FLOPs against a brute-force count, and
+ * lcx_lr_at against Hugging Face's schedule formulas evaluated in double. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/hf_config.h"
+#include "formats/recipe.h"
+#include "src/lr_schedule.h"
+#include "src/catalog.h"
+#include "src/plan.h"
+#include "test_util.h"
+
+/* Llama-3-8B-like dimensions; rope given by the caller as a JSON fragment. */
+static int load_cfg(lcx_model_config *cfg, int64_t max_pos, const char *rope) {
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"vocab_size\": 128256,"
+             " \"hidden_size\": 4096, \"intermediate_size\": 14336, \"num_hidden_layers\": 32,"
+             " \"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"max_position_embeddings\": %lld,"
+             " \"rms_norm_eps\": 1e-5, %s}",
+             (long long)max_pos, rope);
+    lcx_status st = lcx_config_parse("cfg.json", text, strlen(text), cfg);
+    CHECK_MSG(st == LCX_OK, "config: %s", lcx_last_error());
+    return st == LCX_OK;
+}
+
+static lcx_recipe *recipe(const char *name) {
+    lcx_recipe *r = NULL;
+    lcx_status st = lcx_recipe_open(name, 1, &r);
+    CHECK_MSG(st == LCX_OK, "recipe %s: %s", name, lcx_last_error());
+    return r;
+}
+
+static lcx_recipe *recipe_text(const char *text) {
+    lcx_recipe *r = NULL;
+    lcx_status st = lcx_recipe_parse("r.yaml", text, strlen(text), 1, &r);
+    CHECK_MSG(st == LCX_OK, "recipe: %s", lcx_last_error());
+    return r;
+}
+
+static lcx_plan *build(const lcx_model_config *cfg, const lcx_recipe *r, int64_t target) {
+    lcx_plan_opts o;
+    lcx_plan_opts_default(&o);
+    o.target = target;
+    lcx_plan *p = NULL;
+    lcx_status st = lcx_plan_build(cfg, r, &o, &p);
+    CHECK_MSG(st == LCX_OK, "plan: %s", lcx_last_error());
+    return p;
+}
+
+static double yarn_mscale(double s) { return s <= 1 ? 1 : 0.1 * log(s) + 1; } /* rope-scaling.md g(s, 1) */
+
+static void test_geometric_yarn(void) {
+    lcx_model_config cfg;
+    if (!load_cfg(&cfg, 8192, "\"rope_theta\": 500000.0")) return;
+    lcx_recipe *r = recipe("yarn-x2");
+    lcx_plan *p = r ? build(&cfg, r, 131072) : NULL;
+    if (p) {
+        CHECK(p->current_context == 8192 && p->original_length == 8192);
+        CHECK(p->n_stages == 4);
+        const int64_t len[4] = {16384, 32768, 65536, 131072};
+        const double s[4] = {2, 4, 8, 16};
+        for (int i = 0; i < 4 && i < p->n_stages; i++) {
+            const lcx_plan_stage *st = &p->stages[i];
+            CHECK(st->seq_len == len[i]);
+            CHECK(!strcmp(st->rope.type, "yarn"));
+            CHECK_NEAR(st->rope.factor, s[i], 1e-12);
+            CHECK(st->rope.has_original_max && st->rope.original_max_position_embeddings == 8192);
+            CHECK(st->rope.theta == 500000.0);
+            CHECK(st->max_pos == len[i]);
+            CHECK_NEAR(st->attn_factor, yarn_mscale(s[i]), 1e-12);
+            /* recipe: 100 steps of 1m tokens = 2^20 / len sequences; grad_accum auto = 1 sequence per micro-batch */
+            CHECK(st->steps == 100 && st->seqs_per_step == 1048576 / len[i] && st->tokens == 100 * 1048576);
+            CHECK(st->micro_seqs == 1 && st->grad_accum == st->seqs_per_step);
+            CHECK(st->lr.kind == LCX_LR_CONSTANT && st->lr.peak == 2e-5 && st->lr.warmup_steps == 20 &&
+                  st->lr.total_steps == 100);
+            /* eval auto: 8k, 16k, ... up to the stage length */
+            CHECK(st->n_eval == i + 2);
+            for (int k = 0; k < st->n_eval && k < i + 2; k++) CHECK(st->eval_lengths[k] == (INT64_C(8192) << k));
+            CHECK(st->eval_stride == 0 && st->save_interval == 50);
+            /* no budget: auto activation = recompute everywhere */
+            CHECK(st->n_recompute == 32 && st->n_keep == 0);
+        }
+        CHECK_NEAR(p->total_tokens, 4.0 * 100 * 1048576, 0.5);
+    }
+    lcx_plan_free(p);
+    /* other targets: x2 while the target is >= 1.5x ahead, then the target */
+    struct { int64_t to; int n; int64_t last_before; } cases[] = {
+        {133120, 4, 65536}, /* 130k: 16k 32k 64k 130k (128k would be 1.016x short of it) */
+        {102400, 4, 65536}, /* 100k: 16k 32k 64k 100k (100k / 64k = 1.5625) */
+        {20480, 1, 0},      /* 20k: one stage (20k / 16k = 1.25) */
+        {16384, 1, 0},
+        {24576, 2, 16384},  /* 24k: 16k (24k / 16k = 1.5 exactly), 24k */
+    };
+    for (size_t c = 0; r && c < sizeof cases / sizeof cases[0]; c++) {
+        p = build(&cfg, r, cases[c].to);
+        if (!p) continue;
+        CHECK_MSG(p->n_stages == cases[c].n, "--to %lld: %d stages", (long long)cases[c].to, p->n_stages);
+        CHECK(p->stages[p->n_stages - 1].seq_len == cases[c].to);
+        if (cases[c].n >= 2) CHECK(p->stages[p->n_stages - 2].seq_len == cases[c].last_before);
+        CHECK_NEAR(p->stages[p->n_stages - 1].rope.factor, (double)cases[c].to / 8192.0, 1e-12);
+        lcx_plan_free(p);
+    }
+    lcx_recipe_free(r);
+    lcx_config_free(&cfg);
+}
+
+static void test_reextension(void) {
+    /* yarn s=4 over L=8192 (M = 32k) -> 128k: stages 64k, 128k with factors 8, 16 over the same L (not 2 and 4
+     * over 32k) */
+    lcx_model_config cfg;
+    if (!load_cfg(&cfg, 32768,
+                  "\"rope_theta\": 500000.0, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0,"
+                  " \"original_max_position_embeddings\": 8192}"))
+        return;
+    lcx_recipe *r = recipe("yarn-x2");
+    lcx_plan *p = r ? build(&cfg, r, 131072) : NULL;
+    if (p) {
+        CHECK(p->current_context == 32768 && p->original_length == 8192);
+        CHECK(p->n_stages == 2);
+        if (p->n_stages == 2) {
+            CHECK(p->stages[0].seq_len == 65536 && p->stages[1].seq_len == 131072);
+            CHECK_NEAR(p->stages[0].rope.factor, 8.0, 1e-12);
+            CHECK_NEAR(p->stages[1].rope.factor, 16.0, 1e-12);
+            CHECK(p->stages[1].rope.original_max_position_embeddings == 8192);
+            CHECK(p->stages[0].eval_lengths[0] == 8192); /* evaluation starts at the pretraining length */
+        }
+    }
+    lcx_plan_free(p);
+    /* the llama3 recipe on the 32k model: its 16k and 32k stages are skipped */
+    lcx_recipe *l3 = recipe("llama3-8k-128k");
+    p = l3 ? build(&cfg, l3, 131072) : NULL;
+    if (p) {
+        CHECK(p->n_skipped == 2 && p->n_stages == 4);
+        CHECK(p->stages[0].seq_len == 49152);
+        for (int i = 0; i < p->n_stages; i++) {
+            /* Llama 3.1's published factor 8 over L = 8192 at every stage, M at least L x 8 */
+            CHECK(!strcmp(p->stages[i].rope.type, "llama3") && p->stages[i].rope.factor == 8.0);
+            CHECK(p->stages[i].rope.original_max_position_embeddings == 8192);
+            CHECK(p->stages[i].rope.low_freq_factor == 1 && p->stages[i].rope.high_freq_factor == 4);
+            CHECK(p->stages[i].max_pos == (p->stages[i].seq_len > 65536 ? p->stages[i].seq_len : 65536));
+        }
+        /* tokens -> steps: the 48k stage: 3 x 2.5e9 / ... 4m tokens per step = 85 sequences of 48k
+         * (4194304 / 49152 = 85.33), steps = ceil(2.5e9 / (85 x 49152)) */
+        CHECK(p->stages[0].seqs_per_step == 85);
+        CHECK(p->stages[0].steps == (int64_t)ceil(2.5e9 / (85.0 * 49152.0)));
+        CHECK(p->stages[0].tokens == p->stages[0].steps * 85 * 49152);
+        CHECK(p->stages[0].lr.kind == LCX_LR_COSINE && p->stages[0].lr.min_lr == 2e-6);
+    }
+    lcx_plan_free(p);
+    lcx_config_free(&cfg);
+    /* pi over a linear model: linear s=2 at M=8192 means L0 = 4096; pi to 32k is factor 8 (they multiply) */
+    if (load_cfg(&cfg, 8192, "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}")) {
+        lcx_recipe *pr = recipe("pi");
+        p = pr ? build(&cfg, pr, 32768) : NULL;
+        if (p) {
+            CHECK(p->original_length == 4096 && p->n_stages == 1);
+            CHECK(!strcmp(p->stages[0].rope.type, "linear"));
+            CHECK_NEAR(p->stages[0].rope.factor, 8.0, 1e-12);
+            CHECK(p->stages[0].steps == 1000 && p->stages[0].seqs_per_step == 64); /* 2m / 32k */
+        }
+        lcx_plan_free(p);
+        lcx_recipe_free(pr);
+        lcx_config_free(&cfg);
+    }
+    lcx_recipe_free(r);
+    lcx_recipe_free(l3);
+}
+
+static void test_abf_and_override(void) {
+    lcx_model_config cfg;
+    if (!load_cfg(&cfg, 8192, "\"rope_theta\": 500000.0")) return;
+    lcx_recipe *r = recipe("abf");
+    lcx_plan *p = r ? build(&cfg, r, 65536) : NULL;
+    if (p) {
+        CHECK(p->n_stages == 3);
+        for (int i = 0; i < p->n_stages; i++) {
+            CHECK(!strcmp(p->stages[i].rope.type, "default"));
+            CHECK_NEAR(p->stages[i].rope.theta / (500000.0 * pow(4.0, i + 1)), 1.0, 1e-12); /* x4 per doubling */
+            CHECK(p->stages[i].max_pos == (INT64_C(16384) << i));
+        }
+    }
+    lcx_plan_free(p);
+    lcx_recipe_free(r);
+    /* --method override on yarn-x2 */
+    r = recipe("yarn-x2");
+    lcx_plan_opts o;
+    lcx_plan_opts_default(&o);
+    o.target = 32768;
+    o.has_method = 1;
+    o.method = LCX_EXTEND_PI;
+    p = NULL;
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    if (p) {
+        CHECK(p->n_stages == 2 && !strcmp(p->stages[1].rope.type, "linear"));
+        CHECK_NEAR(p->stages[0].rope.factor, 2.0, 1e-12);
+        CHECK_NEAR(p->stages[1].rope.factor, 4.0, 1e-12);
+    }
+    lcx_plan_free(p);
+    o.method = LCX_EXTEND_ABF; /* theta auto: NTK-aware base (L/M)^(d/(d-2)), d = 128 */
+    p = NULL;
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    if (p) {
+        CHECK(!strcmp(p->stages[1].rope.type, "default"));
+        CHECK_NEAR(p->stages[0].rope.theta / (500000.0 * pow(2.0, 128.0 / 126.0)), 1.0, 1e-12);
+        CHECK_NEAR(p->stages[1].rope.theta / (500000.0 * pow(4.0, 128.0 / 126.0)), 1.0, 1e-12);
+    }
+    lcx_plan_free(p);
+    o.method = LCX_EXTEND_LLAMA3;
+    p = NULL;
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    if (p) CHECK(!strcmp(p->stages[1].rope.type, "llama3") && p->stages[1].rope.factor == 4.0);
+    lcx_plan_free(p);
+    o.method = LCX_EXTEND_LONGROPE;
+    CHECK_FAILS(lcx_plan_build(&cfg, r, &o, &p), LCX_ERR_INVALID, "longrope needs short_factor and long_factor");
+    lcx_recipe_free(r);
+    lcx_config_free(&cfg);
+}
+
+static void test_errors(void) {
+    lcx_model_config cfg;
+    if (!load_cfg(&cfg, 8192, "\"rope_theta\": 500000.0")) return;
+    lcx_recipe *y = recipe("yarn-x2"), *l3 = recipe("llama3-8k-128k");
+    lcx_plan *p = NULL;
+    lcx_plan_opts o;
+    lcx_plan_opts_default(&o);
+    o.target = 8192;
+    CHECK_FAILS(lcx_plan_build(&cfg, y, &o, &p), LCX_ERR_INVALID, "--to 8k is not longer than the model's current "
+                                                                  "context 8k");
+    o.target = 4096;
+    CHECK_FAILS(lcx_plan_build(&cfg, y, &o, &p), LCX_ERR_INVALID, "not longer");
+    o.target = 262144;
+    CHECK_FAILS(lcx_plan_build(&cfg, l3, &o, &p), LCX_ERR_INVALID,
+                "builtin:llama3-8k-128k:37: target 256k is not reachable by recipe 'llama3-8k-128k': its last stage "
+                "is 128k");
+    o.target = 81920;
+    CHECK_FAILS(lcx_plan_build(&cfg, l3, &o, &p), LCX_ERR_INVALID, "--to 80k falls between the recipe's stage "
+                                                                   "lengths 64k and 96k");
+    o.target = 65536 + 4;
+    o.cp = 4;
+    CHECK_FAILS(lcx_plan_build(&cfg, y, &o, &p), LCX_ERR_INVALID, "--to 65540 is not a multiple of 8");
+    o.cp = 1;
+    o.target = 65536;
+    o.tp = 3;
+    CHECK_FAILS(lcx_plan_build(&cfg, y, &o, &p), LCX_ERR_INVALID, "--tp 3 does not divide num_attention_heads 32");
+    o.tp = 8;
+    o.mem_budget = 10.0 * 1073741824.0; /* 8B at TP 8 holds 16.6 GiB of weights/grads/optimizer alone */
+    CHECK_FAILS(lcx_plan_build(&cfg, y, &o, &p), LCX_ERR_INVALID, "builtin:yarn-x2:23: stage 16k needs");
+    CHECK(p == NULL);
+    lcx_plan_opts_default(&o);
+    o.target = 32768;
+    lcx_recipe *bad = recipe_text("stages:\n  - seq_len: auto\n    steps: 10\n    activation: [keep, keep]\n");
+    CHECK_FAILS(lcx_plan_build(&cfg, bad, &o, &p), LCX_ERR_INVALID,
+                "r.yaml:4: key 'activation': 2 policies for a model with 32 layers");
+    lcx_recipe_free(bad);
+    bad = recipe_text("defaults: {tokens: 1000, tokens_per_batch: 64k, lr: {warmup_steps: 5}}\n"
+                      "stages:\n  - seq_len: auto\n");
+    CHECK_FAILS(lcx_plan_build(&cfg, bad, &o, &p), LCX_ERR_INVALID,
+                "r.yaml:1: key 'lr.warmup_steps': 5 warm-up steps exceed the stage's 1 steps");
+    lcx_recipe_free(bad);
+    bad = recipe_text("stages:\n  - {seq_len: 16k, steps: 3}\n  - {seq_len: 24k, steps: 3}\n");
+    o.target = 16384 * 4;
+    CHECK_FAILS(lcx_plan_build(&cfg, bad, &o, &p), LCX_ERR_INVALID, "r.yaml:3: target 64k is not reachable");
+    lcx_recipe_free(bad);
+    bad = recipe_text("stages:\n  - {seq_len: 16k, steps: 3, method: longrope, short_factor: [1, 1],"
+                      " long_factor: [2, 2]}\n");
+    o.target = 16384;
+    CHECK_FAILS(lcx_plan_build(&cfg, bad, &o, &p), LCX_ERR_INVALID, "longrope lists need 64 entries");
+    lcx_recipe_free(bad);
+    bad = recipe_text("stages:\n  - {seq_len: 16k, steps: 3, factor: 1}\n");
+    CHECK_FAILS(lcx_plan_build(&cfg, bad, &o, &p), LCX_ERR_INVALID, "r.yaml:2: key 'factor': 1 does not extend");
+    lcx_recipe_free(bad);
+    lcx_recipe_free(y);
+    lcx_recipe_free(l3);
+    lcx_config_free(&cfg);
+}
+
+/* The memory model of docs/plan.md, evaluated by hand for two small layouts. */
+static void test_memory(void) {
+    lcx_mem_model m = {.n_layers = 2, .hidden = 32, .ffn = 64, .heads = 4, .kv_heads = 2, .head_dim = 8,
+                       .vocab = 256, .n_params = 1000, .tp = 1, .cp = 1, .weight_bytes = 2, .act_bytes = 2,
+                       .loss_chunk = 4096};
+    /* keep: 2 x (4H + 2 nh d + 2 nkv d + 3F) + 4 x (2 + nh) = 2 x (128 + 64 + 32 + 192) + 24 = 856 */
+    CHECK(lcx_mem_layer_keep(&m) == 856);
+    /* recompute: 2 x (H + nh d) + 4 nh = 2 x 64 + 16 = 144 */
+    CHECK(lcx_mem_layer_recompute(&m) == 144);
+    lcx_act_policy pol[2] = {LCX_ACT_KEEP, LCX_ACT_RECOMPUTE};
+    lcx_mem_estimate e;
+    lcx_mem_estimate_compute(&m, 128, 2, pol, &e); /* T = 256 tokens */
+    CHECK(e.weights == 2000 && e.grads == 4000 && e.master == 4000 && e.optimizer == 8000);
+    CHECK(e.activations == 256.0 * (856 + 144) + 256.0 * (2 * 2 * 32 + 4)); /* layers + embedding/final norm */
+    CHECK(e.workspace == 256.0 * 856 * 2);                                  /* backward + the recomputed layer */
+    CHECK(e.logits == 256.0 * 256 * 4 * 2);                                 /* chunk = min(4096, T) */
+    CHECK(e.cp_buffers == 0 && e.host == 0);
+    CHECK(e.total == 18000 + 289792 + 438272 + 524288);
+    /* TP 2, CP 2, fp32 weights, offload one layer, chunk 100: nh' = 2, nkv' = 1, F' = 32, T = 128 */
+    m.tp = 2, m.cp = 2, m.weight_bytes = 4, m.loss_chunk = 100;
+    CHECK(lcx_mem_layer_keep(&m) == 2 * (128 + 32 + 16 + 96) + 4 * (2 + 2)); /* 560 */
+    lcx_act_policy pol2[2] = {LCX_ACT_OFFLOAD, LCX_ACT_KEEP};
+    lcx_mem_estimate_compute(&m, 128, 2, pol2, &e);
+    CHECK(e.weights == 2000 && e.grads == 2000 && e.master == 0 && e.optimizer == 4000);
+    CHECK(e.activations == 128.0 * 560 + 128.0 * 132);
+    CHECK(e.host == 128.0 * 560);
+    CHECK(e.workspace == 128.0 * 560 * 2); /* backward + one prefetched layer */
+    CHECK(e.logits == 100.0 * 128 * 8);    /* V/TP = 128 */
+    CHECK(e.cp_buffers == 8.0 * 128 * 1 * 8 * 2);
+    CHECK(e.total == 8000 + 88576 + 143360 + 102400 + 16384);
+}
+
+/* FLOPs per token against a brute-force count of the matmuls of one training step on one sequence. */
+static void test_flops(void) {
+    lcx_mem_model m = {.n_layers = 2, .hidden = 32, .ffn = 64, .heads = 4, .kv_heads = 2, .head_dim = 8,
+                       .vocab = 256, .n_params = 0, .tp = 1, .cp = 1, .weight_bytes = 2, .act_bytes = 2,
+                       .loss_chunk = 4096};
+    const int64_t S = 128;
+    double fwd = 0;
+    for (int64_t l = 0; l < m.n_layers; l++) {
+        double H = 32, q = 4 * 8, kv = 2 * 8, F = 64;
+        fwd += 2 * S * H * q + 2 * 2 * S * H * kv + 2 * S * q * H; /* q, k, v, o projections */
+        fwd += 3 * 2 * S * H * F;                                  /* gate, up, down */
+        for (int64_t i = 0; i < S; i++) fwd += 2 * 2 * 8 * 4 * (double)(i + 1); /* QK^T, PV: 4 heads, d 8, causal */
+    }
+    fwd += 2 * S * 32 * 256; /* output projection */
+    double ref = 3 * fwd / (double)S; /* backward = 2 x forward */
+    CHECK_NEAR(lcx_flops_per_token(&m, S), ref, 1e-9 * ref);
+    CHECK(lcx_matmul_params(&m) == 26624);
+}
+
+/* Hugging Face's LambdaLR multipliers (optimization.py docs), in double. */
+static double hf_cosine(int64_t step, int64_t W, int64_t T, double min_rate) {
+    if (step < W) return (double)step / (double)(W > 1 ? W : 1);
+    double progress = (double)(step - W) / (double)((T - W) > 1 ? (T - W) : 1);
+    double num_cycles = 0.5;
+    double f = 0.5 * (1.0 + cos(M_PI * num_cycles * 2.0 * progress));
+    if (f < 0) f = 0;
+    return f * (1 - min_rate) + min_rate; /* get_cosine_with_min_lr_schedule_with_warmup; min_rate 0 = plain */
+}
+static double hf_constant(int64_t step, int64_t W) {
+    return step < W ? (double)step / (double)(W > 1 ? W : 1) : 1.0;
+}
+
+static void test_lr(void) {
+    const int64_t Ws[] = {0, 1, 5, 20}, Ts[] = {1, 10, 100, 1000};
+    int compared = 0;
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 4; b++) {
+            int64_t W = Ws[a], T = Ts[b];
+            if (W > T) continue;
+            for (int mr = 0; mr < 2; mr++) {
+                double peak = 3e-4, min_lr = mr ? 3e-5 : 0;
+                lcx_lr_schedule c = {LCX_LR_COSINE, peak, min_lr, W, T};
+                lcx_lr_schedule k = {LCX_LR_CONSTANT, peak, min_lr, W, T};
+                for (int64_t s = 0; s <= T; s++) {
+                    double ref = peak * hf_cosine(s, W, T, min_lr / peak);
+                    CHECK_MSG(fabs(lcx_lr_at(&c, s) - ref) <= 1e-15 * peak, "cosine W=%lld T=%lld step %lld: %.17g vs "
+                              "%.17g", (long long)W, (long long)T, (long long)s, lcx_lr_at(&c, s), ref);
+                    CHECK(fabs(lcx_lr_at(&k, s) - peak * hf_constant(s, W)) <= 1e-15 * peak);
+                    compared += 2;
+                }
+                /* past the end: HF's cosine would rise again; ours stays at min_lr */
+                CHECK(lcx_lr_at(&c, T + 5) == min_lr);
+            }
+        }
+    lcx_lr_schedule c = {LCX_LR_COSINE, 1.0, 0.0, 10, 110};
+    CHECK(lcx_lr_at(&c, 0) == 0.0);              /* HF: the first update uses lr 0 */
+    CHECK_NEAR(lcx_lr_at(&c, 5), 0.5, 1e-15);
+    CHECK(lcx_lr_at(&c, 10) == 1.0);
+    CHECK_NEAR(lcx_lr_at(&c, 60), 0.5, 1e-15);  /* half way: cos(pi/2) = 0 */
+    CHECK_NEAR(lcx_lr_at(&c, 110), 0.0, 1e-15);
+    CHECK(lcx_lr_at(&c, -3) == 0.0);
+    printf("%d lr values compared with the HF formulas\n", compared);
+}
+
+/* --memory budget with activation auto: the fewest recomputed layers that fit. */
+static void test_budget(void) {
+    lcx_model_config cfg;
+    if (!load_cfg(&cfg, 8192, "\"rope_theta\": 500000.0")) return;
+    lcx_recipe *r = recipe("yarn-x2");
+    lcx_plan_opts o;
+    lcx_plan_opts_default(&o);
+    o.target = 131072;
+    o.tp = 8;
+    o.mem_budget = 80.0 * 1073741824.0;
+    lcx_plan *p = NULL;
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    for (int i = 0; p && i < p->n_stages; i++) {
+        const lcx_plan_stage *s = &p->stages[i];
+        CHECK(s->mem.total <= o.mem_budget);
+        CHECK(s->n_offload == 0 && s->n_keep + s->n_recompute == 32);
+        if (s->n_recompute > 0) { /* one layer fewer recomputed would not fit */
+            lcx_act_policy pol[32];
+            for (int l = 0; l < 32; l++) pol[l] = l < s->n_recompute - 1 ? LCX_ACT_RECOMPUTE : LCX_ACT_KEEP;
+            lcx_mem_estimate e;
+            lcx_mem_estimate_compute(&p->model, s->seq_len, s->micro_seqs, pol, &e);
+            CHECK(e.total > o.mem_budget);
+        }
+    }
+    if (p) {
+        CHECK(p->stages[0].n_keep == 32);     /* 16k fits with keep */
+        CHECK(p->stages[3].n_recompute > 0);  /* 128k does not */
+        json_t *j = lcx_plan_json(p);
+        CHECK(j != NULL);
+        json_t *st = json_array_get(json_object_get(j, "stages"), 3);
+        json_t *rs = json_object_get(json_object_get(st, "config"), "rope_scaling");
+        CHECK(json_is_object(rs) && json_real_value(json_object_get(rs, "factor")) == 16.0);
+        CHECK(json_integer_value(json_object_get(json_object_get(st, "config"), "max_position_embeddings")) == 131072);
+        CHECK(json_is_array(json_object_get(st, "activation"))); /* mixed policies: one per layer */
+        /* each stage's "config" merged into the model's config.json parses back to that stage's rope and context */
+        for (int i = 0; i < p->n_stages; i++) {
+            json_t *base = json_deep_copy(cfg.json);
+            json_object_update(base, json_object_get(json_array_get(json_object_get(j, "stages"), (size_t)i),
+                                                     "config"));
+            char *text = json_dumps(base, 0);
+            lcx_model_config back;
+            lcx_status pst = text ? lcx_config_parse("stage.json", text, strlen(text), &back) : LCX_ERR_OOM;
+            CHECK_MSG(pst == LCX_OK, "stage %d config: %s", i + 1, lcx_last_error());
+            if (pst == LCX_OK) {
+                CHECK(!strcmp(back.rope.type, "yarn") && back.rope.factor == p->stages[i].rope.factor);
+                CHECK(lcx_rope_implied_context(&back) == p->stages[i].seq_len);
+                CHECK(back.max_position_embeddings == p->stages[i].max_pos);
+                lcx_config_free(&back);
+            }
+            free(text);
+            json_decref(base);
+        }
+        json_decref(j);
+    }
+    lcx_plan_free(p);
+    lcx_recipe_free(r);
+    lcx_config_free(&cfg);
+}
+
+int main(void) {
+    test_geometric_yarn();
+    test_reextension();
+    test_abf_and_override();
+    test_errors();
+    test_memory();
+    test_flops();
+    test_lr();
+    test_budget();
+    return test_summary("test_plan");
+}
