@@ -24,14 +24,16 @@
 #include <stdint.h>
 
 #include "formats/hf_config.h"
+#include "formats/recipe.h"
 #include "kernels/backend.h"
 #include "src/catalog.h"
 #include "src/model_params.h"
 #include "src/rope.h"
 #include "src/status.h"
 
-typedef enum lcx_act_policy { LCX_ACT_KEEP = 0, LCX_ACT_RECOMPUTE, LCX_ACT_OFFLOAD, LCX_ACT_POLICY_COUNT } lcx_act_policy;
-const char *lcx_act_policy_name(lcx_act_policy p); /* "keep", "recompute", "offload" */
+/* lcx_act_policy and lcx_act_policy_name come from formats/recipe.h (recipes name them per stage). The model
+ * runs LCX_ACT_AUTO (the planner's "choose for me", 0 in a zeroed opts) as keep: the planner resolves AUTO
+ * before building a model when it has a memory budget. */
 /* Parse "keep" | "recompute" | "offload"; anything else fails (LCX_ERR_INVALID) naming it. */
 lcx_status lcx_act_policy_parse(const char *s, lcx_act_policy *out);
 
@@ -40,7 +42,7 @@ typedef struct lcx_model_opts {
     int64_t max_tokens;          /* activation capacity: tokens per micro-batch (n_seq * seq_len), >= 1 */
     int64_t loss_chunk;          /* rows of logits per loss chunk; 0 = 256. Never seq x vocab at once. */
     int training;                /* allocate grads, master (bf16), AdamW moments */
-    lcx_act_policy policy;       /* every layer (unless layer_policy) */
+    lcx_act_policy policy;       /* every layer (unless layer_policy); AUTO (0) = keep */
     const lcx_act_policy *layer_policy; /* [num_hidden_layers] or NULL */
     const lcx_backend *backend;  /* NULL = CPU */
 } lcx_model_opts;

@@ -9,15 +9,9 @@
 
 #include "src/model_internal.h"
 
-static const char *const POLICY_NAMES[LCX_ACT_POLICY_COUNT] = {"keep", "recompute", "offload"};
-
-const char *lcx_act_policy_name(lcx_act_policy p) {
-    return (unsigned)p < LCX_ACT_POLICY_COUNT ? POLICY_NAMES[p] : "?";
-}
-
 lcx_status lcx_act_policy_parse(const char *s, lcx_act_policy *out) {
-    for (int i = 0; i < LCX_ACT_POLICY_COUNT; i++)
-        if (s && strcmp(s, POLICY_NAMES[i]) == 0) return *out = (lcx_act_policy)i, LCX_OK;
+    for (int i = LCX_ACT_KEEP; i < LCX_ACT_COUNT; i++)
+        if (s && strcmp(s, lcx_act_policy_name((lcx_act_policy)i)) == 0) return *out = (lcx_act_policy)i, LCX_OK;
     return lcx_fail(LCX_ERR_INVALID, "unknown activation policy '%s' (expected keep, recompute or offload)",
                     s ? s : "(null)");
 }
@@ -157,10 +151,10 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
                   "model: out of memory");
     for (int l = 0; l < m->L; l++) {
         lcx_act_policy p = opts->layer_policy ? opts->layer_policy[l] : opts->policy;
-        LCX_FAIL_GOTO((unsigned)p >= LCX_ACT_POLICY_COUNT, LCX_ERR_INVALID, fail, "model: layer %d: bad policy %d",
-                      l, (int)p);
-        /* offload has no host/device distinction on the CPU backend: it is keep there */
-        m->policy[l] = p == LCX_ACT_OFFLOAD ? LCX_ACT_KEEP : p;
+        LCX_FAIL_GOTO((unsigned)p >= LCX_ACT_COUNT, LCX_ERR_INVALID, fail, "model: layer %d: bad policy %d", l,
+                      (int)p);
+        /* offload has no host/device distinction on the CPU backend: it is keep there; auto is keep here */
+        m->policy[l] = p == LCX_ACT_RECOMPUTE ? LCX_ACT_RECOMPUTE : LCX_ACT_KEEP;
     }
 
     /* parameter offsets and (layer, kind) index */
