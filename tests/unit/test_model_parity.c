@@ -13,6 +13,7 @@
  *            change of that one weight (measured up to 6e-5 on llama_bf16's k_proj, 1e-6 elsewhere).
  * llama_bf16 with bf16-stored parameters: the same bounds for logits/loss/grads/master weights (bf16 weights
  * widen exactly to float32), and the stored bf16 weights after the step within one bf16 ulp of torch's value.
+ * Global positions: packed rows at positions 0.. and 40.. vs HF with position_ids (logits, 1e-4).
  * Looser, stated: llama_gqa (float32 checkpoint) run with bf16-stored parameters (weights rounded to bf16)
  * against HF float32: logits max error <= 3e-2 of max |logit|, loss relative <= 1e-2. */
 #include <string.h>
@@ -26,18 +27,53 @@ static const char *const MODELS[] = {"llama_gqa",   "llama_tied",    "mistral", 
                                      "qwen3",       "llama_bf16",    "llama_sharded", "llama_rope_v5",
                                      "llama_rope_legacy", "llama_rope_llama3"};
 
-static lcx_model *open_model(const char *name, lcx_dtype pdt, int64_t chunk) {
+static lcx_model *open_model_cap(const char *name, lcx_dtype pdt, int64_t chunk, int64_t max_tokens) {
     char *dir = fx_path(name, "models", "");
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
     o.param_dtype = pdt;
-    o.max_tokens = 16;
+    o.max_tokens = max_tokens;
     o.loss_chunk = chunk;
     o.training = 1;
     lcx_model *m = NULL;
     CHECK_OK(lcx_model_from_checkpoint(dir, &o, &m));
     free(dir);
     return m;
+}
+
+static lcx_model *open_model(const char *name, lcx_dtype pdt, int64_t chunk) {
+    return open_model_cap(name, pdt, chunk, 16);
+}
+
+/* Global positions: a packed batch of two rows, row 0 at positions 0..15 (HF logits.npy) and row 1 at 40..55
+ * (HF with position_ids 40..55, grads/<model>/logits_pos40.npy). */
+static void check_offsets(const char *name) {
+    int32_t ids[32], pos[32];
+    int64_t T = fx_inputs(name, ids, 16);
+    CHECK(T == 16);
+    for (int i = 0; i < 16; i++) ids[16 + i] = ids[i], pos[i] = i, pos[16 + i] = 40 + i;
+    lcx_model *m = open_model_cap(name, LCX_F32, 7, 32);
+    if (!m) return;
+    int64_t V = lcx_model_config_of(m)->vocab_size;
+    float *logits = malloc((size_t)(32 * V) * sizeof(float));
+    lcx_batch b = {2, 16, ids, NULL, pos};
+    CHECK_OK(lcx_model_forward(m, &b, logits, NULL, NULL));
+    for (int row = 0; row < 2; row++) {
+        char *p = row ? fx_path(name, "grads", "logits_pos40.npy") : fx_path(name, "models", "logits.npy");
+        float *ref = NULL;
+        lcx_shape sh;
+        CHECK_OK(lcx_npy_read_f32(p, &ref, &sh));
+        free(p);
+        if (!ref) continue;
+        CHECK(sh.ndim == 3 && sh.dims[1] == 16 && sh.dims[2] == (uint64_t)V);
+        double e = rel_max_err(logits + row * 16 * V, ref, (size_t)(16 * V));
+        CHECK_MSG(e <= 1e-4, "%s: packed row %d (positions from %d): logits max rel error %.3g", name, row,
+                  row ? 40 : 0, e);
+        printf("%-18s packed row at positions %2d..: logits max rel err %.2e\n", name, row ? 40 : 0, e);
+        free(ref);
+    }
+    free(logits);
+    lcx_model_free(m);
 }
 
 static void check_forward(const char *name, lcx_model *m, const int32_t *ids, int64_t T, double tol_logits,
@@ -204,6 +240,9 @@ int main(void) {
         if (m) check_optimizer(name, m);
         lcx_model_free(m);
     }
+    check_offsets("llama_gqa");
+    check_offsets("qwen3");
+    check_offsets("llama_rope_v5");
     /* looser, stated: a float32 checkpoint run with bf16-stored weights */
     int64_t T = fx_inputs("llama_gqa", ids, 64);
     lcx_model *m = open_model("llama_gqa", LCX_BF16, 16);
