@@ -13,6 +13,7 @@
  *            change of that one weight (measured up to 6e-5 on llama_bf16's k_proj, 1e-6 elsewhere).
  * llama_bf16 with bf16-stored parameters: the same bounds for logits/loss/grads/master weights (bf16 weights
  * widen exactly to float32), and the stored bf16 weights after the step within one bf16 ulp of torch's value.
+ * Dynamic NTK rope past max_position_embeddings (inv_freq per length) vs HF: logits 1e-4.
  * Global positions: packed rows at positions 0.. and 40.. vs HF with position_ids (logits, 1e-4).
  * Looser, stated: llama_gqa (float32 checkpoint) run with bf16-stored parameters (weights rounded to bf16)
  * against HF float32: logits max error <= 3e-2 of max |logit|, loss relative <= 1e-2. */
@@ -74,6 +75,48 @@ static void check_offsets(const char *name) {
     }
     free(logits);
     lcx_model_free(m);
+}
+
+/* Dynamic NTK: llama_gqa's weights with rope dynamic (factor 2), max_position_embeddings 8, on 16 tokens: the
+ * inv_freq follows the length (HF: grads/llama_gqa/logits_dynamic.npy). */
+static void check_dynamic(void) {
+    int32_t ids[16];
+    int64_t T = fx_inputs("llama_gqa", ids, 16);
+    char *dir = fx_path("llama_gqa", "models", "");
+    lcx_catalog *c = NULL;
+    CHECK_OK(lcx_catalog_open(dir, &c));
+    free(dir);
+    if (!c) return;
+    lcx_model_config cfg = c->cfg;
+    snprintf(cfg.rope.type, sizeof cfg.rope.type, "dynamic");
+    cfg.rope.has_factor = 1;
+    cfg.rope.factor = 2.0;
+    cfg.max_position_embeddings = 8;
+    lcx_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_tokens = 16;
+    lcx_model *m = NULL;
+    CHECK_OK(lcx_model_init(&m, &cfg, &o));
+    if (m) {
+        CHECK_OK(lcx_model_load(m, c));
+        int64_t V = cfg.vocab_size;
+        float *logits = malloc((size_t)(T * V) * sizeof(float)), *ref = NULL;
+        lcx_batch b = {1, T, ids, NULL, NULL};
+        CHECK_OK(lcx_model_forward(m, &b, logits, NULL, NULL));
+        char *p = fx_path("llama_gqa", "grads", "logits_dynamic.npy");
+        lcx_shape sh;
+        CHECK_OK(lcx_npy_read_f32(p, &ref, &sh));
+        free(p);
+        if (ref) {
+            double e = rel_max_err(logits, ref, (size_t)(T * V));
+            CHECK_MSG(e <= 1e-4, "dynamic rope: logits max rel error %.3g", e);
+            printf("llama_gqa dynamic rope (M 8, 16 tokens): logits max rel err %.2e\n", e);
+        }
+        free(ref);
+        free(logits);
+    }
+    lcx_model_free(m);
+    lcx_catalog_close(c);
 }
 
 static void check_forward(const char *name, lcx_model *m, const int32_t *ids, int64_t T, double tol_logits,
@@ -240,6 +283,7 @@ int main(void) {
         if (m) check_optimizer(name, m);
         lcx_model_free(m);
     }
+    check_dynamic();
     check_offsets("llama_gqa");
     check_offsets("qwen3");
     check_offsets("llama_rope_v5");
