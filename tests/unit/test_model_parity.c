@@ -7,10 +7,10 @@
  *   grads    ||ours - HF|| / ||HF|| per parameter    <= 1e-4
  *   AdamW    on HF's gradients (the optimizer alone: clipping, param groups, bias correction), weights after
  *            the step: max |ours - torch| / max |torch| per parameter <= 1e-5 (measured ~1e-7)
- *   step     end to end (our gradients, then the step): ||ours - torch|| / ||torch|| per parameter <= 1e-4.
- *            Looser because Adam's first step sends g to lr * g / (|g| + eps): a gradient element near eps
- *            (llama_gqa has one of 3e-8 after clipping) turns 1e-6 relative gradient noise into a visible
- *            change of that one weight (measured up to 6e-5 on llama_bf16's k_proj, 1e-6 elsewhere).
+ *   step     end to end (our gradients, then the step): max |ours - torch| / max |torch| per parameter <= 1e-5
+ *            over the elements whose clipped HF gradient is 0 or >= 100 eps; the others (Adam's first step sends g to
+ *            lr * g / (|g| + eps), so near eps float noise in g decides the direction: llama_gqa has one of 3e-8
+ *            after clipping) only within the step bound 2 lr. The count of such elements is printed.
  * llama_bf16 with bf16-stored parameters: the same bounds for logits/loss/grads/master weights (bf16 weights
  * widen exactly to float32), and the stored bf16 weights after the step within one bf16 ulp of torch's value.
  * Dynamic NTK rope past max_position_embeddings (inv_freq per length) vs HF: logits 1e-4.
@@ -168,18 +168,19 @@ static void check_step(const char *name, lcx_model *m, const int32_t *ids, int64
     CHECK_REL(r.clip_scale, fx_number(name, "grads", "reference.json", "clip_coef", NULL), 1e-5);
     const lcx_param_table *t = lcx_model_params(m);
     double worst_g = 0, worst_w = 0;
+    long eps_regime = 0;
     for (size_t i = 0; i < t->n; i++) {
         const lcx_param_spec *s = &t->params[i];
         size_t n = (size_t)s->numel;
         char key[LCX_PARAM_NAME_MAX + 16];
-        float *ours = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float));
+        float *ours = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float)), *gref = calloc(n, sizeof(float));
         snprintf(key, sizeof key, "grad.%s", s->name);
         const lcx_st_tensor *g = lcx_st_find(f, key);
         CHECK_MSG(g != NULL, "%s: no %s", name, key);
         if (g) {
             CHECK_OK(lcx_model_get_grad(m, i, ours));
-            CHECK_OK(lcx_convert_to_f32(g->dtype, g->data, ref, n));
-            double e = rel_norm_err(ours, ref, n);
+            CHECK_OK(lcx_convert_to_f32(g->dtype, g->data, gref, n));
+            double e = rel_norm_err(ours, gref, n);
             if (e > worst_g) worst_g = e;
             CHECK_MSG(e <= 1e-4, "%s: gradient of %s: rel error %.3g", name, s->name, e);
         }
@@ -189,15 +190,31 @@ static void check_step(const char *name, lcx_model *m, const int32_t *ids, int64
         if (w) {
             CHECK_OK(lcx_model_get_master(m, i, ours));
             CHECK_OK(lcx_convert_to_f32(w->dtype, w->data, ref, n));
-            double e = rel_norm_err(ours, ref, n);
+            /* Adam's first step moves a weight by about lr * g / (|g| + eps): where the clipped gradient is
+             * within 100 eps of zero that direction is set by float noise in g, so those elements only have to
+             * agree within the step bound 2 lr; every other element to 1e-5 of the largest weight. */
+            double mx = 0, e = 0;
+            for (size_t j = 0; j < n; j++) mx = fmax(mx, fabs(ref[j]));
+            for (size_t j = 0; j < n; j++) {
+                double d = fabs((double)ours[j] - ref[j]);
+                if (gref[j] != 0.0f && fabs(gref[j]) * r.clip_scale < 100 * o.eps) {
+                    eps_regime++;
+                    CHECK_MSG(d <= 2 * o.lr, "%s: %s[%zu] (eps regime) moved %.3g off", name, s->name, j, d);
+                } else if (d / mx > e) {
+                    e = d / mx;
+                }
+            }
             if (e > worst_w) worst_w = e;
-            CHECK_MSG(e <= 1e-4, "%s: %s after AdamW: rel error %.3g", name, s->name, e);
+            CHECK_MSG(e <= 1e-5, "%s: %s after AdamW: max rel error %.3g", name, s->name, e);
         }
         free(ours);
         free(ref);
+        free(gref);
     }
-    printf("%-18s %s step: loss %.8f grad_norm %.6f clip %.6f worst grad rel err %.2e, worst weight rel err %.2e\n",
-           name, lcx_dtype_name(lcx_model_param_dtype(m)), r.loss, r.grad_norm, r.clip_scale, worst_g, worst_w);
+    printf("%-18s %s step: loss %.8f grad_norm %.6f clip %.6f worst grad rel err %.2e, worst weight rel err %.2e "
+           "(%ld eps-regime elements)\n",
+           name, lcx_dtype_name(lcx_model_param_dtype(m)), r.loss, r.grad_norm, r.clip_scale, worst_g, worst_w,
+           eps_regime);
     lcx_st_close(f);
 }
 
