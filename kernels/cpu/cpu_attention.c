@@ -33,16 +33,17 @@ lcx_status lcx_cpu_attention_fwd(const lcx_attn_args *a, const float *q, const f
 #pragma omp parallel
     {
         float *acc = malloc(sizeof(float) * (size_t)(ATT_BQ * hd)); /* unnormalised output rows */
-        float s[ATT_BK];
+        float *kt = malloc(sizeof(float) * (size_t)(ATT_BK * hd));  /* key tile, transposed */
+        float s[ATT_BK], p[ATT_BK];
         float m[ATT_BQ], l[ATT_BQ]; /* running max and sum of exp per row */
-        if (!acc) {
+        if (!acc || !kt) {
 #pragma omp atomic write
             oom = 1;
         }
 #pragma omp for collapse(2) schedule(dynamic)
         for (int64_t qt = 0; qt < n_qt; qt++)
             for (int64_t h = 0; h < H; h++) {
-                if (!acc) continue;
+                if (!acc || !kt) continue;
                 int64_t i0 = qt * ATT_BQ, i1 = i0 + ATT_BQ < a->n_q ? i0 + ATT_BQ : a->n_q, g = h / rep;
                 for (int64_t r = 0; r < i1 - i0; r++) {
                     m[r] = -INFINITY;
@@ -51,26 +52,30 @@ lcx_status lcx_cpu_attention_fwd(const lcx_attn_args *a, const float *q, const f
                 }
                 int64_t kend_tile = att_key_end(a, i1 - 1); /* the last row sees the most keys */
                 for (int64_t j0 = 0; j0 < kend_tile; j0 += ATT_BK) {
+                    att_transpose_tile(k, j0, a->n_k, G, g, hd, kt);
                     for (int64_t r = 0; r < i1 - i0; r++) {
-                        int64_t i = i0 + r, j1 = att_key_end(a, i);
-                        if (j1 <= j0) continue;
-                        if (j1 > j0 + ATT_BK) j1 = j0 + ATT_BK;
-                        const float *qi = q + (i * H + h) * hd;
+                        int64_t i = i0 + r, cnt = att_key_end(a, i) - j0;
+                        if (cnt <= 0) continue;
+                        if (cnt > ATT_BK) cnt = ATT_BK;
+                        att_row_tile(q + (i * H + h) * hd, kt, hd, s);
                         float mt = -INFINITY;
-                        for (int64_t j = j0; j < j1; j++) {
-                            s[j - j0] = a->scale * att_dot(qi, k + (j * G + g) * hd, hd);
-                            mt = s[j - j0] > mt ? s[j - j0] : mt;
+                        for (int64_t jj = 0; jj < ATT_BK; jj++) {
+                            s[jj] = jj < cnt ? a->scale * s[jj] : -INFINITY;
+                            mt = s[jj] > mt ? s[jj] : mt;
                         }
                         float mnew = m[r] > mt ? m[r] : mt;
-                        float corr = expf(m[r] - mnew); /* 0 when nothing was seen before */
-                        float *ar = acc + r * hd;
-                        l[r] *= corr;
+                        float corr = m[r] == -INFINITY ? 0.0f : att_exp(m[r] - mnew); /* 0 when nothing seen */
+                        for (int64_t jj = 0; jj < ATT_BK; jj++) p[jj] = jj < cnt ? att_exp(s[jj] - mnew) : 0.0f;
+                        float *ar = acc + r * hd, lsum = 0.0f;
+                        for (int64_t jj = 0; jj < cnt; jj++) lsum += p[jj];
+                        l[r] = l[r] * corr + lsum;
+#pragma omp simd
                         for (int64_t d = 0; d < hd; d++) ar[d] *= corr;
-                        for (int64_t j = j0; j < j1; j++) {
-                            float p = expf(s[j - j0] - mnew);
-                            const float *vj = v + (j * G + g) * hd;
-                            l[r] += p;
-                            for (int64_t d = 0; d < hd; d++) ar[d] += p * vj[d];
+                        for (int64_t jj = 0; jj < cnt; jj++) {
+                            const float *vj = v + ((j0 + jj) * G + g) * hd;
+                            float pj = p[jj];
+#pragma omp simd
+                            for (int64_t d = 0; d < hd; d++) ar[d] += pj * vj[d];
                         }
                         m[r] = mnew;
                     }
@@ -89,6 +94,7 @@ lcx_status lcx_cpu_attention_fwd(const lcx_attn_args *a, const float *q, const f
                 }
             }
         free(acc);
+        free(kt);
     }
     LCX_FAIL_IF(oom, LCX_ERR_OOM, "attention_fwd: no memory for per-thread tiles");
     return LCX_OK;

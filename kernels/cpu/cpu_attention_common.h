@@ -35,4 +35,50 @@ static inline float att_dot(const float *x, const float *y, int64_t n) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+/* exp(x) for x <= 0 in straight-line float code the compiler vectorises (Cephes expf: Cody-Waite reduction by
+ * ln 2, degree-6 polynomial, 2^n through the exponent bits), within 2 ulp of expf. Inputs below -87 are clamped
+ * (the result, ~1e-38, is negligible against the row sum, which is >= 1); callers zero masked entries
+ * themselves. */
+static inline float att_exp(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    union { int32_t i; float f; } sc;
+    sc.i = ((int32_t)n + 127) << 23;
+    return p * sc.f;
+}
+
+/* Tile of ATT_BK keys (or values) of kv head g, transposed to [hd][ATT_BK] so that per-row products over the
+ * tile run across keys (contiguous, fixed length: vectorised). Rows past n_k are zero. */
+static inline void att_transpose_tile(const float *x, int64_t j0, int64_t n_k, int64_t G, int64_t g, int64_t hd,
+                                      float *xt) {
+    for (int64_t jj = 0; jj < ATT_BK; jj++) {
+        int64_t j = j0 + jj;
+        if (j < n_k) {
+            const float *row = x + (j * G + g) * hd;
+            for (int64_t d = 0; d < hd; d++) xt[d * ATT_BK + jj] = row[d];
+        } else {
+            for (int64_t d = 0; d < hd; d++) xt[d * ATT_BK + jj] = 0.0f;
+        }
+    }
+}
+
+/* out[jj] = sum_d q[d] xt[d][jj] for the ATT_BK columns of a transposed tile (d in increasing order). */
+static inline void att_row_tile(const float *q, const float *xt, int64_t hd, float *out) {
+    for (int64_t jj = 0; jj < ATT_BK; jj++) out[jj] = 0.0f;
+    for (int64_t d = 0; d < hd; d++) {
+        float qd = q[d];
+        const float *c = xt + d * ATT_BK;
+        for (int64_t jj = 0; jj < ATT_BK; jj++) out[jj] += qd * c[jj];
+    }
+}
+
 #endif
