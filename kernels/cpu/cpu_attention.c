@@ -58,16 +58,21 @@ lcx_status lcx_cpu_attention_fwd(const lcx_attn_args *a, const float *q, const f
                         if (cnt <= 0) continue;
                         if (cnt > ATT_BK) cnt = ATT_BK;
                         att_row_tile(q + (i * H + h) * hd, kt, hd, s);
-                        float mt = -INFINITY;
+                        /* max and sum over 8 lanes combined in a fixed order: no serial dependency chain */
+                        float mx8[8];
+                        for (int l8 = 0; l8 < 8; l8++) mx8[l8] = -INFINITY;
                         for (int64_t jj = 0; jj < ATT_BK; jj++) {
                             s[jj] = jj < cnt ? a->scale * s[jj] : -INFINITY;
-                            mt = s[jj] > mt ? s[jj] : mt;
+                            mx8[jj & 7] = s[jj] > mx8[jj & 7] ? s[jj] : mx8[jj & 7];
                         }
+                        float mt = mx8[0];
+                        for (int l8 = 1; l8 < 8; l8++) mt = mx8[l8] > mt ? mx8[l8] : mt;
                         float mnew = m[r] > mt ? m[r] : mt;
                         float corr = m[r] == -INFINITY ? 0.0f : att_exp(m[r] - mnew); /* 0 when nothing seen */
                         for (int64_t jj = 0; jj < ATT_BK; jj++) p[jj] = jj < cnt ? att_exp(s[jj] - mnew) : 0.0f;
-                        float *ar = acc + r * hd, lsum = 0.0f;
-                        for (int64_t jj = 0; jj < cnt; jj++) lsum += p[jj];
+                        float *ar = acc + r * hd, ls8[8] = {0};
+                        for (int64_t jj = 0; jj < ATT_BK; jj++) ls8[jj & 7] += p[jj]; /* p = 0 past cnt */
+                        float lsum = ((ls8[0] + ls8[1]) + (ls8[2] + ls8[3])) + ((ls8[4] + ls8[5]) + (ls8[6] + ls8[7]));
                         l[r] = l[r] * corr + lsum;
 #pragma omp simd
                         for (int64_t d = 0; d < hd; d++) ar[d] *= corr;

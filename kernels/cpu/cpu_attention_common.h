@@ -37,10 +37,11 @@ static inline float att_dot(const float *x, const float *y, int64_t n) {
 
 /* exp(x) for x <= 0 in straight-line float code the compiler vectorises (Cephes expf: Cody-Waite reduction by
  * ln 2, degree-6 polynomial, 2^n through the exponent bits), within 2 ulp of expf. Inputs below -87 are clamped
- * (the result, ~1e-38, is negligible against the row sum, which is >= 1); callers zero masked entries
- * themselves. */
-static inline float att_exp(float x) {
-    x = x < -87.0f ? -87.0f : x;
+ * (the result, ~1e-38, is negligible against the row sum, which is >= 1), above 88 too (never reached: arguments
+ * are score - running max or score - LSE); NaN propagates. Callers zero masked entries themselves. */
+static inline float att_exp(float x0) {
+    float x = x0 > -87.0f ? x0 : -87.0f; /* NaN too: keeps the float-to-int conversion below defined */
+    x = x < 88.0f ? x : 88.0f;
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
     float r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
@@ -53,7 +54,8 @@ static inline float att_exp(float x) {
     p = p * (r * r) + r + 1.0f;
     union { int32_t i; float f; } sc;
     sc.i = ((int32_t)n + 127) << 23;
-    return p * sc.f;
+    float y = p * sc.f;
+    return x0 == x0 ? y : x0; /* NaN in, NaN out */
 }
 
 /* Tile of ATT_BK keys (or values) of kv head g, transposed to [hd][ATT_BK] so that per-row products over the
