@@ -4,5 +4,6 @@
 #define LCX_TOOLS_COMMANDS_H
 
 int lcx_cmd_inspect(int argc, char **argv);
+int lcx_cmd_tokenize(int argc, char **argv);
 
 #endif

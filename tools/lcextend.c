@@ -19,6 +19,7 @@ typedef struct subcommand {
 
 static const subcommand subcommands[] = {
     {"version", lcx_cmd_version, "print the version"},
+    {"tokenize", lcx_cmd_tokenize, "text / JSON lines -> Megatron indexed dataset (.bin/.idx)"},
 };
 #define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
 
