@@ -12,7 +12,7 @@
 #define TOK_FIXTURE_DIR LCX_SOURCE_DIR "/tests/fixtures/tokenizer/"
 
 /* Whole zstd file, decompressed (NULL on failure, message on stderr). */
-static uint8_t *tokfx_read_zst(const char *path, size_t *len) {
+static inline uint8_t *tokfx_read_zst(const char *path, size_t *len) {
     char *raw;
     size_t rl;
     if (lcx_read_file(path, (size_t)64 << 20, &raw, &rl) != LCX_OK) {
@@ -37,8 +37,8 @@ static uint8_t *tokfx_read_zst(const char *path, size_t *len) {
     return out;
 }
 
-static uint32_t tokfx_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint64_t tokfx_u64(const uint8_t *p) { return tokfx_u32(p) | (uint64_t)tokfx_u32(p + 4) << 32; }
+static inline uint32_t tokfx_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static inline uint64_t tokfx_u64(const uint8_t *p) { return tokfx_u32(p) | (uint64_t)tokfx_u32(p + 4) << 32; }
 
 typedef struct tokfx_sample {
     uint8_t *blob;
@@ -47,7 +47,7 @@ typedef struct tokfx_sample {
     size_t *len;         /* [n_docs] */
 } tokfx_sample;
 
-static int tokfx_sample_load(tokfx_sample *s) {
+static inline int tokfx_sample_load(tokfx_sample *s) {
     size_t n;
     memset(s, 0, sizeof *s);
     s->blob = tokfx_read_zst(TOK_FIXTURE_DIR "sample.bin.zst", &n);
@@ -66,7 +66,7 @@ static int tokfx_sample_load(tokfx_sample *s) {
     return off == n;
 }
 
-static void tokfx_sample_free(tokfx_sample *s) {
+static inline void tokfx_sample_free(tokfx_sample *s) {
     free(s->blob); free(s->doc); free(s->len);
 }
 
@@ -79,7 +79,7 @@ typedef struct tokfx_expected {
     uint32_t **ids;         /* [n_docs] -> [n_ids] */
 } tokfx_expected;
 
-static int tokfx_expected_load(const char *name, tokfx_expected *e) {
+static inline int tokfx_expected_load(const char *name, tokfx_expected *e) {
     char path[1024];
     size_t n;
     memset(e, 0, sizeof *e);
@@ -110,12 +110,12 @@ static int tokfx_expected_load(const char *name, tokfx_expected *e) {
     return off == n;
 }
 
-static void tokfx_expected_free(tokfx_expected *e) {
+static inline void tokfx_expected_free(tokfx_expected *e) {
     for (uint32_t i = 0; e->ids && i < e->n_docs; i++) free(e->ids[i]);
     free(e->blob); free(e->n_ids); free(e->h_full); free(e->h_plain); free(e->roundtrip); free(e->ids);
 }
 
-static uint64_t tokfx_fnv1a64(const void *p, size_t n) {
+static inline uint64_t tokfx_fnv1a64(const void *p, size_t n) {
     const uint8_t *b = p;
     uint64_t h = 0xCBF29CE484222325ull;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001B3ull;
