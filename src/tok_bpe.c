@@ -23,7 +23,7 @@ static lcx_status scratch_reserve(tok_bpe_scratch *sc, size_t n) {
     if (x) sc->next = x;
     uint32_t *l = realloc(sc->len, nc * sizeof *l);
     if (l) sc->len = l;
-    struct tok_heap_ent *h = realloc(sc->heap, nc * 2 * sizeof *h);
+    uint64_t *h = realloc(sc->heap, nc * 2 * sizeof *h);
     if (h) sc->heap = h;
     if (!c || !p || !x || !l || !h) return lcx_fail(LCX_ERR_OOM, "BPE scratch for a %zu-byte word", n);
     sc->cap = nc;
@@ -31,18 +31,18 @@ static lcx_status scratch_reserve(tok_bpe_scratch *sc, size_t n) {
     return LCX_OK;
 }
 
-static lcx_status heap_push(tok_bpe_scratch *sc, uint32_t rank, uint32_t pos, uint32_t id) {
+static lcx_status heap_push(tok_bpe_scratch *sc, uint32_t rank, uint32_t pos) {
     if (sc->heap_n == sc->heap_cap) {
         size_t nc = sc->heap_cap * 2;
-        struct tok_heap_ent *h = realloc(sc->heap, nc * sizeof *h);
+        uint64_t *h = realloc(sc->heap, nc * sizeof *h);
         if (!h) return lcx_fail(LCX_ERR_OOM, "BPE heap");
         sc->heap = h; sc->heap_cap = nc;
     }
-    struct tok_heap_ent e = {((uint64_t)rank << 32) | pos, id};
+    uint64_t e = ((uint64_t)rank << 32) | pos;
     size_t i = sc->heap_n++;
     while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (sc->heap[parent].key <= e.key) break;
+        size_t parent = (i - 1) / 4;
+        if (sc->heap[parent] <= e) break;
         sc->heap[i] = sc->heap[parent];
         i = parent;
     }
@@ -50,14 +50,14 @@ static lcx_status heap_push(tok_bpe_scratch *sc, uint32_t rank, uint32_t pos, ui
     return LCX_OK;
 }
 
-static struct tok_heap_ent heap_pop(tok_bpe_scratch *sc) {
-    struct tok_heap_ent top = sc->heap[0], last = sc->heap[--sc->heap_n];
+static uint64_t heap_pop(tok_bpe_scratch *sc) {
+    uint64_t top = sc->heap[0], last = sc->heap[--sc->heap_n];
     size_t i = 0, n = sc->heap_n;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        uint64_t mk = last.key;
-        if (l < n && sc->heap[l].key < mk) { m = l; mk = sc->heap[l].key; }
-        if (r < n && sc->heap[r].key < mk) m = r;
+    for (;;) { /* 4-ary: half the levels of a binary heap, children share a cache line */
+        size_t c = 4 * i + 1, m = i;
+        uint64_t mk = last;
+        for (size_t k = c; k < c + 4 && k < n; k++)
+            if (sc->heap[k] < mk) { m = k; mk = sc->heap[k]; }
         if (m == i) break;
         sc->heap[i] = sc->heap[m];
         i = m;
@@ -131,6 +131,7 @@ lcx_status tok_bpe_word(const lcx_tokenizer *tok, tok_bpe_scratch *sc, const cha
         }
     } else {
         for (size_t i = 0; i < len;) {
+            if (s[i] < 0x80 && tok->ascii_id[s[i]] != TOK_NONE) { known_sym(&b, tok->ascii_id[s[i]], 1); i++; continue; }
             size_t n = tok_utf8_len(s[i]);
             if (n > len - i) n = len - i;
             if (tok_strmap_get(&tok->vocab, w + i, n, &id)) known_sym(&b, id, (uint32_t)n);
@@ -142,28 +143,30 @@ lcx_status tok_bpe_word(const lcx_tokenizer *tok, tok_bpe_scratch *sc, const cha
     size_t n = b.n;
     if (n == 0) return LCX_OK;
 
+    /* Heap entries are (rank, pos). An entry is stale when the pair now at pos has another rank; a pair with
+     * the same rank at the same pos sorts exactly where the entry does, so merging it is what tokenizers'
+     * new-id check amounts to. */
     sc->heap_n = 0;
     uint32_t rank, nid;
     for (size_t i = 0; i + 1 < n; i++)
-        if (tok_pairmap_get(&tok->merges, sc->c[i], sc->c[i + 1], &rank, &nid))
-            LCX_TRY(heap_push(sc, rank, (uint32_t)i, nid));
+        if (tok_pairmap_get(&tok->merges, sc->c[i], sc->c[i + 1], &rank, &nid)) LCX_TRY(heap_push(sc, rank, (uint32_t)i));
     while (sc->heap_n) {
-        struct tok_heap_ent top = heap_pop(sc);
-        uint32_t pos = (uint32_t)top.key;
+        uint64_t top = heap_pop(sc);
+        uint32_t pos = (uint32_t)top, trank = (uint32_t)(top >> 32);
         if (sc->len[pos] == 0 || sc->next[pos] < 0) continue;
         int32_t np = sc->next[pos];
-        if (!tok_pairmap_get(&tok->merges, sc->c[pos], sc->c[np], &rank, &nid) || nid != top.id) continue;
-        sc->c[pos] = top.id;
+        if (!tok_pairmap_get(&tok->merges, sc->c[pos], sc->c[np], &rank, &nid) || rank != trank) continue;
+        sc->c[pos] = nid;
         sc->len[pos] += sc->len[np];
         sc->next[pos] = sc->next[np];
         sc->len[np] = 0;
         if (sc->next[np] >= 0) sc->prev[sc->next[np]] = (int32_t)pos;
         int32_t pv = sc->prev[pos];
         if (pv >= 0 && tok_pairmap_get(&tok->merges, sc->c[pv], sc->c[pos], &rank, &nid))
-            LCX_TRY(heap_push(sc, rank, (uint32_t)pv, nid));
+            LCX_TRY(heap_push(sc, rank, (uint32_t)pv));
         int32_t nx = sc->next[pos];
         if (nx >= 0 && tok_pairmap_get(&tok->merges, sc->c[pos], sc->c[nx], &rank, &nid))
-            LCX_TRY(heap_push(sc, rank, pos, nid));
+            LCX_TRY(heap_push(sc, rank, pos));
     }
     for (int32_t i = 0; i >= 0; i = sc->next[i]) LCX_TRY(lcx_tok_ids_push(out, sc->c[i]));
     return LCX_OK;

@@ -21,6 +21,7 @@ typedef struct span {
 
 #define CACHE_MAX_ENTRIES 65536
 #define CACHE_MAX_WORD 256
+#define CACHE_MAX_IDS (1u << 20)
 
 struct lcx_tok_encoder {
     const lcx_tokenizer *tok;
@@ -391,7 +392,7 @@ static lcx_status model_word(lcx_tok_encoder *e, const char *w, size_t n, lcx_to
     LCX_TRY(tok_bpe_word(t, &e->sc, w, n, &e->word));
     for (size_t i = 0; i < e->word.n; i++) LCX_TRY(lcx_tok_ids_push(out, e->word.ids[i]));
     if (e->word.n > 255) return LCX_OK;
-    if (e->nslots >= CACHE_MAX_ENTRIES) { /* full: start over rather than track recency */
+    if (e->nslots >= CACHE_MAX_ENTRIES || e->ncids >= CACHE_MAX_IDS) { /* full: start over, no recency tracking */
         memset(e->cache.hash, 0, e->cache.cap * sizeof *e->cache.hash);
         e->cache.count = 0;
         e->cache.arena_len = 0;
@@ -425,7 +426,24 @@ static lcx_status encode_text(lcx_tok_encoder *e, const char *s, size_t n, int f
         size_t tc = e->capa; e->capa = e->capb; e->capb = tc;
         e->na = e->nb;
     }
-    for (size_t i = 0; i < e->na; i++) LCX_TRY(model_word(e, e->arena + e->pa[i].off, e->pa[i].len, out));
+    for (size_t i = 0; i < e->na; i++) {
+        const char *w = e->arena + e->pa[i].off;
+        size_t n = e->pa[i].len;
+        if (!t->split_meta) {
+            LCX_TRY(model_word(e, w, n, out));
+            continue;
+        }
+        /* cut before each "▁" (E2 96 81) that follows another character (see split_meta) */
+        size_t start = 0;
+        for (size_t k = 3; k + 3 <= n; k++) {
+            if ((uint8_t)w[k] == 0xE2 && (uint8_t)w[k + 1] == 0x96 && (uint8_t)w[k + 2] == 0x81 &&
+                !((uint8_t)w[k - 3] == 0xE2 && (uint8_t)w[k - 2] == 0x96 && (uint8_t)w[k - 1] == 0x81)) {
+                LCX_TRY(model_word(e, w + start, k - start, out));
+                start = k;
+            }
+        }
+        LCX_TRY(model_word(e, w + start, n - start, out));
+    }
     return LCX_OK;
 }
 

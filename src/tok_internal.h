@@ -112,6 +112,9 @@ struct lcx_tokenizer {
     int byte_level;     /* pre-tokenizer ends with ByteLevel: words are raw bytes */
     uint32_t byte_sym[256];      /* byte-level: id of the one-byte token (TOK_NONE if absent) */
     uint32_t byte_fallback_id[256]; /* <0xXX> ids (TOK_NONE if absent) */
+    uint32_t ascii_id[128];      /* not byte-level: id of each one-character ASCII token (TOK_NONE if absent) */
+    int split_meta;     /* words may be cut before every "▁" that follows another character: no token has a "▁"
+                           outside its leading run of "▁", so no merge can cross such a cut (speed only) */
     int byte_fallback, fuse_unk, ignore_merges;
     uint32_t unk_id;    /* TOK_NONE if no unk token */
     /* added tokens */
@@ -147,7 +150,7 @@ void tok_trie_free(tok_trie *t);
 /* BPE: encode one word (after pre-tokenization), appending ids. Scratch lives in the encoder. */
 typedef struct tok_bpe_scratch {
     uint32_t *c; int32_t *prev, *next; uint32_t *len; size_t cap;
-    struct tok_heap_ent { uint64_t key; uint32_t id; } *heap; /* min-heap on key = rank << 32 | pos */
+    uint64_t *heap; /* min-heap of rank << 32 | pos */
     size_t heap_n, heap_cap;
 } tok_bpe_scratch;
 lcx_status tok_bpe_word(const lcx_tokenizer *tok, tok_bpe_scratch *sc, const char *w, size_t len,

@@ -368,12 +368,12 @@ static lcx_status parse_model(lcx_tokenizer *t, const jctx *c, json_t *m) {
     json_t *vocab = json_object_get(m, "vocab");
     if (!json_is_object(vocab)) return lcx_fail(LCX_ERR_FORMAT, "%s: model.vocab: expected an object", c->file);
     const char *key;
+    size_t klen;
     json_t *v;
-    json_object_foreach(vocab, key, v) {
+    json_object_keylen_foreach(vocab, key, klen, v) { /* keylen: a token may contain a NUL byte */
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1ll << 31))
             return lcx_fail(LCX_ERR_FORMAT, "%s: model.vocab['%s']: expected an id in [0, 2^31)", c->file, key);
         uint32_t id = (uint32_t)json_integer_value(v);
-        size_t klen = strlen(key); /* jansson keys are NUL-terminated; a token with a NUL byte is rejected */
         if (id < t->n_ids && t->id_str[id])
             return lcx_fail(LCX_ERR_FORMAT, "%s: model.vocab: id %u is used by both '%s' and '%s'", c->file, id,
                             t->id_str[id], key);
@@ -606,6 +606,7 @@ lcx_status tok_finish(lcx_tokenizer *t) {
         char fb[8];
         snprintf(fb, sizeof fb, "<0x%02X>", b);
         if (vocab_lookup(t, fb, 6, &id)) t->byte_fallback_id[b] = id;
+        if (b < 128) t->ascii_id[b] = !t->byte_level && tok_strmap_get(&t->vocab, key, 1, &id) ? id : TOK_NONE;
     }
     for (size_t i = 0; i < t->n_added; i++) {
         tok_added *a = &t->added[i];
@@ -620,6 +621,20 @@ lcx_status tok_finish(lcx_tokenizer *t) {
             free(norm);
             LCX_TRY(st);
         }
+    }
+    /* Can words be cut before a "▁" that follows another character? Only if every "▁" of every token is in
+     * the token's leading run of "▁" (true for SentencePiece vocabularies), "▁" is a token, and no whole-word
+     * lookup applies. */
+    uint32_t meta_id;
+    /* "▁" itself must be a token: an unknown "▁" could fuse with unknown characters across the cut */
+    t->split_meta = !t->byte_level && !t->ignore_merges && tok_strmap_get(&t->vocab, "\xE2\x96\x81", 3, &meta_id);
+    for (size_t id = 0; t->split_meta && id < t->n_ids; id++) {
+        const char *s = t->id_str[id];
+        size_t n = t->id_len[id], lead = 0;
+        if (!s) continue;
+        while (lead + 3 <= n && memcmp(s + lead, "\xE2\x96\x81", 3) == 0) lead += 3;
+        for (size_t k = lead; k + 3 <= n; k++)
+            if (memcmp(s + k, "\xE2\x96\x81", 3) == 0) { t->split_meta = 0; break; }
     }
     /* A word character for single_word checks: letters, numbers, marks, underscore (Rust's is_alphanumeric
      * plus '_' up to the rare Other_Alphabetic symbols). */

@@ -302,14 +302,17 @@ int lcx_cmd_tokenize(int argc, char **argv) {
                 json_t *root = NULL;
                 const char *txt = NULL;
                 size_t tl = 0;
-                s2 = jsonl_text(d, inputs[d->file], field, &root, &txt, &tl);
-                if (s2 == LCX_OK) s2 = lcx_tok_encode(enc, txt, tl, !no_special, &res[k]);
+                s2 = jsonl_text(d, inputs[d->file], field, &root, &txt, &tl); /* names file:line itself */
+                if (s2 == LCX_OK) {
+                    s2 = lcx_tok_encode(enc, txt, tl, !no_special, &res[k]);
+                    if (s2 != LCX_OK) lcx_fail_context(s2, "%s:%llu: ", inputs[d->file], (unsigned long long)d->line);
+                }
                 json_decref(root);
             } else {
                 s2 = lcx_tok_encode(enc, d->p, d->len, !no_special, &res[k]);
+                if (s2 != LCX_OK) lcx_fail_context(s2, "%s: ", inputs[d->file]);
             }
             if (s2 == LCX_OK && eos >= 0) s2 = lcx_tok_ids_push(&res[k], (uint32_t)eos);
-            if (s2 != LCX_OK) lcx_fail_context(s2, "%s: ", inputs[d->file]);
             sts[k] = s2;
             if (s2 != LCX_OK) {
                 /* keep the message: the thread-local detail is gone after the region */
