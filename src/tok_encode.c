@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tok_internal.h"
+#include "tok_nfc.h"
 
 typedef struct piece {
     size_t off, len; /* in enc->arena */
@@ -88,6 +89,16 @@ void lcx_tok_encoder_free(lcx_tok_encoder *e) {
 
 /* ---- normalizers ------------------------------------------------------------------------------------------ */
 static lcx_status apply_norm(const tok_norm *nm, const char *s, size_t n, char **out, size_t *out_len) {
+    if (nm->kind == NORM_NFC) {
+        LCX_TRY(tok_nfc(s, n, out, out_len));
+        if (*out) return LCX_OK;
+        *out = malloc(n + 1); /* already NFC: a copy, as the other steps return */
+        if (!*out) return lcx_fail(LCX_ERR_OOM, "normalizer");
+        memcpy(*out, s, n);
+        (*out)[n] = 0;
+        *out_len = n;
+        return LCX_OK;
+    }
     if (nm->kind == NORM_PREPEND) {
         char *o = malloc(nm->alen + n + 1);
         if (!o) return lcx_fail(LCX_ERR_OOM, "normalizer");

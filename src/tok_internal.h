@@ -68,7 +68,7 @@ typedef struct tok_trie {
 } tok_trie;
 
 /* ---- pipeline components -------------------------------------------------------------------------------- */
-typedef enum { NORM_PREPEND, NORM_REPLACE } tok_norm_kind;
+typedef enum { NORM_PREPEND, NORM_REPLACE, NORM_NFC } tok_norm_kind;
 typedef struct tok_norm {
     tok_norm_kind kind;
     char *a; size_t alen; /* prepend string | replace pattern */

@@ -226,8 +226,12 @@ static lcx_status parse_normalizer(lcx_tokenizer *t, const jctx *c, json_t *n, c
         if (nm.alen == 0) { free(nm.a); free(nm.b); return LCX_OK; } /* replaces nothing */
         return add_norm(t, nm);
     }
+    if (strcmp(type, "NFC") == 0) {
+        nm.kind = NORM_NFC;
+        return add_norm(t, nm);
+    }
     return lcx_fail(LCX_ERR_UNSUPPORTED, "%s: %s: normalizer type '%s' is not supported (supported: Sequence, "
-                    "Prepend, Replace)", c->file, where, type);
+                    "Prepend, Replace, NFC)", c->file, where, type);
 }
 
 /* ---- pre-tokenizer ---------------------------------------------------------------------------------------- */

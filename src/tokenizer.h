@@ -2,8 +2,8 @@
  * the `tokenizers` library.
  *
  * Supported pipelines (anything else is refused with LCX_ERR_UNSUPPORTED naming the component):
- *   - byte-level BPE (GPT-2, Llama 3, Qwen2-without-NFC, SmolLM): pre_tokenizer Split(Regex) / ByteLevel
- *     (optionally in a Sequence, ByteLevel last), decoder ByteLevel;
+ *   - byte-level BPE (GPT-2, Llama 3, Qwen2, SmolLM): normalizer NFC (optional), pre_tokenizer Split(Regex) /
+ *     ByteLevel / Digits (optionally in a Sequence, ByteLevel last), decoder ByteLevel;
  *   - SentencePiece-style BPE (Llama 2, Mistral, TinyLlama): normalizer Prepend("▁") + Replace(" ", "▁") or
  *     pre_tokenizer Metaspace, byte_fallback <0xXX> tokens, fuse_unk, decoder Replace/ByteFallback/Fuse/Strip
  *     or Metaspace;

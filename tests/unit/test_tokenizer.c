@@ -155,8 +155,8 @@ static void test_errors(void) {
                 LCX_ERR_FORMAT, "model.unk_token '<unk>' is not in the vocabulary");
     CHECK_FAILS(from_str("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], \"dropout\": 0.1}}"),
                 LCX_ERR_UNSUPPORTED, "dropout");
-    CHECK_FAILS(from_str("{\"normalizer\": {\"type\": \"NFC\"}, " BPE_OK "}"), LCX_ERR_UNSUPPORTED,
-                "normalizer: normalizer type 'NFC' is not supported");
+    CHECK_FAILS(from_str("{\"normalizer\": {\"type\": \"NFKC\"}, " BPE_OK "}"), LCX_ERR_UNSUPPORTED,
+                "normalizer: normalizer type 'NFKC' is not supported");
     CHECK_FAILS(from_str("{\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
                          "\"pattern\": {\"Regex\": \"(a\"}, \"behavior\": \"Isolated\", \"invert\": false}]}, " BPE_OK "}"),
                 LCX_ERR_FORMAT, "pre_tokenizer.pretokenizers[0].pattern: regex '(a' does not compile");

@@ -83,6 +83,7 @@ int main(void) {
         check_tokenizer("bytelevel", "bytelevel.json", 1, &s);
         check_tokenizer("spm", "spm.json", 1, &s);
         check_tokenizer("metaspace", "metaspace.json", 1, &s);
+        check_tokenizer("qwen2", "qwen2.json", 1, &s);      /* NFC normalizer, Qwen2 split regex */
         check_tokenizer("gpt2", "gpt2.gguf", 1, &s);    /* GGUF of bytelevel.json vs HF */
         check_tokenizer("llama", "llama.gguf", 0, &s);  /* GGUF of a SentencePiece model vs SentencePiece */
     }
