@@ -221,6 +221,7 @@ int lcx_cmd_tokenize(int argc, char **argv) {
         nthreads = (int)t;
     }
 
+    json_object_seed(0); /* jansson's hash seed is its one global: set it before the worker threads parse */
     lcx_status st = lcx_tokenizer_open(tok_path, &tok);
     if (st != LCX_OK) { rc = lcx_cli_report(CMD, st); goto out; }
     int64_t eos = -1;
