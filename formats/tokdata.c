@@ -262,7 +262,7 @@ lcx_status lcx_tokdata_writer_commit(lcx_tokdata_writer *w) {
         v = S; memcpy(idx + 18, &v, 8);
         v = D; memcpy(idx + 26, &v, 8);
         uint8_t *p = idx + HEADER_BYTES;
-        memcpy(p, w->sizes, 4 * S);
+        if (S) memcpy(p, w->sizes, 4 * S);
         p += 4 * S;
         int64_t ptr = 0;
         for (size_t i = 0; i < S; i++) { memcpy(p + 8 * i, &ptr, 8); ptr += (int64_t)w->sizes[i] * (int64_t)w->itemsize; }

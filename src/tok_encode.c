@@ -272,7 +272,7 @@ static lcx_status apply_behavior(lcx_tok_encoder *e, const piece *p, tok_split_b
             else iv[--w] = cur;
             prev = cur.m;
         }
-        memmove(iv, iv + w, (n - w) * sizeof *iv);
+        if (n > w) memmove(iv, iv + w, (n - w) * sizeof *iv);
         k = n - w;
         break;
     }
@@ -394,7 +394,7 @@ static lcx_status model_word(lcx_tok_encoder *e, const char *w, size_t n, lcx_to
             if (!p) return lcx_fail(LCX_ERR_OOM, "token ids");
             out->ids = p; out->cap = nc;
         }
-        memcpy(out->ids + out->n, e->cids + off, k * sizeof *out->ids);
+        if (k) memcpy(out->ids + out->n, e->cids + off, k * sizeof *out->ids);
         out->n += k;
         return LCX_OK;
     }
@@ -412,7 +412,7 @@ static lcx_status model_word(lcx_tok_encoder *e, const char *w, size_t n, lcx_to
     }
     LCX_TRY(GROW(e->cids, e->capcids, e->ncids + e->word.n));
     LCX_TRY(GROW(e->slots, e->capslots, e->nslots + 1));
-    memcpy(e->cids + e->ncids, e->word.ids, e->word.n * sizeof *e->cids);
+    if (e->word.n) memcpy(e->cids + e->ncids, e->word.ids, e->word.n * sizeof *e->cids);
     e->slots[e->nslots] = ((uint64_t)e->ncids << 8) | e->word.n;
     e->ncids += e->word.n;
     LCX_TRY(tok_strmap_put(&e->cache, w, n, (uint32_t)e->nslots));
