@@ -52,22 +52,16 @@ typedef struct doc {
     uint64_t line; /* jsonl: 1-based line number */
 } doc;
 
-typedef struct docs {
-    doc *v;
-    size_t n, cap;
-} docs;
-
-static int docs_push(docs *d, doc x) {
-    if (d->n == d->cap) {
-        size_t nc = d->cap ? d->cap * 2 : 4096;
-        doc *p = realloc(d->v, nc * sizeof *p);
-        if (!p) return 0;
-        d->v = p;
-        d->cap = nc;
-    }
-    d->v[d->n++] = x;
-    return 1;
-}
+/* Documents are cut from the mapped inputs as they are needed, so memory stays bounded for any input size. */
+typedef struct source {
+    const lcx_mapping *maps;
+    const uint8_t *is_jsonl;
+    size_t n_files;
+    int blank_lines;   /* text: documents are blank-line separated blocks (else one per file) */
+    size_t f, off;     /* current file and byte offset in it */
+    uint64_t line;     /* lines consumed in the current file */
+    uint64_t done;     /* input bytes fully behind us (for progress) */
+} source;
 
 static int blank_line(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -75,37 +69,62 @@ static int blank_line(const char *s, size_t n) {
     return 1;
 }
 
-/* Split a text file into blank-line separated blocks (separator lines dropped, block text kept verbatim). */
-static int split_blocks(docs *out, const char *s, size_t n, uint32_t file) {
-    size_t i = 0, start = 0;
-    int in_doc = 0;
-    size_t end = 0;
-    while (i < n) {
-        const char *nl = memchr(s + i, '\n', n - i);
-        size_t le = nl ? (size_t)(nl - s) : n; /* line [i, le) */
-        if (blank_line(s + i, le - i)) {
-            if (in_doc && !docs_push(out, (doc){s + start, end - start, file, 0})) return 0;
-            in_doc = 0;
-        } else {
-            if (!in_doc) { start = i; in_doc = 1; }
-            end = le;
-        }
-        i = nl ? le + 1 : n;
-    }
-    if (in_doc && !docs_push(out, (doc){s + start, end - start, file, 0})) return 0;
-    return 1;
+/* Line [off, *end) of s (without its newline); *next is where the following line starts. */
+static void line_at(const char *s, size_t n, size_t off, size_t *end, size_t *next) {
+    const char *nl = memchr(s + off, '\n', n - off);
+    *end = nl ? (size_t)(nl - s) : n;
+    *next = nl ? *end + 1 : n;
 }
 
-static int split_lines(docs *out, const char *s, size_t n, uint32_t file) {
-    uint64_t line = 0;
-    for (size_t i = 0; i < n;) {
-        const char *nl = memchr(s + i, '\n', n - i);
-        size_t le = nl ? (size_t)(nl - s) : n;
-        line++;
-        if (!blank_line(s + i, le - i) && !docs_push(out, (doc){s + i, le - i, file, line})) return 0;
-        i = nl ? le + 1 : n;
+static void next_file(source *src) {
+    src->done += src->maps[src->f].size - src->off;
+    src->f++;
+    src->off = 0;
+    src->line = 0;
+}
+
+/* The next document, or 0 at the end of the input. */
+static int source_next(source *src, doc *d) {
+    while (src->f < src->n_files) {
+        const char *s = (const char *)src->maps[src->f].data;
+        size_t n = src->maps[src->f].size;
+        uint32_t f = (uint32_t)src->f;
+        if (!src->is_jsonl[f] && !src->blank_lines) { /* the whole file */
+            *d = (doc){s ? s : "", n, f, 0};
+            src->off = n;
+            next_file(src);
+            return 1;
+        }
+        if (src->off >= n) { next_file(src); continue; }
+        size_t end, next;
+        line_at(s, n, src->off, &end, &next);
+        src->line++;
+        if (blank_line(s + src->off, end - src->off)) { /* skip separators / empty lines */
+            src->done += next - src->off;
+            src->off = next;
+            continue;
+        }
+        if (src->is_jsonl[f]) { /* one line */
+            *d = (doc){s + src->off, end - src->off, f, src->line};
+            src->done += next - src->off;
+            src->off = next;
+            return 1;
+        }
+        size_t start = src->off, last_end = end; /* a block: lines up to the next blank one */
+        size_t pos = next;
+        while (pos < n) {
+            line_at(s, n, pos, &end, &next);
+            if (blank_line(s + pos, end - pos)) break;
+            src->line++;
+            last_end = end;
+            pos = next;
+        }
+        *d = (doc){s + start, last_end - start, f, 0};
+        src->done += pos - src->off;
+        src->off = pos;
+        return 1;
     }
-    return 1;
+    return 0;
 }
 
 static double now_s(void) {
@@ -201,7 +220,7 @@ int lcx_cmd_tokenize(int argc, char **argv) {
     lcx_tokenizer *tok = NULL;
     lcx_mapping *maps = NULL;
     uint8_t *is_jsonl = NULL;
-    docs ds = {0};
+    doc *batch = NULL;
     lcx_tokdata_writer w = {0};
     lcx_tok_encoder **encs = NULL;
     lcx_tok_ids *res = NULL;
@@ -247,7 +266,7 @@ int lcx_cmd_tokenize(int argc, char **argv) {
         if (dtype == LCX_TOKDATA_U16 && vocab > 65536) USAGE("--dtype uint16 cannot hold a vocabulary of %zu", vocab);
     }
 
-    /* map inputs, cut documents */
+    /* map inputs */
     maps = calloc(n_inputs, sizeof *maps);
     is_jsonl = calloc(n_inputs, 1);
     if (!maps || !is_jsonl) { rc = lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "inputs")); goto out; }
@@ -256,19 +275,12 @@ int lcx_cmd_tokenize(int argc, char **argv) {
         st = lcx_map_file(inputs[f], &maps[f]);
         if (st != LCX_OK) { rc = lcx_cli_report(CMD, st); goto out; }
         size_t ln = strlen(inputs[f]);
-        int jsonl = format ? strcmp(format, "jsonl") == 0
-                           : (ln > 6 && strcmp(inputs[f] + ln - 6, ".jsonl") == 0) ||
-                                 (ln > 5 && strcmp(inputs[f] + ln - 5, ".json") == 0);
-        is_jsonl[f] = (uint8_t)jsonl;
-        const char *s = (const char *)maps[f].data;
-        size_t n = maps[f].size;
-        int ok;
-        if (jsonl) ok = split_lines(&ds, s, n, (uint32_t)f);
-        else if (strcmp(split, "blank-line") == 0) ok = split_blocks(&ds, s, n, (uint32_t)f);
-        else ok = docs_push(&ds, (doc){s ? s : "", n, (uint32_t)f, 0});
-        if (!ok) { rc = lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "document list")); goto out; }
-        total_bytes += n;
+        is_jsonl[f] = (uint8_t)(format ? strcmp(format, "jsonl") == 0
+                                       : (ln > 6 && strcmp(inputs[f] + ln - 6, ".jsonl") == 0) ||
+                                             (ln > 5 && strcmp(inputs[f] + ln - 5, ".json") == 0));
+        total_bytes += maps[f].size;
     }
+    source src = {maps, is_jsonl, n_inputs, strcmp(split, "blank-line") == 0, 0, 0, 0, 0};
 
     st = lcx_tokdata_writer_open(&w, output, dtype);
     if (st != LCX_OK) { rc = lcx_cli_report(CMD, st); goto out; }
@@ -283,19 +295,19 @@ int lcx_cmd_tokenize(int argc, char **argv) {
     size_t batch_cap = 4096;
     res = calloc(batch_cap, sizeof *res);
     sts = calloc(batch_cap, sizeof *sts);
-    if (!res || !sts) { rc = lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "batch")); goto out; }
+    batch = calloc(batch_cap, sizeof *batch);
+    if (!res || !sts || !batch) { rc = lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "batch")); goto out; }
     const size_t batch_bytes = (size_t)nthreads << 22; /* 4 MB of text per thread per batch */
     double t0 = now_s(), last = 0;
     int show = !quiet && isatty(2);
-    uint64_t done_bytes = 0, n_tokens = 0;
-    size_t next = 0;
-    while (next < ds.n) {
-        size_t b = next, bytes = 0;
-        while (b < ds.n && b - next < batch_cap && (bytes < batch_bytes || b == next)) bytes += ds.v[b++].len;
-        size_t cnt = b - next;
+    uint64_t n_tokens = 0, n_docs = 0;
+    for (;;) {
+        size_t cnt = 0, bytes = 0;
+        while (cnt < batch_cap && bytes < batch_bytes && source_next(&src, &batch[cnt])) bytes += batch[cnt++].len;
+        if (cnt == 0) break;
 #pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
         for (size_t k = 0; k < cnt; k++) {
-            const doc *d = &ds.v[next + k];
+            const doc *d = &batch[k];
             lcx_tok_encoder *enc = encs[omp_get_thread_num()];
             res[k].n = 0;
             lcx_status s2;
@@ -326,17 +338,16 @@ int lcx_cmd_tokenize(int argc, char **argv) {
             if (st != LCX_OK) { rc = lcx_cli_report(CMD, st); goto out; }
             n_tokens += res[k].n;
         }
-        done_bytes += bytes;
-        next = b;
-        if (show && now_s() - last > 0.2) { progress(t0, done_bytes, total_bytes, 0); last = now_s(); }
+        n_docs += cnt;
+        if (show && now_s() - last > 0.2) { progress(t0, src.done, total_bytes, 0); last = now_s(); }
     }
     st = lcx_tokdata_writer_commit(&w);
     if (st != LCX_OK) { rc = lcx_cli_report(CMD, st); goto out; }
-    if (show) progress(t0, done_bytes, total_bytes, 1);
+    if (show) progress(t0, total_bytes, total_bytes, 1);
     double dt = now_s() - t0;
     if (!quiet)
-        fprintf(stderr, "tokenized %zu documents, %.1f MB -> %llu tokens (%s) in %.2f s, %.1f MB/s, %d threads: %s.bin/.idx\n",
-                ds.n, (double)total_bytes / 1e6, (unsigned long long)n_tokens, lcx_tokdata_dtype_name(dtype), dt,
+        fprintf(stderr, "tokenized %llu documents, %.1f MB -> %llu tokens (%s) in %.2f s, %.1f MB/s, %d threads: %s.bin/.idx\n",
+                (unsigned long long)n_docs, (double)total_bytes / 1e6, (unsigned long long)n_tokens, lcx_tokdata_dtype_name(dtype), dt,
                 dt > 0 ? (double)total_bytes / 1e6 / dt : 0.0, nthreads, output);
 out:
     lcx_tokdata_writer_abort(&w);
@@ -348,7 +359,7 @@ out:
     for (size_t f = 0; maps && f < n_inputs; f++) lcx_unmap(&maps[f]);
     free(maps);
     free(is_jsonl);
-    free(ds.v);
+    free(batch);
     lcx_tokenizer_free(tok);
     free(inputs);
     return rc;
