@@ -139,16 +139,25 @@ lcx_status lcx_tokenizer_from_gguf(const lcx_gguf_vocab *v, const char *name, lc
         LCX_FAIL_GOTO(!t->norms || !t->decs, LCX_ERR_OOM, fail, "pipeline");
         char *m1 = strdup("\xE2\x96\x81"), *m2 = strdup("\xE2\x96\x81"), *sp = strdup(" "), *sp2 = strdup(" "),
              *m3 = strdup("\xE2\x96\x81");
-        t->norms[0] = (tok_norm){NORM_PREPEND, m1, 3, NULL, 0};
-        t->norms[1] = (tok_norm){NORM_REPLACE, sp, 1, m2, 3};
-        t->n_norms = 2;
+        /* llama.cpp prepends a space to each text piece unless add_space_prefix is false */
+        size_t k = 0;
+        if (v->add_space_prefix != 0) t->norms[k++] = (tok_norm){NORM_PREPEND, m1, 3, NULL, 0};
+        else free(m1);
+        t->norms[k++] = (tok_norm){NORM_REPLACE, sp, 1, m2, 3};
+        t->n_norms = k;
         t->decs[0] = (tok_dec){DEC_REPLACE, m3, 3, sp2, 1, 0, 0, PREPEND_ALWAYS};
         t->decs[1].kind = DEC_BYTEFALLBACK;
         t->decs[2].kind = DEC_FUSE;
         char *sp3 = strdup(" ");
         t->decs[3] = (tok_dec){DEC_STRIP, sp3, 1, NULL, 0, 1, 0, PREPEND_ALWAYS};
         t->n_decs = 4;
-        LCX_FAIL_GOTO(!m1 || !m2 || !m3 || !sp || !sp2 || !sp3, LCX_ERR_OOM, fail, "pipeline");
+        LCX_FAIL_GOTO(!m2 || !m3 || !sp || !sp2 || !sp3 || (v->add_space_prefix != 0 && !t->norms[0].a), LCX_ERR_OOM,
+                      fail, "pipeline");
+        if (v->add_space_prefix == 0) { /* the leading space is only stripped if one was added */
+            free(t->decs[3].a);
+            t->decs[3].a = NULL;
+            t->n_decs = 3;
+        }
         t->byte_fallback = 1;
         t->fuse_unk = 1;
     }
@@ -323,7 +332,7 @@ lcx_status lcx_tokenizer_load_gguf(const char *path, lcx_tokenizer **out) {
     lcx_gguf_vocab v;
     memset(&v, 0, sizeof v);
     v.bos_id = v.eos_id = v.unk_id = -1;
-    v.add_bos = v.add_eos = -1;
+    v.add_bos = v.add_eos = v.add_space_prefix = -1;
     strarr toks = {0}, merges = {0};
     float *scores = NULL;
     int32_t *types = NULL;
@@ -407,6 +416,7 @@ lcx_status lcx_tokenizer_load_gguf(const char *path, lcx_tokenizer **out) {
             else if (IS("unknown_token_id")) v.unk_id = x;
             else if (IS("add_bos_token")) v.add_bos = x != 0;
             else if (IS("add_eos_token")) v.add_eos = x != 0;
+            else if (IS("add_space_prefix")) v.add_space_prefix = x != 0;
             r.off += es;
         }
 #undef IS

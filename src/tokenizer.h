@@ -58,6 +58,7 @@ typedef struct lcx_gguf_vocab {
     const size_t *merge_lens;     /* [n_merges] */
     int64_t bos_id, eos_id, unk_id; /* -1 when absent */
     int add_bos, add_eos;         /* tokenizer.ggml.add_bos_token / add_eos_token (-1 absent: model default) */
+    int add_space_prefix;         /* tokenizer.ggml.add_space_prefix (llama; -1 absent: true) */
 } lcx_gguf_vocab;
 /* Build a tokenizer equivalent to llama.cpp's for that vocabulary (gpt2: byte-level BPE with the split
  * regex chosen by `pre`; llama: SentencePiece BPE with "▁", byte fallback and merges ranked by score). */

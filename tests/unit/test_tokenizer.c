@@ -192,13 +192,46 @@ static void test_errors(void) {
     }
     const char *toks[] = {"a", "b"};
     size_t lens[] = {1, 1};
-    lcx_gguf_vocab v = {"bert", NULL, 2, toks, lens, NULL, NULL, 0, NULL, NULL, -1, -1, -1, -1, -1};
+    lcx_gguf_vocab v = {"bert", NULL, 2, toks, lens, NULL, NULL, 0, NULL, NULL, -1, -1, -1, -1, -1, -1};
     CHECK_FAILS(lcx_tokenizer_from_gguf(&v, "m.gguf", &t), LCX_ERR_UNSUPPORTED, "tokenizer.ggml.model 'bert'");
     v.model = "gpt2";
     v.pre = "falcon";
     CHECK_FAILS(lcx_tokenizer_from_gguf(&v, "m.gguf", &t), LCX_ERR_UNSUPPORTED, "tokenizer.ggml.pre 'falcon'");
     v.pre = NULL;
     CHECK_FAILS(lcx_tokenizer_from_gguf(&v, "m.gguf", &t), LCX_ERR_FORMAT, "gpt2 tokenizer without tokenizer.ggml.merges");
+}
+
+/* A hand-made SentencePiece vocabulary, tokenized by hand with SentencePiece's rule (highest score first,
+ * leftmost on ties): "▁ab▁ab" -> ▁ a b ▁ a b -> ▁ ab ▁ a b -> ▁ ab ▁ ab -> ▁ab ▁ ab -> ▁ab ▁ab. */
+static void test_gguf_llama_by_hand(void) {
+    const char *toks[] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "ab", "\xE2\x96\x81" "a", "\xE2\x96\x81" "ab"};
+    size_t lens[] = {5, 3, 4, 3, 1, 1, 2, 4, 5};
+    float scores[] = {0, 0, 0, -1, -2, -3, -4, -5, -6};
+    int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1};
+    lcx_gguf_vocab v = {"llama", NULL, 9, toks, lens, scores, types, 0, NULL, NULL, 1, 2, 0, -1, -1, -1};
+    for (int prefix = 1; prefix >= 0; prefix--) {
+        v.add_space_prefix = prefix;
+        lcx_tokenizer *t = NULL;
+        CHECK_OK(lcx_tokenizer_from_gguf(&v, "hand.gguf", &t));
+        if (!t) continue;
+        lcx_tok_ids ids = {0};
+        CHECK_OK(lcx_tokenizer_encode(t, "ab ab", 5, 1, &ids));
+        uint32_t want1[] = {1, 8, 8}, want0[] = {1, 6, 8};
+        CHECK_MSG(ids.n == 3 && memcmp(ids.ids, prefix ? want1 : want0, sizeof want1) == 0,
+                  "add_space_prefix=%d: %zu ids [%u %u ...]", prefix, ids.n, ids.n ? ids.ids[0] : 0, ids.n > 1 ? ids.ids[1] : 0);
+        ids.n = 0;
+        CHECK_OK(lcx_tokenizer_encode(t, "ab</s>ab", 8, 0, &ids)); /* control tokens are matched in text */
+        uint32_t want2[] = {8, 2, 8}, want3[] = {6, 2, 6};
+        CHECK(ids.n == 3 && memcmp(ids.ids, prefix ? want2 : want3, sizeof want2) == 0);
+        char *text;
+        size_t len;
+        uint32_t dec[] = {1, 8, 8};
+        CHECK_OK(lcx_tokenizer_decode(t, dec, 3, 1, &text, &len));
+        CHECK(strcmp(text, prefix ? "ab ab" : " ab ab") == 0);
+        free(text);
+        lcx_tok_ids_free(&ids);
+        lcx_tokenizer_free(t);
+    }
 }
 
 static void test_queries(void) {
@@ -230,5 +263,6 @@ int main(void) {
     test_long_words();
     test_errors();
     test_queries();
+    test_gguf_llama_by_hand();
     return test_summary("test_tokenizer");
 }
