@@ -253,7 +253,7 @@ lcx_status tok_regex_compile(const char *pat, size_t len, int literal, const cha
     }
     int err = 0;
     PCRE2_SIZE off = 0;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+    uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* LITERAL refuses UCP */
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)(literal ? pat : p), literal ? len : plen, opts, &err, &off, NULL);
     free(p);
     if (!re) {

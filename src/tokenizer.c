@@ -342,7 +342,8 @@ static lcx_status parse_pre(lcx_tokenizer *t, const jctx *c, json_t *n, const ch
     if (strcmp(type, "Digits") == 0) {
         p.kind = PRE_DIGITS;
         LCX_TRY(jbool(c, n, "individual_digits", where, 0, &p.individual_digits));
-        LCX_TRY(tok_regex_compile("[0-9]", 5, 0, "Digits", &p.re));
+        /* Rust's char::is_numeric: any Unicode number (Nd, Nl, No), not just ASCII digits */
+        LCX_TRY(tok_regex_compile("\\p{N}", 5, 0, "Digits", &p.re));
         p.behavior = p.individual_digits ? SPLIT_ISOLATED : SPLIT_CONTIGUOUS;
         return add_pre(t, p);
     }
@@ -640,9 +641,9 @@ lcx_status tok_finish(lcx_tokenizer *t) {
         for (size_t k = lead; k + 3 <= n; k++)
             if (memcmp(s + k, "\xE2\x96\x81", 3) == 0) { t->split_meta = 0; break; }
     }
-    /* A word character for single_word checks: letters, numbers, marks, underscore (Rust's is_alphanumeric
-     * plus '_' up to the rare Other_Alphabetic symbols). */
-    LCX_TRY(tok_regex_compile("[\\p{L}\\p{N}\\p{M}_]", 18, 0, "word", &t->word_re));
+    /* A word character for single_word checks: Unicode \w as the Rust regex crate defines it. */
+    static const char word[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
+    LCX_TRY(tok_regex_compile(word, sizeof word - 1, 0, "word", &t->word_re));
     if (t->bos_id < 0 && t->n_tmpl_pre) t->bos_id = t->tmpl_pre[0];
     if (t->eos_id < 0) {
         static const char *const names[] = {"<|end_of_text|>", "</s>", "<|endoftext|>", "<|im_end|>", "<eos>",

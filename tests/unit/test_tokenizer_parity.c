@@ -10,6 +10,7 @@
 /* file: tokenizer.json or .gguf; check_full: compare decode(skip_special=false) too (not for SentencePiece's
  * reference, whose decode always drops control tokens). */
 static void check_tokenizer(const char *name, const char *file, int check_full, const tokfx_sample *s) {
+    int whole = strcmp(name, "variants") != 0; /* variants.expected covers the first 250 documents */
     char path[1024];
     snprintf(path, sizeof path, "%s%s", TOK_FIXTURE_DIR, file);
     lcx_tokenizer *tok = NULL;
@@ -18,7 +19,7 @@ static void check_tokenizer(const char *name, const char *file, int check_full, 
     int loaded = tokfx_expected_load(name, &e);
     CHECK_MSG(loaded, "%s: expected ids unreadable", name);
     if (!tok || !loaded) { lcx_tokenizer_free(tok); tokfx_expected_free(&e); return; }
-    CHECK(e.n_docs == s->n_docs);
+    CHECK(whole ? e.n_docs == s->n_docs : e.n_docs <= s->n_docs);
     lcx_tok_encoder *enc = NULL;
     CHECK_OK(lcx_tok_encoder_init(tok, &enc));
     size_t bad_ids = 0, bad_full = 0, bad_plain = 0, bad_rt = 0, rt = 0, total = 0, bytes = 0;
@@ -63,12 +64,12 @@ static void check_tokenizer(const char *name, const char *file, int check_full, 
     }
     printf("%s: %u docs, %zu bytes, %zu ids; %zu docs with different ids, %zu/%zu decode mismatches, "
            "%zu of %zu round-trips failed\n", name, e.n_docs, bytes, total, bad_ids, bad_full, bad_plain, bad_rt, rt);
-    CHECK(bytes >= 1000000);
+    CHECK(bytes >= (whole ? 1000000 : 400000));
     CHECK(bad_ids == 0);
     CHECK(bad_full == 0);
     CHECK(bad_plain == 0);
     CHECK(bad_rt == 0);
-    CHECK(rt > e.n_docs / 3);
+    if (whole) CHECK(rt > e.n_docs / 3);
     lcx_tok_ids_free(&ids);
     lcx_tok_encoder_free(enc);
     tokfx_expected_free(&e);
@@ -84,6 +85,7 @@ int main(void) {
         check_tokenizer("spm", "spm.json", 1, &s);
         check_tokenizer("metaspace", "metaspace.json", 1, &s);
         check_tokenizer("qwen2", "qwen2.json", 1, &s);      /* NFC normalizer, Qwen2 split regex */
+        check_tokenizer("variants", "variants.json", 1, &s); /* rarer pre-tokenizer / added-token options */
         check_tokenizer("gpt2", "gpt2.gguf", 1, &s);    /* GGUF of bytelevel.json vs HF */
         check_tokenizer("llama", "llama.gguf", 0, &s);  /* GGUF of a SentencePiece model vs SentencePiece */
     }
