@@ -7,7 +7,7 @@
 
 #include "src/tokenizer.h"
 
-static lcx_tokenizer *toks[3];
+static lcx_tokenizer *toks[4];
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int init;
@@ -20,9 +20,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         lcx_tokenizer_load(p, &toks[1]);
         snprintf(p, sizeof p, "%s/tests/fixtures/tokenizer/qwen2.json", src); /* NFC */
         lcx_tokenizer_load(p, &toks[2]);
+        snprintf(p, sizeof p, "%s/tests/fixtures/tokenizer/variants.json", src); /* all Split behaviors */
+        lcx_tokenizer_load(p, &toks[3]);
         init = 1;
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (!toks[i]) continue;
         lcx_tok_ids ids = {0};
         if (lcx_tokenizer_encode(toks[i], (const char *)data, size, 1, &ids) == LCX_OK) {
