@@ -5,5 +5,6 @@
 
 int lcx_cmd_inspect(int argc, char **argv);
 int lcx_cmd_plan(int argc, char **argv);
+int lcx_cmd_tokenize(int argc, char **argv);
 
 #endif
