@@ -2,6 +2,7 @@
 #ifndef LCX_TOOLS_CLI_H
 #define LCX_TOOLS_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "src/status.h"
@@ -18,5 +19,9 @@ int lcx_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((fo
  * error already printed and *err set) and advances *i. Returns 1 if argv[*i] is this flag. */
 int lcx_cli_flag_value(int argc, char **argv, int *i, const char *name, const char **value, const char *cmd,
                        int *err);
+
+/* Read a text file of whitespace-separated token ids (integers in [0, 2^31)). *ids is malloc'd. Errors name
+ * the file and the token index ("ids.txt: token 3: 'abc' is not a non-negative integer"). */
+lcx_status lcx_cli_read_ids(const char *path, int32_t **ids, int64_t *n);
 
 #endif

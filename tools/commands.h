@@ -4,6 +4,8 @@
 #define LCX_TOOLS_COMMANDS_H
 
 int lcx_cmd_inspect(int argc, char **argv);
+int lcx_cmd_score(int argc, char **argv);
+int lcx_cmd_train_steps(int argc, char **argv);
 int lcx_cmd_plan(int argc, char **argv);
 int lcx_cmd_tokenize(int argc, char **argv);
 

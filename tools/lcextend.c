@@ -20,6 +20,8 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     {"version", lcx_cmd_version, "print the version"},
     {"inspect", lcx_cmd_inspect, "show what a checkpoint holds (arch, sizes, dtypes, rope)"},
+    {"score", lcx_cmd_score, "mean next-token loss and perplexity over a token-id file"},
+    {"train-steps", lcx_cmd_train_steps, "run N AdamW steps on random or given tokens, print losses"},
     {"plan", lcx_cmd_plan, "print the staged extension plan for --to N (stages, rope, steps, memory, time)"},
     {"tokenize", lcx_cmd_tokenize, "text / JSON lines -> Megatron indexed dataset (.bin/.idx)"},
 };
@@ -27,8 +29,9 @@ static const subcommand subcommands[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: lcextend <command> [options]   (lcextend <command> --help for details)\n\ncommands:\n");
-    for (size_t i = 0; i < N_SUBCOMMANDS; i++) fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+    for (size_t i = 0; i < N_SUBCOMMANDS; i++) fprintf(f, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
     fprintf(f, "\nexamples:\n  lcextend inspect tests/fixtures/models/llama_gqa\n  lcextend inspect model.safetensors --json\n"
+                 "  lcextend score tests/fixtures/models/llama_gqa --ids ids.txt\n"
                  "  lcextend plan ./Llama-3.1-8B-base --to 128k --recipe yarn-x2\n");
 }
 

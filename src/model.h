@@ -1,0 +1,141 @@
+/* model: one Llama-family decoder (llama, mistral, qwen2, qwen3) written once against the backend table
+ * (kernels/backend.h): forward, backward, chunked loss, AdamW training step, per-layer activation policy.
+ *
+ * Memory: one backend allocation per family of buffers, with views carved out of it (parameter order and
+ * shapes of src/model_params.h):
+ *   params  stored weights, LCX_F32 or LCX_BF16 (what the forward reads)
+ *   master  fp32 master weights (training with bf16 params; with f32 params the params are the master)
+ *   grads   fp32 gradients, same offsets as params (one buffer: the global norm is one sqnorm call)
+ *   adam_m, adam_v  fp32 moments
+ *   normw   fp32 copies of the 1-D norm weights (bf16 params only: rmsnorm takes f32 weights)
+ *   acts    activations for max_tokens tokens under the layer policies, plus backward scratch
+ * Tied embeddings: lm_head reads model.embed_tokens.weight and its gradient adds into the embedding's.
+ *
+ * Positions are explicit global positions (context parallelism passes its chunk positions); RoPE cos/sin come
+ * from src/rope for seq_len = max(position) + 1, so dynamic and longrope follow the length like HF.
+ *
+ * Activation policy per layer (parallel.md): KEEP stores everything backward needs; RECOMPUTE stores the layer
+ * input plus the attention output and its log-sum-exp and reruns the rest of the layer forward in backward
+ * (same kernels, same order: bit-identical gradients); OFFLOAD behaves as KEEP on the CPU backend. */
+#ifndef LCX_MODEL_H
+#define LCX_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formats/hf_config.h"
+#include "kernels/backend.h"
+#include "src/catalog.h"
+#include "src/model_params.h"
+#include "src/rope.h"
+#include "src/status.h"
+
+typedef enum lcx_act_policy { LCX_ACT_KEEP = 0, LCX_ACT_RECOMPUTE, LCX_ACT_OFFLOAD, LCX_ACT_POLICY_COUNT } lcx_act_policy;
+const char *lcx_act_policy_name(lcx_act_policy p); /* "keep", "recompute", "offload" */
+/* Parse "keep" | "recompute" | "offload"; anything else fails (LCX_ERR_INVALID) naming it. */
+lcx_status lcx_act_policy_parse(const char *s, lcx_act_policy *out);
+
+typedef struct lcx_model_opts {
+    lcx_dtype param_dtype;       /* LCX_F32 or LCX_BF16 (stored parameters); 0 means LCX_F32 */
+    int64_t max_tokens;          /* activation capacity: tokens per micro-batch (n_seq * seq_len), >= 1 */
+    int64_t loss_chunk;          /* rows of logits per loss chunk; 0 = 256. Never seq x vocab at once. */
+    int training;                /* allocate grads, master (bf16), AdamW moments */
+    lcx_act_policy policy;       /* every layer (unless layer_policy) */
+    const lcx_act_policy *layer_policy; /* [num_hidden_layers] or NULL */
+    const lcx_backend *backend;  /* NULL = CPU */
+} lcx_model_opts;
+
+/* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */
+typedef struct lcx_batch {
+    int64_t n_seq, seq_len;
+    const int32_t *ids;       /* host [n_seq * seq_len] token ids */
+    const int32_t *targets;   /* host [n_seq * seq_len]: id predicted at each token, LCX_IGNORE_INDEX = none;
+                                 NULL = HF shift of ids (labels = inputs: target t = ids[t+1], last ignored) */
+    const int32_t *positions; /* host [n_seq * seq_len] global positions, consecutive inside a row;
+                                 NULL = 0 .. seq_len-1 in every row */
+} lcx_batch;
+
+typedef struct lcx_adamw_opts {
+    double lr, beta1, beta2, eps, weight_decay;
+    double max_grad_norm;     /* global-norm clipping threshold; <= 0 disables */
+    int decay_norms_biases;   /* 0 (default): norms and biases get no weight decay (1-D parameters) */
+} lcx_adamw_opts;
+
+/* The defaults: lr 1e-4, betas (0.9, 0.999), eps 1e-8, weight_decay 0.01, max_grad_norm 1, no decay on
+ * norms/biases. */
+lcx_adamw_opts lcx_adamw_opts_default(void);
+
+typedef struct lcx_step_result {
+    double loss;          /* mean next-token loss over counted tokens of all micro-batches */
+    int64_t n_tokens;     /* counted (non-ignored) targets */
+    double grad_norm;     /* global L2 norm before clipping */
+    double clip_scale;    /* factor applied to the gradients (1 when not clipped) */
+    int64_t step;         /* optimizer step number after this step (1-based) */
+    uint64_t peak_rss;    /* process peak RSS in bytes during this step (0 when unknown) */
+} lcx_step_result;
+
+typedef struct lcx_model lcx_model;
+
+/* Allocate a model for cfg (validated config) with opts. Parameters are undefined until loaded or initialised. */
+lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lcx_model_opts *opts);
+void lcx_model_free(lcx_model *m); /* NULL ok */
+
+/* Copy every parameter from an opened checkpoint (any float-loadable dtype, converted to the stored dtype;
+ * master weights keep the float32 value). The catalog must have a config equal in shape to the model's. */
+lcx_status lcx_model_load(lcx_model *m, const lcx_catalog *c);
+/* Random init (norm gains 1, biases 0, weights N(0, std)) from a seed: deterministic. */
+lcx_status lcx_model_init_random(lcx_model *m, uint64_t seed, double std);
+
+/* Open path as a checkpoint and build + load a model (opts->max_tokens etc. as for lcx_model_init). */
+lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opts, lcx_model **out);
+
+/* Forward only. *loss_sum / *count: summed next-token loss and counted targets (may be NULL). logits: host
+ * [n_tokens, vocab] float32 filled chunk by chunk, or NULL (then no seq x vocab buffer exists anywhere). */
+lcx_status lcx_model_forward(lcx_model *m, const lcx_batch *b, float *logits, double *loss_sum, int64_t *count);
+
+/* Forward + backward of one micro-batch, gradients ACCUMULATED (+=) into the grads buffer; the loss gradient is
+ * scaled by dscale (1 / global counted tokens, so micro-batches add up to the mean). */
+lcx_status lcx_model_forward_backward(lcx_model *m, const lcx_batch *b, float dscale, double *loss_sum,
+                                      int64_t *count);
+
+/* Counted targets of a batch (targets != LCX_IGNORE_INDEX, or seq_len-1 per row for the HF shift). */
+int64_t lcx_batch_count(const lcx_batch *b);
+
+/* One optimizer step over n_micro micro-batches (gradient accumulation): zero grads, forward+backward each
+ * with dscale = 1/total count, global-norm clipping, AdamW on the fp32 master weights (bias correction,
+ * decoupled weight decay on 2-D weights only unless decay_norms_biases), then the stored params are refreshed
+ * (bf16: round to nearest even). */
+lcx_status lcx_model_train_step(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
+                                lcx_step_result *res);
+/* The optimizer half of a step on the gradients already in the grads buffer: global-norm clipping, AdamW,
+ * stored-parameter refresh (res: grad_norm, clip_scale, step). */
+lcx_status lcx_model_optimizer_step(lcx_model *m, const lcx_adamw_opts *o, lcx_step_result *res);
+/* Zero the grads buffer. */
+lcx_status lcx_model_zero_grads(lcx_model *m);
+
+/* ---- introspection ------------------------------------------------------------------------------------- */
+const lcx_param_table *lcx_model_params(const lcx_model *m);
+const lcx_model_config *lcx_model_config_of(const lcx_model *m);
+lcx_dtype lcx_model_param_dtype(const lcx_model *m);
+/* Host copies (float32) of parameter i's stored value / fp32 master (the stored value for bf16 inference) /
+ * gradient; dst holds numel floats. */
+lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst);
+lcx_status lcx_model_get_master(const lcx_model *m, size_t i, float *dst);
+lcx_status lcx_model_get_grad(const lcx_model *m, size_t i, float *dst);
+/* Overwrite parameter i's gradient from host float32 (tests inject reference gradients). */
+lcx_status lcx_model_set_grad(lcx_model *m, size_t i, const float *src);
+/* Set the loss chunk (rows per chunk, >= 1) without reallocating beyond the capacity given at init (a larger
+ * chunk than the init one fails). */
+lcx_status lcx_model_set_loss_chunk(lcx_model *m, int64_t rows);
+/* Bytes of each buffer family (params, master, grads, moments, activations). */
+typedef struct lcx_model_memory {
+    size_t params, master, grads, moments, acts;
+} lcx_model_memory;
+lcx_model_memory lcx_model_memory_of(const lcx_model *m);
+
+/* Process peak resident set size in bytes (VmHWM), and a reset of it (Linux clear_refs; returns 0 if it could
+ * not reset, then the peak is over the process lifetime). */
+uint64_t lcx_peak_rss(void);
+int lcx_peak_rss_reset(void);
+
+#endif /* LCX_MODEL_H */

@@ -1,0 +1,94 @@
+/* model internals shared by the model_*.c files (not part of the API). */
+#ifndef LCX_MODEL_INTERNAL_H
+#define LCX_MODEL_INTERNAL_H
+
+#include "src/model.h"
+
+/* Views of one layer's activations (T = tokens of the current batch, capacity max_tokens; Q = nh*hd,
+ * KV = nkv*hd). With RECOMPUTE only x_in, o and lse are the layer's own; the rest point into shared scratch. */
+typedef struct lcx_layer_acts {
+    float *x_in;          /* [T, H] layer input (residual stream) */
+    float *xn1, *rstd1;   /* [T, H], [T] */
+    float *qpre, *kpre;   /* [T, Q], [T, KV] before q_norm/k_norm (qwen3 only, else NULL) */
+    float *rstdq, *rstdk; /* [T*nh], [T*nkv] (qwen3 only) */
+    float *q, *k, *v;     /* [T, Q], [T, KV], [T, KV]: q, k after norm + rope */
+    float *o, *lse;       /* [T, Q], [T, nh] attention output and log-sum-exp */
+    float *h;             /* [T, H] residual after attention */
+    float *xn2, *rstd2;   /* [T, H], [T] */
+    float *gate, *up, *act; /* [T, F] */
+} lcx_layer_acts;
+
+struct lcx_model {
+    const lcx_backend *be;
+    lcx_model_config cfg;     /* copy; json not owned (NULL) */
+    lcx_param_table tab;
+    lcx_rope_plan rope;
+    lcx_dtype pdt;            /* stored parameter dtype */
+    int training;
+    int64_t L, H, nh, nkv, hd, Q, KV, F, V;
+    int64_t max_tokens, loss_chunk, loss_chunk_cap;
+    lcx_act_policy *policy;   /* [L] */
+
+    /* parameter families (device) */
+    size_t *off;              /* [tab.n] element offset of each parameter */
+    uint64_t n_elems;         /* elements over all parameters */
+    void *params;             /* pdt [n_elems] */
+    float *master;            /* f32 [n_elems]: == params when pdt is f32; NULL for bf16 without training */
+    float *grads;             /* f32 [n_elems] or NULL */
+    float *adam_m, *adam_v;   /* f32 [n_elems] or NULL */
+    float *normw;             /* bf16 params: f32 copies of the norm weights [n_norm_elems], else NULL */
+    size_t *norm_off;         /* [tab.n] element offset of each norm weight inside normw */
+    uint64_t n_norm_elems;
+    int64_t *idx;             /* [L * LCX_PARAM_KIND_COUNT] parameter index per (layer, kind), -1 absent */
+    int64_t embed_i, final_norm_i, lm_head_i; /* lm_head_i == embed_i when tied */
+    int64_t step;
+
+    /* activations (device): one allocation */
+    void *acts_buf;
+    size_t acts_bytes;
+    lcx_layer_acts *layer;    /* [L] */
+    float **resid;            /* [L+1] [T, H]: resid[l] is layer l's input, resid[L] the last output */
+    float *xf, *rstdf;        /* [T, H], [T] final norm output */
+    float *ones;              /* [T] all 1 (bias add / bias grad through matmul) */
+    int32_t *d_ids, *d_tgt, *d_pos; /* [T] */
+    float *logit_chunk;       /* [loss_chunk, V] */
+    /* backward scratch */
+    float *dres, *dxn;        /* [T, H] */
+    float *dq, *dk, *dv, *dout; /* [T, Q], [T, KV], [T, KV], [T, Q] */
+    float *dgate, *dup, *dact;  /* [T, F] */
+
+    /* rope tables (device), recomputed when the length changes */
+    int64_t rope_len;         /* seq_len the tables are for (0 = none) */
+    float *rope_cos, *rope_sin; /* [rope_len, n_pairs] */
+    float *inv_freq;          /* host [n_pairs] */
+};
+
+/* Parameter pointers. */
+static inline void *lcx_m_param(const lcx_model *m, int64_t i) {
+    return (char *)m->params + m->off[i] * (m->pdt == LCX_BF16 ? 2 : 4);
+}
+static inline float *lcx_m_grad(const lcx_model *m, int64_t i) { return m->grads + m->off[i]; }
+/* f32 weights for rmsnorm */
+static inline const float *lcx_m_normw(const lcx_model *m, int64_t i) {
+    return m->pdt == LCX_BF16 ? m->normw + m->norm_off[i] : (const float *)m->params + m->off[i];
+}
+static inline int64_t lcx_m_idx(const lcx_model *m, int layer, lcx_param_kind k) {
+    return m->idx[(size_t)layer * LCX_PARAM_KIND_COUNT + k];
+}
+
+/* Internal steps (model_forward.c, model_backward.c, model_loss.c). */
+/* Validate and upload ids/positions/targets, (re)build the rope tables; *count = counted targets. */
+lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count);
+lcx_status lcx_model_embed(lcx_model *m, int64_t T);
+/* Layer forward into a (skip_attention: o/lse already hold the attention result; used by recompute). */
+lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b, int skip_attention);
+lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b);
+/* Final norm + lm_head + cross-entropy in chunks. With backward: dres = gradient wrt resid[L], lm_head grads
+ * accumulated. logits: optional host [T, V] output. */
+lcx_status lcx_model_loss(lcx_model *m, int64_t T, int backward, float dscale, float *logits, double *loss_sum,
+                          int64_t *count);
+/* y[T, out] (=|+=) x[T, in] W^T (+ bias) for parameter index wi (bias index bi or -1). */
+lcx_status lcx_linear_fwd(lcx_model *m, const float *x, int64_t T, int64_t in, int64_t out, int64_t wi, int64_t bi,
+                          float *y);
+
+#endif

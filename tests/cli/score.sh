@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# `lcextend score` and `lcextend train-steps` as commands: the loss of every fixture model against the loss
+# transformers computed (reference.json, 1e-5 relative), the --logits .npy header/size, usage errors naming the
+# flag, one-line errors for missing/bad files; train-steps lowers the loss on a fixture.
+set -u
+: "${LCEXTEND:?}" "${LCX_SRC:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # check DESCRIPTION CONDITION...
+    local what=$1; shift
+    if ! "$@"; then echo "FAIL: $what"; fail=1; fi
+}
+run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
+rc() { cat "$tmp/rc"; }
+one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
+# ids of a fixture's inputs.json (one integer per line in its input_ids block)
+ids_of() { sed -n '/input_ids/,/^ \]/p' "$1/inputs.json" | grep -E '^ +[0-9]+,?$' | tr -d ' ,'; }
+close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t * (b < 0 ? -b : b)) }'; }
+
+models="$LCX_SRC/tests/fixtures/models"
+run score --help
+check "--help exits 0" [ "$(rc)" -eq 0 ]
+check "--help has examples" grep -q "examples:" "$tmp/out"
+run --help
+check "top-level help lists score" grep -q "score" "$tmp/out"
+
+n=0
+for d in "$models"/*/; do
+    d=${d%/}
+    [ -f "$d/reference.json" ] || continue
+    name=$(basename "$d")
+    ids_of "$d" >"$tmp/ids.txt"
+    run score "$d" --ids "$tmp/ids.txt" --chunk 5
+    check "$name: exit 0" [ "$(rc)" -eq 0 ]
+    ours=$(awk '/^loss:/ { print $2 }' "$tmp/out")
+    ref=$(grep '"loss"' "$d/reference.json" | head -1 | sed 's/.*: *//; s/,.*//')
+    # printed with 6 decimals: compare at 1e-6 absolute on ~5..12 nats (2e-7 relative + print rounding)
+    check "$name: loss $ours vs HF $ref" close "$ours" "$ref" 2e-6
+    check "$name: 16 tokens, 15 predicted" grep -q "16 (15 predicted)" "$tmp/out"
+    n=$((n + 1))
+done
+check "scored every fixture ($n)" [ "$n" -ge 10 ]
+
+g="$models/llama_gqa"
+ids_of "$g" >"$tmp/ids.txt"
+run score "$g" --ids "$tmp/ids.txt" --logits "$tmp/l.npy"
+check "logits: exit 0" [ "$(rc)" -eq 0 ]
+check "logits: npy header" grep -qa "'shape': (1, 16, 256)" "$tmp/l.npy"
+check "logits: size = 128-byte header + 16*256*4" [ "$(stat -c %s "$tmp/l.npy")" -eq $((128 + 16 * 256 * 4)) ]
+run score "$g" --ids "$tmp/ids.txt" --dtype bf16
+check "bf16 weights: exit 0" [ "$(rc)" -eq 0 ]
+
+# errors
+run score
+check "no CKPT: exit 2" [ "$(rc)" -eq 2 ]
+check "no CKPT: says so" grep -q "missing CKPT" "$tmp/err"
+run score "$g"
+check "no --ids: exit 2" [ "$(rc)" -eq 2 ]
+check "no --ids: says so" grep -q "missing --ids" "$tmp/err"
+run score "$g" --ids "$tmp/ids.txt" --frob
+check "unknown flag: exit 2" [ "$(rc)" -eq 2 ]
+check "unknown flag: named, one line" grep -q "unknown flag '--frob'" "$tmp/err"
+check "unknown flag: one line" one_line_err
+run score "$g" --ids "$tmp/ids.txt" --chunk 0
+check "--chunk 0: exit 2" [ "$(rc)" -eq 2 ]
+run score "$g" --ids "$tmp/ids.txt" --dtype f16
+check "--dtype f16: exit 2" [ "$(rc)" -eq 2 ]
+run score "$g" --ids
+check "--ids without value: exit 2" [ "$(rc)" -eq 2 ]
+run score "$g" --ids /nonexistent/ids.txt
+check "missing ids file: exit 1" [ "$(rc)" -eq 1 ]
+check "missing ids file: named" grep -q "/nonexistent/ids.txt" "$tmp/err"
+check "missing ids file: one line" one_line_err
+run score /nonexistent/model --ids "$tmp/ids.txt"
+check "missing model: exit 1" [ "$(rc)" -eq 1 ]
+check "missing model: named, one line" grep -q "/nonexistent/model" "$tmp/err"
+check "missing model: one line" one_line_err
+printf '1 2 x3 4\n' >"$tmp/bad.txt"
+run score "$g" --ids "$tmp/bad.txt"
+check "bad id: exit 1" [ "$(rc)" -eq 1 ]
+check "bad id: names file, index and word" grep -q "bad.txt: token 2: 'x3'" "$tmp/err"
+check "bad id: one line" one_line_err
+printf '1 2 300 4\n' >"$tmp/big.txt"
+run score "$g" --ids "$tmp/big.txt"
+check "id >= vocab: exit 1" [ "$(rc)" -eq 1 ]
+check "id >= vocab: says so" grep -q "outside the vocabulary" "$tmp/err"
+check "id >= vocab: one line" one_line_err
+printf '7\n' >"$tmp/one.txt"
+run score "$g" --ids "$tmp/one.txt"
+check "one id: exit 1" [ "$(rc)" -eq 1 ]
+check "one id: says so" grep -q "need at least 2" "$tmp/err"
+: >"$tmp/empty.txt"
+run score "$g" --ids "$tmp/empty.txt"
+check "empty ids: exit 1" [ "$(rc)" -eq 1 ]
+
+# train-steps: loss goes down on the fixture's own sequence; bad flags
+run train-steps "$g" --steps 4 --seq 16 --lr 1e-2 --ids "$tmp/ids.txt" --policy recompute
+check "train-steps: exit 0" [ "$(rc)" -eq 0 ]
+first=$(awk '/^step 1\// { print $4 }' "$tmp/out")
+last=$(awk '/^step 4\// { print $4 }' "$tmp/out")
+check "train-steps: first loss is HF's" close "$first" 6.041093 2e-6
+check "train-steps: loss $first -> $last decreases" awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1) }'
+run train-steps "$g" --steps 0
+check "train-steps --steps 0: exit 2" [ "$(rc)" -eq 2 ]
+run train-steps "$g" --policy swap
+check "train-steps --policy swap: exit 2, named" grep -q "policy 'swap'" "$tmp/err"
+run train-steps
+check "train-steps without model: exit 2" [ "$(rc)" -eq 2 ]
+run train-steps --config "$g/config.json" --steps 2 --seq 8 --batch 2 --micro 2
+check "train-steps --config (random init): exit 0" [ "$(rc)" -eq 0 ]
+exit $fail

@@ -1,0 +1,72 @@
+/* Helpers shared by the model tests: fixture paths, inputs.json, comparisons. */
+#ifndef LCX_TEST_MODEL_FIXTURE_H
+#define LCX_TEST_MODEL_FIXTURE_H
+
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/model.h"
+
+static inline char *fx_path(const char *model, const char *sub, const char *file) {
+    size_t n = strlen(LCX_SOURCE_DIR) + strlen(model) + strlen(file) + 64;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/tests/fixtures/%s/%s/%s", LCX_SOURCE_DIR, sub, model, file);
+    return p;
+}
+
+/* input_ids [1, T] of models/<model>/inputs.json; returns T (0 on failure). */
+static inline int64_t fx_inputs(const char *model, int32_t *ids, int64_t cap) {
+    char *p = fx_path(model, "models", "inputs.json");
+    json_error_t e;
+    json_t *j = json_load_file(p, 0, &e);
+    free(p);
+    if (!j) return 0;
+    json_t *row = json_array_get(json_object_get(j, "input_ids"), 0);
+    int64_t n = (int64_t)json_array_size(row);
+    if (n > cap) n = 0;
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(row, (size_t)i));
+    json_decref(j);
+    return n;
+}
+
+/* A number from a JSON file (dotted path of one or two keys). NAN when absent. */
+static inline double fx_number(const char *model, const char *sub, const char *file, const char *key,
+                               const char *key2) {
+    char *p = fx_path(model, sub, file);
+    json_error_t e;
+    json_t *j = json_load_file(p, 0, &e);
+    free(p);
+    if (!j) return NAN;
+    json_t *v = json_object_get(j, key);
+    if (key2) v = json_object_get(v, key2);
+    double r = json_is_number(v) ? json_number_value(v) : NAN;
+    json_decref(j);
+    return r;
+}
+
+/* ||a - b|| / ||b|| in double. */
+static inline double rel_norm_err(const float *a, const float *b, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        r += (double)b[i] * b[i];
+    }
+    return r > 0 ? sqrt(d / r) : sqrt(d);
+}
+
+/* max |a - b| / max |b|: the error relative to the largest reference value. */
+static inline double rel_max_err(const float *a, const float *b, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (e > d || e != e) d = e;
+        if (fabs(b[i]) > r) r = fabs(b[i]);
+    }
+    return r > 0 ? d / r : d;
+}
+
+#endif

@@ -1,0 +1,133 @@
+/* lcextend score: mean next-token loss and perplexity of a checkpoint over a token-id sequence. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "formats/npy.h"
+#include "src/model.h"
+
+static const char *CMD = "score";
+
+static void help(void) {
+    printf("usage: lcextend score CKPT --ids FILE [--logits OUT.npy] [--chunk N] [--dtype f32|bf16]\n"
+           "\n"
+           "Run the model over one token sequence (positions 0..n-1) and print the mean next-token loss (natural\n"
+           "log, over the n-1 predicted tokens) and the perplexity exp(loss). The output projection and the\n"
+           "cross-entropy run in chunks of rows, so no n x vocab buffer exists unless --logits asks for it.\n"
+           "\n"
+           "CKPT   a Hugging Face model directory (config.json + safetensors, sharded or not)\n"
+           "\n"
+           "options:\n"
+           "  --ids FILE        token ids as whitespace-separated integers (at least 2)\n"
+           "  --logits OUT.npy  also write the logits as float32 [1, n, vocab] (.npy, like transformers' output)\n"
+           "  --chunk N         rows per loss chunk (default 256)\n"
+           "  --dtype f32|bf16  store the weights as float32 (default) or bfloat16 (math stays float32)\n"
+           "  --help            this help\n"
+           "\n"
+           "examples:\n"
+           "  lcextend score tests/fixtures/models/llama_gqa --ids ids.txt\n"
+           "  lcextend score ./Llama-3.2-1B --ids doc.ids --dtype bf16 --logits logits.npy\n");
+}
+
+static int parse_pos_int(const char *s, int64_t *out) {
+    char *e;
+    long long v = strtoll(s, &e, 10);
+    if (*s == 0 || *e != 0 || v < 1 || v > INT32_MAX) return 0;
+    *out = v;
+    return 1;
+}
+
+int lcx_cmd_score(int argc, char **argv) {
+    const char *ckpt = NULL, *ids_path = NULL, *logits_path = NULL, *v = NULL, *dtype = "f32";
+    int64_t chunk = 256;
+    int err = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            help();
+            return LCX_EXIT_OK;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--ids", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            ids_path = v;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--logits", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            logits_path = v;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--chunk", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            if (!parse_pos_int(v, &chunk)) return lcx_cli_usage_error(CMD, "--chunk '%s' is not a positive integer", v);
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            if (strcmp(v, "f32") && strcmp(v, "bf16"))
+                return lcx_cli_usage_error(CMD, "--dtype '%s' (expected f32 or bf16)", v);
+            dtype = v;
+        } else if (a[0] == '-' && a[1] != 0) {
+            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
+        } else if (ckpt) {
+            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one CKPT only)", a);
+        } else {
+            ckpt = a;
+        }
+    }
+    if (!ckpt) return lcx_cli_usage_error(CMD, "missing CKPT");
+    if (!ids_path) return lcx_cli_usage_error(CMD, "missing --ids FILE");
+
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    lcx_status st = lcx_cli_read_ids(ids_path, &ids, &n);
+    if (st != LCX_OK) return lcx_cli_report(CMD, st);
+    if (n < 2) {
+        free(ids);
+        return lcx_cli_report(CMD, lcx_fail(LCX_ERR_INVALID, "%s: %lld token id(s): need at least 2 to score",
+                                            ids_path, (long long)n));
+    }
+    lcx_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.param_dtype = strcmp(dtype, "bf16") == 0 ? LCX_BF16 : LCX_F32;
+    o.max_tokens = n;
+    o.loss_chunk = chunk;
+    lcx_model *m = NULL;
+    float *logits = NULL;
+    int rc = LCX_EXIT_OK;
+    st = lcx_model_from_checkpoint(ckpt, &o, &m);
+    if (st != LCX_OK) goto fail;
+    int64_t V = lcx_model_config_of(m)->vocab_size;
+    if (logits_path) {
+        size_t cnt;
+        if (!lcx_mul_size((size_t)n, (size_t)V, &cnt) || !lcx_mul_size(cnt, sizeof(float), &cnt) ||
+            !(logits = malloc(cnt))) {
+            st = lcx_fail(LCX_ERR_OOM, "no memory for %lld x %lld logits (--logits)", (long long)n, (long long)V);
+            goto fail;
+        }
+    }
+    lcx_batch b = {1, n, ids, NULL, NULL};
+    double loss_sum = 0;
+    int64_t count = 0;
+    st = lcx_model_forward(m, &b, logits, &loss_sum, &count);
+    if (st != LCX_OK) {
+        lcx_fail_context(st, "%s: ", ckpt);
+        goto fail;
+    }
+    if (logits_path) {
+        lcx_shape sh = {3, {1, (uint64_t)n, (uint64_t)V}};
+        st = lcx_npy_write_f32(logits_path, logits, &sh);
+        if (st != LCX_OK) goto fail;
+    }
+    double loss = loss_sum / (double)count;
+    printf("tokens:     %lld (%lld predicted)\n", (long long)n, (long long)count);
+    printf("loss:       %.6f\n", loss);
+    printf("perplexity: %.6g\n", exp(loss));
+    if (logits_path) printf("logits:     %s [1, %lld, %lld] float32\n", logits_path, (long long)n, (long long)V);
+    if (fflush(stdout) != 0) st = lcx_fail(LCX_ERR_IO, "writing to stdout failed");
+    if (st != LCX_OK) goto fail;
+    goto done;
+fail:
+    rc = lcx_cli_report(CMD, st);
+done:
+    free(logits);
+    free(ids);
+    lcx_model_free(m);
+    return rc;
+}

@@ -1,0 +1,235 @@
+/* lcextend train-steps: N optimizer steps on random or given tokens; prints loss, gradient norm, speed and peak
+ * RSS per step (a smoke test of training and the benchmark driver). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "src/model.h"
+
+static const char *CMD = "train-steps";
+
+static void help(void) {
+    printf("usage: lcextend train-steps (CKPT | --config CONFIG.json) [options]\n"
+           "\n"
+           "Run N training steps (forward, backward, chunked loss, global-norm clipping, AdamW) and print per step:\n"
+           "loss, gradient norm, clip factor, tokens/s and the peak resident memory of the step.\n"
+           "Each step has --micro micro-batches of --batch rows x --seq tokens (gradient accumulation).\n"
+           "\n"
+           "CKPT             a Hugging Face model directory to start from\n"
+           "--config FILE    instead of CKPT: a config.json; weights are random (normal, std 0.02, --seed)\n"
+           "\n"
+           "options:\n"
+           "  --steps N            optimizer steps (default 3)\n"
+           "  --seq S              tokens per row (default 128)\n"
+           "  --batch B            rows per micro-batch (default 1)\n"
+           "  --micro M            micro-batches per step (default 1)\n"
+           "  --ids FILE           token ids (whitespace-separated) cut into consecutive rows, wrapping around;\n"
+           "                       default: random ids from --seed\n"
+           "  --lr X               learning rate (default 1e-4); --wd X weight decay (0.01); --clip X max grad\n"
+           "                       norm (1.0, 0 = off)\n"
+           "  --policy P           activation policy for every layer: keep | recompute | offload (default keep)\n"
+           "  --dtype f32|bf16     stored weights (default f32; master weights are always f32)\n"
+           "  --chunk N            rows per loss chunk (default 256)\n"
+           "  --seed N             random seed (default 1)\n"
+           "  --help               this help\n"
+           "\n"
+           "examples:\n"
+           "  lcextend train-steps tests/fixtures/models/llama_gqa --steps 5 --seq 16 --lr 1e-2\n"
+           "  lcextend train-steps --config bench/llama10m.json --seq 512 --steps 4 --policy recompute\n");
+}
+
+static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *e;
+    long long v = strtoll(s, &e, 10);
+    if (*s == 0 || *e != 0 || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_real(const char *s, double lo, double hi, double *out) {
+    char *e;
+    double v = strtod(s, &e);
+    if (*s == 0 || *e != 0 || !(v >= lo && v <= hi)) return 0;
+    *out = v;
+    return 1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t mix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+int lcx_cmd_train_steps(int argc, char **argv) {
+    const char *ckpt = NULL, *config = NULL, *ids_path = NULL, *v = NULL;
+    int64_t steps = 3, seq = 128, batch = 1, micro = 1, chunk = 256, seed = 1;
+    lcx_adamw_opts ao = lcx_adamw_opts_default();
+    lcx_act_policy policy = LCX_ACT_KEEP;
+    lcx_dtype pdt = LCX_F32;
+    int err = 0;
+#define INT_FLAG(name, var, lo, hi)                                                                              \
+    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
+        if (err) return LCX_EXIT_USAGE;                                                                          \
+        if (!parse_int(v, lo, hi, &var))                                                                         \
+            return lcx_cli_usage_error(CMD, "%s '%s' is not an integer in [%lld, %lld]", name, v, (long long)(lo), \
+                                       (long long)(hi));                                                         \
+    }
+#define REAL_FLAG(name, var, lo, hi)                                                                             \
+    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
+        if (err) return LCX_EXIT_USAGE;                                                                          \
+        if (!parse_real(v, lo, hi, &var))                                                                        \
+            return lcx_cli_usage_error(CMD, "%s '%s' is not a number in [%g, %g]", name, v, (double)(lo),        \
+                                       (double)(hi));                                                            \
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            help();
+            return LCX_EXIT_OK;
+        }
+        INT_FLAG("--steps", steps, 1, 1000000)
+        INT_FLAG("--seq", seq, 2, INT32_MAX)
+        INT_FLAG("--batch", batch, 1, 1 << 20)
+        INT_FLAG("--micro", micro, 1, 1 << 20)
+        INT_FLAG("--chunk", chunk, 1, INT32_MAX)
+        INT_FLAG("--seed", seed, 0, INT64_MAX)
+        REAL_FLAG("--lr", ao.lr, 0, 1e3)
+        REAL_FLAG("--wd", ao.weight_decay, 0, 1e3)
+        REAL_FLAG("--clip", ao.max_grad_norm, 0, 1e30)
+        else if (lcx_cli_flag_value(argc, argv, &i, "--config", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            config = v;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--ids", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            ids_path = v;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--policy", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            if (lcx_act_policy_parse(v, &policy) != LCX_OK)
+                return lcx_cli_usage_error(CMD, "--policy '%s' (expected keep, recompute or offload)", v);
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            if (strcmp(v, "f32") && strcmp(v, "bf16"))
+                return lcx_cli_usage_error(CMD, "--dtype '%s' (expected f32 or bf16)", v);
+            pdt = strcmp(v, "bf16") == 0 ? LCX_BF16 : LCX_F32;
+        } else if (a[0] == '-' && a[1] != 0) {
+            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
+        } else if (ckpt) {
+            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one CKPT only)", a);
+        } else {
+            ckpt = a;
+        }
+    }
+#undef INT_FLAG
+#undef REAL_FLAG
+    if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
+    if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
+
+    lcx_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.param_dtype = pdt;
+    o.max_tokens = batch * seq;
+    o.loss_chunk = chunk;
+    o.training = 1;
+    o.policy = policy;
+    lcx_model *m = NULL;
+    lcx_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    int32_t *file_ids = NULL, *tokens = NULL;
+    lcx_batch *mb = NULL;
+    int64_t n_file = 0;
+    int rc = LCX_EXIT_OK;
+    lcx_status st;
+    if (config) {
+        st = lcx_config_load(config, &cfg);
+        if (st == LCX_OK) st = lcx_model_init(&m, &cfg, &o);
+        if (st == LCX_OK) st = lcx_model_init_random(m, (uint64_t)seed, 0.02);
+    } else {
+        st = lcx_model_from_checkpoint(ckpt, &o, &m);
+    }
+    if (st != LCX_OK) goto fail;
+    if (ids_path) {
+        st = lcx_cli_read_ids(ids_path, &file_ids, &n_file);
+        if (st != LCX_OK) goto fail;
+        if (n_file < 2) {
+            st = lcx_fail(LCX_ERR_INVALID, "%s: %lld token id(s): need at least 2", ids_path, (long long)n_file);
+            goto fail;
+        }
+    }
+    int64_t V = lcx_model_config_of(m)->vocab_size, per_step = micro * batch * seq;
+    tokens = malloc((size_t)per_step * sizeof(int32_t));
+    mb = calloc((size_t)micro, sizeof *mb);
+    if (!tokens || !mb) {
+        st = lcx_fail(LCX_ERR_OOM, "out of memory for %lld tokens", (long long)per_step);
+        goto fail;
+    }
+    const lcx_model_memory mem = lcx_model_memory_of(m);
+    printf("model: %s, %llu parameters, %s weights, policy %s; step = %lld x %lld x %lld tokens\n",
+           lcx_arch_name(lcx_model_config_of(m)->arch), (unsigned long long)lcx_model_params(m)->total_numel,
+           lcx_dtype_name(pdt), lcx_act_policy_name(policy), (long long)micro, (long long)batch, (long long)seq);
+    printf("memory: params %.1f MiB, master %.1f MiB, grads %.1f MiB, AdamW %.1f MiB, activations %.1f MiB\n",
+           mem.params / 1048576.0, mem.master / 1048576.0, mem.grads / 1048576.0, mem.moments / 1048576.0,
+           mem.acts / 1048576.0);
+    uint64_t rng = (uint64_t)seed * 0x2545F4914F6CDD1Dull + 1;
+    int64_t cursor = 0;
+    double sum_tps = 0, sum_cpu_tps = 0, max_rss = 0;
+    int n_tps = 0;
+    for (int64_t s = 0; s < steps; s++) {
+        for (int64_t t = 0; t < per_step; t++) {
+            if (file_ids) {
+                tokens[t] = file_ids[cursor];
+                cursor = (cursor + 1) % n_file;
+            } else {
+                tokens[t] = (int32_t)(mix(&rng) % (uint64_t)V);
+            }
+        }
+        for (int64_t k = 0; k < micro; k++) {
+            mb[k].n_seq = batch;
+            mb[k].seq_len = seq;
+            mb[k].ids = tokens + k * batch * seq;
+        }
+        lcx_step_result r;
+        double t0 = now_s(), c0 = cpu_s();
+        st = lcx_model_train_step(m, mb, (int)micro, &ao, &r);
+        double dt = now_s() - t0, dc = cpu_s() - c0;
+        if (st != LCX_OK) goto fail;
+        double tps = (double)per_step / dt, rss = r.peak_rss / 1048576.0;
+        if (rss > max_rss) max_rss = rss;
+        if (s > 0 || steps == 1) sum_tps += tps, sum_cpu_tps += (double)per_step / dc, n_tps++;
+        printf("step %lld/%lld  loss %.6f  grad_norm %.4f  clip %.4f  time %.3f s  cpu %.3f s  tokens/s %.1f  "
+               "peak_rss %.1f MiB\n",
+               (long long)r.step, (long long)steps, r.loss, r.grad_norm, r.clip_scale, dt, dc, tps, rss);
+        fflush(stdout);
+    }
+    printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB  tokens/cpu-s %.1f\n", sum_tps / n_tps,
+           steps > 1 ? "2..N" : "1", max_rss, sum_cpu_tps / n_tps);
+    if (fflush(stdout) != 0) {
+        st = lcx_fail(LCX_ERR_IO, "writing to stdout failed");
+        goto fail;
+    }
+    goto done;
+fail:
+    rc = lcx_cli_report(CMD, st);
+done:
+    free(tokens);
+    free(mb);
+    free(file_ids);
+    lcx_model_free(m);
+    lcx_config_free(&cfg);
+    return rc;
+}
