@@ -28,12 +28,10 @@
 #include "src/catalog.h"
 #include "src/model_params.h"
 #include "src/rope.h"
+#include "src/act_policy.h"
 #include "src/status.h"
 
-typedef enum lcx_act_policy { LCX_ACT_KEEP = 0, LCX_ACT_RECOMPUTE, LCX_ACT_OFFLOAD, LCX_ACT_POLICY_COUNT } lcx_act_policy;
-const char *lcx_act_policy_name(lcx_act_policy p); /* "keep", "recompute", "offload" */
 /* Parse "keep" | "recompute" | "offload"; anything else fails (LCX_ERR_INVALID) naming it. */
-lcx_status lcx_act_policy_parse(const char *s, lcx_act_policy *out);
 
 typedef struct lcx_model_opts {
     lcx_dtype param_dtype;       /* LCX_F32 or LCX_BF16 (stored parameters); 0 means LCX_F32 */
