@@ -87,6 +87,10 @@ lcx_status lcx_ckpt_finalize(const char *tmp_dir, const lcx_ckpt_meta *meta, jso
  * directories) are ever removed. */
 lcx_status lcx_ckpt_commit(const char *tmp_dir, const char *parent, const char *name, int keep_last);
 
+/* For a standalone checkpoint (import, reshard: no run directory around it): rename tmp_dir to parent/name (must
+ * not exist yet) and fsync parent. No `latest` file, no pruning. */
+lcx_status lcx_ckpt_publish(const char *tmp_dir, const char *parent, const char *name);
+
 /* parent/<contents of parent/latest>, heap-allocated. LCX_ERR_NOT_FOUND if there is no latest file. */
 lcx_status lcx_ckpt_latest(const char *parent, char **dir);
 

@@ -560,6 +560,21 @@ done:
     return st;
 }
 
+lcx_status lcx_ckpt_publish(const char *tmp_dir, const char *parent, const char *name) {
+    LCX_FAIL_IF(!valid_ckpt_name(name), LCX_ERR_INVALID, "checkpoint name '%s' is not a plain name", name);
+    char *target = lcx_path_join(parent, name);
+    LCX_FAIL_IF(!target, LCX_ERR_OOM, "out of memory");
+    lcx_status st = LCX_OK;
+    struct stat sb;
+    LCX_FAIL_GOTO(lstat(target, &sb) == 0, LCX_ERR_INVALID, done, "%s: already exists", target);
+    LCX_FAIL_GOTO(rename(tmp_dir, target) != 0, LCX_ERR_IO, done, "%s: cannot rename %s into place: %s", target,
+                  tmp_dir, strerror(errno));
+    st = lcx_fsync_dir(parent);
+done:
+    free(target);
+    return st;
+}
+
 lcx_status lcx_ckpt_latest(const char *parent, char **dir) {
     *dir = NULL;
     char *path = lcx_path_join(parent, LCX_CKPT_LATEST), *text = NULL;

@@ -2,6 +2,7 @@
 #ifndef LCX_TOOLS_CLI_H
 #define LCX_TOOLS_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "src/status.h"
@@ -18,5 +19,20 @@ int lcx_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((fo
  * error already printed and *err set) and advances *i. Returns 1 if argv[*i] is this flag. */
 int lcx_cli_flag_value(int argc, char **argv, int *i, const char *name, const char **value, const char *cmd,
                        int *err);
+
+/* Parse an integer flag value in [lo, hi]; on failure prints a usage error naming the flag and returns 0. */
+int lcx_cli_int(const char *cmd, const char *flag, const char *value, long lo, long hi, int *out);
+
+/* Progress bar on stderr when it is a terminal (tensors done, MB/s, ETA); silent otherwise or when quiet.
+ * Use lcx_cli_progress as an lcx_progress_fn with a lcx_cli_bar as user data; lcx_cli_bar_end finishes the
+ * line. */
+typedef struct lcx_cli_bar {
+    int enabled;
+    double start;
+    const char *what; /* "tensors", "shards" */
+} lcx_cli_bar;
+void lcx_cli_bar_init(lcx_cli_bar *b, int quiet, const char *what);
+void lcx_cli_progress(void *user, uint64_t done, uint64_t total, uint64_t bytes_done, uint64_t bytes_total);
+void lcx_cli_bar_end(lcx_cli_bar *b);
 
 #endif

@@ -4,5 +4,9 @@
 #define LCX_TOOLS_COMMANDS_H
 
 int lcx_cmd_inspect(int argc, char **argv);
+int lcx_cmd_import(int argc, char **argv);
+int lcx_cmd_export(int argc, char **argv);
+int lcx_cmd_reshard(int argc, char **argv);
+int lcx_cmd_verify(int argc, char **argv);
 
 #endif

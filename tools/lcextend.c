@@ -19,14 +19,19 @@ typedef struct subcommand {
 
 static const subcommand subcommands[] = {
     {"version", lcx_cmd_version, "print the version"},
-    {"inspect", lcx_cmd_inspect, "show what a checkpoint holds (arch, sizes, dtypes, rope)"},
+    {"inspect", lcx_cmd_inspect, "show what a checkpoint holds (HF, safetensors or .lcx)"},
+    {"import", lcx_cmd_import, "HF directory / safetensors / GGUF -> .lcx checkpoint in a TP x CP layout"},
+    {"export", lcx_cmd_export, ".lcx -> HF directory or GGUF file"},
+    {"reshard", lcx_cmd_reshard, ".lcx -> .lcx in another TP x CP x DP layout (training state included)"},
+    {"verify", lcx_cmd_verify, "check every checksum and the manifest of a .lcx checkpoint"},
 };
 #define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
 
 static void usage(FILE *f) {
     fprintf(f, "usage: lcextend <command> [options]   (lcextend <command> --help for details)\n\ncommands:\n");
     for (size_t i = 0; i < N_SUBCOMMANDS; i++) fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(f, "\nexamples:\n  lcextend inspect tests/fixtures/models/llama_gqa\n  lcextend inspect model.safetensors --json\n");
+    fprintf(f, "\nexamples:\n  lcextend inspect tests/fixtures/models/llama_gqa\n  lcextend inspect model.safetensors --json\n"
+            "  lcextend import ./Llama-3.2-1B --out llama.lcx --tp 2\n  lcextend export llama.lcx --format gguf --out llama.gguf\n");
 }
 
 int main(int argc, char **argv) {
