@@ -493,6 +493,11 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
         for (size_t k = 0; k < tok->n_kv; k++)
             if (strncmp(tok->kv[k].key, "tokenizer.", 10) == 0) LCX_TRY_GOTO(copy_kv(w, &tok->kv[k]), done);
     }
+    /* bos/eos from the config when no tokenizer metadata states them (GGUF has one eos id: the first) */
+    if (cfg.bos_token_id >= 0 && !(tok && lcx_gguf_find_kv(tok, "tokenizer.ggml.bos_token_id")))
+        LCX_TRY_GOTO(add_u32(w, "tokenizer.ggml.bos_token_id", cfg.bos_token_id), done);
+    if (cfg.n_eos > 0 && !(tok && lcx_gguf_find_kv(tok, "tokenizer.ggml.eos_token_id")))
+        LCX_TRY_GOTO(add_u32(w, "tokenizer.ggml.eos_token_id", cfg.eos_token_ids[0]), done);
     if (plan.type == LCX_ROPE_LLAMA3) {
         freqs = malloc((size_t)plan.n_pairs * sizeof *freqs);
         LCX_FAIL_GOTO(!freqs, LCX_ERR_OOM, done, "out of memory");
