@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -218,6 +219,12 @@ static lcx_status put_item(cv_pool *p, lcx_ckpt_writer *w, void *ts, const cv_it
                 part.start[0] = box.start[0] + r0;
                 part.shape[0] = r0 + step > rows ? rows - r0 : step;
             }
+            const void *view = NULL;
+            if (p->src->view) LCX_TRY(p->src->view(p->src->ctx, ts, it, &part, &view));
+            if (view) { /* zero-copy: straight from the source mapping into the data file */
+                LCX_TRY(lcx_ckpt_writer_put(w, it->name, it->role, it->dtype, it->ndim, it->shape, &part, view));
+                continue;
+            }
             size_t need = (size_t)((box.ndim ? part.shape[0] : 1) * row_bytes);
             if (need > *cap) {
                 uint8_t *nb2 = realloc(*buf, need);
@@ -248,6 +255,7 @@ static void *worker_main(void *arg) {
         if (i >= p->n) break;
         st = put_item(p, w, ts, &p->items[i], &buf, &cap);
         if (st != LCX_OK) break;
+        if (p->src->item_done) p->src->item_done(p->src->ctx, ts, &p->items[i]);
         pthread_mutex_lock(&p->mu);
         p->done++;
         p->bytes_done += p->items[i].bytes;
@@ -375,6 +383,32 @@ static lcx_status hf_read(void *ctx, void *ts, const cv_item *it, const lcx_box 
     return lcx_box_copy(&full, t->data, box, dst, lcx_dtype_bits(it->dtype) / 8, NULL);
 }
 
+static lcx_status hf_view(void *ctx, void *ts, const cv_item *it, const lcx_box *box, const void **view) {
+    (void)ts;
+    const hf_src *h = ctx;
+    lcx_box full = lcx_box_full(it->ndim, it->shape);
+    uint64_t off;
+    *view = lcx_box_contiguous_in(&full, box, &off) ? h->tensor_of[it->src]->data + off * (lcx_dtype_bits(it->dtype) / 8)
+                                                   : NULL;
+    return LCX_OK;
+}
+
+/* Drop the source tensor's pages from this process once written (they stay in the page cache). */
+void cv_release_range(const void *p, uint64_t n);
+void cv_release_range(const void *p, uint64_t n) {
+    if (!p || !n) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, b = a + (uintptr_t)n;
+    a = (a + page - 1) / page * page; /* whole pages only: neighbours may still be in use */
+    b = b / page * page;
+    if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static void hf_done(void *ctx, void *ts, const cv_item *it) {
+    (void)ts;
+    const hf_src *h = ctx;
+    cv_release_range(h->tensor_of[it->src]->data, it->bytes);
+}
+
 static lcx_status import_hf(const char *src, const char *out, const lcx_convert_opts *o) {
     lcx_catalog *cat = NULL;
     LCX_TRY(lcx_catalog_open(src, &cat));
@@ -424,7 +458,7 @@ static lcx_status import_hf(const char *src, const char *out, const lcx_convert_
         t.n_files++;
     }
     t.config = cat->cfg.json;
-    cv_source s = {.ctx = &h, .read = hf_read};
+    cv_source s = {.ctx = &h, .read = hf_read, .view = hf_view, .item_done = hf_done};
     st = cv_write_lcx(&s, items, n, &t, o);
 done:
     for (int i = 0; i < t.n_files; i++) free(t.src_paths[i]), free(t.names[i]);
@@ -474,6 +508,15 @@ static lcx_status rs_read(void *ctx, void *ts, const cv_item *it, const lcx_box 
     return lcx_ckpt_read_box(ts, it->name, it->role, box, dst);
 }
 
+static lcx_status rs_view(void *ctx, void *ts, const cv_item *it, const lcx_box *box, const void **view) {
+    (void)ctx;
+    return lcx_ckpt_box_view(ts, it->name, it->role, box, view);
+}
+static void rs_done(void *ctx, void *ts, const cv_item *it) {
+    (void)ctx, (void)it;
+    lcx_ckpt_release(ts);
+}
+
 lcx_status lcx_reshard(const char *src, const char *out, const lcx_convert_opts *o) {
     lcx_ckpt *ck = NULL;
     LCX_TRY(lcx_ckpt_open(src, &ck));
@@ -506,7 +549,8 @@ lcx_status lcx_reshard(const char *src, const char *out, const lcx_convert_opts 
         it->src = (size_t)i;
     }
     rs_src r = {.dir = src};
-    cv_source s = {.ctx = &r, .thread_init = rs_init, .thread_free = rs_free, .read = rs_read};
+    cv_source s = {.ctx = &r, .thread_init = rs_init, .thread_free = rs_free, .read = rs_read, .view = rs_view,
+                   .item_done = rs_done};
     st = cv_write_lcx(&s, items, ni, &t, o);
 done:
     for (int i = 0; i < t.n_files; i++) free(t.src_paths[i]), free(t.names[i]);

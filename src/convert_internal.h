@@ -26,6 +26,10 @@ typedef struct cv_source {
     lcx_status (*thread_init)(void *ctx, void **ts);
     void (*thread_free)(void *ts);
     lcx_status (*read)(void *ctx, void *ts, const cv_item *it, const lcx_box *box, void *dst);
+    /* Optional zero-copy: *view = the box's bytes in place, or NULL when read must be used. */
+    lcx_status (*view)(void *ctx, void *ts, const cv_item *it, const lcx_box *box, const void **view);
+    /* Optional: called after an item is written (drop mapped pages, caches). */
+    void (*item_done)(void *ctx, void *ts, const cv_item *it);
 } cv_source;
 
 typedef struct cv_target {
