@@ -66,7 +66,7 @@ lcx_status lcx_reshard(const char *src, const char *out, const lcx_convert_opts 
 lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opts *o);
 
 /* Write checkpoint src as one GGUF file out (must not exist), llama metadata, tokenizer KVs when the checkpoint
- * came from a GGUF. Memory: the whole model in its stored dtype. */
+ * came from a GGUF. Memory: one tensor at a time (read while the file is written). */
 lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_opts *o);
 
 /* llama3 rope as llama.cpp's rope_freqs.weight: per-pair divisor of the default frequency (1 kept, factor

@@ -415,6 +415,52 @@ static lcx_status add_u32(lcx_gguf_writer *w, const char *key, int64_t v) {
     return lcx_gguf_writer_add_u32(w, key, (uint32_t)v);
 }
 
+/* Lazy tensor source for the GGUF writer: one parameter read (and q/k permuted) at a time. */
+typedef struct gg_export {
+    lcx_ckpt *ck;
+    const lcx_ckpt_tensor **list;
+    const lcx_param_table *tab;
+    int64_t nh, ng;
+    const lcx_convert_opts *o;
+    void *buf;
+    uint64_t done, total;
+} gg_export;
+
+static lcx_status ex_fetch(void *user, size_t i, const void **src) {
+    gg_export *ex = user;
+    const lcx_ckpt_tensor *t = ex->list[i];
+    const lcx_param_spec *p = &ex->tab->params[i];
+    uint64_t nb;
+    void *raw = NULL;
+    LCX_TRY(cv_read_param(ex->ck, t, t->dtype, &raw, &nb));
+    int64_t heads = qk_heads(p->name, ex->nh, ex->ng);
+    if (heads) {
+        void *perm = malloc(nb + 1);
+        lcx_status st = perm ? lcx_gguf_permute_qk(perm, raw, p->shape.dims[0], p->shape.ndim == 2 ? p->shape.dims[1] : 1,
+                                                   t->es, (size_t)heads)
+                             : lcx_fail(LCX_ERR_OOM, "out of memory");
+        free(raw);
+        raw = perm;
+        if (st != LCX_OK) {
+            free(raw);
+            return st;
+        }
+    }
+    ex->buf = raw;
+    *src = raw;
+    ex->done += nb;
+    if (ex->o->progress) ex->o->progress(ex->o->progress_user, i + 1, ex->tab->n, ex->done, ex->total);
+    return LCX_OK;
+}
+
+static void ex_release(void *user, size_t i) {
+    gg_export *ex = user;
+    (void)i;
+    free(ex->buf);
+    ex->buf = NULL;
+    lcx_ckpt_release(ex->ck);
+}
+
 lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_opts *o) {
     lcx_ckpt *ck = NULL;
     LCX_TRY(lcx_ckpt_open(src, &ck));
@@ -425,7 +471,7 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
     const lcx_ckpt_tensor **list = NULL;
     lcx_gguf_writer *w = NULL;
     lcx_gguf_file *tok = NULL;
-    void **bufs = NULL;
+    gg_export ex = {0};
     float *freqs = NULL;
     char *tokpath = NULL;
     size_t n = 0;
@@ -506,46 +552,29 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
         lcx_shape fs = lcx_shape_1d((uint64_t)plan.n_pairs);
         LCX_TRY_GOTO(lcx_gguf_writer_add_tensor(w, "rope_freqs.weight", LCX_F32, &fs, LCX_F32, freqs), done);
     }
-    bufs = calloc(n + 1, sizeof *bufs);
-    LCX_FAIL_GOTO(!bufs, LCX_ERR_OOM, done, "out of memory");
-    uint64_t total = 0, done_bytes = 0;
-    for (size_t i = 0; i < n; i++) total += list[i]->es * tab.params[i].numel;
+    ex.ck = ck;
+    ex.list = list;
+    ex.tab = &tab;
+    ex.nh = cfg.num_attention_heads;
+    ex.ng = cfg.num_key_value_heads;
+    ex.o = o;
+    for (size_t i = 0; i < n; i++) ex.total += list[i]->es * tab.params[i].numel;
     for (size_t i = 0; i < n; i++) {
         const lcx_ckpt_tensor *t = list[i];
         const lcx_param_spec *p = &tab.params[i];
-        uint64_t nb;
-        void *raw = NULL;
-        LCX_TRY_GOTO(cv_read_param(ck, t, t->dtype, &raw, &nb), done);
-        int64_t heads = qk_heads(p->name, cfg.num_attention_heads, cfg.num_key_value_heads);
-        if (heads) {
-            void *perm = malloc(nb + 1);
-            if (!perm) free(raw);
-            LCX_FAIL_GOTO(!perm, LCX_ERR_OOM, done, "out of memory");
-            st = lcx_gguf_permute_qk(perm, raw, p->shape.dims[0], p->shape.ndim == 2 ? p->shape.dims[1] : 1, t->es,
-                                     (size_t)heads);
-            free(raw);
-            raw = perm;
-            if (st != LCX_OK) {
-                free(raw);
-                goto done;
-            }
-        }
-        bufs[i] = raw;
         char gname[LCX_GGUF_MAX_NAME + 1];
-        LCX_FAIL_GOTO(!map_name(p->name, 0, gname, sizeof gname), LCX_ERR_INVALID, done, "tensor %s has no GGUF name", p->name);
+        LCX_FAIL_GOTO(!map_name(p->name, 0, gname, sizeof gname), LCX_ERR_INVALID, done, "tensor %s has no GGUF name",
+                      p->name);
         lcx_dtype dt = o->dtype == LCX_DTYPE_INVALID ? t->dtype : o->dtype;
         if (p->shape.ndim != 2) dt = LCX_F32;                              /* norms and biases stay F32 */
         else if (dt == LCX_Q8_0 && p->shape.dims[1] % 32 != 0) dt = LCX_F16; /* rows must be whole blocks */
         if (dt != LCX_F32 && dt != LCX_F16 && dt != LCX_BF16 && dt != LCX_Q8_0) dt = LCX_F32;
-        LCX_TRY_GOTO(lcx_gguf_writer_add_tensor(w, gname, dt, &p->shape, t->dtype, raw), done);
-        done_bytes += nb;
-        if (o->progress) o->progress(o->progress_user, i + 1, n, done_bytes, total);
+        LCX_TRY_GOTO(lcx_gguf_writer_add_tensor_lazy(w, gname, dt, &p->shape, t->dtype, ex_fetch, ex_release, &ex, i),
+                     done);
     }
     st = lcx_gguf_writer_write(w, out);
 done:
-    if (bufs)
-        for (size_t i = 0; i < n; i++) free(bufs[i]);
-    free(bufs);
+    free(ex.buf);
     free(freqs);
     free(tokpath);
     lcx_gguf_close(tok);

@@ -649,6 +649,27 @@ static void test_errors(void) {
         CHECK(w && w->ggml_type == LCX_GGML_Q8_0 && n && n->ggml_type == LCX_GGML_F32);
     }
     lcx_gguf_close(f);
+    /* a corrupt data file: every output fails on the checksum and leaves nothing behind */
+    o = opts(1, 1);
+    o.threads = 1;
+    o.write.codec = LCX_CODEC_RAW;
+    o.write.filter = LCX_FILTER_NONE;
+    CHECK_OK(lcx_import(MODELS "llama_gqa", wpath("corrupt.lcx"), &o));
+    FILE *fp = fopen(wpath("corrupt.lcx/data-0.bin"), "r+b");
+    CHECK(fp != NULL);
+    if (fp) {
+        fseek(fp, 50000, SEEK_SET);
+        int c = fgetc(fp);
+        fseek(fp, 50000, SEEK_SET);
+        fputc(c ^ 0x40, fp);
+        fclose(fp);
+    }
+    CHECK_FAILS(lcx_export_gguf(wpath("corrupt.lcx"), wpath("corrupt.gguf"), &o), LCX_ERR_FORMAT, "checksum");
+    CHECK(!lcx_is_file(wpath("corrupt.gguf")));
+    CHECK_FAILS(lcx_export_hf(wpath("corrupt.lcx"), wpath("corrupt.hf"), &o), LCX_ERR_FORMAT, "checksum");
+    CHECK(!lcx_is_dir(wpath("corrupt.hf")));
+    CHECK_FAILS(lcx_reshard(wpath("corrupt.lcx"), wpath("corrupt2.lcx"), &o), LCX_ERR_FORMAT, "checksum");
+    CHECK(!lcx_is_dir(wpath("corrupt2.lcx")));
     uint64_t v;
     CHECK_OK(lcx_parse_size("5GB", &v));
     CHECK(v == 5000000000ull);
