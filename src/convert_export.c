@@ -73,6 +73,37 @@ lcx_status cv_param_list(lcx_ckpt *ck, const lcx_param_table *tab, const lcx_ckp
     return LCX_OK;
 }
 
+/* Lazy tensor source for the safetensors writer: one parameter read (and converted) at a time. */
+typedef struct hf_export {
+    lcx_ckpt *ck;
+    const lcx_ckpt_tensor **list;
+    const lcx_convert_opts *o;
+    size_t *index;    /* shard entry -> parameter */
+    lcx_dtype *dtype; /* shard entry -> output dtype */
+    void *buf;
+    uint64_t done, total;
+    size_t n, n_done;
+} hf_export;
+
+static lcx_status hf_fetch(void *user, size_t k, const void **data) {
+    hf_export *ex = user;
+    uint64_t nb;
+    LCX_TRY(cv_read_param(ex->ck, ex->list[ex->index[k]], ex->dtype[k], &ex->buf, &nb));
+    *data = ex->buf;
+    ex->done += nb;
+    ex->n_done++;
+    if (ex->o->progress) ex->o->progress(ex->o->progress_user, ex->n_done, ex->n, ex->done, ex->total);
+    return LCX_OK;
+}
+
+static void hf_release(void *user, size_t k) {
+    hf_export *ex = user;
+    (void)k;
+    free(ex->buf);
+    ex->buf = NULL;
+    lcx_ckpt_release(ex->ck);
+}
+
 static lcx_status copy_file(const char *from, const char *to) {
     char *buf = NULL;
     size_t len = 0;
@@ -93,7 +124,8 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
     char *parent = NULL, *base = NULL, *tmp = NULL, *path = NULL;
     size_t *shard_of = NULL;
     lcx_st_out_tensor *part = NULL;
-    void **bufs = NULL;
+    size_t *ex_index = NULL;
+    lcx_dtype *ex_dtype = NULL;
     json_t *index = NULL;
     size_t n = 0, n_shards = 0;
 
@@ -124,9 +156,10 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
     uint64_t max_shard = o->shard_bytes ? o->shard_bytes : LCX_ST_DEFAULT_SHARD_BYTES;
     shard_of = calloc(n + 1, sizeof *shard_of);
     part = calloc(n + 1, sizeof *part);
-    bufs = calloc(n + 1, sizeof *bufs);
-    LCX_FAIL_GOTO(!shard_of || !part || !bufs, LCX_ERR_OOM, done, "out of memory");
-    uint64_t cur_bytes = 0, total_size = 0, total_params = 0, done_bytes = 0;
+    ex_index = calloc(n + 1, sizeof *ex_index);
+    ex_dtype = calloc(n + 1, sizeof *ex_dtype);
+    LCX_FAIL_GOTO(!shard_of || !part || !ex_index || !ex_dtype, LCX_ERR_OOM, done, "out of memory");
+    uint64_t cur_bytes = 0, total_size = 0, total_params = 0;
     size_t cur = (size_t)-1;
     for (size_t i = 0; i < n; i++) {
         lcx_dtype dt = o->dtype != LCX_DTYPE_INVALID ? o->dtype : list[i]->dtype;
@@ -158,17 +191,16 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
             json_object_set_new(wmap, tab.params[i].name, json_string(name));
         }
     }
+    hf_export ex = {.ck = ck, .list = list, .o = o, .total = total_size, .n = n, .index = ex_index, .dtype = ex_dtype};
     for (size_t s = 0; s < n_shards; s++) {
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
             if (shard_of[i] != s) continue;
             lcx_dtype dt = o->dtype != LCX_DTYPE_INVALID ? o->dtype : list[i]->dtype;
-            uint64_t nb;
-            LCX_TRY_GOTO(cv_read_param(ck, list[i], dt, &bufs[k], &nb), done);
-            part[k] = (lcx_st_out_tensor){.name = tab.params[i].name, .dtype = dt, .shape = tab.params[i].shape,
-                                          .data = bufs[k]};
+            part[k] = (lcx_st_out_tensor){.name = tab.params[i].name, .dtype = dt, .shape = tab.params[i].shape};
+            ex.index[k] = i;
+            ex.dtype[k] = dt;
             k++;
-            done_bytes += nb;
         }
         char name[64];
         if (n_shards == 1) snprintf(name, sizeof name, "model.safetensors");
@@ -176,10 +208,7 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
         free(path);
         path = lcx_path_join(tmp, name);
         LCX_FAIL_GOTO(!path, LCX_ERR_OOM, done, "out of memory");
-        st = lcx_st_write(path, part, k, NULL, NULL, 0);
-        for (size_t j = 0; j < k; j++) free(bufs[j]), bufs[j] = NULL;
-        if (st != LCX_OK) goto done;
-        if (o->progress) o->progress(o->progress_user, s + 1, n_shards, done_bytes, total_size);
+        LCX_TRY_GOTO(lcx_st_write_lazy(path, part, k, hf_fetch, hf_release, &ex), done);
     }
     if (index) {
         char *txt = lcx_json_dumps_hf(index);
@@ -218,9 +247,8 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
     st = lcx_fsync_dir(parent);
 done:
     if (tmp) cv_remove_flat_dir(tmp);
-    if (bufs)
-        for (size_t j = 0; j < n; j++) free(bufs[j]);
-    free(bufs);
+    free(ex_index);
+    free(ex_dtype);
     free(part);
     free(shard_of);
     json_decref(index);

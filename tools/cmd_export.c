@@ -80,7 +80,7 @@ int lcx_cmd_export(int argc, char **argv) {
             return lcx_cli_usage_error(CMD, "--shard-size '%s': expected a size like 5GB or 500MiB", shard);
     }
     lcx_cli_bar bar;
-    lcx_cli_bar_init(&bar, quiet, gguf ? "tensors" : "shards");
+    lcx_cli_bar_init(&bar, quiet, "tensors");
     o.progress = lcx_cli_progress;
     o.progress_user = &bar;
     o.warn = warn;
