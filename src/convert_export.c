@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "convert_internal.h"
@@ -238,6 +239,10 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
         free(from);
         if (st != LCX_OK) goto done;
     }
+    /* mkdtemp made it 0700; give it the mode a plain mkdir would have */
+    mode_t um = umask(0);
+    umask(um);
+    LCX_FAIL_GOTO(chmod(tmp, 0777 & ~um) != 0, LCX_ERR_IO, done, "%s: chmod failed: %s", tmp, strerror(errno));
     LCX_TRY_GOTO(lcx_fsync_dir(tmp), done);
     LCX_TRY_GOTO(cv_check_absent(out), done);
     LCX_FAIL_GOTO(rename(tmp, out) != 0, LCX_ERR_IO, done, "%s: cannot rename %s into place: %s", out, tmp,

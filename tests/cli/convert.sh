@@ -43,6 +43,7 @@ check "inspect lcx --json: tp 2, 21 params" python3 -c "import json,sys; j=json.
 run export "$tmp/gqa.lcx" --format hf --out "$tmp/gqa_hf"
 check "export hf: exit 0" [ "$(rc)" -eq 0 ]
 check "export hf: model.safetensors identical to the fixture" cmp -s "$tmp/gqa_hf/model.safetensors" "$M/llama_gqa/model.safetensors"
+check "export hf: directory has a normal mode, not mkdtemp's 0700" [ "$(stat -c %a "$tmp/gqa_hf")" != 700 ]
 check "export hf: generation_config copied" cmp -s "$tmp/gqa_hf/generation_config.json" "$M/llama_gqa/generation_config.json"
 run inspect "$tmp/gqa_hf"
 check "exported HF directory passes inspect" [ "$(rc)" -eq 0 ]
