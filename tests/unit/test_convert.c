@@ -254,19 +254,9 @@ static void gguf_hf_name(const char *g, char *out, size_t cap) {
         if (!strcmp(g, map[i][0])) snprintf(out, cap, "%s", map[i][1]);
 }
 
-static void test_gguf_import(void) {
-    json_t *exp = json_load_file(GG "expected.json", 0, NULL);
-    char *blob = NULL;
-    size_t blen = 0;
-    CHECK(exp != NULL);
-    CHECK_OK(lcx_read_file(GG "expected.f32", 1 << 24, &blob, &blen));
-    lcx_convert_opts o = opts(2, 1);
-    CHECK_OK(lcx_import(GG "llama_tiny.gguf", wpath("tiny.lcx"), &o));
-    lcx_ckpt *ck = NULL;
-    CHECK_OK(lcx_ckpt_open(wpath("tiny.lcx"), &ck));
-    if (!exp || !blob || !ck) goto done;
-    json_t *tensors = json_object_get(json_object_get(json_object_get(exp, "files"), "llama_tiny.gguf"), "tensors");
-    json_t *perm = json_object_get(exp, "permutation");
+/* Every tensor of a GGUF description (name, ggml_type, f32_at, numel: gguf-py's dequantised values in ref) equals
+ * the imported .lcx tensor, q/k rows put back with the recorded permutation. Returns the tensors checked. */
+static int check_gguf_values(lcx_ckpt *ck, json_t *tensors, const float *ref, json_t *perm) {
     size_t i;
     json_t *e;
     int checked = 0;
@@ -278,7 +268,7 @@ static void test_gguf_import(void) {
         CHECK_MSG(t != NULL, "tensor %s (%s) missing", gname, hf);
         if (!t) continue;
         size_t n = (size_t)json_integer_value(json_object_get(e, "numel"));
-        const float *want = (const float *)blob + json_integer_value(json_object_get(e, "f32_at"));
+        const float *want = ref + json_integer_value(json_object_get(e, "f32_at"));
         lcx_box full = lcx_box_full(t->ndim, t->shape);
         void *raw = malloc(n * t->es);
         float *got = malloc(n * sizeof(float));
@@ -292,14 +282,47 @@ static void test_gguf_import(void) {
             for (size_t c = 0; c < cols; c++) bad += memcmp(&got[hr * cols + c], &want[r * cols + c], 4) != 0;
         }
         CHECK_MSG(bad == 0, "%s: %zu values differ from gguf-py", gname, bad);
-        /* quantised tensors become F32, F16 stays F16 */
+        /* quantised tensors become F32, F16 / BF16 stay */
         int gt = (int)json_integer_value(json_object_get(e, "ggml_type"));
-        CHECK(t->dtype == (gt == 1 ? LCX_F16 : gt == 30 ? LCX_BF16 : LCX_F32));
+        CHECK_MSG(t->dtype == (gt == 1 ? LCX_F16 : gt == 30 ? LCX_BF16 : LCX_F32), "%s: dtype", gname);
         checked++;
         free(raw);
         free(got);
     }
+    return checked;
+}
+
+static void test_gguf_import(void) {
+    json_t *exp = json_load_file(GG "expected.json", 0, NULL);
+    char *blob = NULL;
+    size_t blen = 0;
+    CHECK(exp != NULL);
+    CHECK_OK(lcx_read_file(GG "expected.f32", 1 << 24, &blob, &blen));
+    lcx_convert_opts o = opts(2, 1);
+    CHECK_OK(lcx_import(GG "llama_tiny.gguf", wpath("tiny.lcx"), &o));
+    lcx_ckpt *ck = NULL;
+    CHECK_OK(lcx_ckpt_open(wpath("tiny.lcx"), &ck));
+    if (!exp || !blob || !ck) goto done;
+    json_t *tensors = json_object_get(json_object_get(json_object_get(exp, "files"), "llama_tiny.gguf"), "tensors");
+    json_t *perm = json_object_get(exp, "permutation");
+    int checked = check_gguf_values(ck, tensors, (const float *)blob, perm);
     CHECK(checked == 12);
+    /* Q4_0 / Q4_1 / Q8_0 / BF16 weights: values equal gguf-py's dequantisation */
+    {
+        json_t *q4 = json_load_file(GG "llama_q4.json", 0, NULL);
+        char *qb = NULL;
+        size_t ql = 0;
+        CHECK(q4 != NULL);
+        CHECK_OK(lcx_read_file(GG "llama_q4.f32", 1 << 24, &qb, &ql));
+        o = opts(2, 1);
+        CHECK_OK(lcx_import(GG "llama_q4.gguf", wpath("q4.lcx"), &o));
+        lcx_ckpt *c4 = NULL;
+        CHECK_OK(lcx_ckpt_open(wpath("q4.lcx"), &c4));
+        if (q4 && qb && c4) CHECK(check_gguf_values(c4, json_object_get(q4, "tensors"), (const float *)qb, perm) == 12);
+        lcx_ckpt_free(c4);
+        free(qb);
+        json_decref(q4);
+    }
     /* the rebuilt config */
     lcx_model_config c;
     CHECK_OK(lcx_ckpt_model_config(ck) ? LCX_OK : LCX_ERR_FORMAT);
