@@ -78,6 +78,18 @@ if [ $py -ne 0 ] && grep -q "No module named" "$tmp/py"; then echo "note: python
 else check "reshard chains bit-exact against the source tensors" [ $py -eq 0 ]; fi
 for i in 2 3 4 5 6; do check "chain step $i: same safetensors bytes as step 1" cmp -s "$tmp/c1.hf/model.safetensors" "$tmp/c$i.hf/model.safetensors"; done
 
+# a single .safetensors file as the source (config.json beside it), a memory bound on reshard
+run import "$M/llama_gqa/model.safetensors" --out "$tmp/file.lcx" --tp 4 --codec zstd --level 3
+check "import from a .safetensors file: exit 0" [ "$(rc)" -eq 0 ]
+run reshard "$tmp/file.lcx" --tp 1 --out "$tmp/file1.lcx" --max-memory 4KiB --codec raw
+check "reshard --max-memory 4KiB: exit 0" [ "$(rc)" -eq 0 ]
+run export "$tmp/file1.lcx" --format hf --out "$tmp/file1_hf"
+check "bounded reshard: identical model.safetensors" cmp -s "$tmp/file1_hf/model.safetensors" "$M/llama_gqa/model.safetensors"
+run inspect "$tmp/file1.lcx" --json
+check "bounded reshard: more pieces than tensors (row chunks)" python3 -c "import json,sys; j=json.load(open('$tmp/out')); sys.exit(not j['num_pieces'] > j['num_tensors'])"
+run reshard "$tmp/file.lcx" --tp 1 --out "$tmp/file2.lcx" --max-memory lots
+check "bad --max-memory: exit 2" [ "$(rc)" -eq 2 ]
+
 # sharded HF export with --shard-size, bf16
 run export "$tmp/gqa.lcx" --format hf --out "$tmp/gqa_sh" --shard-size 40KB --dtype bf16
 check "sharded bf16 export: exit 0" [ "$(rc)" -eq 0 ]
