@@ -8,5 +8,9 @@ int lcx_cmd_score(int argc, char **argv);
 int lcx_cmd_train_steps(int argc, char **argv);
 int lcx_cmd_plan(int argc, char **argv);
 int lcx_cmd_tokenize(int argc, char **argv);
+int lcx_cmd_import(int argc, char **argv);
+int lcx_cmd_export(int argc, char **argv);
+int lcx_cmd_reshard(int argc, char **argv);
+int lcx_cmd_verify(int argc, char **argv);
 
 #endif
