@@ -55,6 +55,19 @@ static int map_name(const char *in, int from, char *out, size_t cap) {
     return 0;
 }
 
+/* "<arch>.<key>" into buf (GGUF metadata keys are prefixed with the architecture name). */
+static const char *arch_key(char *buf, size_t cap, const char *arch, const char *key) {
+    snprintf(buf, cap, "%s.%s", arch, key);
+    return buf;
+}
+#define K(k) arch_key(kb, sizeof kb, ga, (k))
+
+/* GGUF architecture of a model: llama.cpp writes Mistral as llama; Qwen2/Qwen3 have their own (tensor names as
+ * llama's, q/k not permuted: transformers' GGUF reader un-permutes only llama). */
+static const char *gguf_arch_of(lcx_arch a) {
+    return a == LCX_ARCH_QWEN2 ? "qwen2" : a == LCX_ARCH_QWEN3 ? "qwen3" : "llama";
+}
+
 /* q/k weights and biases are row-permuted by llama.cpp; returns the head count to (un)permute with, else 0. */
 static int64_t qk_heads(const char *hf_name, int64_t nh, int64_t ng) {
     lcx_weight_kind k = lcx_weight_kind_of_name(hf_name);
@@ -78,6 +91,7 @@ static double f32_to_decimal(float v) {
 typedef struct gg_src {
     lcx_gguf_file *f;
     int64_t nh, ng;
+    int permuted; /* llama: q/k rows in llama.cpp's pair order */
 } gg_src;
 
 typedef struct gg_ts {
@@ -120,7 +134,7 @@ static lcx_status gg_read(void *ctx, void *tsv, const cv_item *it, const lcx_box
         } else {
             memcpy(ts->tmp, t->data, it->bytes);
         }
-        int64_t heads = qk_heads(it->name, g->nh, g->ng);
+        int64_t heads = g->permuted ? qk_heads(it->name, g->nh, g->ng) : 0;
         if (heads) {
             size_t rows = it->shape[0], cols = it->ndim == 2 ? it->shape[1] : 1;
             LCX_TRY(lcx_gguf_unpermute_qk(ts->full, ts->tmp, rows, cols, es, (size_t)heads));
@@ -217,40 +231,42 @@ static lcx_status llama3_from_freqs(const lcx_gguf_file *f, const lcx_gguf_tenso
 }
 
 static lcx_status gguf_config(const lcx_gguf_file *f, const lcx_gguf_tensor *embd, int tied, int qbias,
-                              int obias, int mbias, lcx_dtype dtype, json_t **out) {
-    char *arch = NULL;
+                              int obias, int mbias, lcx_dtype dtype, json_t **out, int *permuted) {
+    char *arch = NULL, kb[128];
     LCX_TRY(lcx_gguf_get_str_dup(f, "general.architecture", &arch));
-    if (strcmp(arch, "llama") != 0) {
+    const char *ga = !strcmp(arch, "llama") ? "llama" : !strcmp(arch, "qwen2") ? "qwen2" : !strcmp(arch, "qwen3") ? "qwen3" : NULL;
+    if (!ga) {
         lcx_status st = lcx_fail(LCX_ERR_UNSUPPORTED,
-                                 "%s: GGUF architecture '%s' is not supported (only 'llama'; qwen2/qwen3 GGUFs are not "
-                                 "mapped yet)",
-                                 f->path, arch);
+                                 "%s: GGUF architecture '%s' is not supported (llama, qwen2, qwen3)", f->path, arch);
         free(arch);
         return st;
     }
     free(arch);
+    int is_llama = !strcmp(ga, "llama");
+    *permuted = is_llama;
     uint64_t ctx, H, L, F, nh, ng = 0, kl = 0, rot = 0;
     float eps, theta = 10000.0f;
-    LCX_TRY(lcx_gguf_get_u64(f, "llama.context_length", &ctx));
-    LCX_TRY(lcx_gguf_get_u64(f, "llama.embedding_length", &H));
-    LCX_TRY(lcx_gguf_get_u64(f, "llama.block_count", &L));
-    LCX_TRY(lcx_gguf_get_u64(f, "llama.feed_forward_length", &F));
-    LCX_TRY(lcx_gguf_get_u64(f, "llama.attention.head_count", &nh));
-    LCX_TRY(lcx_gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &eps));
-    if (lcx_gguf_find_kv(f, "llama.attention.head_count_kv")) LCX_TRY(lcx_gguf_get_u64(f, "llama.attention.head_count_kv", &ng));
+    LCX_TRY(lcx_gguf_get_u64(f, K("context_length"), &ctx));
+    LCX_TRY(lcx_gguf_get_u64(f, K("embedding_length"), &H));
+    LCX_TRY(lcx_gguf_get_u64(f, K("block_count"), &L));
+    LCX_TRY(lcx_gguf_get_u64(f, K("feed_forward_length"), &F));
+    LCX_TRY(lcx_gguf_get_u64(f, K("attention.head_count"), &nh));
+    LCX_TRY(lcx_gguf_get_f32(f, K("attention.layer_norm_rms_epsilon"), &eps));
+    if (lcx_gguf_find_kv(f, K("attention.head_count_kv"))) LCX_TRY(lcx_gguf_get_u64(f, K("attention.head_count_kv"), &ng));
     else ng = nh;
-    if (lcx_gguf_find_kv(f, "llama.rope.freq_base")) LCX_TRY(lcx_gguf_get_f32(f, "llama.rope.freq_base", &theta));
+    if (lcx_gguf_find_kv(f, K("rope.freq_base"))) LCX_TRY(lcx_gguf_get_f32(f, K("rope.freq_base"), &theta));
     LCX_FAIL_IF(nh == 0 || nh > 65536 || H > ((uint64_t)1 << 20), LCX_ERR_FORMAT, "%s: implausible head count / hidden size",
                 f->path);
-    if (lcx_gguf_find_kv(f, "llama.attention.key_length")) LCX_TRY(lcx_gguf_get_u64(f, "llama.attention.key_length", &kl));
+    if (lcx_gguf_find_kv(f, K("attention.key_length"))) LCX_TRY(lcx_gguf_get_u64(f, K("attention.key_length"), &kl));
     uint64_t hd = kl ? kl : H / nh;
-    if (lcx_gguf_find_kv(f, "llama.rope.dimension_count")) LCX_TRY(lcx_gguf_get_u64(f, "llama.rope.dimension_count", &rot));
+    if (lcx_gguf_find_kv(f, K("rope.dimension_count"))) LCX_TRY(lcx_gguf_get_u64(f, K("rope.dimension_count"), &rot));
     else rot = hd;
     lcx_shape es = lcx_gguf_tensor_shape(embd);
     json_t *c = json_object();
     LCX_FAIL_IF(!c, LCX_ERR_OOM, "out of memory");
-    json_object_set_new(c, "architectures", json_pack("[s]", "LlamaForCausalLM"));
-    json_object_set_new(c, "model_type", json_string("llama"));
+    lcx_arch a = is_llama ? LCX_ARCH_LLAMA : !strcmp(ga, "qwen2") ? LCX_ARCH_QWEN2 : LCX_ARCH_QWEN3;
+    json_object_set_new(c, "architectures", json_pack("[s]", lcx_arch_class(a)));
+    json_object_set_new(c, "model_type", json_string(lcx_arch_name(a)));
     json_object_set_new(c, "vocab_size", json_integer((json_int_t)es.dims[0]));
     json_object_set_new(c, "hidden_size", json_integer((json_int_t)H));
     json_object_set_new(c, "intermediate_size", json_integer((json_int_t)F));
@@ -264,11 +280,12 @@ static lcx_status gguf_config(const lcx_gguf_file *f, const lcx_gguf_tensor *emb
     json_object_set_new(c, "rope_theta", json_real(f32_to_decimal(theta)));
     if (rot != hd) json_object_set_new(c, "partial_rotary_factor", json_real((double)rot / (double)hd));
     json_object_set_new(c, "tie_word_embeddings", json_boolean(tied));
-    json_object_set_new(c, "attention_bias", json_boolean(qbias));
-    json_object_set_new(c, "mlp_bias", json_boolean(mbias));
+    if (a != LCX_ARCH_QWEN2) json_object_set_new(c, "attention_bias", json_boolean(qbias)); /* qwen2: always */
+    if (a == LCX_ARCH_LLAMA) json_object_set_new(c, "mlp_bias", json_boolean(mbias));
+    if (a != LCX_ARCH_LLAMA) json_object_set_new(c, "use_sliding_window", json_false());
     json_object_set_new(c, "torch_dtype", json_string(torch_dtype_name(dtype)));
     lcx_status st = LCX_OK;
-    if (qbias != obias) st = lcx_fail(LCX_ERR_UNSUPPORTED, "%s: q/k/v biases without an output bias (or the reverse) "
+    if (is_llama && qbias != obias) st = lcx_fail(LCX_ERR_UNSUPPORTED, "%s: q/k/v biases without an output bias (or the reverse) "
                                       "have no llama config", f->path);
     int64_t v;
     if (lcx_gguf_find_kv(f, "tokenizer.ggml.bos_token_id") && lcx_gguf_get_i64(f, "tokenizer.ggml.bos_token_id", &v) == LCX_OK)
@@ -279,17 +296,17 @@ static lcx_status gguf_config(const lcx_gguf_file *f, const lcx_gguf_tensor *emb
     json_t *rs = json_object();
     const lcx_gguf_tensor *rf = lcx_gguf_find_tensor(f, "rope_freqs.weight");
     char *type = NULL;
-    if (st == LCX_OK && lcx_gguf_find_kv(f, "llama.rope.scaling.type")) st = lcx_gguf_get_str_dup(f, "llama.rope.scaling.type", &type);
+    if (st == LCX_OK && lcx_gguf_find_kv(f, K("rope.scaling.type"))) st = lcx_gguf_get_str_dup(f, K("rope.scaling.type"), &type);
     if (st == LCX_OK && rf) {
         st = llama3_from_freqs(f, rf, theta, (int64_t)rot, rs);
     } else if (st == LCX_OK && type && (strcmp(type, "linear") == 0 || strcmp(type, "yarn") == 0)) {
         float factor;
-        st = lcx_gguf_get_f32(f, "llama.rope.scaling.factor", &factor);
+        st = lcx_gguf_get_f32(f, K("rope.scaling.factor"), &factor);
         json_object_set_new(rs, "rope_type", json_string(type));
         if (st == LCX_OK) json_object_set_new(rs, "factor", json_real(f32_to_decimal(factor)));
         if (st == LCX_OK && strcmp(type, "yarn") == 0) {
             uint64_t orig;
-            st = lcx_gguf_get_u64(f, "llama.rope.scaling.original_context_length", &orig);
+            st = lcx_gguf_get_u64(f, K("rope.scaling.original_context_length"), &orig);
             if (st == LCX_OK) json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)orig));
         }
     } else if (st == LCX_OK && type && strcmp(type, "none") != 0) {
@@ -324,7 +341,7 @@ lcx_status lcx_import_gguf_file(const char *src, const char *out, const lcx_conv
     lcx_param_table tab = {0};
     lcx_gguf_writer *tw = NULL;
     char *tokpath = NULL, *tokname = NULL, *parent = NULL, *base = NULL;
-    int tok_written = 0;
+    int tok_written = 0, permuted = 0;
     LCX_FAIL_GOTO(!items, LCX_ERR_OOM, done, "out of memory");
     const lcx_gguf_tensor *embd = lcx_gguf_find_tensor(f, "token_embd.weight");
     LCX_FAIL_GOTO(!embd || embd->n_dims != 2, LCX_ERR_FORMAT, done, "%s: no 2-D tensor 'token_embd.weight'", src);
@@ -353,7 +370,7 @@ lcx_status lcx_import_gguf_file(const char *src, const char *out, const lcx_conv
     }
     LCX_TRY_GOTO(gguf_config(f, embd, !lcx_gguf_find_tensor(f, "output.weight"), !!lcx_gguf_find_tensor(f, "blk.0.attn_q.bias"),
                              !!lcx_gguf_find_tensor(f, "blk.0.attn_output.bias"), !!lcx_gguf_find_tensor(f, "blk.0.ffn_gate.bias"),
-                             wdt, &config),
+                             wdt, &config, &permuted),
                  done);
     /* The tensors must be exactly the ones the rebuilt config implies. */
     LCX_TRY_GOTO(cv_config_from_json(config, src, &cfg), done);
@@ -390,7 +407,7 @@ lcx_status lcx_import_gguf_file(const char *src, const char *out, const lcx_conv
         t.src_paths = &tokpath;
         t.names = &tokname;
     }
-    gg_src g = {.f = f, .nh = cfg.num_attention_heads, .ng = cfg.num_key_value_heads};
+    gg_src g = {.f = f, .nh = cfg.num_attention_heads, .ng = cfg.num_key_value_heads, .permuted = permuted};
     cv_source s = {.ctx = &g, .thread_init = gg_init, .thread_free = gg_free, .read = gg_read};
     st = cv_write_lcx(&s, items, n, &t, o);
 done:
@@ -422,6 +439,7 @@ typedef struct gg_export {
     const lcx_param_table *tab;
     int64_t nh, ng;
     const lcx_convert_opts *o;
+    int permute;
     void *buf;
     uint64_t done, total;
 } gg_export;
@@ -433,7 +451,7 @@ static lcx_status ex_fetch(void *user, size_t i, const void **src) {
     uint64_t nb;
     void *raw = NULL;
     LCX_TRY(cv_read_param(ex->ck, t, t->dtype, &raw, &nb));
-    int64_t heads = qk_heads(p->name, ex->nh, ex->ng);
+    int64_t heads = ex->permute ? qk_heads(p->name, ex->nh, ex->ng) : 0;
     if (heads) {
         void *perm = malloc(nb + 1);
         lcx_status st = perm ? lcx_gguf_permute_qk(perm, raw, p->shape.dims[0], p->shape.ndim == 2 ? p->shape.dims[1] : 1,
@@ -480,11 +498,13 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
     LCX_FAIL_GOTO(!json_is_object(cj), LCX_ERR_FORMAT, done, "%s: the checkpoint holds no model config", src);
     LCX_TRY_GOTO(cv_config_from_json(cj, "model config", &cfg), done);
     have_cfg = 1;
-    LCX_FAIL_GOTO(cfg.arch != LCX_ARCH_LLAMA && cfg.arch != LCX_ARCH_MISTRAL, LCX_ERR_UNSUPPORTED, done,
-                  "GGUF export of %s models is not supported (llama and mistral only: llama.cpp's %s layout is not "
-                  "verified here)",
-                  lcx_arch_name(cfg.arch), lcx_arch_name(cfg.arch));
-    LCX_FAIL_GOTO(cfg.qkv_bias != cfg.o_bias, LCX_ERR_UNSUPPORTED, done, "GGUF export: q/k/v and o biases differ");
+    const char *ga = gguf_arch_of(cfg.arch);
+    char kb[128];
+    int permute = !strcmp(ga, "llama");
+    LCX_FAIL_GOTO(permute && cfg.qkv_bias != cfg.o_bias, LCX_ERR_UNSUPPORTED, done,
+                  "GGUF export: llama with q/k/v biases but no o bias (or the reverse) has no llama.cpp form");
+    LCX_FAIL_GOTO(cfg.arch == LCX_ARCH_QWEN3 && cfg.qkv_bias, LCX_ERR_UNSUPPORTED, done,
+                  "GGUF export: qwen3 with attention_bias has no llama.cpp form");
     LCX_FAIL_GOTO(o->dtype != LCX_DTYPE_INVALID && o->dtype != LCX_F32 && o->dtype != LCX_F16 && o->dtype != LCX_BF16 &&
                       o->dtype != LCX_Q8_0,
                   LCX_ERR_INVALID, done, "--dtype: GGUF export writes f32, f16, bf16 or q8_0");
@@ -501,34 +521,34 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
     LCX_TRY_GOTO(cv_check_absent(out), done);
 
     LCX_TRY_GOTO(lcx_gguf_writer_init(&w, 0), done);
-    LCX_TRY_GOTO(lcx_gguf_writer_add_str(w, "general.architecture", "llama"), done);
+    LCX_TRY_GOTO(lcx_gguf_writer_add_str(w, "general.architecture", ga), done);
     const json_t *nm = json_object_get(cj, "_name_or_path");
     if (json_is_string(nm) && json_string_length(nm))
         LCX_TRY_GOTO(lcx_gguf_writer_add_str(w, "general.name", json_string_value(nm)), done);
-    LCX_TRY_GOTO(add_u32(w, "llama.vocab_size", cfg.vocab_size), done);
-    LCX_TRY_GOTO(add_u32(w, "llama.context_length", cfg.max_position_embeddings), done);
-    LCX_TRY_GOTO(add_u32(w, "llama.embedding_length", cfg.hidden_size), done);
-    LCX_TRY_GOTO(add_u32(w, "llama.block_count", cfg.num_hidden_layers), done);
-    LCX_TRY_GOTO(add_u32(w, "llama.feed_forward_length", cfg.intermediate_size), done);
-    LCX_TRY_GOTO(add_u32(w, "llama.attention.head_count", cfg.num_attention_heads), done);
-    LCX_TRY_GOTO(add_u32(w, "llama.attention.head_count_kv", cfg.num_key_value_heads), done);
+    LCX_TRY_GOTO(add_u32(w, K("vocab_size"), cfg.vocab_size), done);
+    LCX_TRY_GOTO(add_u32(w, K("context_length"), cfg.max_position_embeddings), done);
+    LCX_TRY_GOTO(add_u32(w, K("embedding_length"), cfg.hidden_size), done);
+    LCX_TRY_GOTO(add_u32(w, K("block_count"), cfg.num_hidden_layers), done);
+    LCX_TRY_GOTO(add_u32(w, K("feed_forward_length"), cfg.intermediate_size), done);
+    LCX_TRY_GOTO(add_u32(w, K("attention.head_count"), cfg.num_attention_heads), done);
+    LCX_TRY_GOTO(add_u32(w, K("attention.head_count_kv"), cfg.num_key_value_heads), done);
     if (cfg.head_dim * cfg.num_attention_heads != cfg.hidden_size) {
-        LCX_TRY_GOTO(add_u32(w, "llama.attention.key_length", cfg.head_dim), done);
-        LCX_TRY_GOTO(add_u32(w, "llama.attention.value_length", cfg.head_dim), done);
+        LCX_TRY_GOTO(add_u32(w, K("attention.key_length"), cfg.head_dim), done);
+        LCX_TRY_GOTO(add_u32(w, K("attention.value_length"), cfg.head_dim), done);
     }
-    LCX_TRY_GOTO(lcx_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", (float)cfg.rms_norm_eps), done);
-    LCX_TRY_GOTO(lcx_gguf_writer_add_f32(w, "llama.rope.freq_base", (float)plan.theta), done);
-    LCX_TRY_GOTO(add_u32(w, "llama.rope.dimension_count", plan.rot_dim), done);
+    LCX_TRY_GOTO(lcx_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), (float)cfg.rms_norm_eps), done);
+    LCX_TRY_GOTO(lcx_gguf_writer_add_f32(w, K("rope.freq_base"), (float)plan.theta), done);
+    LCX_TRY_GOTO(add_u32(w, K("rope.dimension_count"), plan.rot_dim), done);
     if (plan.type == LCX_ROPE_YARN && o->warn &&
         (cfg.rope.has_attention_factor || cfg.rope.has_beta_fast || cfg.rope.has_beta_slow || cfg.rope.has_mscale ||
          cfg.rope.has_mscale_all_dim))
         o->warn(o->warn_user, "GGUF export: yarn attention_factor / beta / mscale settings are not written (llama.cpp "
                               "uses its defaults)");
     if (plan.type == LCX_ROPE_LINEAR || plan.type == LCX_ROPE_YARN) {
-        LCX_TRY_GOTO(lcx_gguf_writer_add_str(w, "llama.rope.scaling.type", lcx_rope_type_name(plan.type)), done);
-        LCX_TRY_GOTO(lcx_gguf_writer_add_f32(w, "llama.rope.scaling.factor", (float)plan.factor), done);
+        LCX_TRY_GOTO(lcx_gguf_writer_add_str(w, K("rope.scaling.type"), lcx_rope_type_name(plan.type)), done);
+        LCX_TRY_GOTO(lcx_gguf_writer_add_f32(w, K("rope.scaling.factor"), (float)plan.factor), done);
         if (plan.type == LCX_ROPE_YARN)
-            LCX_TRY_GOTO(add_u32(w, "llama.rope.scaling.original_context_length", plan.original_max), done);
+            LCX_TRY_GOTO(add_u32(w, K("rope.scaling.original_context_length"), plan.original_max), done);
     }
     /* Tokenizer KVs kept from a GGUF import. */
     for (int i = 0; i < lcx_ckpt_tokenizer_file_count(ck); i++) {
@@ -557,6 +577,7 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
     ex.tab = &tab;
     ex.nh = cfg.num_attention_heads;
     ex.ng = cfg.num_key_value_heads;
+    ex.permute = permute;
     ex.o = o;
     for (size_t i = 0; i < n; i++) ex.total += list[i]->es * tab.params[i].numel;
     for (size_t i = 0; i < n; i++) {

@@ -146,11 +146,24 @@ run export "$tmp/gqa.lcx" --format hf --dtype q8_0 --out "$tmp/o"
 check "q8_0 for hf: exit 2" [ "$(rc)" -eq 2 ]
 run export "$tmp/gqa.lcx" --format hf --shard-size lots --out "$tmp/o"
 check "bad --shard-size: exit 2" [ "$(rc)" -eq 2 ]
+# qwen2 exports as llama.cpp's qwen2 architecture and comes back identical
 run import "$M/qwen2" --out "$tmp/qwen2.lcx"
 run export "$tmp/qwen2.lcx" --format gguf --out "$tmp/qwen2.gguf"
-check "qwen2 gguf export refused: exit 1" [ "$(rc)" -eq 1 ]
-check "qwen2 gguf export refused: says qwen2" grep -q "qwen2" "$tmp/err"
-check "qwen2 gguf export refused: no file" [ ! -e "$tmp/qwen2.gguf" ]
+check "qwen2 gguf export: exit 0" [ "$(rc)" -eq 0 ]
+run import "$tmp/qwen2.gguf" --out "$tmp/qwen2b.lcx"
+run export "$tmp/qwen2b.lcx" --format hf --out "$tmp/qwen2_hf"
+check "qwen2 HF -> GGUF -> HF: identical model.safetensors" cmp -s "$tmp/qwen2_hf/model.safetensors" "$M/qwen2/model.safetensors"
+# dynamic rope has no llama.cpp form: refused in one line, no file
+mkdir "$tmp/dyn"
+cp "$M/llama_gqa/model.safetensors" "$tmp/dyn/"
+sed 's/^{$/{ "rope_scaling": {"rope_type": "dynamic", "factor": 2.0},/' "$M/llama_gqa/config.json" >"$tmp/dyn/config.json"
+run import "$tmp/dyn" --out "$tmp/dyn.lcx"
+check "dynamic-rope model imports" [ "$(rc)" -eq 0 ]
+run export "$tmp/dyn.lcx" --format gguf --out "$tmp/dyn.gguf"
+check "dynamic rope gguf export refused: exit 1" [ "$(rc)" -eq 1 ]
+check "dynamic rope gguf export refused: says dynamic" grep -q "dynamic" "$tmp/err"
+check "dynamic rope gguf export refused: one line" one_line_err
+check "dynamic rope gguf export refused: no file" [ ! -e "$tmp/dyn.gguf" ]
 run verify /nonexistent/ckpt
 check "verify missing: exit 1" [ "$(rc)" -eq 1 ]
 # a flipped byte in a data file: verify names the file and fails

@@ -385,7 +385,7 @@ done:
 /* ---- HF -> GGUF -> HF ---------------------------------------------------------------------------------------- */
 static void test_gguf_roundtrips(void) {
     static const char *const models[] = {"llama_gqa", "llama_tied", "llama_bf16", "llama_rope_legacy",
-                                         "llama_rope_llama3", "llama_rope_v5"};
+                                         "llama_rope_llama3", "llama_rope_v5", "qwen2", "qwen3"};
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
         lcx_convert_opts o = opts(1, 1);
         char *gg = wpath("%s.gguf", models[m]), *back = wpath("%s.g.lcx", models[m]), *hf = wpath("%s.g.hf", models[m]);
@@ -401,6 +401,35 @@ static void test_gguf_roundtrips(void) {
         snprintf(a, sizeof a, "%s/config.json", src);
         snprintf(b, sizeof b, "%s/config.json", hf);
         check_same_config(a, b, what, 0);
+        lcx_model_config ca, cb;
+        CHECK_OK(lcx_config_load(a, &ca));
+        CHECK_OK(lcx_config_load(b, &cb));
+        /* mistral is written as llama (as llama.cpp does); the others keep their architecture */
+        CHECK_MSG(ca.arch == cb.arch, "%s: arch %s -> %s", what, lcx_arch_name(ca.arch), lcx_arch_name(cb.arch));
+        lcx_config_free(&ca);
+        lcx_config_free(&cb);
+    }
+    /* qwen: their own llama.cpp architectures, q/k rows not permuted */
+    for (int k = 0; k < 2; k++) {
+        lcx_gguf_file *q = NULL;
+        lcx_st_set *hs = NULL;
+        CHECK_OK(lcx_gguf_open(wpath("%s.gguf", k ? "qwen3" : "qwen2"), &q));
+        CHECK_OK(lcx_st_set_open(k ? MODELS "qwen3" : MODELS "qwen2", &hs));
+        if (q && hs) {
+            const char *arch;
+            size_t len;
+            uint32_t u;
+            CHECK_OK(lcx_gguf_get_str(q, "general.architecture", &arch, &len));
+            CHECK(len == 5 && memcmp(arch, k ? "qwen3" : "qwen2", 5) == 0);
+            CHECK_OK(lcx_gguf_get_u32(q, k ? "qwen3.block_count" : "qwen2.block_count", &u));
+            const lcx_gguf_tensor *g = lcx_gguf_find_tensor(q, "blk.0.attn_q.weight");
+            const lcx_st_tensor *h = lcx_st_set_find(hs, "model.layers.0.self_attn.q_proj.weight");
+            CHECK(g && h && g->nbytes == h->end - h->begin && memcmp(g->data, h->data, g->nbytes) == 0);
+            if (k) CHECK(lcx_gguf_find_tensor(q, "blk.0.attn_q_norm.weight") != NULL);
+            else CHECK(lcx_gguf_find_tensor(q, "blk.0.attn_k.bias") != NULL);
+        }
+        lcx_gguf_close(q);
+        lcx_st_set_close(hs);
     }
     /* the exported GGUF itself: metadata and the q/k permutation of formats.md */
     lcx_gguf_file *f = NULL;
@@ -658,8 +687,6 @@ static void test_errors(void) {
     CHECK_FAILS(lcx_import(MODELS "llama_gqa", wpath("llama_gqa-tp1cp1.lcx"), &o), LCX_ERR_INVALID, "already exists");
     CHECK_FAILS(lcx_export_hf(wpath("llama_gqa-tp1cp1.lcx"), wpath("llama_gqa-tp1cp1.hf"), &o), LCX_ERR_INVALID,
                 "already exists");
-    CHECK_FAILS(lcx_export_gguf(wpath("qwen2-tp1cp1.lcx"), wpath("qwen2.gguf"), &o), LCX_ERR_UNSUPPORTED, "qwen2");
-    CHECK(!lcx_is_file(wpath("qwen2.gguf")));
     o.dtype = LCX_Q8_0;
     CHECK_FAILS(lcx_export_hf(wpath("llama_gqa-tp1cp1.lcx"), wpath("q8.hf"), &o), LCX_ERR_INVALID, "--dtype");
     CHECK(!lcx_is_dir(wpath("q8.hf")));
