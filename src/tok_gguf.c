@@ -6,16 +6,15 @@
  *          tokens of equal score share one rank, so the highest-scoring, then leftmost, pair merges first, as in
  *          SentencePiece's BPE.
  * Control, user-defined and unknown tokens become added tokens (control/unknown special), matched in text like
- * llama.cpp with parse_special. The GGUF reader here only walks the key/value section. */
+ * llama.cpp with parse_special. The file itself is read by formats/gguf.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fileio.h"
+#include "formats/gguf.h"
 #include "tok_internal.h"
 
-enum { GT_U8, GT_I8, GT_U16, GT_I16, GT_U32, GT_I32, GT_F32, GT_BOOL, GT_STRING, GT_ARRAY, GT_U64, GT_I64, GT_F64 };
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
 static const char LLAMA3_RE[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
@@ -251,196 +250,146 @@ fail:
     return st;
 }
 
-/* ---- GGUF key/value section ------------------------------------------------------------------------------- */
-typedef struct rd {
-    const uint8_t *p;
-    size_t n, off;
-    const char *path;
-} rd;
+/* ---- tokenizer.ggml.* keys of an open GGUF file ---------------------------------------------------------- */
 
-static lcx_status need(rd *r, size_t k, const char *what) {
-    if (k > r->n - r->off)
-        return lcx_fail(LCX_ERR_FORMAT, "%s: truncated at byte %zu reading %s", r->path, r->off, what);
+/* Optional integer / bool keys: left at their default when absent; a value of the wrong type is an error naming
+ * the file and key (from the getters). */
+static lcx_status opt_i64(const lcx_gguf_file *f, const char *key, int64_t *v) {
+    return lcx_gguf_find_kv(f, key) ? lcx_gguf_get_i64(f, key, v) : LCX_OK;
+}
+static lcx_status opt_bool(const lcx_gguf_file *f, const char *key, int *v) {
+    return lcx_gguf_find_kv(f, key) ? lcx_gguf_get_bool(f, key, v) : LCX_OK;
+}
+
+/* Views of a string array's elements as the pointer + length arrays lcx_gguf_vocab takes. */
+static lcx_status str_views(const lcx_gguf_kv *kv, const char ***s, size_t **len) {
+    size_t n = (size_t)kv->count;
+    *s = malloc((n ? n : 1) * sizeof **s);
+    *len = malloc((n ? n : 1) * sizeof **len);
+    if (!*s || !*len) return lcx_fail(LCX_ERR_OOM, "key '%s': %zu strings", kv->key, n);
+    for (size_t i = 0; i < n; i++) LCX_TRY(lcx_gguf_arr_str(kv, i, &(*s)[i], &(*len)[i]));
     return LCX_OK;
 }
-static lcx_status get_u32(rd *r, uint32_t *v, const char *what) {
-    LCX_TRY(need(r, 4, what));
-    memcpy(v, r->p + r->off, 4);
-    r->off += 4;
+
+/* An optional array with one element per token, of element type t1 or t2; *buf gets room for n_tokens values of
+ * elem_size bytes (caller frees). *kv and *buf are NULL when the key is absent. */
+static lcx_status per_token(const lcx_gguf_file *f, const char *key, lcx_gguf_type t1, lcx_gguf_type t2,
+                            const char *expected, size_t n_tokens, size_t elem_size, const lcx_gguf_kv **kv,
+                            void **buf) {
+    *kv = NULL;
+    *buf = NULL;
+    if (!lcx_gguf_find_kv(f, key)) return LCX_OK;
+    LCX_TRY(lcx_gguf_get_array(f, key, LCX_GGUF_TYPE_COUNT, kv));
+    LCX_FAIL_IF((*kv)->elem_type != t1 && (*kv)->elem_type != t2, LCX_ERR_FORMAT, "%s: key '%s' is an array of %s, "
+                "expected %s", f->path, key, lcx_gguf_type_name((*kv)->elem_type), expected);
+    LCX_FAIL_IF((*kv)->count != n_tokens, LCX_ERR_FORMAT, "%s: %s has %llu entries for %zu tokens", f->path, key,
+                (unsigned long long)(*kv)->count, n_tokens);
+    *buf = malloc(n_tokens * elem_size); /* n_tokens > 0 and was allocated once already: no overflow */
+    LCX_FAIL_IF(!*buf, LCX_ERR_OOM, "%s: %s", f->path, key);
     return LCX_OK;
 }
-static lcx_status get_u64(rd *r, uint64_t *v, const char *what) {
-    LCX_TRY(need(r, 8, what));
-    memcpy(v, r->p + r->off, 8);
-    r->off += 8;
-    return LCX_OK;
-}
-static lcx_status get_str(rd *r, const char **s, size_t *len, const char *what) {
-    uint64_t n;
-    LCX_TRY(get_u64(r, &n, what));
-    LCX_TRY(need(r, n, what));
-    *s = (const char *)r->p + r->off;
-    *len = (size_t)n;
-    r->off += (size_t)n;
-    return LCX_OK;
-}
-static size_t scalar_size(uint32_t t) {
-    switch (t) {
-    case GT_U8: case GT_I8: case GT_BOOL: return 1;
-    case GT_U16: case GT_I16: return 2;
-    case GT_U32: case GT_I32: case GT_F32: return 4;
-    case GT_U64: case GT_I64: case GT_F64: return 8;
-    default: return 0;
+
+/* tokenizer.ggml.scores: f32, finite (*out NULL when absent). */
+static lcx_status read_scores(const lcx_gguf_file *f, size_t n, float **out) {
+    const lcx_gguf_kv *kv;
+    void *buf;
+    LCX_TRY(per_token(f, "tokenizer.ggml.scores", LCX_GGUF_F32, LCX_GGUF_F32, "an array of f32", n, sizeof **out,
+                      &kv, &buf));
+    float *sc = buf;
+    lcx_status st = LCX_OK;
+    for (size_t i = 0; kv && i < n && st == LCX_OK; i++) {
+        double x = 0;
+        st = lcx_gguf_arr_float(kv, i, &x);
+        if (st == LCX_OK && !isfinite(x))
+            st = lcx_fail(LCX_ERR_FORMAT, "%s: tokenizer.ggml.scores[%zu] is not finite", f->path, i);
+        sc[i] = (float)x; /* exact: the elements are f32 */
     }
+    if (st != LCX_OK) free(sc), sc = NULL;
+    *out = sc;
+    return st;
 }
-static int64_t scalar_int(const uint8_t *p, uint32_t t) {
-    switch (t) {
-    case GT_U8: case GT_BOOL: return p[0];
-    case GT_I8: return (int8_t)p[0];
-    case GT_U16: { uint16_t x; memcpy(&x, p, 2); return x; }
-    case GT_I16: { int16_t x; memcpy(&x, p, 2); return x; }
-    case GT_U32: { uint32_t x; memcpy(&x, p, 4); return x; }
-    case GT_I32: { int32_t x; memcpy(&x, p, 4); return x; }
-    case GT_U64: { uint64_t x; memcpy(&x, p, 8); return x > INT64_MAX ? -1 : (int64_t)x; }
-    case GT_I64: { int64_t x; memcpy(&x, p, 8); return x; }
-    default: return -1;
+
+/* tokenizer.ggml.token_type: i32 or u32 (*out NULL when absent). */
+static lcx_status read_types(const lcx_gguf_file *f, size_t n, int32_t **out) {
+    const lcx_gguf_kv *kv;
+    void *buf;
+    LCX_TRY(per_token(f, "tokenizer.ggml.token_type", LCX_GGUF_I32, LCX_GGUF_U32, "an array of i32 or u32", n,
+                      sizeof **out, &kv, &buf));
+    int32_t *ty = buf;
+    lcx_status st = LCX_OK;
+    for (size_t i = 0; kv && i < n && st == LCX_OK; i++) {
+        int64_t x = 0;
+        st = lcx_gguf_arr_int(kv, i, &x);
+        ty[i] = x <= INT32_MAX ? (int32_t)x : -1; /* a u32 past INT32_MAX is no known type either */
     }
+    if (st != LCX_OK) free(ty), ty = NULL;
+    *out = ty;
+    return st;
 }
 
-typedef struct strarr {
-    const char **s;
-    size_t *len;
-    size_t n;
-} strarr;
-
-static lcx_status read_str_array(rd *r, uint64_t count, strarr *a, const char *key) {
-    LCX_FAIL_IF(count > (r->n - r->off) / 8, LCX_ERR_FORMAT, "%s: %s: %llu strings cannot fit in the file", r->path, key,
-                (unsigned long long)count);
-    a->s = malloc((count ? count : 1) * sizeof *a->s);
-    a->len = malloc((count ? count : 1) * sizeof *a->len);
-    LCX_FAIL_IF(!a->s || !a->len, LCX_ERR_OOM, "%s", key);
-    a->n = (size_t)count;
-    for (uint64_t i = 0; i < count; i++) LCX_TRY(get_str(r, &a->s[i], &a->len[i], key));
-    return LCX_OK;
-}
-
-lcx_status lcx_tokenizer_load_gguf(const char *path, lcx_tokenizer **out) {
+lcx_status lcx_tokenizer_from_gguf_file(const lcx_gguf_file *f, lcx_tokenizer **out) {
     *out = NULL;
-    lcx_mapping m;
-    LCX_TRY(lcx_map_file(path, &m));
-    rd r = {m.data, m.size, 0, path};
+    const char *path = f->path;
     lcx_gguf_vocab v;
     memset(&v, 0, sizeof v);
     v.bos_id = v.eos_id = v.unk_id = -1;
     v.add_bos = v.add_eos = v.add_space_prefix = -1;
-    strarr toks = {0}, merges = {0};
+    const char **toks = NULL, **merges = NULL;
+    size_t *tok_lens = NULL, *merge_lens = NULL;
     float *scores = NULL;
     int32_t *types = NULL;
     char *model = NULL, *pre = NULL;
+    const lcx_gguf_kv *kv;
     lcx_status st = LCX_OK;
-    uint64_t n_scores = 0, n_types = 0;
-    uint32_t magic, version;
-    uint64_t n_tensors, n_kv;
-    LCX_TRY_GOTO(get_u32(&r, &magic, "magic"), done);
-    LCX_FAIL_GOTO(memcmp(&magic, "GGUF", 4) != 0, LCX_ERR_FORMAT, done, "%s: not a GGUF file (bad magic)", path);
-    LCX_TRY_GOTO(get_u32(&r, &version, "version"), done);
-    LCX_FAIL_GOTO(version != 2 && version != 3, LCX_ERR_UNSUPPORTED, done, "%s: GGUF version %u (2 and 3 are read)",
-                  path, version);
-    LCX_TRY_GOTO(get_u64(&r, &n_tensors, "tensor count"), done);
-    LCX_TRY_GOTO(get_u64(&r, &n_kv, "key/value count"), done);
-    for (uint64_t i = 0; i < n_kv; i++) {
-        const char *key;
-        size_t kl;
-        uint32_t type;
-        char kbuf[96];
-        LCX_TRY_GOTO(get_str(&r, &key, &kl, "key"), done);
-        snprintf(kbuf, sizeof kbuf, "%.*s", (int)(kl < 90 ? kl : 90), key);
-        LCX_TRY_GOTO(get_u32(&r, &type, kbuf), done);
-        int tk = kl > 16 && memcmp(key, "tokenizer.ggml.", 15) == 0;
-        const char *sub = key + 15;
-        size_t sl = tk ? kl - 15 : 0;
-#define IS(name) (tk && sl == sizeof(name) - 1 && memcmp(sub, name, sl) == 0)
-        if (type == GT_STRING) {
-            const char *s;
-            size_t len;
-            LCX_TRY_GOTO(get_str(&r, &s, &len, kbuf), done);
-            if (IS("model")) { free(model); model = strndup(s, len); LCX_FAIL_GOTO(!model, LCX_ERR_OOM, done, "model"); }
-            if (IS("pre")) { free(pre); pre = strndup(s, len); LCX_FAIL_GOTO(!pre, LCX_ERR_OOM, done, "pre"); }
-        } else if (type == GT_ARRAY) {
-            uint32_t et;
-            uint64_t count;
-            LCX_TRY_GOTO(get_u32(&r, &et, kbuf), done);
-            LCX_TRY_GOTO(get_u64(&r, &count, kbuf), done);
-            if (et == GT_STRING) {
-                strarr a = {0};
-                st = read_str_array(&r, count, &a, kbuf);
-                if (st == LCX_OK && IS("tokens")) { free(toks.s); free(toks.len); toks = a; }
-                else if (st == LCX_OK && IS("merges")) { free(merges.s); free(merges.len); merges = a; }
-                else { free(a.s); free(a.len); }
-                LCX_TRY_GOTO(st, done);
-            } else {
-                size_t es = scalar_size(et), bytes;
-                LCX_FAIL_GOTO(!es, LCX_ERR_FORMAT, done, "%s: %s: unsupported array element type %u", path, kbuf, et);
-                LCX_FAIL_GOTO(!lcx_mul_size((size_t)count, es, &bytes) || count > SIZE_MAX / 8, LCX_ERR_FORMAT, done,
-                              "%s: %s: array too large", path, kbuf);
-                LCX_TRY_GOTO(need(&r, bytes, kbuf), done);
-                const uint8_t *p = r.p + r.off;
-                if (IS("scores")) {
-                    LCX_FAIL_GOTO(et != GT_F32, LCX_ERR_FORMAT, done, "%s: %s: expected f32 elements", path, kbuf);
-                    free(scores);
-                    scores = malloc((count ? count : 1) * sizeof *scores);
-                    LCX_FAIL_GOTO(!scores, LCX_ERR_OOM, done, "scores");
-                    memcpy(scores, p, bytes);
-                    n_scores = count;
-                    for (uint64_t k = 0; k < count; k++)
-                        LCX_FAIL_GOTO(!isfinite(scores[k]), LCX_ERR_FORMAT, done, "%s: %s[%llu] is not finite",
-                                      path, kbuf, (unsigned long long)k);
-                } else if (IS("token_type")) {
-                    LCX_FAIL_GOTO(et != GT_I32 && et != GT_U32, LCX_ERR_FORMAT, done, "%s: %s: expected i32 elements",
-                                  path, kbuf);
-                    free(types);
-                    types = malloc((count ? count : 1) * sizeof *types);
-                    LCX_FAIL_GOTO(!types, LCX_ERR_OOM, done, "token types");
-                    memcpy(types, p, bytes);
-                    n_types = count;
-                }
-                r.off += bytes;
-            }
-        } else {
-            size_t es = scalar_size(type);
-            LCX_FAIL_GOTO(!es, LCX_ERR_FORMAT, done, "%s: %s: unknown value type %u", path, kbuf, type);
-            LCX_TRY_GOTO(need(&r, es, kbuf), done);
-            int64_t x = scalar_int(r.p + r.off, type);
-            if (IS("bos_token_id")) v.bos_id = x;
-            else if (IS("eos_token_id")) v.eos_id = x;
-            else if (IS("unknown_token_id")) v.unk_id = x;
-            else if (IS("add_bos_token")) v.add_bos = x != 0;
-            else if (IS("add_eos_token")) v.add_eos = x != 0;
-            else if (IS("add_space_prefix")) v.add_space_prefix = x != 0;
-            r.off += es;
-        }
-#undef IS
-    }
-    LCX_FAIL_GOTO(!toks.n, LCX_ERR_FORMAT, done, "%s: no tokenizer.ggml.tokens", path);
-    LCX_FAIL_GOTO(scores && n_scores != toks.n, LCX_ERR_FORMAT, done, "%s: tokenizer.ggml.scores has %llu entries for "
-                  "%zu tokens", path, (unsigned long long)n_scores, toks.n);
-    LCX_FAIL_GOTO(types && n_types != toks.n, LCX_ERR_FORMAT, done, "%s: tokenizer.ggml.token_type has %llu entries "
-                  "for %zu tokens", path, (unsigned long long)n_types, toks.n);
+
+    if (lcx_gguf_find_kv(f, "tokenizer.ggml.model"))
+        LCX_TRY_GOTO(lcx_gguf_get_str_dup(f, "tokenizer.ggml.model", &model), done);
+    if (lcx_gguf_find_kv(f, "tokenizer.ggml.pre"))
+        LCX_TRY_GOTO(lcx_gguf_get_str_dup(f, "tokenizer.ggml.pre", &pre), done);
     v.model = model;
     v.pre = pre;
-    v.n_tokens = toks.n;
-    v.tokens = toks.s;
-    v.token_lens = toks.len;
+
+    LCX_FAIL_GOTO(!lcx_gguf_find_kv(f, "tokenizer.ggml.tokens"), LCX_ERR_FORMAT, done, "%s: no tokenizer.ggml.tokens",
+                  path);
+    LCX_TRY_GOTO(lcx_gguf_get_array(f, "tokenizer.ggml.tokens", LCX_GGUF_STRING, &kv), done);
+    LCX_FAIL_GOTO(kv->count == 0, LCX_ERR_FORMAT, done, "%s: no tokenizer.ggml.tokens", path);
+    LCX_TRY_GOTO(str_views(kv, &toks, &tok_lens), done);
+    v.n_tokens = (size_t)kv->count;
+    v.tokens = toks;
+    v.token_lens = tok_lens;
+
+    LCX_TRY_GOTO(read_scores(f, v.n_tokens, &scores), done);
+    LCX_TRY_GOTO(read_types(f, v.n_tokens, &types), done);
     v.scores = scores;
     v.token_types = types;
-    v.n_merges = merges.n;
-    v.merges = merges.s;
-    v.merge_lens = merges.len;
-    (void)n_tensors;
+
+    if (lcx_gguf_find_kv(f, "tokenizer.ggml.merges")) {
+        LCX_TRY_GOTO(lcx_gguf_get_array(f, "tokenizer.ggml.merges", LCX_GGUF_STRING, &kv), done);
+        LCX_TRY_GOTO(str_views(kv, &merges, &merge_lens), done);
+        v.n_merges = (size_t)kv->count;
+        v.merges = merges;
+        v.merge_lens = merge_lens;
+    }
+
+    LCX_TRY_GOTO(opt_i64(f, "tokenizer.ggml.bos_token_id", &v.bos_id), done);
+    LCX_TRY_GOTO(opt_i64(f, "tokenizer.ggml.eos_token_id", &v.eos_id), done);
+    LCX_TRY_GOTO(opt_i64(f, "tokenizer.ggml.unknown_token_id", &v.unk_id), done);
+    LCX_TRY_GOTO(opt_bool(f, "tokenizer.ggml.add_bos_token", &v.add_bos), done);
+    LCX_TRY_GOTO(opt_bool(f, "tokenizer.ggml.add_eos_token", &v.add_eos), done);
+    LCX_TRY_GOTO(opt_bool(f, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix), done);
+
     st = lcx_tokenizer_from_gguf(&v, path, out);
 done:
-    free(toks.s); free(toks.len); free(merges.s); free(merges.len);
+    free(toks); free(tok_lens); free(merges); free(merge_lens);
     free(scores); free(types); free(model); free(pre);
-    lcx_unmap(&m);
+    return st;
+}
+
+lcx_status lcx_tokenizer_load_gguf(const char *path, lcx_tokenizer **out) {
+    *out = NULL;
+    lcx_gguf_file *f;
+    LCX_TRY(lcx_gguf_open(path, &f));
+    lcx_status st = lcx_tokenizer_from_gguf_file(f, out);
+    lcx_gguf_close(f);
     return st;
 }

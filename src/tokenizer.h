@@ -63,8 +63,13 @@ typedef struct lcx_gguf_vocab {
 /* Build a tokenizer equivalent to llama.cpp's for that vocabulary (gpt2: byte-level BPE with the split
  * regex chosen by `pre`; llama: SentencePiece BPE with "▁", byte fallback and merges ranked by score). */
 lcx_status lcx_tokenizer_from_gguf(const lcx_gguf_vocab *v, const char *name, lcx_tokenizer **out);
-/* Read the tokenizer metadata of a GGUF file (only the key/value section is read) and build the tokenizer. */
+/* Open a GGUF file (formats/gguf.h: the whole file is validated, tensor data is not read) and build the
+ * tokenizer from its tokenizer.ggml.* metadata. */
 lcx_status lcx_tokenizer_load_gguf(const char *path, lcx_tokenizer **out);
+/* The same from an already-open GGUF file (e.g. the checkpoint being imported); errors name f->path and the key.
+ * The tokenizer copies what it needs: f may be closed afterwards. */
+struct lcx_gguf_file;
+lcx_status lcx_tokenizer_from_gguf_file(const struct lcx_gguf_file *f, lcx_tokenizer **out);
 /* Load by file name: *.gguf via lcx_tokenizer_load_gguf, a directory via DIR/tokenizer.json, else JSON. */
 lcx_status lcx_tokenizer_open(const char *path, lcx_tokenizer **out);
 
