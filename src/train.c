@@ -25,6 +25,7 @@ void lcx_train_catch_signals(void) {
 }
 
 int lcx_train_interrupted(void) { return g_stop != 0; }
+void lcx_train_clear_interrupt(void) { g_stop = 0; }
 
 static double now_s(void) {
     struct timespec ts;

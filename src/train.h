@@ -108,5 +108,7 @@ lcx_status lcx_train_eval(lcx_model *m, const lcx_tokdata *td, int64_t len, int6
 /* SIGINT / SIGTERM set a flag checked after each step (installed once; idempotent). */
 void lcx_train_catch_signals(void);
 int lcx_train_interrupted(void);
+/* Clear the flag (tests, or a caller that handled the stop). */
+void lcx_train_clear_interrupt(void);
 
 #endif
