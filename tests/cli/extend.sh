@@ -90,6 +90,19 @@ check "resume says where" grep -q "resuming from .*s01-step000001" "$tmp/out"
 check "resumed losses = uninterrupted losses" [ "$(steps "$tmp/rew/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
 check "same exported weights" cmp -s "$tmp/rew/hf/model.safetensors" "$tmp/full/hf/model.safetensors"
 
+# resume at a stage boundary (latest = stage 1's final checkpoint): stage 2 runs from it; --gguf exports too
+cp -r "$tmp/full" "$tmp/bnd"
+rm -rf "$tmp/bnd/checkpoints/s02-"* "$tmp/bnd/hf"
+printf 's01-step000002' >"$tmp/bnd/checkpoints/latest"
+run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/bnd" --keep 0 --quiet --resume --gguf
+check "boundary resume exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "boundary resume: same losses" [ "$(steps "$tmp/bnd/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
+check "boundary resume: same exported weights" cmp -s "$tmp/bnd/hf/model.safetensors" "$tmp/full/hf/model.safetensors"
+check "--gguf: model.gguf" [ -s "$tmp/bnd/model.gguf" ]
+check "--gguf: GGUF magic" [ "$(head -c 4 "$tmp/bnd/model.gguf")" = "GGUF" ]
+run "$model" --to 128 --recipe yarn-x2 --ids "$tmp/ids.txt" --out "$tmp/bnd" --resume
+check "resume with another --to: refused" grep -q "saved by a run to 256 tokens, not --to 128" "$tmp/err"
+
 # a real SIGINT: either it stopped with a save (then --resume finishes it) or it had already finished
 "$LCEXTEND" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/int" --keep 0 >"$tmp/out" 2>"$tmp/err" &
 pid=$!
