@@ -1,11 +1,13 @@
 /* lcextend CKPT --to N: the whole context extension. plan (printed; --dry-run stops) -> import -> per stage:
  * rope config for the stage's length, train at that length (src/train.h), evaluate, save -> final HF export
  * (GGUF on request). --resume continues from RUN/checkpoints/latest (stage and step). */
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -50,6 +52,40 @@ static void help(void) {
            "examples:\n"
            "  lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k\n"
            "  lcextend ./Llama-3.1-8B --to 128k --recipe llama3-8k-128k --data pile --dry-run\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* sgemm rate of this machine (GFLOP/s), 256^3 products for about 0.1 s: the basis of the time estimate when no
+ * --tokens-per-s is given. */
+static double measure_gflops(void) {
+    enum { N = 256 };
+    float *a = malloc(sizeof(float) * N * N * 3);
+    if (!a) return 0;
+    for (int i = 0; i < N * N * 3; i++) a[i] = (float)((i * 7) % 13) * 0.01f;
+    double t0 = now_s(), t = 0;
+    int reps = 0;
+    do {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
+        reps++;
+        t = now_s() - t0;
+    } while (t < 0.1);
+    free(a);
+    return 2.0 * N * N * N * reps / t / 1e9;
+}
+
+/* Fill the plan's times from model FLOPs at a third of the measured sgemm rate (a training step's kernels are
+ * not all sgemm; docs/extend.md). */
+static void estimate_times(lcx_plan *p, double gflops) {
+    p->total_time_s = 0;
+    for (int i = 0; i < p->n_stages; i++) {
+        p->stages[i].time_s = p->stages[i].flops / (gflops * 1e9 / 3.0);
+        p->total_time_s += p->stages[i].time_s;
+    }
 }
 
 /* stage config: the input config.json with the stage's rope written in (a fresh parse keeps both in sync) */
@@ -181,7 +217,12 @@ int lcx_cmd_extend(int argc, char **argv) {
     LCX_TRY_GOTO(lcx_recipe_open(recipe, 2 * po.cp, &r), fail);
     if (!is_gguf) {
         LCX_TRY_GOTO(lcx_plan_build(&cfg, r, &po, &p), fail);
+        double gf = po.tokens_per_s > 0 ? 0 : measure_gflops();
+        if (gf > 0) estimate_times(p, gf);
         lcx_plan_print(p, stdout);
+        if (gf > 0)
+            printf("time estimate: model FLOPs at a third of this machine's sgemm rate (%.1f GFLOP/s); "
+                   "--tokens-per-s X overrides\n", gf);
         fflush(stdout);
     }
     if (dry) {
