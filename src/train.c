@@ -178,48 +178,21 @@ done:
     return st;
 }
 
-lcx_status lcx_train_eval(lcx_model *m, const lcx_tokdata *td, int64_t len, int64_t max_windows, double *loss,
-                          int64_t *tokens) {
-    LCX_FAIL_IF(len < 2 || max_windows < 1, LCX_ERR_INVALID, "eval: bad window %lld x %lld", (long long)len,
-                (long long)max_windows);
-    lcx_sampler_config sc;
-    memset(&sc, 0, sizeof sc);
-    sc.seq_len = (uint64_t)len;
-    sc.long_doc_repeat = 1;
-    sc.eos_id = -1;
-    lcx_sampler *smp = NULL;
-    LCX_TRY(lcx_sampler_init(td, &sc, &smp));
-    /* windows: at most one pass over the data (samples never repeat tokens beyond one epoch) */
-    uint64_t avail = lcx_sampler_epoch_tokens(smp) / (uint64_t)len;
-    int64_t n = (int64_t)avail < max_windows ? (int64_t)avail : max_windows;
-    if (n < 1) n = 1;
-    uint32_t *sample = malloc((size_t)(len + 1) * 4);
-    int32_t *ids = malloc((size_t)len * 4), *tgt = malloc((size_t)len * 4);
-    lcx_status st = LCX_OK;
+lcx_status lcx_train_window_score(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll) {
+    lcx_model *m = model;
+    LCX_FAIL_IF(n < 2 || first < 1 || first >= n, LCX_ERR_INVALID, "score: bad window (n %lld, first %lld)",
+                (long long)n, (long long)first);
+    int32_t *tgt = malloc((size_t)n * sizeof *tgt);
+    LCX_FAIL_IF(!tgt, LCX_ERR_OOM, "score: out of memory");
+    for (int64_t j = 0; j < n; j++) tgt[j] = j + 1 >= first && j + 1 < n ? tokens[j + 1] : LCX_IGNORE_INDEX;
+    lcx_batch b = {1, n, tokens, tgt, NULL};
     double sum = 0;
-    int64_t count = 0, V = lcx_model_config_of(m)->vocab_size;
-    LCX_FAIL_GOTO(!sample || !ids || !tgt, LCX_ERR_OOM, done, "eval: out of memory");
-    for (int64_t w = 0; w < n; w++) {
-        LCX_TRY_GOTO(lcx_sampler_next(smp, sample), done);
-        for (int64_t t = 0; t < len; t++) {
-            LCX_FAIL_GOTO(sample[t] >= (uint64_t)V || sample[t + 1] >= (uint64_t)V, LCX_ERR_INVALID, done,
-                          "%s: token id outside the model's vocabulary (%lld)", td->prefix, (long long)V);
-            ids[t] = (int32_t)sample[t];
-            tgt[t] = (int32_t)sample[t + 1];
-        }
-        lcx_batch b = {1, len, ids, tgt, NULL};
-        double ls = 0;
-        int64_t c = 0;
-        LCX_TRY_GOTO(lcx_model_forward(m, &b, NULL, &ls, &c), done);
-        sum += ls;
-        count += c;
-    }
-    *loss = count ? sum / (double)count : NAN;
-    *tokens = count;
-done:
-    free(sample);
-    free(ids);
+    int64_t count = 0;
+    lcx_status st = lcx_model_forward(m, &b, NULL, &sum, &count);
     free(tgt);
-    lcx_sampler_free(smp);
-    return st;
+    LCX_TRY(st);
+    LCX_FAIL_IF(count != n - first, LCX_ERR_INVALID, "score: %lld targets counted, expected %lld", (long long)count,
+                (long long)(n - first));
+    for (int64_t i = 0; i < n - first; i++) nll[i] = sum / (double)count;
+    return LCX_OK;
 }

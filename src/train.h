@@ -100,10 +100,11 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
 /* `latest` checkpoint of a run directory (heap path), LCX_ERR_NOT_FOUND if none. */
 lcx_status lcx_train_latest(const char *run_dir, char **dir);
 
-/* Perplexity evaluation: mean next-token loss over up to max_windows windows of `len` tokens drawn in order
- * from td (a sampler with seed 0, no shuffling beyond its own), forward only. len must fit m's max_tokens. */
-lcx_status lcx_train_eval(lcx_model *m, const lcx_tokdata *td, int64_t len, int64_t max_windows, double *loss,
-                          int64_t *tokens);
+/* An lcx_eval_score_fn (src/eval.h) over a model: one forward pass of tokens[0..n) (n <= the model's max_tokens)
+ * with targets only for positions first..n-1. The model reports a summed loss, not per-token values, so every
+ * nll[i] is the window's mean NLL: each sum lcx_ppl_eval forms (per window, over windows) is the exact sum,
+ * but the individual entries are not per-token values. model is an lcx_model *. */
+lcx_status lcx_train_window_score(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll);
 
 /* SIGINT / SIGTERM set a flag checked after each step (installed once; idempotent). */
 void lcx_train_catch_signals(void);

@@ -15,6 +15,7 @@
 #include "formats/lcx.h"
 #include "formats/recipe.h"
 #include "src/convert.h"
+#include "src/eval.h"
 #include "src/fileio.h"
 #include "src/plan.h"
 #include "src/train.h"
@@ -38,8 +39,8 @@ static void help(void) {
            "  --method M           yarn | pi | abf | llama3 | ntk: overrides the recipe's method\n"
            "  --data PREFIX        training data PREFIX.bin/.idx (lcextend tokenize writes it)\n"
            "  --ids FILE           or: whitespace-separated token ids (one document)\n"
-           "  --eval-data PREFIX   held-out data: perplexity at each stage's eval lengths\n"
-           "  --eval-windows K     windows per eval length (default 4)\n"
+           "  --eval-data PREFIX   held-out data: perplexity at each stage's eval lengths and stride over all its\n"
+           "                       documents (src/eval.h protocol) -> RUN/eval/stageN.json, RUN/eval/ppl.svg\n"
            "  --out RUN            run directory (default: CKPT's name + '-' + N)\n"
            "  --resume             continue RUN from its latest checkpoint (same flags)\n"
            "  --dry-run            print the plan and stop\n"
@@ -88,6 +89,90 @@ static void estimate_times(lcx_plan *p, double gflops) {
     }
 }
 
+/* Every document of td as int32 ids (held-out data is small; it is read once). */
+static lcx_status load_docs(const lcx_tokdata *td, lcx_ppl_doc **docs, int64_t *n_docs) {
+    *docs = calloc((size_t)td->n_docs + 1, sizeof **docs);
+    *n_docs = 0;
+    LCX_FAIL_IF(!*docs, LCX_ERR_OOM, "out of memory for %llu documents", (unsigned long long)td->n_docs);
+    uint32_t *tmp = NULL;
+    lcx_status st = LCX_OK;
+    for (uint64_t d = 0; d < td->n_docs; d++) {
+        uint64_t a, b, n = 0;
+        lcx_tokdata_doc_seqs(td, d, &a, &b);
+        for (uint64_t s = a; s < b; s++) n += lcx_tokdata_seq_len(td, s);
+        LCX_FAIL_GOTO(n > (uint64_t)INT32_MAX, LCX_ERR_UNSUPPORTED, done, "%s: document %llu: %llu tokens", td->prefix,
+                      (unsigned long long)d, (unsigned long long)n);
+        int32_t *ids = malloc((size_t)n * 4 + 4);
+        free(tmp);
+        tmp = malloc((size_t)n * 4 + 4);
+        LCX_FAIL_GOTO(!ids || !tmp, LCX_ERR_OOM, done, "out of memory for the evaluation data");
+        (*docs)[d].tokens = ids;
+        (*docs)[d].n = (int64_t)n;
+        *n_docs = (int64_t)d + 1;
+        uint64_t k = 0;
+        for (uint64_t s = a; s < b; s++) {
+            uint64_t len = lcx_tokdata_seq_len(td, s);
+            LCX_TRY_GOTO(lcx_tokdata_read(td, s, 0, len, tmp + k), done);
+            k += len;
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            LCX_FAIL_GOTO(tmp[i] > (uint32_t)INT32_MAX, LCX_ERR_INVALID, done, "%s: token id %u too large", td->prefix,
+                          tmp[i]);
+            ids[i] = (int32_t)tmp[i];
+        }
+    }
+done:
+    free(tmp);
+    return st;
+}
+
+static void free_docs(lcx_ppl_doc *docs, int64_t n) {
+    if (!docs) return;
+    for (int64_t i = 0; i < n; i++) free((void *)docs[i].tokens);
+    free(docs);
+}
+
+/* RUN/eval/ppl.svg from every RUN/eval/stageN.json present (a resumed run keeps the earlier stages' lines). */
+static lcx_status plot_stages(const char *eval_dir, int n_stages) {
+    lcx_plot_series ser[64];
+    double *xs[64], *ys[64];
+    char *names[64];
+    lcx_ppl_result *res[64];
+    int ns = 0;
+    lcx_status st = LCX_OK;
+    char path[4096];
+    for (int i = 0; i < n_stages && ns < 64; i++) {
+        snprintf(path, sizeof path, "%s/stage%d.json", eval_dir, i + 1);
+        json_t *j = json_load_file(path, 0, NULL);
+        if (!j) continue;
+        int n = 0;
+        char *name = NULL;
+        lcx_ppl_result *r = NULL;
+        st = lcx_ppl_from_json(j, path, &r, &n, &name);
+        json_decref(j);
+        if (st != LCX_OK) break;
+        xs[ns] = malloc(sizeof(double) * (size_t)(n + 1));
+        ys[ns] = malloc(sizeof(double) * (size_t)(n + 1));
+        for (int k = 0; k < n && xs[ns] && ys[ns]; k++) xs[ns][k] = (double)r[k].length, ys[ns][k] = r[k].ppl;
+        ser[ns].name = name ? name : "";
+        ser[ns].x = xs[ns];
+        ser[ns].y = ys[ns];
+        ser[ns].n = xs[ns] && ys[ns] ? n : 0;
+        names[ns] = name;
+        res[ns] = r;
+        ns++;
+    }
+    char *svg = NULL;
+    if (st == LCX_OK && ns > 0) st = lcx_svg_ppl_plot(ser, ns, "perplexity by context length after each stage", &svg);
+    if (st == LCX_OK && svg) {
+        snprintf(path, sizeof path, "%s/ppl.svg", eval_dir);
+        st = lcx_svg_write(path, svg);
+    }
+    free(svg);
+    for (int i = 0; i < ns; i++) free(xs[i]), free(ys[i]), free(names[i]), free(res[i]);
+    return st;
+}
+
 /* stage config: the input config.json with the stage's rope written in (a fresh parse keeps both in sync) */
 static lcx_status stage_config(const lcx_model_config *in, const lcx_plan_stage *ps, lcx_model_config *out) {
     json_t *j = json_deep_copy(in->json);
@@ -120,7 +205,7 @@ static lcx_status config_of(const char *ckpt, lcx_model_config *cfg) {
 int lcx_cmd_extend(int argc, char **argv) {
     const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *data = NULL, *ids = NULL;
     const char *eval_data = NULL, *out_arg = NULL, *v = NULL;
-    int resume = 0, dry = 0, gguf = 0, quiet = 0, err = 0, keep = 2, eval_windows = 4;
+    int resume = 0, dry = 0, gguf = 0, quiet = 0, err = 0, keep = 2;
     lcx_dtype pdt = LCX_F32;
     lcx_plan_opts po;
     lcx_plan_opts_default(&po);
@@ -148,8 +233,6 @@ int lcx_cmd_extend(int argc, char **argv) {
             if (err) return LCX_EXIT_USAGE;
         } else if (lcx_cli_flag_value(argc, argv, &i, "--keep", &v, CMD, &err)) {
             if (err || !lcx_cli_int(CMD, "--keep", v, 0, 1 << 20, &keep)) return LCX_EXIT_USAGE;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--eval-windows", &v, CMD, &err)) {
-            if (err || !lcx_cli_int(CMD, "--eval-windows", v, 1, 1 << 20, &eval_windows)) return LCX_EXIT_USAGE;
         } else if (lcx_cli_flag_value(argc, argv, &i, "--tokens-per-s", &v, CMD, &err)) {
             if (err) return LCX_EXIT_USAGE;
             char *e;
@@ -192,6 +275,9 @@ int lcx_cmd_extend(int argc, char **argv) {
     int td_open = 0, ed_open = 0, n_tok = 0;
     char *out = NULL, *src = NULL, *latest = NULL, *ids_prefix = NULL, *hf = NULL, *gg = NULL, **tok = NULL;
     json_t *run_info = NULL;
+    lcx_ppl_doc *docs = NULL;
+    int64_t n_docs = 0;
+    char *eval_dir = NULL;
     FILE *mf = NULL;
     lcx_train_state state;
     lcx_train_state_init(&state);
@@ -292,6 +378,9 @@ int lcx_cmd_extend(int argc, char **argv) {
         first = (int)sidx + done_;
         printf("resuming from %s (stage %d%s)\n", latest, (int)sidx + 1, done_ ? " finished" : "");
     }
+    if (ed_open) LCX_TRY_GOTO(load_docs(&ed, &docs, &n_docs), fail);
+    eval_dir = lcx_path_join(out, "eval");
+    LCX_FAIL_GOTO(!eval_dir, LCX_ERR_OOM, fail, "out of memory");
     char *mpath = lcx_path_join(out, "metrics.jsonl");
     LCX_FAIL_GOTO(!mpath, LCX_ERR_OOM, fail, "out of memory");
     lcx_train_catch_signals();
@@ -363,19 +452,40 @@ int lcx_cmd_extend(int argc, char **argv) {
         printf("stage %d/%d done: loss %.6f, %.1f tokens/s, peak RSS %.1f MiB, saved %s\n", i + 1, p->n_stages,
                state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0, state.saved);
         if (ed_open) {
+            int64_t lens[LCX_RECIPE_MAX_EVAL];
+            lcx_ppl_result res[LCX_RECIPE_MAX_EVAL];
+            int nl = 0;
+            for (int e = 0; e < ps->n_eval; e++) lens[nl++] = ps->eval_lengths[e];
+            lcx_ppl_config pc;
+            memset(&pc, 0, sizeof pc);
+            pc.lengths = lens;
+            pc.n_lengths = nl;
+            pc.stride = ps->eval_stride;
+            pc.bos_id = -1;
+            pc.short_docs = LCX_PPL_SHORT_SKIP;
+            LCX_TRY_GOTO(lcx_ppl_eval(&pc, docs, n_docs, lcx_train_window_score, m, res), stage_fail);
             mf = fopen(mpath, "a");
             LCX_FAIL_GOTO(!mf, LCX_ERR_IO, stage_fail, "%s: cannot open for appending", mpath);
-            for (int e = 0; e < ps->n_eval; e++) {
-                double loss;
-                int64_t n;
-                LCX_TRY_GOTO(lcx_train_eval(m, &ed, ps->eval_lengths[e], eval_windows, &loss, &n), stage_fail);
-                printf("  eval length %lld: loss %.4f, perplexity %.3f (%lld tokens)\n", (long long)ps->eval_lengths[e],
-                       loss, exp(loss), (long long)n);
+            for (int e = 0; e < nl; e++) {
+                printf("  eval length %lld: loss %.4f, perplexity %.3f (%lld tokens, %lld windows)\n",
+                       (long long)lens[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens,
+                       (long long)res[e].windows);
                 fprintf(mf, "{\"stage\": %d, \"eval_len\": %lld, \"loss\": %.9g, \"ppl\": %.9g, \"tokens\": %lld}\n",
-                        i + 1, (long long)ps->eval_lengths[e], loss, exp(loss), (long long)n);
+                        i + 1, (long long)lens[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens);
             }
             fclose(mf);
             mf = NULL;
+            char series[64], jp[64];
+            snprintf(series, sizeof series, "stage %d (%lld)", i + 1, (long long)ps->seq_len);
+            snprintf(jp, sizeof jp, "stage%d.json", i + 1);
+            mkdir(eval_dir, 0777);
+            json_t *ej = lcx_ppl_to_json(&pc, res, series);
+            char *jpath = lcx_path_join(eval_dir, jp);
+            st = ej && jpath ? lcx_eval_json_write(jpath, ej) : lcx_fail(LCX_ERR_OOM, "out of memory");
+            json_decref(ej);
+            free(jpath);
+            if (st != LCX_OK) goto stage_fail;
+            LCX_TRY_GOTO(plot_stages(eval_dir, p->n_stages), stage_fail);
         }
         fflush(stdout);
         load_from = state.saved;
@@ -429,6 +539,8 @@ done:
     lcx_train_state_free(&state);
     lcx_tool_strv_free(tok, n_tok);
     json_decref(run_info);
+    free_docs(docs, n_docs);
+    free(eval_dir);
     free(out);
     free(src);
     free(latest);

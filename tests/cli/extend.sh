@@ -69,6 +69,8 @@ run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp
 check "full run exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "metrics: 4 step lines" [ "$(grep -c '"step"' "$tmp/full/metrics.jsonl")" -eq 4 ]
 check "metrics: eval lines" [ "$(grep -c '"eval_len"' "$tmp/full/metrics.jsonl")" -eq 4 ]
+check "eval JSON per stage" grep -q '"series": "stage 2 (256)"' "$tmp/full/eval/stage2.json"
+check "eval plot" grep -q "<svg" "$tmp/full/eval/ppl.svg"
 check "checkpoints of both stages" [ -d "$tmp/full/checkpoints/s02-step000002" ] && [ -d "$tmp/full/checkpoints/s01-step000001" ]
 check "latest is the last" grep -qx "s02-step000002" "$tmp/full/checkpoints/latest"
 check "HF export" [ -f "$tmp/full/hf/config.json" ]

@@ -237,6 +237,29 @@ int main(void) {
     CHECK_OK(lcx_train_stage_run(d, &td, &sg, &ctx, &sd, &sum));
     CHECK(sum.steps_run == 0 && lcx_model_step_count(d) == before);
 
+    /* the perplexity scorer: first = 1 sums to the HF-shift loss of the window; first = k to the sum over the
+     * explicit targets k..n-1 (an independent forward with hand-built targets) */
+    {
+        int32_t tok[SEQ], tg[SEQ];
+        for (int i = 0; i < SEQ; i++) tok[i] = (int32_t)((i * 37 + 5) % g_cfg.vocab_size);
+        double nll[SEQ], ref = 0, s = 0;
+        int64_t cnt = 0;
+        lcx_batch hb = {1, SEQ, tok, NULL, NULL};
+        CHECK_OK(lcx_model_forward(d, &hb, NULL, &ref, &cnt));
+        CHECK_OK(lcx_train_window_score(d, tok, SEQ, 1, nll));
+        for (int i = 0; i < SEQ - 1; i++) s += nll[i];
+        CHECK_REL(s, ref, 1e-9);
+        for (int i = 0; i < SEQ; i++) tg[i] = i >= 9 && i + 1 < SEQ ? tok[i + 1] : LCX_IGNORE_INDEX;
+        lcx_batch tb = {1, SEQ, tok, tg, NULL};
+        CHECK_OK(lcx_model_forward(d, &tb, NULL, &ref, &cnt));
+        CHECK(cnt == SEQ - 10);
+        CHECK_OK(lcx_train_window_score(d, tok, SEQ, 10, nll));
+        s = 0;
+        for (int i = 0; i < SEQ - 10; i++) s += nll[i];
+        CHECK_REL(s, ref, 1e-9);
+        CHECK_FAILS(lcx_train_window_score(d, tok, SEQ, SEQ, nll), LCX_ERR_INVALID, "bad window");
+    }
+
     /* a checkpoint of another shape is refused with the tensor named */
     lcx_model_config small = g_cfg;
     small.json = NULL;
