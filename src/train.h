@@ -11,9 +11,10 @@
  *   RUN/checkpoints/NAME   .lcx checkpoints (formats/lcx.h) with `latest`; NAME = sSS-stepNNNNNN. Each holds
  *                          role `param` (stored dtype), `master` (fp32, bf16 models only), `adam_m`, `adam_v`,
  *                          the stage's config.json, tokenizer files, and the training state (below).
- * Training state JSON: {"format":"lcextend-train","stage":i,"step":s,"stage_steps":n,"stage_done":0|1,
+ * Training state JSON: {"format":"lcextend-train","stage":i+1 (1-based, as in checkpoint names),"step":s,"stage_steps":n,"stage_done":0|1,
  *   "tokens":total trained tokens of the run,"optimizer_step":AdamW step count,"seq_len":L,
- *   "sampler":{"seed","epoch","pos","offset","samples"},"next_lr":x,"loss":last loss,"run":caller's object}.
+ *   "sampler":{"seed","epoch","pos","offset","samples"},"next_lr":x,"loss":last loss,"run":caller's object,
+ *   "recipe": run.recipe when given}.
  * The only randomness is the sampler's (seeded shuffle); with the cursor, master weights, moments and step
  * restored the continued run computes exactly the same numbers as an uninterrupted one (same backend and
  * thread count: OpenBLAS/OpenMP reductions are deterministic for a fixed thread count).

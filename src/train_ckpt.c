@@ -38,7 +38,7 @@ static json_t *state_json(const lcx_model *m, const lcx_train_ctx *ctx, const lc
                           const lcx_train_stage *st) {
     double next_lr = lcx_lr_at(&st->lr, s->step);
     json_t *j = json_pack("{s:s, s:i, s:I, s:I, s:b, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:f}",
-                          "format", "lcextend-train", "stage", s->stage, "step", (json_int_t)s->step,
+                          "format", "lcextend-train", "stage", s->stage + 1, "step", (json_int_t)s->step,
                           "stage_steps", (json_int_t)st->steps, "stage_done", s->stage_done, "tokens",
                           (json_int_t)s->tokens, "optimizer_step", (json_int_t)lcx_model_step_count(m), "seq_len",
                           (json_int_t)st->seq_len, "sampler", "seed", (json_int_t)st->seed, "epoch",
@@ -47,6 +47,8 @@ static json_t *state_json(const lcx_model *m, const lcx_train_ctx *ctx, const lc
     if (!j) return NULL;
     json_object_set_new(j, "loss", isfinite(s->loss) ? json_real(s->loss) : json_null());
     json_object_set(j, "run", ctx->run_info ? (json_t *)ctx->run_info : json_null());
+    const json_t *rec = ctx->run_info ? json_object_get(ctx->run_info, "recipe") : NULL;
+    if (json_is_string(rec)) json_object_set(j, "recipe", (json_t *)rec); /* shown by lcextend inspect */
     return j;
 }
 
@@ -226,7 +228,7 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
         state->saved = strdup(dir);
         if (has_state) {
             const json_t *smp = json_object_get(ts, "sampler");
-            state->stage = (int)jint(ts, "stage");
+            state->stage = (int)jint(ts, "stage") - 1; /* stored 1-based */
             state->step = jint(ts, "step");
             state->tokens = jint(ts, "tokens");
             state->stage_done = json_is_true(json_object_get(ts, "stage_done"));

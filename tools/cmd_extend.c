@@ -366,7 +366,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         const json_t *ts = lcx_ckpt_training_state(ck);
         const json_t *ri = json_object_get(ts, "run");
         json_int_t tgt = json_integer_value(json_object_get(ri, "target"));
-        json_int_t sidx = json_integer_value(json_object_get(ts, "stage"));
+        json_int_t sidx = json_integer_value(json_object_get(ts, "stage")) - 1; /* stored 1-based */
         int done_ = json_is_true(json_object_get(ts, "stage_done"));
         lcx_ckpt_free(ck);
         LCX_FAIL_GOTO(tgt != p->target, LCX_ERR_INVALID, fail,

@@ -79,6 +79,9 @@ check "export inspects" [ "$(rc)" -eq 0 ]
 check "export: yarn factor 4 from 64" grep -q '"factor": 4.0' "$tmp/full/hf/config.json"
 check "export: max_position_embeddings 256" grep -q '"max_position_embeddings": 256' "$tmp/full/hf/config.json"
 check "export: original 64" grep -q '"original_max_position_embeddings": 64' "$tmp/full/hf/config.json"
+run inspect "$tmp/full/checkpoints/s02-step000001"
+check "inspect shows the training state" grep -qE '^stage: +2$' "$tmp/out"
+check "inspect shows the recipe" grep -q 'recipe: *"tiny-test"' "$tmp/out"
 run verify "$tmp/full/checkpoints/s01-step000002"
 check "stage-1 checkpoint verifies" [ "$(rc)" -eq 0 ]
 
