@@ -7,12 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t g_stop;
 
+/* First signal: finish the step and save. A second one: the default action (abort; a save in progress leaves
+ * only a NAME.tmp-* directory, `latest` still names the previous checkpoint). */
 static void on_signal(int sig) {
-    (void)sig;
+    if (g_stop) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
     g_stop = 1;
+    static const char msg[] = "\nlcextend: stopping after this step and saving (again to abort without saving)\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
 }
 
 void lcx_train_catch_signals(void) {

@@ -199,6 +199,10 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_TRY_GOTO(lcx_tokdata_open(data, &td), fail);
         td_open = 1;
     }
+    LCX_FAIL_GOTO(ids && !lcx_is_file(ids), LCX_ERR_NOT_FOUND, fail, "--ids %s: no such file", ids);
+    LCX_FAIL_GOTO(config && !lcx_is_file(config), LCX_ERR_NOT_FOUND, fail, "--config %s: no such file", config);
+    LCX_FAIL_GOTO(ckpt && !lcx_is_dir(ckpt) && !lcx_is_file(ckpt), LCX_ERR_NOT_FOUND, fail, "%s: no such checkpoint",
+                  ckpt);
     if (!lcx_is_dir(out) && mkdir(out, 0777) != 0)
         LCX_FAIL_GOTO(1, LCX_ERR_IO, fail, "%s: cannot create the run directory", out);
 

@@ -53,6 +53,9 @@ check "train --resume ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "train --resume: same losses" [ "$(steps "$tmp/t2/metrics.jsonl")" = "$(steps "$tmp/t1/metrics.jsonl")" ]
 run train --config "$model/config.json" --ids "$tmp/ids.txt" --seq 32 --steps 2 --out "$tmp/t3" --resume
 check "train --resume without a run: fails" [ "$(rc)" -eq 1 ]
+run train "$model" --ids "$tmp/noids" --seq 32 --steps 2 --out "$tmp/t4"
+check "train: missing ids refused before work" grep -q "noids: no such file" "$tmp/err"
+check "train: missing ids creates nothing" [ ! -e "$tmp/t4" ]
 
 
 # --dry-run: the plan, nothing written
