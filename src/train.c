@@ -165,8 +165,11 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
         }
         int stop = lcx_train_interrupted();
         if (state->step == sg->steps) state->stage_done = 1;
-        if (stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0))
+        if (stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0)) {
+            double ts = now_s();
             LCX_TRY_GOTO(lcx_train_save(m, ctx, state, sg), done);
+            if (!ctx->quiet) printf("saved %s (%.2f s)\n", state->saved, now_s() - ts);
+        }
         if (stop && !state->stage_done) {
             if (ctx->progress) fputc('\n', stderr);
             st = lcx_fail(LCX_ERR_INTERRUPTED, "interrupted at stage %d step %lld; saved %s (continue with --resume)",
