@@ -320,6 +320,19 @@ int lcx_cmd_extend(int argc, char **argv) {
         td_open = 1;
     }
     if (ids && !lcx_is_file(ids)) LCX_FAIL_GOTO(1, LCX_ERR_NOT_FOUND, fail, "--ids %s: no such file", ids);
+    if (ids && !is_gguf) { /* ids read and checked against the vocabulary before anything is written */
+        int32_t *v_ids = NULL;
+        int64_t n_ids = 0;
+        LCX_TRY_GOTO(lcx_cli_read_ids(ids, &v_ids, &n_ids), fail);
+        int64_t bad = -1;
+        for (int64_t k = 0; k < n_ids && bad < 0; k++)
+            if (v_ids[k] >= cfg.vocab_size) bad = k;
+        int32_t bad_id = bad >= 0 ? v_ids[bad] : 0;
+        free(v_ids);
+        LCX_FAIL_GOTO(n_ids < 2, LCX_ERR_INVALID, fail, "%s: %lld token id(s): need at least 2", ids, (long long)n_ids);
+        LCX_FAIL_GOTO(bad >= 0, LCX_ERR_INVALID, fail, "%s: token %lld: id %d is not below the vocabulary size %lld", ids,
+                      (long long)bad, bad_id, (long long)cfg.vocab_size);
+    }
     if (eval_data) {
         LCX_TRY_GOTO(lcx_tokdata_open(eval_data, &ed), fail);
         ed_open = 1;

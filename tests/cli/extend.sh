@@ -127,6 +127,17 @@ fi
 check "SIGINT + resume: same losses" [ "$(steps "$tmp/int/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
 check "SIGINT + resume: same final loss line" [ "$(grep '"step"' "$tmp/int/metrics.jsonl" | tail -1 | sed 's/"tokens_per_s".*//')" = "$(grep '"step"' "$tmp/full/metrics.jsonl" | tail -1 | sed 's/"tokens_per_s".*//')" ]
 
+# a GGUF input (context 256, vocab 64): imported first, then planned; GGUF out again
+awk 'BEGIN { s = 3; for (i = 0; i < 1500; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 64 } }' >"$tmp/ids64.txt"
+printf 'name: one\ndefaults: {steps: 1, tokens_per_batch: 512, lr: {peak: 1e-3, warmup_steps: 0}}\nstages:\n  - seq_len: target\n' >"$tmp/one.yaml"
+run "$LCX_SRC/tests/fixtures/gguf/llama_q4.gguf" --to 512 --recipe "$tmp/one.yaml" --ids "$tmp/ids64.txt" --out "$tmp/gg" --quiet --gguf
+check "GGUF input ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "GGUF input: plan after import" grep -qE "^1 +512 +yarn s=2" "$tmp/out"
+check "GGUF input: GGUF out" [ "$(head -c 4 "$tmp/gg/model.gguf" 2>/dev/null)" = "GGUF" ]
+check "GGUF input: HF out with yarn 2" grep -q '"factor": 2.0' "$tmp/gg/hf/config.json"
+run "$LCX_SRC/tests/fixtures/gguf/llama_q4.gguf" --to 512 --recipe "$tmp/one.yaml" --ids "$tmp/ids.txt" --out "$tmp/gg2"
+check "ids beyond the vocabulary: refused" grep -q "not below the vocabulary size 64" "$tmp/err"
+
 # errors before any work: exit 1 with one line, nothing created
 err_case() { # DESCRIPTION PATTERN ARGS...
     local what=$1 pat=$2; shift 2
@@ -140,6 +151,8 @@ printf 'name: bad\nstages:\n  - seq_len: 128\n    bogus_key: 1\n' >"$tmp/bad.yam
 err_case "bad recipe" "bad.yaml:4" "$model" --to 256 --recipe "$tmp/bad.yaml" --ids "$tmp/ids.txt"
 err_case "missing data" "nodata" "$model" --to 256 --recipe "$tmp/tiny.yaml" --data "$tmp/nodata"
 err_case "missing ids" "noids" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/noids"
+awk 'BEGIN { for (i = 0; i < 10; i++) printf "%d ", i * 40 }' >"$tmp/big_ids.txt"
+err_case "ids beyond the vocabulary" "token 7: id 280 is not below the vocabulary size 256" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/big_ids.txt"
 err_case "--to below the context" "64" "$model" --to 32 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt"
 printf 'name: odd\ndefaults: {steps: 1}\nstages:\n  - seq_len: 127\n  - seq_len: 256\n' >"$tmp/odd.yaml"
 rm -rf "$tmp/e"
