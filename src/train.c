@@ -149,18 +149,23 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
                 (long long)state->tokens, tps, (unsigned long long)r.peak_rss, dt);
         fflush(mf);
         double mean_dt = (now_s() - t_start) / (double)(state->step - first);
-        char eta[32];
+        char eta[32], reta[48] = "";
         fmt_eta(mean_dt * (double)(sg->steps - state->step), eta, sizeof eta);
+        if (ctx->run_tokens > state->tokens) { /* the rest of the run at this stage's speed (later stages are slower) */
+            char r2[32];
+            fmt_eta(mean_dt / (double)per_step * (double)(ctx->run_tokens - state->tokens), r2, sizeof r2);
+            snprintf(reta, sizeof reta, " (run %s+)", r2);
+        }
         if (ctx->progress) {
-            fprintf(stderr, "\r\033[Kstage %d/%d  step %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  ETA %s  RSS %.0f MiB",
-                    sg->index + 1, sg->n_stages, (long long)state->step, (long long)sg->steps, r.loss, ao.lr, tps, eta,
+            fprintf(stderr, "\r\033[Kstage %d/%d  step %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  ETA %s%s  RSS %.0f MiB",
+                    sg->index + 1, sg->n_stages, (long long)state->step, (long long)sg->steps, r.loss, ao.lr, tps, eta, reta,
                     r.peak_rss / 1048576.0);
             fflush(stderr);
         }
         if (!ctx->quiet) {
-            printf("stage %d/%d step %lld/%lld loss %.6f lr %.4g grad_norm %.4f tokens/s %.1f ETA %s peak_rss %.1f MiB\n",
+            printf("stage %d/%d step %lld/%lld loss %.6f lr %.4g grad_norm %.4f tokens/s %.1f ETA %s%s peak_rss %.1f MiB\n",
                    sg->index + 1, sg->n_stages, (long long)state->step, (long long)sg->steps, r.loss, ao.lr,
-                   r.grad_norm, tps, eta, r.peak_rss / 1048576.0);
+                   r.grad_norm, tps, eta, reta, r.peak_rss / 1048576.0);
             fflush(stdout);
         }
         int stop = lcx_train_interrupted();

@@ -58,6 +58,7 @@ typedef struct lcx_train_ctx {
     int progress;                 /* 1: one updating progress line on stderr */
     int quiet;                    /* 1: no per-step line on stdout */
     const json_t *run_info;       /* stored as "run" in the training state (may be NULL) */
+    int64_t run_tokens;           /* tokens of the whole run (all stages), for a run ETA; 0 = stage ETA only */
 } lcx_train_ctx;
 
 typedef struct lcx_train_state {

@@ -448,7 +448,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         sg.lr = ps->lr;
         sg.clip_norm = ps->clip_norm;
         sg.weight_decay = ps->weight_decay;
-        sg.seed = ps->seed;
+        sg.seed = ps->seed + (uint64_t)i; /* each stage its own document order */
         sg.save_interval = ps->save_interval;
         lcx_train_ctx ctx;
         memset(&ctx, 0, sizeof ctx);
@@ -460,6 +460,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         ctx.progress = isatty(2) && !quiet;
         ctx.quiet = quiet;
         ctx.run_info = run_info;
+        ctx.run_tokens = (int64_t)p->total_tokens;
         lcx_train_summary sum;
         LCX_TRY_GOTO(lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum), stage_fail);
         printf("stage %d/%d done: loss %.6f, %.1f tokens/s, peak RSS %.1f MiB, saved %s\n", i + 1, p->n_stages,
