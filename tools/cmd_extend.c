@@ -458,7 +458,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         ctx.n_tokenizer = n_tok;
         ctx.keep_last = keep;
         ctx.progress = isatty(2) && !quiet;
-        ctx.quiet = quiet;
+        ctx.quiet = quiet || (ctx.progress && isatty(1)); /* on a terminal the progress line replaces the step lines */
         ctx.run_info = run_info;
         ctx.run_tokens = (int64_t)p->total_tokens;
         lcx_train_summary sum;
