@@ -503,7 +503,11 @@ int lcx_cmd_extend(int argc, char **argv) {
         }
         fflush(stdout);
         load_from = state.saved;
-        latest = latest ? latest : NULL;
+        if (lcx_train_interrupted() && i + 1 < p->n_stages) { /* Ctrl-C during the evaluation: stop here */
+            st = lcx_fail(LCX_ERR_INTERRUPTED, "interrupted after stage %d; saved %s (continue with --resume)", i + 1,
+                          state.saved);
+            goto stage_fail;
+        }
         if (latest && i == first) { /* later stages load the stage's own final checkpoint */
             free(latest);
             latest = NULL;

@@ -120,7 +120,7 @@ wait "$pid"
 r=$?
 if [ "$r" -ne 0 ]; then
     echo "note: SIGINT stopped the run (rc $r); resuming"
-    check "SIGINT: clear message" grep -q "interrupted at stage .* step .*--resume" "$tmp/err"
+    check "SIGINT: clear message" grep -qE "interrupted (at stage .* step|after stage) .*--resume" "$tmp/err"
     run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/int" --keep 0 --quiet --resume
     check "resume after SIGINT exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
 fi
