@@ -127,6 +127,17 @@ fi
 check "SIGINT + resume: same losses" [ "$(steps "$tmp/int/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
 check "SIGINT + resume: same final loss line" [ "$(grep '"step"' "$tmp/int/metrics.jsonl" | tail -1 | sed 's/"tokens_per_s".*//')" = "$(grep '"step"' "$tmp/full/metrics.jsonl" | tail -1 | sed 's/"tokens_per_s".*//')" ]
 
+# SIGKILL (no chance to save) after the first periodic save: --resume replays from that save, same losses
+"$LCEXTEND" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/kill" --keep 0 >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 200); do grep -q "^saved " "$tmp/out" 2>/dev/null && break; sleep 0.02; done
+kill -KILL "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/kill" --keep 0 --quiet --resume
+check "resume after SIGKILL ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "SIGKILL + resume: same losses (replayed steps identical)" [ "$(steps "$tmp/kill/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
+check "SIGKILL + resume: same exported weights" cmp -s "$tmp/kill/hf/model.safetensors" "$tmp/full/hf/model.safetensors"
+
 # a GGUF input (context 256, vocab 64): imported first, then planned; GGUF out again
 awk 'BEGIN { s = 3; for (i = 0; i < 1500; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 64 } }' >"$tmp/ids64.txt"
 printf 'name: one\ndefaults: {steps: 1, tokens_per_batch: 512, lr: {peak: 1e-3, warmup_steps: 0}}\nstages:\n  - seq_len: target\n' >"$tmp/one.yaml"
