@@ -86,6 +86,14 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
     LCX_FAIL_GOTO(!sample || !ids || !tgt || !mb, LCX_ERR_OOM, done, "train: out of memory for %lld tokens",
                   (long long)per_step);
     if (state->stage == sg->index && state->step > 0) {
+        LCX_FAIL_GOTO(state->seq_len && (state->seq_len != sg->seq_len || state->stage_steps != sg->steps ||
+                                         state->seed != sg->seed),
+                      LCX_ERR_INVALID, done,
+                      "resume: %s was saved by stage %d with seq_len %lld, %lld steps, seed %llu; this run has seq_len "
+                      "%lld, %lld steps, seed %llu (use the same settings)",
+                      state->saved ? state->saved : "the checkpoint", sg->index + 1, (long long)state->seq_len,
+                      (long long)state->stage_steps, (unsigned long long)state->seed, (long long)sg->seq_len,
+                      (long long)sg->steps, (unsigned long long)sg->seed);
         LCX_TRY_GOTO(lcx_sampler_seek(smp, &state->cursor), done);
     } else {
         state->stage = sg->index;

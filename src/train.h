@@ -67,6 +67,8 @@ typedef struct lcx_train_state {
     int stage_done;               /* the stage finished */
     int64_t tokens;               /* trained tokens over the run */
     lcx_sampler_cursor cursor;    /* where the stage's sampler stands */
+    int64_t seq_len, stage_steps; /* of the saved stage (0 = unknown): a resume with other values is refused */
+    uint64_t seed;                /* the saved stage's sampler seed */
     double loss;                  /* last step's loss (NaN when none) */
     char *saved;                  /* path of the last checkpoint written or loaded (owned) */
 } lcx_train_state;

@@ -241,6 +241,9 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
             state->cursor.pos = (uint64_t)p;
             state->cursor.offset = (uint64_t)o;
             state->cursor.samples = (uint64_t)n;
+            state->seq_len = jint(ts, "seq_len") > 0 ? jint(ts, "seq_len") : 0;
+            state->stage_steps = jint(ts, "stage_steps") > 0 ? jint(ts, "stage_steps") : 0;
+            state->seed = (uint64_t)json_integer_value(json_object_get(smp, "seed"));
             const json_t *l = json_object_get(ts, "loss");
             state->loss = json_is_number(l) ? json_number_value(l) : NAN;
         }

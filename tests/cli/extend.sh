@@ -51,6 +51,9 @@ printf 's01-step000002' >"$tmp/t2/checkpoints/latest"
 run train "$tmp/pre-hf" --ids "$tmp/ids.txt" --seq 32 --steps 4 --out "$tmp/t2" --save-every 2 --keep 0 --quiet --resume
 check "train --resume ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "train --resume: same losses" [ "$(steps "$tmp/t2/metrics.jsonl")" = "$(steps "$tmp/t1/metrics.jsonl")" ]
+printf 's01-step000002' >"$tmp/t2/checkpoints/latest"
+run train "$tmp/pre-hf" --ids "$tmp/ids.txt" --seq 16 --steps 4 --out "$tmp/t2" --save-every 2 --keep 0 --quiet --resume
+check "train --resume with another --seq: refused" grep -q "saved by stage 1 with seq_len 32, 4 steps, seed 1234; this run has seq_len 16" "$tmp/err"
 run train --config "$model/config.json" --ids "$tmp/ids.txt" --seq 32 --steps 2 --out "$tmp/t3" --resume
 check "train --resume without a run: fails" [ "$(rc)" -eq 1 ]
 run train "$model" --ids "$tmp/noids" --seq 32 --steps 2 --out "$tmp/t4"
