@@ -84,7 +84,7 @@ static const char *pair_state(const lcx_rope_plan *plan, double scale) {
     return "scaled";
 }
 
-static int show(const char *ckpt, const char *seq_text, int as_json) {
+static int show(const char *ckpt, int64_t seq, int as_json) {
     lcx_model_config cfg = {0};
     char *cfg_path = NULL;
     json_t *out = NULL;
@@ -98,14 +98,7 @@ static int show(const char *ckpt, const char *seq_text, int as_json) {
         lcx_fail_context(st, "%s: ", cfg_path);
         goto fail;
     }
-    int64_t seq = cfg.max_position_embeddings;
-    if (seq_text) {
-        st = lcx_parse_length(seq_text, LCX_CONFIG_MAX_POSITIONS, &seq);
-        if (st != LCX_OK) {
-            lcx_fail_context(st, "--seq: ");
-            goto fail;
-        }
-    }
+    if (seq <= 0) seq = cfg.max_position_embeddings;
     /* The unscaled reference: same theta and rotary dim, type default. */
     lcx_rope_params p0;
     lcx_rope_params_default(&p0);
@@ -436,7 +429,10 @@ int lcx_cmd_rope(int argc, char **argv) {
     if (do_show) {
         if (method || theta || out || short_f || long_f)
             return lcx_cli_usage_error(CMD, "--method/--theta/--out/--short-factor/--long-factor go with --to, not --show");
-        return show(ckpt, seq, as_json);
+        int64_t n = 0;
+        if (seq && lcx_parse_length(seq, LCX_CONFIG_MAX_POSITIONS, &n) != LCX_OK)
+            return lcx_cli_usage_error(CMD, "--seq: %s", lcx_last_error());
+        return show(ckpt, n, as_json);
     }
     if (seq || as_json) return lcx_cli_usage_error(CMD, "--seq/--json go with --show, not --to");
     if (!out) return lcx_cli_usage_error(CMD, "missing --out DIR");
