@@ -15,5 +15,6 @@ int lcx_cmd_verify(int argc, char **argv);
 int lcx_cmd_train(int argc, char **argv);
 /* lcextend CKPT --to N: argv[0] is CKPT */
 int lcx_cmd_extend(int argc, char **argv);
+int lcx_cmd_rope(int argc, char **argv);
 
 #endif

@@ -24,6 +24,7 @@ static const subcommand subcommands[] = {
     {"score", lcx_cmd_score, "mean next-token loss and perplexity over a token-id file"},
     {"train-steps", lcx_cmd_train_steps, "run N AdamW steps on random or given tokens, print losses"},
     {"train", lcx_cmd_train, "train at one sequence length into a run directory (checkpoints, metrics, --resume)"},
+    {"rope", lcx_cmd_rope, "show a checkpoint's rope per pair, or write a zero-shot extended copy (--to N --out DIR)"},
     {"plan", lcx_cmd_plan, "print the staged extension plan for --to N (stages, rope, steps, memory, time)"},
     {"tokenize", lcx_cmd_tokenize, "text / JSON lines -> Megatron indexed dataset (.bin/.idx)"},
     {"import", lcx_cmd_import, "HF directory / safetensors / GGUF -> .lcx checkpoint in a TP x CP layout"},
@@ -41,6 +42,7 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < N_SUBCOMMANDS; i++) fprintf(f, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
     fprintf(f, "\nexamples:\n  lcextend inspect tests/fixtures/models/llama_gqa\n  lcextend inspect model.safetensors --json\n"
                  "  lcextend score tests/fixtures/models/llama_gqa --ids ids.txt\n"
+                 "  lcextend rope ./Llama-3.2-1B --to 32k --method yarn --out ./Llama-3.2-1B-32k\n"
                  "  lcextend plan ./Llama-3.1-8B-base --to 128k --recipe yarn-x2\n"
                  "  lcextend import ./Llama-3.2-1B --out llama.lcx --tp 2\n  lcextend export llama.lcx --format gguf --out llama.gguf\n");
 }
