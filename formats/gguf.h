@@ -162,6 +162,16 @@ lcx_status lcx_gguf_writer_add_str_array(lcx_gguf_writer *w, const char *key, co
 lcx_status lcx_gguf_writer_add_tensor(lcx_gguf_writer *w, const char *name, lcx_dtype type, const lcx_shape *shape,
                                       lcx_dtype src_dtype, const void *src);
 
+/* Like lcx_gguf_writer_add_tensor, but the source values are produced while the file is written, one tensor at a
+ * time: fetch(user, key, &src) must return a pointer to numel values of src_dtype, valid until
+ * release(user, key) (may be NULL), which is called after every fetch, right after the tensor's data is written
+ * or the fetch / write failed. Keeps memory at one tensor for exporters that read from disk. */
+typedef lcx_status (*lcx_gguf_fetch_fn)(void *user, size_t key, const void **src);
+typedef void (*lcx_gguf_release_fn)(void *user, size_t key);
+lcx_status lcx_gguf_writer_add_tensor_lazy(lcx_gguf_writer *w, const char *name, lcx_dtype type,
+                                           const lcx_shape *shape, lcx_dtype src_dtype, lcx_gguf_fetch_fn fetch,
+                                           lcx_gguf_release_fn release, void *user, size_t key);
+
 /* Write the file atomically: tensor offsets laid out in order, each padded to the alignment (as llama.cpp
  * requires). The writer may be written again or freed afterwards. */
 lcx_status lcx_gguf_writer_write(lcx_gguf_writer *w, const char *path);

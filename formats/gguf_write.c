@@ -14,6 +14,10 @@ typedef struct out_tensor {
     uint64_t numel, nbytes;
     lcx_dtype src_dtype;
     const void *src;
+    lcx_gguf_fetch_fn fetch; /* lazy tensors: src comes from fetch at write time */
+    lcx_gguf_release_fn release;
+    void *user;
+    size_t key;
 } out_tensor;
 
 struct lcx_gguf_writer {
@@ -203,8 +207,28 @@ lcx_status lcx_gguf_writer_add_str_array(lcx_gguf_writer *w, const char *key, co
 
 /* ---- tensors --------------------------------------------------------------------------------------------- */
 
+static lcx_status add_tensor(lcx_gguf_writer *w, const char *name, lcx_dtype type, const lcx_shape *shape,
+                             lcx_dtype src_dtype, const void *src, lcx_gguf_fetch_fn fetch);
+
 lcx_status lcx_gguf_writer_add_tensor(lcx_gguf_writer *w, const char *name, lcx_dtype type, const lcx_shape *shape,
                                       lcx_dtype src_dtype, const void *src) {
+    return add_tensor(w, name, type, shape, src_dtype, src, NULL);
+}
+
+lcx_status lcx_gguf_writer_add_tensor_lazy(lcx_gguf_writer *w, const char *name, lcx_dtype type,
+                                           const lcx_shape *shape, lcx_dtype src_dtype, lcx_gguf_fetch_fn fetch,
+                                           lcx_gguf_release_fn release, void *user, size_t key) {
+    LCX_FAIL_IF(!fetch, LCX_ERR_INVALID, "GGUF writer: tensor '%s': no fetch function", name ? name : "");
+    LCX_TRY(add_tensor(w, name, type, shape, src_dtype, NULL, fetch));
+    out_tensor *t = &w->tensors[w->n_tensors - 1];
+    t->release = release;
+    t->user = user;
+    t->key = key;
+    return LCX_OK;
+}
+
+static lcx_status add_tensor(lcx_gguf_writer *w, const char *name, lcx_dtype type, const lcx_shape *shape,
+                             lcx_dtype src_dtype, const void *src, lcx_gguf_fetch_fn fetch) {
     LCX_FAIL_IF(!name || !name[0], LCX_ERR_INVALID, "GGUF writer: empty tensor name");
     LCX_FAIL_IF(strlen(name) > LCX_GGUF_MAX_NAME, LCX_ERR_INVALID,
                 "GGUF writer: tensor '%s': name longer than %d bytes (llama.cpp's limit)", name, LCX_GGUF_MAX_NAME);
@@ -218,7 +242,7 @@ lcx_status lcx_gguf_writer_add_tensor(lcx_gguf_writer *w, const char *name, lcx_
     for (size_t i = 0; i < w->n_tensors; i++)
         LCX_FAIL_IF(strcmp(w->tensors[i].name, name) == 0, LCX_ERR_INVALID, "GGUF writer: duplicate tensor '%s'",
                     name);
-    out_tensor t = {.type = type, .n_dims = (uint32_t)shape->ndim, .src_dtype = src_dtype, .src = src};
+    out_tensor t = {.type = type, .n_dims = (uint32_t)shape->ndim, .src_dtype = src_dtype, .src = src, .fetch = fetch};
     for (uint32_t d = 0; d < LCX_GGUF_MAX_DIMS; d++)
         t.dims[d] = d < t.n_dims ? shape->dims[t.n_dims - 1 - d] : 1;
     if (type == LCX_Q8_0)
@@ -230,7 +254,7 @@ lcx_status lcx_gguf_writer_add_tensor(lcx_gguf_writer *w, const char *name, lcx_
     LCX_FAIL_IF(t.numel > (uint64_t)INT64_MAX, LCX_ERR_INVALID, "GGUF writer: tensor '%s' too large", name);
     st = lcx_dtype_nbytes(type, t.numel, &t.nbytes);
     if (st != LCX_OK) return lcx_fail_context(st, "GGUF writer: tensor '%s': ", name);
-    LCX_FAIL_IF(t.numel && !src, LCX_ERR_INVALID, "GGUF writer: tensor '%s': NULL data", name);
+    LCX_FAIL_IF(t.numel && !src && !fetch, LCX_ERR_INVALID, "GGUF writer: tensor '%s': NULL data", name);
     if (w->n_tensors == w->tensors_cap) {
         size_t cap = w->tensors_cap ? 2 * w->tensors_cap : 64;
         out_tensor *p = realloc(w->tensors, cap * sizeof *p);
@@ -376,7 +400,11 @@ lcx_status lcx_gguf_writer_write(lcx_gguf_writer *w, const char *path) {
     }
     LCX_TRY_GOTO(out_pad(&o, w->alignment), fail);
     for (size_t i = 0; i < w->n_tensors; i++) {
-        st = write_tensor_data(&o, &w->tensors[i], f32, conv);
+        out_tensor t = w->tensors[i];
+        st = t.fetch && t.numel ? t.fetch(t.user, t.key, &t.src) : LCX_OK;
+        if (st == LCX_OK && t.numel && !t.src) st = lcx_fail(LCX_ERR_INVALID, "tensor '%s': fetch gave no data", t.name);
+        if (st == LCX_OK) st = write_tensor_data(&o, &t, f32, conv);
+        if (t.fetch && t.release && t.numel) t.release(t.user, t.key);
         if (st != LCX_OK) {
             lcx_fail_context(st, "%s: ", path);
             goto fail;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -578,6 +579,30 @@ lcx_status lcx_ckpt_read_box(lcx_ckpt *ck, const char *name, const char *role, c
                 "%s: tensor '%s' (role %s): the stored pieces cover %llu of the %llu elements of box %s", ck->dir, name,
                 role, (unsigned long long)covered, (unsigned long long)want, lcx_box_str(box, bs, sizeof bs));
     return LCX_OK;
+}
+
+lcx_status lcx_ckpt_box_view(lcx_ckpt *ck, const char *name, const char *role, const lcx_box *box, const void **view) {
+    *view = NULL;
+    lcx_ckpt_tensor *t = (lcx_ckpt_tensor *)lcx_ckpt_find(ck, name, role);
+    LCX_FAIL_IF(!t, LCX_ERR_NOT_FOUND, "%s: no tensor '%s' with role '%s'", ck->dir, name, role);
+    for (int i = 0; i < t->n_pieces; i++) {
+        lcx_ckpt_piece *p = &t->pieces[i];
+        uint64_t off;
+        if (p->codec != LCX_CODEC_RAW || p->filter != LCX_FILTER_NONE || !lcx_box_contiguous_in(&p->box, box, &off))
+            continue;
+        const uint8_t *stored;
+        LCX_TRY(piece_stored(ck, t, p, 0, &stored));
+        *view = stored + off * t->es;
+        return LCX_OK;
+    }
+    return LCX_OK;
+}
+
+void lcx_ckpt_release(lcx_ckpt *ck) {
+    if (!ck) return;
+    for (int f = 0; f < ck->n_files; f++)
+        if (ck->mapped[f] && ck->maps[f].data && ck->maps[f].size)
+            (void)madvise((void *)ck->maps[f].data, ck->maps[f].size, MADV_DONTNEED); /* advisory: failure is harmless */
 }
 
 lcx_status lcx_ckpt_verify(lcx_ckpt *ck) {

@@ -87,6 +87,10 @@ lcx_status lcx_ckpt_finalize(const char *tmp_dir, const lcx_ckpt_meta *meta, jso
  * directories) are ever removed. */
 lcx_status lcx_ckpt_commit(const char *tmp_dir, const char *parent, const char *name, int keep_last);
 
+/* For a standalone checkpoint (import, reshard: no run directory around it): rename tmp_dir to parent/name (must
+ * not exist yet) and fsync parent. No `latest` file, no pruning. */
+lcx_status lcx_ckpt_publish(const char *tmp_dir, const char *parent, const char *name);
+
 /* parent/<contents of parent/latest>, heap-allocated. LCX_ERR_NOT_FOUND if there is no latest file. */
 lcx_status lcx_ckpt_latest(const char *parent, char **dir);
 
@@ -141,6 +145,15 @@ const char *lcx_ckpt_file_name(const lcx_ckpt *ck, int i); /* data file of lcx_c
  * the box is outside the tensor, if the stored pieces do not cover all of it, or on a checksum / decode error
  * (naming file and tensor). Memory: at most one decoded piece at a time besides dst. */
 lcx_status lcx_ckpt_read_box(lcx_ckpt *ck, const char *name, const char *role, const lcx_box *box, void *dst);
+
+/* Zero-copy read: when the box is one contiguous run inside a single raw, unfiltered piece, *view points at its
+ * bytes in the mapped data file (the piece's checksum is verified first); otherwise *view = NULL (use
+ * lcx_ckpt_read_box). The pointer stays valid until lcx_ckpt_free. */
+lcx_status lcx_ckpt_box_view(lcx_ckpt *ck, const char *name, const char *role, const lcx_box *box, const void **view);
+
+/* Drop this handle's resident pages of the mapped data files (they stay in the page cache and fault back in when
+ * read again): streaming readers call it between tensors so resident memory stays near one tensor. */
+void lcx_ckpt_release(lcx_ckpt *ck);
 
 /* Decode every piece, checking its checksum, zstd frame checksum and length. */
 lcx_status lcx_ckpt_verify(lcx_ckpt *ck);

@@ -16,8 +16,6 @@
 #define RECIPE_MAX_BYTES (1u << 20)
 #define MAX_LENGTH (INT64_C(1) << 34) /* = LCX_CONFIG_MAX_POSITIONS */
 
-static const char *const act_names[LCX_ACT_COUNT] = {"auto", "keep", "recompute", "offload"};
-const char *lcx_act_policy_name(lcx_act_policy p) { return (p >= 0 && p < LCX_ACT_COUNT) ? act_names[p] : "?"; }
 
 /* Key names of a stage / defaults block, indexed like lcx_recipe_field where they map 1:1 (lr.* are nested). */
 static const char *const stage_keys[] = {"seq_len", "method", "factor", "theta", "low_freq_factor",
@@ -282,8 +280,8 @@ static lcx_status parse_activation(const pctx *c, const yaml_node_t *v, lcx_reci
             yaml_node_t *it = yaml_document_get_node(c->doc, v->data.sequence.items.start[i]);
             int found = -1;
             if (it->type == YAML_SCALAR_NODE)
-                for (int j = LCX_ACT_KEEP; j < LCX_ACT_COUNT; j++)
-                    if (!strcmp(scalar(it), act_names[j])) found = j;
+                for (int j = 0; j < LCX_ACT_POLICY_COUNT; j++) /* a per-layer list names concrete policies */
+                    if (!strcmp(scalar(it), lcx_act_policy_name((lcx_act_policy)j))) found = j;
             if (found < 0) {
                 char shown[48];
                 free(a);
@@ -301,7 +299,7 @@ static lcx_status parse_activation(const pctx *c, const yaml_node_t *v, lcx_reci
     }
     LCX_TRY(want_scalar(c, v, key, "keep, recompute, offload, auto or a per-layer list"));
     for (int j = 0; j < LCX_ACT_COUNT; j++)
-        if (!strcmp(scalar(v), act_names[j])) {
+        if (!strcmp(scalar(v), lcx_act_policy_name((lcx_act_policy)j))) {
             st_->activation = (lcx_act_policy)j;
             st_->n_activation = 0;
             SET(LCX_RF_ACTIVATION, v);

@@ -15,6 +15,7 @@
 #ifndef LCX_FORMATS_RECIPE_H
 #define LCX_FORMATS_RECIPE_H
 
+#include "src/act_policy.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,14 +23,7 @@
 #include "src/rope.h"
 #include "src/status.h"
 
-typedef enum lcx_act_policy {
-    LCX_ACT_AUTO = 0,   /* planner's choice: keep when a memory budget is given and it fits, else recompute */
-    LCX_ACT_KEEP,
-    LCX_ACT_RECOMPUTE,
-    LCX_ACT_OFFLOAD,
-    LCX_ACT_COUNT
-} lcx_act_policy;
-const char *lcx_act_policy_name(lcx_act_policy p); /* "auto", "keep", "recompute", "offload" */
+/* lcx_act_policy (keep, recompute, offload, auto) is in src/act_policy.h. */
 
 /* Fields a stage (or the defaults block) may set; bit (1u << field) of lcx_recipe_stage.set. */
 typedef enum lcx_recipe_field {

@@ -70,6 +70,15 @@ typedef struct lcx_st_out_tensor {
 lcx_status lcx_st_write(const char *path, const lcx_st_out_tensor *tensors, size_t n, const char *const *meta_keys,
                         const char *const *meta_values, size_t n_meta);
 
+/* lcx_st_write with tensor bytes produced while the file is written, one tensor at a time (the `data` members are
+ * ignored): fetch(user, i, &data) gives tensors[i]'s bytes, valid until release(user, i) (may be NULL), which is
+ * called after every fetch, once the bytes are written or the fetch / write failed. Same file bytes as
+ * lcx_st_write. */
+typedef lcx_status (*lcx_st_fetch_fn)(void *user, size_t i, const void **data);
+typedef void (*lcx_st_release_fn)(void *user, size_t i);
+lcx_status lcx_st_write_lazy(const char *path, const lcx_st_out_tensor *tensors, size_t n, lcx_st_fetch_fn fetch,
+                             lcx_st_release_fn release, void *user);
+
 #define LCX_ST_DEFAULT_SHARD_BYTES 5000000000ull /* 5 GB, as transformers' save_pretrained */
 
 /* Write a checkpoint's tensors into dir: one model.safetensors when they fit in max_shard_bytes, else

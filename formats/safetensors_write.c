@@ -252,6 +252,53 @@ lcx_status lcx_st_write(const char *path, const lcx_st_out_tensor *tensors, size
     return lcx_atomic_commit(&af);
 }
 
+lcx_status lcx_st_write_lazy(const char *path, const lcx_st_out_tensor *tensors, size_t n, lcx_st_fetch_fn fetch,
+                             lcx_st_release_fn release, void *user) {
+    static const uint8_t placeholder; /* stands for the data the plan checks for; never read */
+    LCX_FAIL_IF(!fetch, LCX_ERR_INVALID, "%s: no fetch function", path);
+    lcx_st_out_tensor *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    LCX_FAIL_IF(!tmp, LCX_ERR_OOM, "%s: out of memory", path);
+    for (size_t i = 0; i < n; i++) {
+        tmp[i] = tensors[i];
+        tmp[i].data = &placeholder;
+    }
+    st_plan p;
+    lcx_status st = plan_build(path, tmp, n, NULL, NULL, 0, &p);
+    if (st != LCX_OK) {
+        free(tmp);
+        return st;
+    }
+    uint8_t lenbuf[8];
+    for (int i = 0; i < 8; i++) lenbuf[i] = (uint8_t)((uint64_t)p.header_len >> (8 * i));
+    lcx_atomic_file af;
+    if (p.header_len > LCX_ST_MAX_HEADER)
+        st = lcx_fail(LCX_ERR_INVALID, "%s: header of %zu bytes exceeds the limit", path, p.header_len);
+    if (st == LCX_OK) st = lcx_atomic_open(path, &af);
+    if (st != LCX_OK) {
+        plan_free(&p);
+        free(tmp);
+        return st;
+    }
+    st = lcx_atomic_write(&af, lenbuf, 8);
+    if (st == LCX_OK) st = lcx_atomic_write(&af, p.header, p.header_len);
+    for (size_t i = 0; i < n && st == LCX_OK; i++) {
+        if (!p.bytes[i]) continue;
+        size_t k = (size_t)(p.ord[i] - tmp);
+        const void *data = NULL;
+        st = fetch(user, k, &data);
+        if (st == LCX_OK && !data) st = lcx_fail(LCX_ERR_INVALID, "%s: tensor '%s': fetch gave no data", path, tmp[k].name);
+        if (st == LCX_OK) st = lcx_atomic_write(&af, data, (size_t)p.bytes[i]);
+        if (release) release(user, k);
+    }
+    plan_free(&p);
+    free(tmp);
+    if (st != LCX_OK) {
+        lcx_atomic_abort(&af);
+        return st;
+    }
+    return lcx_atomic_commit(&af);
+}
+
 /* ---- sharded -------------------------------------------------------------------------------------------- */
 
 #define ST_INDEX_NAME "model.safetensors.index.json"

@@ -383,3 +383,23 @@ lcx_status lcx_cp_positions(int64_t seq_len, int cp, int c, int64_t *pos) {
     for (int64_t i = 0; i < 2 * s.chunk_len; i++) pos[i] = s.start[i / s.chunk_len] + i % s.chunk_len;
     return LCX_OK;
 }
+
+int lcx_box_contiguous_in(const lcx_box *outer, const lcx_box *inner, uint64_t *offset) {
+    if (outer->ndim != inner->ndim) return 0;
+    int n = inner->ndim;
+    for (int d = 0; d < n; d++) {
+        if (inner->shape[d] == 0) return 0;
+        if (inner->start[d] < outer->start[d] || inner->start[d] - outer->start[d] > outer->shape[d] ||
+            inner->shape[d] > outer->shape[d] - (inner->start[d] - outer->start[d]))
+            return 0;
+    }
+    int j = n; /* dims j+1.. whole */
+    while (j > 0 && inner->start[j - 1] == outer->start[j - 1] && inner->shape[j - 1] == outer->shape[j - 1]) j--;
+    /* dims j.. are whole; dim j-1 may be partial; dims before it must have extent 1 */
+    for (int d = 0; d + 1 < j; d++)
+        if (inner->shape[d] != 1) return 0;
+    uint64_t off = 0;
+    for (int d = 0; d < n; d++) off = off * outer->shape[d] + (inner->start[d] - outer->start[d]);
+    *offset = off;
+    return 1;
+}

@@ -75,6 +75,11 @@ char *lcx_box_str(const lcx_box *b, char *buf, size_t cap);
 lcx_status lcx_box_copy(const lcx_box *src_box, const void *src, const lcx_box *dst_box, void *dst, size_t es,
                         uint64_t *copied);
 
+/* 1 when `inner` (inside `outer`) is one contiguous run of outer's row-major elements: every dim after some dim j
+ * is whole and every dim before j has extent 1. *offset = its first element's index in outer (elements). Empty
+ * boxes give 0. */
+int lcx_box_contiguous_in(const lcx_box *outer, const lcx_box *inner, uint64_t *offset);
+
 /* ---- tensor-parallel slicing ----------------------------------------------------------------------------- */
 
 /* What a model tensor is, by its HF name (formats.md "Hugging Face model directory"). */

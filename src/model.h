@@ -24,25 +24,21 @@
 #include <stdint.h>
 
 #include "formats/hf_config.h"
-#include "formats/recipe.h"
 #include "kernels/backend.h"
 #include "src/catalog.h"
 #include "src/model_params.h"
 #include "src/rope.h"
+#include "src/act_policy.h"
 #include "src/status.h"
 
-/* lcx_act_policy and lcx_act_policy_name come from formats/recipe.h (recipes name them per stage). The model
- * runs LCX_ACT_AUTO (the planner's "choose for me", 0 in a zeroed opts) as keep: the planner resolves AUTO
- * before building a model when it has a memory budget. */
-/* Parse "keep" | "recompute" | "offload"; anything else fails (LCX_ERR_INVALID) naming it. */
-lcx_status lcx_act_policy_parse(const char *s, lcx_act_policy *out);
+/* Activation policies (lcx_act_policy, lcx_act_policy_parse) are in src/act_policy.h. */
 
 typedef struct lcx_model_opts {
     lcx_dtype param_dtype;       /* LCX_F32 or LCX_BF16 (stored parameters); 0 means LCX_F32 */
     int64_t max_tokens;          /* activation capacity: tokens per micro-batch (n_seq * seq_len), >= 1 */
     int64_t loss_chunk;          /* rows of logits per loss chunk; 0 = 256. Never seq x vocab at once. */
     int training;                /* allocate grads, master (bf16), AdamW moments */
-    lcx_act_policy policy;       /* every layer (unless layer_policy); AUTO (0) = keep */
+    lcx_act_policy policy;       /* every layer (unless layer_policy); keep (0), recompute or offload (not auto) */
     const lcx_act_policy *layer_policy; /* [num_hidden_layers] or NULL */
     const lcx_backend *backend;  /* NULL = CPU */
 } lcx_model_opts;

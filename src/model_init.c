@@ -9,13 +9,6 @@
 
 #include "src/model_internal.h"
 
-lcx_status lcx_act_policy_parse(const char *s, lcx_act_policy *out) {
-    for (int i = LCX_ACT_KEEP; i < LCX_ACT_COUNT; i++)
-        if (s && strcmp(s, lcx_act_policy_name((lcx_act_policy)i)) == 0) return *out = (lcx_act_policy)i, LCX_OK;
-    return lcx_fail(LCX_ERR_INVALID, "unknown activation policy '%s' (expected keep, recompute or offload)",
-                    s ? s : "(null)");
-}
-
 lcx_adamw_opts lcx_adamw_opts_default(void) {
     lcx_adamw_opts o = {1e-4, 0.9, 0.999, 1e-8, 0.01, 1.0, 0};
     return o;
@@ -151,9 +144,10 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
                   "model: out of memory");
     for (int l = 0; l < m->L; l++) {
         lcx_act_policy p = opts->layer_policy ? opts->layer_policy[l] : opts->policy;
-        LCX_FAIL_GOTO((unsigned)p >= LCX_ACT_COUNT, LCX_ERR_INVALID, fail, "model: layer %d: bad policy %d", l,
-                      (int)p);
-        /* offload has no host/device distinction on the CPU backend: it is keep there; auto is keep here */
+        LCX_FAIL_GOTO((unsigned)p >= LCX_ACT_POLICY_COUNT, LCX_ERR_INVALID, fail,
+                      "model: layer %d: activation policy %s (the planner resolves auto before building a model)", l,
+                      lcx_act_policy_name(p));
+        /* offload has no host/device distinction on the CPU backend: it is keep there */
         m->policy[l] = p == LCX_ACT_RECOMPUTE ? LCX_ACT_RECOMPUTE : LCX_ACT_KEEP;
     }
 

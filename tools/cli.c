@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "src/fileio.h"
@@ -104,4 +106,48 @@ lcx_status lcx_cli_read_ids(const char *path, int32_t **ids, int64_t *n) {
     *ids = out;
     *n = k;
     return LCX_OK;
+}
+
+int lcx_cli_int(const char *cmd, const char *flag, const char *value, long lo, long hi, int *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (!*value || *end || errno || v < lo || v > hi) {
+        lcx_cli_usage_error(cmd, "%s '%s': expected an integer in [%ld, %ld]", flag, value, lo, hi);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void lcx_cli_bar_init(lcx_cli_bar *b, int quiet, const char *what) {
+    b->enabled = !quiet && isatty(fileno(stderr));
+    b->start = now_s();
+    b->what = what;
+}
+
+void lcx_cli_progress(void *user, uint64_t done, uint64_t total, uint64_t bytes_done, uint64_t bytes_total) {
+    lcx_cli_bar *b = user;
+    if (!b || !b->enabled) return;
+    double el = now_s() - b->start;
+    double mbs = el > 0 ? (double)bytes_done / 1e6 / el : 0;
+    double frac = bytes_total ? (double)bytes_done / (double)bytes_total : total ? (double)done / (double)total : 1;
+    double eta = frac > 0 ? el * (1 - frac) / frac : 0;
+    char bar[31];
+    int fill = (int)(frac * 30 + 0.5);
+    for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+    bar[30] = 0;
+    fprintf(stderr, "\r[%s] %llu/%llu %s  %.1f MB/s  ETA %d:%02d ", bar, (unsigned long long)done, (unsigned long long)total, b->what, mbs, (int)eta / 60,
+            (int)eta % 60);
+    fflush(stderr);
+}
+
+void lcx_cli_bar_end(lcx_cli_bar *b) {
+    if (b->enabled) fprintf(stderr, "\n");
 }

@@ -24,4 +24,19 @@ int lcx_cli_flag_value(int argc, char **argv, int *i, const char *name, const ch
  * the file and the token index ("ids.txt: token 3: 'abc' is not a non-negative integer"). */
 lcx_status lcx_cli_read_ids(const char *path, int32_t **ids, int64_t *n);
 
+/* Parse an integer flag value in [lo, hi]; on failure prints a usage error naming the flag and returns 0. */
+int lcx_cli_int(const char *cmd, const char *flag, const char *value, long lo, long hi, int *out);
+
+/* Progress bar on stderr when it is a terminal (tensors done, MB/s, ETA); silent otherwise or when quiet.
+ * Use lcx_cli_progress as an lcx_progress_fn with a lcx_cli_bar as user data; lcx_cli_bar_end finishes the
+ * line. */
+typedef struct lcx_cli_bar {
+    int enabled;
+    double start;
+    const char *what; /* "tensors", "shards" */
+} lcx_cli_bar;
+void lcx_cli_bar_init(lcx_cli_bar *b, int quiet, const char *what);
+void lcx_cli_progress(void *user, uint64_t done, uint64_t total, uint64_t bytes_done, uint64_t bytes_total);
+void lcx_cli_bar_end(lcx_cli_bar *b);
+
 #endif

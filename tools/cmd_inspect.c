@@ -6,7 +6,9 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "formats/lcx.h"
 #include "src/catalog.h"
+#include "src/fileio.h"
 
 static const char *CMD = "inspect";
 
@@ -21,7 +23,8 @@ static void help(void) {
            "\n"
            "PATH   a Hugging Face model directory (config.json + model.safetensors or a sharded index),\n"
            "       a model.safetensors.index.json, or one .safetensors file (config.json beside it is used\n"
-           "       when present; otherwise only tensors, dtypes and bytes are shown)\n"
+           "       when present; otherwise only tensors, dtypes and bytes are shown), or a native .lcx checkpoint\n"
+           "       directory (layout, stage, step, tensors per role, stored vs raw bytes, compression ratio)\n"
            "\n"
            "options:\n"
            "  --json   print one JSON object instead of text\n"
@@ -30,7 +33,8 @@ static void help(void) {
            "examples:\n"
            "  lcextend inspect ./Llama-3.2-1B\n"
            "  lcextend inspect ./Qwen3-0.6B/model.safetensors --json\n"
-           "  lcextend inspect ./big-model/model.safetensors.index.json\n");
+           "  lcextend inspect ./big-model/model.safetensors.index.json\n"
+           "  lcextend inspect run/step-001000 --json\n");
 }
 
 /* 1234567 -> "1.23M" style for human output. */
@@ -109,6 +113,115 @@ static void print_text(const lcx_catalog *c) {
     }
 }
 
+/* A .lcx checkpoint as one JSON object: layout, training position, config summary, per-role totals, ratio. */
+static json_t *lcx_summary(lcx_ckpt *ck) {
+    int tp, cp, dp;
+    const char *kv;
+    lcx_ckpt_layout(ck, &tp, &cp, &dp, &kv);
+    json_t *j = json_object(), *roles = json_object(), *toks = json_array();
+    json_object_set_new(j, "path", json_string(lcx_ckpt_dir(ck)));
+    json_object_set_new(j, "format", json_string(LCX_CKPT_FORMAT));
+    json_object_set_new(j, "layout", json_pack("{s:i, s:i, s:i, s:s}", "tp", tp, "cp", cp, "dp", dp, "kv_layout", kv));
+    const json_t *ts = lcx_ckpt_training_state(ck), *cfg = lcx_ckpt_model_config(ck);
+    static const char *const ts_keys[] = {"recipe", "stage", "step", "tokens", "tokens_seen"};
+    for (size_t k = 0; k < sizeof ts_keys / sizeof ts_keys[0]; k++) {
+        json_t *v = json_is_object(ts) ? json_object_get(ts, ts_keys[k]) : NULL;
+        if (v) json_object_set(j, ts_keys[k], v);
+    }
+    static const char *const cfg_keys[] = {"model_type", "num_hidden_layers", "hidden_size", "num_attention_heads",
+                                           "num_key_value_heads", "vocab_size", "max_position_embeddings"};
+    for (size_t k = 0; k < sizeof cfg_keys / sizeof cfg_keys[0]; k++) {
+        json_t *v = json_is_object(cfg) ? json_object_get(cfg, cfg_keys[k]) : NULL;
+        if (v) json_object_set(j, cfg_keys[k], v);
+    }
+    unsigned long long raw = 0, stored = 0, pieces = 0;
+    for (int i = 0; i < lcx_ckpt_tensor_count(ck); i++) {
+        const lcx_ckpt_tensor *t = lcx_ckpt_tensor_at(ck, i);
+        json_t *r = json_object_get(roles, t->role);
+        if (!r) {
+            r = json_pack("{s:I, s:I, s:I, s:I}", "tensors", (json_int_t)0, "elements", (json_int_t)0, "raw_bytes",
+                          (json_int_t)0, "stored_bytes", (json_int_t)0);
+            json_object_set_new(roles, t->role, r);
+        }
+        unsigned long long el = 1, rb = 0, sb = 0;
+        for (int d = 0; d < t->ndim; d++) el *= t->shape[d];
+        for (int p = 0; p < t->n_pieces; p++) rb += t->pieces[p].raw_length, sb += t->pieces[p].length;
+        pieces += (unsigned long long)t->n_pieces;
+        raw += rb, stored += sb;
+        static const char *const f[] = {"tensors", "elements", "raw_bytes", "stored_bytes"};
+        unsigned long long add[] = {1, el, rb, sb};
+        for (int k = 0; k < 4; k++)
+            json_object_set_new(r, f[k], json_integer(json_integer_value(json_object_get(r, f[k])) + (json_int_t)add[k]));
+    }
+    for (int i = 0; i < lcx_ckpt_tokenizer_file_count(ck); i++) json_array_append_new(toks, json_string(lcx_ckpt_tokenizer_file(ck, i)));
+    json_object_set_new(j, "num_tensors", json_integer(lcx_ckpt_tensor_count(ck)));
+    json_object_set_new(j, "num_pieces", json_integer((json_int_t)pieces));
+    json_object_set_new(j, "num_files", json_integer(lcx_ckpt_file_count(ck)));
+    json_object_set_new(j, "raw_bytes", json_integer((json_int_t)raw));
+    json_object_set_new(j, "stored_bytes", json_integer((json_int_t)stored));
+    json_object_set_new(j, "compression_ratio", json_real(stored ? (double)raw / (double)stored : 1.0));
+    json_object_set_new(j, "roles", roles);
+    json_object_set_new(j, "tokenizer_files", toks);
+    return j;
+}
+
+static int inspect_lcx(const char *path, int as_json) {
+    lcx_ckpt *ck = NULL;
+    lcx_status st = lcx_ckpt_open(path, &ck);
+    if (st != LCX_OK) return lcx_cli_report(CMD, st);
+    json_t *j = lcx_summary(ck);
+    lcx_ckpt_free(ck);
+    if (as_json) {
+        char *s = lcx_json_dumps_hf(j);
+        if (s) printf("%s\n", s);
+        free(s);
+    } else {
+        char b1[32], b2[32];
+        json_t *l = json_object_get(j, "layout");
+        printf("path:                    %s (.lcx checkpoint)\n", path);
+        printf("layout:                  tp %lld x cp %lld x dp %lld, kv heads %s\n",
+               (long long)json_integer_value(json_object_get(l, "tp")), (long long)json_integer_value(json_object_get(l, "cp")),
+               (long long)json_integer_value(json_object_get(l, "dp")), json_string_value(json_object_get(l, "kv_layout")));
+        const char *keys[] = {"model_type", "num_hidden_layers", "hidden_size", "num_attention_heads",
+                              "num_key_value_heads", "vocab_size", "max_position_embeddings", "recipe", "stage", "step",
+                              "tokens", "tokens_seen"};
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            json_t *v = json_object_get(j, keys[k]);
+            if (!v) continue;
+            char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            char label[40];
+            snprintf(label, sizeof label, "%s:", keys[k]);
+            printf("%-24s %s\n", label, s ? s : "?");
+            free(s);
+        }
+        if (!json_object_get(j, "step")) printf("step:                    none (no training state)\n");
+        printf("tensors:                 %lld (%lld pieces in %lld files)\n",
+               (long long)json_integer_value(json_object_get(j, "num_tensors")),
+               (long long)json_integer_value(json_object_get(j, "num_pieces")),
+               (long long)json_integer_value(json_object_get(j, "num_files")));
+        const char *role;
+        json_t *r;
+        json_object_foreach(json_object_get(j, "roles"), role, r) {
+            printf("  %-8s %6lld tensors %15lld elements %15lld bytes\n", role,
+                   (long long)json_integer_value(json_object_get(r, "tensors")),
+                   (long long)json_integer_value(json_object_get(r, "elements")),
+                   (long long)json_integer_value(json_object_get(r, "raw_bytes")));
+        }
+        printf("bytes:                   %s raw, %s stored, compression ratio %.3f\n",
+               human_bytes((double)json_integer_value(json_object_get(j, "raw_bytes")), b1, sizeof b1),
+               human_bytes((double)json_integer_value(json_object_get(j, "stored_bytes")), b2, sizeof b2),
+               json_real_value(json_object_get(j, "compression_ratio")));
+        size_t i;
+        json_t *v;
+        printf("tokenizer files:        ");
+        json_array_foreach(json_object_get(j, "tokenizer_files"), i, v) printf(" %s", json_string_value(v));
+        printf("%s\n", json_array_size(json_object_get(j, "tokenizer_files")) ? "" : " none");
+    }
+    json_decref(j);
+    if (fflush(stdout) != 0) return lcx_cli_report(CMD, lcx_fail(LCX_ERR_IO, "writing to stdout failed"));
+    return LCX_EXIT_OK;
+}
+
 int lcx_cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     int as_json = 0;
@@ -131,6 +244,12 @@ int lcx_cmd_inspect(int argc, char **argv) {
         }
     }
     if (!path) return lcx_cli_usage_error(CMD, "missing PATH");
+    if (lcx_is_dir(path)) {
+        char *m = lcx_path_join(path, LCX_CKPT_MANIFEST);
+        int is_lcx = m && lcx_is_file(m);
+        free(m);
+        if (is_lcx) return inspect_lcx(path, as_json);
+    }
     lcx_catalog *c = NULL;
     lcx_status st = lcx_catalog_open(path, &c);
     if (st != LCX_OK) return lcx_cli_report(CMD, st);

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "src/fileio.h"
 
 static int lcx_cmd_version(int argc, char **argv) {
     (void)argc; (void)argv;
@@ -19,19 +20,31 @@ typedef struct subcommand {
 
 static const subcommand subcommands[] = {
     {"version", lcx_cmd_version, "print the version"},
-    {"inspect", lcx_cmd_inspect, "show what a checkpoint holds (arch, sizes, dtypes, rope)"},
+    {"inspect", lcx_cmd_inspect, "show what a checkpoint holds (HF, safetensors, .lcx): arch, sizes, dtypes, rope"},
     {"score", lcx_cmd_score, "mean next-token loss and perplexity over a token-id file"},
     {"train-steps", lcx_cmd_train_steps, "run N AdamW steps on random or given tokens, print losses"},
+    {"train", lcx_cmd_train, "train at one sequence length into a run directory (checkpoints, metrics, --resume)"},
+    {"rope", lcx_cmd_rope, "show a checkpoint's rope per pair, or write a zero-shot extended copy (--to N --out DIR)"},
     {"plan", lcx_cmd_plan, "print the staged extension plan for --to N (stages, rope, steps, memory, time)"},
+    {"tokenize", lcx_cmd_tokenize, "text / JSON lines -> Megatron indexed dataset (.bin/.idx)"},
+    {"import", lcx_cmd_import, "HF directory / safetensors / GGUF -> .lcx checkpoint in a TP x CP layout"},
+    {"export", lcx_cmd_export, ".lcx -> HF directory or GGUF file"},
+    {"reshard", lcx_cmd_reshard, ".lcx -> .lcx in another TP x CP x DP layout (training state included)"},
+    {"verify", lcx_cmd_verify, "check every checksum and the manifest of a .lcx checkpoint"},
 };
 #define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: lcextend <command> [options]   (lcextend <command> --help for details)\n\ncommands:\n");
+    fprintf(f, "usage: lcextend CKPT --to N [--recipe R] (--data PREFIX | --ids FILE) [--out RUN] [--resume] [--dry-run]\n"
+               "       lcextend <command> [options]   (lcextend <command> --help for details)\n\n"
+               "  CKPT --to N  extend CKPT's context to N tokens (plan, import, train stage by stage, evaluate, export);\n"
+               "               'lcextend CKPT --to N --help' for the options\n\ncommands:\n");
     for (size_t i = 0; i < N_SUBCOMMANDS; i++) fprintf(f, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
     fprintf(f, "\nexamples:\n  lcextend inspect tests/fixtures/models/llama_gqa\n  lcextend inspect model.safetensors --json\n"
                  "  lcextend score tests/fixtures/models/llama_gqa --ids ids.txt\n"
-                 "  lcextend plan ./Llama-3.1-8B-base --to 128k --recipe yarn-x2\n");
+                 "  lcextend rope ./Llama-3.2-1B --to 32k --method yarn --out ./Llama-3.2-1B-32k\n"
+                 "  lcextend plan ./Llama-3.1-8B-base --to 128k --recipe yarn-x2\n"
+                 "  lcextend import ./Llama-3.2-1B --out llama.lcx --tp 2\n  lcextend export llama.lcx --format gguf --out llama.gguf\n");
 }
 
 int main(int argc, char **argv) {
@@ -42,6 +55,11 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--version") == 0) return lcx_cmd_version(argc - 1, argv + 1);
     for (size_t i = 0; i < N_SUBCOMMANDS; i++)
         if (strcmp(argv[1], subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
+    /* `lcextend CKPT --to N ...`: a path (existing, or path-like with --to given) rather than a subcommand */
+    int has_to = 0;
+    for (int i = 2; i < argc; i++) has_to |= strcmp(argv[i], "--to") == 0 || strncmp(argv[i], "--to=", 5) == 0;
+    if (lcx_is_dir(argv[1]) || lcx_is_file(argv[1]) || (has_to && (strchr(argv[1], '/') || strchr(argv[1], '.'))))
+        return lcx_cmd_extend(argc - 1, argv + 1);
     fprintf(stderr, "lcextend: unknown command '%s' (see 'lcextend --help')\n", argv[1]);
     return LCX_EXIT_USAGE;
 }

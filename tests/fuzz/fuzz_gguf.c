@@ -1,10 +1,12 @@
 /* libFuzzer target: the GGUF parser on arbitrary bytes, then every accessor a loader would call on what it
- * accepted (getters, array elements, tensor conversion), so accepted files are also exercised. */
+ * accepted (getters, array elements, tensor conversion, the tokenizer from tokenizer.ggml.*), so accepted files
+ * are also exercised. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats/gguf.h"
+#include "src/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -35,6 +37,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             (void)lcx_gguf_arr_int(kv, kv->count, &s);
         }
+    }
+    lcx_tokenizer *tok = NULL;
+    if (lcx_tokenizer_from_gguf_file(f, &tok) == LCX_OK) {
+        lcx_tok_ids ids = {0};
+        (void)lcx_tokenizer_encode(tok, (const char *)data, size < 256 ? size : 256, 1, &ids);
+        lcx_tok_ids_free(&ids);
+        lcx_tokenizer_free(tok);
     }
     for (size_t i = 0; i < f->n_tensors; i++) {
         const lcx_gguf_tensor *t = &f->tensors[i];

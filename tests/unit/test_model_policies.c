@@ -198,11 +198,19 @@ static void test_errors(void) {
         CHECK_FAILS(lcx_model_train_step(m, &b8, 1, &ao, NULL), LCX_ERR_INVALID, "hyper-parameters");
     }
     lcx_model_free(m);
-    lcx_catalog_close(c);
     lcx_act_policy p;
     CHECK_OK(lcx_act_policy_parse("recompute", &p));
     CHECK(p == LCX_ACT_RECOMPUTE);
     CHECK_FAILS(lcx_act_policy_parse("swap", &p), LCX_ERR_INVALID, "'swap'");
+    /* auto is the planner's to resolve: a model refuses it */
+    lcx_model_opts ao2;
+    memset(&ao2, 0, sizeof ao2);
+    ao2.max_tokens = 8;
+    ao2.policy = LCX_ACT_AUTO;
+    lcx_model *ma = NULL;
+    CHECK_FAILS(lcx_model_init(&ma, &cfg, &ao2), LCX_ERR_INVALID, "auto");
+    CHECK(ma == NULL);
+    lcx_catalog_close(c);
 }
 
 /* Global positions: a row at positions 100.. equals HF-free self-consistency: shifting positions changes the

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# `lcextend CKPT --to N` and `lcextend train` on the fixture model llama_gqa (context 64) --to 256 with a 2-stage
+# recipe written here: the plan is printed and --dry-run does nothing; a full run writes metrics, checkpoints and
+# an HF export whose config has yarn factor 256/64 = 4; resuming from an earlier checkpoint (rewound `latest`)
+# and after a real SIGINT ends with exactly the losses of the uninterrupted run; errors before any work.
+set -u
+: "${LCEXTEND:?}" "${LCX_SRC:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # check DESCRIPTION CONDITION...
+    local what=$1; shift
+    if ! "$@"; then echo "FAIL: $what"; fail=1; fi
+}
+run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
+rc() { cat "$tmp/rc"; }
+model="$LCX_SRC/tests/fixtures/models/llama_gqa"
+steps() { grep '"step"' "$1" | sed 's/"tokens_per_s".*//' | sort -u; }
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+# token ids below the vocabulary (256): a fixed pseudo-random sequence
+awk 'BEGIN { s = 7; for (i = 0; i < 2500; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } }' >"$tmp/ids.txt"
+cat >"$tmp/tiny.yaml" <<'YAML'
+name: tiny-test
+defaults:
+  method: yarn
+  factor: auto
+  steps: 2
+  lr: {peak: 1e-3, warmup_steps: 1, schedule: cosine, min_lr: 1e-4}
+  tokens_per_batch: 256
+  grad_accum: 1
+  eval_lengths: [64, 128]
+  save_interval: 1
+  activation: keep
+  clip_norm: 1.0
+  weight_decay: 0.0
+  seed: 7
+stages:
+  - seq_len: 128
+  - seq_len: 256
+YAML
+
+# lcextend train: pretraining from random init with --export-hf, and train --resume continuing exactly
+run train --config "$model/config.json" --ids "$tmp/ids.txt" --seq 32 --steps 4 --lr 1e-2 --out "$tmp/pre" --save-every 2 --keep 0 --quiet --export-hf "$tmp/pre-hf"
+check "train from random init ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "train export" [ -f "$tmp/pre-hf/model.safetensors" ]
+run train "$tmp/pre-hf" --ids "$tmp/ids.txt" --seq 32 --steps 4 --out "$tmp/t1" --save-every 2 --keep 0 --quiet
+cp -r "$tmp/t1" "$tmp/t2"
+rm -rf "$tmp/t2/checkpoints/s01-step000004"
+printf 's01-step000002' >"$tmp/t2/checkpoints/latest"
+run train "$tmp/pre-hf" --ids "$tmp/ids.txt" --seq 32 --steps 4 --out "$tmp/t2" --save-every 2 --keep 0 --quiet --resume
+check "train --resume ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "train --resume: same losses" [ "$(steps "$tmp/t2/metrics.jsonl")" = "$(steps "$tmp/t1/metrics.jsonl")" ]
+printf 's01-step000002' >"$tmp/t2/checkpoints/latest"
+run train "$tmp/pre-hf" --ids "$tmp/ids.txt" --seq 16 --steps 4 --out "$tmp/t2" --save-every 2 --keep 0 --quiet --resume
+check "train --resume with another --seq: refused" grep -q "saved by stage 1 with seq_len 32, 4 steps, seed 1234; this run has seq_len 16" "$tmp/err"
+run train --config "$model/config.json" --ids "$tmp/ids.txt" --seq 32 --steps 2 --out "$tmp/t3" --resume
+check "train --resume without a run: fails" [ "$(rc)" -eq 1 ]
+run train "$model" --ids "$tmp/noids" --seq 32 --steps 2 --out "$tmp/t4"
+check "train: missing ids refused before work" grep -q "noids: no such file" "$tmp/err"
+check "train: missing ids creates nothing" [ ! -e "$tmp/t4" ]
+
+
+# --dry-run: the plan, nothing written
+run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/dry" --dry-run
+check "dry-run exits 0" [ "$(rc)" -eq 0 ]
+check "dry-run prints both stages with yarn s=2 and s=4" grep -q "yarn s=4" "$tmp/out"
+check "dry-run prints stage 1 at 128" grep -qE "^1 +128 +yarn s=2" "$tmp/out"
+check "dry-run writes nothing" [ ! -e "$tmp/dry" ]
+run "$model" --to 1k --recipe "$tmp/tiny.yaml" --dry-run
+check "--to 1k: beyond the recipe's explicit stages, refused" [ "$(rc)" -eq 1 ]
+
+# the full run
+run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/full" --keep 0 --quiet --eval-data "$tmp/pre/ids"
+check "full run exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "metrics: 4 step lines" [ "$(grep -c '"step"' "$tmp/full/metrics.jsonl")" -eq 4 ]
+check "metrics: eval lines" [ "$(grep -c '"eval_len"' "$tmp/full/metrics.jsonl")" -eq 4 ]
+check "eval JSON per stage" grep -q '"series": "stage 2 (256)"' "$tmp/full/eval/stage2.json"
+check "eval plot" grep -q "<svg" "$tmp/full/eval/ppl.svg"
+check "checkpoints of both stages" [ -d "$tmp/full/checkpoints/s02-step000002" ] && [ -d "$tmp/full/checkpoints/s01-step000001" ]
+check "latest is the last" grep -qx "s02-step000002" "$tmp/full/checkpoints/latest"
+check "HF export" [ -f "$tmp/full/hf/config.json" ]
+run inspect "$tmp/full/hf"
+check "export inspects" [ "$(rc)" -eq 0 ]
+check "export: yarn factor 4 from 64" grep -q '"factor": 4.0' "$tmp/full/hf/config.json"
+check "export: max_position_embeddings 256" grep -q '"max_position_embeddings": 256' "$tmp/full/hf/config.json"
+check "export: original 64" grep -q '"original_max_position_embeddings": 64' "$tmp/full/hf/config.json"
+run inspect "$tmp/full/checkpoints/s02-step000001"
+check "inspect shows the training state" grep -qE '^stage: +2$' "$tmp/out"
+check "inspect shows the recipe" grep -q 'recipe: *"tiny-test"' "$tmp/out"
+run verify "$tmp/full/checkpoints/s01-step000002"
+check "stage-1 checkpoint verifies" [ "$(rc)" -eq 0 ]
+
+# resume from stage 1 step 1 (rewound latest, later checkpoints and the export removed)
+cp -r "$tmp/full" "$tmp/rew"
+rm -rf "$tmp/rew/checkpoints/s01-step000002" "$tmp/rew/checkpoints/s02-"* "$tmp/rew/hf"
+printf 's01-step000001' >"$tmp/rew/checkpoints/latest"
+run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/rew" --keep 0 --quiet --resume
+check "resume exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "resume says where" grep -q "resuming from .*s01-step000001" "$tmp/out"
+check "resumed losses = uninterrupted losses" [ "$(steps "$tmp/rew/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
+check "same exported weights" cmp -s "$tmp/rew/hf/model.safetensors" "$tmp/full/hf/model.safetensors"
+
+# resume at a stage boundary (latest = stage 1's final checkpoint): stage 2 runs from it; --gguf exports too
+cp -r "$tmp/full" "$tmp/bnd"
+rm -rf "$tmp/bnd/checkpoints/s02-"* "$tmp/bnd/hf"
+printf 's01-step000002' >"$tmp/bnd/checkpoints/latest"
+run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/bnd" --keep 0 --quiet --resume --gguf
+check "boundary resume exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "boundary resume: same losses" [ "$(steps "$tmp/bnd/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
+check "boundary resume: same exported weights" cmp -s "$tmp/bnd/hf/model.safetensors" "$tmp/full/hf/model.safetensors"
+check "--gguf: model.gguf" [ -s "$tmp/bnd/model.gguf" ]
+check "--gguf: GGUF magic" [ "$(head -c 4 "$tmp/bnd/model.gguf")" = "GGUF" ]
+run "$model" --to 128 --recipe yarn-x2 --ids "$tmp/ids.txt" --out "$tmp/bnd" --resume
+check "resume with another --to: refused" grep -q "saved by a run to 256 tokens, not --to 128" "$tmp/err"
+
+# a real SIGINT: either it stopped with a save (then --resume finishes it) or it had already finished
+"$LCEXTEND" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/int" --keep 0 >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 100); do grep -q "step 1/2" "$tmp/out" 2>/dev/null && break; sleep 0.05; done
+kill -INT "$pid" 2>/dev/null
+wait "$pid"
+r=$?
+if [ "$r" -ne 0 ]; then
+    echo "note: SIGINT stopped the run (rc $r); resuming"
+    check "SIGINT: clear message" grep -qE "interrupted (at stage .* step|after stage) .*--resume" "$tmp/err"
+    run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/int" --keep 0 --quiet --resume
+    check "resume after SIGINT exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+fi
+check "SIGINT + resume: same losses" [ "$(steps "$tmp/int/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
+check "SIGINT + resume: same final loss line" [ "$(grep '"step"' "$tmp/int/metrics.jsonl" | tail -1 | sed 's/"tokens_per_s".*//')" = "$(grep '"step"' "$tmp/full/metrics.jsonl" | tail -1 | sed 's/"tokens_per_s".*//')" ]
+
+# SIGKILL (no chance to save) after the first periodic save: --resume replays from that save, same losses
+"$LCEXTEND" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/kill" --keep 0 >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 200); do grep -q "^saved " "$tmp/out" 2>/dev/null && break; sleep 0.02; done
+kill -KILL "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/kill" --keep 0 --quiet --resume
+check "resume after SIGKILL ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "SIGKILL + resume: same losses (replayed steps identical)" [ "$(steps "$tmp/kill/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
+check "SIGKILL + resume: same exported weights" cmp -s "$tmp/kill/hf/model.safetensors" "$tmp/full/hf/model.safetensors"
+
+# a GGUF input (context 256, vocab 64): imported first, then planned; GGUF out again
+awk 'BEGIN { s = 3; for (i = 0; i < 1500; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 64 } }' >"$tmp/ids64.txt"
+printf 'name: one\ndefaults: {steps: 1, tokens_per_batch: 512, lr: {peak: 1e-3, warmup_steps: 0}}\nstages:\n  - seq_len: target\n' >"$tmp/one.yaml"
+run "$LCX_SRC/tests/fixtures/gguf/llama_q4.gguf" --to 512 --recipe "$tmp/one.yaml" --ids "$tmp/ids64.txt" --out "$tmp/gg" --quiet --gguf
+check "GGUF input ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "GGUF input: plan after import" grep -qE "^1 +512 +yarn s=2" "$tmp/out"
+check "GGUF input: GGUF out" [ "$(head -c 4 "$tmp/gg/model.gguf" 2>/dev/null)" = "GGUF" ]
+check "GGUF input: HF out with yarn 2" grep -q '"factor": 2.0' "$tmp/gg/hf/config.json"
+run "$LCX_SRC/tests/fixtures/gguf/llama_q4.gguf" --to 512 --recipe "$tmp/one.yaml" --ids "$tmp/ids.txt" --out "$tmp/gg2"
+check "ids beyond the vocabulary: refused" grep -q "not below the vocabulary size 64" "$tmp/err"
+
+# errors before any work: exit 1 with one line, nothing created
+err_case() { # DESCRIPTION PATTERN ARGS...
+    local what=$1 pat=$2; shift 2
+    rm -rf "$tmp/e"
+    run "$@" --out "$tmp/e"
+    check "$what: fails" [ "$(rc)" -ne 0 ]
+    check "$what: message '$pat' ($(cat "$tmp/err"))" grep -q "$pat" "$tmp/err"
+    check "$what: nothing created" [ ! -e "$tmp/e" ]
+}
+printf 'name: bad\nstages:\n  - seq_len: 128\n    bogus_key: 1\n' >"$tmp/bad.yaml"
+err_case "bad recipe" "bad.yaml:4" "$model" --to 256 --recipe "$tmp/bad.yaml" --ids "$tmp/ids.txt"
+err_case "missing data" "nodata" "$model" --to 256 --recipe "$tmp/tiny.yaml" --data "$tmp/nodata"
+err_case "missing ids" "noids" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/noids"
+awk 'BEGIN { for (i = 0; i < 10; i++) printf "%d ", i * 40 }' >"$tmp/big_ids.txt"
+err_case "ids beyond the vocabulary" "token 7: id 280 is not below the vocabulary size 256" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/big_ids.txt"
+err_case "--to below the context" "64" "$model" --to 32 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt"
+printf 'name: odd\ndefaults: {steps: 1}\nstages:\n  - seq_len: 127\n  - seq_len: 256\n' >"$tmp/odd.yaml"
+rm -rf "$tmp/e"
+run "$model" --to 256 --recipe "$tmp/odd.yaml" --ids "$tmp/ids.txt" --out "$tmp/e" --tokens-per-s 1
+check "stage length not a multiple of 2*CP: refused" [ "$(rc)" -ne 0 ]
+check "odd length: nothing created" [ ! -e "$tmp/e" ]
+check "odd length: names the recipe line" grep -q "odd.yaml:4" "$tmp/err"
+run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/full"
+check "existing run without --resume: refused" grep -q "already holds a run" "$tmp/err"
+run notacommand
+check "typo stays an unknown command" grep -q "unknown command 'notacommand'" "$tmp/err"
+run ./no/such/model --to 256 --ids "$tmp/ids.txt"
+check "missing checkpoint path: not found" grep -q "no such checkpoint" "$tmp/err"
+
+[ "$fail" -eq 0 ] && echo "extend: all checks passed"
+exit "$fail"

@@ -1,0 +1,11 @@
+/* Flags shared by import and reshard (layout, codec, threads, memory bound, quiet). */
+#ifndef LCX_TOOLS_CMD_CONVERT_COMMON_H
+#define LCX_TOOLS_CMD_CONVERT_COMMON_H
+
+#include "src/convert.h"
+
+/* If argv[*i] is one of --tp --cp --dp --codec --level --threads --max-memory --quiet, apply it to o (and *quiet)
+ * and return 1; on a bad value print a usage error and set *err. */
+int lcx_cli_convert_flag(const char *cmd, int argc, char **argv, int *i, lcx_convert_opts *o, int *quiet, int *err);
+
+#endif

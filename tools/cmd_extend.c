@@ -1,0 +1,569 @@
+/* lcextend CKPT --to N: the whole context extension. plan (printed; --dry-run stops) -> import -> per stage:
+ * rope config for the stage's length, train at that length (src/train.h), evaluate, save -> final HF export
+ * (GGUF on request). --resume continues from RUN/checkpoints/latest (stage and step). */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "formats/lcx.h"
+#include "formats/recipe.h"
+#include "src/convert.h"
+#include "src/eval.h"
+#include "src/fileio.h"
+#include "src/plan.h"
+#include "src/train.h"
+#include "src/units.h"
+#include "train_common.h"
+
+static const char *CMD = "extend";
+
+static void help(void) {
+    printf("usage: lcextend CKPT --to N (--data PREFIX | --ids FILE) [options]\n"
+           "\n"
+           "Extend the context of CKPT (.lcx, HF model directory, .safetensors or .gguf) to N tokens: print the plan\n"
+           "(stages, lengths, rope factors, steps, tokens, estimated time and peak memory), import, then per stage set\n"
+           "the stage's rope config, train at its sequence length, evaluate (with --eval-data) and save an .lcx\n"
+           "checkpoint; at the end export an HF directory RUN/hf (and RUN/model.gguf with --gguf).\n"
+           "RUN gets metrics.jsonl (one JSON line per step and per evaluation) and checkpoints/ (`latest`).\n"
+           "Ctrl-C finishes the current step, saves and exits; --resume continues exactly where it stopped.\n"
+           "\n"
+           "  --to N               target context: 32768, 32k, 128k, 1m\n"
+           "  --recipe NAME|FILE   built-in recipe name or YAML file (default yarn-x2; see lcextend plan --help)\n"
+           "  --method M           yarn | pi | abf | llama3 | ntk: overrides the recipe's method\n"
+           "  --data PREFIX        training data PREFIX.bin/.idx (lcextend tokenize writes it)\n"
+           "  --ids FILE           or: whitespace-separated token ids (one document)\n"
+           "  --eval-data PREFIX   held-out data: perplexity at each stage's eval lengths and stride over all its\n"
+           "                       documents (src/eval.h protocol) -> RUN/eval/stageN.json, RUN/eval/ppl.svg\n"
+           "  --out RUN            run directory (default: CKPT's name + '-' + N)\n"
+           "  --resume             continue RUN from its latest checkpoint (same flags)\n"
+           "  --dry-run            print the plan and stop\n"
+           "  --gguf               also export RUN/model.gguf\n"
+           "  --dtype f32|bf16     stored weights while training (default f32; master weights are f32)\n"
+           "  --tokens-per-s X     throughput for the time estimate\n"
+           "  --keep N             checkpoints kept (default 2, 0 = all)\n"
+           "  --quiet              no per-step lines on stdout\n"
+           "\n"
+           "examples:\n"
+           "  lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k\n"
+           "  lcextend ./Llama-3.1-8B --to 128k --recipe llama3-8k-128k --data pile --dry-run\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* sgemm rate of this machine (GFLOP/s), 256^3 products for about 0.1 s: the basis of the time estimate when no
+ * --tokens-per-s is given. */
+static double measure_gflops(void) {
+    enum { N = 256 };
+    float *a = malloc(sizeof(float) * N * N * 3);
+    if (!a) return 0;
+    for (int i = 0; i < N * N * 3; i++) a[i] = (float)((i * 7) % 13) * 0.01f;
+    double t0 = now_s(), t = 0;
+    int reps = 0;
+    do {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
+        reps++;
+        t = now_s() - t0;
+    } while (t < 0.1);
+    free(a);
+    return 2.0 * N * N * N * reps / t / 1e9;
+}
+
+/* Fill the plan's times from model FLOPs at a third of the measured sgemm rate (a training step's kernels are
+ * not all sgemm; docs/extend.md). */
+static void estimate_times(lcx_plan *p, double gflops) {
+    p->total_time_s = 0;
+    for (int i = 0; i < p->n_stages; i++) {
+        p->stages[i].time_s = p->stages[i].flops / (gflops * 1e9 / 3.0);
+        p->total_time_s += p->stages[i].time_s;
+    }
+}
+
+/* Every document of td as int32 ids (held-out data is small; it is read once). */
+static lcx_status load_docs(const lcx_tokdata *td, lcx_ppl_doc **docs, int64_t *n_docs) {
+    *docs = calloc((size_t)td->n_docs + 1, sizeof **docs);
+    *n_docs = 0;
+    LCX_FAIL_IF(!*docs, LCX_ERR_OOM, "out of memory for %llu documents", (unsigned long long)td->n_docs);
+    uint32_t *tmp = NULL;
+    lcx_status st = LCX_OK;
+    for (uint64_t d = 0; d < td->n_docs; d++) {
+        uint64_t a, b, n = 0;
+        lcx_tokdata_doc_seqs(td, d, &a, &b);
+        for (uint64_t s = a; s < b; s++) n += lcx_tokdata_seq_len(td, s);
+        LCX_FAIL_GOTO(n > (uint64_t)INT32_MAX, LCX_ERR_UNSUPPORTED, done, "%s: document %llu: %llu tokens", td->prefix,
+                      (unsigned long long)d, (unsigned long long)n);
+        int32_t *ids = malloc((size_t)n * 4 + 4);
+        free(tmp);
+        tmp = malloc((size_t)n * 4 + 4);
+        LCX_FAIL_GOTO(!ids || !tmp, LCX_ERR_OOM, done, "out of memory for the evaluation data");
+        (*docs)[d].tokens = ids;
+        (*docs)[d].n = (int64_t)n;
+        *n_docs = (int64_t)d + 1;
+        uint64_t k = 0;
+        for (uint64_t s = a; s < b; s++) {
+            uint64_t len = lcx_tokdata_seq_len(td, s);
+            LCX_TRY_GOTO(lcx_tokdata_read(td, s, 0, len, tmp + k), done);
+            k += len;
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            LCX_FAIL_GOTO(tmp[i] > (uint32_t)INT32_MAX, LCX_ERR_INVALID, done, "%s: token id %u too large", td->prefix,
+                          tmp[i]);
+            ids[i] = (int32_t)tmp[i];
+        }
+    }
+done:
+    free(tmp);
+    return st;
+}
+
+static void free_docs(lcx_ppl_doc *docs, int64_t n) {
+    if (!docs) return;
+    for (int64_t i = 0; i < n; i++) free((void *)docs[i].tokens);
+    free(docs);
+}
+
+/* RUN/eval/ppl.svg from every RUN/eval/stageN.json present (a resumed run keeps the earlier stages' lines). */
+static lcx_status plot_stages(const char *eval_dir, int n_stages) {
+    lcx_plot_series ser[64];
+    double *xs[64], *ys[64];
+    char *names[64];
+    lcx_ppl_result *res[64];
+    int ns = 0;
+    lcx_status st = LCX_OK;
+    char path[4096];
+    for (int i = 0; i < n_stages && ns < 64; i++) {
+        snprintf(path, sizeof path, "%s/stage%d.json", eval_dir, i + 1);
+        json_t *j = json_load_file(path, 0, NULL);
+        if (!j) continue;
+        int n = 0;
+        char *name = NULL;
+        lcx_ppl_result *r = NULL;
+        st = lcx_ppl_from_json(j, path, &r, &n, &name);
+        json_decref(j);
+        if (st != LCX_OK) break;
+        xs[ns] = malloc(sizeof(double) * (size_t)(n + 1));
+        ys[ns] = malloc(sizeof(double) * (size_t)(n + 1));
+        for (int k = 0; k < n && xs[ns] && ys[ns]; k++) xs[ns][k] = (double)r[k].length, ys[ns][k] = r[k].ppl;
+        ser[ns].name = name ? name : "";
+        ser[ns].x = xs[ns];
+        ser[ns].y = ys[ns];
+        ser[ns].n = xs[ns] && ys[ns] ? n : 0;
+        names[ns] = name;
+        res[ns] = r;
+        ns++;
+    }
+    char *svg = NULL;
+    if (st == LCX_OK && ns > 0) st = lcx_svg_ppl_plot(ser, ns, "perplexity by context length after each stage", &svg);
+    if (st == LCX_OK && svg) {
+        snprintf(path, sizeof path, "%s/ppl.svg", eval_dir);
+        st = lcx_svg_write(path, svg);
+    }
+    free(svg);
+    for (int i = 0; i < ns; i++) free(xs[i]), free(ys[i]), free(names[i]), free(res[i]);
+    return st;
+}
+
+/* stage config: the input config.json with the stage's rope written in (a fresh parse keeps both in sync) */
+static lcx_status stage_config(const lcx_model_config *in, const lcx_plan_stage *ps, lcx_model_config *out) {
+    json_t *j = json_deep_copy(in->json);
+    LCX_FAIL_IF(!j, LCX_ERR_OOM, "out of memory");
+    lcx_status st = lcx_rope_export(&ps->rope, in->head_dim, ps->max_pos, j, NULL, NULL);
+    char *text = st == LCX_OK ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (st != LCX_OK) return st;
+    LCX_FAIL_IF(!text, LCX_ERR_OOM, "out of memory");
+    char label[64];
+    snprintf(label, sizeof label, "stage %d config", ps->index);
+    st = lcx_config_parse(label, text, strlen(text), out);
+    free(text);
+    if (st == LCX_OK) st = lcx_config_sync_json(out);
+    return st;
+}
+
+static lcx_status config_of(const char *ckpt, lcx_model_config *cfg) {
+    if (lcx_tool_is_lcx(ckpt)) return lcx_train_ckpt_config(ckpt, cfg);
+    if (lcx_is_dir(ckpt)) {
+        char *p = lcx_path_join(ckpt, "config.json");
+        LCX_FAIL_IF(!p, LCX_ERR_OOM, "out of memory");
+        lcx_status st = lcx_config_load(p, cfg);
+        free(p);
+        return st;
+    }
+    return lcx_fail(LCX_ERR_NOT_FOUND, "%s: not a checkpoint directory", ckpt);
+}
+
+int lcx_cmd_extend(int argc, char **argv) {
+    const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *data = NULL, *ids = NULL;
+    const char *eval_data = NULL, *out_arg = NULL, *v = NULL;
+    int resume = 0, dry = 0, gguf = 0, quiet = 0, err = 0, keep = 2;
+    lcx_dtype pdt = LCX_F32;
+    lcx_plan_opts po;
+    lcx_plan_opts_default(&po);
+    po.weight_bytes = po.act_bytes = 4;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help();
+            return LCX_EXIT_OK;
+        } else if (!strcmp(a, "--resume")) {
+            resume = 1;
+        } else if (!strcmp(a, "--dry-run")) {
+            dry = 1;
+        } else if (!strcmp(a, "--gguf")) {
+            gguf = 1;
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--to", &to, CMD, &err) ||
+                   lcx_cli_flag_value(argc, argv, &i, "--recipe", &recipe, CMD, &err) ||
+                   lcx_cli_flag_value(argc, argv, &i, "--method", &method, CMD, &err) ||
+                   lcx_cli_flag_value(argc, argv, &i, "--data", &data, CMD, &err) ||
+                   lcx_cli_flag_value(argc, argv, &i, "--ids", &ids, CMD, &err) ||
+                   lcx_cli_flag_value(argc, argv, &i, "--eval-data", &eval_data, CMD, &err) ||
+                   lcx_cli_flag_value(argc, argv, &i, "--out", &out_arg, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--keep", &v, CMD, &err)) {
+            if (err || !lcx_cli_int(CMD, "--keep", v, 0, 1 << 20, &keep)) return LCX_EXIT_USAGE;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--tokens-per-s", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            char *e;
+            po.tokens_per_s = strtod(v, &e);
+            if (*e || !(po.tokens_per_s > 0) || !isfinite(po.tokens_per_s))
+                return lcx_cli_usage_error(CMD, "--tokens-per-s '%s' is not a positive number", v);
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            if (strcmp(v, "f32") && strcmp(v, "bf16"))
+                return lcx_cli_usage_error(CMD, "--dtype '%s' (expected f32 or bf16)", v);
+            pdt = strcmp(v, "bf16") == 0 ? LCX_BF16 : LCX_F32;
+            po.weight_bytes = pdt == LCX_BF16 ? 2 : 4;
+        } else {
+            return lcx_cli_usage_error(CMD, a[0] == '-' ? "unknown flag '%s'" : "unexpected argument '%s'", a);
+        }
+    }
+    if (!to) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
+    if (lcx_parse_length(to, INT64_C(1) << 34, &po.target) != LCX_OK)
+        return lcx_cli_usage_error(CMD, "flag --to: %s", lcx_last_error());
+    if (method) {
+        if (lcx_rope_method_parse(method, &po.method) != LCX_OK)
+            return lcx_cli_usage_error(CMD, "flag --method: %s", lcx_last_error());
+        if (po.method == LCX_EXTEND_DYNAMIC)
+            return lcx_cli_usage_error(CMD, "flag --method: dynamic is for evaluation only, not for training");
+        po.has_method = 1;
+    }
+    if (!dry && !data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
+
+    lcx_status st = LCX_OK;
+    int rc = LCX_EXIT_OK;
+    lcx_model_config cfg, scfg;
+    memset(&cfg, 0, sizeof cfg);
+    memset(&scfg, 0, sizeof scfg);
+    lcx_recipe *r = NULL;
+    lcx_plan *p = NULL;
+    lcx_model *m = NULL;
+    lcx_tokdata td, ed;
+    memset(&td, 0, sizeof td);
+    memset(&ed, 0, sizeof ed);
+    int td_open = 0, ed_open = 0, n_tok = 0;
+    char *out = NULL, *src = NULL, *latest = NULL, *ids_prefix = NULL, *hf = NULL, *gg = NULL, **tok = NULL;
+    json_t *run_info = NULL;
+    lcx_ppl_doc *docs = NULL;
+    int64_t n_docs = 0;
+    char *eval_dir = NULL;
+    FILE *mf = NULL;
+    lcx_train_state state;
+    lcx_train_state_init(&state);
+
+    /* RUN */
+    if (out_arg) {
+        out = strdup(out_arg);
+    } else {
+        const char *b = ckpt + strlen(ckpt);
+        while (b > ckpt && b[-1] == '/') b--;
+        const char *s = b;
+        while (s > ckpt && s[-1] != '/') s--;
+        size_t n = (size_t)(b - s) + strlen(to) + 2;
+        out = malloc(n);
+        if (out) snprintf(out, n, "%.*s-%s", (int)(b - s), s, to);
+    }
+    LCX_FAIL_GOTO(!out, LCX_ERR_OOM, fail, "out of memory");
+
+    /* everything checkable before any work: config, recipe, plan, data, run directory */
+    LCX_FAIL_GOTO(!lcx_is_dir(ckpt) && !lcx_is_file(ckpt), LCX_ERR_NOT_FOUND, fail, "%s: no such checkpoint", ckpt);
+    int is_gguf = lcx_is_file(ckpt) && !lcx_is_dir(ckpt);
+    if (!is_gguf) LCX_TRY_GOTO(config_of(ckpt, &cfg), fail);
+    LCX_TRY_GOTO(lcx_recipe_open(recipe, 2 * po.cp, &r), fail);
+    if (!is_gguf) {
+        LCX_TRY_GOTO(lcx_plan_build(&cfg, r, &po, &p), fail);
+        double gf = po.tokens_per_s > 0 ? 0 : measure_gflops();
+        if (gf > 0) estimate_times(p, gf);
+        lcx_plan_print(p, stdout);
+        if (gf > 0)
+            printf("time estimate: model FLOPs at a third of this machine's sgemm rate (%.1f GFLOP/s); "
+                   "--tokens-per-s X overrides\n", gf);
+        fflush(stdout);
+    }
+    if (dry) {
+        if (is_gguf) printf("(a GGUF input is imported before planning; the plan needs its config)\n");
+        goto done;
+    }
+    if (data) {
+        LCX_TRY_GOTO(lcx_tokdata_open(data, &td), fail);
+        td_open = 1;
+    }
+    if (ids && !lcx_is_file(ids)) LCX_FAIL_GOTO(1, LCX_ERR_NOT_FOUND, fail, "--ids %s: no such file", ids);
+    if (ids && !is_gguf) { /* ids read and checked against the vocabulary before anything is written */
+        int32_t *v_ids = NULL;
+        int64_t n_ids = 0;
+        LCX_TRY_GOTO(lcx_cli_read_ids(ids, &v_ids, &n_ids), fail);
+        int64_t bad = -1;
+        for (int64_t k = 0; k < n_ids && bad < 0; k++)
+            if (v_ids[k] >= cfg.vocab_size) bad = k;
+        int32_t bad_id = bad >= 0 ? v_ids[bad] : 0;
+        free(v_ids);
+        LCX_FAIL_GOTO(n_ids < 2, LCX_ERR_INVALID, fail, "%s: %lld token id(s): need at least 2", ids, (long long)n_ids);
+        LCX_FAIL_GOTO(bad >= 0, LCX_ERR_INVALID, fail, "%s: token %lld: id %d is not below the vocabulary size %lld", ids,
+                      (long long)bad, bad_id, (long long)cfg.vocab_size);
+    }
+    if (eval_data) {
+        LCX_TRY_GOTO(lcx_tokdata_open(eval_data, &ed), fail);
+        ed_open = 1;
+    }
+    if (resume) {
+        LCX_FAIL_GOTO(!lcx_is_dir(out), LCX_ERR_NOT_FOUND, fail, "%s: no such run directory to resume", out);
+        st = lcx_train_latest(out, &latest);
+        if (st == LCX_ERR_NOT_FOUND) lcx_fail_context(st, "--resume: %s has no checkpoint yet: ", out);
+        if (st != LCX_OK) goto fail;
+    } else {
+        char *ck = lcx_path_join(out, "checkpoints/" LCX_CKPT_LATEST);
+        int exists = ck && lcx_is_file(ck);
+        free(ck);
+        LCX_FAIL_GOTO(exists, LCX_ERR_INVALID, fail,
+                      "%s already holds a run (checkpoints/latest): add --resume, or choose another --out", out);
+    }
+    if (!lcx_is_dir(out) && mkdir(out, 0777) != 0)
+        LCX_FAIL_GOTO(1, LCX_ERR_IO, fail, "%s: cannot create the run directory", out);
+
+    /* import */
+    LCX_TRY_GOTO(lcx_tool_source_lcx(ckpt, out, &src), fail);
+    if (is_gguf) {
+        LCX_TRY_GOTO(lcx_train_ckpt_config(src, &cfg), fail);
+        LCX_TRY_GOTO(lcx_plan_build(&cfg, r, &po, &p), fail);
+        lcx_plan_print(p, stdout);
+    }
+    LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(src, &tok, &n_tok), fail);
+    if (ids) {
+        ids_prefix = lcx_path_join(out, "ids");
+        LCX_FAIL_GOTO(!ids_prefix, LCX_ERR_OOM, fail, "out of memory");
+        LCX_TRY_GOTO(lcx_tool_ids_to_tokdata(ids, ids_prefix, cfg.vocab_size), fail);
+        LCX_TRY_GOTO(lcx_tokdata_open(ids_prefix, &td), fail);
+        td_open = 1;
+    }
+    run_info = json_pack("{s:s, s:I, s:s, s:i}", "source", ckpt, "target", (json_int_t)p->target, "recipe",
+                         p->recipe_name ? p->recipe_name : recipe, "stages", p->n_stages);
+    LCX_FAIL_GOTO(!run_info, LCX_ERR_OOM, fail, "out of memory");
+
+    /* where to start */
+    int first = 0;
+    if (latest) {
+        lcx_ckpt *ck = NULL;
+        LCX_TRY_GOTO(lcx_ckpt_open(latest, &ck), fail);
+        const json_t *ts = lcx_ckpt_training_state(ck);
+        const json_t *ri = json_object_get(ts, "run");
+        json_int_t tgt = json_integer_value(json_object_get(ri, "target"));
+        json_int_t sidx = json_integer_value(json_object_get(ts, "stage")) - 1; /* stored 1-based */
+        int done_ = json_is_true(json_object_get(ts, "stage_done"));
+        lcx_ckpt_free(ck);
+        LCX_FAIL_GOTO(tgt != p->target, LCX_ERR_INVALID, fail,
+                      "--resume: %s was saved by a run to %lld tokens, not --to %lld", latest, (long long)tgt,
+                      (long long)p->target);
+        LCX_FAIL_GOTO(sidx < 0 || sidx >= p->n_stages, LCX_ERR_INVALID, fail,
+                      "--resume: %s is at stage %lld, the plan has %d stages", latest, (long long)sidx + 1,
+                      p->n_stages);
+        first = (int)sidx + done_;
+        printf("resuming from %s (stage %d%s)\n", latest, (int)sidx + 1, done_ ? " finished" : "");
+    }
+    if (ed_open) LCX_TRY_GOTO(load_docs(&ed, &docs, &n_docs), fail);
+    eval_dir = lcx_path_join(out, "eval");
+    LCX_FAIL_GOTO(!eval_dir, LCX_ERR_OOM, fail, "out of memory");
+    char *mpath = lcx_path_join(out, "metrics.jsonl");
+    LCX_FAIL_GOTO(!mpath, LCX_ERR_OOM, fail, "out of memory");
+    lcx_train_catch_signals();
+    const char *load_from = latest ? latest : src;
+    for (int i = first; i < p->n_stages; i++) {
+        const lcx_plan_stage *ps = &p->stages[i];
+        lcx_config_free(&scfg);
+        memset(&scfg, 0, sizeof scfg);
+        LCX_TRY_GOTO(stage_config(&cfg, ps, &scfg), stage_fail);
+        lcx_model_free(m);
+        m = NULL;
+        lcx_model_opts mo;
+        memset(&mo, 0, sizeof mo);
+        mo.param_dtype = pdt;
+        mo.max_tokens = ps->micro_seqs * ps->seq_len;
+        for (int e = 0; e < ps->n_eval; e++)
+            if (ps->eval_lengths[e] > mo.max_tokens && eval_data) mo.max_tokens = ps->eval_lengths[e];
+        mo.training = 1;
+        mo.policy = LCX_ACT_KEEP;
+        mo.layer_policy = ps->activation;
+        LCX_TRY_GOTO(lcx_model_init(&m, &scfg, &mo), stage_fail);
+        /* weights (+ optimizer and position when continuing the stage) */
+        {
+            lcx_train_state ls;
+            lcx_train_state_init(&ls);
+            st = lcx_train_load(load_from, m, &ls);
+            if (st == LCX_OK && latest && ls.stage == i && !ls.stage_done) {
+                lcx_train_state_free(&state);
+                state = ls;
+            } else {
+                int64_t tokens = latest || i > first ? ls.tokens : 0;
+                lcx_train_state_free(&ls);
+                lcx_train_state_free(&state);
+                lcx_train_state_init(&state);
+                state.stage = i;
+                state.tokens = tokens;
+            }
+            if (st != LCX_OK) goto stage_fail;
+        }
+        printf("stage %d/%d: seq %lld, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens\n", i + 1,
+               p->n_stages, (long long)ps->seq_len, lcx_rope_method_name(ps->method), (long long)ps->max_pos,
+               (long long)ps->steps, (long long)ps->tokens_per_step);
+        fflush(stdout);
+        lcx_train_stage sg;
+        memset(&sg, 0, sizeof sg);
+        sg.index = i;
+        sg.n_stages = p->n_stages;
+        sg.seq_len = ps->seq_len;
+        sg.steps = ps->steps;
+        sg.micro_seqs = ps->micro_seqs;
+        sg.grad_accum = ps->grad_accum;
+        sg.lr = ps->lr;
+        sg.clip_norm = ps->clip_norm;
+        sg.weight_decay = ps->weight_decay;
+        sg.seed = ps->seed + (uint64_t)i; /* each stage its own document order */
+        sg.save_interval = ps->save_interval;
+        lcx_train_ctx ctx;
+        memset(&ctx, 0, sizeof ctx);
+        ctx.run_dir = out;
+        ctx.model_config = scfg.json;
+        ctx.tokenizer_paths = (const char *const *)tok;
+        ctx.n_tokenizer = n_tok;
+        ctx.keep_last = keep;
+        ctx.progress = isatty(2) && !quiet;
+        ctx.quiet = quiet || (ctx.progress && isatty(1)); /* on a terminal the progress line replaces the step lines */
+        ctx.run_info = run_info;
+        ctx.run_tokens = (int64_t)p->total_tokens;
+        lcx_train_summary sum;
+        LCX_TRY_GOTO(lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum), stage_fail);
+        printf("stage %d/%d done: loss %.6f, %.1f tokens/s, peak RSS %.1f MiB, saved %s\n", i + 1, p->n_stages,
+               state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0, state.saved);
+        if (ed_open) {
+            int64_t lens[LCX_RECIPE_MAX_EVAL];
+            lcx_ppl_result res[LCX_RECIPE_MAX_EVAL];
+            int nl = 0;
+            for (int e = 0; e < ps->n_eval; e++) lens[nl++] = ps->eval_lengths[e];
+            lcx_ppl_config pc;
+            memset(&pc, 0, sizeof pc);
+            pc.lengths = lens;
+            pc.n_lengths = nl;
+            pc.stride = ps->eval_stride;
+            pc.bos_id = -1;
+            pc.short_docs = LCX_PPL_SHORT_SKIP;
+            LCX_TRY_GOTO(lcx_ppl_eval(&pc, docs, n_docs, lcx_train_window_score, m, res), stage_fail);
+            mf = fopen(mpath, "a");
+            LCX_FAIL_GOTO(!mf, LCX_ERR_IO, stage_fail, "%s: cannot open for appending", mpath);
+            for (int e = 0; e < nl; e++) {
+                printf("  eval length %lld: loss %.4f, perplexity %.3f (%lld tokens, %lld windows)\n",
+                       (long long)lens[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens,
+                       (long long)res[e].windows);
+                fprintf(mf, "{\"stage\": %d, \"eval_len\": %lld, \"loss\": %.9g, \"ppl\": %.9g, \"tokens\": %lld}\n",
+                        i + 1, (long long)lens[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens);
+            }
+            fclose(mf);
+            mf = NULL;
+            char series[64], jp[64];
+            snprintf(series, sizeof series, "stage %d (%lld)", i + 1, (long long)ps->seq_len);
+            snprintf(jp, sizeof jp, "stage%d.json", i + 1);
+            mkdir(eval_dir, 0777);
+            json_t *ej = lcx_ppl_to_json(&pc, res, series);
+            char *jpath = lcx_path_join(eval_dir, jp);
+            st = ej && jpath ? lcx_eval_json_write(jpath, ej) : lcx_fail(LCX_ERR_OOM, "out of memory");
+            json_decref(ej);
+            free(jpath);
+            if (st != LCX_OK) goto stage_fail;
+            LCX_TRY_GOTO(plot_stages(eval_dir, p->n_stages), stage_fail);
+        }
+        fflush(stdout);
+        load_from = state.saved;
+        if (lcx_train_interrupted() && i + 1 < p->n_stages) { /* Ctrl-C during the evaluation: stop here */
+            st = lcx_fail(LCX_ERR_INTERRUPTED, "interrupted after stage %d; saved %s (continue with --resume)", i + 1,
+                          state.saved);
+            goto stage_fail;
+        }
+        if (latest && i == first) { /* later stages load the stage's own final checkpoint */
+            free(latest);
+            latest = NULL;
+        }
+        continue;
+    stage_fail:
+        free(mpath);
+        goto fail;
+    }
+    free(mpath);
+
+    /* export */
+    LCX_FAIL_GOTO(!state.saved && !load_from, LCX_ERR_INVALID, fail, "no checkpoint to export");
+    const char *final = state.saved ? state.saved : load_from;
+    hf = lcx_path_join(out, "hf");
+    LCX_FAIL_GOTO(!hf, LCX_ERR_OOM, fail, "out of memory");
+    lcx_convert_opts co;
+    lcx_convert_opts_default(&co);
+    co.threads = 1;
+    if (lcx_is_dir(hf)) {
+        printf("%s exists: not exported again\n", hf);
+    } else {
+        LCX_TRY_GOTO(lcx_export_hf(final, hf, &co), fail);
+        printf("exported %s (Hugging Face, context %lld)\n", hf, (long long)p->target);
+    }
+    if (gguf) {
+        gg = lcx_path_join(out, "model.gguf");
+        LCX_FAIL_GOTO(!gg, LCX_ERR_OOM, fail, "out of memory");
+        if (!lcx_is_file(gg)) {
+            LCX_TRY_GOTO(lcx_export_gguf(final, gg, &co), fail);
+            printf("exported %s\n", gg);
+        }
+    }
+    if (fflush(stdout) != 0) LCX_FAIL_GOTO(1, LCX_ERR_IO, fail, "writing to stdout failed");
+    goto done;
+fail:
+    rc = lcx_cli_report(CMD, st);
+done:
+    if (mf) fclose(mf);
+    lcx_model_free(m);
+    lcx_config_free(&cfg);
+    lcx_config_free(&scfg);
+    lcx_recipe_free(r);
+    lcx_plan_free(p);
+    if (td_open) lcx_tokdata_close(&td);
+    if (ed_open) lcx_tokdata_close(&ed);
+    lcx_train_state_free(&state);
+    lcx_tool_strv_free(tok, n_tok);
+    json_decref(run_info);
+    free_docs(docs, n_docs);
+    free(eval_dir);
+    free(out);
+    free(src);
+    free(latest);
+    free(ids_prefix);
+    free(hf);
+    free(gg);
+    return rc;
+}
