@@ -22,6 +22,7 @@ static const subcommand subcommands[] = {
     {"inspect", lcx_cmd_inspect, "show what a checkpoint holds (HF, safetensors, .lcx): arch, sizes, dtypes, rope"},
     {"score", lcx_cmd_score, "mean next-token loss and perplexity over a token-id file"},
     {"train-steps", lcx_cmd_train_steps, "run N AdamW steps on random or given tokens, print losses"},
+    {"eval", lcx_cmd_eval, "perplexity by context length and passkey retrieval: tables, JSON, SVG pictures"},
     {"plan", lcx_cmd_plan, "print the staged extension plan for --to N (stages, rope, steps, memory, time)"},
     {"tokenize", lcx_cmd_tokenize, "text / JSON lines -> Megatron indexed dataset (.bin/.idx)"},
     {"import", lcx_cmd_import, "HF directory / safetensors / GGUF -> .lcx checkpoint in a TP x CP layout"},
