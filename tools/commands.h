@@ -13,5 +13,6 @@ int lcx_cmd_export(int argc, char **argv);
 int lcx_cmd_reshard(int argc, char **argv);
 int lcx_cmd_verify(int argc, char **argv);
 int lcx_cmd_eval(int argc, char **argv);
+int lcx_cmd_train(int argc, char **argv);
 
 #endif

@@ -23,6 +23,7 @@ static const subcommand subcommands[] = {
     {"score", lcx_cmd_score, "mean next-token loss and perplexity over a token-id file"},
     {"train-steps", lcx_cmd_train_steps, "run N AdamW steps on random or given tokens, print losses"},
     {"eval", lcx_cmd_eval, "perplexity by context length and passkey retrieval: tables, JSON, SVG pictures"},
+    {"train", lcx_cmd_train, "train at one sequence length into a run directory (checkpoints, metrics, --resume)"},
     {"plan", lcx_cmd_plan, "print the staged extension plan for --to N (stages, rope, steps, memory, time)"},
     {"tokenize", lcx_cmd_tokenize, "text / JSON lines -> Megatron indexed dataset (.bin/.idx)"},
     {"import", lcx_cmd_import, "HF directory / safetensors / GGUF -> .lcx checkpoint in a TP x CP layout"},

@@ -1,0 +1,266 @@
+/* Training resume is bit-exact: 6 steps uninterrupted vs 3 steps, save, a fresh model loaded from the checkpoint,
+ * 3 more steps -> the same per-step losses and the same final master weights and AdamW moments, bit for bit.
+ * Also: SIGINT mid-stage saves and returns LCX_ERR_INTERRUPTED, and resuming from that save ends identically;
+ * the first step's loss equals an independent forward pass over the first sample. bf16 stored weights so the
+ * master copy matters. */
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/tokdata.h"
+#include "src/model_state.h"
+#include "src/sampler.h"
+#include "src/train.h"
+#include "tests/test_util.h"
+
+#define STEPS 6
+#define SEQ 16
+
+static char g_root[256];
+static lcx_model_config g_cfg;
+
+static lcx_model *new_model(void) {
+    lcx_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.param_dtype = LCX_BF16;
+    o.max_tokens = 2 * SEQ;
+    o.training = 1;
+    o.policy = LCX_ACT_KEEP;
+    lcx_model *m = NULL;
+    CHECK_OK(lcx_model_init(&m, &g_cfg, &o));
+    if (m) CHECK_OK(lcx_model_init_random(m, 7, 0.05));
+    return m;
+}
+
+static lcx_train_stage stage(void) {
+    lcx_train_stage s;
+    memset(&s, 0, sizeof s);
+    s.n_stages = 1;
+    s.seq_len = SEQ;
+    s.steps = STEPS;
+    s.micro_seqs = 2;
+    s.grad_accum = 2;
+    s.lr.kind = LCX_LR_COSINE;
+    s.lr.peak = 1e-2;
+    s.lr.min_lr = 1e-3;
+    s.lr.warmup_steps = 2;
+    s.lr.total_steps = STEPS;
+    s.clip_norm = 0.5;
+    s.weight_decay = 0.1;
+    s.seed = 99;
+    return s;
+}
+
+static char *mkrun(const char *name) {
+    char *d = malloc(512);
+    snprintf(d, 512, "%s/%s", g_root, name);
+    mkdir(d, 0777);
+    return d;
+}
+
+/* losses[step-1] from RUN/metrics.jsonl (later lines for a step override earlier ones) */
+static int read_losses(const char *run, double *loss) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", run);
+    FILE *f = fopen(p, "r");
+    if (!f) return 0;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_t *j = json_loads(line, 0, NULL);
+        json_int_t step = json_integer_value(json_object_get(j, "step"));
+        if (step >= 1 && step <= STEPS) loss[step - 1] = json_real_value(json_object_get(j, "loss")), n++;
+        json_decref(j);
+    }
+    fclose(f);
+    return n;
+}
+
+/* every master weight and moment of a and b bitwise equal */
+static int same_state(const lcx_model *a, const lcx_model *b) {
+    const lcx_param_table *t = lcx_model_params(a);
+    int same = lcx_model_step_count(a) == lcx_model_step_count(b);
+    for (size_t i = 0; i < t->n && same; i++) {
+        size_t n = (size_t)t->params[i].numel;
+        float *x = malloc(n * 4 * 6);
+        CHECK_OK(lcx_model_get_master(a, i, x));
+        CHECK_OK(lcx_model_get_master(b, i, x + n));
+        CHECK_OK(lcx_model_get_moments(a, i, x + 2 * n, x + 3 * n));
+        CHECK_OK(lcx_model_get_moments(b, i, x + 4 * n, x + 5 * n));
+        same = memcmp(x, x + n, n * 4) == 0 && memcmp(x + 2 * n, x + 4 * n, n * 4) == 0 &&
+               memcmp(x + 3 * n, x + 5 * n, n * 4) == 0;
+        free(x);
+    }
+    return same;
+}
+
+int main(void) {
+    snprintf(g_root, sizeof g_root, "%s/test_train_resume.XXXXXX", LCX_BINARY_DIR);
+    CHECK(mkdtemp(g_root) != NULL);
+    char cfgp[512];
+    snprintf(cfgp, sizeof cfgp, "%s/tests/fixtures/models/llama_gqa/config.json", LCX_SOURCE_DIR);
+    CHECK_OK(lcx_config_load(cfgp, &g_cfg));
+    CHECK_OK(lcx_config_sync_json(&g_cfg));
+
+    /* data: 7 documents of random lengths, ids below the vocabulary */
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "%s/data", g_root);
+    lcx_tokdata_writer w;
+    memset(&w, 0, sizeof w);
+    CHECK_OK(lcx_tokdata_writer_open(&w, prefix, LCX_TOKDATA_U16));
+    uint64_t r = 12345;
+    for (int d = 0; d < 7; d++) {
+        uint32_t ids[80];
+        size_t n = 20 + (size_t)(d * 9);
+        for (size_t i = 0; i < n; i++) r = r * 6364136223846793005ull + 1442695040888963407ull, ids[i] = (uint32_t)((r >> 33) % (uint64_t)g_cfg.vocab_size);
+        CHECK_OK(lcx_tokdata_writer_add(&w, ids, n));
+    }
+    CHECK_OK(lcx_tokdata_writer_commit(&w));
+    lcx_tokdata td;
+    CHECK_OK(lcx_tokdata_open(prefix, &td));
+
+    lcx_train_stage sg = stage();
+    lcx_train_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.model_config = g_cfg.json;
+    ctx.quiet = 1;
+    lcx_train_summary sum;
+
+    /* A: uninterrupted */
+    char *runA = mkrun("A");
+    ctx.run_dir = runA;
+    lcx_model *a = new_model();
+    /* independent check of the first step: the loss of the first batch under the initial weights */
+    double first_ref = NAN;
+    {
+        lcx_sampler_config sc = {SEQ, 99, 0, 0, 1, -1};
+        lcx_sampler *s = NULL;
+        CHECK_OK(lcx_sampler_init(&td, &sc, &s));
+        int32_t ids[4 * SEQ], tgt[4 * SEQ];
+        uint32_t smp[SEQ + 1];
+        for (int k = 0; k < 4; k++) {
+            CHECK_OK(lcx_sampler_next(s, smp));
+            for (int t = 0; t < SEQ; t++) ids[k * SEQ + t] = (int32_t)smp[t], tgt[k * SEQ + t] = (int32_t)smp[t + 1];
+        }
+        double tot = 0, ls;
+        int64_t cnt = 0, c;
+        for (int k = 0; k < 2; k++) {
+            lcx_batch b = {2, SEQ, ids + k * 2 * SEQ, tgt + k * 2 * SEQ, NULL};
+            CHECK_OK(lcx_model_forward(a, &b, NULL, &ls, &c));
+            tot += ls;
+            cnt += c;
+        }
+        first_ref = tot / (double)cnt;
+        lcx_sampler_free(s);
+    }
+    lcx_train_state sa;
+    lcx_train_state_init(&sa);
+    CHECK_OK(lcx_train_stage_run(a, &td, &sg, &ctx, &sa, &sum));
+    CHECK(sa.stage_done == 1 && sa.step == STEPS && sa.tokens == STEPS * 4 * SEQ);
+    double la[STEPS], lb[STEPS], lc[STEPS];
+    CHECK(read_losses(runA, la) == STEPS);
+    CHECK_REL(la[0], first_ref, 1e-6);
+    CHECK(la[STEPS - 1] < la[0]); /* it learns */
+
+    /* B: the same run saving every 3 steps (saving must not change anything) */
+    char *runB = mkrun("B");
+    ctx.run_dir = runB;
+    sg.save_interval = 3;
+    lcx_model *b = new_model();
+    lcx_train_state sb;
+    lcx_train_state_init(&sb);
+    CHECK_OK(lcx_train_stage_run(b, &td, &sg, &ctx, &sb, &sum));
+    CHECK(read_losses(runB, lb) == STEPS);
+    CHECK(memcmp(la, lb, sizeof la) == 0);
+    CHECK(same_state(a, b));
+
+    /* C: a fresh model (different random init, to show everything is overwritten) from B's step-3 save */
+    char ck3[600];
+    snprintf(ck3, sizeof ck3, "%s/checkpoints/s01-step000003", runB);
+    lcx_model_free(b);
+    lcx_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.param_dtype = LCX_BF16;
+    o.max_tokens = 2 * SEQ;
+    o.training = 1;
+    lcx_model *c = NULL;
+    CHECK_OK(lcx_model_init(&c, &g_cfg, &o));
+    CHECK_OK(lcx_model_init_random(c, 8, 0.05));
+    lcx_train_state sc;
+    lcx_train_state_init(&sc);
+    CHECK_OK(lcx_train_load(ck3, c, &sc));
+    CHECK(sc.stage == 0 && sc.step == 3 && sc.tokens == 3 * 4 * SEQ && !sc.stage_done);
+    CHECK(lcx_model_step_count(c) == 3);
+    char *runC = mkrun("C");
+    ctx.run_dir = runC;
+    sg.save_interval = 0;
+    CHECK_OK(lcx_train_stage_run(c, &td, &sg, &ctx, &sc, &sum));
+    for (int i = 0; i < STEPS; i++) lc[i] = NAN;
+    CHECK(read_losses(runC, lc) == 3);
+    CHECK(memcmp(la + 3, lc + 3, 3 * sizeof(double)) == 0);
+    CHECK(same_state(a, c));
+    lcx_model_free(c);
+
+    /* D: SIGINT before the run: one step, a save, LCX_ERR_INTERRUPTED; then resume from `latest` */
+    char *runD = mkrun("D");
+    ctx.run_dir = runD;
+    lcx_train_catch_signals();
+    raise(SIGINT);
+    CHECK(lcx_train_interrupted());
+    lcx_model *d = new_model();
+    lcx_train_state sd;
+    lcx_train_state_init(&sd);
+    CHECK(lcx_train_stage_run(d, &td, &sg, &ctx, &sd, &sum) == LCX_ERR_INTERRUPTED);
+    CHECK(strstr(lcx_last_error(), "interrupted at stage 1 step 1") != NULL);
+    lcx_train_clear_interrupt();
+    lcx_model_free(d);
+    char *latest = NULL;
+    CHECK_OK(lcx_train_latest(runD, &latest));
+    d = NULL;
+    CHECK_OK(lcx_model_init(&d, &g_cfg, &o));
+    lcx_train_state_free(&sd);
+    CHECK_OK(lcx_train_load(latest, d, &sd));
+    CHECK(sd.step == 1);
+    CHECK_OK(lcx_train_stage_run(d, &td, &sg, &ctx, &sd, &sum));
+    CHECK(same_state(a, d));
+    double ld[STEPS];
+    CHECK(read_losses(runD, ld) == STEPS);
+    CHECK(memcmp(la, ld, sizeof la) == 0);
+
+    /* a finished stage run again does nothing */
+    int64_t before = lcx_model_step_count(d);
+    CHECK_OK(lcx_train_stage_run(d, &td, &sg, &ctx, &sd, &sum));
+    CHECK(sum.steps_run == 0 && lcx_model_step_count(d) == before);
+
+    /* a checkpoint of another shape is refused with the tensor named */
+    lcx_model_config small = g_cfg;
+    small.json = NULL;
+    small.intermediate_size = g_cfg.intermediate_size * 2;
+    lcx_model *e = NULL;
+    CHECK_OK(lcx_model_init(&e, &small, &o));
+    CHECK_FAILS(lcx_train_load(latest, e, NULL), LCX_ERR_INVALID, "shape does not match");
+    lcx_model_free(e);
+
+    free(latest);
+    lcx_model_free(d);
+    lcx_model_free(a);
+    lcx_train_state_free(&sa);
+    lcx_train_state_free(&sb);
+    lcx_train_state_free(&sc);
+    lcx_train_state_free(&sd);
+    lcx_tokdata_close(&td);
+    lcx_config_free(&g_cfg);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_root);
+    free(runA);
+    free(runB);
+    free(runC);
+    free(runD);
+    return test_summary("train_resume");
+}

@@ -1,0 +1,317 @@
+/* lcextend train: one training stage at one sequence length, into a run directory with checkpoints, metrics and
+ * --resume (src/train.h). Pretrains a model from random init (--config) or continues a checkpoint. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "formats/lcx.h"
+#include "src/convert.h"
+#include "src/fileio.h"
+#include "src/train.h"
+#include "train_common.h"
+
+static const char *CMD = "train";
+
+static void help(void) {
+    printf("usage: lcextend train (CKPT | --config CONFIG.json) (--data PREFIX | --ids FILE) --seq L --steps N\n"
+           "                      --out RUN [options]\n"
+           "\n"
+           "Train at one sequence length: packed sequences of --seq tokens from a Megatron indexed dataset (shuffled\n"
+           "documents, deterministic), AdamW with warm-up + cosine (or constant) learning rate, gradient clipping and\n"
+           "accumulation. RUN gets metrics.jsonl (one JSON line per step) and checkpoints/ (.lcx with weights, fp32\n"
+           "master, AdamW moments and the training state; `latest` names the newest). Ctrl-C finishes the step,\n"
+           "saves and exits; --resume continues from RUN's latest checkpoint with bit-identical results.\n"
+           "\n"
+           "CKPT                 .lcx checkpoint, HF model directory, .safetensors or .gguf to start from\n"
+           "--config FILE        instead of CKPT: config.json, random weights (normal, std --init-std, --seed)\n"
+           "--data PREFIX        training data PREFIX.bin/.idx (lcextend tokenize writes it)\n"
+           "--ids FILE           or: whitespace-separated token ids (one document; written to RUN/ids.bin/.idx)\n"
+           "--seq L              tokens per sequence\n"
+           "--steps N            optimizer steps\n"
+           "--out RUN            run directory (created)\n"
+           "\n"
+           "options:\n"
+           "  --batch B            sequences per micro-batch (default 1)\n"
+           "  --accum A            micro-batches per optimizer step (default 1)\n"
+           "  --lr X               peak learning rate (default 3e-4); --min-lr X (default 0)\n"
+           "  --warmup N           warm-up steps (default 0); --schedule cosine|constant (default cosine)\n"
+           "  --clip X             max gradient norm (default 1, 0 = off); --wd X weight decay (default 0.01)\n"
+           "  --dtype f32|bf16     stored weights (default f32; master weights are f32)\n"
+           "  --policy P           activations: keep | recompute | offload (default keep)\n"
+           "  --seed N             data shuffle seed and random init seed (default 1234)\n"
+           "  --init-std X         random init standard deviation (default 0.02)\n"
+           "  --save-every K       also save every K steps (default: at the end only)\n"
+           "  --keep N             checkpoints kept in RUN/checkpoints (default 2, 0 = all)\n"
+           "  --tokenizer FILE     copy this tokenizer file into the checkpoints (repeatable; CKPT's are kept)\n"
+           "  --export-hf DIR      at the end write the model as an HF directory DIR\n"
+           "  --resume             continue RUN from its latest checkpoint (same flags)\n"
+           "  --quiet              no per-step lines on stdout\n"
+           "\n"
+           "examples:\n"
+           "  lcextend train --config tiny.json --data corpus --seq 256 --steps 500 --lr 1e-3 --out run --export-hf tiny\n"
+           "  lcextend train tests/fixtures/models/llama_gqa --ids ids.txt --seq 32 --steps 6 --out run --save-every 3\n");
+}
+
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *e;
+    long long v = strtoll(s, &e, 10);
+    if (*s == 0 || *e != 0 || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_real(const char *s, double lo, double hi, double *out) {
+    char *e;
+    double v = strtod(s, &e);
+    if (*s == 0 || *e != 0 || !(v >= lo && v <= hi)) return 0;
+    *out = v;
+    return 1;
+}
+
+#define MAX_TOK 16
+
+int lcx_cmd_train(int argc, char **argv) {
+    const char *ckpt = NULL, *config = NULL, *data = NULL, *ids = NULL, *out = NULL, *export_hf = NULL, *v = NULL;
+    const char *user_tok[MAX_TOK];
+    int n_user_tok = 0, resume = 0, quiet = 0, err = 0;
+    int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
+    double lr = 3e-4, min_lr = 0, clip = 1.0, wd = 0.01, init_std = 0.02;
+    lcx_lr_kind sched = LCX_LR_COSINE;
+    lcx_act_policy policy = LCX_ACT_KEEP;
+    lcx_dtype pdt = LCX_F32;
+#define INT_FLAG(name, var, lo, hi)                                                                              \
+    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
+        if (err) return LCX_EXIT_USAGE;                                                                          \
+        if (!parse_i64(v, lo, hi, &var))                                                                         \
+            return lcx_cli_usage_error(CMD, "%s '%s' is not an integer in [%lld, %lld]", name, v, (long long)(lo), \
+                                       (long long)(hi));                                                         \
+    }
+#define REAL_FLAG(name, var, lo, hi)                                                                             \
+    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
+        if (err) return LCX_EXIT_USAGE;                                                                          \
+        if (!parse_real(v, lo, hi, &var))                                                                        \
+            return lcx_cli_usage_error(CMD, "%s '%s' is not a number in [%g, %g]", name, v, (double)(lo),        \
+                                       (double)(hi));                                                            \
+    }
+#define STR_FLAG(name, var)                                                                                      \
+    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
+        if (err) return LCX_EXIT_USAGE;                                                                          \
+        var = v;                                                                                                 \
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            help();
+            return LCX_EXIT_OK;
+        } else if (strcmp(a, "--resume") == 0) {
+            resume = 1;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        }
+        INT_FLAG("--seq", seq, 2, INT32_MAX)
+        INT_FLAG("--steps", steps, 1, INT64_C(1) << 40)
+        INT_FLAG("--batch", batch, 1, 1 << 20)
+        INT_FLAG("--accum", accum, 1, 1 << 20)
+        INT_FLAG("--warmup", warmup, 0, INT64_C(1) << 40)
+        INT_FLAG("--save-every", save_every, 0, INT64_C(1) << 40)
+        INT_FLAG("--keep", keep, 0, 1 << 20)
+        INT_FLAG("--seed", seed, 0, INT64_MAX)
+        REAL_FLAG("--lr", lr, 1e-12, 1e3)
+        REAL_FLAG("--min-lr", min_lr, 0, 1e3)
+        REAL_FLAG("--clip", clip, 0, 1e30)
+        REAL_FLAG("--wd", wd, 0, 1e3)
+        REAL_FLAG("--init-std", init_std, 1e-12, 10)
+        STR_FLAG("--config", config)
+        STR_FLAG("--data", data)
+        STR_FLAG("--ids", ids)
+        STR_FLAG("--out", out)
+        STR_FLAG("--export-hf", export_hf)
+        else if (lcx_cli_flag_value(argc, argv, &i, "--tokenizer", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            if (n_user_tok == MAX_TOK) return lcx_cli_usage_error(CMD, "at most %d --tokenizer files", MAX_TOK);
+            user_tok[n_user_tok++] = v;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--schedule", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            if (lcx_lr_kind_parse(v, &sched) != 0)
+                return lcx_cli_usage_error(CMD, "--schedule '%s' (expected cosine or constant)", v);
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--policy", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            if (lcx_act_policy_parse(v, &policy) != LCX_OK || policy == LCX_ACT_AUTO)
+                return lcx_cli_usage_error(CMD, "--policy '%s' (expected keep, recompute or offload)", v);
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            if (strcmp(v, "f32") && strcmp(v, "bf16"))
+                return lcx_cli_usage_error(CMD, "--dtype '%s' (expected f32 or bf16)", v);
+            pdt = strcmp(v, "bf16") == 0 ? LCX_BF16 : LCX_F32;
+        } else if (a[0] == '-' && a[1] != 0) {
+            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
+        } else if (ckpt) {
+            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one CKPT only)", a);
+        } else {
+            ckpt = a;
+        }
+    }
+#undef INT_FLAG
+#undef REAL_FLAG
+#undef STR_FLAG
+    if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
+    if (!data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
+    if (!seq) return lcx_cli_usage_error(CMD, "missing --seq L");
+    if (!steps) return lcx_cli_usage_error(CMD, "missing --steps N");
+    if (!out) return lcx_cli_usage_error(CMD, "missing --out RUN");
+    if (warmup > steps) return lcx_cli_usage_error(CMD, "--warmup %lld is longer than --steps %lld", (long long)warmup,
+                                                   (long long)steps);
+    if (min_lr > lr) return lcx_cli_usage_error(CMD, "--min-lr %g is above --lr %g", min_lr, lr);
+    if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
+
+    lcx_status st = LCX_OK;
+    lcx_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    lcx_model *m = NULL;
+    lcx_tokdata td;
+    memset(&td, 0, sizeof td);
+    int td_open = 0;
+    char *src = NULL, *latest = NULL, *ids_prefix = NULL, **tok = NULL;
+    const char **tok_all = NULL;
+    int n_tok = 0;
+    lcx_train_state state;
+    lcx_train_state_init(&state);
+
+    /* checks before any work */
+    if (resume) {
+        LCX_FAIL_GOTO(!lcx_is_dir(out), LCX_ERR_NOT_FOUND, fail, "%s: no such run directory to resume", out);
+        st = lcx_train_latest(out, &latest);
+        if (st == LCX_ERR_NOT_FOUND) lcx_fail_context(st, "--resume: %s has no checkpoint yet: ", out);
+        if (st != LCX_OK) goto fail;
+    } else {
+        char *ck = lcx_path_join(out, "checkpoints/" LCX_CKPT_LATEST);
+        int exists = ck && lcx_is_file(ck);
+        free(ck);
+        LCX_FAIL_GOTO(exists, LCX_ERR_INVALID, fail,
+                      "%s already holds a run (checkpoints/latest): add --resume, or choose another --out", out);
+    }
+    if (data) {
+        LCX_TRY_GOTO(lcx_tokdata_open(data, &td), fail);
+        td_open = 1;
+    }
+    if (!lcx_is_dir(out) && mkdir(out, 0777) != 0)
+        LCX_FAIL_GOTO(1, LCX_ERR_IO, fail, "%s: cannot create the run directory", out);
+
+    /* the model: the run's latest checkpoint, a checkpoint, or a config with random weights */
+    const char *load_from = NULL;
+    if (latest) {
+        load_from = latest;
+    } else if (ckpt) {
+        LCX_TRY_GOTO(lcx_tool_source_lcx(ckpt, out, &src), fail);
+        load_from = src;
+    }
+    if (load_from) {
+        LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), fail);
+        LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, batch * seq, policy, pdt, latest ? &state : NULL, &m),
+                     fail);
+        LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(load_from, &tok, &n_tok), fail);
+    } else {
+        LCX_TRY_GOTO(lcx_config_load(config, &cfg), fail);
+        lcx_model_opts o;
+        memset(&o, 0, sizeof o);
+        o.param_dtype = pdt;
+        o.max_tokens = batch * seq;
+        o.training = 1;
+        o.policy = policy;
+        LCX_TRY_GOTO(lcx_model_init(&m, &cfg, &o), fail);
+        LCX_TRY_GOTO(lcx_model_init_random(m, (uint64_t)seed, init_std), fail);
+    }
+    LCX_TRY_GOTO(lcx_config_sync_json(&cfg), fail);
+    if (ids) {
+        ids_prefix = lcx_path_join(out, "ids");
+        LCX_FAIL_GOTO(!ids_prefix, LCX_ERR_OOM, fail, "out of memory");
+        LCX_TRY_GOTO(lcx_tool_ids_to_tokdata(ids, ids_prefix, cfg.vocab_size), fail);
+        LCX_TRY_GOTO(lcx_tokdata_open(ids_prefix, &td), fail);
+        td_open = 1;
+    }
+    /* tokenizer files: the checkpoint's, plus --tokenizer ones not already there by name */
+    tok_all = calloc((size_t)(n_tok + n_user_tok) + 1, sizeof *tok_all);
+    LCX_FAIL_GOTO(!tok_all, LCX_ERR_OOM, fail, "out of memory");
+    int n_all = 0;
+    for (int i = 0; i < n_user_tok; i++) {
+        LCX_FAIL_GOTO(!lcx_is_file(user_tok[i]), LCX_ERR_NOT_FOUND, fail, "--tokenizer %s: no such file", user_tok[i]);
+        tok_all[n_all++] = user_tok[i];
+    }
+    for (int i = 0; i < n_tok; i++) {
+        const char *b = strrchr(tok[i], '/') ? strrchr(tok[i], '/') + 1 : tok[i];
+        int dup = 0;
+        for (int j = 0; j < n_user_tok; j++) {
+            const char *u = strrchr(user_tok[j], '/') ? strrchr(user_tok[j], '/') + 1 : user_tok[j];
+            dup |= strcmp(u, b) == 0;
+        }
+        if (!dup) tok_all[n_all++] = tok[i];
+    }
+
+    lcx_train_stage sg;
+    memset(&sg, 0, sizeof sg);
+    sg.index = 0;
+    sg.n_stages = 1;
+    sg.seq_len = seq;
+    sg.steps = steps;
+    sg.micro_seqs = batch;
+    sg.grad_accum = accum;
+    sg.lr.kind = sched;
+    sg.lr.peak = lr;
+    sg.lr.min_lr = min_lr;
+    sg.lr.warmup_steps = warmup;
+    sg.lr.total_steps = steps;
+    sg.clip_norm = clip;
+    sg.weight_decay = wd;
+    sg.seed = (uint64_t)seed;
+    sg.save_interval = save_every;
+    lcx_train_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.run_dir = out;
+    ctx.model_config = cfg.json;
+    ctx.tokenizer_paths = tok_all;
+    ctx.n_tokenizer = n_all;
+    ctx.keep_last = (int)keep;
+    ctx.progress = isatty(2) && !quiet;
+    ctx.quiet = quiet;
+    if (latest)
+        printf("resuming %s at step %lld/%lld (%lld tokens trained)\n", latest, (long long)state.step,
+               (long long)steps, (long long)state.tokens);
+    printf("train: %s, %llu parameters, seq %lld, %lld x %lld sequences per step, %lld steps, lr %g (%s)\n",
+           lcx_arch_name(cfg.arch), (unsigned long long)lcx_model_params(m)->total_numel, (long long)seq,
+           (long long)accum, (long long)batch, (long long)steps, lr, lcx_lr_kind_name(sched));
+    fflush(stdout);
+    lcx_train_catch_signals();
+    lcx_train_summary sum;
+    LCX_TRY_GOTO(lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum), fail);
+    printf("done: %lld steps, final loss %.6f, mean tokens/s %.1f, peak RSS %.1f MiB, checkpoint %s\n",
+           (long long)state.step, state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
+           state.saved ? state.saved : "-");
+    if (export_hf) {
+        lcx_convert_opts co;
+        lcx_convert_opts_default(&co);
+        co.threads = 1;
+        LCX_TRY_GOTO(lcx_export_hf(state.saved, export_hf, &co), fail);
+        printf("exported %s\n", export_hf);
+    }
+    if (fflush(stdout) != 0) LCX_FAIL_GOTO(1, LCX_ERR_IO, fail, "writing to stdout failed");
+    int rc = LCX_EXIT_OK;
+    goto done;
+fail:
+    rc = lcx_cli_report(CMD, st);
+done:
+    lcx_model_free(m);
+    lcx_config_free(&cfg);
+    if (td_open) lcx_tokdata_close(&td);
+    lcx_train_state_free(&state);
+    lcx_tool_strv_free(tok, n_tok);
+    free(tok_all);
+    free(src);
+    free(latest);
+    free(ids_prefix);
+    return rc;
+}

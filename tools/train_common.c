@@ -1,0 +1,118 @@
+/* Helpers shared by the training commands (train_common.h). */
+#include "train_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "formats/lcx.h"
+#include "formats/tokdata.h"
+#include "src/convert.h"
+#include "src/fileio.h"
+#include "src/train.h"
+
+int lcx_tool_is_lcx(const char *path) {
+    char *m = lcx_path_join(path, LCX_CKPT_MANIFEST);
+    int r = m && lcx_is_dir(path) && lcx_is_file(m);
+    free(m);
+    return r;
+}
+
+lcx_status lcx_tool_source_lcx(const char *src, const char *run_dir, char **lcx_dir) {
+    *lcx_dir = NULL;
+    if (lcx_tool_is_lcx(src)) {
+        *lcx_dir = strdup(src);
+        LCX_FAIL_IF(!*lcx_dir, LCX_ERR_OOM, "out of memory");
+        return LCX_OK;
+    }
+    LCX_FAIL_IF(!lcx_is_dir(src) && !lcx_is_file(src), LCX_ERR_NOT_FOUND, "%s: no such checkpoint", src);
+    char *out = lcx_path_join(run_dir, "import.lcx");
+    LCX_FAIL_IF(!out, LCX_ERR_OOM, "out of memory");
+    if (!lcx_tool_is_lcx(out)) {
+        lcx_convert_opts o;
+        lcx_convert_opts_default(&o);
+        o.threads = 1;
+        lcx_status st = lcx_import(src, out, &o);
+        if (st != LCX_OK) {
+            free(out);
+            return st;
+        }
+    }
+    *lcx_dir = out;
+    return LCX_OK;
+}
+
+lcx_status lcx_tool_ids_to_tokdata(const char *ids_path, const char *prefix, int64_t vocab) {
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    LCX_TRY(lcx_cli_read_ids(ids_path, &ids, &n));
+    lcx_status st = LCX_OK;
+    uint32_t *u = NULL;
+    lcx_tokdata_writer w;
+    memset(&w, 0, sizeof w);
+    LCX_FAIL_GOTO(n < 2, LCX_ERR_INVALID, done, "%s: %lld token id(s): need at least 2", ids_path, (long long)n);
+    u = malloc((size_t)n * 4);
+    LCX_FAIL_GOTO(!u, LCX_ERR_OOM, done, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        LCX_FAIL_GOTO(ids[i] >= vocab, LCX_ERR_INVALID, done, "%s: token %lld: id %d is not below the vocabulary size %lld",
+                      ids_path, (long long)i, ids[i], (long long)vocab);
+        u[i] = (uint32_t)ids[i];
+    }
+    LCX_TRY_GOTO(lcx_tokdata_writer_open(&w, prefix, lcx_tokdata_dtype_for_vocab((size_t)vocab)), done);
+    LCX_TRY_GOTO(lcx_tokdata_writer_add(&w, u, (size_t)n), done);
+    st = lcx_tokdata_writer_commit(&w);
+done:
+    if (st != LCX_OK) lcx_tokdata_writer_abort(&w);
+    free(ids);
+    free(u);
+    return st;
+}
+
+void lcx_tool_strv_free(char **v, int n) {
+    if (!v) return;
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+lcx_status lcx_tool_ckpt_tokenizer_files(const char *dir, char ***paths, int *n) {
+    *paths = NULL;
+    *n = 0;
+    lcx_ckpt *ck = NULL;
+    LCX_TRY(lcx_ckpt_open(dir, &ck));
+    int k = lcx_ckpt_tokenizer_file_count(ck);
+    char **v = calloc((size_t)k + 1, sizeof *v);
+    lcx_status st = LCX_OK;
+    LCX_FAIL_GOTO(!v, LCX_ERR_OOM, done, "out of memory");
+    for (int i = 0; i < k; i++) {
+        v[i] = lcx_path_join(dir, lcx_ckpt_tokenizer_file(ck, i));
+        if (!v[i]) {
+            lcx_tool_strv_free(v, i);
+            v = NULL;
+            LCX_FAIL_GOTO(1, LCX_ERR_OOM, done, "out of memory");
+        }
+    }
+    *paths = v;
+    *n = k;
+done:
+    lcx_ckpt_free(ck);
+    return st;
+}
+
+lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
+                                   lcx_act_policy policy, lcx_dtype dtype, struct lcx_train_state *state,
+                                   lcx_model **out) {
+    lcx_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.param_dtype = dtype;
+    o.max_tokens = max_tokens;
+    o.training = 1;
+    o.policy = policy;
+    *out = NULL;
+    LCX_TRY(lcx_model_init(out, cfg, &o));
+    lcx_status st = lcx_train_load(dir, *out, state);
+    if (st != LCX_OK) {
+        lcx_model_free(*out);
+        *out = NULL;
+    }
+    return st;
+}

@@ -1,0 +1,34 @@
+/* Helpers shared by `lcextend train` and `lcextend CKPT --to N`: the input checkpoint as an .lcx, token-id text
+ * files as indexed datasets, a model built from a checkpoint, tokenizer files to carry along. */
+#ifndef LCX_TOOLS_TRAIN_COMMON_H
+#define LCX_TOOLS_TRAIN_COMMON_H
+
+#include <stdint.h>
+
+#include "formats/hf_config.h"
+#include "src/model.h"
+#include "src/status.h"
+
+/* 1 when path is an .lcx checkpoint directory (holds manifest.json). */
+int lcx_tool_is_lcx(const char *path);
+
+/* src as an .lcx directory: itself when it is one, else imported (HF directory, safetensors, GGUF) into
+ * run_dir/import.lcx (kept; reused when already there, e.g. on --resume). *lcx_dir is heap-allocated. */
+lcx_status lcx_tool_source_lcx(const char *src, const char *run_dir, char **lcx_dir);
+
+/* Whitespace-separated token ids in a text file -> Megatron dataset PREFIX.bin/.idx (one document). Ids must be
+ * below vocab. */
+lcx_status lcx_tool_ids_to_tokdata(const char *ids_path, const char *prefix, int64_t vocab);
+
+/* Tokenizer files stored in checkpoint dir, as full paths (heap array of heap strings; lcx_tool_strv_free). */
+lcx_status lcx_tool_ckpt_tokenizer_files(const char *dir, char ***paths, int *n);
+void lcx_tool_strv_free(char **v, int n);
+
+struct lcx_train_state;
+/* Build a training model for cfg (max_tokens, policy, dtype) and load checkpoint dir into it (and its training
+ * state into state when non-NULL). */
+lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
+                                   lcx_act_policy policy, lcx_dtype dtype, struct lcx_train_state *state,
+                                   lcx_model **out);
+
+#endif
