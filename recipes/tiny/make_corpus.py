@@ -22,6 +22,7 @@ TASK = ("There is an important info hidden inside a lot of irrelevant text. Find
         "I will quiz you about the important information there.")
 FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 QUESTION = "What is the pass key? The pass key is"
+HELD_CHARS = 24000
 
 
 def passkey_doc(rng):
@@ -38,7 +39,17 @@ def main():
     kjv, out, vocab = sys.argv[1], sys.argv[2], int(sys.argv[3])
     os.makedirs(out, exist_ok=True)
     train_books = [open(p, encoding="utf-8").read().strip("\n") for p in sorted(glob.glob(f"{kjv}/train/*.txt"))]
-    held_books = [open(p, encoding="utf-8").read().strip("\n") for p in sorted(glob.glob(f"{kjv}/heldout/*.txt"))]
+    # Held-out: the first HELD_CHARS characters (whole verses) of each held-out book, ~6k tokens: every document
+    # is longer than 2048 tokens, so every evaluated length sees the same text, and an evaluation stays short.
+    held_books = []
+    for p in sorted(glob.glob(f"{kjv}/heldout/*.txt")):
+        lines, size = [], 0
+        for line in open(p, encoding="utf-8").read().strip("\n").split("\n"):
+            if size + len(line) + 1 > HELD_CHARS:
+                break
+            lines.append(line)
+            size += len(line) + 1
+        held_books.append("\n".join(lines))
     rng = random.Random(1611)
     docs = train_books + [passkey_doc(rng) for _ in range(1500)]
     rng.shuffle(docs)
