@@ -4,16 +4,17 @@
 #   2. train.jsonl (books + 1500 synthetic passkey documents) and a byte-level BPE tokenizer.json (vocab 2048)
 #      with Hugging Face `tokenizers` (the only Python step; everything after it is lcextend)
 #   3. lcextend tokenize both splits
-#   4. lcextend train from random init (config.json) at sequence length 256
+#   4. lcextend train from random init (config.json) at sequence length 256, then a second cosine cycle
 #   5. lcextend export the final checkpoint as a bf16 HF directory, in two safetensors shards < 2 MB
 # usage: recipes/tiny/make_tiny.sh [WORKDIR]   (env LCEXTEND: the binary, default build/lcextend;
-#        STEPS: optimizer steps, default 420). Writes recipes/tiny/model and recipes/tiny/data (replacing them).
+#        STEPS, STEPS2: optimizer steps of the two phases, default 420 and 240). Writes recipes/tiny/model and recipes/tiny/data (replacing them).
 # Numbers of the committed build are in recipes/tiny/README.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=${1:-$(mktemp -d)}
 lcx=${LCEXTEND:-build/lcextend}
 steps=${STEPS:-420}
+steps2=${STEPS2:-240}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 mkdir -p "$work"
 
@@ -29,7 +30,14 @@ time "$lcx" train --config "$here/config.json" --data "$work/corpus/train" --seq
     --lr 2e-3 --min-lr 2e-4 --warmup 30 --wd 0.1 --seed 1611 --save-every 100 \
     --tokenizer "$work/corpus/tokenizer.json" --out "$work/run"
 
-ckpt=$(ls -d "$work/run/checkpoints"/step-* | sort | tail -1)
+# Phase 2: a second cosine cycle from the phase-1 weights (fresh AdamW), which is how the committed model was
+# made (the first run's budget was set before its loss curve was known).
+rm -rf "$work/run2"
+time "$lcx" train "$work/run/checkpoints/$(cat "$work/run/checkpoints/latest")" --data "$work/corpus/train" \
+    --seq 256 --batch 4 --steps "$steps2" --lr 1e-3 --min-lr 1e-4 --warmup 10 --wd 0.1 --seed 1612 \
+    --save-every 80 --tokenizer "$work/corpus/tokenizer.json" --out "$work/run2"
+
+ckpt="$work/run2/checkpoints/$(cat "$work/run2/checkpoints/latest")"
 rm -rf "$work/model"
 "$lcx" export "$ckpt" --format hf --out "$work/model" --dtype bf16 --shard-size 1900KB --quiet
 printf '{\n  "bos_token_id": 0,\n  "eos_token_id": 1,\n  "do_sample": false\n}\n' >"$work/model/generation_config.json"
@@ -38,5 +46,5 @@ rm -rf "$here/model" "$here/data"
 mkdir -p "$here/data"
 cp -r "$work/model" "$here/model"
 cp "$work/corpus/heldout.bin" "$work/corpus/heldout.idx" "$here/data/"
-cp "$work/run/metrics.jsonl" "$here/data/train_metrics.jsonl"
+cat "$work/run/metrics.jsonl" "$work/run2/metrics.jsonl" >"$here/data/train_metrics.jsonl"
 du -ab "$here/model" "$here/data"
