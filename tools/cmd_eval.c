@@ -247,13 +247,13 @@ static lcx_status argmax_cb(void *model, const int32_t *tokens, int64_t n, int64
     return lcx_eval_model_argmax(p->m, tokens, n, first, next);
 }
 
-static const char *base_name(const char *path) {
-    static char buf[256];
+/* The last path component of path into buf[256]. */
+static const char *base_name(const char *path, char *buf) {
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') n--;
     size_t s = n;
     while (s > 0 && path[s - 1] != '/') s--;
-    size_t k = n - s < sizeof buf - 1 ? n - s : sizeof buf - 1;
+    size_t k = n - s < 255 ? n - s : 255;
     memcpy(buf, path + s, k);
     buf[k] = 0;
     return buf;
@@ -350,7 +350,8 @@ int lcx_cmd_eval(int argc, char **argv) {
         return lcx_cli_usage_error(CMD, "nothing to evaluate: give --data PREFIX or --text FILE, and/or --passkey N");
     if (svg_out && !data && !text) return lcx_cli_usage_error(CMD, "--svg draws perplexity: needs --data or --text");
     if (pk_svg && trials == 0) return lcx_cli_usage_error(CMD, "--passkey-svg needs --passkey N");
-    if (!series) series = base_name(ckpt);
+    char series_buf[256], cmp_names[MAX_COMPARE][256];
+    if (!series) series = base_name(ckpt, series_buf);
 
     lcx_status st = LCX_OK;
     int rc = LCX_EXIT_OK;
@@ -524,7 +525,7 @@ int lcx_cmd_eval(int argc, char **argv) {
         for (int c = 0; c <= n_compare; c++) {
             const lcx_ppl_result *r = c < n_compare ? cmp_res[c] : res;
             int n = c < n_compare ? cmp_n[c] : n_lengths;
-            ser[ns].name = c < n_compare ? (cmp_series[c] ? cmp_series[c] : base_name(compare[c])) : series;
+            ser[ns].name = c < n_compare ? (cmp_series[c] ? cmp_series[c] : base_name(compare[c], cmp_names[c])) : series;
             ser[ns].x = xs + at;
             ser[ns].y = ys + at;
             ser[ns].n = n;

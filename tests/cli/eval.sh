@@ -84,6 +84,13 @@ check "stride 16: exit 0" [ "$(rc)" -eq 0 ]
 check "stride 16 at 64: 230 tokens in 7 + 3 windows" awk '$1 == 64 { exit !($2 == 230 && $3 == 10) } ' "$tmp/out"
 check "compare SVG has both series" sh -c "grep -q base '$tmp/p2.svg' && grep -q slide '$tmp/p2.svg'"
 
+# Default names: this run is CKPT's last component, a --compare file without "series" is its file name.
+if command -v jq >/dev/null; then
+    jq 'del(.perplexity.series)' "$tmp/e.json" >"$tmp/older.json"
+    run eval "$model" --data "$tmp/data" --lengths 64 --svg "$tmp/p3.svg" --compare "$tmp/older.json" --quiet
+    check "default series names in the legend" sh -c "grep -q '>model<' '$tmp/p3.svg' && grep -q 'older.json' '$tmp/p3.svg'"
+fi
+
 # --text: the file as one document, encoded by the checkpoint's tokenizer: same numbers as the dataset.
 run eval "$model" --text "$tmp/a.txt" --lengths 151 --stride 0 --quiet
 check "--text: exit 0" [ "$(rc)" -eq 0 ]
