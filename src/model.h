@@ -91,6 +91,15 @@ lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opt
  * [n_tokens, vocab] float32 filled chunk by chunk, or NULL (then no seq x vocab buffer exists anywhere). */
 lcx_status lcx_model_forward(lcx_model *m, const lcx_batch *b, float *logits, double *loss_sum, int64_t *count);
 
+/* Receives host float32 logits of rows [row0, row0 + rows) of the flattened batch (rows x vocab, row-major),
+ * one loss chunk at a time; the buffer is reused after the call returns. */
+typedef lcx_status (*lcx_logits_fn)(void *user, int64_t row0, int64_t rows, const float *logits, int64_t vocab);
+/* Forward only, handing the logits of rows >= first_row (of the flattened n_seq * seq_len rows) to fn chunk by
+ * chunk: what per-token scoring needs (e.g. src/eval_model.h) without a seq x vocab buffer. Rows below
+ * first_row skip the output projection. */
+lcx_status lcx_model_forward_logits(lcx_model *m, const lcx_batch *b, int64_t first_row, lcx_logits_fn fn,
+                                    void *user);
+
 /* Forward + backward of one micro-batch, gradients ACCUMULATED (+=) into the grads buffer; the loss gradient is
  * scaled by dscale (1 / global counted tokens, so micro-batches add up to the mean). */
 lcx_status lcx_model_forward_backward(lcx_model *m, const lcx_batch *b, float dscale, double *loss_sum,

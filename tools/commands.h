@@ -12,6 +12,7 @@ int lcx_cmd_import(int argc, char **argv);
 int lcx_cmd_export(int argc, char **argv);
 int lcx_cmd_reshard(int argc, char **argv);
 int lcx_cmd_verify(int argc, char **argv);
+int lcx_cmd_eval(int argc, char **argv);
 int lcx_cmd_train(int argc, char **argv);
 /* lcextend CKPT --to N: argv[0] is CKPT */
 int lcx_cmd_extend(int argc, char **argv);

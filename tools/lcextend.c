@@ -23,6 +23,7 @@ static const subcommand subcommands[] = {
     {"inspect", lcx_cmd_inspect, "show what a checkpoint holds (HF, safetensors, .lcx): arch, sizes, dtypes, rope"},
     {"score", lcx_cmd_score, "mean next-token loss and perplexity over a token-id file"},
     {"train-steps", lcx_cmd_train_steps, "run N AdamW steps on random or given tokens, print losses"},
+    {"eval", lcx_cmd_eval, "perplexity by context length and passkey retrieval: tables, JSON, SVG pictures"},
     {"train", lcx_cmd_train, "train at one sequence length into a run directory (checkpoints, metrics, --resume)"},
     {"rope", lcx_cmd_rope, "show a checkpoint's rope per pair, or write a zero-shot extended copy (--to N --out DIR)"},
     {"plan", lcx_cmd_plan, "print the staged extension plan for --to N (stages, rope, steps, memory, time)"},

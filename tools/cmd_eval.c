@@ -1,0 +1,569 @@
+/* lcextend eval: perplexity by context length (sliding window) and passkey retrieval of a checkpoint, as a
+ * table, JSON and SVG pictures. The protocol is docs/evaluation-protocol.md; this file only wires flags, data,
+ * tokenizer and model into src/eval. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "formats/tokdata.h"
+#include "src/eval.h"
+#include "src/catalog.h"
+#include "src/eval_model.h"
+#include "src/fileio.h"
+#include "src/model.h"
+#include "src/tokenizer.h"
+
+static const char *CMD = "eval";
+enum { MAX_LIST = 64, MAX_COMPARE = 16 };
+
+static void help(void) {
+    printf("usage: lcextend eval CKPT (--data PREFIX | --text FILE) [options]\n"
+           "       lcextend eval CKPT --passkey N [options]\n"
+           "\n"
+           "Perplexity by context length with a sliding window (each token scored once, BOS starting every\n"
+           "window when the tokenizer has one) and passkey retrieval accuracy per length x depth; the exact\n"
+           "protocol is docs/evaluation-protocol.md. Prints tables; --json / --svg / --passkey-svg save them.\n"
+           "\n"
+           "CKPT   a Hugging Face model directory (config.json + safetensors); its tokenizer.json is used unless\n"
+           "       --tokenizer says otherwise\n"
+           "\n"
+           "data (perplexity):\n"
+           "  --data PREFIX       a tokenized dataset PREFIX.bin/.idx (lcextend tokenize); one document each; a\n"
+           "                      leading BOS of a document is dropped (the window adds its own)\n"
+           "  --text FILE         a plain-text file, encoded as one document with the tokenizer\n"
+           "  --lengths L,L,...   window lengths in tokens, BOS included (k = 1024); default: the model's\n"
+           "                      context, then powers of two up to --to\n"
+           "  --to N              with the default lengths: the largest length (default: the model's context)\n"
+           "  --stride S          sliding-window stride in tokens (default 256; 0 = non-overlapping windows)\n"
+           "  --short skip|score  documents shorter than a window: skipped (default) or scored as one window\n"
+           "\n"
+           "passkey:\n"
+           "  --passkey N         N trials per (length, depth) cell (default 0: no passkey test)\n"
+           "  --passkey-lengths L,...  prompt lengths (default: the perplexity lengths)\n"
+           "  --depths D,D,...    key depths in [0, 1] (default 0,0.25,0.5,0.75,1)\n"
+           "  --mode greedy|loglik|both  greedy decode of the key (default) and/or key log-likelihood rank\n"
+           "  --distractors K     loglik: keys compared against (default 4: chance is 20%%)\n"
+           "  --seed N            key seed (default 1)\n"
+           "\n"
+           "output:\n"
+           "  --json OUT          {\"checkpoint\", \"perplexity\": {...}, \"passkey\": {...}}\n"
+           "  --svg OUT           perplexity vs length; one line for this run plus one per --compare file\n"
+           "  --compare FILE      an earlier --json output to draw in the same picture (repeatable)\n"
+           "  --series NAME       this run's name in JSON and legend (default: CKPT's last path component)\n"
+           "  --passkey-svg OUT   passkey heat map (greedy mode, else loglik)\n"
+           "\n"
+           "model:\n"
+           "  --tokenizer PATH    tokenizer.json, a directory holding one, or a .gguf file\n"
+           "  --dtype f32|bf16    weights stored as float32 (default) or bfloat16\n"
+           "  --chunk N           rows per logits chunk (default 256)\n"
+           "  --quiet             no progress lines on stderr\n"
+           "\n"
+           "examples:\n"
+           "  lcextend eval recipes/tiny/model --data recipes/tiny/data/heldout --lengths 256,512,1024,2048\n"
+           "  lcextend eval out/stage2 --data val --to 32k --stride 32k --passkey 5 --json stage2.json \\\n"
+           "      --svg ppl.svg --compare base.json --passkey-svg passkey.svg\n");
+}
+
+/* "256,512,1k" -> ints in [lo, hi]. */
+static int parse_int_list(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out, int *n) {
+    *n = 0;
+    const char *p = s;
+    for (;;) {
+        char *e;
+        errno = 0;
+        long long v = strtoll(p, &e, 10);
+        if (e == p || errno) return lcx_cli_usage_error(CMD, "%s '%s': expected integers separated by commas", flag, s), 0;
+        if (*e == 'k' || *e == 'K') {
+            if (v > INT64_MAX / 1024) v = INT64_MAX;
+            else v *= 1024;
+            e++;
+        }
+        if (v < lo || v > hi)
+            return lcx_cli_usage_error(CMD, "%s '%s': %lld is outside [%lld, %lld]", flag, s, v, (long long)lo,
+                                       (long long)hi), 0;
+        if (*n >= MAX_LIST) return lcx_cli_usage_error(CMD, "%s: more than %d values", flag, MAX_LIST), 0;
+        out[(*n)++] = v;
+        if (*e == 0) return 1;
+        if (*e != ',') return lcx_cli_usage_error(CMD, "%s '%s': expected integers separated by commas", flag, s), 0;
+        p = e + 1;
+    }
+}
+
+static int parse_depths(const char *s, double *out, int *n) {
+    *n = 0;
+    const char *p = s;
+    for (;;) {
+        char *e;
+        double v = strtod(p, &e);
+        if (e == p || !(v >= 0 && v <= 1))
+            return lcx_cli_usage_error(CMD, "--depths '%s': expected numbers in [0, 1] separated by commas", s), 0;
+        if (*n >= MAX_LIST) return lcx_cli_usage_error(CMD, "--depths: more than %d values", MAX_LIST), 0;
+        out[(*n)++] = v;
+        if (*e == 0) return 1;
+        if (*e != ',') return lcx_cli_usage_error(CMD, "--depths '%s': expected numbers separated by commas", s), 0;
+        p = e + 1;
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Documents of a tokdata set, each its sequences concatenated, a leading BOS dropped. */
+static lcx_status load_docs(const char *prefix, int32_t bos, int64_t vocab, lcx_ppl_doc **docs_out, int64_t *n_out,
+                            int32_t **store_out) {
+    lcx_tokdata td;
+    memset(&td, 0, sizeof td);
+    LCX_TRY(lcx_tokdata_open(prefix, &td));
+    lcx_status st = LCX_OK;
+    int32_t *store = NULL;
+    uint32_t *tmp = NULL;
+    lcx_ppl_doc *docs = NULL;
+    if (td.n_tokens > ((uint64_t)1 << 40)) {
+        st = lcx_fail(LCX_ERR_INVALID, "%s: %llu tokens: too many to evaluate", prefix, (unsigned long long)td.n_tokens);
+        goto done;
+    }
+    store = malloc(((size_t)td.n_tokens + 1) * sizeof *store);
+    tmp = malloc(((size_t)td.n_tokens + 1) * sizeof *tmp);
+    docs = calloc((size_t)td.n_docs + 1, sizeof *docs);
+    if (!store || !tmp || !docs) {
+        st = lcx_fail(LCX_ERR_OOM, "%s: no memory for %llu tokens", prefix, (unsigned long long)td.n_tokens);
+        goto done;
+    }
+    size_t at = 0;
+    for (uint64_t d = 0; d < td.n_docs && st == LCX_OK; d++) {
+        uint64_t s0, s1;
+        lcx_tokdata_doc_seqs(&td, d, &s0, &s1);
+        size_t start = at;
+        for (uint64_t s = s0; s < s1; s++) {
+            uint64_t len = lcx_tokdata_seq_len(&td, s);
+            if (len > td.n_tokens - at) {
+                st = lcx_fail(LCX_ERR_INVALID, "%s: sequences hold more tokens than the index says", prefix);
+                break;
+            }
+            st = lcx_tokdata_read(&td, s, 0, len, tmp);
+            if (st != LCX_OK) break;
+            for (uint64_t k = 0; k < len; k++) {
+                if ((int64_t)tmp[k] >= vocab) {
+                    st = lcx_fail(LCX_ERR_INVALID, "%s: document %llu: token id %u is outside the model's vocabulary "
+                                  "(%lld): wrong tokenizer?", prefix, (unsigned long long)d, tmp[k], (long long)vocab);
+                    break;
+                }
+                store[at++] = (int32_t)tmp[k];
+            }
+            if (st != LCX_OK) break;
+        }
+        if (bos >= 0 && at > start && store[start] == bos) start++;
+        docs[d].tokens = store + start;
+        docs[d].n = (int64_t)(at - start);
+    }
+done:
+    *n_out = (int64_t)td.n_docs;
+    lcx_tokdata_close(&td);
+    free(tmp);
+    if (st != LCX_OK) {
+        free(store);
+        free(docs);
+        return st;
+    }
+    *docs_out = docs;
+    *store_out = store;
+    return LCX_OK;
+}
+
+static lcx_status load_text_doc(const char *path, lcx_tokenizer *tok, int64_t vocab, lcx_ppl_doc **docs_out,
+                                int64_t *n_out, int32_t **store_out) {
+    char *buf = NULL;
+    size_t len = 0;
+    LCX_TRY(lcx_read_file(path, (size_t)1 << 32, &buf, &len));
+    lcx_tok_ids v;
+    memset(&v, 0, sizeof v);
+    lcx_status st = lcx_tokenizer_encode(tok, buf, len, 0, &v);
+    free(buf);
+    if (st != LCX_OK) return lcx_fail_context(st, "%s: ", path);
+    int32_t *store = malloc((v.n + 1) * sizeof *store);
+    lcx_ppl_doc *docs = calloc(1, sizeof *docs);
+    if (!store || !docs) {
+        st = lcx_fail(LCX_ERR_OOM, "%s: no memory for %zu tokens", path, v.n);
+    } else {
+        for (size_t i = 0; i < v.n && st == LCX_OK; i++) {
+            if ((int64_t)v.ids[i] >= vocab)
+                st = lcx_fail(LCX_ERR_INVALID, "%s: token id %u is outside the model's vocabulary (%lld)", path,
+                              v.ids[i], (long long)vocab);
+            else
+                store[i] = (int32_t)v.ids[i];
+        }
+    }
+    if (st == LCX_OK) {
+        docs[0].tokens = store;
+        docs[0].n = (int64_t)v.n;
+        *docs_out = docs;
+        *n_out = 1;
+        *store_out = store;
+    } else {
+        free(store);
+        free(docs);
+    }
+    lcx_tok_ids_free(&v);
+    return st;
+}
+
+/* Scorer wrappers that print progress lines on stderr (at most one a second). */
+typedef struct progress {
+    lcx_model *m;
+    int quiet;
+    const char *what;
+    int64_t calls;
+    double start, last;
+} progress;
+
+static void tick(progress *p, int64_t n) {
+    p->calls++;
+    if (p->quiet) return;
+    double t = now_s();
+    if (t - p->last < 2.0) return;
+    p->last = t;
+    fprintf(stderr, "  %s: %lld forward passes (last %lld tokens), %.0f s\n", p->what, (long long)p->calls,
+            (long long)n, t - p->start);
+}
+
+static lcx_status score_cb(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll) {
+    progress *p = model;
+    tick(p, n);
+    return lcx_eval_model_score(p->m, tokens, n, first, nll);
+}
+
+static lcx_status argmax_cb(void *model, const int32_t *tokens, int64_t n, int64_t first, int32_t *next) {
+    progress *p = model;
+    tick(p, n);
+    return lcx_eval_model_argmax(p->m, tokens, n, first, next);
+}
+
+/* The last path component of path into buf[256]. */
+static const char *base_name(const char *path, char *buf) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t s = n;
+    while (s > 0 && path[s - 1] != '/') s--;
+    size_t k = n - s < 255 ? n - s : 255;
+    memcpy(buf, path + s, k);
+    buf[k] = 0;
+    return buf;
+}
+
+int lcx_cmd_eval(int argc, char **argv) {
+    const char *ckpt = NULL, *data = NULL, *text = NULL, *tok_path = NULL, *json_out = NULL, *svg_out = NULL,
+               *pk_svg = NULL, *series = NULL, *dtype = "f32", *mode = "greedy", *shortd = "skip", *v = NULL;
+    const char *compare[MAX_COMPARE];
+    int n_compare = 0, quiet = 0, err = 0;
+    int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST], to = 0, stride = 256, chunk = 256, seed = 1, tmp[1];
+    int n_lengths = 0, n_pk_lengths = 0, n_depths = 5, trials = 0, distractors = 4, n_tmp;
+    double depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            help();
+            return LCX_EXIT_OK;
+        }
+#define FLAG(name) (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err) && (err ? (exit_now = 1) : 1))
+        int exit_now = 0;
+        if (strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (FLAG("--data")) {
+            if (!exit_now) data = v;
+        } else if (FLAG("--text")) {
+            if (!exit_now) text = v;
+        } else if (FLAG("--lengths")) {
+            if (exit_now || !parse_int_list("--lengths", v, 2, (int64_t)1 << 24, lengths, &n_lengths)) return LCX_EXIT_USAGE;
+        } else if (FLAG("--to")) {
+            if (exit_now || !parse_int_list("--to", v, 2, (int64_t)1 << 24, tmp, &n_tmp) || n_tmp != 1) return LCX_EXIT_USAGE;
+            to = tmp[0];
+        } else if (FLAG("--stride")) {
+            if (exit_now || !parse_int_list("--stride", v, 0, (int64_t)1 << 24, tmp, &n_tmp) || n_tmp != 1) return LCX_EXIT_USAGE;
+            stride = tmp[0];
+        } else if (FLAG("--short")) {
+            if (exit_now) return LCX_EXIT_USAGE;
+            if (strcmp(v, "skip") && strcmp(v, "score"))
+                return lcx_cli_usage_error(CMD, "--short '%s' (expected skip or score)", v);
+            shortd = v;
+        } else if (FLAG("--passkey")) {
+            if (exit_now || !lcx_cli_int(CMD, "--passkey", v, 0, 100000, &trials)) return LCX_EXIT_USAGE;
+        } else if (FLAG("--passkey-lengths")) {
+            if (exit_now || !parse_int_list("--passkey-lengths", v, 2, (int64_t)1 << 24, pk_lengths, &n_pk_lengths))
+                return LCX_EXIT_USAGE;
+        } else if (FLAG("--depths")) {
+            if (exit_now || !parse_depths(v, depths, &n_depths)) return LCX_EXIT_USAGE;
+        } else if (FLAG("--mode")) {
+            if (exit_now) return LCX_EXIT_USAGE;
+            if (strcmp(v, "greedy") && strcmp(v, "loglik") && strcmp(v, "both"))
+                return lcx_cli_usage_error(CMD, "--mode '%s' (expected greedy, loglik or both)", v);
+            mode = v;
+        } else if (FLAG("--distractors")) {
+            if (exit_now || !lcx_cli_int(CMD, "--distractors", v, 1, 1000, &distractors)) return LCX_EXIT_USAGE;
+        } else if (FLAG("--seed")) {
+            int s;
+            if (exit_now || !lcx_cli_int(CMD, "--seed", v, 0, 2147483647, &s)) return LCX_EXIT_USAGE;
+            seed = s;
+        } else if (FLAG("--json")) {
+            if (!exit_now) json_out = v;
+        } else if (FLAG("--svg")) {
+            if (!exit_now) svg_out = v;
+        } else if (FLAG("--passkey-svg")) {
+            if (!exit_now) pk_svg = v;
+        } else if (FLAG("--compare")) {
+            if (exit_now) return LCX_EXIT_USAGE;
+            if (n_compare >= MAX_COMPARE) return lcx_cli_usage_error(CMD, "more than %d --compare files", MAX_COMPARE);
+            compare[n_compare++] = v;
+        } else if (FLAG("--series")) {
+            if (!exit_now) series = v;
+        } else if (FLAG("--tokenizer")) {
+            if (!exit_now) tok_path = v;
+        } else if (FLAG("--dtype")) {
+            if (exit_now) return LCX_EXIT_USAGE;
+            if (strcmp(v, "f32") && strcmp(v, "bf16")) return lcx_cli_usage_error(CMD, "--dtype '%s' (expected f32 or bf16)", v);
+            dtype = v;
+        } else if (FLAG("--chunk")) {
+            int c;
+            if (exit_now || !lcx_cli_int(CMD, "--chunk", v, 1, 1 << 20, &c)) return LCX_EXIT_USAGE;
+            chunk = c;
+        } else if (a[0] == '-' && a[1] != 0) {
+            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
+        } else if (ckpt) {
+            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one CKPT only)", a);
+        } else {
+            ckpt = a;
+        }
+        if (exit_now) return LCX_EXIT_USAGE;
+#undef FLAG
+    }
+    if (!ckpt) return lcx_cli_usage_error(CMD, "missing CKPT");
+    if (data && text) return lcx_cli_usage_error(CMD, "--data and --text exclude each other");
+    if (!data && !text && trials == 0)
+        return lcx_cli_usage_error(CMD, "nothing to evaluate: give --data PREFIX or --text FILE, and/or --passkey N");
+    if (svg_out && !data && !text) return lcx_cli_usage_error(CMD, "--svg draws perplexity: needs --data or --text");
+    if (pk_svg && trials == 0) return lcx_cli_usage_error(CMD, "--passkey-svg needs --passkey N");
+    char series_buf[256], cmp_names[MAX_COMPARE][256];
+    if (!series) series = base_name(ckpt, series_buf);
+
+    lcx_status st = LCX_OK;
+    int rc = LCX_EXIT_OK;
+    lcx_model_config cfg;
+    lcx_tokenizer *tok = NULL;
+    lcx_model *m = NULL;
+    lcx_ppl_doc *docs = NULL;
+    int32_t *store = NULL;
+    int64_t n_docs = 0;
+    lcx_ppl_result *res = NULL, *cmp_res[MAX_COMPARE] = {0};
+    int cmp_n[MAX_COMPARE] = {0};
+    char *cmp_series[MAX_COMPARE] = {0};
+    lcx_passkey_result pk;
+    memset(&pk, 0, sizeof pk);
+    json_t *root = NULL;
+    char *svg = NULL;
+    double *xs = NULL, *ys = NULL;
+
+    {
+        lcx_catalog *cat = NULL;
+        st = lcx_catalog_open(ckpt, &cat);
+        if (st == LCX_OK && !cat->has_config)
+            st = lcx_fail(LCX_ERR_NOT_FOUND, "%s: no config.json: evaluation needs a model directory", ckpt);
+        if (st == LCX_OK) cfg = cat->cfg;
+        lcx_catalog_close(cat);
+        if (st != LCX_OK) goto fail;
+    }
+    int64_t orig = cfg.rope.has_original_max ? cfg.rope.original_max_position_embeddings : cfg.max_position_embeddings;
+    if (n_lengths == 0) {
+        st = lcx_eval_default_lengths(orig, to > orig ? to : orig, lengths, MAX_LIST, &n_lengths);
+        if (st != LCX_OK) goto fail;
+    }
+    if (n_pk_lengths == 0) {
+        memcpy(pk_lengths, lengths, sizeof lengths);
+        n_pk_lengths = n_lengths;
+    }
+
+    /* The tokenizer: needed for text, passkey and BOS; optional with --data (BOS then from config.json). */
+    {
+        const char *tp = tok_path ? tok_path : ckpt;
+        st = lcx_tokenizer_open(tp, &tok);
+        if (st != LCX_OK) {
+            if (tok_path || text || trials > 0) {
+                lcx_fail_context(st, "tokenizer (give --tokenizer PATH): ");
+                goto fail;
+            }
+            tok = NULL;
+            st = LCX_OK;
+        }
+    }
+    int64_t bos64 = tok ? lcx_tokenizer_bos_id(tok) : cfg.bos_token_id;
+    int32_t bos = bos64 >= 0 && bos64 < cfg.vocab_size ? (int32_t)bos64 : -1;
+
+    int64_t max_len = 2;
+    if (data || text)
+        for (int i = 0; i < n_lengths; i++) max_len = lengths[i] > max_len ? lengths[i] : max_len;
+    /* The passkey scores prompt + answer: room for the answer's tokens (" 12345" is at most 6 byte tokens). */
+    if (trials > 0)
+        for (int i = 0; i < n_pk_lengths; i++) max_len = pk_lengths[i] + 16 > max_len ? pk_lengths[i] + 16 : max_len;
+
+    if (data) st = load_docs(data, bos, cfg.vocab_size, &docs, &n_docs, &store);
+    else if (text) st = load_text_doc(text, tok, cfg.vocab_size, &docs, &n_docs, &store);
+    if (st != LCX_OK) goto fail;
+
+    lcx_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.param_dtype = strcmp(dtype, "bf16") == 0 ? LCX_BF16 : LCX_F32;
+    o.max_tokens = max_len;
+    o.loss_chunk = chunk;
+    st = lcx_model_from_checkpoint(ckpt, &o, &m);
+    if (st != LCX_OK) goto fail;
+    progress prog = {m, quiet, "perplexity", 0, now_s(), now_s()};
+
+    lcx_ppl_config pc = {lengths, n_lengths, stride, bos, strcmp(shortd, "score") == 0 ? LCX_PPL_SHORT_SCORE : LCX_PPL_SHORT_SKIP, 0};
+    root = json_object();
+    if (!root || json_object_set_new(root, "checkpoint", json_string(ckpt)) != 0) {
+        st = lcx_fail(LCX_ERR_OOM, "no memory for JSON");
+        goto fail;
+    }
+    if (data || text) {
+        res = calloc((size_t)n_lengths, sizeof *res);
+        if (!res) {
+            st = lcx_fail(LCX_ERR_OOM, "no memory");
+            goto fail;
+        }
+        double t0 = now_s();
+        st = lcx_ppl_eval(&pc, docs, n_docs, score_cb, &prog, res);
+        if (st != LCX_OK) goto fail;
+        printf("perplexity of %s on %s (%lld document(s), stride %lld, BOS %s, token-weighted) in %.1f s\n", ckpt,
+               data ? data : text, (long long)n_docs, (long long)stride, bos >= 0 ? "yes" : "no", now_s() - t0);
+        printf("  %8s %10s %8s %6s %12s %14s\n", "length", "tokens", "windows", "docs", "perplexity", "window-mean");
+        for (int i = 0; i < n_lengths; i++)
+            printf("  %8lld %10lld %8lld %6lld %12.4f %14.4f\n", (long long)res[i].length, (long long)res[i].tokens,
+                   (long long)res[i].windows, (long long)res[i].docs, res[i].ppl, res[i].ppl_window_mean);
+        json_t *pj = lcx_ppl_to_json(&pc, res, series);
+        if (!pj || json_object_set_new(root, "perplexity", pj) != 0) {
+            st = lcx_fail(LCX_ERR_OOM, "no memory for JSON");
+            goto fail;
+        }
+    }
+    if (trials > 0) {
+        int modes = strcmp(mode, "greedy") == 0 ? LCX_PASSKEY_GREEDY
+                    : strcmp(mode, "loglik") == 0 ? LCX_PASSKEY_LOGLIK : LCX_PASSKEY_GREEDY | LCX_PASSKEY_LOGLIK;
+        lcx_passkey_config kc = {pk_lengths, n_pk_lengths, depths, n_depths, trials, distractors, modes, (uint64_t)seed};
+        lcx_eval_tokenizer et = {lcx_eval_tok_encode, tok, bos};
+        prog.what = "passkey";
+        prog.calls = 0;
+        double t0 = now_s();
+        st = lcx_passkey_eval(&kc, &et, score_cb, argmax_cb, &prog, &pk);
+        if (st != LCX_OK) goto fail;
+        printf("passkey retrieval of %s: %d trial(s) per cell, accuracy (%%) per length x depth, in %.1f s\n", ckpt,
+               trials, now_s() - t0);
+        for (int md = LCX_PASSKEY_LOGLIK; md <= LCX_PASSKEY_GREEDY; md++) {
+            if (!(modes & md)) continue;
+            if (md == LCX_PASSKEY_LOGLIK) printf("  loglik (key vs %d distractors; chance %.0f%%)\n", distractors, 100.0 / (distractors + 1));
+            else printf("  greedy decode\n");
+            printf("  %8s", "depth");
+            for (int l = 0; l < n_pk_lengths; l++) printf(" %7lld", (long long)pk_lengths[l]);
+            printf("\n");
+            for (int d = 0; d < n_depths; d++) {
+                printf("  %8.2f", depths[d]);
+                for (int l = 0; l < n_pk_lengths; l++) printf(" %7.0f", 100 * lcx_passkey_accuracy(&pk, md, l, d));
+                printf("\n");
+            }
+        }
+        json_t *kj = lcx_passkey_to_json(&pk);
+        if (!kj || json_object_set_new(root, "passkey", kj) != 0) {
+            st = lcx_fail(LCX_ERR_OOM, "no memory for JSON");
+            goto fail;
+        }
+        if (pk_svg) {
+            int md = (modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;
+            char title[300];
+            snprintf(title, sizeof title, "passkey retrieval (%s): %s", md == LCX_PASSKEY_GREEDY ? "greedy" : "loglik", series);
+            st = lcx_svg_passkey_heatmap(&pk, md, title, &svg);
+            if (st == LCX_OK) st = lcx_svg_write(pk_svg, svg);
+            free(svg);
+            svg = NULL;
+            if (st != LCX_OK) goto fail;
+        }
+    }
+    if (svg_out) {
+        lcx_plot_series ser[MAX_COMPARE + 1];
+        int ns = 0;
+        for (int c = 0; c < n_compare; c++) {
+            json_error_t je;
+            json_t *j = json_load_file(compare[c], JSON_REJECT_DUPLICATES, &je);
+            if (!j) {
+                st = lcx_fail(LCX_ERR_FORMAT, "%s: line %d column %d: %s", compare[c], je.line, je.column, je.text);
+                goto fail;
+            }
+            json_t *pj = json_object_get(j, "perplexity");
+            if (!pj) {
+                json_decref(j);
+                st = lcx_fail(LCX_ERR_FORMAT, "%s: no 'perplexity' object (not an lcextend eval --json output)", compare[c]);
+                goto fail;
+            }
+            st = lcx_ppl_from_json(pj, compare[c], &cmp_res[c], &cmp_n[c], &cmp_series[c]);
+            json_decref(j);
+            if (st != LCX_OK) goto fail;
+        }
+        size_t total = (size_t)n_lengths;
+        for (int c = 0; c < n_compare; c++) total += (size_t)cmp_n[c];
+        xs = malloc(total * sizeof *xs);
+        ys = malloc(total * sizeof *ys);
+        if (!xs || !ys) {
+            st = lcx_fail(LCX_ERR_OOM, "no memory");
+            goto fail;
+        }
+        size_t at = 0;
+        for (int c = 0; c <= n_compare; c++) {
+            const lcx_ppl_result *r = c < n_compare ? cmp_res[c] : res;
+            int n = c < n_compare ? cmp_n[c] : n_lengths;
+            ser[ns].name = c < n_compare ? (cmp_series[c] ? cmp_series[c] : base_name(compare[c], cmp_names[c])) : series;
+            ser[ns].x = xs + at;
+            ser[ns].y = ys + at;
+            ser[ns].n = n;
+            for (int k = 0; k < n; k++, at++) {
+                xs[at] = (double)r[k].length;
+                ys[at] = r[k].ppl;
+            }
+            ns++;
+        }
+        st = lcx_svg_ppl_plot(ser, ns, "perplexity vs context length", &svg);
+        if (st == LCX_OK) st = lcx_svg_write(svg_out, svg);
+        if (st != LCX_OK) goto fail;
+    }
+    if (json_out) {
+        st = lcx_eval_json_write(json_out, root);
+        if (st != LCX_OK) goto fail;
+    }
+    if (fflush(stdout) != 0) {
+        st = lcx_fail(LCX_ERR_IO, "writing to stdout failed");
+        goto fail;
+    }
+    goto done;
+fail:
+    rc = lcx_cli_report(CMD, st);
+done:
+    free(svg);
+    free(xs);
+    free(ys);
+    json_decref(root);
+    for (int c = 0; c < MAX_COMPARE; c++) {
+        free(cmp_res[c]);
+        free(cmp_series[c]);
+    }
+    lcx_passkey_result_free(&pk);
+    free(res);
+    free(docs);
+    free(store);
+    lcx_model_free(m);
+    lcx_tokenizer_free(tok);
+    return rc;
+}
