@@ -1,5 +1,6 @@
 #include "cmd_convert_common.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
@@ -48,4 +49,38 @@ int lcx_cli_convert_flag(const char *cmd, int argc, char **argv, int *i, lcx_con
         return 1;
     }
     return 0;
+}
+
+int lcx_cli_run_convert(const char *cmd, int argc, char **argv, void (*help)(void), lcx_convert_fn convert,
+                        const char *one_only, const char *missing) {
+    const char *src = NULL, *out = NULL;
+    lcx_convert_opts o;
+    lcx_convert_opts_default(&o);
+    int quiet = 0, err = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help();
+            return LCX_EXIT_OK;
+        }
+        if (lcx_cli_flag_value(argc, argv, &i, "--out", &out, cmd, &err) ||
+            lcx_cli_convert_flag(cmd, argc, argv, &i, &o, &quiet, &err)) {
+            if (err) return LCX_EXIT_USAGE;
+            continue;
+        }
+        if (a[0] == '-' && a[1]) return lcx_cli_usage_error(cmd, "unknown flag '%s'", a);
+        if (src) return lcx_cli_usage_error(cmd, "unexpected argument '%s' (%s)", a, one_only);
+        src = a;
+    }
+    if (!src) return lcx_cli_usage_error(cmd, "%s", missing);
+    if (!out) return lcx_cli_usage_error(cmd, "missing --out");
+    lcx_cli_bar bar;
+    lcx_cli_bar_init(&bar, quiet, "tensors");
+    o.progress = lcx_cli_progress;
+    o.progress_user = &bar;
+    lcx_status st = convert(src, out, &o);
+    lcx_cli_bar_end(&bar);
+    if (st != LCX_OK) return lcx_cli_report(cmd, st);
+    if (!quiet) fprintf(stderr, "wrote %s (tp %d, cp %d, dp %d)\n", out, o.tp, o.cp, o.dp);
+    return LCX_EXIT_OK;
 }

@@ -35,34 +35,5 @@ static void help(void) {
 }
 
 int lcx_cmd_import(int argc, char **argv) {
-    const char *src = NULL, *out = NULL;
-    lcx_convert_opts o;
-    lcx_convert_opts_default(&o);
-    int quiet = 0, err = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help();
-            return LCX_EXIT_OK;
-        }
-        if (lcx_cli_flag_value(argc, argv, &i, "--out", &out, CMD, &err) ||
-            lcx_cli_convert_flag(CMD, argc, argv, &i, &o, &quiet, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            continue;
-        }
-        if (a[0] == '-' && a[1]) return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
-        if (src) return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one SRC only)", a);
-        src = a;
-    }
-    if (!src) return lcx_cli_usage_error(CMD, "missing SRC");
-    if (!out) return lcx_cli_usage_error(CMD, "missing --out");
-    lcx_cli_bar bar;
-    lcx_cli_bar_init(&bar, quiet, "tensors");
-    o.progress = lcx_cli_progress;
-    o.progress_user = &bar;
-    lcx_status st = lcx_import(src, out, &o);
-    lcx_cli_bar_end(&bar);
-    if (st != LCX_OK) return lcx_cli_report(CMD, st);
-    if (!quiet) fprintf(stderr, "wrote %s (tp %d, cp %d, dp %d)\n", out, o.tp, o.cp, o.dp);
-    return LCX_EXIT_OK;
+    return lcx_cli_run_convert(CMD, argc, argv, help, lcx_import, "one SRC only", "missing SRC");
 }
