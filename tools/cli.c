@@ -120,22 +120,39 @@ int lcx_cli_int(const char *cmd, const char *flag, const char *value, long lo, l
     return 1;
 }
 
-static double now_s(void) {
+double lcx_cli_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int lcx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *e;
+    errno = 0;
+    long long v = strtoll(s, &e, 10);
+    if (*s == 0 || *e != 0 || errno || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+int lcx_cli_parse_real(const char *s, double lo, double hi, double *out) {
+    char *e;
+    double v = strtod(s, &e);
+    if (*s == 0 || *e != 0 || !(v >= lo && v <= hi)) return 0;
+    *out = v;
+    return 1;
+}
+
 void lcx_cli_bar_init(lcx_cli_bar *b, int quiet, const char *what) {
     b->enabled = !quiet && isatty(fileno(stderr));
-    b->start = now_s();
+    b->start = lcx_cli_now_s();
     b->what = what;
 }
 
 void lcx_cli_progress(void *user, uint64_t done, uint64_t total, uint64_t bytes_done, uint64_t bytes_total) {
     lcx_cli_bar *b = user;
     if (!b || !b->enabled) return;
-    double el = now_s() - b->start;
+    double el = lcx_cli_now_s() - b->start;
     double mbs = el > 0 ? (double)bytes_done / 1e6 / el : 0;
     double frac = bytes_total ? (double)bytes_done / (double)bytes_total : total ? (double)done / (double)total : 1;
     double eta = frac > 0 ? el * (1 - frac) / frac : 0;

@@ -39,4 +39,12 @@ void lcx_cli_bar_init(lcx_cli_bar *b, int quiet, const char *what);
 void lcx_cli_progress(void *user, uint64_t done, uint64_t total, uint64_t bytes_done, uint64_t bytes_total);
 void lcx_cli_bar_end(lcx_cli_bar *b);
 
+/* Monotonic clock in seconds (progress rates, ETAs). */
+double lcx_cli_now_s(void);
+
+/* Strict number parsing for flag values: the whole string, inside [lo, hi] (no message; the caller names the
+ * flag). Return 1 on success. */
+int lcx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+int lcx_cli_parse_real(const char *s, double lo, double hi, double *out);
+
 #endif

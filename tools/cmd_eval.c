@@ -111,12 +111,6 @@ static int parse_depths(const char *s, double *out, int *n) {
     }
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Documents of a tokdata set, each its sequences concatenated, a leading BOS dropped. */
 static lcx_status load_docs(const char *prefix, int32_t bos, int64_t vocab, lcx_ppl_doc **docs_out, int64_t *n_out,
                             int32_t **store_out) {
@@ -228,7 +222,7 @@ typedef struct progress {
 static void tick(progress *p, int64_t n) {
     p->calls++;
     if (p->quiet) return;
-    double t = now_s();
+    double t = lcx_cli_now_s();
     if (t - p->last < 2.0) return;
     p->last = t;
     fprintf(stderr, "  %s: %lld forward passes (last %lld tokens), %.0f s\n", p->what, (long long)p->calls,
@@ -423,7 +417,7 @@ int lcx_cmd_eval(int argc, char **argv) {
     o.loss_chunk = chunk;
     st = lcx_model_from_checkpoint(ckpt, &o, &m);
     if (st != LCX_OK) goto fail;
-    progress prog = {m, quiet, "perplexity", 0, now_s(), now_s()};
+    progress prog = {m, quiet, "perplexity", 0, lcx_cli_now_s(), lcx_cli_now_s()};
 
     lcx_ppl_config pc = {lengths, n_lengths, stride, bos, strcmp(shortd, "score") == 0 ? LCX_PPL_SHORT_SCORE : LCX_PPL_SHORT_SKIP, 0};
     root = json_object();
@@ -437,11 +431,11 @@ int lcx_cmd_eval(int argc, char **argv) {
             st = lcx_fail(LCX_ERR_OOM, "no memory");
             goto fail;
         }
-        double t0 = now_s();
+        double t0 = lcx_cli_now_s();
         st = lcx_ppl_eval(&pc, docs, n_docs, score_cb, &prog, res);
         if (st != LCX_OK) goto fail;
         printf("perplexity of %s on %s (%lld document(s), stride %lld, BOS %s, token-weighted) in %.1f s\n", ckpt,
-               data ? data : text, (long long)n_docs, (long long)stride, bos >= 0 ? "yes" : "no", now_s() - t0);
+               data ? data : text, (long long)n_docs, (long long)stride, bos >= 0 ? "yes" : "no", lcx_cli_now_s() - t0);
         printf("  %8s %10s %8s %6s %12s %14s\n", "length", "tokens", "windows", "docs", "perplexity", "window-mean");
         for (int i = 0; i < n_lengths; i++)
             printf("  %8lld %10lld %8lld %6lld %12.4f %14.4f\n", (long long)res[i].length, (long long)res[i].tokens,
@@ -459,11 +453,11 @@ int lcx_cmd_eval(int argc, char **argv) {
         lcx_eval_tokenizer et = {lcx_eval_tok_encode, tok, bos};
         prog.what = "passkey";
         prog.calls = 0;
-        double t0 = now_s();
+        double t0 = lcx_cli_now_s();
         st = lcx_passkey_eval(&kc, &et, score_cb, argmax_cb, &prog, &pk);
         if (st != LCX_OK) goto fail;
         printf("passkey retrieval of %s: %d trial(s) per cell, accuracy (%%) per length x depth, in %.1f s\n", ckpt,
-               trials, now_s() - t0);
+               trials, lcx_cli_now_s() - t0);
         for (int md = LCX_PASSKEY_LOGLIK; md <= LCX_PASSKEY_GREEDY; md++) {
             if (!(modes & md)) continue;
             if (md == LCX_PASSKEY_LOGLIK) printf("  loglik (key vs %d distractors; chance %.0f%%)\n", distractors, 100.0 / (distractors + 1));

@@ -55,12 +55,6 @@ static void help(void) {
            "  lcextend ./Llama-3.1-8B --to 128k --recipe llama3-8k-128k --data pile --dry-run\n");
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* sgemm rate of this machine (GFLOP/s), 256^3 products for about 0.1 s: the basis of the time estimate when no
  * --tokens-per-s is given. */
 static double measure_gflops(void) {
@@ -68,12 +62,12 @@ static double measure_gflops(void) {
     float *a = malloc(sizeof(float) * N * N * 3);
     if (!a) return 0;
     for (int i = 0; i < N * N * 3; i++) a[i] = (float)((i * 7) % 13) * 0.01f;
-    double t0 = now_s(), t = 0;
+    double t0 = lcx_cli_now_s(), t = 0;
     int reps = 0;
     do {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
         reps++;
-        t = now_s() - t0;
+        t = lcx_cli_now_s() - t0;
     } while (t < 0.1);
     free(a);
     return 2.0 * N * N * N * reps / t / 1e9;

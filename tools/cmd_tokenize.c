@@ -127,14 +127,8 @@ static int source_next(source *src, doc *d) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void progress(double t0, uint64_t done, uint64_t total, int final) {
-    double dt = now_s() - t0, mb = (double)done / 1e6, rate = dt > 0 ? mb / dt : 0;
+    double dt = lcx_cli_now_s() - t0, mb = (double)done / 1e6, rate = dt > 0 ? mb / dt : 0;
     double frac = total ? (double)done / (double)total : 1.0;
     int w = 30, fill = (int)(frac * w + 0.5);
     char bar[64];
@@ -298,7 +292,7 @@ int lcx_cmd_tokenize(int argc, char **argv) {
     batch = calloc(batch_cap, sizeof *batch);
     if (!res || !sts || !batch) { rc = lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "batch")); goto out; }
     const size_t batch_bytes = (size_t)nthreads << 22; /* 4 MB of text per thread per batch */
-    double t0 = now_s(), last = 0;
+    double t0 = lcx_cli_now_s(), last = 0;
     int show = !quiet && isatty(2);
     uint64_t n_tokens = 0, n_docs = 0;
     for (;;) {
@@ -339,12 +333,12 @@ int lcx_cmd_tokenize(int argc, char **argv) {
             n_tokens += res[k].n;
         }
         n_docs += cnt;
-        if (show && now_s() - last > 0.2) { progress(t0, src.done, total_bytes, 0); last = now_s(); }
+        if (show && lcx_cli_now_s() - last > 0.2) { progress(t0, src.done, total_bytes, 0); last = lcx_cli_now_s(); }
     }
     st = lcx_tokdata_writer_commit(&w);
     if (st != LCX_OK) { rc = lcx_cli_report(CMD, st); goto out; }
     if (show) progress(t0, total_bytes, total_bytes, 1);
-    double dt = now_s() - t0;
+    double dt = lcx_cli_now_s() - t0;
     if (!quiet)
         fprintf(stderr, "tokenized %llu documents, %.1f MB -> %llu tokens (%s) in %.2f s, %.1f MB/s, %d threads: %s.bin/.idx\n",
                 (unsigned long long)n_docs, (double)total_bytes / 1e6, (unsigned long long)n_tokens, lcx_tokdata_dtype_name(dtype), dt,

@@ -57,22 +57,6 @@ static void help(void) {
            "  lcextend train tests/fixtures/models/llama_gqa --ids ids.txt --seq 32 --steps 6 --out run --save-every 3\n");
 }
 
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    char *e;
-    long long v = strtoll(s, &e, 10);
-    if (*s == 0 || *e != 0 || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
-static int parse_real(const char *s, double lo, double hi, double *out) {
-    char *e;
-    double v = strtod(s, &e);
-    if (*s == 0 || *e != 0 || !(v >= lo && v <= hi)) return 0;
-    *out = v;
-    return 1;
-}
-
 #define MAX_TOK 16
 
 int lcx_cmd_train(int argc, char **argv) {
@@ -87,14 +71,14 @@ int lcx_cmd_train(int argc, char **argv) {
 #define INT_FLAG(name, var, lo, hi)                                                                              \
     else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
         if (err) return LCX_EXIT_USAGE;                                                                          \
-        if (!parse_i64(v, lo, hi, &var))                                                                         \
+        if (!lcx_cli_parse_i64(v, lo, hi, &var))                                                                         \
             return lcx_cli_usage_error(CMD, "%s '%s' is not an integer in [%lld, %lld]", name, v, (long long)(lo), \
                                        (long long)(hi));                                                         \
     }
 #define REAL_FLAG(name, var, lo, hi)                                                                             \
     else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
         if (err) return LCX_EXIT_USAGE;                                                                          \
-        if (!parse_real(v, lo, hi, &var))                                                                        \
+        if (!lcx_cli_parse_real(v, lo, hi, &var))                                                                        \
             return lcx_cli_usage_error(CMD, "%s '%s' is not a number in [%g, %g]", name, v, (double)(lo),        \
                                        (double)(hi));                                                            \
     }

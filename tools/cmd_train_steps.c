@@ -41,28 +41,6 @@ static void help(void) {
            "  lcextend train-steps --config bench/llama10m.json --seq 512 --steps 4 --policy recompute\n");
 }
 
-static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    char *e;
-    long long v = strtoll(s, &e, 10);
-    if (*s == 0 || *e != 0 || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
-static int parse_real(const char *s, double lo, double hi, double *out) {
-    char *e;
-    double v = strtod(s, &e);
-    if (*s == 0 || *e != 0 || !(v >= lo && v <= hi)) return 0;
-    *out = v;
-    return 1;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static double cpu_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -86,14 +64,14 @@ int lcx_cmd_train_steps(int argc, char **argv) {
 #define INT_FLAG(name, var, lo, hi)                                                                              \
     else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
         if (err) return LCX_EXIT_USAGE;                                                                          \
-        if (!parse_int(v, lo, hi, &var))                                                                         \
+        if (!lcx_cli_parse_i64(v, lo, hi, &var))                                                                         \
             return lcx_cli_usage_error(CMD, "%s '%s' is not an integer in [%lld, %lld]", name, v, (long long)(lo), \
                                        (long long)(hi));                                                         \
     }
 #define REAL_FLAG(name, var, lo, hi)                                                                             \
     else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
         if (err) return LCX_EXIT_USAGE;                                                                          \
-        if (!parse_real(v, lo, hi, &var))                                                                        \
+        if (!lcx_cli_parse_real(v, lo, hi, &var))                                                                        \
             return lcx_cli_usage_error(CMD, "%s '%s' is not a number in [%g, %g]", name, v, (double)(lo),        \
                                        (double)(hi));                                                            \
     }
@@ -204,9 +182,9 @@ int lcx_cmd_train_steps(int argc, char **argv) {
             mb[k].ids = tokens + k * batch * seq;
         }
         lcx_step_result r;
-        double t0 = now_s(), c0 = cpu_s();
+        double t0 = lcx_cli_now_s(), c0 = cpu_s();
         st = lcx_model_train_step(m, mb, (int)micro, &ao, &r);
-        double dt = now_s() - t0, dc = cpu_s() - c0;
+        double dt = lcx_cli_now_s() - t0, dc = cpu_s() - c0;
         if (st != LCX_OK) goto fail;
         double tps = (double)per_step / dt, rss = r.peak_rss / 1048576.0;
         if (rss > max_rss) max_rss = rss;
