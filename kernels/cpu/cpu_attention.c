@@ -1,6 +1,6 @@
 /* cpu_attention: flash-style forward (online softmax over key tiles, O(n) memory) and the merge of partial
- * results. Work items are (query tile, head) pairs, each computed by one thread in a fixed order, so results do
- * not depend on the thread count. */
+ * results. Work items are (query tile, head) pairs, each computed by one thread in a fixed order with serial
+ * sgemm calls, so results do not depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -19,6 +19,59 @@ lcx_status lcx_cpu_attn_check(const lcx_attn_args *a) {
     return LCX_OK;
 }
 
+/* One (head, query tile) work item: online softmax over key tiles, scores and P V as sgemm products. The
+ * unnormalised output accumulates in place in o (row stride H * hd). s: [ATT_BQ][ATT_BK] scratch. */
+static void fwd_tile(const lcx_attn_args *a, const float *q, const float *k, const float *v, float *o, float *lse,
+                     int64_t h, int64_t i0, int64_t i1, float *s) {
+    const int64_t H = a->n_heads, G = a->n_kv_heads, hd = a->head_dim, g = h / (H / G), nr = i1 - i0;
+    const int64_t ldq = H * hd, ldk = G * hd;
+    float m[ATT_BQ], l[ATT_BQ];
+    float *ob = o + (i0 * H + h) * hd;
+    for (int64_t r = 0; r < nr; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        for (int64_t d = 0; d < hd; d++) ob[r * ldq + d] = 0.0f;
+    }
+    const int64_t kend_tile = att_key_end(a, i1 - 1); /* the last row sees the most keys */
+    for (int64_t j0 = 0; j0 < kend_tile; j0 += ATT_BK) {
+        int64_t nk = kend_tile - j0 < ATT_BK ? kend_tile - j0 : ATT_BK;
+        att_gemm(0, 1, nr, nk, hd, a->scale, q + (i0 * H + h) * hd, ldq, k + (j0 * G + g) * hd, ldk, 0.0f, s,
+                 ATT_BK);
+        for (int64_t r = 0; r < nr; r++) {
+            float *sr = s + r * ATT_BK;
+            int64_t cnt = att_key_end(a, i0 + r) - j0;
+            cnt = cnt < 0 ? 0 : cnt > nk ? nk : cnt;
+            if (cnt == 0) { /* nothing visible in this tile: the row keeps its state */
+                for (int64_t jj = 0; jj < nk; jj++) sr[jj] = 0.0f;
+                continue;
+            }
+            float mt = att_row_max(sr, cnt);
+            float mnew = m[r] > mt ? m[r] : mt;
+            float corr = m[r] == -INFINITY ? 0.0f : att_exp(m[r] - mnew); /* 0 when nothing seen yet */
+            l[r] = l[r] * corr + att_row_exp_sum(sr, cnt, mnew);
+            for (int64_t jj = cnt; jj < nk; jj++) sr[jj] = 0.0f; /* masked keys */
+            m[r] = mnew;
+            if (corr != 1.0f) {
+                float *orow = ob + r * ldq;
+                for (int64_t d = 0; d < hd; d++) orow[d] *= corr;
+            }
+        }
+        att_gemm(0, 0, nr, hd, nk, 1.0f, s, ATT_BK, v + (j0 * G + g) * hd, ldk, 1.0f, ob, ldq);
+    }
+    for (int64_t r = 0; r < nr; r++) {
+        float *orow = ob + r * ldq;
+        int64_t x = (i0 + r) * H + h;
+        if (l[r] == 0.0f) { /* fully masked row */
+            for (int64_t d = 0; d < hd; d++) orow[d] = 0.0f;
+            lse[x] = -INFINITY;
+        } else {
+            float inv = 1.0f / l[r];
+            for (int64_t d = 0; d < hd; d++) orow[d] *= inv;
+            lse[x] = m[r] + logf(l[r]);
+        }
+    }
+}
+
 lcx_status lcx_cpu_attention_fwd(const lcx_attn_args *a, const float *q, const float *k, const float *v,
                                  float *o, float *lse) {
     LCX_TRY(lcx_cpu_attn_check(a));
@@ -27,79 +80,24 @@ lcx_status lcx_cpu_attention_fwd(const lcx_attn_args *a, const float *q, const f
     LCX_CPU_NEED(lse, a->n_q, "attention_fwd");
     LCX_CPU_NEED(k, a->n_k, "attention_fwd");
     LCX_CPU_NEED(v, a->n_k, "attention_fwd");
-    const int64_t H = a->n_heads, G = a->n_kv_heads, hd = a->head_dim, rep = H / G;
-    const int64_t n_qt = (a->n_q + ATT_BQ - 1) / ATT_BQ;
+    const int64_t H = a->n_heads, n_qt = (a->n_q + ATT_BQ - 1) / ATT_BQ;
     int oom = 0;
+    lcx_cpu_blas_serial(); /* one single-threaded sgemm per tile, from each OpenMP thread */
 #pragma omp parallel
     {
-        float *acc = malloc(sizeof(float) * (size_t)(ATT_BQ * hd)); /* unnormalised output rows */
-        float *kt = malloc(sizeof(float) * (size_t)(ATT_BK * hd));  /* key tile, transposed */
-        float s[ATT_BK], p[ATT_BK];
-        float m[ATT_BQ], l[ATT_BQ]; /* running max and sum of exp per row */
-        if (!acc || !kt) {
+        float *s = malloc(sizeof(float) * ATT_BQ * ATT_BK); /* scores, then probabilities */
+        if (!s) {
 #pragma omp atomic write
             oom = 1;
         }
 #pragma omp for collapse(2) schedule(dynamic)
         for (int64_t qt = 0; qt < n_qt; qt++)
             for (int64_t h = 0; h < H; h++) {
-                if (!acc || !kt) continue;
-                int64_t i0 = qt * ATT_BQ, i1 = i0 + ATT_BQ < a->n_q ? i0 + ATT_BQ : a->n_q, g = h / rep;
-                for (int64_t r = 0; r < i1 - i0; r++) {
-                    m[r] = -INFINITY;
-                    l[r] = 0.0f;
-                    for (int64_t d = 0; d < hd; d++) acc[r * hd + d] = 0.0f;
-                }
-                int64_t kend_tile = att_key_end(a, i1 - 1); /* the last row sees the most keys */
-                for (int64_t j0 = 0; j0 < kend_tile; j0 += ATT_BK) {
-                    att_transpose_tile(k, j0, a->n_k, G, g, hd, kt);
-                    for (int64_t r = 0; r < i1 - i0; r++) {
-                        int64_t i = i0 + r, cnt = att_key_end(a, i) - j0;
-                        if (cnt <= 0) continue;
-                        if (cnt > ATT_BK) cnt = ATT_BK;
-                        att_row_tile(q + (i * H + h) * hd, kt, hd, s);
-                        /* max and sum over 8 lanes combined in a fixed order: no serial dependency chain */
-                        float mx8[8];
-                        for (int l8 = 0; l8 < 8; l8++) mx8[l8] = -INFINITY;
-                        for (int64_t jj = 0; jj < ATT_BK; jj++) {
-                            s[jj] = jj < cnt ? a->scale * s[jj] : -INFINITY;
-                            mx8[jj & 7] = s[jj] > mx8[jj & 7] ? s[jj] : mx8[jj & 7];
-                        }
-                        float mt = mx8[0];
-                        for (int l8 = 1; l8 < 8; l8++) mt = mx8[l8] > mt ? mx8[l8] : mt;
-                        float mnew = m[r] > mt ? m[r] : mt;
-                        float corr = m[r] == -INFINITY ? 0.0f : att_exp(m[r] - mnew); /* 0 when nothing seen */
-                        for (int64_t jj = 0; jj < ATT_BK; jj++) p[jj] = jj < cnt ? att_exp(s[jj] - mnew) : 0.0f;
-                        float *ar = acc + r * hd, ls8[8] = {0};
-                        for (int64_t jj = 0; jj < ATT_BK; jj++) ls8[jj & 7] += p[jj]; /* p = 0 past cnt */
-                        float lsum = ((ls8[0] + ls8[1]) + (ls8[2] + ls8[3])) + ((ls8[4] + ls8[5]) + (ls8[6] + ls8[7]));
-                        l[r] = l[r] * corr + lsum;
-#pragma omp simd
-                        for (int64_t d = 0; d < hd; d++) ar[d] *= corr;
-                        for (int64_t jj = 0; jj < cnt; jj++) {
-                            const float *vj = v + ((j0 + jj) * G + g) * hd;
-                            float pj = p[jj];
-#pragma omp simd
-                            for (int64_t d = 0; d < hd; d++) ar[d] += pj * vj[d];
-                        }
-                        m[r] = mnew;
-                    }
-                }
-                for (int64_t r = 0; r < i1 - i0; r++) {
-                    int64_t i = i0 + r;
-                    float *oi = o + (i * H + h) * hd;
-                    if (l[r] == 0.0f) { /* fully masked row */
-                        for (int64_t d = 0; d < hd; d++) oi[d] = 0.0f;
-                        lse[i * H + h] = -INFINITY;
-                    } else {
-                        float inv = 1.0f / l[r];
-                        for (int64_t d = 0; d < hd; d++) oi[d] = acc[r * hd + d] * inv;
-                        lse[i * H + h] = m[r] + logf(l[r]);
-                    }
-                }
+                if (!s) continue;
+                int64_t i0 = qt * ATT_BQ, i1 = i0 + ATT_BQ < a->n_q ? i0 + ATT_BQ : a->n_q;
+                fwd_tile(a, q, k, v, o, lse, h, i0, i1, s);
             }
-        free(acc);
-        free(kt);
+        free(s);
     }
     LCX_FAIL_IF(oom, LCX_ERR_OOM, "attention_fwd: no memory for per-thread tiles");
     return LCX_OK;

@@ -3,10 +3,16 @@
 #ifndef LCX_CPU_ATTENTION_COMMON_H
 #define LCX_CPU_ATTENTION_COMMON_H
 
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
 #include "cpu_internal.h"
 
-/* Query rows per tile and keys per tile: small enough that a key tile stays in L1/L2 while a query tile uses it. */
-enum { ATT_BQ = 16, ATT_BK = 64 };
+/* Query rows and keys per tile. Tile products are OpenBLAS sgemm calls (a BQ x BK score tile, BQ x head_dim
+ * outputs): big enough that the GEMM runs near peak, small enough that a thread's score, probability and
+ * gradient tiles (3 x 64 KiB) stay in L2. */
+enum { ATT_BQ = 128, ATT_BK = 128 };
 
 /* Number of visible keys of query row i (a prefix of the block). */
 static inline int64_t att_key_end(const lcx_attn_args *a, int64_t i) {
@@ -22,17 +28,6 @@ static inline int64_t att_row_begin(const lcx_attn_args *a, int64_t j) {
     if (a->mask == LCX_MASK_FULL) return 0;
     int64_t b = a->k_offset + j - a->q_offset;
     return b < 0 ? 0 : b > a->n_q ? a->n_q : b;
-}
-
-/* Dot product with 8 independent partial sums combined in a fixed order: the compiler may vectorise it
- * (the order of every addition is spelled out), and the result never depends on how work is split. */
-static inline float att_dot(const float *x, const float *y, int64_t n) {
-    float s[8] = {0};
-    int64_t d = 0;
-    for (; d + 8 <= n; d += 8)
-        for (int l = 0; l < 8; l++) s[l] += x[d + l] * y[d + l];
-    for (; d < n; d++) s[d & 7] += x[d] * y[d];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
 /* exp(x) for x <= 0 in straight-line float code the compiler vectorises (Cephes expf: Cody-Waite reduction by
@@ -52,35 +47,49 @@ static inline float att_exp(float x0) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.0f;
-    union { int32_t i; float f; } sc;
-    sc.i = ((int32_t)n + 127) << 23;
-    float y = p * sc.f;
+    int32_t bits = ((int32_t)n + 127) << 23; /* 2^n; memcpy, not a union: gcc vectorises only this form */
+    float sc;
+    memcpy(&sc, &bits, sizeof sc);
+    float y = p * sc;
     return x0 == x0 ? y : x0; /* NaN in, NaN out */
 }
 
-/* Tile of ATT_BK keys (or values) of kv head g, transposed to [hd][ATT_BK] so that per-row products over the
- * tile run across keys (contiguous, fixed length: vectorised). Rows past n_k are zero. */
-static inline void att_transpose_tile(const float *x, int64_t j0, int64_t n_k, int64_t G, int64_t g, int64_t hd,
-                                      float *xt) {
-    for (int64_t jj = 0; jj < ATT_BK; jj++) {
-        int64_t j = j0 + jj;
-        if (j < n_k) {
-            const float *row = x + (j * G + g) * hd;
-            for (int64_t d = 0; d < hd; d++) xt[d * ATT_BK + jj] = row[d];
-        } else {
-            for (int64_t d = 0; d < hd; d++) xt[d * ATT_BK + jj] = 0.0f;
-        }
-    }
+/* Max of x[0..n) (-inf for n = 0), in 8 lanes combined in a fixed order so that the loop vectorises. */
+static inline float att_row_max(const float *restrict x, int64_t n) {
+    float acc[8];
+    for (int l = 0; l < 8; l++) acc[l] = -INFINITY;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+    for (; j < n; j++) acc[j & 7] = x[j] > acc[j & 7] ? x[j] : acc[j & 7];
+    float m = acc[0];
+    for (int l = 1; l < 8; l++) m = acc[l] > m ? acc[l] : m;
+    return m;
 }
 
-/* out[jj] = sum_d q[d] xt[d][jj] for the ATT_BK columns of a transposed tile (d in increasing order). */
-static inline void att_row_tile(const float *q, const float *xt, int64_t hd, float *out) {
-    for (int64_t jj = 0; jj < ATT_BK; jj++) out[jj] = 0.0f;
-    for (int64_t d = 0; d < hd; d++) {
-        float qd = q[d];
-        const float *c = xt + d * ATT_BK;
-        for (int64_t jj = 0; jj < ATT_BK; jj++) out[jj] += qd * c[jj];
+/* x[j] = exp(x[j] - shift) for j < n; returns their sum (8 lanes, fixed order). */
+static inline float att_row_exp_sum(float *restrict x, int64_t n, float shift) {
+    float acc[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) {
+            float e = att_exp(x[j + l] - shift);
+            x[j + l] = e;
+            acc[l] += e;
+        }
+    for (; j < n; j++) {
+        float e = att_exp(x[j] - shift);
+        x[j] = e;
+        acc[j & 7] += e;
     }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* C = alpha op(A) op(B) + beta C, row-major, single precision (OpenBLAS). */
+static inline void att_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                            int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)m,
+                (blasint)n, (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
 }
 
 #endif

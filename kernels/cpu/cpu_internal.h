@@ -14,6 +14,11 @@ lcx_status lcx_cpu_sync(void);
 
 /* cpu_matmul.c */
 lcx_status lcx_cpu_matmul(const lcx_matmul_args *args);
+/* The CPU backend parallelises with one OpenMP team and calls sgemm from its threads, one block each. A pthreads
+ * OpenBLAS would run a second pool of threads on the same cores (spinning in sched_yield between calls: 10-15%
+ * of a training step on 2 cores, and calls from several threads serialise on its lock), so it is switched to one
+ * thread for the process, once. An OpenMP OpenBLAS is already serial inside a parallel region. */
+void lcx_cpu_blas_serial(void);
 
 /* cpu_embedding.c */
 lcx_status lcx_cpu_embedding_fwd(const int32_t *ids, const void *weight, lcx_dtype w_dtype, float *out,

@@ -2,6 +2,8 @@
  * first (exact), so the GEMM itself always runs in float32; tiles bound the scratch memory. */
 #include <cblas.h>
 #include <limits.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "cpu_internal.h"
@@ -9,8 +11,7 @@
 /* Tile sizes (rows/cols of op(A)/op(B), and of the reduction dimension) used when an operand is bf16. */
 enum { TILE_MN = 256, TILE_K = 2048 };
 
-/* Conversion is serial on purpose: it is O(tile) against the GEMM's O(tile * other dim), and an OpenMP team
- * spinning after its region steals cores from OpenBLAS's own threads (measured 3x slower GEMM).
+/* Conversion is done by the thread that owns the block: it is O(tile) against the GEMM's O(tile * other dim).
  *
  * One operand as float32: the block rows [r0, r1) x reduction [k0, k1) of op(X), where op(X) is [rows, k]
  * (for A: rows = m; for B seen as op(B)^T: rows = n). `trans` says whether X is stored [k, rows].
@@ -88,6 +89,15 @@ static lcx_status one_matmul(const lcx_matmul_args *g, const void *a, const void
     return LCX_OK;
 }
 
+static void blas_serial_once(void) {
+    if (openblas_get_parallel() == 1) openblas_set_num_threads(1);
+}
+
+void lcx_cpu_blas_serial(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, blas_serial_once);
+}
+
 lcx_status lcx_cpu_matmul(const lcx_matmul_args *args) {
     LCX_FAIL_IF(args == NULL, LCX_ERR_INVALID, "matmul: NULL arguments");
     lcx_matmul_args g = *args;
@@ -113,22 +123,59 @@ lcx_status lcx_cpu_matmul(const lcx_matmul_args *args) {
     LCX_FAIL_IF(g.c == NULL || (g.k > 0 && (g.a == NULL || g.b == NULL)), LCX_ERR_INVALID,
                 "matmul: NULL operand");
 
-    float *sa = NULL, *sb = NULL;
-    if (g.a_dtype == LCX_BF16) sa = malloc(sizeof(float) * TILE_MN * TILE_K);
-    if (g.b_dtype == LCX_BF16) sb = malloc(sizeof(float) * TILE_MN * TILE_K);
-    if ((g.a_dtype == LCX_BF16 && !sa) || (g.b_dtype == LCX_BF16 && !sb)) {
+    /* One OpenMP team, one thread pool: the product is split into row (or column) blocks of C, one per thread,
+     * each a single-threaded sgemm (see lcx_cpu_blas_serial). Every element of C is computed by the same
+     * sequence of operations whatever the split, so results do not depend on the thread count. */
+    lcx_cpu_blas_serial();
+    const size_t ea = g.a_dtype == LCX_BF16 ? 2 : 4, eb = g.b_dtype == LCX_BF16 ? 2 : 4;
+    const int64_t macs = g.m * g.n * (g.k > 0 ? g.k : 1);
+    int nt = macs < ((int64_t)1 << 18) ? 1 : omp_get_max_threads();
+    const int split_m = g.m >= g.n;
+    const int64_t span = split_m ? g.m : g.n;
+    if (nt > span) nt = (int)span;
+    int oom = 0;
+    lcx_status st = LCX_OK;
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), n_t = omp_get_num_threads();
+        /* blocks of whole 16-row (column) groups, so each sgemm keeps full register tiles */
+        int64_t groups = (span + 15) / 16, g0 = groups * t / n_t, g1 = groups * (t + 1) / n_t;
+        int64_t lo = g0 * 16, hi = g1 * 16 < span ? g1 * 16 : span;
+        float *sa = NULL, *sb = NULL;
+        if (lo < hi) {
+            if (g.a_dtype == LCX_BF16) sa = malloc(sizeof(float) * TILE_MN * TILE_K);
+            if (g.b_dtype == LCX_BF16) sb = malloc(sizeof(float) * TILE_MN * TILE_K);
+        }
+        if ((g.a_dtype == LCX_BF16 && !sa) || (g.b_dtype == LCX_BF16 && !sb)) {
+            if (lo < hi) {
+#pragma omp atomic write
+                oom = 1;
+            }
+        } else {
+            lcx_matmul_args part = g;
+            int64_t a_off = 0, b_off = 0; /* element offsets of the block's first row/column of op(A)/op(B) */
+            if (split_m) {
+                part.m = hi - lo;
+                a_off = g.trans_a ? lo : lo * g.lda;
+            } else {
+                part.n = hi - lo;
+                b_off = g.trans_b ? lo * g.ldb : lo;
+            }
+            for (int64_t bi = 0; bi < g.batch && lo < hi; bi++) {
+                const char *a = g.a ? (const char *)g.a + (size_t)(bi * g.stride_a + a_off) * ea : NULL;
+                const char *b = g.b ? (const char *)g.b + (size_t)(bi * g.stride_b + b_off) * eb : NULL;
+                float *c = g.c + bi * g.stride_c + (split_m ? lo * g.ldc : lo);
+                lcx_status r = one_matmul(&part, a, b, c, sa, sb);
+                if (r != LCX_OK) {
+#pragma omp critical(lcx_cpu_matmul_status)
+                    st = r;
+                    break;
+                }
+            }
+        }
         free(sa);
         free(sb);
-        return lcx_fail(LCX_ERR_OOM, "matmul: no memory for bf16 conversion tiles");
     }
-    size_t ea = g.a_dtype == LCX_BF16 ? 2 : 4, eb = g.b_dtype == LCX_BF16 ? 2 : 4;
-    lcx_status st = LCX_OK;
-    for (int64_t bi = 0; bi < g.batch && st == LCX_OK; bi++) {
-        const char *a = g.a ? (const char *)g.a + (size_t)(bi * g.stride_a) * ea : NULL;
-        const char *b = g.b ? (const char *)g.b + (size_t)(bi * g.stride_b) * eb : NULL;
-        st = one_matmul(&g, a, b, g.c + bi * g.stride_c, sa, sb);
-    }
-    free(sa);
-    free(sb);
+    LCX_FAIL_IF(oom, LCX_ERR_OOM, "matmul: no memory for bf16 conversion tiles");
     return st;
 }
