@@ -47,7 +47,7 @@ static void fwd_tile(const lcx_attn_args *a, const float *q, const float *k, con
             }
             float mt = att_row_max(sr, cnt);
             float mnew = m[r] > mt ? m[r] : mt;
-            float corr = m[r] == -INFINITY ? 0.0f : att_exp(m[r] - mnew); /* 0 when nothing seen yet */
+            float corr = m[r] == -INFINITY ? 0.0f : lcx_cpu_expf(m[r] - mnew); /* 0 when nothing seen yet */
             l[r] = l[r] * corr + att_row_exp_sum(sr, cnt, mnew);
             for (int64_t jj = cnt; jj < nk; jj++) sr[jj] = 0.0f; /* masked keys */
             m[r] = mnew;

@@ -42,7 +42,7 @@ static void bwd_head(const lcx_attn_args *a, const float *q, const float *k, con
                 float *pr = w->p + r * ATT_BK, *dsr = w->ds + r * ATT_BK;
                 if (L == -INFINITY) cnt = 0; /* no visible key at all: no gradient */
                 for (int64_t jj = 0; jj < cnt; jj++) {
-                    float pj = att_exp(pr[jj] - L);
+                    float pj = lcx_cpu_expf(pr[jj] - L);
                     pr[jj] = pj;
                     dsr[jj] = pj * (dsr[jj] - Dx);
                 }

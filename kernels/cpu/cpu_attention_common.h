@@ -30,30 +30,6 @@ static inline int64_t att_row_begin(const lcx_attn_args *a, int64_t j) {
     return b < 0 ? 0 : b > a->n_q ? a->n_q : b;
 }
 
-/* exp(x) for x <= 0 in straight-line float code the compiler vectorises (Cephes expf: Cody-Waite reduction by
- * ln 2, degree-6 polynomial, 2^n through the exponent bits), within 2 ulp of expf. Inputs below -87 are clamped
- * (the result, ~1e-38, is negligible against the row sum, which is >= 1), above 88 too (never reached: arguments
- * are score - running max or score - LSE); NaN propagates. Callers zero masked entries themselves. */
-static inline float att_exp(float x0) {
-    float x = x0 > -87.0f ? x0 : -87.0f; /* NaN too: keeps the float-to-int conversion below defined */
-    x = x < 88.0f ? x : 88.0f;
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
-    float r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23; /* 2^n; memcpy, not a union: gcc vectorises only this form */
-    float sc;
-    memcpy(&sc, &bits, sizeof sc);
-    float y = p * sc;
-    return x0 == x0 ? y : x0; /* NaN in, NaN out */
-}
-
 /* Max of x[0..n) (-inf for n = 0), in 8 lanes combined in a fixed order so that the loop vectorises. */
 static inline float att_row_max(const float *restrict x, int64_t n) {
     float acc[8];
@@ -73,12 +49,12 @@ static inline float att_row_exp_sum(float *restrict x, int64_t n, float shift) {
     int64_t j = 0;
     for (; j + 8 <= n; j += 8)
         for (int l = 0; l < 8; l++) {
-            float e = att_exp(x[j + l] - shift);
+            float e = lcx_cpu_expf(x[j + l] - shift);
             x[j + l] = e;
             acc[l] += e;
         }
     for (; j < n; j++) {
-        float e = att_exp(x[j] - shift);
+        float e = lcx_cpu_expf(x[j] - shift);
         x[j] = e;
         acc[j & 7] += e;
     }

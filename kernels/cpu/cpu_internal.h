@@ -3,7 +3,34 @@
 #ifndef LCX_CPU_INTERNAL_H
 #define LCX_CPU_INTERNAL_H
 
+#include <string.h>
+
 #include "kernels/backend.h"
+
+/* exp(x) for x <= 0 in straight-line float code the compiler vectorises (Cephes expf: Cody-Waite reduction by
+ * ln 2, degree-6 polynomial, 2^n through the exponent bits), within 2 ulp of expf. Inputs below -87 are clamped
+ * (the result, ~1e-38, is negligible against a softmax row sum, which is >= 1), above 88 too (never reached:
+ * arguments are score - row max or score - LSE); NaN propagates. Used by the softmax of attention and of the
+ * cross-entropy. */
+static inline float lcx_cpu_expf(float x0) {
+    float x = x0 > -87.0f ? x0 : -87.0f; /* NaN too: keeps the float-to-int conversion below defined */
+    x = x < 88.0f ? x : 88.0f;
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23; /* 2^n; memcpy, not a union: gcc vectorises only this form */
+    float sc;
+    memcpy(&sc, &bits, sizeof sc);
+    float y = p * sc;
+    return x0 == x0 ? y : x0; /* NaN in, NaN out */
+}
 
 /* cpu_memory.c */
 lcx_status lcx_cpu_alloc(size_t bytes, void **out);
