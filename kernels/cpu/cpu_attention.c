@@ -21,7 +21,7 @@ lcx_status lcx_cpu_attn_check(const lcx_attn_args *a) {
 
 /* One (head, query tile) work item: online softmax over key tiles, scores and P V as sgemm products. The
  * unnormalised output accumulates in place in o (row stride H * hd). s: [ATT_BQ][ATT_BK] scratch. */
-static void fwd_tile(const lcx_attn_args *a, const float *q, const float *k, const float *v, float *o, float *lse,
+LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, const float *q, const float *k, const float *v, float *o, float *lse,
                      int64_t h, int64_t i0, int64_t i1, float *s) {
     const int64_t H = a->n_heads, G = a->n_kv_heads, hd = a->head_dim, g = h / (H / G), nr = i1 - i0;
     const int64_t ldq = H * hd, ldk = G * hd;

@@ -16,7 +16,7 @@ typedef struct bwd_scratch {
 } bwd_scratch;
 
 /* Everything one head contributes. dkh, dvh: this head's [n_k][hd] gradient scratch (zeroed here). */
-static void bwd_head(const lcx_attn_args *a, const float *q, const float *k, const float *v, const float *lse,
+LCX_CPU_HOT static void bwd_head(const lcx_attn_args *a, const float *q, const float *k, const float *v, const float *lse,
                      const float *D, const float *dout, float *dq, float *dkh, float *dvh, int64_t h,
                      const bwd_scratch *w) {
     const int64_t H = a->n_heads, G = a->n_kv_heads, hd = a->head_dim, g = h / (H / G);

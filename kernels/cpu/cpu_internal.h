@@ -7,6 +7,16 @@
 
 #include "kernels/backend.h"
 
+/* The hot loops outside sgemm (softmax exp, elementwise) get an AVX2 clone chosen at load time (ifunc) on
+ * x86-64, so a generic build still uses 8-wide vectors where the CPU has them (~2x on those loops). Results of
+ * the two clones are identical (no FMA contraction: an "arch=" clone would be picked by CPU model, not
+ * features, and so missed on AMD). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(LCX_NO_MULTIVERSION)
+#define LCX_CPU_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define LCX_CPU_HOT
+#endif
+
 /* exp(x) for x <= 0 in straight-line float code the compiler vectorises (Cephes expf: Cody-Waite reduction by
  * ln 2, degree-6 polynomial, 2^n through the exponent bits), within 2 ulp of expf. Inputs below -87 are clamped
  * (the result, ~1e-38, is negligible against a softmax row sum, which is >= 1), above 88 too (never reached:
