@@ -1,7 +1,6 @@
 /* lcextend CKPT --to N: the whole context extension. plan (printed; --dry-run stops) -> import -> per stage:
  * rope config for the stage's length, train at that length (src/train.h), evaluate, save -> final HF export
  * (GGUF on request). --resume continues from RUN/checkpoints/latest (stage and step). */
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include "commands.h"
 #include "formats/lcx.h"
 #include "formats/recipe.h"
+#include "kernels/backend.h"
 #include "src/convert.h"
 #include "src/eval.h"
 #include "src/fileio.h"
@@ -57,20 +57,25 @@ static void help(void) {
 
 /* sgemm rate of this machine (GFLOP/s), 256^3 products for about 0.1 s: the basis of the time estimate when no
  * --tokens-per-s is given. */
+/* The float32 GEMM rate of the CPU backend's matmul (the path training takes: split over the OpenMP team). */
 static double measure_gflops(void) {
     enum { N = 256 };
+    const lcx_backend *be = lcx_backend_cpu();
     float *a = malloc(sizeof(float) * N * N * 3);
     if (!a) return 0;
     for (int i = 0; i < N * N * 3; i++) a[i] = (float)((i * 7) % 13) * 0.01f;
+    lcx_matmul_args g = {0};
+    g.m = g.n = g.k = N, g.batch = 1, g.alpha = 1.0f, g.beta = 0.0f;
+    g.a_dtype = g.b_dtype = LCX_F32, g.a = a, g.b = a + N * N, g.c = a + 2 * N * N;
     double t0 = lcx_cli_now_s(), t = 0;
     int reps = 0;
     do {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
+        if (be->matmul(&g) != LCX_OK) break;
         reps++;
         t = lcx_cli_now_s() - t0;
     } while (t < 0.1);
     free(a);
-    return 2.0 * N * N * N * reps / t / 1e9;
+    return reps > 0 ? 2.0 * N * N * N * reps / t / 1e9 : 0;
 }
 
 /* Fill the plan's times from model FLOPs at a third of the measured sgemm rate (a training step's kernels are
