@@ -3,12 +3,13 @@
 # (three YaRN stages, 512 -> 1024 -> 2048) on the demo's training data (make_data.sh: the KJV training books from
 # the Debian package bible-kjv, built once), evaluating the input before and the result after on the held-out
 # books (perplexity at 256/512/1024/2048 and passkey retrieval) and printing the before/after table.
-# usage: recipes/tiny/demo.sh [BUILD_DIR]   (default: build; the work directory is BUILD_DIR/demo, or $DEMO_WORK)
+# usage: recipes/tiny/demo.sh [BUILD_DIR]   (default: the source tree's build/; the work directory is BUILD_DIR/demo,
+#        or $DEMO_WORK)
 # Running it again after it finished prints the table again; after an interruption it resumes.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build=${1:-build}
-lcx=$(cd "$build" && pwd)/lcextend
+build=${1:-$here/../../build}
+lcx=$(cd "$build" 2>/dev/null && pwd)/lcextend || lcx=$build/lcextend
 [ -x "$lcx" ] || { echo "demo.sh: no $lcx (build first: cmake -S . -B build && cmake --build build -j2)" >&2; exit 1; }
 work=${DEMO_WORK:-$build/demo}
 mkdir -p "$work"
