@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "eval_common.h"
 #include "formats/tokdata.h"
 #include "src/eval.h"
 #include "src/catalog.h"
@@ -95,84 +96,6 @@ static int parse_int_list(const char *flag, const char *s, int64_t lo, int64_t h
     }
 }
 
-static int parse_depths(const char *s, double *out, int *n) {
-    *n = 0;
-    const char *p = s;
-    for (;;) {
-        char *e;
-        double v = strtod(p, &e);
-        if (e == p || !(v >= 0 && v <= 1))
-            return lcx_cli_usage_error(CMD, "--depths '%s': expected numbers in [0, 1] separated by commas", s), 0;
-        if (*n >= MAX_LIST) return lcx_cli_usage_error(CMD, "--depths: more than %d values", MAX_LIST), 0;
-        out[(*n)++] = v;
-        if (*e == 0) return 1;
-        if (*e != ',') return lcx_cli_usage_error(CMD, "--depths '%s': expected numbers separated by commas", s), 0;
-        p = e + 1;
-    }
-}
-
-/* Documents of a tokdata set, each its sequences concatenated, a leading BOS dropped. */
-static lcx_status load_docs(const char *prefix, int32_t bos, int64_t vocab, lcx_ppl_doc **docs_out, int64_t *n_out,
-                            int32_t **store_out) {
-    lcx_tokdata td;
-    memset(&td, 0, sizeof td);
-    LCX_TRY(lcx_tokdata_open(prefix, &td));
-    lcx_status st = LCX_OK;
-    int32_t *store = NULL;
-    uint32_t *tmp = NULL;
-    lcx_ppl_doc *docs = NULL;
-    if (td.n_tokens > ((uint64_t)1 << 40)) {
-        st = lcx_fail(LCX_ERR_INVALID, "%s: %llu tokens: too many to evaluate", prefix, (unsigned long long)td.n_tokens);
-        goto done;
-    }
-    store = malloc(((size_t)td.n_tokens + 1) * sizeof *store);
-    tmp = malloc(((size_t)td.n_tokens + 1) * sizeof *tmp);
-    docs = calloc((size_t)td.n_docs + 1, sizeof *docs);
-    if (!store || !tmp || !docs) {
-        st = lcx_fail(LCX_ERR_OOM, "%s: no memory for %llu tokens", prefix, (unsigned long long)td.n_tokens);
-        goto done;
-    }
-    size_t at = 0;
-    for (uint64_t d = 0; d < td.n_docs && st == LCX_OK; d++) {
-        uint64_t s0, s1;
-        lcx_tokdata_doc_seqs(&td, d, &s0, &s1);
-        size_t start = at;
-        for (uint64_t s = s0; s < s1; s++) {
-            uint64_t len = lcx_tokdata_seq_len(&td, s);
-            if (len > td.n_tokens - at) {
-                st = lcx_fail(LCX_ERR_INVALID, "%s: sequences hold more tokens than the index says", prefix);
-                break;
-            }
-            st = lcx_tokdata_read(&td, s, 0, len, tmp);
-            if (st != LCX_OK) break;
-            for (uint64_t k = 0; k < len; k++) {
-                if ((int64_t)tmp[k] >= vocab) {
-                    st = lcx_fail(LCX_ERR_INVALID, "%s: document %llu: token id %u is outside the model's vocabulary "
-                                  "(%lld): wrong tokenizer?", prefix, (unsigned long long)d, tmp[k], (long long)vocab);
-                    break;
-                }
-                store[at++] = (int32_t)tmp[k];
-            }
-            if (st != LCX_OK) break;
-        }
-        if (bos >= 0 && at > start && store[start] == bos) start++;
-        docs[d].tokens = store + start;
-        docs[d].n = (int64_t)(at - start);
-    }
-done:
-    *n_out = (int64_t)td.n_docs;
-    lcx_tokdata_close(&td);
-    free(tmp);
-    if (st != LCX_OK) {
-        free(store);
-        free(docs);
-        return st;
-    }
-    *docs_out = docs;
-    *store_out = store;
-    return LCX_OK;
-}
-
 static lcx_status load_text_doc(const char *path, lcx_tokenizer *tok, int64_t vocab, lcx_ppl_doc **docs_out,
                                 int64_t *n_out, int32_t **store_out) {
     char *buf = NULL;
@@ -208,37 +131,6 @@ static lcx_status load_text_doc(const char *path, lcx_tokenizer *tok, int64_t vo
     }
     lcx_tok_ids_free(&v);
     return st;
-}
-
-/* Scorer wrappers that print progress lines on stderr (at most one a second). */
-typedef struct progress {
-    lcx_model *m;
-    int quiet;
-    const char *what;
-    int64_t calls;
-    double start, last;
-} progress;
-
-static void tick(progress *p, int64_t n) {
-    p->calls++;
-    if (p->quiet) return;
-    double t = lcx_cli_now_s();
-    if (t - p->last < 2.0) return;
-    p->last = t;
-    fprintf(stderr, "  %s: %lld forward passes (last %lld tokens), %.0f s\n", p->what, (long long)p->calls,
-            (long long)n, t - p->start);
-}
-
-static lcx_status score_cb(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll) {
-    progress *p = model;
-    tick(p, n);
-    return lcx_eval_model_score(p->m, tokens, n, first, nll);
-}
-
-static lcx_status argmax_cb(void *model, const int32_t *tokens, int64_t n, int64_t first, int32_t *next) {
-    progress *p = model;
-    tick(p, n);
-    return lcx_eval_model_argmax(p->m, tokens, n, first, next);
 }
 
 /* The last path component of path into buf[256]. */
@@ -294,7 +186,7 @@ int lcx_cmd_eval(int argc, char **argv) {
             if (exit_now || !parse_int_list("--passkey-lengths", v, 2, (int64_t)1 << 24, pk_lengths, &n_pk_lengths))
                 return LCX_EXIT_USAGE;
         } else if (FLAG("--depths")) {
-            if (exit_now || !parse_depths(v, depths, &n_depths)) return LCX_EXIT_USAGE;
+            if (exit_now || !lcx_cli_parse_depths(CMD, "--depths", v, depths, MAX_LIST, &n_depths)) return LCX_EXIT_USAGE;
         } else if (FLAG("--mode")) {
             if (exit_now) return LCX_EXIT_USAGE;
             if (strcmp(v, "greedy") && strcmp(v, "loglik") && strcmp(v, "both"))
@@ -396,96 +288,44 @@ int lcx_cmd_eval(int argc, char **argv) {
             st = LCX_OK;
         }
     }
-    int64_t bos64 = tok ? lcx_tokenizer_bos_id(tok) : cfg.bos_token_id;
-    int32_t bos = bos64 >= 0 && bos64 < cfg.vocab_size ? (int32_t)bos64 : -1;
+    int32_t bos = lcx_cli_eval_bos(tok, &cfg);
+    int modes = strcmp(mode, "greedy") == 0 ? LCX_PASSKEY_GREEDY
+                : strcmp(mode, "loglik") == 0 ? LCX_PASSKEY_LOGLIK : LCX_PASSKEY_GREEDY | LCX_PASSKEY_LOGLIK;
+    lcx_cli_eval_spec es = {
+        .label = ckpt, .series = series, .data_name = data ? data : text,
+        .ppl = {lengths, n_lengths, stride, bos, strcmp(shortd, "score") == 0 ? LCX_PPL_SHORT_SCORE : LCX_PPL_SHORT_SKIP, 0},
+        .pk = {pk_lengths, n_pk_lengths, depths, n_depths, trials, distractors, modes, (uint64_t)seed},
+        .quiet = quiet};
 
-    int64_t max_len = 2;
-    if (data || text)
-        for (int i = 0; i < n_lengths; i++) max_len = lengths[i] > max_len ? lengths[i] : max_len;
-    /* The passkey scores prompt + answer: room for the answer's tokens (" 12345" is at most 6 byte tokens). */
-    if (trials > 0)
-        for (int i = 0; i < n_pk_lengths; i++) max_len = pk_lengths[i] + 16 > max_len ? pk_lengths[i] + 16 : max_len;
-
-    if (data) st = load_docs(data, bos, cfg.vocab_size, &docs, &n_docs, &store);
+    if (data) st = lcx_cli_eval_load_docs(data, bos, cfg.vocab_size, &docs, &n_docs, &store);
     else if (text) st = load_text_doc(text, tok, cfg.vocab_size, &docs, &n_docs, &store);
     if (st != LCX_OK) goto fail;
+    es.docs = docs;
+    es.n_docs = n_docs;
 
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
     o.param_dtype = strcmp(dtype, "bf16") == 0 ? LCX_BF16 : LCX_F32;
-    o.max_tokens = max_len;
+    o.max_tokens = lcx_cli_eval_max_tokens(&es);
     o.loss_chunk = chunk;
     st = lcx_model_from_checkpoint(ckpt, &o, &m);
     if (st != LCX_OK) goto fail;
-    progress prog = {m, quiet, "perplexity", 0, lcx_cli_now_s(), lcx_cli_now_s()};
-
-    lcx_ppl_config pc = {lengths, n_lengths, stride, bos, strcmp(shortd, "score") == 0 ? LCX_PPL_SHORT_SCORE : LCX_PPL_SHORT_SKIP, 0};
-    root = json_object();
-    if (!root || json_object_set_new(root, "checkpoint", json_string(ckpt)) != 0) {
-        st = lcx_fail(LCX_ERR_OOM, "no memory for JSON");
+    res = calloc((size_t)n_lengths + 1, sizeof *res);
+    if (!res) {
+        st = lcx_fail(LCX_ERR_OOM, "no memory");
         goto fail;
     }
-    if (data || text) {
-        res = calloc((size_t)n_lengths, sizeof *res);
-        if (!res) {
-            st = lcx_fail(LCX_ERR_OOM, "no memory");
-            goto fail;
-        }
-        double t0 = lcx_cli_now_s();
-        st = lcx_ppl_eval(&pc, docs, n_docs, score_cb, &prog, res);
+    st = lcx_cli_eval_run(&es, m, tok, res, &pk, &root);
+    if (st != LCX_OK) goto fail;
+    if (trials > 0 && pk_svg) {
+        int md = (modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;
+        char title[300];
+        snprintf(title, sizeof title, "passkey retrieval (%s): %s", md == LCX_PASSKEY_GREEDY ? "greedy" : "loglik", series);
+        st = lcx_svg_passkey_heatmap(&pk, md, title, &svg);
+        if (st == LCX_OK) st = lcx_svg_write(pk_svg, svg);
+        free(svg);
+        svg = NULL;
         if (st != LCX_OK) goto fail;
-        printf("perplexity of %s on %s (%lld document(s), stride %lld, BOS %s, token-weighted) in %.1f s\n", ckpt,
-               data ? data : text, (long long)n_docs, (long long)stride, bos >= 0 ? "yes" : "no", lcx_cli_now_s() - t0);
-        printf("  %8s %10s %8s %6s %12s %14s\n", "length", "tokens", "windows", "docs", "perplexity", "window-mean");
-        for (int i = 0; i < n_lengths; i++)
-            printf("  %8lld %10lld %8lld %6lld %12.4f %14.4f\n", (long long)res[i].length, (long long)res[i].tokens,
-                   (long long)res[i].windows, (long long)res[i].docs, res[i].ppl, res[i].ppl_window_mean);
-        json_t *pj = lcx_ppl_to_json(&pc, res, series);
-        if (!pj || json_object_set_new(root, "perplexity", pj) != 0) {
-            st = lcx_fail(LCX_ERR_OOM, "no memory for JSON");
-            goto fail;
-        }
-    }
-    if (trials > 0) {
-        int modes = strcmp(mode, "greedy") == 0 ? LCX_PASSKEY_GREEDY
-                    : strcmp(mode, "loglik") == 0 ? LCX_PASSKEY_LOGLIK : LCX_PASSKEY_GREEDY | LCX_PASSKEY_LOGLIK;
-        lcx_passkey_config kc = {pk_lengths, n_pk_lengths, depths, n_depths, trials, distractors, modes, (uint64_t)seed};
-        lcx_eval_tokenizer et = {lcx_eval_tok_encode, tok, bos};
-        prog.what = "passkey";
-        prog.calls = 0;
-        double t0 = lcx_cli_now_s();
-        st = lcx_passkey_eval(&kc, &et, score_cb, argmax_cb, &prog, &pk);
-        if (st != LCX_OK) goto fail;
-        printf("passkey retrieval of %s: %d trial(s) per cell, accuracy (%%) per length x depth, in %.1f s\n", ckpt,
-               trials, lcx_cli_now_s() - t0);
-        for (int md = LCX_PASSKEY_LOGLIK; md <= LCX_PASSKEY_GREEDY; md++) {
-            if (!(modes & md)) continue;
-            if (md == LCX_PASSKEY_LOGLIK) printf("  loglik (key vs %d distractors; chance %.0f%%)\n", distractors, 100.0 / (distractors + 1));
-            else printf("  greedy decode\n");
-            printf("  %8s", "depth");
-            for (int l = 0; l < n_pk_lengths; l++) printf(" %7lld", (long long)pk_lengths[l]);
-            printf("\n");
-            for (int d = 0; d < n_depths; d++) {
-                printf("  %8.2f", depths[d]);
-                for (int l = 0; l < n_pk_lengths; l++) printf(" %7.0f", 100 * lcx_passkey_accuracy(&pk, md, l, d));
-                printf("\n");
-            }
-        }
-        json_t *kj = lcx_passkey_to_json(&pk);
-        if (!kj || json_object_set_new(root, "passkey", kj) != 0) {
-            st = lcx_fail(LCX_ERR_OOM, "no memory for JSON");
-            goto fail;
-        }
-        if (pk_svg) {
-            int md = (modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;
-            char title[300];
-            snprintf(title, sizeof title, "passkey retrieval (%s): %s", md == LCX_PASSKEY_GREEDY ? "greedy" : "loglik", series);
-            st = lcx_svg_passkey_heatmap(&pk, md, title, &svg);
-            if (st == LCX_OK) st = lcx_svg_write(pk_svg, svg);
-            free(svg);
-            svg = NULL;
-            if (st != LCX_OK) goto fail;
-        }
     }
     if (svg_out) {
         lcx_plot_series ser[MAX_COMPARE + 1];

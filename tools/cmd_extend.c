@@ -1,6 +1,7 @@
-/* lcextend CKPT --to N: the whole context extension. plan (printed; --dry-run stops) -> import -> per stage:
- * rope config for the stage's length, train at that length (src/train.h), evaluate, save -> final HF export
- * (GGUF on request). --resume continues from RUN/checkpoints/latest (stage and step). */
+/* lcextend CKPT --to N: the whole context extension. plan (printed; --dry-run stops) -> import -> evaluation of
+ * the input (before) -> per stage: rope config for the stage's length, train at that length (src/train.h),
+ * evaluate, save -> evaluation of the result (after) and the before/after table -> final HF export (GGUF on
+ * request). --resume continues from RUN/checkpoints/latest (stage and step). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "eval_common.h"
+#include "extend_eval.h"
 #include "formats/lcx.h"
 #include "formats/recipe.h"
 #include "kernels/backend.h"
@@ -18,6 +21,7 @@
 #include "src/eval.h"
 #include "src/fileio.h"
 #include "src/plan.h"
+#include "src/tokenizer.h"
 #include "src/train.h"
 #include "src/units.h"
 #include "train_common.h"
@@ -40,7 +44,13 @@ static void help(void) {
            "  --data PREFIX        training data PREFIX.bin/.idx (lcextend tokenize writes it)\n"
            "  --ids FILE           or: whitespace-separated token ids (one document)\n"
            "  --eval-data PREFIX   held-out data: perplexity at each stage's eval lengths and stride over all its\n"
-           "                       documents (src/eval.h protocol) -> RUN/eval/stageN.json, RUN/eval/ppl.svg\n"
+           "                       documents (src/eval.h protocol) -> RUN/eval/stageN.json, RUN/eval/ppl.svg;\n"
+           "                       and of the input before training and the result after it (the last stage's\n"
+           "                       eval lengths, plus the passkey test) -> RUN/eval/before.json, after.json\n"
+           "                       (the JSON of lcextend eval --json) and a before/after table on stdout\n"
+           "  --passkey N          passkey trials per (length, depth) before and after (default 2 when CKPT has\n"
+           "                       a tokenizer and --eval-data is given; 0 = off; N > 0 alone also evaluates)\n"
+           "  --depths D,D,...     passkey key depths in [0, 1] (default 0,0.25,0.5,0.75,1)\n"
            "  --out RUN            run directory (default: CKPT's name + '-' + N)\n"
            "  --resume             continue RUN from its latest checkpoint (same flags)\n"
            "  --dry-run            print the plan and stop\n"
@@ -88,50 +98,8 @@ static void estimate_times(lcx_plan *p, double gflops) {
     }
 }
 
-/* Every document of td as int32 ids (held-out data is small; it is read once). */
-static lcx_status load_docs(const lcx_tokdata *td, lcx_ppl_doc **docs, int64_t *n_docs) {
-    *docs = calloc((size_t)td->n_docs + 1, sizeof **docs);
-    *n_docs = 0;
-    LCX_FAIL_IF(!*docs, LCX_ERR_OOM, "out of memory for %llu documents", (unsigned long long)td->n_docs);
-    uint32_t *tmp = NULL;
-    lcx_status st = LCX_OK;
-    for (uint64_t d = 0; d < td->n_docs; d++) {
-        uint64_t a, b, n = 0;
-        lcx_tokdata_doc_seqs(td, d, &a, &b);
-        for (uint64_t s = a; s < b; s++) n += lcx_tokdata_seq_len(td, s);
-        LCX_FAIL_GOTO(n > (uint64_t)INT32_MAX, LCX_ERR_UNSUPPORTED, done, "%s: document %llu: %llu tokens", td->prefix,
-                      (unsigned long long)d, (unsigned long long)n);
-        int32_t *ids = malloc((size_t)n * 4 + 4);
-        free(tmp);
-        tmp = malloc((size_t)n * 4 + 4);
-        LCX_FAIL_GOTO(!ids || !tmp, LCX_ERR_OOM, done, "out of memory for the evaluation data");
-        (*docs)[d].tokens = ids;
-        (*docs)[d].n = (int64_t)n;
-        *n_docs = (int64_t)d + 1;
-        uint64_t k = 0;
-        for (uint64_t s = a; s < b; s++) {
-            uint64_t len = lcx_tokdata_seq_len(td, s);
-            LCX_TRY_GOTO(lcx_tokdata_read(td, s, 0, len, tmp + k), done);
-            k += len;
-        }
-        for (uint64_t i = 0; i < n; i++) {
-            LCX_FAIL_GOTO(tmp[i] > (uint32_t)INT32_MAX, LCX_ERR_INVALID, done, "%s: token id %u too large", td->prefix,
-                          tmp[i]);
-            ids[i] = (int32_t)tmp[i];
-        }
-    }
-done:
-    free(tmp);
-    return st;
-}
-
-static void free_docs(lcx_ppl_doc *docs, int64_t n) {
-    if (!docs) return;
-    for (int64_t i = 0; i < n; i++) free((void *)docs[i].tokens);
-    free(docs);
-}
-
-/* RUN/eval/ppl.svg from every RUN/eval/stageN.json present (a resumed run keeps the earlier stages' lines). */
+/* RUN/eval/ppl.svg from RUN/eval/before.json and every RUN/eval/stageN.json present (a resumed run keeps the
+ * earlier stages' lines). */
 static lcx_status plot_stages(const char *eval_dir, int n_stages) {
     lcx_plot_series ser[64];
     double *xs[64], *ys[64];
@@ -140,14 +108,20 @@ static lcx_status plot_stages(const char *eval_dir, int n_stages) {
     int ns = 0;
     lcx_status st = LCX_OK;
     char path[4096];
-    for (int i = 0; i < n_stages && ns < 64; i++) {
-        snprintf(path, sizeof path, "%s/stage%d.json", eval_dir, i + 1);
+    for (int i = -1; i < n_stages && ns < 64; i++) { /* -1: before.json (lcextend eval --json format) */
+        if (i < 0) snprintf(path, sizeof path, "%s/before.json", eval_dir);
+        else snprintf(path, sizeof path, "%s/stage%d.json", eval_dir, i + 1);
         json_t *j = json_load_file(path, 0, NULL);
         if (!j) continue;
+        const json_t *pj = i < 0 ? json_object_get(j, "perplexity") : j;
+        if (!pj) {
+            json_decref(j);
+            continue;
+        }
         int n = 0;
         char *name = NULL;
         lcx_ppl_result *r = NULL;
-        st = lcx_ppl_from_json(j, path, &r, &n, &name);
+        st = lcx_ppl_from_json(pj, path, &r, &n, &name);
         json_decref(j);
         if (st != LCX_OK) break;
         xs[ns] = malloc(sizeof(double) * (size_t)(n + 1));
@@ -170,6 +144,32 @@ static lcx_status plot_stages(const char *eval_dir, int n_stages) {
     free(svg);
     for (int i = 0; i < ns; i++) free(xs[i]), free(ys[i]), free(names[i]), free(res[i]);
     return st;
+}
+
+/* A stage's perplexities: printed, appended to metrics.jsonl, RUN/eval/stageN.json, RUN/eval/ppl.svg redrawn. */
+static lcx_status record_stage_eval(const char *mpath, const char *eval_dir, int stage, int n_stages, int64_t seq_len,
+                                   const lcx_ppl_config *pc, const lcx_ppl_result *res) {
+    FILE *mf = fopen(mpath, "a");
+    LCX_FAIL_IF(!mf, LCX_ERR_IO, "%s: cannot open for appending", mpath);
+    for (int e = 0; e < pc->n_lengths; e++) {
+        printf("  eval length %lld: loss %.4f, perplexity %.3f (%lld tokens, %lld windows)\n",
+               (long long)pc->lengths[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens,
+               (long long)res[e].windows);
+        fprintf(mf, "{\"stage\": %d, \"eval_len\": %lld, \"loss\": %.9g, \"ppl\": %.9g, \"tokens\": %lld}\n", stage,
+                (long long)pc->lengths[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens);
+    }
+    LCX_FAIL_IF(fclose(mf) != 0, LCX_ERR_IO, "%s: write failed", mpath);
+    char series[64], jp[64];
+    snprintf(series, sizeof series, "stage %d (%lld)", stage, (long long)seq_len);
+    snprintf(jp, sizeof jp, "stage%d.json", stage);
+    mkdir(eval_dir, 0777);
+    json_t *ej = lcx_ppl_to_json(pc, res, series);
+    char *jpath = lcx_path_join(eval_dir, jp);
+    lcx_status st = ej && jpath ? lcx_eval_json_write(jpath, ej) : lcx_fail(LCX_ERR_OOM, "out of memory");
+    json_decref(ej);
+    free(jpath);
+    LCX_TRY(st);
+    return plot_stages(eval_dir, n_stages);
 }
 
 /* stage config: the input config.json with the stage's rope written in (a fresh parse keeps both in sync) */
@@ -204,7 +204,8 @@ static lcx_status config_of(const char *ckpt, lcx_model_config *cfg) {
 int lcx_cmd_extend(int argc, char **argv) {
     const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *data = NULL, *ids = NULL;
     const char *eval_data = NULL, *out_arg = NULL, *v = NULL;
-    int resume = 0, dry = 0, gguf = 0, quiet = 0, err = 0, keep = 2;
+    int resume = 0, dry = 0, gguf = 0, quiet = 0, err = 0, keep = 2, pk_trials = -1, n_depths = 5;
+    double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32;
     lcx_plan_opts po;
     lcx_plan_opts_default(&po);
@@ -230,6 +231,11 @@ int lcx_cmd_extend(int argc, char **argv) {
                    lcx_cli_flag_value(argc, argv, &i, "--eval-data", &eval_data, CMD, &err) ||
                    lcx_cli_flag_value(argc, argv, &i, "--out", &out_arg, CMD, &err)) {
             if (err) return LCX_EXIT_USAGE;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--passkey", &v, CMD, &err)) {
+            if (err || !lcx_cli_int(CMD, "--passkey", v, 0, 100000, &pk_trials)) return LCX_EXIT_USAGE;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--depths", &v, CMD, &err)) {
+            if (err || !lcx_cli_parse_depths(CMD, "--depths", v, depths, LCX_RECIPE_MAX_EVAL, &n_depths))
+                return LCX_EXIT_USAGE;
         } else if (lcx_cli_flag_value(argc, argv, &i, "--keep", &v, CMD, &err)) {
             if (err || !lcx_cli_int(CMD, "--keep", v, 0, 1 << 20, &keep)) return LCX_EXIT_USAGE;
         } else if (lcx_cli_flag_value(argc, argv, &i, "--tokens-per-s", &v, CMD, &err)) {
@@ -275,9 +281,14 @@ int lcx_cmd_extend(int argc, char **argv) {
     char *out = NULL, *src = NULL, *latest = NULL, *ids_prefix = NULL, *hf = NULL, *gg = NULL, **tok = NULL;
     json_t *run_info = NULL;
     lcx_ppl_doc *docs = NULL;
+    int32_t *doc_store = NULL;
     int64_t n_docs = 0;
-    char *eval_dir = NULL;
-    FILE *mf = NULL;
+    char *mpath = NULL, *eval_dir = NULL, *before_json = NULL, *after_json = NULL, *pk_before = NULL, *pk_after = NULL;
+    lcx_tokenizer *etok = NULL; /* the input's tokenizer: BOS of the evaluation windows, passkey prompts */
+    int32_t bos = -1;
+    lcx_ppl_result *fres = NULL;
+    /* before/after evaluation: with --eval-data, or with --passkey N > 0 alone */
+    const int full_eval = eval_data || pk_trials > 0;
     lcx_train_state state;
     lcx_train_state_init(&state);
 
@@ -336,6 +347,15 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_TRY_GOTO(lcx_tokdata_open(eval_data, &ed), fail);
         ed_open = 1;
     }
+    if (full_eval) {
+        st = lcx_tokenizer_open(ckpt, &etok);
+        if (st != LCX_OK && pk_trials > 0) {
+            lcx_fail_context(st, "--passkey needs the input's tokenizer: ");
+            goto fail;
+        }
+        st = LCX_OK;
+        if (pk_trials < 0) pk_trials = etok ? 2 : 0;
+    }
     if (resume) {
         LCX_FAIL_GOTO(!lcx_is_dir(out), LCX_ERR_NOT_FOUND, fail, "%s: no such run directory to resume", out);
         st = lcx_train_latest(out, &latest);
@@ -390,10 +410,33 @@ int lcx_cmd_extend(int argc, char **argv) {
         first = (int)sidx + done_;
         printf("resuming from %s (stage %d%s)\n", latest, (int)sidx + 1, done_ ? " finished" : "");
     }
-    if (ed_open) LCX_TRY_GOTO(load_docs(&ed, &docs, &n_docs), fail);
+    bos = lcx_cli_eval_bos(etok, &cfg);
+    if (ed_open) LCX_TRY_GOTO(lcx_cli_eval_load_docs(eval_data, bos, cfg.vocab_size, &docs, &n_docs, &doc_store), fail);
     eval_dir = lcx_path_join(out, "eval");
-    LCX_FAIL_GOTO(!eval_dir, LCX_ERR_OOM, fail, "out of memory");
-    char *mpath = lcx_path_join(out, "metrics.jsonl");
+    before_json = lcx_path_join(eval_dir, "before.json");
+    after_json = lcx_path_join(eval_dir, "after.json");
+    pk_before = lcx_path_join(eval_dir, "passkey-before.svg");
+    pk_after = lcx_path_join(eval_dir, "passkey-after.svg");
+    fres = calloc(LCX_RECIPE_MAX_EVAL, sizeof *fres);
+    LCX_FAIL_GOTO(!eval_dir || !before_json || !after_json || !pk_before || !pk_after || !fres, LCX_ERR_OOM, fail,
+                  "out of memory");
+    /* The before/after evaluation: the last stage's eval lengths and stride, passkey at the same lengths. */
+    const lcx_plan_stage *last = &p->stages[p->n_stages - 1];
+    lcx_cli_eval_spec es = {
+        .data_name = eval_data, .docs = ed_open ? docs : NULL, .n_docs = n_docs,
+        .ppl = {last->eval_lengths, last->n_eval, last->eval_stride, bos, LCX_PPL_SHORT_SKIP, 0},
+        .pk = {last->eval_lengths, last->n_eval, depths, n_depths, pk_trials > 0 ? pk_trials : 0, 4,
+               LCX_PASSKEY_GREEDY, 1},
+        .quiet = quiet};
+    if (full_eval && !lcx_is_file(before_json)) {
+        printf("evaluating the input %s (rope unchanged) before training\n", ckpt);
+        fflush(stdout);
+        mkdir(eval_dir, 0777);
+        es.label = ckpt;
+        es.series = "before";
+        LCX_TRY_GOTO(lcx_extend_eval_ckpt(src, &cfg, &es, etok, before_json, pk_before, fres), fail);
+    }
+    mpath = lcx_path_join(out, "metrics.jsonl");
     LCX_FAIL_GOTO(!mpath, LCX_ERR_OOM, fail, "out of memory");
     lcx_train_catch_signals();
     const char *load_from = latest ? latest : src;
@@ -401,7 +444,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         const lcx_plan_stage *ps = &p->stages[i];
         lcx_config_free(&scfg);
         memset(&scfg, 0, sizeof scfg);
-        LCX_TRY_GOTO(stage_config(&cfg, ps, &scfg), stage_fail);
+        LCX_TRY_GOTO(stage_config(&cfg, ps, &scfg), fail);
         lcx_model_free(m);
         m = NULL;
         lcx_model_opts mo;
@@ -413,7 +456,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         mo.training = 1;
         mo.policy = LCX_ACT_KEEP;
         mo.layer_policy = ps->activation;
-        LCX_TRY_GOTO(lcx_model_init(&m, &scfg, &mo), stage_fail);
+        LCX_TRY_GOTO(lcx_model_init(&m, &scfg, &mo), fail);
         /* weights (+ optimizer and position when continuing the stage) */
         {
             lcx_train_state ls;
@@ -430,7 +473,7 @@ int lcx_cmd_extend(int argc, char **argv) {
                 state.stage = i;
                 state.tokens = tokens;
             }
-            if (st != LCX_OK) goto stage_fail;
+            if (st != LCX_OK) goto fail;
         }
         printf("stage %d/%d: seq %lld, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens\n", i + 1,
                p->n_stages, (long long)ps->seq_len, lcx_rope_method_name(ps->method), (long long)ps->max_pos,
@@ -461,10 +504,10 @@ int lcx_cmd_extend(int argc, char **argv) {
         ctx.run_info = run_info;
         ctx.run_tokens = (int64_t)p->total_tokens;
         lcx_train_summary sum;
-        LCX_TRY_GOTO(lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum), stage_fail);
+        LCX_TRY_GOTO(lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum), fail);
         printf("stage %d/%d done: loss %.6f, %.1f tokens/s, peak RSS %.1f MiB, saved %s\n", i + 1, p->n_stages,
                state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0, state.saved);
-        if (ed_open) {
+        if (ed_open && !(full_eval && i == p->n_stages - 1)) { /* the last one: in the after-evaluation */
             int64_t lens[LCX_RECIPE_MAX_EVAL];
             lcx_ppl_result res[LCX_RECIPE_MAX_EVAL];
             int nl = 0;
@@ -474,49 +517,50 @@ int lcx_cmd_extend(int argc, char **argv) {
             pc.lengths = lens;
             pc.n_lengths = nl;
             pc.stride = ps->eval_stride;
-            pc.bos_id = -1;
+            pc.bos_id = bos;
             pc.short_docs = LCX_PPL_SHORT_SKIP;
-            LCX_TRY_GOTO(lcx_ppl_eval(&pc, docs, n_docs, lcx_train_window_score, m, res), stage_fail);
-            mf = fopen(mpath, "a");
-            LCX_FAIL_GOTO(!mf, LCX_ERR_IO, stage_fail, "%s: cannot open for appending", mpath);
-            for (int e = 0; e < nl; e++) {
-                printf("  eval length %lld: loss %.4f, perplexity %.3f (%lld tokens, %lld windows)\n",
-                       (long long)lens[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens,
-                       (long long)res[e].windows);
-                fprintf(mf, "{\"stage\": %d, \"eval_len\": %lld, \"loss\": %.9g, \"ppl\": %.9g, \"tokens\": %lld}\n",
-                        i + 1, (long long)lens[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens);
-            }
-            fclose(mf);
-            mf = NULL;
-            char series[64], jp[64];
-            snprintf(series, sizeof series, "stage %d (%lld)", i + 1, (long long)ps->seq_len);
-            snprintf(jp, sizeof jp, "stage%d.json", i + 1);
-            mkdir(eval_dir, 0777);
-            json_t *ej = lcx_ppl_to_json(&pc, res, series);
-            char *jpath = lcx_path_join(eval_dir, jp);
-            st = ej && jpath ? lcx_eval_json_write(jpath, ej) : lcx_fail(LCX_ERR_OOM, "out of memory");
-            json_decref(ej);
-            free(jpath);
-            if (st != LCX_OK) goto stage_fail;
-            LCX_TRY_GOTO(plot_stages(eval_dir, p->n_stages), stage_fail);
+            LCX_TRY_GOTO(lcx_ppl_eval(&pc, docs, n_docs, lcx_train_window_score, m, res), fail);
+            LCX_TRY_GOTO(record_stage_eval(mpath, eval_dir, i + 1, p->n_stages, ps->seq_len, &pc, res), fail);
         }
         fflush(stdout);
         load_from = state.saved;
         if (lcx_train_interrupted() && i + 1 < p->n_stages) { /* Ctrl-C during the evaluation: stop here */
             st = lcx_fail(LCX_ERR_INTERRUPTED, "interrupted after stage %d; saved %s (continue with --resume)", i + 1,
                           state.saved);
-            goto stage_fail;
+            goto fail;
         }
         if (latest && i == first) { /* later stages load the stage's own final checkpoint */
             free(latest);
             latest = NULL;
         }
-        continue;
-    stage_fail:
-        free(mpath);
-        goto fail;
     }
-    free(mpath);
+    /* after: the result at the last stage's config; its perplexities are also the last stage's evaluation */
+    if (full_eval) {
+        const char *fin = state.saved ? state.saved : load_from;
+        char sj[64];
+        snprintf(sj, sizeof sj, "stage%d.json", p->n_stages);
+        char *stage_json = lcx_path_join(eval_dir, sj);
+        int redo = !lcx_is_file(after_json) || (ed_open && stage_json && !lcx_is_file(stage_json));
+        free(stage_json);
+        if (redo) {
+            printf("evaluating the result %s\n", fin);
+            fflush(stdout);
+            lcx_model_free(m); /* the training model is done with: one model in memory at a time */
+            m = NULL;
+            lcx_config_free(&scfg);
+            memset(&scfg, 0, sizeof scfg);
+            LCX_TRY_GOTO(stage_config(&cfg, last, &scfg), fail);
+            mkdir(eval_dir, 0777);
+            es.label = fin;
+            es.series = "after";
+            LCX_TRY_GOTO(lcx_extend_eval_ckpt(fin, &scfg, &es, etok, after_json, pk_after, fres), fail);
+            if (ed_open)
+                LCX_TRY_GOTO(record_stage_eval(mpath, eval_dir, p->n_stages, p->n_stages, last->seq_len, &es.ppl, fres),
+                             fail);
+        }
+        if (lcx_is_file(before_json)) LCX_TRY_GOTO(lcx_extend_eval_table(before_json, after_json, stdout), fail);
+        fflush(stdout);
+    }
 
     /* export */
     LCX_FAIL_GOTO(!state.saved && !load_from, LCX_ERR_INVALID, fail, "no checkpoint to export");
@@ -545,7 +589,6 @@ int lcx_cmd_extend(int argc, char **argv) {
 fail:
     rc = lcx_cli_report(CMD, st);
 done:
-    if (mf) fclose(mf);
     lcx_model_free(m);
     lcx_config_free(&cfg);
     lcx_config_free(&scfg);
@@ -556,7 +599,15 @@ done:
     lcx_train_state_free(&state);
     lcx_tool_strv_free(tok, n_tok);
     json_decref(run_info);
-    free_docs(docs, n_docs);
+    free(docs);
+    free(doc_store);
+    free(mpath);
+    lcx_tokenizer_free(etok);
+    free(fres);
+    free(before_json);
+    free(after_json);
+    free(pk_before);
+    free(pk_after);
     free(eval_dir);
     free(out);
     free(src);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `lcextend CKPT --to N` and `lcextend train` on the fixture model llama_gqa (context 64) --to 256 with a 2-stage
 # recipe written here: the plan is printed and --dry-run does nothing; a full run writes metrics, checkpoints and
-# an HF export whose config has yarn factor 256/64 = 4; resuming from an earlier checkpoint (rewound `latest`)
+# an HF export whose config has yarn factor 256/64 = 4; the before/after evaluation equals lcextend eval of the
+# input and of the export (the fixture, and the bundled tiny model with passkey); resuming from an earlier checkpoint (rewound `latest`)
 # and after a real SIGINT ends with exactly the losses of the uninterrupted run; errors before any work.
 set -u
 : "${LCEXTEND:?}" "${LCX_SRC:?}"
@@ -73,6 +74,7 @@ check "--to 1k: beyond the recipe's explicit stages, refused" [ "$(rc)" -eq 1 ]
 # the full run
 run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/full" --keep 0 --quiet --eval-data "$tmp/pre/ids"
 check "full run exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+cp "$tmp/out" "$tmp/out.full"
 check "metrics: 4 step lines" [ "$(grep -c '"step"' "$tmp/full/metrics.jsonl")" -eq 4 ]
 check "metrics: eval lines" [ "$(grep -c '"eval_len"' "$tmp/full/metrics.jsonl")" -eq 4 ]
 check "eval JSON per stage" grep -q '"series": "stage 2 (256)"' "$tmp/full/eval/stage2.json"
@@ -90,6 +92,35 @@ check "inspect shows the training state" grep -qE '^stage: +2$' "$tmp/out"
 check "inspect shows the recipe" grep -q 'recipe: *"tiny-test"' "$tmp/out"
 run verify "$tmp/full/checkpoints/s01-step000002"
 check "stage-1 checkpoint verifies" [ "$(rc)" -eq 0 ]
+
+# before/after evaluation: the same JSON as lcextend eval of the input (loaded from the HF directory, not the
+# import) and of the HF export (not the final checkpoint); no tokenizer in the fixture, so no passkey
+strip_json() { grep -v '"series"\|"checkpoint"' "$1"; }
+check "before.json and after.json" [ -f "$tmp/full/eval/before.json" ] && [ -f "$tmp/full/eval/after.json" ]
+check "before/after table printed" grep -q "^before / after" "$tmp/out.full"
+check "before/after table: row 128" grep -qE "^ +128 +[0-9.]+ +[0-9.]+ +- +-$" "$tmp/out.full"
+check "ppl.svg has the before line" grep -q ">before<" "$tmp/full/eval/ppl.svg"
+check "no passkey without a tokenizer" bash -c "! grep -q passkey '$tmp/full/eval/before.json'"
+run eval "$model" --data "$tmp/pre/ids" --lengths 64,128 --stride 256 --quiet --json "$tmp/base_eval.json"
+check "lcextend eval of the input ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "before = lcextend eval of the input" [ "$(strip_json "$tmp/full/eval/before.json")" = "$(strip_json "$tmp/base_eval.json")" ]
+run eval "$tmp/full/hf" --data "$tmp/pre/ids" --lengths 64,128 --stride 256 --quiet --json "$tmp/hf_eval.json"
+check "after = lcextend eval of the export" [ "$(strip_json "$tmp/full/eval/after.json")" = "$(strip_json "$tmp/hf_eval.json")" ]
+ppls() { grep -o '"ppl": [0-9.e+-]*' "$1"; }
+check "after = the last stage's evaluation" [ "$(ppls "$tmp/full/eval/after.json")" = "$(ppls "$tmp/full/eval/stage2.json")" ]
+check "before != after (training changed the model)" [ "$(strip_json "$tmp/full/eval/before.json")" != "$(strip_json "$tmp/full/eval/after.json")" ]
+
+# resume after stage 1 with --eval-data: the before evaluation is not redone, the after one is the same
+cp -r "$tmp/full" "$tmp/rev"
+rm -rf "$tmp/rev/checkpoints/s02-"* "$tmp/rev/hf" "$tmp/rev/eval/after.json" "$tmp/rev/eval/stage2.json"
+printf 's01-step000002' >"$tmp/rev/checkpoints/latest"
+run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/rev" --keep 0 --quiet --resume --eval-data "$tmp/pre/ids"
+check "resume with --eval-data ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "resume: before not evaluated again" bash -c "! grep -q 'evaluating the input' '$tmp/out'"
+check "resume: after evaluated" grep -q "evaluating the result" "$tmp/out"
+check "resume: same before.json" cmp -s "$tmp/rev/eval/before.json" "$tmp/full/eval/before.json"
+check "resume: same after numbers" [ "$(strip_json "$tmp/rev/eval/after.json")" = "$(strip_json "$tmp/full/eval/after.json")" ]
+check "resume: table printed" grep -q "^before / after" "$tmp/out"
 
 # resume from stage 1 step 1 (rewound latest, later checkpoints and the export removed)
 cp -r "$tmp/full" "$tmp/rew"
@@ -152,6 +183,25 @@ check "GGUF input: HF out with yarn 2" grep -q '"factor": 2.0' "$tmp/gg/hf/confi
 run "$LCX_SRC/tests/fixtures/gguf/llama_q4.gguf" --to 512 --recipe "$tmp/one.yaml" --ids "$tmp/ids.txt" --out "$tmp/gg2"
 check "ids beyond the vocabulary: refused" grep -q "not below the vocabulary size 64" "$tmp/err"
 
+# passkey before/after with the bundled tiny model (it has a tokenizer): one 1-step stage to 512, one held-out
+# document of ~600 tokens; before/after equal lcextend eval of the input and of the export, passkey included
+tinym="$LCX_SRC/recipes/tiny/model"
+awk 'BEGIN { n = split("and the of unto he said them his that for which shall were land people when house", w, " ");
+             s = 11; for (i = 0; i < 700; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%s ", w[1 + int(s / 65536) % n] } }' >"$tmp/words.txt"
+"$LCEXTEND" tokenize --tokenizer "$tinym/tokenizer.json" --input "$tmp/words.txt" --output "$tmp/words" --eos '<|end_of_text|>' --quiet --threads 1
+awk 'BEGIN { s = 5; for (i = 0; i < 1200; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", 2 + int(s / 65536) % 2000 } }' >"$tmp/ids2k.txt"
+printf 'name: pk\ndefaults: {steps: 1, tokens_per_batch: 512, eval_lengths: [256, 512], eval_stride: window, lr: {peak: 1e-3, warmup_steps: 0}}\nstages:\n  - seq_len: 512\n' >"$tmp/pk.yaml"
+run "$tinym" --to 512 --recipe "$tmp/pk.yaml" --ids "$tmp/ids2k.txt" --eval-data "$tmp/words" --passkey 1 --depths 0,1 --out "$tmp/pk" --quiet
+check "tiny model with passkey ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "passkey in before.json" grep -q '"greedy_correct"' "$tmp/pk/eval/before.json"
+check "passkey in after.json" grep -q '"greedy_correct"' "$tmp/pk/eval/after.json"
+check "passkey heat maps" [ -f "$tmp/pk/eval/passkey-before.svg" ] && [ -f "$tmp/pk/eval/passkey-after.svg" ]
+check "table: rows 256 and 512 with passkey" [ "$(grep -cE '^ +(256|512) +[0-9.]+ +[0-9.]+ +[0-9]+% +[0-9]+%$' "$tmp/out")" -eq 2 ]
+run eval "$tinym" --data "$tmp/words" --lengths 256,512 --stride 0 --passkey 1 --depths 0,1 --quiet --json "$tmp/pk_base.json"
+check "tiny: before = lcextend eval of the input" [ "$(strip_json "$tmp/pk/eval/before.json")" = "$(strip_json "$tmp/pk_base.json")" ]
+run eval "$tmp/pk/hf" --data "$tmp/words" --lengths 256,512 --stride 0 --passkey 1 --depths 0,1 --quiet --json "$tmp/pk_hf.json"
+check "tiny: after = lcextend eval of the export" [ "$(strip_json "$tmp/pk/eval/after.json")" = "$(strip_json "$tmp/pk_hf.json")" ]
+
 # errors before any work: exit 1 with one line, nothing created
 err_case() { # DESCRIPTION PATTERN ARGS...
     local what=$1 pat=$2; shift 2
@@ -165,6 +215,8 @@ printf 'name: bad\nstages:\n  - seq_len: 128\n    bogus_key: 1\n' >"$tmp/bad.yam
 err_case "bad recipe" "bad.yaml:4" "$model" --to 256 --recipe "$tmp/bad.yaml" --ids "$tmp/ids.txt"
 err_case "missing data" "nodata" "$model" --to 256 --recipe "$tmp/tiny.yaml" --data "$tmp/nodata"
 err_case "missing ids" "noids" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/noids"
+err_case "--passkey without a tokenizer" "passkey needs the input's tokenizer" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --passkey 1
+err_case "missing eval data" "noeval" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --eval-data "$tmp/noeval"
 awk 'BEGIN { for (i = 0; i < 10; i++) printf "%d ", i * 40 }' >"$tmp/big_ids.txt"
 err_case "ids beyond the vocabulary" "token 7: id 280 is not below the vocabulary size 256" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/big_ids.txt"
 err_case "--to below the context" "64" "$model" --to 32 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt"

@@ -1,0 +1,191 @@
+/* eval_common: the evaluation body of `lcextend eval`, also run by `lcextend CKPT --to N` before and after
+ * training (tools/eval_common.h). */
+#include "eval_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "formats/tokdata.h"
+#include "src/eval_model.h"
+
+lcx_status lcx_cli_eval_load_docs(const char *prefix, int32_t bos, int64_t vocab, lcx_ppl_doc **docs_out,
+                                  int64_t *n_out, int32_t **store_out) {
+    lcx_tokdata td;
+    memset(&td, 0, sizeof td);
+    LCX_TRY(lcx_tokdata_open(prefix, &td));
+    lcx_status st = LCX_OK;
+    int32_t *store = NULL;
+    uint32_t *tmp = NULL;
+    lcx_ppl_doc *docs = NULL;
+    if (td.n_tokens > ((uint64_t)1 << 40)) {
+        st = lcx_fail(LCX_ERR_INVALID, "%s: %llu tokens: too many to evaluate", prefix, (unsigned long long)td.n_tokens);
+        goto done;
+    }
+    store = malloc(((size_t)td.n_tokens + 1) * sizeof *store);
+    tmp = malloc(((size_t)td.n_tokens + 1) * sizeof *tmp);
+    docs = calloc((size_t)td.n_docs + 1, sizeof *docs);
+    if (!store || !tmp || !docs) {
+        st = lcx_fail(LCX_ERR_OOM, "%s: no memory for %llu tokens", prefix, (unsigned long long)td.n_tokens);
+        goto done;
+    }
+    size_t at = 0;
+    for (uint64_t d = 0; d < td.n_docs && st == LCX_OK; d++) {
+        uint64_t s0, s1;
+        lcx_tokdata_doc_seqs(&td, d, &s0, &s1);
+        size_t start = at;
+        for (uint64_t s = s0; s < s1; s++) {
+            uint64_t len = lcx_tokdata_seq_len(&td, s);
+            if (len > td.n_tokens - at) {
+                st = lcx_fail(LCX_ERR_INVALID, "%s: sequences hold more tokens than the index says", prefix);
+                break;
+            }
+            st = lcx_tokdata_read(&td, s, 0, len, tmp);
+            if (st != LCX_OK) break;
+            for (uint64_t k = 0; k < len; k++) {
+                if ((int64_t)tmp[k] >= vocab) {
+                    st = lcx_fail(LCX_ERR_INVALID, "%s: document %llu: token id %u is outside the model's vocabulary "
+                                  "(%lld): wrong tokenizer?", prefix, (unsigned long long)d, tmp[k], (long long)vocab);
+                    break;
+                }
+                store[at++] = (int32_t)tmp[k];
+            }
+            if (st != LCX_OK) break;
+        }
+        if (bos >= 0 && at > start && store[start] == bos) start++;
+        docs[d].tokens = store + start;
+        docs[d].n = (int64_t)(at - start);
+    }
+done:
+    *n_out = (int64_t)td.n_docs;
+    lcx_tokdata_close(&td);
+    free(tmp);
+    if (st != LCX_OK) {
+        free(store);
+        free(docs);
+        return st;
+    }
+    *docs_out = docs;
+    *store_out = store;
+    return LCX_OK;
+}
+
+int lcx_cli_parse_depths(const char *cmd, const char *flag, const char *s, double *out, int cap, int *n) {
+    *n = 0;
+    const char *p = s;
+    for (;;) {
+        char *e;
+        double v = strtod(p, &e);
+        if (e == p || !(v >= 0 && v <= 1))
+            return lcx_cli_usage_error(cmd, "%s '%s': expected numbers in [0, 1] separated by commas", flag, s), 0;
+        if (*n >= cap) return lcx_cli_usage_error(cmd, "%s: more than %d values", flag, cap), 0;
+        out[(*n)++] = v;
+        if (*e == 0) return 1;
+        if (*e != ',') return lcx_cli_usage_error(cmd, "%s '%s': expected numbers separated by commas", flag, s), 0;
+        p = e + 1;
+    }
+}
+
+int32_t lcx_cli_eval_bos(const lcx_tokenizer *tok, const lcx_model_config *cfg) {
+    int64_t b = tok ? lcx_tokenizer_bos_id(tok) : cfg->bos_token_id;
+    return b >= 0 && b < cfg->vocab_size ? (int32_t)b : -1;
+}
+
+int64_t lcx_cli_eval_max_tokens(const lcx_cli_eval_spec *s) {
+    int64_t mx = 2;
+    if (s->docs)
+        for (int i = 0; i < s->ppl.n_lengths; i++) mx = s->ppl.lengths[i] > mx ? s->ppl.lengths[i] : mx;
+    /* The passkey scores prompt + answer: room for the answer's tokens (" 12345" is at most 6 byte tokens). */
+    if (s->pk.trials > 0)
+        for (int i = 0; i < s->pk.n_lengths; i++) mx = s->pk.lengths[i] + 16 > mx ? s->pk.lengths[i] + 16 : mx;
+    return mx;
+}
+
+/* Scorer wrappers that print progress lines on stderr (at most one every two seconds). */
+typedef struct progress {
+    lcx_model *m;
+    int quiet;
+    const char *what;
+    int64_t calls;
+    double start, last;
+} progress;
+
+static void tick(progress *p, int64_t n) {
+    p->calls++;
+    if (p->quiet) return;
+    double t = lcx_cli_now_s();
+    if (t - p->last < 2.0) return;
+    p->last = t;
+    fprintf(stderr, "  %s: %lld forward passes (last %lld tokens), %.0f s\n", p->what, (long long)p->calls,
+            (long long)n, t - p->start);
+}
+
+static lcx_status score_cb(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll) {
+    progress *p = model;
+    tick(p, n);
+    return lcx_eval_model_score(p->m, tokens, n, first, nll);
+}
+
+static lcx_status argmax_cb(void *model, const int32_t *tokens, int64_t n, int64_t first, int32_t *next) {
+    progress *p = model;
+    tick(p, n);
+    return lcx_eval_model_argmax(p->m, tokens, n, first, next);
+}
+
+lcx_status lcx_cli_eval_run(const lcx_cli_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
+                            lcx_passkey_result *pk, json_t **root_out) {
+    *root_out = NULL;
+    json_t *root = json_object();
+    LCX_FAIL_IF(!root, LCX_ERR_OOM, "no memory for JSON");
+    lcx_status st = LCX_OK;
+    if (json_object_set_new(root, "checkpoint", json_string(s->label)) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
+    progress prog = {m, s->quiet, "perplexity", 0, lcx_cli_now_s(), lcx_cli_now_s()};
+    if (s->docs) {
+        const lcx_ppl_config *pc = &s->ppl;
+        double t0 = lcx_cli_now_s();
+        LCX_TRY_GOTO(lcx_ppl_eval(pc, s->docs, s->n_docs, score_cb, &prog, res), fail);
+        printf("perplexity of %s on %s (%lld document(s), stride %lld, BOS %s, token-weighted) in %.1f s\n", s->label,
+               s->data_name, (long long)s->n_docs, (long long)pc->stride, pc->bos_id >= 0 ? "yes" : "no",
+               lcx_cli_now_s() - t0);
+        printf("  %8s %10s %8s %6s %12s %14s\n", "length", "tokens", "windows", "docs", "perplexity", "window-mean");
+        for (int i = 0; i < pc->n_lengths; i++)
+            printf("  %8lld %10lld %8lld %6lld %12.4f %14.4f\n", (long long)res[i].length, (long long)res[i].tokens,
+                   (long long)res[i].windows, (long long)res[i].docs, res[i].ppl, res[i].ppl_window_mean);
+        json_t *pj = lcx_ppl_to_json(pc, res, s->series);
+        if (!pj || json_object_set_new(root, "perplexity", pj) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
+    }
+    if (s->pk.trials > 0) {
+        const lcx_passkey_config *kc = &s->pk;
+        LCX_FAIL_GOTO(!tok, LCX_ERR_INVALID, fail, "passkey: %s has no tokenizer", s->label);
+        lcx_eval_tokenizer et = {lcx_eval_tok_encode, tok, s->ppl.bos_id};
+        prog.what = "passkey";
+        prog.calls = 0;
+        double t0 = lcx_cli_now_s();
+        LCX_TRY_GOTO(lcx_passkey_eval(kc, &et, score_cb, argmax_cb, &prog, pk), fail);
+        printf("passkey retrieval of %s: %d trial(s) per cell, accuracy (%%) per length x depth, in %.1f s\n", s->label,
+               kc->trials, lcx_cli_now_s() - t0);
+        for (int md = LCX_PASSKEY_LOGLIK; md <= LCX_PASSKEY_GREEDY; md++) {
+            if (!(kc->modes & md)) continue;
+            if (md == LCX_PASSKEY_LOGLIK)
+                printf("  loglik (key vs %d distractors; chance %.0f%%)\n", kc->distractors, 100.0 / (kc->distractors + 1));
+            else
+                printf("  greedy decode\n");
+            printf("  %8s", "depth");
+            for (int l = 0; l < kc->n_lengths; l++) printf(" %7lld", (long long)kc->lengths[l]);
+            printf("\n");
+            for (int d = 0; d < kc->n_depths; d++) {
+                printf("  %8.2f", kc->depths[d]);
+                for (int l = 0; l < kc->n_lengths; l++) printf(" %7.0f", 100 * lcx_passkey_accuracy(pk, md, l, d));
+                printf("\n");
+            }
+        }
+        json_t *kj = lcx_passkey_to_json(pk);
+        if (!kj || json_object_set_new(root, "passkey", kj) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
+    }
+    *root_out = root;
+    return LCX_OK;
+fail:
+    json_decref(root);
+    return st;
+}
