@@ -60,6 +60,14 @@ check "import gguf exits 0" "$LCEXTEND" import "$tmp/z.gguf" --out "$tmp/g.lcx" 
 check "export hf from the gguf exits 0" "$LCEXTEND" export "$tmp/g.lcx" --format hf --out "$tmp/ghf" --quiet >/dev/null
 check_dir gguf-roundtrip "$tmp/ghf"
 
+# config.json's dtype names the stored tensors (transformers 5 loads in it when from_pretrained gets no dtype):
+# the bf16 import exports bfloat16; an fp32 training checkpoint of the same bf16 model (one step) exports float32.
+dtype_of() { "$LCEXTEND" inspect "$1" --json 2>/dev/null | grep -o '"torch_dtype": "[a-z0-9]*"'; }
+check "bf16 export says bfloat16" [ "$(dtype_of "$tmp/hf")" = '"torch_dtype": "bfloat16"' ]
+check "train 1 step exits 0" "$LCEXTEND" train "$model" --ids "$ids" --seq 256 --steps 1 --out "$tmp/tr" \
+    --export-hf "$tmp/trhf" >/dev/null 2>&1
+check "fp32 training export says float32" [ "$(dtype_of "$tmp/trhf")" = '"torch_dtype": "float32"' ]
+
 # Not blind: the unextended model over the same 2048 tokens is rejected (rope, config and logits).
 check "plain model scores" "$LCEXTEND" score "$model" --ids "$ids" --logits "$tmp/plain.npy" >/dev/null 2>&1
 check "compare rejects the unextended model's logits" fails "$cmp_bin" --compare "$tmp/plain.npy" "$fx" 1e-4
