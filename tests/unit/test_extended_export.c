@@ -70,7 +70,7 @@ static void fixture_free(fixture *f) {
     memset(f, 0, sizeof *f);
 }
 
-/* 1 on success; prints what is wrong otherwise. */
+/* 1 on success; prints what is wrong otherwise. fixture_free(f) either way. */
 static int fixture_load(const char *dir, fixture *f) {
     char p[1024];
     memset(f, 0, sizeof *f);
@@ -85,11 +85,14 @@ static int fixture_load(const char *dir, fixture *f) {
     }
     json_t *pos = json_object_get(f->ref, "positions");
     f->n_rows = (int)json_array_size(pos);
-    if (f->n_rows < 1 || f->n_rows > MAX_ROWS) return 0;
-    for (int i = 0; i < f->n_rows; i++) {
-        json_int_t v = json_integer_value(json_array_get(pos, (size_t)i));
-        if (v < 0 || v >= SEQ) return 0;
-        f->positions[i] = v;
+    for (int i = 0; i < f->n_rows && f->n_rows <= MAX_ROWS; i++) {
+        json_t *v = json_array_get(pos, (size_t)i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= SEQ) f->n_rows = -1;
+        else f->positions[i] = json_integer_value(v);
+    }
+    if (f->n_rows < 1 || f->n_rows > MAX_ROWS) {
+        fprintf(stderr, "%s: reference.json 'positions': expected 1..%d integers in [0, %d)\n", dir, MAX_ROWS, SEQ);
+        return 0;
     }
     lcx_shape sr, sl;
     path_of(p, sizeof p, dir, "logits_rows.npy");
@@ -223,7 +226,10 @@ done:
 static int compare_main(int argc, char **argv) {
     fixture f;
     if (argc == 5 && !strcmp(argv[1], "--compare")) {
-        if (!fixture_load(argv[3], &f)) return 1;
+        if (!fixture_load(argv[3], &f)) {
+            fixture_free(&f);
+            return 1;
+        }
         float *a = NULL;
         lcx_shape s;
         int ok = 0;
@@ -245,7 +251,10 @@ static int compare_main(int argc, char **argv) {
         return ok ? 0 : 1;
     }
     if (argc == 4 && !strcmp(argv[1], "--compare-config")) {
-        if (!fixture_load(argv[3], &f)) return 1;
+        if (!fixture_load(argv[3], &f)) {
+            fixture_free(&f);
+            return 1;
+        }
         lcx_model_config cfg;
         memset(&cfg, 0, sizeof cfg);
         int ok = 0;
@@ -266,8 +275,9 @@ static int compare_main(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc > 1) return compare_main(argc, argv);
     fixture f;
-    CHECK(fixture_load(LCX_SOURCE_DIR "/tests/fixtures/extended", &f));
-    if (f.ref) {
+    int loaded = fixture_load(LCX_SOURCE_DIR "/tests/fixtures/extended", &f);
+    CHECK_MSG(loaded, "tests/fixtures/extended does not load");
+    if (loaded) {
         double re, le;
         run_extension(&f, LCX_EXTEND_YARN, &re, &le, 1);
         printf("  yarn to %d: max row-relative error %.3g over %d rows, max |log-prob diff| %.3g nats\n", SEQ, re,
