@@ -62,8 +62,9 @@ lcx_status lcx_import(const char *src, const char *out, const lcx_convert_opts *
 lcx_status lcx_reshard(const char *src, const char *out, const lcx_convert_opts *o);
 
 /* Write the `param` tensors of checkpoint src as an HF model directory out (must not exist): config.json (rope
- * in the legacy form, torch_dtype updated when o->dtype converts), tokenizer files and generation_config.json
- * copied through, model.safetensors or shards + index by o->shard_bytes. Memory: one tensor at a time. */
+ * in the legacy form; dtype = o->dtype when it converts, else the stored dtype when all tensors share one float
+ * dtype, else the config's), tokenizer files and generation_config.json copied through, model.safetensors or
+ * shards + index by o->shard_bytes. Memory: one tensor at a time. */
 lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opts *o);
 
 /* Write checkpoint src as one GGUF file out (must not exist), llama metadata, tokenizer KVs when the checkpoint

@@ -139,7 +139,16 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
     LCX_TRY_GOTO(lcx_param_table_init(&tab, &cfg), done);
     LCX_TRY_GOTO(cv_param_list(ck, &tab, &list), done);
     n = tab.n;
-    if (o->dtype != LCX_DTYPE_INVALID) cfg.dtype = o->dtype;
+    if (o->dtype != LCX_DTYPE_INVALID) {
+        cfg.dtype = o->dtype;
+    } else if (n > 0) {
+        /* As stored: config.json's dtype must name what the files hold, since transformers 5 loads in that
+         * dtype when from_pretrained gets none (an fp32 training run of a bf16 model would load rounded).
+         * Mixed stored dtypes keep the config's value. */
+        int same = 1;
+        for (size_t i = 1; i < n; i++) same &= list[i]->dtype == list[0]->dtype;
+        if (same && lcx_dtype_is_compute(list[0]->dtype)) cfg.dtype = list[0]->dtype;
+    }
 
     LCX_TRY_GOTO(cv_check_absent(out), done);
     LCX_TRY_GOTO(cv_split_path(out, &parent, &base), done);
