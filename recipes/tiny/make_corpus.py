@@ -9,10 +9,13 @@ The passkey documents teach the tiny model the retrieval format at its own conte
 standard prompt of docs/evaluation-protocol.md with 0..6 filler units, the key line at a random depth, and the
 answer. Evaluation at 512..2048 then measures whether retrieval survives the context extension. Deterministic
 (fixed seed).
-usage: make_corpus.py KJVDIR OUTDIR VOCAB"""
+usage: make_corpus.py KJVDIR OUTDIR VOCAB [PASSKEY_DOCS [TOKENIZER]]
+  PASSKEY_DOCS  synthetic passkey documents in train.jsonl (default 1500)
+  TOKENIZER     an existing tokenizer.json to copy instead of training one (the committed model's)"""
 import glob
 import json
 import os
+import shutil
 import random
 import sys
 
@@ -37,6 +40,8 @@ def passkey_doc(rng):
 
 def main():
     kjv, out, vocab = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    n_passkey = int(sys.argv[4]) if len(sys.argv) > 4 else 1500
+    given_tokenizer = sys.argv[5] if len(sys.argv) > 5 else None
     os.makedirs(out, exist_ok=True)
     train_books = [open(p, encoding="utf-8").read().strip("\n") for p in sorted(glob.glob(f"{kjv}/train/*.txt"))]
     # Held-out: the first HELD_CHARS characters (whole verses) of each held-out book, ~6k tokens: every document
@@ -51,12 +56,17 @@ def main():
             size += len(line) + 1
         held_books.append("\n".join(lines))
     rng = random.Random(1611)
-    docs = train_books + [passkey_doc(rng) for _ in range(1500)]
+    docs = train_books + [passkey_doc(rng) for _ in range(n_passkey)]
     rng.shuffle(docs)
     for name, ds in (("train", docs), ("heldout", held_books)):
         with open(f"{out}/{name}.jsonl", "w", encoding="utf-8") as f:
             f.writelines(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in ds)
 
+    if given_tokenizer:
+        shutil.copyfile(given_tokenizer, f"{out}/tokenizer.json")
+        print(f"make_corpus.py: {len(train_books)} books + {n_passkey} passkey documents, {len(held_books)} held-out "
+              f"books, tokenizer {given_tokenizer}", file=sys.stderr)
+        return
     tok = Tokenizer(models.BPE())
     # Digits one by one: a 5-digit pass key is 5 tokens whatever the merges learned.
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
@@ -69,7 +79,7 @@ def main():
     tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
                                                        special_tokens=[("<|begin_of_text|>", 0)])
     tok.save(f"{out}/tokenizer.json")
-    print(f"make_corpus.py: {len(train_books)} books + 1500 passkey documents, {len(held_books)} held-out books, "
+    print(f"make_corpus.py: {len(train_books)} books + {n_passkey} passkey documents, {len(held_books)} held-out books, "
           f"vocab {tok.get_vocab_size()}", file=sys.stderr)
 
 
