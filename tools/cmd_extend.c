@@ -67,6 +67,17 @@ static void help(void) {
 
 /* sgemm rate of this machine (GFLOP/s), 256^3 products for about 0.1 s: the basis of the time estimate when no
  * --tokens-per-s is given. */
+/* The passkey runs at the last stage's eval lengths: refuse one its prompt cannot fit before any work. */
+static lcx_status check_passkey_fit(const lcx_plan *p, lcx_tokenizer *etok, const lcx_model_config *cfg,
+                                    int pk_trials) {
+    if (pk_trials <= 0 || !etok) return LCX_OK;
+    const lcx_plan_stage *last = &p->stages[p->n_stages - 1];
+    lcx_passkey_config pk = {.lengths = last->eval_lengths, .n_lengths = last->n_eval};
+    lcx_status st = lcx_cli_eval_check_passkey(&pk, etok, lcx_cli_eval_bos(etok, cfg));
+    if (st != LCX_OK) lcx_fail_context(st, "the last stage's eval lengths (--passkey 0 turns the test off): ");
+    return st;
+}
+
 /* The float32 GEMM rate of the CPU backend's matmul (the path training takes: split over the OpenMP team). */
 static double measure_gflops(void) {
     enum { N = 256 };
@@ -356,6 +367,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         st = LCX_OK;
         if (pk_trials < 0) pk_trials = etok ? 2 : 0;
     }
+    if (p) LCX_TRY_GOTO(check_passkey_fit(p, etok, &cfg, pk_trials), fail);
     if (resume) {
         LCX_FAIL_GOTO(!lcx_is_dir(out), LCX_ERR_NOT_FOUND, fail, "%s: no such run directory to resume", out);
         st = lcx_train_latest(out, &latest);
@@ -377,6 +389,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_TRY_GOTO(lcx_train_ckpt_config(src, &cfg), fail);
         LCX_TRY_GOTO(lcx_plan_build(&cfg, r, &po, &p), fail);
         lcx_plan_print(p, stdout);
+        LCX_TRY_GOTO(check_passkey_fit(p, etok, &cfg, pk_trials), fail);
     }
     LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(src, &tok, &n_tok), fail);
     if (ids) {

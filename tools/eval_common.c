@@ -92,6 +92,17 @@ int32_t lcx_cli_eval_bos(const lcx_tokenizer *tok, const lcx_model_config *cfg) 
     return b >= 0 && b < cfg->vocab_size ? (int32_t)b : -1;
 }
 
+lcx_status lcx_cli_eval_check_passkey(const lcx_passkey_config *pk, lcx_tokenizer *tok, int32_t bos) {
+    lcx_eval_tokenizer et = {lcx_eval_tok_encode, tok, bos};
+    for (int i = 0; i < pk->n_lengths; i++) {
+        lcx_passkey_prompt pr = {0};
+        lcx_status st = lcx_passkey_prompt_build(&et, pk->lengths[i], 0.0, 10000, &pr);
+        lcx_passkey_prompt_free(&pr);
+        if (st != LCX_OK) return lcx_fail_context(st, "passkey length %lld: ", (long long)pk->lengths[i]);
+    }
+    return LCX_OK;
+}
+
 int64_t lcx_cli_eval_max_tokens(const lcx_cli_eval_spec *s) {
     int64_t mx = 2;
     if (s->docs)

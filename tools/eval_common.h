@@ -41,6 +41,10 @@ typedef struct lcx_cli_eval_spec {
 lcx_status lcx_cli_eval_run(const lcx_cli_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
                             lcx_passkey_result *pk, json_t **root);
 
+/* Fails, naming the length, when the passkey prompt (without filler) does not fit one of pk's lengths: lets a
+ * command refuse such lengths before any work. */
+lcx_status lcx_cli_eval_check_passkey(const lcx_passkey_config *pk, lcx_tokenizer *tok, int32_t bos);
+
 /* Largest window the spec needs (the model's max_tokens): perplexity lengths, passkey lengths + 16 (the answer). */
 int64_t lcx_cli_eval_max_tokens(const lcx_cli_eval_spec *s);
 

@@ -216,6 +216,8 @@ err_case "bad recipe" "bad.yaml:4" "$model" --to 256 --recipe "$tmp/bad.yaml" --
 err_case "missing data" "nodata" "$model" --to 256 --recipe "$tmp/tiny.yaml" --data "$tmp/nodata"
 err_case "missing ids" "noids" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/noids"
 err_case "--passkey without a tokenizer" "passkey needs the input's tokenizer" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --passkey 1
+printf 'name: short\ndefaults: {steps: 1, tokens_per_batch: 512, eval_lengths: [32, 512], lr: {peak: 1e-3, warmup_steps: 0}}\nstages:\n  - seq_len: 512\n' >"$tmp/short.yaml"
+err_case "eval length too short for the passkey prompt" "passkey length 32: .*shorter than the prompt" "$tinym" --to 512 --recipe "$tmp/short.yaml" --ids "$tmp/ids2k.txt" --eval-data "$tmp/words" --passkey 1
 err_case "missing eval data" "noeval" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --eval-data "$tmp/noeval"
 awk 'BEGIN { for (i = 0; i < 10; i++) printf "%d ", i * 40 }' >"$tmp/big_ids.txt"
 err_case "ids beyond the vocabulary" "token 7: id 280 is not below the vocabulary size 256" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/big_ids.txt"
