@@ -2,12 +2,9 @@
 # Every broken model directory of tests/attack/config (made by tests/attack/make_config_attacks.py) must make
 # `lcextend inspect` exit 1 with exactly one line on stderr that contains the expected text (naming the file,
 # key or tensor) and nothing on stdout; ok_* cases must succeed. A crash (signal) or sanitizer report fails.
-set -u
-: "${LCEXTEND:?}" "${LCX_SRC:?}"
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 dir="$LCX_SRC/tests/attack/config"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0 n=0
+n=0
 while IFS=$'\t' read -r name expect; do
     case "$name" in '#'*|'') continue ;; esac
     n=$((n + 1))

@@ -2,18 +2,8 @@
 # `lcextend import / export / reshard / verify / inspect` as commands: round trips through the CLI compared byte for
 # byte with the fixture (via cmp and safetensors bytes), reshard chains bit-exact via export, exit codes and
 # one-line errors naming the flag or the numbers, no output left behind by a failure.
-set -u
-: "${LCEXTEND:?}" "${LCX_SRC:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1; shift
-    if ! "$@"; then echo "FAIL: $what"; cat "$tmp/err" 2>/dev/null | head -3; fail=1; fi
-}
-run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
-rc() { cat "$tmp/rc"; }
-one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+check_shows_err=1
 no_tmp_left() { ! ls -a "$tmp" | grep -q '\.tmp-'; }
 
 M="$LCX_SRC/tests/fixtures/models"

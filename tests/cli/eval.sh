@@ -3,19 +3,7 @@
 # 132 < the model's 256): perplexity at two lengths on a tokenized file, checked against `lcextend score`
 # (independent loss path) on the same window; JSON parses and holds what the table printed; SVGs written; the
 # passkey table and heat map; --compare draws two series; usage and data errors are one line naming the thing.
-set -u
-: "${LCEXTEND:?}" "${LCX_SRC:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1; shift
-    if ! "$@"; then echo "FAIL: $what"; fail=1; fi
-}
-run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
-rc() { cat "$tmp/rc"; }
-one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
-close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t * (b < 0 ? -b : b)) }'; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 model="$tmp/model"
 cp -r "$LCX_SRC/tests/fixtures/models/llama_gqa" "$model"

@@ -4,17 +4,7 @@
 # an HF export whose config has yarn factor 256/64 = 4; the before/after evaluation equals lcextend eval of the
 # input and of the export (the fixture, and the bundled tiny model with passkey); resuming from an earlier checkpoint (rewound `latest`)
 # and after a real SIGINT ends with exactly the losses of the uninterrupted run; errors before any work.
-set -u
-: "${LCEXTEND:?}" "${LCX_SRC:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1; shift
-    if ! "$@"; then echo "FAIL: $what"; fail=1; fi
-}
-run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
-rc() { cat "$tmp/rc"; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 model="$LCX_SRC/tests/fixtures/models/llama_gqa"
 steps() { grep '"step"' "$1" | sed 's/"tokens_per_s".*//' | sort -u; }
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1

@@ -8,22 +8,14 @@
 # `lcextend score DIR --logits` matches transformers at 1e-4 (max row-relative error over the fixture's rows and
 # max |next-token log-prob difference| over all 2047 positions), and `rope --show` gives HF's inv_freq and
 # attention factor. Comparisons are done by test_extended_export / test_rope_parity helper modes (C, no Python).
-set -u
-: "${LCEXTEND:?}" "${LCX_SRC:?}" "${LCX_BUILD:?}"
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+: "${LCX_BUILD:?}"
 cmp_bin="$LCX_BUILD/tests/test_extended_export"
 rope_bin="$LCX_BUILD/tests/test_rope_parity"
 for b in "$cmp_bin" "$rope_bin"; do [ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }; done
 fx="$LCX_SRC/tests/fixtures/extended"
 model="$LCX_SRC/recipes/tiny/model"
 ids="$fx/ids.txt"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1; shift
-    if ! "$@"; then echo "FAIL: $what"; fail=1; fi
-}
-fails() { ! "$@" >/dev/null; }
 
 # The fixture was made from these exact weights; a retrained bundled model needs `make_fixtures.py --only extended`.
 for f in "$model"/*.safetensors; do

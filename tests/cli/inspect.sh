@@ -2,18 +2,7 @@
 # `lcextend inspect` as a command: exit codes, usage errors naming the flag, one-line errors, --json output, and
 # on each fixture model (tests/fixtures/models/<name>, when present) a few numbers compared with the
 # expected_inspect.json transformers wrote (the full field-by-field comparison is tests/unit/test_catalog.c).
-set -u
-: "${LCEXTEND:?}" "${LCX_SRC:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1; shift
-    if ! "$@"; then echo "FAIL: $what"; fail=1; fi
-}
-run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
-rc() { cat "$tmp/rc"; }
-one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 ok="$LCX_SRC/tests/attack/config/ok_tiny_llama"
 

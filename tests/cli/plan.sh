@@ -2,18 +2,7 @@
 # `lcextend plan`: usage errors, the plan for the fixture model tests/fixtures/models/llama_gqa (context 64,
 # rope default) --to 256 and --to 1k with stage lengths and yarn factors derived by hand (x2 stages from 64:
 # factor = stage / 64), JSON output, recipe and method choices, and one-line errors before any work.
-set -u
-: "${LCEXTEND:?}" "${LCX_SRC:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1; shift
-    if ! "$@"; then echo "FAIL: $what"; fail=1; fi
-}
-run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
-rc() { cat "$tmp/rc"; }
-one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 model="$LCX_SRC/tests/fixtures/models/llama_gqa"
 
 run plan --help

@@ -3,21 +3,9 @@
 # L = 64, see gen_rope_models.py), --seq changing dynamic/longrope, --to for every method (fields in config.json,
 # re-extension against the original length), files linked / symlinks followed / copied across filesystems, no
 # partial output, refusing an existing DIR, usage errors and one-line errors.
-set -u
-: "${LCEXTEND:?}" "${LCX_SRC:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1; shift
-    if ! "$@"; then echo "FAIL: $what"; fail=1; fi
-}
-run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
-rc() { cat "$tmp/rc"; }
-one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 states() { grep -o '"state": "[a-z]*"' "$tmp/out" | sed 's/.*: "//; s/"//' | tr '\n' ' '; }
 key() { grep -E "^ +\"$1\": " "$tmp/out" | head -1 | sed 's/.*: //; s/,$//'; }
-fails() { ! "$@"; }
 fx="$LCX_SRC/tests/fixtures/rope_models"
 
 run rope --help

@@ -6,18 +6,10 @@
 # (`lcextend rope default --to 256 --method yarn|pi|llama3 --out X`) scored against the fixture HF ran with that
 # rope (same weights, same L): the written directory really is the model transformers would run.
 # The .npy/.json comparisons are done by test_rope_parity's --compare modes (C, no Python in CI).
-set -u
-: "${LCEXTEND:?}" "${LCX_SRC:?}" "${LCX_BUILD:?}"
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+: "${LCX_BUILD:?}"
 cmp_bin="$LCX_BUILD/tests/test_rope_parity"
 [ -x "$cmp_bin" ] || { echo "FAIL: $cmp_bin not built"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1; shift
-    if ! "$@"; then echo "FAIL: $what"; fail=1; fi
-}
-fails() { ! "$@" >/dev/null; }
 fx="$LCX_SRC/tests/fixtures/rope_models"
 n=0
 for d in "$fx"/*/; do

@@ -2,21 +2,9 @@
 # `lcextend score` and `lcextend train-steps` as commands: the loss of every fixture model against the loss
 # transformers computed (reference.json, 1e-5 relative), the --logits .npy header/size, usage errors naming the
 # flag, one-line errors for missing/bad files; train-steps lowers the loss on a fixture.
-set -u
-: "${LCEXTEND:?}" "${LCX_SRC:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1; shift
-    if ! "$@"; then echo "FAIL: $what"; fail=1; fi
-}
-run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
-rc() { cat "$tmp/rc"; }
-one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # ids of a fixture's inputs.json (one integer per line in its input_ids block)
 ids_of() { sed -n '/input_ids/,/^ \]/p' "$1/inputs.json" | grep -E '^ +[0-9]+,?$' | tr -d ' ,'; }
-close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t * (b < 0 ? -b : b)) }'; }
 
 models="$LCX_SRC/tests/fixtures/models"
 run score --help

@@ -1,0 +1,30 @@
+# Shared preamble of the CLI tests, sourced by every tests/cli/<name>.sh (not a test itself: tests/CMakeLists.txt
+# leaves it out of the glob). Source it first:
+#   . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# It requires LCEXTEND and LCX_SRC, makes $tmp (removed on exit) and sets fail=0; the helpers below set fail=1 on a
+# failed check, and each test ends with its own summary and `exit $fail`.
+set -u
+: "${LCEXTEND:?}" "${LCX_SRC:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# check DESCRIPTION CONDITION...: prints "FAIL: DESCRIPTION" and sets fail=1 when CONDITION fails; with
+# check_shows_err=1 also the first lines of the last run's stderr.
+check() {
+    local what=$1; shift
+    if ! "$@"; then
+        echo "FAIL: $what"
+        if [ "${check_shows_err:-0}" = 1 ]; then cat "$tmp/err" 2>/dev/null | head -3; fi
+        fail=1
+    fi
+}
+# run ARGS...: lcextend ARGS with stdout in $tmp/out, stderr in $tmp/err, exit status for rc.
+run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
+rc() { cat "$tmp/rc"; }
+# the last run wrote exactly one line on stderr
+one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
+# fails COMMAND...: true when COMMAND fails (its stdout dropped)
+fails() { ! "$@" >/dev/null; }
+# close A B T: |A - B| <= T * |B|
+close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t * (b < 0 ? -b : b)) }'; }
