@@ -168,3 +168,27 @@ void lcx_cli_progress(void *user, uint64_t done, uint64_t total, uint64_t bytes_
 void lcx_cli_bar_end(lcx_cli_bar *b) {
     if (b->enabled) fprintf(stderr, "\n");
 }
+
+int lcx_cli_operand(const char *cmd, const char *arg, const char *what, const char **operand) {
+    if (arg[0] == '-' && arg[1] != 0) return lcx_cli_usage_error(cmd, "unknown flag '%s'", arg);
+    if (*operand) return lcx_cli_usage_error(cmd, "unexpected argument '%s' (one %s only)", arg, what);
+    *operand = arg;
+    return 0;
+}
+
+int lcx_cli_dtype(const char *cmd, const char *value, lcx_dtype *out) {
+    if (strcmp(value, "f32") == 0) {
+        *out = LCX_F32;
+    } else if (strcmp(value, "bf16") == 0) {
+        *out = LCX_BF16;
+    } else {
+        lcx_cli_usage_error(cmd, "--dtype '%s' (expected f32 or bf16)", value);
+        return 0;
+    }
+    return 1;
+}
+
+lcx_status lcx_cli_flush_stdout(void) {
+    LCX_FAIL_IF(fflush(stdout) != 0, LCX_ERR_IO, "writing to stdout failed");
+    return LCX_OK;
+}

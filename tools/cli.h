@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "src/status.h"
+#include "src/tensor.h"
 
 enum { LCX_EXIT_OK = 0, LCX_EXIT_FAIL = 1, LCX_EXIT_USAGE = 2 };
 
@@ -46,5 +47,41 @@ double lcx_cli_now_s(void);
  * flag). Return 1 on success. */
 int lcx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int lcx_cli_parse_real(const char *s, double lo, double hi, double *out);
+
+/* Flag-loop branches. Inside `for (int i = 1; i < argc; i++)` of a command that has `static const char *CMD` and
+ * locals `const char *v` and `int err`, each expands to an `else if` that matches flag NAME ("--name value" or
+ * "--name=value"), returns LCX_EXIT_USAGE (message printed) on a missing or bad value and else stores it in VAR:
+ * STR the text, INT an integer in [LO, HI] (int64_t VAR), REAL a number in [LO, HI] (double VAR). Chain them
+ * after an `if`. */
+#define LCX_CLI_STR_FLAG(name, var)                                                                              \
+    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
+        if (err) return LCX_EXIT_USAGE;                                                                          \
+        var = v;                                                                                                 \
+    }
+#define LCX_CLI_INT_FLAG(name, var, lo, hi)                                                                      \
+    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
+        if (err) return LCX_EXIT_USAGE;                                                                          \
+        if (!lcx_cli_parse_i64(v, lo, hi, &var))                                                                 \
+            return lcx_cli_usage_error(CMD, "%s '%s' is not an integer in [%lld, %lld]", name, v, (long long)(lo), \
+                                       (long long)(hi));                                                         \
+    }
+#define LCX_CLI_REAL_FLAG(name, var, lo, hi)                                                                     \
+    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
+        if (err) return LCX_EXIT_USAGE;                                                                          \
+        if (!lcx_cli_parse_real(v, lo, hi, &var))                                                                \
+            return lcx_cli_usage_error(CMD, "%s '%s' is not a number in [%g, %g]", name, v, (double)(lo),        \
+                                       (double)(hi));                                                            \
+    }
+
+/* The last branch of a flag loop, for an argument no flag matched: a flag ("-x", not a lone "-") is unknown, a
+ * second operand is one too many ("unexpected argument 'x' (one WHAT only)"); both print a usage error and
+ * return LCX_EXIT_USAGE. Otherwise stores arg in *operand and returns 0. */
+int lcx_cli_operand(const char *cmd, const char *arg, const char *what, const char **operand);
+
+/* --dtype VALUE: "f32" or "bf16" into *out; else prints "--dtype 'x' (expected f32 or bf16)" and returns 0. */
+int lcx_cli_dtype(const char *cmd, const char *value, lcx_dtype *out);
+
+/* fflush(stdout); LCX_ERR_IO "writing to stdout failed" when that fails (a full disk or closed pipe). */
+lcx_status lcx_cli_flush_stdout(void);
 
 #endif

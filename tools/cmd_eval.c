@@ -147,12 +147,13 @@ static const char *base_name(const char *path, char *buf) {
 
 int lcx_cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL, *text = NULL, *tok_path = NULL, *json_out = NULL, *svg_out = NULL,
-               *pk_svg = NULL, *series = NULL, *dtype = "f32", *mode = "greedy", *shortd = "skip", *v = NULL;
+               *pk_svg = NULL, *series = NULL, *mode = "greedy", *shortd = "skip", *v = NULL;
     const char *compare[MAX_COMPARE];
     int n_compare = 0, quiet = 0, err = 0;
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST], to = 0, stride = 256, chunk = 256, seed = 1, tmp[1];
     int n_lengths = 0, n_pk_lengths = 0, n_depths = 5, trials = 0, distractors = 4, n_tmp;
     double depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
+    lcx_dtype dtype = LCX_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -213,19 +214,13 @@ int lcx_cmd_eval(int argc, char **argv) {
         } else if (FLAG("--tokenizer")) {
             if (!exit_now) tok_path = v;
         } else if (FLAG("--dtype")) {
-            if (exit_now) return LCX_EXIT_USAGE;
-            if (strcmp(v, "f32") && strcmp(v, "bf16")) return lcx_cli_usage_error(CMD, "--dtype '%s' (expected f32 or bf16)", v);
-            dtype = v;
+            if (exit_now || !lcx_cli_dtype(CMD, v, &dtype)) return LCX_EXIT_USAGE;
         } else if (FLAG("--chunk")) {
             int c;
             if (exit_now || !lcx_cli_int(CMD, "--chunk", v, 1, 1 << 20, &c)) return LCX_EXIT_USAGE;
             chunk = c;
-        } else if (a[0] == '-' && a[1] != 0) {
-            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
-        } else if (ckpt) {
-            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one CKPT only)", a);
-        } else {
-            ckpt = a;
+        } else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
+            return LCX_EXIT_USAGE;
         }
         if (exit_now) return LCX_EXIT_USAGE;
 #undef FLAG
@@ -305,7 +300,7 @@ int lcx_cmd_eval(int argc, char **argv) {
 
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
-    o.param_dtype = strcmp(dtype, "bf16") == 0 ? LCX_BF16 : LCX_F32;
+    o.param_dtype = dtype;
     o.max_tokens = lcx_cli_eval_max_tokens(&es);
     o.loss_chunk = chunk;
     st = lcx_model_from_checkpoint(ckpt, &o, &m);
@@ -377,10 +372,7 @@ int lcx_cmd_eval(int argc, char **argv) {
         st = lcx_eval_json_write(json_out, root);
         if (st != LCX_OK) goto fail;
     }
-    if (fflush(stdout) != 0) {
-        st = lcx_fail(LCX_ERR_IO, "writing to stdout failed");
-        goto fail;
-    }
+    LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
     goto done;
 fail:
     rc = lcx_cli_report(CMD, st);

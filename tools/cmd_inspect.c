@@ -218,8 +218,8 @@ static int inspect_lcx(const char *path, int as_json) {
         printf("%s\n", json_array_size(json_object_get(j, "tokenizer_files")) ? "" : " none");
     }
     json_decref(j);
-    if (fflush(stdout) != 0) return lcx_cli_report(CMD, lcx_fail(LCX_ERR_IO, "writing to stdout failed"));
-    return LCX_EXIT_OK;
+    lcx_status fst = lcx_cli_flush_stdout();
+    return fst == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, fst);
 }
 
 int lcx_cmd_inspect(int argc, char **argv) {
@@ -235,12 +235,8 @@ int lcx_cmd_inspect(int argc, char **argv) {
         } else if (!strcmp(a, "--")) {
             if (i + 1 < argc && !path) path = argv[++i];
             if (i + 1 < argc) return lcx_cli_usage_error(CMD, "unexpected argument '%s'", argv[i + 1]);
-        } else if (a[0] == '-' && a[1] != 0) {
-            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
-        } else if (path) {
-            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one PATH only)", a);
-        } else {
-            path = a;
+        } else if (lcx_cli_operand(CMD, a, "PATH", &path)) {
+            return LCX_EXIT_USAGE;
         }
     }
     if (!path) return lcx_cli_usage_error(CMD, "missing PATH");
@@ -267,6 +263,6 @@ int lcx_cmd_inspect(int argc, char **argv) {
         print_text(c);
     }
     lcx_catalog_close(c);
-    if (fflush(stdout) != 0) return lcx_cli_report(CMD, lcx_fail(LCX_ERR_IO, "writing to stdout failed"));
-    return LCX_EXIT_OK;
+    lcx_status fst = lcx_cli_flush_stdout();
+    return fst == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, fst);
 }

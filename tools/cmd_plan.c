@@ -120,12 +120,8 @@ int lcx_cmd_plan(int argc, char **argv) {
             if (err) return LCX_EXIT_USAGE;
             if (lcx_parse_length(val, INT64_C(1) << 34, &o.loss_chunk) != LCX_OK)
                 return lcx_cli_usage_error(CMD, "flag --loss-chunk: %s", lcx_last_error());
-        } else if (a[0] == '-' && a[1] != 0) {
-            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
-        } else if (path) {
-            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one CKPT only)", a);
-        } else {
-            path = a;
+        } else if (lcx_cli_operand(CMD, a, "CKPT", &path)) {
+            return LCX_EXIT_USAGE;
         }
     }
     if (!path) return lcx_cli_usage_error(CMD, "missing CKPT");
@@ -176,6 +172,6 @@ int lcx_cmd_plan(int argc, char **argv) {
     lcx_recipe_free(r);
     lcx_config_free(&cfg);
     if (st != LCX_OK) return lcx_cli_report(CMD, st);
-    if (fflush(stdout) != 0) return lcx_cli_report(CMD, lcx_fail(LCX_ERR_IO, "writing to stdout failed"));
-    return LCX_EXIT_OK;
+    lcx_status fst = lcx_cli_flush_stdout();
+    return fst == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, fst);
 }

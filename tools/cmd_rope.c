@@ -177,10 +177,7 @@ static int show(const char *ckpt, int64_t seq, int as_json) {
                    two_pi / (double)inv[k], scale, pair_state(&plan, scale));
         }
     }
-    if (fflush(stdout) != 0) {
-        st = lcx_fail(LCX_ERR_IO, "writing to stdout failed");
-        goto fail;
-    }
+    LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
     goto done;
 fail:
     rc = lcx_cli_report(CMD, st);
@@ -371,7 +368,7 @@ static lcx_status extend(const char *ckpt, const lcx_rope_extend *req, const cha
     if (cfg.rope.has_original_max) printf(" original %s", lcx_format_length(cfg.rope.original_max_position_embeddings, b1, sizeof b1));
     printf(", theta %.17g, max_position_embeddings %s; %d file(s) linked, %d copied, config.json rewritten\n",
            cfg.rope.theta, lcx_format_length(new_max, b2, sizeof b2), n_linked, n_copied);
-    if (fflush(stdout) != 0) st = lcx_fail(LCX_ERR_IO, "writing to stdout failed");
+    st = lcx_cli_flush_stdout();
 done:
     if (tmp) remove_tmp(tmp);
     free(tmp);
@@ -395,33 +392,16 @@ int lcx_cmd_rope(int argc, char **argv) {
             do_show = 1;
         } else if (strcmp(a, "--json") == 0) {
             as_json = 1;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--seq", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            seq = v;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--to", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            to = v;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--method", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            method = v;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--theta", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            theta = v;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--short-factor", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            short_f = v;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--long-factor", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            long_f = v;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--out", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            out = v;
-        } else if (a[0] == '-' && a[1] != 0) {
-            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
-        } else if (ckpt) {
-            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one CKPT only)", a);
-        } else {
-            ckpt = a;
+        }
+        LCX_CLI_STR_FLAG("--seq", seq)
+        LCX_CLI_STR_FLAG("--to", to)
+        LCX_CLI_STR_FLAG("--method", method)
+        LCX_CLI_STR_FLAG("--theta", theta)
+        LCX_CLI_STR_FLAG("--short-factor", short_f)
+        LCX_CLI_STR_FLAG("--long-factor", long_f)
+        LCX_CLI_STR_FLAG("--out", out)
+        else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
+            return LCX_EXIT_USAGE;
         }
     }
     if (!ckpt) return lcx_cli_usage_error(CMD, "missing CKPT");

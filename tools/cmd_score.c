@@ -41,7 +41,8 @@ static int parse_pos_int(const char *s, int64_t *out) {
 }
 
 int lcx_cmd_score(int argc, char **argv) {
-    const char *ckpt = NULL, *ids_path = NULL, *logits_path = NULL, *v = NULL, *dtype = "f32";
+    const char *ckpt = NULL, *ids_path = NULL, *logits_path = NULL, *v = NULL;
+    lcx_dtype dtype = LCX_F32;
     int64_t chunk = 256;
     int err = 0;
     for (int i = 1; i < argc; i++) {
@@ -49,26 +50,16 @@ int lcx_cmd_score(int argc, char **argv) {
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             help();
             return LCX_EXIT_OK;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--ids", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            ids_path = v;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--logits", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            logits_path = v;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--chunk", &v, CMD, &err)) {
+        }
+        LCX_CLI_STR_FLAG("--ids", ids_path)
+        LCX_CLI_STR_FLAG("--logits", logits_path)
+        else if (lcx_cli_flag_value(argc, argv, &i, "--chunk", &v, CMD, &err)) {
             if (err) return LCX_EXIT_USAGE;
             if (!parse_pos_int(v, &chunk)) return lcx_cli_usage_error(CMD, "--chunk '%s' is not a positive integer", v);
         } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            if (strcmp(v, "f32") && strcmp(v, "bf16"))
-                return lcx_cli_usage_error(CMD, "--dtype '%s' (expected f32 or bf16)", v);
-            dtype = v;
-        } else if (a[0] == '-' && a[1] != 0) {
-            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
-        } else if (ckpt) {
-            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one CKPT only)", a);
-        } else {
-            ckpt = a;
+            if (err || !lcx_cli_dtype(CMD, v, &dtype)) return LCX_EXIT_USAGE;
+        } else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
+            return LCX_EXIT_USAGE;
         }
     }
     if (!ckpt) return lcx_cli_usage_error(CMD, "missing CKPT");
@@ -85,7 +76,7 @@ int lcx_cmd_score(int argc, char **argv) {
     }
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
-    o.param_dtype = strcmp(dtype, "bf16") == 0 ? LCX_BF16 : LCX_F32;
+    o.param_dtype = dtype;
     o.max_tokens = n;
     o.loss_chunk = chunk;
     lcx_model *m = NULL;
@@ -120,8 +111,7 @@ int lcx_cmd_score(int argc, char **argv) {
     printf("loss:       %.6f\n", loss);
     printf("perplexity: %.6g\n", exp(loss));
     if (logits_path) printf("logits:     %s [1, %lld, %lld] float32\n", logits_path, (long long)n, (long long)V);
-    if (fflush(stdout) != 0) st = lcx_fail(LCX_ERR_IO, "writing to stdout failed");
-    if (st != LCX_OK) goto fail;
+    LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
     goto done;
 fail:
     rc = lcx_cli_report(CMD, st);

@@ -68,25 +68,6 @@ int lcx_cmd_train(int argc, char **argv) {
     lcx_lr_kind sched = LCX_LR_COSINE;
     lcx_act_policy policy = LCX_ACT_KEEP;
     lcx_dtype pdt = LCX_F32;
-#define INT_FLAG(name, var, lo, hi)                                                                              \
-    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
-        if (err) return LCX_EXIT_USAGE;                                                                          \
-        if (!lcx_cli_parse_i64(v, lo, hi, &var))                                                                         \
-            return lcx_cli_usage_error(CMD, "%s '%s' is not an integer in [%lld, %lld]", name, v, (long long)(lo), \
-                                       (long long)(hi));                                                         \
-    }
-#define REAL_FLAG(name, var, lo, hi)                                                                             \
-    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
-        if (err) return LCX_EXIT_USAGE;                                                                          \
-        if (!lcx_cli_parse_real(v, lo, hi, &var))                                                                        \
-            return lcx_cli_usage_error(CMD, "%s '%s' is not a number in [%g, %g]", name, v, (double)(lo),        \
-                                       (double)(hi));                                                            \
-    }
-#define STR_FLAG(name, var)                                                                                      \
-    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
-        if (err) return LCX_EXIT_USAGE;                                                                          \
-        var = v;                                                                                                 \
-    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -97,24 +78,24 @@ int lcx_cmd_train(int argc, char **argv) {
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = 1;
         }
-        INT_FLAG("--seq", seq, 2, INT32_MAX)
-        INT_FLAG("--steps", steps, 1, INT64_C(1) << 40)
-        INT_FLAG("--batch", batch, 1, 1 << 20)
-        INT_FLAG("--accum", accum, 1, 1 << 20)
-        INT_FLAG("--warmup", warmup, 0, INT64_C(1) << 40)
-        INT_FLAG("--save-every", save_every, 0, INT64_C(1) << 40)
-        INT_FLAG("--keep", keep, 0, 1 << 20)
-        INT_FLAG("--seed", seed, 0, INT64_MAX)
-        REAL_FLAG("--lr", lr, 1e-12, 1e3)
-        REAL_FLAG("--min-lr", min_lr, 0, 1e3)
-        REAL_FLAG("--clip", clip, 0, 1e30)
-        REAL_FLAG("--wd", wd, 0, 1e3)
-        REAL_FLAG("--init-std", init_std, 1e-12, 10)
-        STR_FLAG("--config", config)
-        STR_FLAG("--data", data)
-        STR_FLAG("--ids", ids)
-        STR_FLAG("--out", out)
-        STR_FLAG("--export-hf", export_hf)
+        LCX_CLI_INT_FLAG("--seq", seq, 2, INT32_MAX)
+        LCX_CLI_INT_FLAG("--steps", steps, 1, INT64_C(1) << 40)
+        LCX_CLI_INT_FLAG("--batch", batch, 1, 1 << 20)
+        LCX_CLI_INT_FLAG("--accum", accum, 1, 1 << 20)
+        LCX_CLI_INT_FLAG("--warmup", warmup, 0, INT64_C(1) << 40)
+        LCX_CLI_INT_FLAG("--save-every", save_every, 0, INT64_C(1) << 40)
+        LCX_CLI_INT_FLAG("--keep", keep, 0, 1 << 20)
+        LCX_CLI_INT_FLAG("--seed", seed, 0, INT64_MAX)
+        LCX_CLI_REAL_FLAG("--lr", lr, 1e-12, 1e3)
+        LCX_CLI_REAL_FLAG("--min-lr", min_lr, 0, 1e3)
+        LCX_CLI_REAL_FLAG("--clip", clip, 0, 1e30)
+        LCX_CLI_REAL_FLAG("--wd", wd, 0, 1e3)
+        LCX_CLI_REAL_FLAG("--init-std", init_std, 1e-12, 10)
+        LCX_CLI_STR_FLAG("--config", config)
+        LCX_CLI_STR_FLAG("--data", data)
+        LCX_CLI_STR_FLAG("--ids", ids)
+        LCX_CLI_STR_FLAG("--out", out)
+        LCX_CLI_STR_FLAG("--export-hf", export_hf)
         else if (lcx_cli_flag_value(argc, argv, &i, "--tokenizer", &v, CMD, &err)) {
             if (err) return LCX_EXIT_USAGE;
             if (n_user_tok == MAX_TOK) return lcx_cli_usage_error(CMD, "at most %d --tokenizer files", MAX_TOK);
@@ -128,21 +109,11 @@ int lcx_cmd_train(int argc, char **argv) {
             if (lcx_act_policy_parse(v, &policy) != LCX_OK || policy == LCX_ACT_AUTO)
                 return lcx_cli_usage_error(CMD, "--policy '%s' (expected keep, recompute or offload)", v);
         } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            if (strcmp(v, "f32") && strcmp(v, "bf16"))
-                return lcx_cli_usage_error(CMD, "--dtype '%s' (expected f32 or bf16)", v);
-            pdt = strcmp(v, "bf16") == 0 ? LCX_BF16 : LCX_F32;
-        } else if (a[0] == '-' && a[1] != 0) {
-            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
-        } else if (ckpt) {
-            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one CKPT only)", a);
-        } else {
-            ckpt = a;
+            if (err || !lcx_cli_dtype(CMD, v, &pdt)) return LCX_EXIT_USAGE;
+        } else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
+            return LCX_EXIT_USAGE;
         }
     }
-#undef INT_FLAG
-#undef REAL_FLAG
-#undef STR_FLAG
     if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
     if (!data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
     if (!seq) return lcx_cli_usage_error(CMD, "missing --seq L");
@@ -167,18 +138,7 @@ int lcx_cmd_train(int argc, char **argv) {
     lcx_train_state_init(&state);
 
     /* checks before any work */
-    if (resume) {
-        LCX_FAIL_GOTO(!lcx_is_dir(out), LCX_ERR_NOT_FOUND, fail, "%s: no such run directory to resume", out);
-        st = lcx_train_latest(out, &latest);
-        if (st == LCX_ERR_NOT_FOUND) lcx_fail_context(st, "--resume: %s has no checkpoint yet: ", out);
-        if (st != LCX_OK) goto fail;
-    } else {
-        char *ck = lcx_path_join(out, "checkpoints/" LCX_CKPT_LATEST);
-        int exists = ck && lcx_is_file(ck);
-        free(ck);
-        LCX_FAIL_GOTO(exists, LCX_ERR_INVALID, fail,
-                      "%s already holds a run (checkpoints/latest): add --resume, or choose another --out", out);
-    }
+    LCX_TRY_GOTO(lcx_tool_run_dir_check(out, resume, &latest), fail);
     if (data) {
         LCX_TRY_GOTO(lcx_tokdata_open(data, &td), fail);
         td_open = 1;
@@ -286,7 +246,7 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_TRY_GOTO(lcx_export_hf(state.saved, export_hf, &co), fail);
         printf("exported %s\n", export_hf);
     }
-    if (fflush(stdout) != 0) LCX_FAIL_GOTO(1, LCX_ERR_IO, fail, "writing to stdout failed");
+    LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
     int rc = LCX_EXIT_OK;
     goto done;
 fail:

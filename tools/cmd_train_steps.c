@@ -61,60 +61,33 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     lcx_act_policy policy = LCX_ACT_KEEP;
     lcx_dtype pdt = LCX_F32;
     int err = 0;
-#define INT_FLAG(name, var, lo, hi)                                                                              \
-    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
-        if (err) return LCX_EXIT_USAGE;                                                                          \
-        if (!lcx_cli_parse_i64(v, lo, hi, &var))                                                                         \
-            return lcx_cli_usage_error(CMD, "%s '%s' is not an integer in [%lld, %lld]", name, v, (long long)(lo), \
-                                       (long long)(hi));                                                         \
-    }
-#define REAL_FLAG(name, var, lo, hi)                                                                             \
-    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
-        if (err) return LCX_EXIT_USAGE;                                                                          \
-        if (!lcx_cli_parse_real(v, lo, hi, &var))                                                                        \
-            return lcx_cli_usage_error(CMD, "%s '%s' is not a number in [%g, %g]", name, v, (double)(lo),        \
-                                       (double)(hi));                                                            \
-    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             help();
             return LCX_EXIT_OK;
         }
-        INT_FLAG("--steps", steps, 1, 1000000)
-        INT_FLAG("--seq", seq, 2, INT32_MAX)
-        INT_FLAG("--batch", batch, 1, 1 << 20)
-        INT_FLAG("--micro", micro, 1, 1 << 20)
-        INT_FLAG("--chunk", chunk, 1, INT32_MAX)
-        INT_FLAG("--seed", seed, 0, INT64_MAX)
-        REAL_FLAG("--lr", ao.lr, 0, 1e3)
-        REAL_FLAG("--wd", ao.weight_decay, 0, 1e3)
-        REAL_FLAG("--clip", ao.max_grad_norm, 0, 1e30)
-        else if (lcx_cli_flag_value(argc, argv, &i, "--config", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            config = v;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--ids", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            ids_path = v;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--policy", &v, CMD, &err)) {
+        LCX_CLI_INT_FLAG("--steps", steps, 1, 1000000)
+        LCX_CLI_INT_FLAG("--seq", seq, 2, INT32_MAX)
+        LCX_CLI_INT_FLAG("--batch", batch, 1, 1 << 20)
+        LCX_CLI_INT_FLAG("--micro", micro, 1, 1 << 20)
+        LCX_CLI_INT_FLAG("--chunk", chunk, 1, INT32_MAX)
+        LCX_CLI_INT_FLAG("--seed", seed, 0, INT64_MAX)
+        LCX_CLI_REAL_FLAG("--lr", ao.lr, 0, 1e3)
+        LCX_CLI_REAL_FLAG("--wd", ao.weight_decay, 0, 1e3)
+        LCX_CLI_REAL_FLAG("--clip", ao.max_grad_norm, 0, 1e30)
+        LCX_CLI_STR_FLAG("--config", config)
+        LCX_CLI_STR_FLAG("--ids", ids_path)
+        else if (lcx_cli_flag_value(argc, argv, &i, "--policy", &v, CMD, &err)) {
             if (err) return LCX_EXIT_USAGE;
             if (lcx_act_policy_parse(v, &policy) != LCX_OK)
                 return lcx_cli_usage_error(CMD, "--policy '%s' (expected keep, recompute or offload)", v);
         } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            if (strcmp(v, "f32") && strcmp(v, "bf16"))
-                return lcx_cli_usage_error(CMD, "--dtype '%s' (expected f32 or bf16)", v);
-            pdt = strcmp(v, "bf16") == 0 ? LCX_BF16 : LCX_F32;
-        } else if (a[0] == '-' && a[1] != 0) {
-            return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
-        } else if (ckpt) {
-            return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one CKPT only)", a);
-        } else {
-            ckpt = a;
+            if (err || !lcx_cli_dtype(CMD, v, &pdt)) return LCX_EXIT_USAGE;
+        } else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
+            return LCX_EXIT_USAGE;
         }
     }
-#undef INT_FLAG
-#undef REAL_FLAG
     if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
     if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
 
@@ -196,10 +169,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     }
     printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB  tokens/cpu-s %.1f\n", sum_tps / n_tps,
            steps > 1 ? "2..N" : "1", max_rss, sum_cpu_tps / n_tps);
-    if (fflush(stdout) != 0) {
-        st = lcx_fail(LCX_ERR_IO, "writing to stdout failed");
-        goto fail;
-    }
+    LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
     goto done;
 fail:
     rc = lcx_cli_report(CMD, st);

@@ -116,3 +116,19 @@ lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg,
     }
     return st;
 }
+
+lcx_status lcx_tool_run_dir_check(const char *out, int resume, char **latest) {
+    *latest = NULL;
+    if (resume) {
+        LCX_FAIL_IF(!lcx_is_dir(out), LCX_ERR_NOT_FOUND, "%s: no such run directory to resume", out);
+        lcx_status st = lcx_train_latest(out, latest);
+        if (st == LCX_ERR_NOT_FOUND) lcx_fail_context(st, "--resume: %s has no checkpoint yet: ", out);
+        return st;
+    }
+    char *ck = lcx_path_join(out, "checkpoints/" LCX_CKPT_LATEST);
+    int exists = ck && lcx_is_file(ck);
+    free(ck);
+    LCX_FAIL_IF(exists, LCX_ERR_INVALID,
+                "%s already holds a run (checkpoints/latest): add --resume, or choose another --out", out);
+    return LCX_OK;
+}

@@ -31,4 +31,9 @@ lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg,
                                    lcx_act_policy policy, lcx_dtype dtype, struct lcx_train_state *state,
                                    lcx_model **out);
 
+/* The run directory OUT before any work. With resume: OUT must be a directory holding a checkpoint, whose path
+ * goes to *latest (heap); without: OUT must not already hold a run (checkpoints/latest). Creates nothing. Errors
+ * name OUT and the flag to use. */
+lcx_status lcx_tool_run_dir_check(const char *out, int resume, char **latest);
+
 #endif
