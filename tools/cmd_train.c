@@ -131,7 +131,7 @@ int lcx_cmd_train(int argc, char **argv) {
     lcx_tokdata td;
     memset(&td, 0, sizeof td);
     int td_open = 0;
-    char *src = NULL, *latest = NULL, *ids_prefix = NULL, **tok = NULL;
+    char *src = NULL, *latest = NULL, **tok = NULL;
     const char **tok_all = NULL;
     int n_tok = 0;
     lcx_train_state state;
@@ -176,10 +176,7 @@ int lcx_cmd_train(int argc, char **argv) {
     }
     LCX_TRY_GOTO(lcx_config_sync_json(&cfg), fail);
     if (ids) {
-        ids_prefix = lcx_path_join(out, "ids");
-        LCX_FAIL_GOTO(!ids_prefix, LCX_ERR_OOM, fail, "out of memory");
-        LCX_TRY_GOTO(lcx_tool_ids_to_tokdata(ids, ids_prefix, cfg.vocab_size), fail);
-        LCX_TRY_GOTO(lcx_tokdata_open(ids_prefix, &td), fail);
+        LCX_TRY_GOTO(lcx_tool_ids_open(ids, out, cfg.vocab_size, &td), fail);
         td_open = 1;
     }
     /* tokenizer files: the checkpoint's, plus --tokenizer ones not already there by name */
@@ -260,6 +257,5 @@ done:
     free(tok_all);
     free(src);
     free(latest);
-    free(ids_prefix);
     return rc;
 }

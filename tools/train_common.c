@@ -132,3 +132,12 @@ lcx_status lcx_tool_run_dir_check(const char *out, int resume, char **latest) {
                 "%s already holds a run (checkpoints/latest): add --resume, or choose another --out", out);
     return LCX_OK;
 }
+
+lcx_status lcx_tool_ids_open(const char *ids_path, const char *run_dir, int64_t vocab, lcx_tokdata *td) {
+    char *prefix = lcx_path_join(run_dir, "ids");
+    LCX_FAIL_IF(!prefix, LCX_ERR_OOM, "out of memory");
+    lcx_status st = lcx_tool_ids_to_tokdata(ids_path, prefix, vocab);
+    if (st == LCX_OK) st = lcx_tokdata_open(prefix, td);
+    free(prefix);
+    return st;
+}

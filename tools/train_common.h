@@ -20,6 +20,10 @@ lcx_status lcx_tool_source_lcx(const char *src, const char *run_dir, char **lcx_
  * below vocab. */
 lcx_status lcx_tool_ids_to_tokdata(const char *ids_path, const char *prefix, int64_t vocab);
 
+struct lcx_tokdata;
+/* --ids FILE of a run: converted into run_dir/ids.bin/.idx (lcx_tool_ids_to_tokdata) and opened into *td. */
+lcx_status lcx_tool_ids_open(const char *ids_path, const char *run_dir, int64_t vocab, struct lcx_tokdata *td);
+
 /* Tokenizer files stored in checkpoint dir, as full paths (heap array of heap strings; lcx_tool_strv_free). */
 lcx_status lcx_tool_ckpt_tokenizer_files(const char *dir, char ***paths, int *n);
 void lcx_tool_strv_free(char **v, int n);
