@@ -271,28 +271,20 @@ static size_t max_numel(const lcx_model *m) {
     return mx;
 }
 
-lcx_status lcx_model_load(lcx_model *m, const lcx_catalog *c) {
-    LCX_FAIL_IF(!c->has_config, LCX_ERR_INVALID, "%s: no config.json: cannot build a model", c->path);
-    LCX_FAIL_IF(c->params.n != m->tab.n, LCX_ERR_INVALID, "%s: checkpoint has %zu parameters, model %zu", c->path,
-                c->params.n, m->tab.n);
+/* Fill every parameter in table order: values(ctx, m, i, buf) writes parameter i's numel float32 values into buf,
+ * then set_param stores them. Resets the step count. what names the caller in the out-of-memory message. */
+typedef lcx_status (*param_values_fn)(void *ctx, const lcx_model *m, size_t i, float *buf);
+static lcx_status set_all_params(lcx_model *m, const char *what, param_values_fn values, void *ctx) {
     float *buf = malloc(max_numel(m) * sizeof(float) + 1);
     uint16_t *scratch = malloc(max_numel(m) * sizeof(uint16_t) + 1);
     if (!buf || !scratch) {
         free(buf);
         free(scratch);
-        return lcx_fail(LCX_ERR_OOM, "model load: out of memory");
+        return lcx_fail(LCX_ERR_OOM, "%s: out of memory", what);
     }
     lcx_status st = LCX_OK;
     for (size_t i = 0; i < m->tab.n; i++) {
-        const lcx_param_spec *s = &m->tab.params[i];
-        const lcx_st_tensor *t = c->tensor_of[i];
-        LCX_FAIL_GOTO(!t || strcmp(c->params.params[i].name, s->name) != 0 || !lcx_shape_equal(&t->shape, &s->shape),
-                      LCX_ERR_INVALID, done, "%s: tensor '%s' does not match the model", c->path, s->name);
-        st = lcx_convert_to_f32(t->dtype, t->data, buf, (size_t)s->numel);
-        if (st != LCX_OK) {
-            lcx_fail_context(st, "%s: tensor '%s': ", c->path, s->name);
-            goto done;
-        }
+        LCX_TRY_GOTO(values(ctx, m, i, buf), done);
         LCX_TRY_GOTO(set_param(m, i, buf, scratch), done);
     }
     m->step = 0;
@@ -300,6 +292,25 @@ done:
     free(buf);
     free(scratch);
     return st;
+}
+
+/* parameter i from the catalog's tensor of the same name and shape, converted to float32 */
+static lcx_status load_values(void *ctx, const lcx_model *m, size_t i, float *buf) {
+    const lcx_catalog *c = ctx;
+    const lcx_param_spec *s = &m->tab.params[i];
+    const lcx_st_tensor *t = c->tensor_of[i];
+    LCX_FAIL_IF(!t || strcmp(c->params.params[i].name, s->name) != 0 || !lcx_shape_equal(&t->shape, &s->shape),
+                LCX_ERR_INVALID, "%s: tensor '%s' does not match the model", c->path, s->name);
+    lcx_status st = lcx_convert_to_f32(t->dtype, t->data, buf, (size_t)s->numel);
+    if (st != LCX_OK) lcx_fail_context(st, "%s: tensor '%s': ", c->path, s->name);
+    return st;
+}
+
+lcx_status lcx_model_load(lcx_model *m, const lcx_catalog *c) {
+    LCX_FAIL_IF(!c->has_config, LCX_ERR_INVALID, "%s: no config.json: cannot build a model", c->path);
+    LCX_FAIL_IF(c->params.n != m->tab.n, LCX_ERR_INVALID, "%s: checkpoint has %zu parameters, model %zu", c->path,
+                c->params.n, m->tab.n);
+    return set_all_params(m, "model load", load_values, (void *)c);
 }
 
 /* splitmix64 + Box-Muller: a deterministic normal stream */
@@ -311,30 +322,27 @@ static uint64_t splitmix(uint64_t *s) {
 }
 static double uniform01(uint64_t *s) { return ((double)(splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
+typedef struct random_fill {
+    uint64_t s;
+    double std;
+} random_fill;
+
+/* norms 1, biases 0, the rest normal(0, std) from one stream in parameter order */
+static lcx_status random_values(void *ctx, const lcx_model *m, size_t i, float *buf) {
+    random_fill *r = ctx;
+    uint64_t *s = &r->s;
+    const lcx_param_spec *p = &m->tab.params[i];
+    for (uint64_t j = 0; j < p->numel; j++) {
+        if (p->role == LCX_ROLE_NORM) buf[j] = 1.0f;
+        else if (p->role == LCX_ROLE_BIAS) buf[j] = 0.0f;
+        else buf[j] = (float)(r->std * sqrt(-2.0 * log(uniform01(s))) * cos(6.283185307179586 * uniform01(s)));
+    }
+    return LCX_OK;
+}
+
 lcx_status lcx_model_init_random(lcx_model *m, uint64_t seed, double std) {
-    float *buf = malloc(max_numel(m) * sizeof(float) + 1);
-    uint16_t *scratch = malloc(max_numel(m) * sizeof(uint16_t) + 1);
-    if (!buf || !scratch) {
-        free(buf);
-        free(scratch);
-        return lcx_fail(LCX_ERR_OOM, "model init: out of memory");
-    }
-    uint64_t s = seed;
-    lcx_status st = LCX_OK;
-    for (size_t i = 0; i < m->tab.n; i++) {
-        const lcx_param_spec *p = &m->tab.params[i];
-        for (uint64_t j = 0; j < p->numel; j++) {
-            if (p->role == LCX_ROLE_NORM) buf[j] = 1.0f;
-            else if (p->role == LCX_ROLE_BIAS) buf[j] = 0.0f;
-            else buf[j] = (float)(std * sqrt(-2.0 * log(uniform01(&s))) * cos(6.283185307179586 * uniform01(&s)));
-        }
-        LCX_TRY_GOTO(set_param(m, i, buf, scratch), done);
-    }
-    m->step = 0;
-done:
-    free(buf);
-    free(scratch);
-    return st;
+    random_fill r = {seed, std};
+    return set_all_params(m, "model init", random_values, &r);
 }
 
 lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opts, lcx_model **out) {
