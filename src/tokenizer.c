@@ -177,6 +177,34 @@ static const char *jtype(json_t *o) {
     return json_is_string(t) ? json_string_value(t) : NULL;
 }
 
+/* The start of each component parser (normalizer, pre-tokenizer, post-processor, decoder): null or absent is no
+ * component (*type stays NULL); otherwise an object with a string 'type', returned in *type. */
+static lcx_status component_type(const jctx *c, json_t *n, const char *where, const char **type) {
+    *type = NULL;
+    if (!n || json_is_null(n)) return LCX_OK;
+    if (!json_is_object(n)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s: expected an object or null", c->file, where);
+    *type = jtype(n);
+    if (!*type) return lcx_fail(LCX_ERR_FORMAT, "%s: %s: missing 'type'", c->file, where);
+    return LCX_OK;
+}
+
+/* A component of type "Sequence": each member of its array n[key] through parse, in order, named
+ * "where.key[i]" in errors. */
+typedef lcx_status (*component_fn)(lcx_tokenizer *t, const jctx *c, json_t *n, const char *where);
+static lcx_status parse_sequence(lcx_tokenizer *t, const jctx *c, json_t *n, const char *where, const char *key,
+                                 component_fn parse) {
+    json_t *arr = json_object_get(n, key);
+    if (!json_is_array(arr)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s.%s: expected an array", c->file, where, key);
+    size_t i;
+    json_t *e;
+    json_array_foreach(arr, i, e) {
+        char w[128];
+        snprintf(w, sizeof w, "%s.%s[%zu]", where, key, i);
+        LCX_TRY(parse(t, c, e, w));
+    }
+    return LCX_OK;
+}
+
 /* ---- normalizer ------------------------------------------------------------------------------------------- */
 static lcx_status add_norm(lcx_tokenizer *t, tok_norm n) {
     tok_norm *p = realloc(t->norms, (t->n_norms + 1) * sizeof *p);
@@ -187,22 +215,10 @@ static lcx_status add_norm(lcx_tokenizer *t, tok_norm n) {
 }
 
 static lcx_status parse_normalizer(lcx_tokenizer *t, const jctx *c, json_t *n, const char *where) {
-    if (!n || json_is_null(n)) return LCX_OK;
-    if (!json_is_object(n)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s: expected an object or null", c->file, where);
-    const char *type = jtype(n);
-    if (!type) return lcx_fail(LCX_ERR_FORMAT, "%s: %s: missing 'type'", c->file, where);
-    if (strcmp(type, "Sequence") == 0) {
-        json_t *arr = json_object_get(n, "normalizers");
-        if (!json_is_array(arr)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s.normalizers: expected an array", c->file, where);
-        size_t i;
-        json_t *e;
-        json_array_foreach(arr, i, e) {
-            char w[128];
-            snprintf(w, sizeof w, "%s.normalizers[%zu]", where, i);
-            LCX_TRY(parse_normalizer(t, c, e, w));
-        }
-        return LCX_OK;
-    }
+    const char *type = NULL;
+    LCX_TRY(component_type(c, n, where, &type));
+    if (!type) return LCX_OK;
+    if (strcmp(type, "Sequence") == 0) return parse_sequence(t, c, n, where, "normalizers", parse_normalizer);
     tok_norm nm = {0};
     const char *s = NULL;
     size_t len = 0;
@@ -287,26 +303,14 @@ static lcx_status metaspace_repl(const jctx *c, json_t *n, const char *where, ch
 }
 
 static lcx_status parse_pre(lcx_tokenizer *t, const jctx *c, json_t *n, const char *where) {
-    if (!n || json_is_null(n)) return LCX_OK;
-    if (!json_is_object(n)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s: expected an object or null", c->file, where);
-    const char *type = jtype(n);
-    if (!type) return lcx_fail(LCX_ERR_FORMAT, "%s: %s: missing 'type'", c->file, where);
+    const char *type = NULL;
+    LCX_TRY(component_type(c, n, where, &type));
+    if (!type) return LCX_OK;
     if (t->byte_level)
         return lcx_fail(LCX_ERR_UNSUPPORTED, "%s: %s: pre-tokenizers after ByteLevel are not supported", c->file, where);
     tok_pre p;
     memset(&p, 0, sizeof p);
-    if (strcmp(type, "Sequence") == 0) {
-        json_t *arr = json_object_get(n, "pretokenizers");
-        if (!json_is_array(arr)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s.pretokenizers: expected an array", c->file, where);
-        size_t i;
-        json_t *e;
-        json_array_foreach(arr, i, e) {
-            char w[128];
-            snprintf(w, sizeof w, "%s.pretokenizers[%zu]", where, i);
-            LCX_TRY(parse_pre(t, c, e, w));
-        }
-        return LCX_OK;
-    }
+    if (strcmp(type, "Sequence") == 0) return parse_sequence(t, c, n, where, "pretokenizers", parse_pre);
     if (strcmp(type, "Split") == 0) {
         json_t *pat = json_object_get(n, "pattern");
         json_t *rs = json_object_get(pat, "Regex"), *ss = json_object_get(pat, "String");
@@ -471,22 +475,10 @@ static lcx_status push_u32(uint32_t **arr, size_t *n, uint32_t v) {
 }
 
 static lcx_status parse_post(lcx_tokenizer *t, const jctx *c, json_t *n, const char *where) {
-    if (!n || json_is_null(n)) return LCX_OK;
-    if (!json_is_object(n)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s: expected an object or null", c->file, where);
-    const char *type = jtype(n);
-    if (!type) return lcx_fail(LCX_ERR_FORMAT, "%s: %s: missing 'type'", c->file, where);
-    if (strcmp(type, "Sequence") == 0) {
-        json_t *arr = json_object_get(n, "processors");
-        if (!json_is_array(arr)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s.processors: expected an array", c->file, where);
-        size_t i;
-        json_t *e;
-        json_array_foreach(arr, i, e) {
-            char w[128];
-            snprintf(w, sizeof w, "%s.processors[%zu]", where, i);
-            LCX_TRY(parse_post(t, c, e, w));
-        }
-        return LCX_OK;
-    }
+    const char *type = NULL;
+    LCX_TRY(component_type(c, n, where, &type));
+    if (!type) return LCX_OK;
+    if (strcmp(type, "Sequence") == 0) return parse_sequence(t, c, n, where, "processors", parse_post);
     if (strcmp(type, "ByteLevel") == 0) return LCX_OK; /* offsets only */
     if (strcmp(type, "TemplateProcessing") != 0)
         return lcx_fail(LCX_ERR_UNSUPPORTED, "%s: %s: post-processor type '%s' is not supported (supported: "
@@ -537,27 +529,15 @@ static lcx_status add_dec(lcx_tokenizer *t, tok_dec d) {
 }
 
 static lcx_status parse_dec(lcx_tokenizer *t, const jctx *c, json_t *n, const char *where) {
-    if (!n || json_is_null(n)) return LCX_OK;
-    if (!json_is_object(n)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s: expected an object or null", c->file, where);
-    const char *type = jtype(n);
-    if (!type) return lcx_fail(LCX_ERR_FORMAT, "%s: %s: missing 'type'", c->file, where);
+    const char *type = NULL;
+    LCX_TRY(component_type(c, n, where, &type));
+    if (!type) return LCX_OK;
     t->has_decoder = 1;
     tok_dec d;
     memset(&d, 0, sizeof d);
     const char *s = NULL;
     size_t len = 0;
-    if (strcmp(type, "Sequence") == 0) {
-        json_t *arr = json_object_get(n, "decoders");
-        if (!json_is_array(arr)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s.decoders: expected an array", c->file, where);
-        size_t i;
-        json_t *e;
-        json_array_foreach(arr, i, e) {
-            char w[128];
-            snprintf(w, sizeof w, "%s.decoders[%zu]", where, i);
-            LCX_TRY(parse_dec(t, c, e, w));
-        }
-        return LCX_OK;
-    }
+    if (strcmp(type, "Sequence") == 0) return parse_sequence(t, c, n, where, "decoders", parse_dec);
     if (strcmp(type, "ByteLevel") == 0) { d.kind = DEC_BYTELEVEL; return add_dec(t, d); }
     if (strcmp(type, "ByteFallback") == 0) { d.kind = DEC_BYTEFALLBACK; return add_dec(t, d); }
     if (strcmp(type, "Fuse") == 0) { d.kind = DEC_FUSE; return add_dec(t, d); }
