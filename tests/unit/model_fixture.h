@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/fileio.h"
 #include "src/model.h"
 
 static inline char *fx_path(const char *model, const char *sub, const char *file) {
@@ -16,6 +17,28 @@ static inline char *fx_path(const char *model, const char *sub, const char *file
     char *p = malloc(n);
     snprintf(p, n, "%s/tests/fixtures/%s/%s/%s", LCX_SOURCE_DIR, sub, model, file);
     return p;
+}
+
+/* A text file of whitespace-separated token ids (a fixture's ids.txt) into ids; returns the count, 0 on any
+ * problem (unreadable, a negative id, more than cap). */
+static inline int64_t fx_read_ids(const char *path, int32_t *ids, int64_t cap) {
+    char *buf = NULL;
+    size_t len = 0;
+    if (lcx_read_file(path, 1 << 20, &buf, &len) != LCX_OK) return 0;
+    int64_t n = 0;
+    char *s = buf, *e;
+    for (;;) {
+        long v = strtol(s, &e, 10);
+        if (e == s) break;
+        if (n >= cap || v < 0) {
+            n = 0;
+            break;
+        }
+        ids[n++] = (int32_t)v;
+        s = e;
+    }
+    free(buf);
+    return n;
 }
 
 /* input_ids [1, T] of models/<model>/inputs.json; returns T (0 on failure). */

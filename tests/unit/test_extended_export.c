@@ -24,6 +24,7 @@
 #include "src/fileio.h"
 #include "src/model.h"
 #include "src/rope.h"
+#include "model_fixture.h"
 #include "test_util.h"
 
 #define SEQ 2048
@@ -43,26 +44,6 @@ typedef struct fixture {
 
 static void path_of(char *buf, size_t cap, const char *dir, const char *file) { snprintf(buf, cap, "%s/%s", dir, file); }
 
-static int64_t read_ids(const char *path, int32_t *ids, int64_t cap) {
-    char *buf = NULL;
-    size_t len = 0;
-    if (lcx_read_file(path, 1 << 20, &buf, &len) != LCX_OK) return 0;
-    int64_t n = 0;
-    char *s = buf, *e;
-    for (;;) {
-        long v = strtol(s, &e, 10);
-        if (e == s) break;
-        if (n >= cap || v < 0) {
-            n = 0;
-            break;
-        }
-        ids[n++] = (int32_t)v;
-        s = e;
-    }
-    free(buf);
-    return n;
-}
-
 static void fixture_free(fixture *f) {
     free(f->rows);
     free(f->logprob);
@@ -75,7 +56,7 @@ static int fixture_load(const char *dir, fixture *f) {
     char p[1024];
     memset(f, 0, sizeof *f);
     path_of(p, sizeof p, dir, "ids.txt");
-    f->n_ids = read_ids(p, f->ids, SEQ);
+    f->n_ids = fx_read_ids(p, f->ids, SEQ);
     json_error_t je;
     path_of(p, sizeof p, dir, "reference.json");
     f->ref = json_load_file(p, JSON_REJECT_DUPLICATES, &je);

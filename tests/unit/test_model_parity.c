@@ -147,19 +147,27 @@ static void check_forward(const char *name, lcx_model *m, const int32_t *ids, in
     free(logits);
 }
 
-static void check_step(const char *name, lcx_model *m, const int32_t *ids, int64_t T) {
+/* The fixture's grads/grads.safetensors (NULL, a failed check, when it cannot be opened) and the AdamW settings
+ * HF's step used (grads/reference.json). */
+static lcx_st_file *open_grads(const char *name, lcx_adamw_opts *o) {
     char *sp = fx_path(name, "grads", "grads.safetensors");
     lcx_st_file *f = NULL;
     CHECK_OK(lcx_st_open(sp, &f));
     free(sp);
+    *o = lcx_adamw_opts_default();
+    o->lr = fx_number(name, "grads", "reference.json", "adamw", "lr");
+    o->beta1 = fx_number(name, "grads", "reference.json", "adamw", "beta1");
+    o->beta2 = fx_number(name, "grads", "reference.json", "adamw", "beta2");
+    o->eps = fx_number(name, "grads", "reference.json", "adamw", "eps");
+    o->weight_decay = fx_number(name, "grads", "reference.json", "adamw", "weight_decay");
+    o->max_grad_norm = fx_number(name, "grads", "reference.json", "adamw", "max_grad_norm");
+    return f;
+}
+
+static void check_step(const char *name, lcx_model *m, const int32_t *ids, int64_t T) {
+    lcx_adamw_opts o;
+    lcx_st_file *f = open_grads(name, &o);
     if (!f) return;
-    lcx_adamw_opts o = lcx_adamw_opts_default();
-    o.lr = fx_number(name, "grads", "reference.json", "adamw", "lr");
-    o.beta1 = fx_number(name, "grads", "reference.json", "adamw", "beta1");
-    o.beta2 = fx_number(name, "grads", "reference.json", "adamw", "beta2");
-    o.eps = fx_number(name, "grads", "reference.json", "adamw", "eps");
-    o.weight_decay = fx_number(name, "grads", "reference.json", "adamw", "weight_decay");
-    o.max_grad_norm = fx_number(name, "grads", "reference.json", "adamw", "max_grad_norm");
     lcx_batch b = {1, T, ids, NULL, NULL};
     lcx_step_result r;
     CHECK_OK(lcx_model_train_step(m, &b, 1, &o, &r));
@@ -220,18 +228,9 @@ static void check_step(const char *name, lcx_model *m, const int32_t *ids, int64
 
 /* The optimizer alone on HF's own gradients: clipping, param groups, bias correction, bf16 refresh. */
 static void check_optimizer(const char *name, lcx_model *m) {
-    char *sp = fx_path(name, "grads", "grads.safetensors");
-    lcx_st_file *f = NULL;
-    CHECK_OK(lcx_st_open(sp, &f));
-    free(sp);
+    lcx_adamw_opts o;
+    lcx_st_file *f = open_grads(name, &o);
     if (!f) return;
-    lcx_adamw_opts o = lcx_adamw_opts_default();
-    o.lr = fx_number(name, "grads", "reference.json", "adamw", "lr");
-    o.beta1 = fx_number(name, "grads", "reference.json", "adamw", "beta1");
-    o.beta2 = fx_number(name, "grads", "reference.json", "adamw", "beta2");
-    o.eps = fx_number(name, "grads", "reference.json", "adamw", "eps");
-    o.weight_decay = fx_number(name, "grads", "reference.json", "adamw", "weight_decay");
-    o.max_grad_norm = fx_number(name, "grads", "reference.json", "adamw", "max_grad_norm");
     const lcx_param_table *t = lcx_model_params(m);
     char key[LCX_PARAM_NAME_MAX + 16];
     for (size_t i = 0; i < t->n; i++) {

@@ -18,6 +18,7 @@
 #include "src/fileio.h"
 #include "src/model.h"
 #include "src/rope.h"
+#include "model_fixture.h"
 #include "test_util.h"
 
 #define SEQ 256
@@ -30,27 +31,6 @@ static char *fx(const char *type, const char *file) {
     char *p = malloc(n);
     if (p) snprintf(p, n, "%s/tests/fixtures/rope_models/%s%s%s", LCX_SOURCE_DIR, type, *file ? "/" : "", file);
     return p;
-}
-
-/* Whitespace-separated ids; returns the count (0 on any problem). */
-static int64_t read_ids(const char *path, int32_t *ids, int64_t cap) {
-    char *buf = NULL;
-    size_t len = 0;
-    if (lcx_read_file(path, 1 << 20, &buf, &len) != LCX_OK) return 0;
-    int64_t n = 0;
-    char *s = buf, *e;
-    for (;;) {
-        long v = strtol(s, &e, 10);
-        if (e == s) break;
-        if (n >= cap || v < 0) {
-            n = 0;
-            break;
-        }
-        ids[n++] = (int32_t)v;
-        s = e;
-    }
-    free(buf);
-    return n;
 }
 
 /* Max over rows of max|a - b| / max|b| (rows of `cols`), or INFINITY when sizes differ / a file is unreadable. */
@@ -90,7 +70,7 @@ static void check_logits(const char *type) {
     char ours[256];
     snprintf(ours, sizeof ours, "%s/rope_parity_%s.npy", LCX_BINARY_DIR, type);
     static int32_t ids[SEQ + 1];
-    int64_t n = read_ids(ids_path, ids, SEQ + 1);
+    int64_t n = fx_read_ids(ids_path, ids, SEQ + 1);
     CHECK_MSG(n == SEQ, "%s: %lld ids", ids_path, (long long)n);
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
