@@ -256,10 +256,7 @@ int lcx_cmd_extend(int argc, char **argv) {
             if (*e || !(po.tokens_per_s > 0) || !isfinite(po.tokens_per_s))
                 return lcx_cli_usage_error(CMD, "--tokens-per-s '%s' is not a positive number", v);
         } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            if (strcmp(v, "f32") && strcmp(v, "bf16"))
-                return lcx_cli_usage_error(CMD, "--dtype '%s' (expected f32 or bf16)", v);
-            pdt = strcmp(v, "bf16") == 0 ? LCX_BF16 : LCX_F32;
+            if (err || !lcx_cli_dtype(CMD, v, &pdt)) return LCX_EXIT_USAGE;
             po.weight_bytes = pdt == LCX_BF16 ? 2 : 4;
         } else {
             return lcx_cli_usage_error(CMD, a[0] == '-' ? "unknown flag '%s'" : "unexpected argument '%s'", a);
@@ -289,7 +286,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     memset(&td, 0, sizeof td);
     memset(&ed, 0, sizeof ed);
     int td_open = 0, ed_open = 0, n_tok = 0;
-    char *out = NULL, *src = NULL, *latest = NULL, *ids_prefix = NULL, *hf = NULL, *gg = NULL, **tok = NULL;
+    char *out = NULL, *src = NULL, *latest = NULL, *hf = NULL, *gg = NULL, **tok = NULL;
     json_t *run_info = NULL;
     lcx_ppl_doc *docs = NULL;
     int32_t *doc_store = NULL;
@@ -368,18 +365,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         if (pk_trials < 0) pk_trials = etok ? 2 : 0;
     }
     if (p) LCX_TRY_GOTO(check_passkey_fit(p, etok, &cfg, pk_trials), fail);
-    if (resume) {
-        LCX_FAIL_GOTO(!lcx_is_dir(out), LCX_ERR_NOT_FOUND, fail, "%s: no such run directory to resume", out);
-        st = lcx_train_latest(out, &latest);
-        if (st == LCX_ERR_NOT_FOUND) lcx_fail_context(st, "--resume: %s has no checkpoint yet: ", out);
-        if (st != LCX_OK) goto fail;
-    } else {
-        char *ck = lcx_path_join(out, "checkpoints/" LCX_CKPT_LATEST);
-        int exists = ck && lcx_is_file(ck);
-        free(ck);
-        LCX_FAIL_GOTO(exists, LCX_ERR_INVALID, fail,
-                      "%s already holds a run (checkpoints/latest): add --resume, or choose another --out", out);
-    }
+    LCX_TRY_GOTO(lcx_tool_run_dir_check(out, resume, &latest), fail);
     if (!lcx_is_dir(out) && mkdir(out, 0777) != 0)
         LCX_FAIL_GOTO(1, LCX_ERR_IO, fail, "%s: cannot create the run directory", out);
 
@@ -393,10 +379,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     }
     LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(src, &tok, &n_tok), fail);
     if (ids) {
-        ids_prefix = lcx_path_join(out, "ids");
-        LCX_FAIL_GOTO(!ids_prefix, LCX_ERR_OOM, fail, "out of memory");
-        LCX_TRY_GOTO(lcx_tool_ids_to_tokdata(ids, ids_prefix, cfg.vocab_size), fail);
-        LCX_TRY_GOTO(lcx_tokdata_open(ids_prefix, &td), fail);
+        LCX_TRY_GOTO(lcx_tool_ids_open(ids, out, cfg.vocab_size, &td), fail);
         td_open = 1;
     }
     run_info = json_pack("{s:s, s:I, s:s, s:i}", "source", ckpt, "target", (json_int_t)p->target, "recipe",
@@ -597,7 +580,7 @@ int lcx_cmd_extend(int argc, char **argv) {
             printf("exported %s\n", gg);
         }
     }
-    if (fflush(stdout) != 0) LCX_FAIL_GOTO(1, LCX_ERR_IO, fail, "writing to stdout failed");
+    LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
     goto done;
 fail:
     rc = lcx_cli_report(CMD, st);
@@ -625,7 +608,6 @@ done:
     free(out);
     free(src);
     free(latest);
-    free(ids_prefix);
     free(hf);
     free(gg);
     return rc;
