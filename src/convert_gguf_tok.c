@@ -161,6 +161,8 @@ lcx_status cv_gguf_tokenizer_kvs(const char *path, int64_t vocab_size, int64_t *
               jtype(norm) ? jtype(norm) : "?");
         goto done;
     }
+    if (norm && !json_is_null(norm))
+        warnf(o, "GGUF export: %s: the NFC normalizer has no GGUF key (llama.cpp tokenizes text as given%s)", path, "");
     pre = pre_name(json_object_get(root, "pre_tokenizer"), &why);
     if (!pre) {
         pre = "default";
@@ -205,6 +207,9 @@ lcx_status cv_gguf_tokenizer_kvs(const char *path, int64_t vocab_size, int64_t *
         free(tokens[id]);
         tokens[id] = strdup(c); /* raw text: llama.cpp matches control / user-defined tokens unmapped */
         types[id] = jtrue(a, "special", 0) || looks_special(c) ? TT_CONTROL : TT_USER;
+        if (jtrue(a, "lstrip", 0) || jtrue(a, "rstrip", 0) || jtrue(a, "single_word", 0))
+            warnf(o, "GGUF export: %s: added token '%s': lstrip / rstrip / single_word have no GGUF key (llama.cpp "
+                  "matches the bare token)", path, c);
         LCX_FAIL_GOTO(!tokens[id], LCX_ERR_OOM, done, "out of memory");
     }
     for (size_t i = 0; i < n_tok; i++) {
