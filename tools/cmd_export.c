@@ -18,7 +18,7 @@ static void help(void) {
            "  gguf  one GGUF file (architecture llama for llama and mistral models, qwen2, qwen3), metadata with rope\n"
            "        (linear / yarn keys; llama3 as the rope_freqs.weight tensor; dynamic and longrope refused),\n"
            "        llama q/k rows permuted for llama.cpp, tokenizer metadata (the source GGUF's, or converted\n"
-           "        from tokenizer.json: byte-level BPE; others are left out with a warning)\n"
+           "        from tokenizer.json: byte-level or SentencePiece-style BPE; others are left out with a warning)\n"
            "\n"
            "options:\n"
            "  --out PATH          directory (hf) or file (gguf) to create; must not exist\n"
