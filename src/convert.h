@@ -67,8 +67,10 @@ lcx_status lcx_reshard(const char *src, const char *out, const lcx_convert_opts 
  * shards + index by o->shard_bytes. Memory: one tensor at a time. */
 lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opts *o);
 
-/* Write checkpoint src as one GGUF file out (must not exist), llama metadata, tokenizer KVs when the checkpoint
- * came from a GGUF. Memory: one tensor at a time (read while the file is written). */
+/* Write checkpoint src as one GGUF file out (must not exist), llama metadata, tokenizer KVs: those of the source
+ * GGUF when the checkpoint came from one, else converted from its tokenizer.json (byte-level BPE as "gpt2",
+ * SentencePiece-style BPE as "llama"; other tokenizers are left out with a warning through o->warn). Memory: one
+ * tensor at a time (read while the file is written). */
 lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_opts *o);
 
 /* llama3 rope as llama.cpp's rope_freqs.weight: per-pair divisor of the default frequency (1 kept, factor

@@ -559,9 +559,18 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
         for (size_t k = 0; k < tok->n_kv; k++)
             if (strncmp(tok->kv[k].key, "tokenizer.", 10) == 0) LCX_TRY_GOTO(copy_kv(w, &tok->kv[k]), done);
     }
+    /* From a Hugging Face source: tokenizer.json converted (byte-level BPE). */
+    int64_t bos = cfg.bos_token_id;
+    for (int i = 0; !tok && i < lcx_ckpt_tokenizer_file_count(ck); i++) {
+        if (strcmp(lcx_ckpt_tokenizer_file(ck, i), "tokenizer.json") != 0) continue;
+        int written;
+        tokpath = lcx_path_join(src, "tokenizer.json");
+        LCX_FAIL_GOTO(!tokpath, LCX_ERR_OOM, done, "out of memory");
+        LCX_TRY_GOTO(cv_gguf_tokenizer_kvs(tokpath, cfg.vocab_size, &bos, w, o, &written), done);
+    }
     /* bos/eos from the config when no tokenizer metadata states them (GGUF has one eos id: the first) */
-    if (cfg.bos_token_id >= 0 && !(tok && lcx_gguf_find_kv(tok, "tokenizer.ggml.bos_token_id")))
-        LCX_TRY_GOTO(add_u32(w, "tokenizer.ggml.bos_token_id", cfg.bos_token_id), done);
+    if (bos >= 0 && !(tok && lcx_gguf_find_kv(tok, "tokenizer.ggml.bos_token_id")))
+        LCX_TRY_GOTO(add_u32(w, "tokenizer.ggml.bos_token_id", bos), done);
     if (cfg.n_eos > 0 && !(tok && lcx_gguf_find_kv(tok, "tokenizer.ggml.eos_token_id")))
         LCX_TRY_GOTO(add_u32(w, "tokenizer.ggml.eos_token_id", cfg.eos_token_ids[0]), done);
     if (plan.type == LCX_ROPE_LLAMA3) {

@@ -56,4 +56,12 @@ void cv_remove_flat_dir(const char *dir);
 lcx_status cv_check_absent(const char *path);
 void cv_items_free(cv_item *items, size_t n);
 
+/* GGUF export: add tokenizer.ggml.* KVs (model, pre, tokens, token_type, merges, add_bos/eos_token) built from the
+ * Hugging Face tokenizer.json at path, with vocab_size tokens. Byte-level BPE only; for anything else, or a
+ * tokenizer llama.cpp could not load, it warns through o->warn, adds nothing and leaves *written 0. *bos_id (-1:
+ * none) is set from the post-processor's leading special token when it is -1. */
+struct lcx_gguf_writer;
+lcx_status cv_gguf_tokenizer_kvs(const char *path, int64_t vocab_size, int64_t *bos_id, struct lcx_gguf_writer *w,
+                                 const lcx_convert_opts *o, int *written);
+
 #endif

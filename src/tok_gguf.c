@@ -41,17 +41,24 @@ static lcx_status add_added(lcx_tokenizer *t, uint32_t id, const char *s, size_t
     return LCX_OK;
 }
 
-static lcx_status add_pre_split(lcx_tokenizer *t, const char *re) {
-    tok_pre p;
-    memset(&p, 0, sizeof p);
-    p.kind = PRE_SPLIT;
-    p.behavior = SPLIT_ISOLATED;
-    LCX_TRY(tok_regex_compile(re, strlen(re), 0, "GGUF pre-tokenizer", &p.re));
-    t->pres = calloc(2, sizeof *t->pres);
-    if (!t->pres) { pcre2_code_free(p.re); return lcx_fail(LCX_ERR_OOM, "pre-tokenizer"); }
-    t->pres[0] = p;
-    t->pres[1].kind = PRE_BYTELEVEL;
-    t->n_pres = 2;
+/* Pre-tokenizers: [Digits(individual) when digits,] Split(re, Isolated), ByteLevel (no regex). */
+static lcx_status add_pre_split(lcx_tokenizer *t, const char *re, int digits) {
+    t->pres = calloc(3, sizeof *t->pres);
+    if (!t->pres) return lcx_fail(LCX_ERR_OOM, "pre-tokenizer");
+    if (digits) {
+        tok_pre *d = &t->pres[t->n_pres];
+        d->kind = PRE_DIGITS;
+        d->individual_digits = 1;
+        d->behavior = SPLIT_ISOLATED;
+        LCX_TRY(tok_regex_compile("\\p{N}", 5, 0, "GGUF pre-tokenizer", &d->re));
+        t->n_pres++;
+    }
+    tok_pre *p = &t->pres[t->n_pres];
+    p->kind = PRE_SPLIT;
+    p->behavior = SPLIT_ISOLATED;
+    LCX_TRY(tok_regex_compile(re, strlen(re), 0, "GGUF pre-tokenizer", &p->re));
+    t->n_pres++;
+    t->pres[t->n_pres++].kind = PRE_BYTELEVEL;
     return LCX_OK;
 }
 
@@ -118,15 +125,19 @@ lcx_status lcx_tokenizer_from_gguf(const lcx_gguf_vocab *v, const char *name, lc
     t->byte_level = gpt2;
     if (gpt2) {
         const char *re = GPT2_RE;
+        int digits = 0; /* llama.cpp's "\p{N}" split before the GPT-2 regex (HF: Digits(individual_digits)) */
         if (v->pre && (strcmp(v->pre, "llama-bpe") == 0 || strcmp(v->pre, "llama3") == 0 ||
                        strcmp(v->pre, "smaug-bpe") == 0))
             re = LLAMA3_RE;
         else if (v->pre && strcmp(v->pre, "qwen2") == 0) re = QWEN2_RE;
+        else if (v->pre && (strcmp(v->pre, "smollm") == 0 || strcmp(v->pre, "starcoder") == 0 ||
+                            strcmp(v->pre, "refact") == 0))
+            digits = 1;
         else if (v->pre && strcmp(v->pre, "default") != 0 && strcmp(v->pre, "gpt2") != 0 &&
-                 strcmp(v->pre, "gpt-2") != 0 && strcmp(v->pre, "smollm") != 0)
+                 strcmp(v->pre, "gpt-2") != 0)
             LCX_FAIL_GOTO(1, LCX_ERR_UNSUPPORTED, fail, "%s: tokenizer.ggml.pre '%s' is not supported (llama-bpe, "
-                          "qwen2, gpt2, smollm, default)", name, v->pre);
-        LCX_TRY_GOTO(add_pre_split(t, re), fail);
+                          "qwen2, gpt2, smollm, starcoder, refact, default)", name, v->pre);
+        LCX_TRY_GOTO(add_pre_split(t, re, digits), fail);
         t->ignore_merges = re == LLAMA3_RE; /* llama.cpp: whole-word vocabulary hits for Llama 3 (HF: ignore_merges) */
         t->decs = calloc(1, sizeof *t->decs);
         LCX_FAIL_GOTO(!t->decs, LCX_ERR_OOM, fail, "decoder");

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# GGUF export carries the tokenizer of an HF-sourced checkpoint: the bundled tiny model imported and exported to
+# GGUF (and through `lcextend MODEL --to N --gguf`) tokenizes the fixture texts to the same .bin/.idx as its
+# tokenizer.json (itself checked against Hugging Face elsewhere); a tokenizer that cannot be written (here: more ids
+# than the model's vocab_size) gives a warning, and the export still succeeds with bos/eos only.
+set -u
+: "${LCEXTEND:?}" "${LCX_SRC:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+pass=0
+check() { # check DESCRIPTION CONDITION...
+    local what=$1; shift
+    if "$@"; then pass=$((pass + 1)); else echo "FAIL: $what"; head -3 "$tmp/err" 2>/dev/null; fail=$((fail + 1)); fi
+}
+run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
+rc() { cat "$tmp/rc"; }
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+tiny="$LCX_SRC/recipes/tiny/model"
+FX="$LCX_SRC/tests/fixtures/tokenizer"
+# texts: the tokenizer fixtures' CLI input plus digits, spaces, special-token text and non-ASCII
+cp "$FX/cli_input.txt" "$tmp/in.txt"
+printf '\n\nIn 1611, 12345 men said: "I'"'"'LL go" - don'"'"'t they?\n\n  x  \t y <|end_of_text|> caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac 99\n' >>"$tmp/in.txt"
+same_ids() { # same_ids TOKENIZER_A TOKENIZER_B: tokenize in.txt with both, compare the datasets
+    "$LCEXTEND" tokenize --tokenizer "$1" --input "$tmp/in.txt" --split blank-line --output "$tmp/a" --quiet &&
+        "$LCEXTEND" tokenize --tokenizer "$2" --input "$tmp/in.txt" --split blank-line --output "$tmp/b" --quiet &&
+        cmp -s "$tmp/a.bin" "$tmp/b.bin" && cmp -s "$tmp/a.idx" "$tmp/b.idx" && [ -s "$tmp/a.bin" ]
+}
+
+run import "$tiny" --out "$tmp/tiny.lcx" --quiet
+check "import tiny: exit 0" [ "$(rc)" -eq 0 ]
+for d in bf16 f32; do
+    run export "$tmp/tiny.lcx" --format gguf --dtype $d --out "$tmp/tiny-$d.gguf"
+    check "export gguf $d: exit 0" [ "$(rc)" -eq 0 ]
+    check "export gguf $d: no warning" bash -c "! grep -q 'GGUF export:' '$tmp/err'"
+    check "export gguf $d: GGUF ids = tokenizer.json ids" same_ids "$tiny/tokenizer.json" "$tmp/tiny-$d.gguf"
+done
+check "the GGUF names llama.cpp's pre-tokenizer" grep -qa "smollm" "$tmp/tiny-f32.gguf"
+
+# the main command's --gguf (one training step on fixed ids)
+awk 'BEGIN { s = 7; for (i = 0; i < 600; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 2048 } }' >"$tmp/ids.txt"
+cat >"$tmp/one.yaml" <<'YAML'
+name: one
+defaults:
+  method: yarn
+  factor: auto
+  steps: 1
+  lr: {peak: 1e-4, warmup_steps: 1, schedule: constant}
+  tokens_per_batch: 512
+  grad_accum: 1
+  eval_lengths: [512]
+  save_interval: 0
+  seed: 7
+stages:
+  - seq_len: 512
+YAML
+run "$tiny" --to 512 --recipe "$tmp/one.yaml" --ids "$tmp/ids.txt" --out "$tmp/run" --gguf --quiet
+check "extend --gguf: exit 0" [ "$(rc)" -eq 0 ]
+check "extend --gguf: GGUF ids = tokenizer.json ids" same_ids "$tiny/tokenizer.json" "$tmp/run/model.gguf"
+
+# a tokenizer.json with 4000 ids on a model with 256: warned about, not written; the export itself succeeds
+mkdir "$tmp/spm"
+cp "$LCX_SRC/tests/fixtures/models/llama_gqa/"* "$tmp/spm/"
+cp "$FX/spm.json" "$tmp/spm/tokenizer.json"
+run import "$tmp/spm" --out "$tmp/spm.lcx" --quiet
+run export "$tmp/spm.lcx" --format gguf --out "$tmp/spm.gguf"
+check "spm export: exit 0" [ "$(rc)" -eq 0 ]
+check "spm export: warns that the tokenizer was not written" grep -q "tokenizer not written (token id .* past the model's vocab_size)" "$tmp/err"
+check "spm export: no tokenizer.ggml.tokens" bash -c "! grep -qa tokenizer.ggml.tokens '$tmp/spm.gguf'"
+
+echo "cli_gguf_tokenizer: $pass passed, $fail failed"
+[ $fail -eq 0 ]
