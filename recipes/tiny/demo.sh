@@ -9,7 +9,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../../build}
-lcx=$(cd "$build" 2>/dev/null && pwd)/lcextend || lcx=$build/lcextend
+[ -d "$build" ] && build=$(cd "$build" && pwd)
+lcx=$build/lcextend
 [ -x "$lcx" ] || { echo "demo.sh: no $lcx (build first: cmake -S . -B build && cmake --build build -j2)" >&2; exit 1; }
 work=${DEMO_WORK:-$build/demo}
 mkdir -p "$work"
