@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "src/fileio.h"
+#include "src/strbuf.h"
 
 static const struct {
     const char *model_type, *class_name;
@@ -569,34 +570,11 @@ lcx_status lcx_config_sync_json(lcx_model_config *cfg) {
 
 /* ---- Python-compatible JSON text --------------------------------------------------------------------------- */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) {
-            if (cap > SIZE_MAX / 2) { b->oom = 1; return; }
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (!p) { b->oom = 1; return; }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
 /* Python's repr(float): shortest digits that round-trip, fixed notation for 1e-4 <= |x| < 1e16. */
-static void put_py_float(sbuf *b, double x) {
+static void put_py_float(lcx_strbuf *b, double x) {
     char tmp[64], digits[32];
-    if (x == 0) { sb_puts(b, signbit(x) ? "-0.0" : "0.0"); return; }
+    if (x == 0) { lcx_strbuf_str(b, signbit(x) ? "-0.0" : "0.0"); return; }
     int prec;
     for (prec = 1; prec <= 17; prec++) {
         snprintf(tmp, sizeof tmp, "%.*e", prec - 1, x);
@@ -640,23 +618,23 @@ static void put_py_float(sbuf *b, double x) {
         }
         snprintf(out + o, sizeof out - o, "e%c%02d", decpt - 1 < 0 ? '-' : '+', abs(decpt - 1));
     }
-    sb_puts(b, out);
+    lcx_strbuf_str(b, out);
 }
 
 /* json.dumps(ensure_ascii=True) string escaping; input is valid UTF-8 (jansson guarantees it). */
-static void put_py_string(sbuf *b, const char *s, size_t n) {
-    sb_put(b, "\"", 1);
+static void put_py_string(lcx_strbuf *b, const char *s, size_t n) {
+    lcx_strbuf_put(b, "\"", 1);
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
         char esc[16];
-        if (c == '"') sb_puts(b, "\\\""), i++;
-        else if (c == '\\') sb_puts(b, "\\\\"), i++;
-        else if (c == '\n') sb_puts(b, "\\n"), i++;
-        else if (c == '\r') sb_puts(b, "\\r"), i++;
-        else if (c == '\t') sb_puts(b, "\\t"), i++;
-        else if (c == '\b') sb_puts(b, "\\b"), i++;
-        else if (c == '\f') sb_puts(b, "\\f"), i++;
-        else if (c >= 0x20 && c < 0x7f) sb_put(b, (const char *)&s[i], 1), i++;
+        if (c == '"') lcx_strbuf_str(b, "\\\""), i++;
+        else if (c == '\\') lcx_strbuf_str(b, "\\\\"), i++;
+        else if (c == '\n') lcx_strbuf_str(b, "\\n"), i++;
+        else if (c == '\r') lcx_strbuf_str(b, "\\r"), i++;
+        else if (c == '\t') lcx_strbuf_str(b, "\\t"), i++;
+        else if (c == '\b') lcx_strbuf_str(b, "\\b"), i++;
+        else if (c == '\f') lcx_strbuf_str(b, "\\f"), i++;
+        else if (c >= 0x20 && c < 0x7f) lcx_strbuf_put(b, (const char *)&s[i], 1), i++;
         else {
             uint32_t cp = c;
             int len = 1;
@@ -671,46 +649,46 @@ static void put_py_string(sbuf *b, const char *s, size_t n) {
             } else {
                 snprintf(esc, sizeof esc, "\\u%04x", cp);
             }
-            sb_puts(b, esc);
+            lcx_strbuf_str(b, esc);
         }
     }
-    sb_put(b, "\"", 1);
+    lcx_strbuf_put(b, "\"", 1);
 }
 
-static void indent_to(sbuf *b, int level) {
-    sb_put(b, "\n", 1);
-    for (int i = 0; i < level; i++) sb_put(b, "  ", 2);
+static void indent_to(lcx_strbuf *b, int level) {
+    lcx_strbuf_put(b, "\n", 1);
+    for (int i = 0; i < level; i++) lcx_strbuf_put(b, "  ", 2);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-static void put_value(sbuf *b, const json_t *v, int level) {
+static void put_value(lcx_strbuf *b, const json_t *v, int level) {
     char tmp[32];
     switch (json_typeof(v)) {
-    case JSON_NULL: sb_puts(b, "null"); break;
-    case JSON_TRUE: sb_puts(b, "true"); break;
-    case JSON_FALSE: sb_puts(b, "false"); break;
+    case JSON_NULL: lcx_strbuf_str(b, "null"); break;
+    case JSON_TRUE: lcx_strbuf_str(b, "true"); break;
+    case JSON_FALSE: lcx_strbuf_str(b, "false"); break;
     case JSON_INTEGER:
         snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v));
-        sb_puts(b, tmp);
+        lcx_strbuf_str(b, tmp);
         break;
     case JSON_REAL: put_py_float(b, json_real_value(v)); break;
     case JSON_STRING: put_py_string(b, json_string_value(v), json_string_length(v)); break;
     case JSON_ARRAY: {
-        if (json_array_size(v) == 0) { sb_puts(b, "[]"); break; }
-        sb_puts(b, "[");
+        if (json_array_size(v) == 0) { lcx_strbuf_str(b, "[]"); break; }
+        lcx_strbuf_str(b, "[");
         for (size_t i = 0; i < json_array_size(v); i++) {
-            if (i) sb_puts(b, ",");
+            if (i) lcx_strbuf_str(b, ",");
             indent_to(b, level + 1);
             put_value(b, json_array_get(v, i), level + 1);
         }
         indent_to(b, level);
-        sb_puts(b, "]");
+        lcx_strbuf_str(b, "]");
         break;
     }
     case JSON_OBJECT: {
         size_t n = json_object_size(v);
-        if (n == 0) { sb_puts(b, "{}"); break; }
+        if (n == 0) { lcx_strbuf_str(b, "{}"); break; }
         const char **keys = malloc(n * sizeof *keys);
         if (!keys) { b->oom = 1; break; }
         size_t k = 0;
@@ -718,30 +696,30 @@ static void put_value(sbuf *b, const json_t *v, int level) {
         json_t *val;
         json_object_foreach((json_t *)v, key, val) keys[k++] = key;
         qsort(keys, n, sizeof *keys, cmp_str); /* UTF-8 byte order = Python's code point order */
-        sb_puts(b, "{");
+        lcx_strbuf_str(b, "{");
         for (size_t i = 0; i < n; i++) {
-            if (i) sb_puts(b, ",");
+            if (i) lcx_strbuf_str(b, ",");
             indent_to(b, level + 1);
             put_py_string(b, keys[i], strlen(keys[i]));
-            sb_puts(b, ": ");
+            lcx_strbuf_str(b, ": ");
             put_value(b, json_object_get(v, keys[i]), level + 1);
         }
         free(keys);
         indent_to(b, level);
-        sb_puts(b, "}");
+        lcx_strbuf_str(b, "}");
         break;
     }
     }
 }
 
 char *lcx_json_dumps_hf(const json_t *v) {
-    sbuf b = {0};
+    lcx_strbuf b = {0};
     put_value(&b, v, 0);
-    if (b.oom || !b.p) {
-        free(b.p);
+    if (b.oom || !b.s) {
+        lcx_strbuf_free(&b);
         return NULL;
     }
-    return b.p;
+    return b.s;
 }
 
 lcx_status lcx_config_write(const lcx_model_config *cfg, const char *path) {

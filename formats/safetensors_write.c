@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "src/fileio.h"
+#include "src/strbuf.h"
 
 /* Position of each dtype in the reference's Dtype enum; its writer sorts by that, descending, then by name. */
 static int dtype_rank(lcx_dtype dt) {
@@ -76,40 +77,10 @@ static lcx_status json_set(const char *path, json_t *obj, const char *key, json_
     return LCX_OK;
 }
 
-/* Growing text buffer for the header; an allocation failure is remembered and reported once at the end. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-static void sb_cstr(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_u64(sbuf *b, uint64_t v) {
-    char t[24];
-    sb_put(b, t, (size_t)snprintf(t, sizeof t, "%llu", (unsigned long long)v));
-}
-
 /* A JSON string escaped as serde_json (the reference writer) escapes it: \" \\ \b \f \n \r \t, other control
  * characters as \u00xx in lower case, everything else (DEL, non-ASCII UTF-8, '/') verbatim. */
-static void sb_jstr(sbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
+static void sb_jstr(lcx_strbuf *b, const char *s) {
+    lcx_strbuf_put(b, "\"", 1);
     for (const char *q = s; *q; q++) {
         unsigned char c = (unsigned char)*q;
         const char *esc = NULL;
@@ -123,14 +94,14 @@ static void sb_jstr(sbuf *b, const char *s) {
         case '\t': esc = "\\t"; break;
         default: break;
         }
-        if (esc) sb_cstr(b, esc);
+        if (esc) lcx_strbuf_str(b, esc);
         else if (c < 0x20) {
             char t[8];
             snprintf(t, sizeof t, "\\u%04x", c);
-            sb_cstr(b, t);
-        } else sb_put(b, q, 1);
+            lcx_strbuf_str(b, t);
+        } else lcx_strbuf_put(b, q, 1);
     }
-    sb_put(b, "\"", 1);
+    lcx_strbuf_put(b, "\"", 1);
 }
 
 /* Header strings must be valid UTF-8 (jansson's check, the same rules our reader applies). */
@@ -146,7 +117,7 @@ static lcx_status plan_build(const char *path, const lcx_st_out_tensor *tensors,
                              st_plan *p) {
     memset(p, 0, sizeof *p);
     lcx_status st = LCX_OK;
-    sbuf h = {0};
+    lcx_strbuf h = {0}; /* an allocation failure is sticky: checked once at the end */
     p->ord = malloc((n ? n : 1) * sizeof *p->ord);
     p->bytes = malloc((n ? n : 1) * sizeof *p->bytes);
     LCX_FAIL_GOTO(!p->ord || !p->bytes, LCX_ERR_OOM, fail, "%s: out of memory", path);
@@ -177,16 +148,16 @@ static lcx_status plan_build(const char *path, const lcx_st_out_tensor *tensors,
                           "%s: metadata key '%s' given twice", path, meta_keys[i]);
         if (strcmp(meta_keys[i], "format") == 0) format = meta_values[i];
     }
-    sb_cstr(&h, "{\"__metadata__\":{\"format\":");
+    lcx_strbuf_str(&h, "{\"__metadata__\":{\"format\":");
     sb_jstr(&h, format);
     for (size_t i = 0; i < n_meta; i++) {
         if (strcmp(meta_keys[i], "format") == 0) continue;
-        sb_put(&h, ",", 1);
+        lcx_strbuf_put(&h, ",", 1);
         sb_jstr(&h, meta_keys[i]);
-        sb_put(&h, ":", 1);
+        lcx_strbuf_put(&h, ":", 1);
         sb_jstr(&h, meta_values[i]);
     }
-    sb_put(&h, "}", 1);
+    lcx_strbuf_put(&h, "}", 1);
     uint64_t off = 0;
     for (size_t i = 0; i < n; i++) {
         const lcx_st_out_tensor *t = p->ord[i];
@@ -194,30 +165,30 @@ static lcx_status plan_build(const char *path, const lcx_st_out_tensor *tensors,
         LCX_TRY_GOTO(out_tensor_bytes(path, t, &b), fail); /* validated above; sizes again in write order */
         LCX_FAIL_GOTO(__builtin_add_overflow(off, b, &off) || off > (uint64_t)INT64_MAX, LCX_ERR_INVALID, fail,
                       "%s: total size overflows", path);
-        sb_put(&h, ",", 1);
+        lcx_strbuf_put(&h, ",", 1);
         sb_jstr(&h, t->name);
-        sb_cstr(&h, ":{\"dtype\":\"");
-        sb_cstr(&h, lcx_dtype_name(t->dtype));
-        sb_cstr(&h, "\",\"shape\":[");
+        lcx_strbuf_str(&h, ":{\"dtype\":\"");
+        lcx_strbuf_str(&h, lcx_dtype_name(t->dtype));
+        lcx_strbuf_str(&h, "\",\"shape\":[");
         for (int d = 0; d < t->shape.ndim; d++) {
-            if (d) sb_put(&h, ",", 1);
-            sb_u64(&h, t->shape.dims[d]);
+            if (d) lcx_strbuf_put(&h, ",", 1);
+            lcx_strbuf_printf(&h, "%llu", (unsigned long long)(t->shape.dims[d]));
         }
-        sb_cstr(&h, "],\"data_offsets\":[");
-        sb_u64(&h, off - b);
-        sb_put(&h, ",", 1);
-        sb_u64(&h, off);
-        sb_cstr(&h, "]}");
+        lcx_strbuf_str(&h, "],\"data_offsets\":[");
+        lcx_strbuf_printf(&h, "%llu", (unsigned long long)(off - b));
+        lcx_strbuf_put(&h, ",", 1);
+        lcx_strbuf_printf(&h, "%llu", (unsigned long long)(off));
+        lcx_strbuf_str(&h, "]}");
         p->bytes[i] = b;
     }
-    sb_put(&h, "}", 1);
-    while (h.len % 8) sb_put(&h, " ", 1); /* pad with spaces to a multiple of 8, as the reference */
+    lcx_strbuf_put(&h, "}", 1);
+    while (h.len % 8) lcx_strbuf_put(&h, " ", 1); /* pad with spaces to a multiple of 8, as the reference */
     LCX_FAIL_GOTO(h.oom, LCX_ERR_OOM, fail, "%s: out of memory building the header", path);
-    p->header = h.p;
+    p->header = h.s;
     p->header_len = h.len;
     return LCX_OK;
 fail:
-    free(h.p);
+    lcx_strbuf_free(&h);
     plan_free(p);
     memset(p, 0, sizeof *p);
     return st;

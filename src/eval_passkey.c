@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strbuf.h"
+
 const char LCX_PASSKEY_TASK[] = "There is an important info hidden inside a lot of irrelevant text. Find it and "
                                 "memorize them. I will quiz you about the important information there.";
 const char LCX_PASSKEY_FILLER[] =
@@ -41,41 +43,21 @@ static lcx_status encode_alloc(const lcx_eval_tokenizer *tok, const char *text, 
     return LCX_OK;
 }
 
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-} strbuf;
-
-static int sb_put(strbuf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) return 0;
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-    return 1;
-}
-static int sb_str(strbuf *b, const char *s) { return sb_put(b, s, strlen(s)); }
 
 /* `units` whole filler units then the first `words` words of one more, joined by single spaces. */
-static int put_filler(strbuf *b, int64_t units, int64_t words) {
+static int put_filler(lcx_strbuf *b, int64_t units, int64_t words) {
     int first = 1;
     for (int64_t u = 0; u < units; u++) {
-        if (!first && !sb_str(b, " ")) return 0;
-        if (!sb_str(b, LCX_PASSKEY_FILLER)) return 0;
+        if (!first && !lcx_strbuf_str(b, " ")) return 0;
+        if (!lcx_strbuf_str(b, LCX_PASSKEY_FILLER)) return 0;
         first = 0;
     }
     const char *p = LCX_PASSKEY_FILLER;
     for (int64_t w = 0; w < words; w++) {
         const char *sp = strchr(p, ' ');
         size_t n = sp ? (size_t)(sp - p) : strlen(p);
-        if (!first && !sb_str(b, " ")) return 0;
-        if (!sb_put(b, p, n)) return 0;
+        if (!first && !lcx_strbuf_str(b, " ")) return 0;
+        if (!lcx_strbuf_put(b, p, n)) return 0;
         first = 0;
         p = sp ? sp + 1 : p + n;
     }
@@ -89,15 +71,15 @@ static int64_t filler_words(void) {
 }
 
 /* The prompt text; *key_off = byte offset of the key line. */
-static lcx_status prompt_text(int64_t before, int64_t after, int64_t words, uint32_t key, strbuf *b,
+static lcx_status prompt_text(int64_t before, int64_t after, int64_t words, uint32_t key, lcx_strbuf *b,
                               size_t *key_off) {
     char line[128];
     snprintf(line, sizeof(line), "The pass key is %u. Remember it. %u is the pass key.", key, key);
     b->len = 0;
-    int ok = sb_str(b, LCX_PASSKEY_TASK) && sb_str(b, "\n") && put_filler(b, before, 0) && sb_str(b, "\n");
+    int ok = lcx_strbuf_str(b, LCX_PASSKEY_TASK) && lcx_strbuf_str(b, "\n") && put_filler(b, before, 0) && lcx_strbuf_str(b, "\n");
     *key_off = b->len;
-    ok = ok && sb_str(b, line) && sb_str(b, "\n") && put_filler(b, after, words) && sb_str(b, "\n") &&
-         sb_str(b, LCX_PASSKEY_QUESTION);
+    ok = ok && lcx_strbuf_str(b, line) && lcx_strbuf_str(b, "\n") && put_filler(b, after, words) && lcx_strbuf_str(b, "\n") &&
+         lcx_strbuf_str(b, LCX_PASSKEY_QUESTION);
     LCX_FAIL_IF(!ok, LCX_ERR_OOM, "passkey: out of memory building a prompt of %lld filler units",
                 (long long)(before + after));
     return LCX_OK;
@@ -108,7 +90,7 @@ typedef struct fit_state {
     const lcx_eval_tokenizer *tok;
     double depth;
     uint32_t key;
-    strbuf b;
+    lcx_strbuf b;
     size_t key_off;
 } fit_state;
 
@@ -189,7 +171,7 @@ lcx_status lcx_passkey_prompt_build(const lcx_eval_tokenizer *tok, int64_t targe
     out->text_len = fs.b.len;
     return LCX_OK;
 fail:
-    free(fs.b.s);
+    lcx_strbuf_free(&fs.b);
     lcx_passkey_prompt_free(out);
     return st;
 }

@@ -1,80 +1,46 @@
 /* eval_svg: the two evaluation pictures as standalone SVG text (no dependencies): perplexity vs context
  * length, and the passkey accuracy heat map. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "eval.h"
 #include "fileio.h"
-
-typedef struct svgbuf {
-    char *s;
-    size_t len, cap;
-    int oom;
-} svgbuf;
-
-static void out(svgbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out(svgbuf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->s && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + (size_t)n + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-}
+#include "strbuf.h"
 
 /* Text content with &, <, >, " escaped. */
-static void out_text(svgbuf *b, const char *s) {
+static void out_text(lcx_strbuf *b, const char *s) {
     for (; s && *s; s++) {
         switch (*s) {
-        case '&': out(b, "&amp;"); break;
-        case '<': out(b, "&lt;"); break;
-        case '>': out(b, "&gt;"); break;
-        case '"': out(b, "&quot;"); break;
-        default: out(b, "%c", *s);
+        case '&': lcx_strbuf_printf(b, "&amp;"); break;
+        case '<': lcx_strbuf_printf(b, "&lt;"); break;
+        case '>': lcx_strbuf_printf(b, "&gt;"); break;
+        case '"': lcx_strbuf_printf(b, "&quot;"); break;
+        default: lcx_strbuf_printf(b, "%c", *s);
         }
     }
 }
 
-static lcx_status finish(svgbuf *b, char **svg) {
-    out(b, "</svg>\n");
+static lcx_status finish(lcx_strbuf *b, char **svg) {
+    lcx_strbuf_printf(b, "</svg>\n");
     if (b->oom) {
-        free(b->s);
+        lcx_strbuf_free(b);
         return lcx_fail(LCX_ERR_OOM, "svg: out of memory");
     }
     *svg = b->s;
     return LCX_OK;
 }
 
-static void header(svgbuf *b, int w, int h, const char *title) {
-    out(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    out(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+static void header(lcx_strbuf *b, int w, int h, const char *title) {
+    lcx_strbuf_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    lcx_strbuf_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
            "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"14\">\n", w, h, w, h);
-    out(b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", w, h);
+    lcx_strbuf_printf(b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", w, h);
     if (title) {
-        out(b, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"18\" font-weight=\"bold\">", w / 2);
+        lcx_strbuf_printf(b, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"18\" font-weight=\"bold\">", w / 2);
         out_text(b, title);
-        out(b, "</text>\n");
+        lcx_strbuf_printf(b, "</text>\n");
     }
 }
 
@@ -118,13 +84,13 @@ static double nice_step(double span) {
 }
 
 /* circle, square, diamond: overlapping series stay distinguishable */
-static void marker(svgbuf *b, int shape, double x, double y, const char *col) {
+static void marker(lcx_strbuf *b, int shape, double x, double y, const char *col) {
     if (shape == 0)
-        out(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"/>\n", x, y, col);
+        lcx_strbuf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"/>\n", x, y, col);
     else if (shape == 1)
-        out(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" fill=\"%s\"/>\n", x - 4, y - 4, col);
+        lcx_strbuf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" fill=\"%s\"/>\n", x - 4, y - 4, col);
     else
-        out(b, "<path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fL%.1f %.1fZ\" fill=\"%s\"/>\n", x, y - 6, x + 6, y, x,
+        lcx_strbuf_printf(b, "<path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fL%.1f %.1fZ\" fill=\"%s\"/>\n", x, y - 6, x + 6, y, x,
             y + 6, x - 6, y, col);
 }
 
@@ -185,16 +151,16 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
     }
 #define PX(x) (L + (log2(x) - x0) / (x1 - x0) * pw)
 #define PY(y) (T + ph - ((ylog ? log10(y) : (y)) - y0) / (y1 - y0) * ph)
-    svgbuf b = {0};
+    lcx_strbuf b = {0};
     header(&b, W, H, title);
     char lab[32];
     /* grid and ticks */
-    out(&b, "<g stroke=\"#dddddd\" stroke-width=\"1\">\n");
+    lcx_strbuf_printf(&b, "<g stroke=\"#dddddd\" stroke-width=\"1\">\n");
     int xstep = (int)ceil((x1 - x0) / 12.0);
     if (xstep < 1) xstep = 1;
     for (double e = ceil(x0); e <= x1; e += xstep) {
         double px = L + (e - x0) / (x1 - x0) * pw;
-        out(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\"/>\n", px, T, px, T + ph);
+        lcx_strbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\"/>\n", px, T, px, T + ph);
     }
     if (ylog) {
         for (double e = floor(y0); e <= y1; e += 1.0)
@@ -203,21 +169,21 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
                 if (ly > y1 + 1e-9) break;
                 if (ly < y0 - 1e-9) continue;
                 double py = T + ph - (ly - y0) / (y1 - y0) * ph;
-                out(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"%s/>\n", L, py, L + pw, py,
+                lcx_strbuf_printf(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"%s/>\n", L, py, L + pw, py,
                     m == 1 ? " stroke=\"#aaaaaa\"" : m == 2 || m == 5 ? "" : " stroke=\"#f0f0f0\"");
             }
     } else {
         for (double v = y0; v <= y1 + 1e-9 * ystep; v += ystep)
-            out(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", L, PY(v), L + pw, PY(v));
+            lcx_strbuf_printf(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", L, PY(v), L + pw, PY(v));
     }
-    out(&b, "</g>\n");
-    out(&b, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"black\"/>\n", L, T, pw,
+    lcx_strbuf_printf(&b, "</g>\n");
+    lcx_strbuf_printf(&b, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"black\"/>\n", L, T, pw,
         ph);
-    out(&b, "<g text-anchor=\"middle\">\n");
+    lcx_strbuf_printf(&b, "<g text-anchor=\"middle\">\n");
     for (double e = ceil(x0); e <= x1; e += xstep) {
         double px = L + (e - x0) / (x1 - x0) * pw;
         length_label(exp2(e), lab, sizeof(lab));
-        out(&b, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", px, T + ph + 20, lab);
+        lcx_strbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", px, T + ph + 20, lab);
     }
     /* data lengths that are not powers of two get their own label when there is room (e.g. 96k) */
     for (int s = 0; s < n_series; s++)
@@ -231,10 +197,10 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
                     dup = series[s2].x[i2] == series[s].x[i];
             if (dup) continue;
             length_label(series[s].x[i], lab, sizeof(lab));
-            out(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555555\">%s</text>\n", px,
+            lcx_strbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555555\">%s</text>\n", px,
                 T + ph + 20, lab);
         }
-    out(&b, "</g>\n<g text-anchor=\"end\">\n");
+    lcx_strbuf_printf(&b, "</g>\n<g text-anchor=\"end\">\n");
     if (ylog) {
         for (double e = floor(y0); e <= y1; e += 1.0)
             for (int m = 1; m <= 9; m++) {
@@ -246,19 +212,19 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
                 if (m != 1 && y1 - y0 > 3.0 && fabs(ly - y0) > 1e-9 && fabs(ly - y1) > 1e-9) continue;
                 double py = T + ph - (ly - y0) / (y1 - y0) * ph;
                 value_label(pow(10.0, ly), lab, sizeof(lab));
-                out(&b, "<text x=\"%d\" y=\"%.1f\">%s</text>\n", L - 8, py + 5, lab);
+                lcx_strbuf_printf(&b, "<text x=\"%d\" y=\"%.1f\">%s</text>\n", L - 8, py + 5, lab);
             }
     } else {
         for (double v = y0; v <= y1 + 1e-9 * ystep; v += ystep) {
             int dec = ystep >= 1.0 ? 0 : (int)ceil(-log10(ystep) - 1e-9);
             snprintf(lab, sizeof(lab), "%.*f", dec > 6 ? 6 : dec, v);
-            out(&b, "<text x=\"%d\" y=\"%.1f\">%s</text>\n", L - 8, PY(v) + 5, lab);
+            lcx_strbuf_printf(&b, "<text x=\"%d\" y=\"%.1f\">%s</text>\n", L - 8, PY(v) + 5, lab);
         }
     }
-    out(&b, "</g>\n");
-    out(&b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"15\">context length (tokens, log2 "
+    lcx_strbuf_printf(&b, "</g>\n");
+    lcx_strbuf_printf(&b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"15\">context length (tokens, log2 "
             "scale)</text>\n", L + pw / 2, H - 22);
-    out(&b, "<text x=\"22\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"15\" transform=\"rotate(-90 22 %.1f)\">"
+    lcx_strbuf_printf(&b, "<text x=\"22\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"15\" transform=\"rotate(-90 22 %.1f)\">"
             "perplexity%s</text>\n", T + ph / 2, T + ph / 2, ylog ? " (log scale)" : "");
     /* series: one polyline per run of drawable points, a dot per point */
     for (int s = 0; s < n_series; s++) {
@@ -268,16 +234,16 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
         for (int i = 0; i < series[s].n; i++) {
             double x = series[s].x[i], y = series[s].y[i];
             if (!(y > 0.0) || !isfinite(y)) {
-                if (open) out(&b, "\"/>\n");
+                if (open) lcx_strbuf_printf(&b, "\"/>\n");
                 open = 0;
                 continue;
             }
             if (!open)
-                out(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\"%s points=\"", col, dash);
-            out(&b, "%s%.1f,%.1f", open ? " " : "", PX(x), PY(y));
+                lcx_strbuf_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\"%s points=\"", col, dash);
+            lcx_strbuf_printf(&b, "%s%.1f,%.1f", open ? " " : "", PX(x), PY(y));
             open = 1;
         }
-        if (open) out(&b, "\"/>\n");
+        if (open) lcx_strbuf_printf(&b, "\"/>\n");
         for (int i = 0; i < series[s].n; i++) {
             double x = series[s].x[i], y = series[s].y[i];
             if (!(y > 0.0) || !isfinite(y)) continue;
@@ -289,12 +255,12 @@ lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const c
     /* legend */
     for (int s = 0; s < n_series; s++) {
         double ly = T + 12 + s * 24;
-        out(&b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"%s/>\n",
+        lcx_strbuf_printf(&b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"%s/>\n",
             L + pw + 16, ly, L + pw + 44, ly, palette[s % 8], s >= 8 ? " stroke-dasharray=\"6 3\"" : "");
         marker(&b, s % 3, L + pw + 30, ly, palette[s % 8]);
-        out(&b, "<text x=\"%.0f\" y=\"%.1f\">", L + pw + 52, ly + 5);
+        lcx_strbuf_printf(&b, "<text x=\"%.0f\" y=\"%.1f\">", L + pw + 52, ly + 5);
         out_text(&b, series[s].name ? series[s].name : "");
-        out(&b, "</text>\n");
+        lcx_strbuf_printf(&b, "</text>\n");
     }
     return finish(&b, svg);
 }
@@ -317,7 +283,7 @@ lcx_status lcx_svg_passkey_heatmap(const lcx_passkey_result *r, int mode, const 
     const int cw = nl > 12 ? 56 : 72, ch = nd > 12 ? 28 : 40;
     const int L = 90, T = 60, B = 70, R = 130;
     const int W = L + nl * cw + R < 520 ? 520 : L + nl * cw + R, H = T + nd * ch + B;
-    svgbuf b = {0};
+    lcx_strbuf b = {0};
     header(&b, W, H, title);
     char lab[32];
     for (int d = 0; d < nd; d++) {
@@ -326,37 +292,37 @@ lcx_status lcx_svg_passkey_heatmap(const lcx_passkey_result *r, int mode, const 
             int rgb[3];
             accuracy_colour(a, rgb);
             int x = L + l * cw, y = T + d * ch;
-            out(&b, "<rect class=\"cell\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#%02x%02x%02x\" "
+            lcx_strbuf_printf(&b, "<rect class=\"cell\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#%02x%02x%02x\" "
                     "stroke=\"white\"/>\n", x, y, cw, ch, rgb[0], rgb[1], rgb[2]);
             double lum = (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]) / 255.0;
-            out(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"%s\">%.0f%%</text>\n", x + cw / 2,
+            lcx_strbuf_printf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"%s\">%.0f%%</text>\n", x + cw / 2,
                 y + ch / 2 + 5, lum < 0.5 ? "white" : "black", 100.0 * a);
         }
-        out(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.0f%%</text>\n", L - 8, T + d * ch + ch / 2 + 5,
+        lcx_strbuf_printf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.0f%%</text>\n", L - 8, T + d * ch + ch / 2 + 5,
             100.0 * r->depths[d]);
     }
     for (int l = 0; l < nl; l++) {
         length_label((double)r->lengths[l], lab, sizeof(lab));
-        out(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", L + l * cw + cw / 2,
+        lcx_strbuf_printf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", L + l * cw + cw / 2,
             T + nd * ch + 20, lab);
     }
-    out(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"15\">context length (tokens)</text>\n",
+    lcx_strbuf_printf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"15\">context length (tokens)</text>\n",
         L + nl * cw / 2, H - 22);
-    out(&b, "<text x=\"24\" y=\"%d\" text-anchor=\"middle\" font-size=\"15\" transform=\"rotate(-90 24 %d)\">"
+    lcx_strbuf_printf(&b, "<text x=\"24\" y=\"%d\" text-anchor=\"middle\" font-size=\"15\" transform=\"rotate(-90 24 %d)\">"
             "key depth</text>\n", T + nd * ch / 2, T + nd * ch / 2);
     /* colour bar: accuracy 100% on top */
     const int bx = L + nl * cw + 30, bh = nd * ch < 120 ? 120 : nd * ch;
-    out(&b, "<defs><linearGradient id=\"acc\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">");
+    lcx_strbuf_printf(&b, "<defs><linearGradient id=\"acc\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">");
     for (int i = 0; i <= 4; i++) {
         int rgb[3];
         accuracy_colour(i / 4.0, rgb);
-        out(&b, "<stop offset=\"%.2f\" stop-color=\"#%02x%02x%02x\"/>", i / 4.0, rgb[0], rgb[1], rgb[2]);
+        lcx_strbuf_printf(&b, "<stop offset=\"%.2f\" stop-color=\"#%02x%02x%02x\"/>", i / 4.0, rgb[0], rgb[1], rgb[2]);
     }
-    out(&b, "</linearGradient></defs>\n");
-    out(&b, "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"%d\" fill=\"url(#acc)\" stroke=\"black\"/>\n", bx, T, bh);
+    lcx_strbuf_printf(&b, "</linearGradient></defs>\n");
+    lcx_strbuf_printf(&b, "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"%d\" fill=\"url(#acc)\" stroke=\"black\"/>\n", bx, T, bh);
     for (int i = 0; i <= 2; i++)
-        out(&b, "<text x=\"%d\" y=\"%d\">%d%%</text>\n", bx + 24, T + bh - i * bh / 2 + 5, i * 50);
-    out(&b, "<text x=\"%d\" y=\"%d\" font-size=\"12\">%s, %d trials</text>\n", L, T - 10,
+        lcx_strbuf_printf(&b, "<text x=\"%d\" y=\"%d\">%d%%</text>\n", bx + 24, T + bh - i * bh / 2 + 5, i * 50);
+    lcx_strbuf_printf(&b, "<text x=\"%d\" y=\"%d\" font-size=\"12\">%s, %d trials</text>\n", L, T - 10,
         mode == LCX_PASSKEY_LOGLIK ? "log-likelihood rank" : "greedy decode", r->trials);
     return finish(&b, svg);
 }

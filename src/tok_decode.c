@@ -3,45 +3,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strbuf.h"
 #include "tok_internal.h"
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-static int sb_put(sbuf *b, const void *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 64;
-        while (nc < b->n + n + 1) nc *= 2;
-        char *p = realloc(b->p, nc);
-        if (!p) return 0;
-        b->p = p;
-        b->cap = nc;
-    }
-    if (n) memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return 1;
-}
-
 typedef struct toklist {
-    sbuf *v;
+    lcx_strbuf *v;
     size_t n;
 } toklist;
 
 static void tl_free(toklist *l) {
-    for (size_t i = 0; i < l->n; i++) free(l->v[i].p);
+    for (size_t i = 0; i < l->n; i++) free(l->v[i].s);
     free(l->v);
     l->v = NULL;
     l->n = 0;
 }
 
 /* Replace list contents with a single string (takes ownership of b). */
-static void tl_single(toklist *l, sbuf b) {
+static void tl_single(toklist *l, lcx_strbuf b) {
     tl_free(l);
     l->v = malloc(sizeof *l->v);
-    if (!l->v) { free(b.p); return; }
+    if (!l->v) { free(b.s); return; }
     l->v[0] = b;
     l->n = 1;
 }
@@ -49,10 +30,10 @@ static void tl_single(toklist *l, sbuf b) {
 static lcx_status oom(void) { return lcx_fail(LCX_ERR_OOM, "decode"); }
 
 static lcx_status dec_bytelevel(toklist *l) {
-    sbuf raw = {0};
+    lcx_strbuf raw = {0};
     for (size_t i = 0; i < l->n; i++) {
-        const uint8_t *s = (const uint8_t *)l->v[i].p;
-        size_t n = l->v[i].n, start = raw.n, j = 0;
+        const uint8_t *s = (const uint8_t *)l->v[i].s;
+        size_t n = l->v[i].len, start = raw.len, j = 0;
         int ok = 1;
         while (j < n) {
             size_t adv;
@@ -60,40 +41,40 @@ static lcx_status dec_bytelevel(toklist *l) {
             int b = tok_cp_to_byte(tok_utf8_decode(s + j, &adv));
             if (b < 0) { ok = 0; break; }
             char c = (char)b;
-            if (!sb_put(&raw, &c, 1)) { free(raw.p); return oom(); }
+            if (!lcx_strbuf_put(&raw, &c, 1)) { free(raw.s); return oom(); }
             j += adv;
         }
         if (!ok) { /* a char outside the byte alphabet: the token's own bytes */
-            raw.n = start;
-            if (!sb_put(&raw, s, n)) { free(raw.p); return oom(); }
+            raw.len = start;
+            if (!lcx_strbuf_put(&raw, s, n)) { free(raw.s); return oom(); }
         }
     }
     char *fixed;
     size_t fl;
-    int r = lcx_utf8_repair(raw.p ? raw.p : "", raw.n, &fixed, &fl);
-    if (r < 0) { free(raw.p); return oom(); }
-    if (r) { free(raw.p); raw.p = fixed; raw.n = fl; raw.cap = fl + 1; }
-    if (!raw.p && !sb_put(&raw, "", 0)) return oom();
+    int r = lcx_utf8_repair(raw.s ? raw.s : "", raw.len, &fixed, &fl);
+    if (r < 0) { free(raw.s); return oom(); }
+    if (r) { free(raw.s); raw.s = fixed; raw.len = fl; raw.cap = fl + 1; }
+    if (!raw.s && !lcx_strbuf_put(&raw, "", 0)) return oom();
     tl_single(l, raw);
     return l->v ? LCX_OK : oom();
 }
 
 static lcx_status dec_replace(toklist *l, const tok_dec *d) {
     for (size_t i = 0; i < l->n; i++) {
-        sbuf o = {0};
-        const char *s = l->v[i].p;
-        size_t n = l->v[i].n;
-        if (!sb_put(&o, "", 0)) return oom();
+        lcx_strbuf o = {0};
+        const char *s = l->v[i].s;
+        size_t n = l->v[i].len;
+        if (!lcx_strbuf_put(&o, "", 0)) return oom();
         for (size_t j = 0; j < n;) {
             if (j + d->alen <= n && memcmp(s + j, d->a, d->alen) == 0) {
-                if (!sb_put(&o, d->b, d->blen)) { free(o.p); return oom(); }
+                if (!lcx_strbuf_put(&o, d->b, d->blen)) { free(o.s); return oom(); }
                 j += d->alen;
             } else {
-                if (!sb_put(&o, s + j, 1)) { free(o.p); return oom(); }
+                if (!lcx_strbuf_put(&o, s + j, 1)) { free(o.s); return oom(); }
                 j++;
             }
         }
-        free(l->v[i].p);
+        free(l->v[i].s);
         l->v[i] = o;
     }
     return LCX_OK;
@@ -106,69 +87,69 @@ static int hexval(char c) {
     return -1;
 }
 
-static lcx_status flush_bytes(toklist *out, sbuf *bytes) {
-    if (!bytes->n) return LCX_OK;
+static lcx_status flush_bytes(toklist *out, lcx_strbuf *bytes) {
+    if (!bytes->len) return LCX_OK;
     char *fixed;
     size_t fl;
-    int r = lcx_utf8_repair(bytes->p, bytes->n, &fixed, &fl);
+    int r = lcx_utf8_repair(bytes->s, bytes->len, &fixed, &fl);
     if (r < 0) return oom();
     if (r == 0) {
         out->v[out->n++] = *bytes;
-        *bytes = (sbuf){0};
+        *bytes = (lcx_strbuf){0};
         return LCX_OK;
     }
     free(fixed);
     /* invalid UTF-8: one U+FFFD per byte, as tokenizers' ByteFallback does */
-    for (size_t k = 0; k < bytes->n; k++) {
-        sbuf r1 = {0};
-        if (!sb_put(&r1, "\xEF\xBF\xBD", 3)) return oom();
+    for (size_t k = 0; k < bytes->len; k++) {
+        lcx_strbuf r1 = {0};
+        if (!lcx_strbuf_put(&r1, "\xEF\xBF\xBD", 3)) return oom();
         out->v[out->n++] = r1;
     }
-    bytes->n = 0;
+    bytes->len = 0;
     return LCX_OK;
 }
 
 static lcx_status dec_bytefallback(toklist *l) {
     /* worst case every byte token becomes its own U+FFFD: the output has at most l->n entries */
-    toklist out = {calloc(l->n ? l->n : 1, sizeof(sbuf)), 0};
+    toklist out = {calloc(l->n ? l->n : 1, sizeof(lcx_strbuf)), 0};
     if (!out.v) return oom();
-    sbuf bytes = {0};
+    lcx_strbuf bytes = {0};
     lcx_status st = LCX_OK;
     for (size_t i = 0; i < l->n && st == LCX_OK; i++) {
-        const char *s = l->v[i].p;
-        if (l->v[i].n == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' && hexval(s[3]) >= 0 && hexval(s[4]) >= 0) {
+        const char *s = l->v[i].s;
+        if (l->v[i].len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' && hexval(s[3]) >= 0 && hexval(s[4]) >= 0) {
             char b = (char)(hexval(s[3]) * 16 + hexval(s[4]));
-            if (!sb_put(&bytes, &b, 1)) st = oom();
+            if (!lcx_strbuf_put(&bytes, &b, 1)) st = oom();
             continue;
         }
         st = flush_bytes(&out, &bytes);
-        if (st == LCX_OK) { out.v[out.n++] = l->v[i]; l->v[i] = (sbuf){0}; }
+        if (st == LCX_OK) { out.v[out.n++] = l->v[i]; l->v[i] = (lcx_strbuf){0}; }
     }
     if (st == LCX_OK) st = flush_bytes(&out, &bytes);
-    free(bytes.p);
+    free(bytes.s);
     tl_free(l);
     *l = out;
     return st;
 }
 
 static lcx_status dec_fuse(toklist *l) {
-    sbuf o = {0};
-    if (!sb_put(&o, "", 0)) return oom();
+    lcx_strbuf o = {0};
+    if (!lcx_strbuf_put(&o, "", 0)) return oom();
     for (size_t i = 0; i < l->n; i++)
-        if (!sb_put(&o, l->v[i].p, l->v[i].n)) { free(o.p); return oom(); }
+        if (!lcx_strbuf_put(&o, l->v[i].s, l->v[i].len)) { free(o.s); return oom(); }
     tl_single(l, o);
     return l->v ? LCX_OK : oom();
 }
 
 static lcx_status dec_strip(toklist *l, const tok_dec *d) {
     for (size_t i = 0; i < l->n; i++) {
-        char *s = l->v[i].p;
-        size_t n = l->v[i].n, a = 0, b = n;
+        char *s = l->v[i].s;
+        size_t n = l->v[i].len, a = 0, b = n;
         for (size_t k = 0; k < d->start && a + d->alen <= b && memcmp(s + a, d->a, d->alen) == 0; k++) a += d->alen;
         for (size_t k = 0; k < d->stop && b >= a + d->alen && memcmp(s + b - d->alen, d->a, d->alen) == 0; k++)
             b -= d->alen;
         memmove(s, s + a, b - a);
-        l->v[i].n = b - a;
+        l->v[i].len = b - a;
         s[b - a] = 0;
     }
     return LCX_OK;
@@ -176,20 +157,20 @@ static lcx_status dec_strip(toklist *l, const tok_dec *d) {
 
 static lcx_status dec_metaspace(toklist *l, const tok_dec *d) {
     for (size_t i = 0; i < l->n; i++) {
-        sbuf o = {0};
-        const char *s = l->v[i].p;
-        size_t n = l->v[i].n;
-        if (!sb_put(&o, "", 0)) return oom();
+        lcx_strbuf o = {0};
+        const char *s = l->v[i].s;
+        size_t n = l->v[i].len;
+        if (!lcx_strbuf_put(&o, "", 0)) return oom();
         for (size_t j = 0; j < n;) {
             if (j + d->alen <= n && memcmp(s + j, d->a, d->alen) == 0) {
-                if (!(i == 0 && d->scheme != PREPEND_NEVER) && !sb_put(&o, " ", 1)) { free(o.p); return oom(); }
+                if (!(i == 0 && d->scheme != PREPEND_NEVER) && !lcx_strbuf_put(&o, " ", 1)) { free(o.s); return oom(); }
                 j += d->alen;
             } else {
-                if (!sb_put(&o, s + j, 1)) { free(o.p); return oom(); }
+                if (!lcx_strbuf_put(&o, s + j, 1)) { free(o.s); return oom(); }
                 j++;
             }
         }
-        free(l->v[i].p);
+        free(l->v[i].s);
         l->v[i] = o;
     }
     return LCX_OK;
@@ -199,15 +180,15 @@ lcx_status lcx_tokenizer_decode(const lcx_tokenizer *t, const uint32_t *ids, siz
                                 char **text, size_t *len) {
     *text = NULL;
     *len = 0;
-    toklist l = {calloc(n ? n : 1, sizeof(sbuf)), 0};
+    toklist l = {calloc(n ? n : 1, sizeof(lcx_strbuf)), 0};
     if (!l.v) return oom();
     lcx_status st = LCX_OK;
     for (size_t i = 0; i < n; i++) {
         uint32_t id = ids[i];
         if (id >= t->n_ids || !t->id_str[id]) continue;
         if (skip_special && (t->id_flags[id] & 2)) continue;
-        sbuf b = {0};
-        if (!sb_put(&b, t->id_str[id], t->id_len[id])) { st = oom(); break; }
+        lcx_strbuf b = {0};
+        if (!lcx_strbuf_put(&b, t->id_str[id], t->id_len[id])) { st = oom(); break; }
         l.v[l.n++] = b;
     }
     for (size_t k = 0; st == LCX_OK && k < t->n_decs; k++) {
@@ -221,15 +202,15 @@ lcx_status lcx_tokenizer_decode(const lcx_tokenizer *t, const uint32_t *ids, siz
         case DEC_METASPACE: st = dec_metaspace(&l, d); break;
         }
     }
-    sbuf o = {0};
-    if (st == LCX_OK && !sb_put(&o, "", 0)) st = oom();
+    lcx_strbuf o = {0};
+    if (st == LCX_OK && !lcx_strbuf_put(&o, "", 0)) st = oom();
     for (size_t i = 0; st == LCX_OK && i < l.n; i++) {
-        if (!t->has_decoder && i > 0 && !sb_put(&o, " ", 1)) st = oom();
-        if (st == LCX_OK && !sb_put(&o, l.v[i].p, l.v[i].n)) st = oom();
+        if (!t->has_decoder && i > 0 && !lcx_strbuf_put(&o, " ", 1)) st = oom();
+        if (st == LCX_OK && !lcx_strbuf_put(&o, l.v[i].s, l.v[i].len)) st = oom();
     }
     tl_free(&l);
-    if (st != LCX_OK) { free(o.p); return st; }
-    *text = o.p;
-    *len = o.n;
+    if (st != LCX_OK) { free(o.s); return st; }
+    *text = o.s;
+    *len = o.len;
     return LCX_OK;
 }
