@@ -1,6 +1,5 @@
 /* convert: the streaming .lcx writer (thread pool over tensors), HF import and resharding. GGUF is in
  * convert_gguf.c, HF export in convert_export.c. */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -45,21 +44,6 @@ lcx_status cv_check_absent(const char *path) {
     struct stat sb;
     LCX_FAIL_IF(lstat(path, &sb) == 0, LCX_ERR_INVALID, "%s: already exists (refusing to overwrite)", path);
     return LCX_OK;
-}
-
-void cv_remove_flat_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *p = lcx_path_join(dir, e->d_name);
-            if (p) unlink(p);
-            free(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
 }
 
 void cv_items_free(cv_item *items, size_t n) {
@@ -349,7 +333,7 @@ lcx_status cv_write_lcx(const cv_source *src, cv_item *items, size_t n, const cv
     free(tmp);
     tmp = NULL;
 done:
-    if (tmp) cv_remove_flat_dir(tmp); /* nothing under the output name on failure */
+    if (tmp) lcx_remove_flat_dir(tmp); /* nothing under the output name on failure */
     if (p.rank_json)
         for (int i = 0; i < nthreads; i++) json_decref(p.rank_json[i]);
     free(p.rank_json);

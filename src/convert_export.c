@@ -260,7 +260,7 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
     tmp = NULL;
     st = lcx_fsync_dir(parent);
 done:
-    if (tmp) cv_remove_flat_dir(tmp);
+    if (tmp) lcx_remove_flat_dir(tmp);
     free(ex_index);
     free(ex_dtype);
     free(part);

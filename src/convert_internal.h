@@ -50,8 +50,6 @@ lcx_status cv_config_from_json(const json_t *j, const char *label, lcx_model_con
 void cv_tp_dims(const lcx_model_config *cfg, lcx_tp_dims *d);
 /* Split a path into a heap dirname and basename; fails for an empty base. */
 lcx_status cv_split_path(const char *path, char **parent, char **base);
-/* Remove a flat directory and the plain files in it (best effort). */
-void cv_remove_flat_dir(const char *dir);
 /* Fail (LCX_ERR_INVALID) if path exists. */
 lcx_status cv_check_absent(const char *path);
 void cv_items_free(cv_item *items, size_t n);

@@ -39,5 +39,8 @@ lcx_status lcx_fsync_dir(const char *dir);
 char *lcx_path_join(const char *dir, const char *name);
 int lcx_is_dir(const char *path);
 int lcx_is_file(const char *path);
+/* Best-effort removal of a directory that holds only plain files (an abandoned temporary output directory):
+ * unlinks its entries, then the directory. Errors are ignored. */
+void lcx_remove_flat_dir(const char *dir);
 
 #endif

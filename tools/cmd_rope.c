@@ -250,22 +250,6 @@ static lcx_status copy_file(const char *from, const char *to) {
     return st;
 }
 
-/* Remove tmp and the plain files in it (best effort; it holds nothing else). */
-static void remove_tmp(const char *dir) {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *p = lcx_path_join(dir, e->d_name);
-            if (p) unlink(p);
-            free(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
 /* Hard-link (following a symlinked source, as in an HF cache snapshot) or copy every regular file of src other
  * than config.json into tmp. Subdirectories are skipped with a warning. */
 static lcx_status link_files(const char *src, const char *tmp, int *n_linked, int *n_copied) {
@@ -370,7 +354,7 @@ static lcx_status extend(const char *ckpt, const lcx_rope_extend *req, const cha
            cfg.rope.theta, lcx_format_length(new_max, b2, sizeof b2), n_linked, n_copied);
     st = lcx_cli_flush_stdout();
 done:
-    if (tmp) remove_tmp(tmp);
+    if (tmp) lcx_remove_flat_dir(tmp);
     free(tmp);
     free(path);
     free(parent);
