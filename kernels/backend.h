@@ -1,21 +1,44 @@
 /* backend: the compute contract. One table of function pointers, implemented by the CPU backend (kernels/cpu,
- * the reference: clear loops, float32 math) and later by CUDA (kernels/cuda). The model, the trainer and the
- * parallel algorithms are written once against this table.
+ * the reference: clear loops, float32 math) and by CUDA (kernels/cuda, once its table is complete). The model,
+ * the trainer, evaluation and the parallel algorithms are written once against this table, and
+ * tests/unit/test_backend_ops.c runs every op case on every compiled backend against the CPU in float32.
  *
- * Conventions for every op below
- * - Pointers named "device" live in the backend's memory (host memory for CPU). Scalars and host outputs
- *   (loss sums, norms) are plain host values.
- * - Tensors are dense, row-major, outermost dimension first; each argument's comment gives its shape.
- *   Sizes are int64_t element counts. Activations and gradients are float32; where a weight may also be stored
- *   as bfloat16 the op takes its lcx_dtype (LCX_F32 or LCX_BF16).
+ * ---- Execution context ------------------------------------------------------------------------------------
+ * Every op takes an lcx_exec: the backend's queue (a CUDA stream; nothing on the CPU), its library handles
+ * (cuBLASLt) and a scratch arena. Ops never allocate memory. An op that needs temporary memory says how much in
+ * `workspace` (for the same arguments) and takes it from the front of the arena: the caller sizes one arena up
+ * front from the largest call it will make (lcx_exec_reserve) and an op with too small an arena fails with
+ * LCX_ERR_INVALID naming both sizes. Ops on one queue run in issue order, so every op may use the whole arena.
+ *
+ * ---- Ordering and synchronisation ---------------------------------------------------------------------------
+ * - Ops, copy_d2d and zero are queued: they may return before the work is done (CUDA) and run in issue order on
+ *   their exec's queue. Their pointer arguments must stay valid until the queue has passed them.
+ * - copy_h2d may return before the copy is done only if the backend has staged the source: the host buffer
+ *   may be reused as soon as it returns. copy_d2h waits for the queue's earlier work and returns with the host
+ *   buffer filled. So reading a result (a loss sum, a norm) costs one copy_d2h: read it once per step.
+ * - sync(x) returns when every op queued on x has finished.
+ * - Events order two queues without the host: event_record(x, e) marks the current end of x's queue;
+ *   event_wait(y, e) makes later work on y wait for that mark; event_sync(e) blocks the host until it.
+ * - The CPU backend implements the same contract with a synchronous queue: every op has finished when it
+ *   returns, and events are complete when recorded.
+ * - Ops report bad arguments (sizes, NULL pointers, dtypes, a too small arena) when they are called. They never
+ *   read device data on the host, so they never fail on data values: ids, targets and positions are validated
+ *   once on the host before upload (the model does it in lcx_model_prepare). Backends stay memory safe on
+ *   invalid values anyway (documented per op: a row outside the range reads and writes nothing).
+ *
+ * ---- Tensors and dtypes -------------------------------------------------------------------------------------
+ * - Dense, row-major, outermost dimension first; each argument's comment gives its shape. Sizes are int64_t
+ *   element counts. Pointers live in the backend's memory (host memory for the CPU backend).
+ * - Activations: every op that reads or writes activations takes their storage dtype `dt`, LCX_F32 or
+ *   LCX_BF16, for all its tensors marked "act". Math and accumulation are float32 either way; a bfloat16 store
+ *   rounds to nearest even (lcx_f32_to_bf16). Tensors not marked "act" are float32 whatever `dt` is: norm
+ *   weights, rstd, LSE, parameter gradients and optimizer state, attention's dQ/dK/dV accumulators, and the
+ *   device results (loss sums, counts, squared norms, in double/int64).
+ * - Weights may be float32 or bfloat16 (w_dtype/a_dtype/b_dtype).
  * - "accumulated" outputs are added to (+=): the caller zeroes them first. Every other output is overwritten.
- * - Every op returns LCX_OK or fails with LCX_ERR_INVALID (bad sizes, out-of-range ids/targets/positions: input
- *   data is never asserted) or LCX_ERR_UNSUPPORTED (a dtype or size the backend cannot handle) with a message.
  * - Determinism: on the CPU backend every op except matmul gives bit-identical results for any OpenMP thread
  *   count (fixed work partition, reductions in a fixed order, no float atomics). Matmul is bit-identical from
- *   run to run at a fixed thread count (OpenBLAS may block differently for other thread counts).
- * - Backends keep process-global state (one device per process, as with one MPI rank per GPU). Ops may run
- *   asynchronously on a device; `sync` waits for them. Host outputs (loss sum, norm) are complete on return.
+ *   run to run at a fixed thread count.
  *
  * Llama conventions: linear layers hold HF weights W [out, in] and compute y = x W^T (matmul with trans_b = 1);
  * RoPE uses the HF "rotate_half" layout (dimension i pairs with i + rot_dim/2); attention q/k/v are
@@ -32,6 +55,115 @@
 /* Target id that contributes nothing to the loss (PyTorch's default ignore_index). */
 #define LCX_IGNORE_INDEX (-100)
 
+typedef struct lcx_backend lcx_backend;
+
+/* An execution context: one queue of one backend, its library handles and its scratch arena. Created by
+ * lcx_exec_create; the caller owns it. Several contexts of one backend are independent queues. */
+typedef struct lcx_exec {
+    const lcx_backend *be;
+    void *queue;          /* backend queue (cudaStream_t); NULL on the CPU */
+    void *handles;        /* backend library handles (cuBLASLt); NULL on the CPU */
+    void *scratch;        /* device arena for op workspaces (lcx_exec_reserve) */
+    size_t scratch_bytes;
+} lcx_exec;
+
+/* An event of one backend (opaque; NULL-free on the CPU, where every event is complete). */
+typedef struct lcx_event lcx_event;
+
+/* The ops, for workspace queries and the op tests. */
+typedef enum lcx_op {
+    LCX_OP_MATMUL = 0,
+    LCX_OP_EMBEDDING_FWD,
+    LCX_OP_EMBEDDING_BWD,
+    LCX_OP_RMSNORM_FWD,
+    LCX_OP_RMSNORM_BWD,
+    LCX_OP_ROPE_FWD,
+    LCX_OP_ROPE_BWD,
+    LCX_OP_ATTENTION_FWD,
+    LCX_OP_ATTENTION_BWD,
+    LCX_OP_ATTENTION_MERGE,
+    LCX_OP_SWIGLU_FWD,
+    LCX_OP_SWIGLU_BWD,
+    LCX_OP_CROSS_ENTROPY,
+    LCX_OP_ADAMW,
+    LCX_OP_SQNORM,
+    LCX_OP_CAST,
+    LCX_OP_ADD,
+    LCX_OP_SCALE,
+    LCX_OP_AXPY,
+    LCX_OP_COUNT
+} lcx_op;
+
+/* ---- argument structs (one per op family; forward and backward share one where their shapes agree) -------- */
+
+/* C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b] for b in [0, batch), accumulation in float32.
+ * op(A) is [m, k]: A is stored [m, k] (trans_a = 0) or [k, m] (trans_a = 1); op(B) is [k, n]: B is stored
+ * [k, n] (trans_b = 0) or [n, k] (trans_b = 1). y = x W^T with W [out, in]: A = x [t, in], B = W, trans_b = 1.
+ * Leading dimensions are in elements (row strides of the stored matrices); 0 means dense (the stored row length).
+ * Batch strides are in elements; 0 means the operand is shared by every batch entry.
+ * beta = 0 overwrites C (its old contents, even NaN, are ignored); otherwise C is read in c_dtype. */
+typedef struct lcx_matmul_args {
+    int trans_a, trans_b;
+    int64_t m, n, k, batch;  /* batch >= 1 */
+    float alpha, beta;
+    lcx_dtype a_dtype;       /* LCX_F32 or LCX_BF16 */
+    const void *a;           /* [batch][m, k] or [batch][k, m] (trans_a), row stride lda */
+    int64_t lda, stride_a;
+    lcx_dtype b_dtype;       /* LCX_F32 or LCX_BF16 */
+    const void *b;           /* [batch][k, n] or [batch][n, k] (trans_b), row stride ldb */
+    int64_t ldb, stride_b;
+    lcx_dtype c_dtype;       /* LCX_F32 or LCX_BF16 (0 means LCX_F32) */
+    void *c;                 /* [batch][m, n], row stride ldc */
+    int64_t ldc, stride_c;
+} lcx_matmul_args;
+
+/* Embedding rows of one vocabulary shard (vocab-parallel ready): rows vocab_start .. vocab_start + n_rows - 1
+ * of the global vocabulary [0, n_vocab) live here.
+ * fwd: out[t, :] = weight[ids[t] - vocab_start, :] when the id is in this shard, else 0.
+ * bwd: dweight[ids[t] - vocab_start, :] += dout[t, :] for the ids in this shard (scatter-add, in token order
+ *      per row); other ids contribute nothing. */
+typedef struct lcx_embedding_args {
+    lcx_dtype dt;            /* act dtype of out / dout */
+    int64_t n_tokens, n_rows, dim, vocab_start, n_vocab;
+    const int32_t *ids;      /* [n_tokens] */
+    lcx_dtype w_dtype;       /* fwd: weight dtype, LCX_F32 or LCX_BF16 */
+    const void *weight;      /* fwd: [n_rows, dim] */
+    void *out;               /* fwd: act [n_tokens, dim] */
+    const void *dout;        /* bwd: act [n_tokens, dim] */
+    float *dweight;          /* bwd: f32 [n_rows, dim], accumulated */
+} lcx_embedding_args;
+
+/* RMSNorm y = w * x / sqrt(mean(x^2) + eps) over rows of dim elements, float32 math.
+ * fwd reads x, w and writes y and rstd; bwd reads dy, x, w, rstd, writes dx and accumulates dw. */
+typedef struct lcx_rmsnorm_args {
+    lcx_dtype dt;            /* act dtype of x, y, dy, dx */
+    int64_t n_rows, dim;
+    float eps;
+    const void *x;           /* act [n_rows, dim] (bwd: the forward input) */
+    const float *w;          /* f32 [dim] */
+    void *y;                 /* fwd: act [n_rows, dim] (may alias x) */
+    float *rstd;             /* fwd: f32 [n_rows] 1/sqrt(mean(x^2)+eps), saved for the backward (NULL: not saved);
+                                bwd: input */
+    const void *dy;          /* bwd: act [n_rows, dim] */
+    void *dx;                /* bwd: act [n_rows, dim], overwritten (may alias dy) */
+    float *dw;               /* bwd: f32 [dim], accumulated */
+} lcx_rmsnorm_args;
+
+/* RoPE, HF rotate_half layout with partial rotary. For each token t, head h and i < rot_dim/2, with
+ * p = pos[t], c = cos[p, i], s = sin[p, i]:
+ *   out[i] = x[i] c - x[i + rot_dim/2] s,  out[i + rot_dim/2] = x[i + rot_dim/2] c + x[i] s;
+ * dims rot_dim .. head_dim-1 pass through. bwd applies the transpose (rotation by -angle) to x = dout.
+ * Tables come from src/rope (attention scaling folded in). A token whose position is outside [0, n_pos) is
+ * passed through unrotated (invalid input: positions are validated on the host). */
+typedef struct lcx_rope_args {
+    lcx_dtype dt;            /* act dtype of x and out */
+    int64_t n_tokens, n_heads, head_dim, rot_dim, n_pos; /* rot_dim even, <= head_dim */
+    const void *x;           /* act [n_tokens, n_heads, head_dim] (bwd: the output gradient) */
+    void *out;               /* act [n_tokens, n_heads, head_dim] (may alias x) */
+    const int32_t *pos;      /* [n_tokens] global positions */
+    const float *cos, *sin;  /* f32 [n_pos, rot_dim/2] */
+} lcx_rope_args;
+
 /* Which keys a query sees in one attention call (positions are global: q_offset + i, k_offset + j). */
 typedef enum lcx_attn_mask {
     LCX_MASK_CAUSAL = 0, /* key visible iff k_offset + j <= q_offset + i */
@@ -39,185 +171,170 @@ typedef enum lcx_attn_mask {
     LCX_MASK_NONE,       /* no key visible: every row fully masked (O = 0, LSE = -inf) */
 } lcx_attn_mask;
 
-/* C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b] for b in [0, batch), accumulation in float32.
- * op(A) is [m, k]: A is stored [m, k] (trans_a = 0) or [k, m] (trans_a = 1); op(B) is [k, n]: B is stored
- * [k, n] (trans_b = 0) or [n, k] (trans_b = 1). y = x W^T with W [out, in]: A = x [t, in], B = W, trans_b = 1.
- * Leading dimensions are in elements (row strides of the stored matrices); 0 means dense (the stored row length).
- * Batch strides are in elements; 0 means the operand is shared by every batch entry.
- * beta = 0 overwrites C (its old contents, even NaN, are ignored). */
-typedef struct lcx_matmul_args {
-    int trans_a, trans_b;
-    int64_t m, n, k, batch;  /* batch >= 1 */
-    float alpha, beta;
-    lcx_dtype a_dtype;       /* LCX_F32 or LCX_BF16 */
-    const void *a;           /* device [batch][m, k] or [batch][k, m] (trans_a), row stride lda */
-    int64_t lda, stride_a;
-    lcx_dtype b_dtype;       /* LCX_F32 or LCX_BF16 */
-    const void *b;           /* device [batch][k, n] or [batch][n, k] (trans_b), row stride ldb */
-    int64_t ldb, stride_b;
-    float *c;                /* device [batch][m, n], row stride ldc */
-    int64_t ldc, stride_c;
-} lcx_matmul_args;
-
-/* Attention over one query block and one key block (one ring step of context parallelism).
- * n_heads % n_kv_heads == 0; query head h reads key/value head h / (n_heads / n_kv_heads). */
+/* Attention over one query block and one key block (one ring step of context parallelism, or the new tokens
+ * against a KV cache). n_heads % n_kv_heads == 0; query head h reads key/value head h / (n_heads / n_kv_heads).
+ * fwd (flash-style: O(n) memory, online softmax, never an n x n matrix): O = softmax(scale Q K^T + mask) V per
+ *   head, and LSE = log(sum_j exp(scale q.k_j)) over visible keys (natural log, of the scaled scores). A row
+ *   with no visible key gets O = 0 and LSE = -inf.
+ * bwd (flash-attention-2, one block pair): D = rowsum(dO * O), P = exp(scale q.k - LSE), dV += P^T dO,
+ *   dS = P (dO V^T - D), dQ += scale dS K, dK += scale dS^T Q. o and lse are the FINAL output and log-sum-exp
+ *   of the rows (after merging all key blocks), so calling this once per key block and summing gives the
+ *   gradient of the full attention. */
 typedef struct lcx_attn_args {
-    int64_t n_q, n_k;          /* query and key rows in this block (either may be 0) */
+    lcx_dtype dt;               /* act dtype of q, k, v, o, dout */
+    int64_t n_q, n_k;           /* query and key rows in this block (either may be 0) */
     int64_t n_heads, n_kv_heads, head_dim;
     int64_t q_offset, k_offset; /* global position of query row 0 and key row 0 (used by LCX_MASK_CAUSAL) */
     lcx_attn_mask mask;
-    float scale;               /* softmax scale, usually 1/sqrt(head_dim) */
+    float scale;                /* softmax scale, usually 1/sqrt(head_dim) */
+    const void *q;              /* act [n_q, n_heads, head_dim] */
+    const void *k, *v;          /* act [n_k, n_kv_heads, head_dim] */
+    void *o;                    /* fwd: act [n_q, n_heads, head_dim] out; bwd: input (final) */
+    float *lse;                 /* fwd: f32 [n_q, n_heads] out; bwd: input (final) */
+    const void *dout;           /* bwd: act [n_q, n_heads, head_dim] */
+    float *dq;                  /* bwd: f32 [n_q, n_heads, head_dim], accumulated */
+    float *dk, *dv;             /* bwd: f32 [n_k, n_kv_heads, head_dim], accumulated */
 } lcx_attn_args;
 
-/* AdamW hyper-parameters for one step (PyTorch torch.optim.AdamW semantics, see `adamw`). */
+/* Combine a partial attention result into an accumulator, in float32 with the safe formula
+ * lse = max + log(exp(a - max) + exp(b - max)), O = O_a exp(a - lse) + O_b exp(b - lse). Rows where both are
+ * -inf stay O = 0, LSE = -inf. */
+typedef struct lcx_attn_merge_args {
+    lcx_dtype dt;               /* act dtype of o_acc and o_part */
+    int64_t n_rows, n_heads, head_dim;
+    void *o_acc;                /* act [n_rows, n_heads, head_dim], updated */
+    float *lse_acc;             /* f32 [n_rows, n_heads], updated */
+    const void *o_part;         /* act [n_rows, n_heads, head_dim] */
+    const float *lse_part;      /* f32 [n_rows, n_heads] */
+} lcx_attn_merge_args;
+
+/* SwiGLU activation h = silu(gate) * up, silu(g) = g / (1 + exp(-g)), over n elements of any shape.
+ * fwd: h (may alias gate or up). bwd: dgate, dup from dh (dgate may alias gate, dup may alias up). */
+typedef struct lcx_swiglu_args {
+    lcx_dtype dt;               /* act dtype of every tensor */
+    int64_t n;
+    const void *gate, *up;      /* act [n] */
+    void *h;                    /* fwd: act [n] */
+    const void *dh;             /* bwd: act [n] */
+    void *dgate, *dup;          /* bwd: act [n], overwritten */
+} lcx_swiglu_args;
+
+/* Cross-entropy on a chunk of logits. For each row r with targets[r] != LCX_IGNORE_INDEX:
+ * loss_r = logsumexp(logits[r, :]) - logits[r, t_r] and dlogits[r, :] = dscale * (softmax(logits[r, :]) -
+ * onehot(t_r)); ignored rows get dlogits 0 and no loss. The results stay on the device: *loss_sum += the sum of
+ * loss_r in row order (double), *count += the rows not ignored. dscale lets the caller divide by the global
+ * token count. A target outside [0, vocab) other than the ignore index is invalid input (validated on the host);
+ * a backend treats it as ignored. */
+typedef struct lcx_xent_args {
+    lcx_dtype dt;               /* act dtype of logits and dlogits */
+    int64_t n_rows, vocab;
+    float dscale;
+    const void *logits;         /* act [n_rows, vocab] */
+    const int32_t *targets;     /* [n_rows] */
+    void *dlogits;              /* act [n_rows, vocab] (may alias logits; NULL: loss only) */
+    double *loss_sum;           /* [1] device, accumulated */
+    int64_t *count;             /* [1] device, accumulated */
+} lcx_xent_args;
+
+/* One AdamW step, in this order (torch.optim.AdamW): g = grad_scale * grad; p -= lr * weight_decay * p;
+ * m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2; bc1 = 1 - beta1^t; bc2 = 1 - beta2^t;
+ * p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). Scalars are formed in double, element math is float32
+ * in PyTorch's operation order (m = fma(1-beta1, g-m, m), v = fma((1-beta2) g, g, v*beta2),
+ * p = p + ((-lr/bc1) m) / denom); against torch.optim.AdamW (CPU, float32) the moments match bit for bit and
+ * the parameters to 1 ulp (tests/unit/test_ops_adamw.c). The clipping coefficient is a host scalar: the
+ * trainer reads the squared norm once per step (one copy_d2h) before it. */
 typedef struct lcx_adamw_args {
     double lr, beta1, beta2, eps, weight_decay; /* host scalars in double, as PyTorch keeps them */
-    int64_t step;      /* 1-based step count t used for bias correction */
-    double grad_scale; /* gradient multiplier applied before the update (clipping coefficient; 1 = none) */
+    int64_t step;       /* 1-based step count t used for bias correction */
+    double grad_scale;  /* gradient multiplier applied before the update (clipping coefficient; 1 = none) */
+    int64_t n;
+    float *param;       /* f32 [n] master weights, updated */
+    const float *grad;  /* f32 [n] */
+    float *m, *v;       /* f32 [n] moments, updated (zero before step 1) */
+    uint16_t *param_bf16; /* bf16 [n]: RNE copy of the updated param, or NULL */
 } lcx_adamw_args;
 
-typedef struct lcx_backend {
+/* *out += sum of x[i]^2 over n elements, in double, in a fixed order (device result). */
+typedef struct lcx_sqnorm_args {
+    int64_t n;
+    const float *x;     /* f32 [n] */
+    double *out;        /* [1] device, accumulated */
+} lcx_sqnorm_args;
+
+/* dst = src converted between LCX_F32 and LCX_BF16 (round to nearest even to bf16, exact to f32; the same
+ * dtype copies). */
+typedef struct lcx_cast_args {
+    int64_t n;
+    lcx_dtype src_dt, dst_dt;
+    const void *src;
+    void *dst;
+} lcx_cast_args;
+
+/* Elementwise on n act elements: add: out = a + b (out may alias a or b); scale: out = alpha * a (out may alias
+ * a, which scales in place; b unused); axpy: y += alpha * x with x = a, y = out (b unused). */
+typedef struct lcx_elementwise_args {
+    lcx_dtype dt;       /* act dtype of every tensor */
+    int64_t n;
+    float alpha;        /* scale and axpy: alpha */
+    const void *a, *b;
+    void *out;
+} lcx_elementwise_args;
+
+/* ---- the table ---------------------------------------------------------------------------------------------- */
+
+struct lcx_backend {
     const char *name; /* "cpu", "cuda" */
 
-    /* ---- memory ------------------------------------------------------------------------------------- */
+    /* 1 when the backend can run here (the CUDA backend without a visible device: 0, and its op tests skip). */
+    int (*available)(void);
+
+    /* ---- contexts and events ----------------------------------------------------------------------------- */
+    /* Fill x->queue and x->handles (x->be is set by the caller, scratch is empty). */
+    lcx_status (*exec_init)(lcx_exec *x);
+    void (*exec_destroy)(lcx_exec *x);   /* releases queue and handles, not the scratch */
+    lcx_status (*sync)(lcx_exec *x);     /* wait for every op queued on x */
+    lcx_status (*event_create)(lcx_event **out);
+    void (*event_free)(lcx_event *e);    /* NULL ok */
+    lcx_status (*event_record)(lcx_exec *x, lcx_event *e);
+    lcx_status (*event_wait)(lcx_exec *x, lcx_event *e); /* later work on x waits for e */
+    lcx_status (*event_sync)(lcx_event *e);              /* the host waits for e */
+
+    /* ---- memory (alloc/free are not queued: call them outside hot loops) ---------------------------------- */
     /* *out = device buffer of `bytes` bytes (64-byte aligned, contents undefined); bytes 0 gives a valid
      * pointer that can be freed. Fails with LCX_ERR_OOM naming the size. */
     lcx_status (*alloc)(size_t bytes, void **out);
     void (*free)(void *p); /* free(NULL) is a no-op */
-    lcx_status (*copy_h2d)(void *dst_device, const void *src_host, size_t bytes);
-    lcx_status (*copy_d2h)(void *dst_host, const void *src_device, size_t bytes);
-    lcx_status (*copy_d2d)(void *dst_device, const void *src_device, size_t bytes); /* may not overlap */
-    lcx_status (*zero)(void *p_device, size_t bytes);
-    lcx_status (*sync)(void); /* wait for all queued work */
+    lcx_status (*copy_h2d)(lcx_exec *x, void *dst_device, const void *src_host, size_t bytes);
+    lcx_status (*copy_d2h)(lcx_exec *x, void *dst_host, const void *src_device, size_t bytes);
+    lcx_status (*copy_d2d)(lcx_exec *x, void *dst_device, const void *src_device, size_t bytes); /* no overlap */
+    lcx_status (*zero)(lcx_exec *x, void *p_device, size_t bytes);
 
-    /* ---- linear algebra ----------------------------------------------------------------------------- */
-    lcx_status (*matmul)(const lcx_matmul_args *args);
+    /* Bytes of scratch `op` needs for `args` (a pointer to that op's argument struct); 0 for most ops. Depends
+     * on the sizes and dtypes only (and the backend's thread count: on the CPU omp_get_max_threads(), which must
+     * not grow between sizing an arena and the call), never on pointer values. */
+    size_t (*workspace)(const lcx_exec *x, lcx_op op, const void *args);
 
-    /* ---- embedding (vocab-parallel ready) ----------------------------------------------------------- */
-    /* out[t, :] = weight[ids[t] - vocab_start, :] when vocab_start <= ids[t] < vocab_start + n_rows, else 0
-     * (another TP rank owns that row). Every id must satisfy 0 <= id < n_vocab (the global vocabulary).
-     *   ids    device int32 [n_tokens]
-     *   weight device [n_rows, dim] of w_dtype (LCX_F32 or LCX_BF16): rows vocab_start .. vocab_start+n_rows-1
-     *   out    device f32 [n_tokens, dim] */
-    lcx_status (*embedding_fwd)(const int32_t *ids, const void *weight, lcx_dtype w_dtype, float *out,
-                                int64_t n_tokens, int64_t n_rows, int64_t dim, int64_t vocab_start,
-                                int64_t n_vocab);
-    /* dweight[ids[t] - vocab_start, :] += dout[t, :] for the ids in this shard's range (scatter-add, in token
-     * order per row). Same id checks as the forward.
-     *   ids     device int32 [n_tokens]
-     *   dout    device f32 [n_tokens, dim]
-     *   dweight device f32 [n_rows, dim], accumulated */
-    lcx_status (*embedding_bwd)(const int32_t *ids, const float *dout, float *dweight, int64_t n_tokens,
-                                int64_t n_rows, int64_t dim, int64_t vocab_start, int64_t n_vocab);
-
-    /* ---- RMSNorm: y = w * x / sqrt(mean(x^2) + eps), float32 math ---------------------------------- */
-    /*   x    device f32 [n_rows, dim]
-     *   w    device f32 [dim]
-     *   y    device f32 [n_rows, dim] (may alias x)
-     *   rstd device f32 [n_rows]: 1/sqrt(mean(x^2)+eps), saved for the backward (NULL: not saved) */
-    lcx_status (*rmsnorm_fwd)(const float *x, const float *w, float *y, float *rstd, int64_t n_rows, int64_t dim,
-                              float eps);
-    /*   dy   device f32 [n_rows, dim]
-     *   x    device f32 [n_rows, dim] (the forward input)
-     *   w    device f32 [dim]
-     *   rstd device f32 [n_rows] (from the forward)
-     *   dx   device f32 [n_rows, dim], overwritten (may alias dy)
-     *   dw   device f32 [dim], accumulated */
-    lcx_status (*rmsnorm_bwd)(const float *dy, const float *x, const float *w, const float *rstd, float *dx,
-                              float *dw, int64_t n_rows, int64_t dim);
-
-    /* ---- RoPE (HF rotate_half layout, partial rotary) ----------------------------------------------- */
-    /* For each token t, head h and i < rot_dim/2, with p = pos[t], c = cos[p, i], s = sin[p, i]:
-     *   out[i] = x[i] c - x[i + rot_dim/2] s,  out[i + rot_dim/2] = x[i + rot_dim/2] c + x[i] s;
-     * dims rot_dim .. head_dim-1 pass through. Tables come from src/rope (attention scaling folded in).
-     *   x        device f32 [n_tokens, n_heads, head_dim]
-     *   out      device f32 [n_tokens, n_heads, head_dim] (may alias x)
-     *   pos      device int32 [n_tokens]: global positions, 0 <= pos < n_pos
-     *   cos, sin device f32 [n_pos, rot_dim/2]
-     * rot_dim is even and <= head_dim. */
-    lcx_status (*rope_fwd)(const float *x, float *out, const int32_t *pos, const float *cos, const float *sin,
-                           int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t n_pos);
-    /* The transpose rotation (rotation by -angle) applied to dout: same shapes as rope_fwd; dx may alias dout. */
-    lcx_status (*rope_bwd)(const float *dout, float *dx, const int32_t *pos, const float *cos, const float *sin,
-                           int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t n_pos);
-
-    /* ---- attention (flash-style: O(n) memory, online softmax, never an n x n matrix) ----------------- */
-    /* O = softmax(scale * Q K^T + mask) V per head, and LSE = log(sum_j exp(scale * q.k_j)) over visible keys
-     * (natural log, of the scaled scores). A row with no visible key gets O = 0 and LSE = -inf.
-     *   q   device f32 [n_q, n_heads, head_dim]
-     *   k,v device f32 [n_k, n_kv_heads, head_dim]
-     *   o   device f32 [n_q, n_heads, head_dim]
-     *   lse device f32 [n_q, n_heads] */
-    lcx_status (*attention_fwd)(const lcx_attn_args *args, const float *q, const float *k, const float *v,
-                                float *o, float *lse);
-    /* Flash-attention-2 backward for one (query block, key block) pair: D = rowsum(dO * O),
-     * P = exp(scale q.k - LSE), dV += P^T dO, dS = P (dO V^T - D), dQ += scale dS K, dK += scale dS^T Q.
-     * o and lse are the FINAL output and log-sum-exp of the rows (after merging all key blocks), so calling this
-     * once per key block and summing gives the gradient of the full attention.
-     *   q, o, dout  device f32 [n_q, n_heads, head_dim]
-     *   k, v        device f32 [n_k, n_kv_heads, head_dim]
-     *   lse         device f32 [n_q, n_heads]
-     *   dq          device f32 [n_q, n_heads, head_dim], accumulated
-     *   dk, dv      device f32 [n_k, n_kv_heads, head_dim], accumulated */
-    lcx_status (*attention_bwd)(const lcx_attn_args *args, const float *q, const float *k, const float *v,
-                                const float *o, const float *lse, const float *dout, float *dq, float *dk,
-                                float *dv);
-    /* Combine a partial result into an accumulator, in float32 with the safe formula
-     * lse = max + log(exp(a - max) + exp(b - max)), O = O_a exp(a - lse) + O_b exp(b - lse). Rows where both are
-     * -inf stay O = 0, LSE = -inf.
-     *   o_acc   device f32 [n_rows, n_heads, head_dim], updated
-     *   lse_acc device f32 [n_rows, n_heads], updated
-     *   o_part  device f32 [n_rows, n_heads, head_dim]
-     *   lse_part device f32 [n_rows, n_heads] */
-    lcx_status (*attention_merge)(float *o_acc, float *lse_acc, const float *o_part, const float *lse_part,
-                                  int64_t n_rows, int64_t n_heads, int64_t head_dim);
-
-    /* ---- SwiGLU MLP activation: h = silu(gate) * up, silu(g) = g / (1 + exp(-g)) ---------------------- */
-    /*   gate, up, h device f32 [n] (any shape, n elements; h may alias gate or up) */
-    lcx_status (*swiglu_fwd)(const float *gate, const float *up, float *h, int64_t n);
-    /*   dh, gate, up device f32 [n]; dgate, dup device f32 [n], overwritten (dgate may alias gate, dup up) */
-    lcx_status (*swiglu_bwd)(const float *dh, const float *gate, const float *up, float *dgate, float *dup,
-                             int64_t n);
-
-    /* ---- cross-entropy on a chunk of logits ----------------------------------------------------------- */
-    /* For each row r with targets[r] != LCX_IGNORE_INDEX: loss_r = logsumexp(logits[r, :]) - logits[r, t_r] and
-     * dlogits[r, :] = dscale * (softmax(logits[r, :]) - onehot(t_r)); ignored rows get dlogits 0 and no loss.
-     * *loss_sum (host) = sum of loss_r in row order, *count (host) = number of rows not ignored. dscale lets the
-     * caller divide by the global token count. Targets outside [0, vocab) other than the ignore index fail.
-     *   logits  device f32 [n_rows, vocab]
-     *   targets device int32 [n_rows]
-     *   dlogits device f32 [n_rows, vocab] (may alias logits; NULL: loss only) */
-    lcx_status (*cross_entropy)(const float *logits, const int32_t *targets, float *dlogits, int64_t n_rows,
-                                int64_t vocab, float dscale, double *loss_sum, int64_t *count);
-
-    /* ---- optimizer ------------------------------------------------------------------------------------ */
-    /* One AdamW step, in this order (torch.optim.AdamW): g = grad_scale * grad; p -= lr * weight_decay * p;
-     * m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2; bc1 = 1 - beta1^t; bc2 = 1 - beta2^t;
-     * p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). Scalars are formed in double, element math is float32
-     * in PyTorch's operation order (m = fma(1-beta1, g-m, m), v = fma((1-beta2) g, g, v*beta2),
-     * p = p + ((-lr/bc1) m) / denom); against torch.optim.AdamW (CPU,
-     * float32) the moments match bit for bit and the parameters to 1 ulp (tests/unit/test_ops_adamw.c).
-     *   param    device f32 [n]: fp32 master weights, updated
-     *   grad     device f32 [n]
-     *   m, v     device f32 [n]: moments, updated (zero before step 1)
-     *   param_bf16 device bf16 (uint16) [n]: RNE copy of the updated param, or NULL */
-    lcx_status (*adamw)(const lcx_adamw_args *args, float *param, const float *grad, float *m, float *v,
-                        uint16_t *param_bf16, int64_t n);
-    /* *out (host) = sum of x[i]^2, accumulated in double in a fixed order. x device f32 [n]. */
-    lcx_status (*sqnorm)(const float *x, int64_t n, double *out);
-
-    /* ---- elementwise ---------------------------------------------------------------------------------- */
-    /* src device f32 [n] -> dst device bf16 [n] (round to nearest even, as lcx_f32_to_bf16) */
-    lcx_status (*cast_f32_to_bf16)(const float *src, uint16_t *dst, int64_t n);
-    /* src device bf16 [n] -> dst device f32 [n] (exact) */
-    lcx_status (*cast_bf16_to_f32)(const uint16_t *src, float *dst, int64_t n);
-    /* out = a + b; a, b, out device f32 [n] (out may alias a or b) */
-    lcx_status (*add)(const float *a, const float *b, float *out, int64_t n);
-    /* x *= s; x device f32 [n] */
-    lcx_status (*scale)(float *x, float s, int64_t n);
-    /* y += alpha * x; x, y device f32 [n] */
-    lcx_status (*axpy)(float alpha, const float *x, float *y, int64_t n);
-} lcx_backend;
+    /* ---- ops (queued) ------------------------------------------------------------------------------------ */
+    lcx_status (*matmul)(lcx_exec *x, const lcx_matmul_args *a);
+    lcx_status (*embedding_fwd)(lcx_exec *x, const lcx_embedding_args *a);
+    lcx_status (*embedding_bwd)(lcx_exec *x, const lcx_embedding_args *a);
+    lcx_status (*rmsnorm_fwd)(lcx_exec *x, const lcx_rmsnorm_args *a);
+    lcx_status (*rmsnorm_bwd)(lcx_exec *x, const lcx_rmsnorm_args *a);
+    lcx_status (*rope_fwd)(lcx_exec *x, const lcx_rope_args *a);
+    lcx_status (*rope_bwd)(lcx_exec *x, const lcx_rope_args *a);
+    lcx_status (*attention_fwd)(lcx_exec *x, const lcx_attn_args *a);
+    lcx_status (*attention_bwd)(lcx_exec *x, const lcx_attn_args *a);
+    lcx_status (*attention_merge)(lcx_exec *x, const lcx_attn_merge_args *a);
+    lcx_status (*swiglu_fwd)(lcx_exec *x, const lcx_swiglu_args *a);
+    lcx_status (*swiglu_bwd)(lcx_exec *x, const lcx_swiglu_args *a);
+    lcx_status (*cross_entropy)(lcx_exec *x, const lcx_xent_args *a);
+    lcx_status (*adamw)(lcx_exec *x, const lcx_adamw_args *a);
+    lcx_status (*sqnorm)(lcx_exec *x, const lcx_sqnorm_args *a);
+    lcx_status (*cast)(lcx_exec *x, const lcx_cast_args *a);
+    lcx_status (*add)(lcx_exec *x, const lcx_elementwise_args *a);
+    lcx_status (*scale)(lcx_exec *x, const lcx_elementwise_args *a);
+    lcx_status (*axpy)(lcx_exec *x, const lcx_elementwise_args *a);
+};
 
 /* The backend registered under `name` ("cpu"; "cuda" once the CUDA table exists). NULL, with a detail message
  * listing the available backends, if there is none. */
@@ -225,5 +342,24 @@ const lcx_backend *lcx_backend_get(const char *name);
 
 /* The CPU backend (always available). */
 const lcx_backend *lcx_backend_cpu(void);
+
+/* Every compiled backend, the CPU first; *n gets the count. (Whether each can run here: ->available().) */
+const lcx_backend *const *lcx_backend_list(int *n);
+
+/* ---- exec helpers (kernels/backend.c) ---------------------------------------------------------------------- */
+/* A new context on be (NULL: the CPU backend) with an empty arena. */
+lcx_status lcx_exec_create(const lcx_backend *be, lcx_exec **out);
+/* Free the arena, the queue and the context (NULL ok). Waits for queued work first. */
+void lcx_exec_free(lcx_exec *x);
+/* Grow the arena to at least `bytes` (never shrinks; contents are not kept). Not queued: sync first if
+ * queued ops may still use the arena. */
+lcx_status lcx_exec_reserve(lcx_exec *x, size_t bytes);
+/* Bytes of scratch op needs (x->be->workspace). */
+size_t lcx_exec_workspace(const lcx_exec *x, lcx_op op, const void *args);
+/* LCX_OK when the arena holds `need` bytes for `op_name`, else LCX_ERR_INVALID naming both sizes. */
+lcx_status lcx_exec_need(const lcx_exec *x, size_t need, const char *op_name);
+
+/* Bytes per element of an activation dtype (4 for LCX_F32, 2 for LCX_BF16, 0 for anything else). */
+static inline size_t lcx_act_size(lcx_dtype dt) { return dt == LCX_F32 ? 4 : dt == LCX_BF16 ? 2 : 0; }
 
 #endif /* LCX_KERNELS_BACKEND_H */
