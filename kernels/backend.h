@@ -270,12 +270,12 @@ typedef struct lcx_cast_args {
     void *dst;
 } lcx_cast_args;
 
-/* Elementwise on n act elements: add: out = a + b (out may alias a or b); scale: x *= s (b, out unused);
- * axpy: y += alpha * x with x = a, y = out (b unused). */
+/* Elementwise on n act elements: add: out = a + b (out may alias a or b); scale: out = alpha * a (out may alias
+ * a, which scales in place; b unused); axpy: y += alpha * x with x = a, y = out (b unused). */
 typedef struct lcx_elementwise_args {
     lcx_dtype dt;       /* act dtype of every tensor */
     int64_t n;
-    float alpha;        /* scale: s; axpy: alpha */
+    float alpha;        /* scale and axpy: alpha */
     const void *a, *b;
     void *out;
 } lcx_elementwise_args;
@@ -310,7 +310,8 @@ struct lcx_backend {
     lcx_status (*zero)(lcx_exec *x, void *p_device, size_t bytes);
 
     /* Bytes of scratch `op` needs for `args` (a pointer to that op's argument struct); 0 for most ops. Depends
-     * on the sizes only (and the backend's thread count), never on pointer values. */
+     * on the sizes and dtypes only (and the backend's thread count: on the CPU omp_get_max_threads(), which must
+     * not grow between sizing an arena and the call), never on pointer values. */
     size_t (*workspace)(const lcx_exec *x, lcx_op op, const void *args);
 
     /* ---- ops (queued) ------------------------------------------------------------------------------------ */

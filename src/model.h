@@ -9,6 +9,11 @@
  *   adam_m, adam_v  fp32 moments
  *   normw   fp32 copies of the 1-D norm weights (bf16 params only: rmsnorm takes f32 weights)
  *   acts    activations for max_tokens tokens under the layer policies, plus backward scratch
+ * Every op runs on the model's exec (opts.exec). Its scratch arena is sized once, at init, to the largest
+ * workspace of any op call the model makes at max_tokens / loss_chunk; loss sums, counts and the gradient norm
+ * accumulate on the device and are read back once per forward, forward_backward, optimizer or training step.
+ * (On the CPU the arena's per-thread tiles are sized for the OpenMP thread count at init: raising it later makes
+ * ops fail with the arena-size message.)
  * Tied embeddings: lm_head reads model.embed_tokens.weight and its gradient adds into the embedding's.
  *
  * Positions are explicit global positions (context parallelism passes its chunk positions); RoPE cos/sin come
@@ -40,7 +45,10 @@ typedef struct lcx_model_opts {
     int training;                /* allocate grads, master (bf16), AdamW moments */
     lcx_act_policy policy;       /* every layer (unless layer_policy); keep (0), recompute or offload (not auto) */
     const lcx_act_policy *layer_policy; /* [num_hidden_layers] or NULL */
-    const lcx_backend *backend;  /* NULL = CPU */
+    const lcx_backend *backend;  /* NULL = CPU (or exec's backend) */
+    lcx_exec *exec;              /* queue the model runs on; NULL: the model creates and owns one on backend. A
+                                    given exec is not freed with the model; its arena is grown (never shrunk) to
+                                    what the model needs, so several models may share one queue */
 } lcx_model_opts;
 
 /* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */

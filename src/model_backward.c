@@ -1,6 +1,5 @@
 /* model_backward: one decoder layer backward, and forward + backward of a micro-batch with the activation policy
  * (recompute layers rerun their forward, minus attention, right before their backward). */
-#include <math.h>
 #include <string.h>
 
 #include "src/model_internal.h"
@@ -12,24 +11,24 @@ static lcx_status linear_bwd(lcx_model *m, const float *dy, const float *x, int6
     lcx_matmul_args a;
     memset(&a, 0, sizeof a);
     a.trans_a = 1, a.m = out, a.n = in, a.k = T, a.batch = 1, a.alpha = 1.0f, a.beta = 1.0f;
-    a.a_dtype = LCX_F32, a.a = dy;
-    a.b_dtype = LCX_F32, a.b = x;
-    a.c = lcx_m_grad(m, wi);
-    LCX_TRY(be->matmul(&a));
+    a.a_dtype = m->adt, a.a = dy;
+    a.b_dtype = m->adt, a.b = x;
+    a.c_dtype = LCX_F32, a.c = lcx_m_grad(m, wi);
+    LCX_TRY(be->matmul(m->x, &a));
     if (bi >= 0) {
         memset(&a, 0, sizeof a);
         a.trans_a = 1, a.m = 1, a.n = out, a.k = T, a.batch = 1, a.alpha = 1.0f, a.beta = 1.0f;
         a.a_dtype = LCX_F32, a.a = m->ones;
-        a.b_dtype = LCX_F32, a.b = dy;
-        a.c = lcx_m_grad(m, bi);
-        LCX_TRY(be->matmul(&a));
+        a.b_dtype = m->adt, a.b = dy;
+        a.c_dtype = LCX_F32, a.c = lcx_m_grad(m, bi);
+        LCX_TRY(be->matmul(m->x, &a));
     }
     memset(&a, 0, sizeof a);
     a.m = T, a.n = in, a.k = out, a.batch = 1, a.alpha = 1.0f, a.beta = dx_beta;
-    a.a_dtype = LCX_F32, a.a = dy;
+    a.a_dtype = m->adt, a.a = dy;
     a.b_dtype = m->pdt, a.b = lcx_m_param(m, wi);
-    a.c = dx;
-    return be->matmul(&a);
+    a.c_dtype = m->adt, a.c = dx;
+    return be->matmul(m->x, &a);
 }
 
 lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b) {
@@ -39,63 +38,69 @@ lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, cons
 #define IDX(k) lcx_m_idx(m, l, (k))
     /* MLP: x_out = h + down(swiglu(gate(xn2), up(xn2))) */
     LCX_TRY(linear_bwd(m, dres, a->act, T, F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), m->dact, 0.0f));
-    LCX_TRY(be->swiglu_bwd(m->dact, a->gate, a->up, m->dgate, m->dup, T * F));
+    LCX_TRY(lcx_m_swiglu_bwd(m, m->dact, a->gate, a->up, m->dgate, m->dup, T * F));
     LCX_TRY(linear_bwd(m, m->dgate, a->xn2, T, H, F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), dxn, 0.0f));
     LCX_TRY(linear_bwd(m, m->dup, a->xn2, T, H, F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), dxn, 1.0f));
-    LCX_TRY(be->rmsnorm_bwd(dxn, a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->rstd2, dxn,
-                            lcx_m_grad(m, IDX(LCX_PARAM_MLP_NORM)), T, H));
-    LCX_TRY(be->add(dres, dxn, dres, T * H)); /* dres = d h */
+    LCX_TRY(lcx_m_rmsnorm_bwd(m, dxn, a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->rstd2, dxn,
+                              lcx_m_grad(m, IDX(LCX_PARAM_MLP_NORM)), T, H));
+    LCX_TRY(lcx_m_add(m, dres, dxn, dres, T * H)); /* dres = d h */
 
     /* attention: h = x_in + o_proj(attn(rope(q), rope(k), v)) */
     LCX_TRY(linear_bwd(m, dres, a->o, T, m->Q, H, IDX(LCX_PARAM_O), IDX(LCX_PARAM_O_BIAS), m->dout, 0.0f));
-    LCX_TRY(be->zero(m->dq, (size_t)(T * m->Q) * sizeof(float)));
-    LCX_TRY(be->zero(m->dk, (size_t)(T * m->KV) * sizeof(float)));
-    LCX_TRY(be->zero(m->dv, (size_t)(T * m->KV) * sizeof(float)));
+    LCX_TRY(be->zero(m->x, m->dq, (size_t)(T * m->Q) * sizeof(float)));
+    LCX_TRY(be->zero(m->x, m->dk, (size_t)(T * m->KV) * sizeof(float)));
+    LCX_TRY(be->zero(m->x, m->dv, (size_t)(T * m->KV) * sizeof(float)));
     for (int64_t s = 0; s < b->n_seq; s++) {
         int64_t p0 = b->positions ? b->positions[s * S] : 0;
-        lcx_attn_args aa = {S, S, m->nh, m->nkv, m->hd, p0, p0, LCX_MASK_CAUSAL, (float)(1.0 / sqrt((double)m->hd))};
+        lcx_attn_args aa = lcx_m_attn_args(m, S, p0);
         int64_t oq = s * S * m->Q, okv = s * S * m->KV;
-        LCX_TRY(be->attention_bwd(&aa, a->q + oq, a->k + okv, a->v + okv, a->o + oq, a->lse + s * S * m->nh,
-                                  m->dout + oq, m->dq + oq, m->dk + okv, m->dv + okv));
+        aa.q = a->q + oq, aa.k = a->k + okv, aa.v = a->v + okv, aa.o = a->o + oq, aa.lse = a->lse + s * S * m->nh;
+        aa.dout = m->dout + oq, aa.dq = m->dq + oq, aa.dk = m->dk + okv, aa.dv = m->dv + okv;
+        LCX_TRY(be->attention_bwd(m->x, &aa));
     }
-    LCX_TRY(be->rope_bwd(m->dq, m->dq, m->d_pos, m->rope_cos, m->rope_sin, T, m->nh, m->hd, m->rope.rot_dim,
-                         m->rope_len));
-    LCX_TRY(be->rope_bwd(m->dk, m->dk, m->d_pos, m->rope_cos, m->rope_sin, T, m->nkv, m->hd, m->rope.rot_dim,
-                         m->rope_len));
+    LCX_TRY(lcx_m_rope(m, 1, m->dq, m->dq, T, m->nh));
+    LCX_TRY(lcx_m_rope(m, 1, m->dk, m->dk, T, m->nkv));
     if (m->cfg.qk_norm) {
-        LCX_TRY(be->rmsnorm_bwd(m->dq, a->qpre, lcx_m_normw(m, IDX(LCX_PARAM_Q_NORM)), a->rstdq, m->dq,
-                                lcx_m_grad(m, IDX(LCX_PARAM_Q_NORM)), T * m->nh, m->hd));
-        LCX_TRY(be->rmsnorm_bwd(m->dk, a->kpre, lcx_m_normw(m, IDX(LCX_PARAM_K_NORM)), a->rstdk, m->dk,
-                                lcx_m_grad(m, IDX(LCX_PARAM_K_NORM)), T * m->nkv, m->hd));
+        LCX_TRY(lcx_m_rmsnorm_bwd(m, m->dq, a->qpre, lcx_m_normw(m, IDX(LCX_PARAM_Q_NORM)), a->rstdq, m->dq,
+                                  lcx_m_grad(m, IDX(LCX_PARAM_Q_NORM)), T * m->nh, m->hd));
+        LCX_TRY(lcx_m_rmsnorm_bwd(m, m->dk, a->kpre, lcx_m_normw(m, IDX(LCX_PARAM_K_NORM)), a->rstdk, m->dk,
+                                  lcx_m_grad(m, IDX(LCX_PARAM_K_NORM)), T * m->nkv, m->hd));
     }
     LCX_TRY(linear_bwd(m, m->dq, a->xn1, T, H, m->Q, IDX(LCX_PARAM_Q), IDX(LCX_PARAM_Q_BIAS), dxn, 0.0f));
     LCX_TRY(linear_bwd(m, m->dk, a->xn1, T, H, m->KV, IDX(LCX_PARAM_K), IDX(LCX_PARAM_K_BIAS), dxn, 1.0f));
     LCX_TRY(linear_bwd(m, m->dv, a->xn1, T, H, m->KV, IDX(LCX_PARAM_V), IDX(LCX_PARAM_V_BIAS), dxn, 1.0f));
-    LCX_TRY(be->rmsnorm_bwd(dxn, a->x_in, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), a->rstd1, dxn,
-                            lcx_m_grad(m, IDX(LCX_PARAM_ATTN_NORM)), T, H));
-    LCX_TRY(be->add(dres, dxn, dres, T * H)); /* dres = d x_in */
+    LCX_TRY(lcx_m_rmsnorm_bwd(m, dxn, a->x_in, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), a->rstd1, dxn,
+                              lcx_m_grad(m, IDX(LCX_PARAM_ATTN_NORM)), T, H));
+    LCX_TRY(lcx_m_add(m, dres, dxn, dres, T * H)); /* dres = d x_in */
 #undef IDX
     return LCX_OK;
 }
 
-lcx_status lcx_model_forward_backward(lcx_model *m, const lcx_batch *b, float dscale, double *loss_sum,
-                                      int64_t *count) {
+lcx_status lcx_model_fwd_bwd(lcx_model *m, const lcx_batch *b, float dscale, lcx_loss_slot *acc) {
     LCX_FAIL_IF(!m->training, LCX_ERR_INVALID, "model: not built for training (opts.training = 0)");
-    int64_t n = 0;
-    LCX_TRY(lcx_model_prepare(m, b, &n));
+    LCX_TRY(lcx_model_prepare(m, b, NULL));
     int64_t T = b->n_seq * b->seq_len;
     LCX_TRY(lcx_model_embed(m, T));
     for (int l = 0; l < m->L; l++) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 0));
-    double ls = 0;
-    int64_t cnt = 0;
-    LCX_TRY(lcx_model_loss(m, T, 1, dscale, NULL, &ls, &cnt));
+    LCX_TRY(lcx_model_loss(m, T, 1, dscale, NULL, acc));
     for (int l = (int)m->L - 1; l >= 0; l--) {
         /* recompute: rebuild everything but the attention output/LSE (kept) into the shared scratch */
         if (m->policy[l] == LCX_ACT_RECOMPUTE) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 1));
         LCX_TRY(lcx_layer_backward(m, l, &m->layer[l], b));
     }
-    LCX_TRY(m->be->embedding_bwd(m->d_ids, m->dres, lcx_m_grad(m, m->embed_i), T, m->V, m->H, 0, m->V));
-    if (loss_sum) *loss_sum = ls;
-    if (count) *count = cnt;
+    lcx_embedding_args e = {.dt = m->adt, .n_tokens = T, .n_rows = m->V, .dim = m->H, .vocab_start = 0,
+                            .n_vocab = m->V, .ids = m->d_ids, .dout = m->dres, .dweight = lcx_m_grad(m, m->embed_i)};
+    return m->be->embedding_bwd(m->x, &e);
+}
+
+lcx_status lcx_model_forward_backward(lcx_model *m, const lcx_batch *b, float dscale, double *loss_sum,
+                                      int64_t *count) {
+    LCX_FAIL_IF(!m->training, LCX_ERR_INVALID, "model: not built for training (opts.training = 0)");
+    lcx_loss_slot *acc = &m->d_res->loss[0], r;
+    LCX_TRY(m->be->zero(m->x, acc, sizeof r));
+    LCX_TRY(lcx_model_fwd_bwd(m, b, dscale, acc));
+    LCX_TRY(m->be->copy_d2h(m->x, &r, acc, sizeof r)); /* the one read of this call */
+    if (loss_sum) *loss_sum = r.loss_sum;
+    if (count) *count = r.count;
     return LCX_OK;
 }

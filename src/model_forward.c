@@ -27,14 +27,15 @@ static lcx_status rope_tables(lcx_model *m, int64_t len) {
     LCX_FAIL_GOTO(!hc || !hs, LCX_ERR_OOM, done, "model: out of memory for rope tables (%lld positions)",
                   (long long)len);
     lcx_rope_table(m->inv_freq, np, attn, 0, len, hc, hs);
+    LCX_TRY_GOTO(be->sync(m->x), done); /* queued ops may still read the old tables */
     be->free(m->rope_cos);
     be->free(m->rope_sin);
     m->rope_cos = m->rope_sin = NULL;
     m->rope_len = 0;
     LCX_TRY_GOTO(be->alloc(bytes, (void **)&m->rope_cos), done);
     LCX_TRY_GOTO(be->alloc(bytes, (void **)&m->rope_sin), done);
-    LCX_TRY_GOTO(be->copy_h2d(m->rope_cos, hc, bytes), done);
-    LCX_TRY_GOTO(be->copy_h2d(m->rope_sin, hs, bytes), done);
+    LCX_TRY_GOTO(be->copy_h2d(m->x, m->rope_cos, hc, bytes), done);
+    LCX_TRY_GOTO(be->copy_h2d(m->x, m->rope_sin, hs, bytes), done);
     m->rope_len = len;
 done:
     free(hc);
@@ -86,9 +87,9 @@ lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
             n += y != LCX_IGNORE_INDEX;
         }
     }
-    LCX_TRY_GOTO(be->copy_h2d(m->d_ids, b->ids, (size_t)T * sizeof(int32_t)), done);
-    LCX_TRY_GOTO(be->copy_h2d(m->d_pos, pos, (size_t)T * sizeof(int32_t)), done);
-    LCX_TRY_GOTO(be->copy_h2d(m->d_tgt, tgt, (size_t)T * sizeof(int32_t)), done);
+    LCX_TRY_GOTO(be->copy_h2d(m->x, m->d_ids, b->ids, (size_t)T * sizeof(int32_t)), done);
+    LCX_TRY_GOTO(be->copy_h2d(m->x, m->d_pos, pos, (size_t)T * sizeof(int32_t)), done);
+    LCX_TRY_GOTO(be->copy_h2d(m->x, m->d_tgt, tgt, (size_t)T * sizeof(int32_t)), done);
     LCX_TRY_GOTO(rope_tables(m, max_pos + 1), done);
     if (count) *count = n;
 done:
@@ -98,7 +99,10 @@ done:
 }
 
 lcx_status lcx_model_embed(lcx_model *m, int64_t T) {
-    return m->be->embedding_fwd(m->d_ids, lcx_m_param(m, m->embed_i), m->pdt, m->resid[0], T, m->V, m->H, 0, m->V);
+    lcx_embedding_args a = {.dt = m->adt, .n_tokens = T, .n_rows = m->V, .dim = m->H, .vocab_start = 0,
+                            .n_vocab = m->V, .ids = m->d_ids, .w_dtype = m->pdt,
+                            .weight = lcx_m_param(m, m->embed_i), .out = m->resid[0]};
+    return m->be->embedding_fwd(m->x, &a);
 }
 
 lcx_status lcx_linear_fwd(lcx_model *m, const float *x, int64_t T, int64_t in, int64_t out, int64_t wi, int64_t bi,
@@ -107,54 +111,52 @@ lcx_status lcx_linear_fwd(lcx_model *m, const float *x, int64_t T, int64_t in, i
     memset(&a, 0, sizeof a);
     a.trans_b = 1;
     a.m = T, a.n = out, a.k = in, a.batch = 1, a.alpha = 1.0f, a.beta = 0.0f;
-    a.a_dtype = LCX_F32, a.a = x;
+    a.a_dtype = m->adt, a.a = x;
     a.b_dtype = m->pdt, a.b = lcx_m_param(m, wi);
-    a.c = y;
-    LCX_TRY(m->be->matmul(&a));
+    a.c_dtype = m->adt, a.c = y;
+    LCX_TRY(m->be->matmul(m->x, &a));
     if (bi < 0) return LCX_OK;
     /* y += ones[T, 1] bias[1, out]: one exact add per element, through the backend's matmul */
     memset(&a, 0, sizeof a);
     a.m = T, a.n = out, a.k = 1, a.batch = 1, a.alpha = 1.0f, a.beta = 1.0f;
     a.a_dtype = LCX_F32, a.a = m->ones;
     a.b_dtype = m->pdt, a.b = lcx_m_param(m, bi);
-    a.c = y;
-    return m->be->matmul(&a);
+    a.c_dtype = m->adt, a.c = y;
+    return m->be->matmul(m->x, &a);
 }
 
 lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b, int skip_attention) {
-    const lcx_backend *be = m->be;
     int64_t T = b->n_seq * b->seq_len, S = b->seq_len, H = m->H;
-    float eps = (float)m->cfg.rms_norm_eps;
 #define IDX(k) lcx_m_idx(m, l, (k))
-    LCX_TRY(be->rmsnorm_fwd(a->x_in, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), a->xn1, a->rstd1, T, H, eps));
+    LCX_TRY(lcx_m_rmsnorm_fwd(m, a->x_in, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), a->xn1, a->rstd1, T, H));
     float *qd = m->cfg.qk_norm ? a->qpre : a->q, *kd = m->cfg.qk_norm ? a->kpre : a->k;
     LCX_TRY(lcx_linear_fwd(m, a->xn1, T, H, m->Q, IDX(LCX_PARAM_Q), IDX(LCX_PARAM_Q_BIAS), qd));
     LCX_TRY(lcx_linear_fwd(m, a->xn1, T, H, m->KV, IDX(LCX_PARAM_K), IDX(LCX_PARAM_K_BIAS), kd));
     LCX_TRY(lcx_linear_fwd(m, a->xn1, T, H, m->KV, IDX(LCX_PARAM_V), IDX(LCX_PARAM_V_BIAS), a->v));
     if (m->cfg.qk_norm) { /* Qwen3: per-head RMSNorm of q and k before RoPE */
-        LCX_TRY(be->rmsnorm_fwd(a->qpre, lcx_m_normw(m, IDX(LCX_PARAM_Q_NORM)), a->q, a->rstdq, T * m->nh, m->hd, eps));
-        LCX_TRY(be->rmsnorm_fwd(a->kpre, lcx_m_normw(m, IDX(LCX_PARAM_K_NORM)), a->k, a->rstdk, T * m->nkv, m->hd, eps));
+        LCX_TRY(lcx_m_rmsnorm_fwd(m, a->qpre, lcx_m_normw(m, IDX(LCX_PARAM_Q_NORM)), a->q, a->rstdq, T * m->nh, m->hd));
+        LCX_TRY(lcx_m_rmsnorm_fwd(m, a->kpre, lcx_m_normw(m, IDX(LCX_PARAM_K_NORM)), a->k, a->rstdk, T * m->nkv, m->hd));
     }
-    LCX_TRY(be->rope_fwd(a->q, a->q, m->d_pos, m->rope_cos, m->rope_sin, T, m->nh, m->hd, m->rope.rot_dim, m->rope_len));
-    LCX_TRY(be->rope_fwd(a->k, a->k, m->d_pos, m->rope_cos, m->rope_sin, T, m->nkv, m->hd, m->rope.rot_dim,
-                         m->rope_len));
+    LCX_TRY(lcx_m_rope(m, 0, a->q, a->q, T, m->nh));
+    LCX_TRY(lcx_m_rope(m, 0, a->k, a->k, T, m->nkv));
     if (!skip_attention) {
         for (int64_t s = 0; s < b->n_seq; s++) {
             int64_t p0 = b->positions ? b->positions[s * S] : 0;
-            lcx_attn_args aa = {S, S, m->nh, m->nkv, m->hd, p0, p0, LCX_MASK_CAUSAL, (float)(1.0 / sqrt((double)m->hd))};
-            LCX_TRY(be->attention_fwd(&aa, a->q + s * S * m->Q, a->k + s * S * m->KV, a->v + s * S * m->KV,
-                                      a->o + s * S * m->Q, a->lse + s * S * m->nh));
+            lcx_attn_args aa = lcx_m_attn_args(m, S, p0);
+            aa.q = a->q + s * S * m->Q, aa.k = a->k + s * S * m->KV, aa.v = a->v + s * S * m->KV;
+            aa.o = a->o + s * S * m->Q, aa.lse = a->lse + s * S * m->nh;
+            LCX_TRY(m->be->attention_fwd(m->x, &aa));
         }
     }
     LCX_TRY(lcx_linear_fwd(m, a->o, T, m->Q, H, IDX(LCX_PARAM_O), IDX(LCX_PARAM_O_BIAS), a->h));
-    LCX_TRY(be->add(a->x_in, a->h, a->h, T * H));
-    LCX_TRY(be->rmsnorm_fwd(a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->xn2, a->rstd2, T, H, eps));
+    LCX_TRY(lcx_m_add(m, a->x_in, a->h, a->h, T * H));
+    LCX_TRY(lcx_m_rmsnorm_fwd(m, a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->xn2, a->rstd2, T, H));
     LCX_TRY(lcx_linear_fwd(m, a->xn2, T, H, m->F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), a->gate));
     LCX_TRY(lcx_linear_fwd(m, a->xn2, T, H, m->F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), a->up));
-    LCX_TRY(be->swiglu_fwd(a->gate, a->up, a->act, T * m->F));
+    LCX_TRY(lcx_m_swiglu_fwd(m, a->gate, a->up, a->act, T * m->F));
     float *out = m->resid[l + 1];
     LCX_TRY(lcx_linear_fwd(m, a->act, T, m->F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), out));
-    LCX_TRY(be->add(a->h, out, out, T * H));
+    LCX_TRY(lcx_m_add(m, a->h, out, out, T * H));
 #undef IDX
     return LCX_OK;
 }
@@ -165,11 +167,12 @@ lcx_status lcx_model_forward(lcx_model *m, const lcx_batch *b, float *logits, do
     int64_t T = b->n_seq * b->seq_len;
     LCX_TRY(lcx_model_embed(m, T));
     for (int l = 0; l < m->L; l++) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 0));
-    double ls = 0;
-    int64_t cnt = 0;
-    LCX_TRY(lcx_model_loss(m, T, 0, 0.0f, logits, &ls, &cnt));
-    LCX_ASSERT(cnt == n);
-    if (loss_sum) *loss_sum = ls;
-    if (count) *count = cnt;
+    lcx_loss_slot r; /* summed on the device, read once */
+    LCX_TRY(m->be->zero(m->x, &m->d_res->loss[0], sizeof r));
+    LCX_TRY(lcx_model_loss(m, T, 0, 0.0f, logits, &m->d_res->loss[0]));
+    LCX_TRY(m->be->copy_d2h(m->x, &r, &m->d_res->loss[0], sizeof r));
+    LCX_ASSERT(r.count == n);
+    if (loss_sum) *loss_sum = r.loss_sum;
+    if (count) *count = r.count;
     return LCX_OK;
 }

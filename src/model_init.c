@@ -112,6 +112,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     lcx_model *m = calloc(1, sizeof *m);
     LCX_FAIL_IF(!m, LCX_ERR_OOM, "model: out of memory");
     m->be = opts->backend ? opts->backend : lcx_backend_cpu();
+    LCX_TRY_GOTO(lcx_model_exec_init(m, opts), fail);
     m->cfg = *cfg;
     m->cfg.json = NULL;
     m->pdt = pdt;
@@ -178,7 +179,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     size_t pbytes;
     LCX_FAIL_GOTO(!lcx_mul_size((size_t)n, pdt == LCX_BF16 ? 2 : 4, &pbytes), LCX_ERR_OOM, fail, "model: too large");
     LCX_TRY_GOTO(m->be->alloc(pbytes, &m->params), fail);
-    LCX_TRY_GOTO(m->be->zero(m->params, pbytes), fail);
+    LCX_TRY_GOTO(m->be->zero(m->x, m->params, pbytes), fail);
     if (pdt == LCX_BF16) {
         /* inference with bf16 weights needs no fp32 master copy */
         if (m->training) LCX_TRY_GOTO(alloc_f32(m->be, n, &m->master, "master weights"), fail);
@@ -190,9 +191,9 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
         LCX_TRY_GOTO(alloc_f32(m->be, n, &m->grads, "gradients"), fail);
         LCX_TRY_GOTO(alloc_f32(m->be, n, &m->adam_m, "AdamW m"), fail);
         LCX_TRY_GOTO(alloc_f32(m->be, n, &m->adam_v, "AdamW v"), fail);
-        LCX_TRY_GOTO(m->be->zero(m->grads, (size_t)n * 4), fail);
-        LCX_TRY_GOTO(m->be->zero(m->adam_m, (size_t)n * 4), fail);
-        LCX_TRY_GOTO(m->be->zero(m->adam_v, (size_t)n * 4), fail);
+        LCX_TRY_GOTO(m->be->zero(m->x, m->grads, (size_t)n * 4), fail);
+        LCX_TRY_GOTO(m->be->zero(m->x, m->adam_m, (size_t)n * 4), fail);
+        LCX_TRY_GOTO(m->be->zero(m->x, m->adam_v, (size_t)n * 4), fail);
     }
 
     cursor c = {NULL, 0, 0};
@@ -204,12 +205,13 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     c.base = m->acts_buf;
     c.used = 0;
     layout_acts(m, &c);
+    LCX_TRY_GOTO(lcx_model_exec_reserve(m), fail);
     {
         /* the ones vector is constant */
         float *ones = malloc((size_t)m->max_tokens * sizeof(float));
         LCX_FAIL_GOTO(!ones, LCX_ERR_OOM, fail, "model: out of memory");
         for (int64_t t = 0; t < m->max_tokens; t++) ones[t] = 1.0f;
-        st = m->be->copy_h2d(m->ones, ones, (size_t)m->max_tokens * sizeof(float));
+        st = m->be->copy_h2d(m->x, m->ones, ones, (size_t)m->max_tokens * sizeof(float));
         free(ones);
         LCX_TRY_GOTO(st, fail);
     }
@@ -222,6 +224,7 @@ fail:
 
 void lcx_model_free(lcx_model *m) {
     if (!m) return;
+    if (m->x) (void)m->be->sync(m->x); /* nothing queued may still use the buffers */
     if (m->be) {
         m->be->free(m->params);
         if (m->pdt == LCX_BF16) m->be->free(m->master);
@@ -233,6 +236,7 @@ void lcx_model_free(lcx_model *m) {
         m->be->free(m->rope_cos);
         m->be->free(m->rope_sin);
     }
+    lcx_model_exec_free(m);
     lcx_param_table_free(&m->tab);
     free(m->policy);
     free(m->off);
@@ -253,14 +257,14 @@ static lcx_status set_param(lcx_model *m, size_t i, const float *src, uint16_t *
     size_t n = (size_t)s->numel;
     uint16_t *p16 = (uint16_t *)lcx_m_param(m, (int64_t)i);
     if (m->master) {
-        LCX_TRY(m->be->copy_h2d(m->master + m->off[i], src, n * sizeof(float)));
-        if (m->pdt == LCX_BF16) LCX_TRY(m->be->cast_f32_to_bf16(m->master + m->off[i], p16, (int64_t)n));
+        LCX_TRY(m->be->copy_h2d(m->x, m->master + m->off[i], src, n * sizeof(float)));
+        if (m->pdt == LCX_BF16) LCX_TRY(lcx_m_cast(m, m->master + m->off[i], LCX_F32, p16, LCX_BF16, (int64_t)n));
     } else {
         LCX_TRY(lcx_convert_from_f32(LCX_BF16, src, scratch, n));
-        LCX_TRY(m->be->copy_h2d(p16, scratch, n * sizeof(uint16_t)));
+        LCX_TRY(m->be->copy_h2d(m->x, p16, scratch, n * sizeof(uint16_t)));
     }
     if (m->pdt == LCX_BF16 && s->role == LCX_ROLE_NORM)
-        LCX_TRY(m->be->cast_bf16_to_f32(p16, m->normw + m->norm_off[i], (int64_t)n));
+        LCX_TRY(lcx_m_cast(m, p16, LCX_BF16, m->normw + m->norm_off[i], LCX_F32, (int64_t)n));
     return LCX_OK;
 }
 
@@ -371,10 +375,10 @@ lcx_dtype lcx_model_param_dtype(const lcx_model *m) { return m->pdt; }
 lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     size_t n = (size_t)m->tab.params[i].numel;
-    if (m->pdt == LCX_F32) return m->be->copy_d2h(dst, lcx_m_param(m, (int64_t)i), n * 4);
+    if (m->pdt == LCX_F32) return m->be->copy_d2h(m->x, dst, lcx_m_param(m, (int64_t)i), n * 4);
     uint16_t *tmp = malloc(n * 2 + 1);
     LCX_FAIL_IF(!tmp, LCX_ERR_OOM, "model: out of memory");
-    lcx_status st = m->be->copy_d2h(tmp, lcx_m_param(m, (int64_t)i), n * 2);
+    lcx_status st = m->be->copy_d2h(m->x, tmp, lcx_m_param(m, (int64_t)i), n * 2);
     if (st == LCX_OK) st = lcx_convert_to_f32(LCX_BF16, tmp, dst, n);
     free(tmp);
     return st;
@@ -383,19 +387,19 @@ lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst) {
 lcx_status lcx_model_get_master(const lcx_model *m, size_t i, float *dst) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     if (!m->master) return lcx_model_get_param(m, i, dst); /* bf16 inference: the stored value is all there is */
-    return m->be->copy_d2h(dst, m->master + m->off[i], (size_t)m->tab.params[i].numel * 4);
+    return m->be->copy_d2h(m->x, dst, m->master + m->off[i], (size_t)m->tab.params[i].numel * 4);
 }
 
 lcx_status lcx_model_get_grad(const lcx_model *m, size_t i, float *dst) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     LCX_FAIL_IF(!m->grads, LCX_ERR_INVALID, "model: not built for training (no gradients)");
-    return m->be->copy_d2h(dst, m->grads + m->off[i], (size_t)m->tab.params[i].numel * 4);
+    return m->be->copy_d2h(m->x, dst, m->grads + m->off[i], (size_t)m->tab.params[i].numel * 4);
 }
 
 lcx_status lcx_model_set_grad(lcx_model *m, size_t i, const float *src) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     LCX_FAIL_IF(!m->grads, LCX_ERR_INVALID, "model: not built for training (no gradients)");
-    return m->be->copy_h2d(m->grads + m->off[i], src, (size_t)m->tab.params[i].numel * 4);
+    return m->be->copy_h2d(m->x, m->grads + m->off[i], src, (size_t)m->tab.params[i].numel * 4);
 }
 
 lcx_status lcx_model_set_loss_chunk(lcx_model *m, int64_t rows) {
@@ -419,7 +423,7 @@ lcx_model_memory lcx_model_memory_of(const lcx_model *m) {
 
 lcx_status lcx_model_zero_grads(lcx_model *m) {
     LCX_FAIL_IF(!m->grads, LCX_ERR_INVALID, "model: not built for training (no gradients)");
-    return m->be->zero(m->grads, (size_t)m->n_elems * 4);
+    return m->be->zero(m->x, m->grads, (size_t)m->n_elems * 4);
 }
 
 /* ---- peak RSS ------------------------------------------------------------------------------------------------ */

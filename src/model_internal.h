@@ -18,8 +18,25 @@ typedef struct lcx_layer_acts {
     float *gate, *up, *act; /* [T, F] */
 } lcx_layer_acts;
 
+/* Results that stay on the device until read once per call or step: the gradients' squared norm and the loss
+ * sum and count of each micro-batch (a training step reads them all with one copy). */
+typedef struct lcx_loss_slot {
+    double loss_sum;
+    int64_t count;
+} lcx_loss_slot;
+typedef struct lcx_dev_results {
+    double grad_sq;
+    int64_t pad_;
+    lcx_loss_slot loss[]; /* [res_cap] */
+} lcx_dev_results;
+
 struct lcx_model {
     const lcx_backend *be;
+    lcx_exec *x;              /* every op runs on it; its arena holds lcx_model_workspace() bytes */
+    int own_x;                /* created by lcx_model_init (freed with the model) */
+    lcx_dtype adt;            /* activation dtype of the op calls (LCX_F32 for now) */
+    lcx_dev_results *d_res;   /* device */
+    int64_t res_cap;          /* loss slots in d_res */
     lcx_model_config cfg;     /* copy; json not owned (NULL) */
     lcx_param_table tab;
     lcx_rope_plan rope;
@@ -84,11 +101,23 @@ lcx_status lcx_model_embed(lcx_model *m, int64_t T);
 lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b, int skip_attention);
 lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b);
 /* Final norm + lm_head + cross-entropy in chunks. With backward: dres = gradient wrt resid[L], lm_head grads
- * accumulated. logits: optional host [T, V] output. */
-lcx_status lcx_model_loss(lcx_model *m, int64_t T, int backward, float dscale, float *logits, double *loss_sum,
-                          int64_t *count);
+ * accumulated. logits: optional host [T, V] output. The loss sum and count accumulate into the device slot acc. */
+lcx_status lcx_model_loss(lcx_model *m, int64_t T, int backward, float dscale, float *logits, lcx_loss_slot *acc);
+/* Forward + backward of one micro-batch into the device slot acc (the public call reads it back). */
+lcx_status lcx_model_fwd_bwd(lcx_model *m, const lcx_batch *b, float dscale, lcx_loss_slot *acc);
 /* y[T, out] (=|+=) x[T, in] W^T (+ bias) for parameter index wi (bias index bi or -1). */
 lcx_status lcx_linear_fwd(lcx_model *m, const float *x, int64_t T, int64_t in, int64_t out, int64_t wi, int64_t bi,
                           float *y);
+/* The model's exec (model_exec.c): taken from opts or created (init, before any buffer), arena and result slots
+ * sized once the shapes are known (reserve), released last (free). */
+lcx_status lcx_model_exec_init(lcx_model *m, const lcx_model_opts *opts);
+lcx_status lcx_model_exec_reserve(lcx_model *m);
+void lcx_model_exec_free(lcx_model *m);
+/* Scratch bytes the exec's arena needs for every op call of the model at its capacity. */
+size_t lcx_model_workspace(const lcx_model *m);
+/* Make room for n loss slots in d_res (kept when large enough; contents are not kept). */
+lcx_status lcx_model_reserve_results(lcx_model *m, int64_t n);
+
+#include "src/model_ops.h"
 
 #endif

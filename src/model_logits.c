@@ -16,8 +16,7 @@ lcx_status lcx_model_forward_logits(lcx_model *m, const lcx_batch *b, int64_t fi
     for (int l = 0; l < m->L; l++) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 0));
     const lcx_backend *be = m->be;
     int64_t H = m->H, V = m->V, C = m->loss_chunk;
-    LCX_TRY(be->rmsnorm_fwd(m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->xf, m->rstdf, T, H,
-                            (float)m->cfg.rms_norm_eps));
+    LCX_TRY(lcx_m_rmsnorm_fwd(m, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->xf, m->rstdf, T, H));
     float *host = malloc((size_t)C * (size_t)V * sizeof(float)); /* C x V was allocated at init: no overflow */
     LCX_FAIL_IF(!host, LCX_ERR_OOM, "no memory for %lld x %lld logits", (long long)C, (long long)V);
     lcx_status st = LCX_OK;
@@ -26,11 +25,11 @@ lcx_status lcx_model_forward_logits(lcx_model *m, const lcx_batch *b, int64_t fi
         lcx_matmul_args a;
         memset(&a, 0, sizeof a);
         a.trans_b = 1, a.m = c, a.n = V, a.k = H, a.batch = 1, a.alpha = 1.0f;
-        a.a_dtype = LCX_F32, a.a = m->xf + r0 * H;
+        a.a_dtype = m->adt, a.a = m->xf + r0 * H;
         a.b_dtype = m->pdt, a.b = lcx_m_param(m, m->lm_head_i);
-        a.c = m->logit_chunk;
-        st = be->matmul(&a);
-        if (st == LCX_OK) st = be->copy_d2h(host, m->logit_chunk, (size_t)(c * V) * sizeof(float));
+        a.c_dtype = m->adt, a.c = m->logit_chunk;
+        st = be->matmul(m->x, &a);
+        if (st == LCX_OK) st = be->copy_d2h(m->x, host, m->logit_chunk, (size_t)(c * V) * sizeof(float));
         if (st == LCX_OK) st = fn(user, r0, c, host, V);
     }
     free(host);

@@ -9,8 +9,8 @@ lcx_status lcx_model_get_moments(const lcx_model *m, size_t i, float *adam_m, fl
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     LCX_FAIL_IF(!m->adam_m || !m->adam_v, LCX_ERR_INVALID, "model: not built for training (no AdamW moments)");
     size_t bytes = (size_t)m->tab.params[i].numel * 4;
-    LCX_TRY(m->be->copy_d2h(adam_m, m->adam_m + m->off[i], bytes));
-    return m->be->copy_d2h(adam_v, m->adam_v + m->off[i], bytes);
+    LCX_TRY(m->be->copy_d2h(m->x, adam_m, m->adam_m + m->off[i], bytes));
+    return m->be->copy_d2h(m->x, adam_v, m->adam_v + m->off[i], bytes);
 }
 
 lcx_status lcx_model_set_state(lcx_model *m, size_t i, const float *master, const float *adam_m,
@@ -20,22 +20,22 @@ lcx_status lcx_model_set_state(lcx_model *m, size_t i, const float *master, cons
     size_t n = (size_t)s->numel;
     uint16_t *p16 = (uint16_t *)lcx_m_param(m, (int64_t)i);
     if (m->master) {
-        LCX_TRY(m->be->copy_h2d(m->master + m->off[i], master, n * sizeof(float)));
-        if (m->pdt == LCX_BF16) LCX_TRY(m->be->cast_f32_to_bf16(m->master + m->off[i], p16, (int64_t)n));
+        LCX_TRY(m->be->copy_h2d(m->x, m->master + m->off[i], master, n * sizeof(float)));
+        if (m->pdt == LCX_BF16) LCX_TRY(lcx_m_cast(m, m->master + m->off[i], LCX_F32, p16, LCX_BF16, (int64_t)n));
     } else {
         uint16_t *tmp = malloc(n * 2 + 1);
         LCX_FAIL_IF(!tmp, LCX_ERR_OOM, "model: out of memory");
         lcx_status st = lcx_convert_from_f32(LCX_BF16, master, tmp, n);
-        if (st == LCX_OK) st = m->be->copy_h2d(p16, tmp, n * 2);
+        if (st == LCX_OK) st = m->be->copy_h2d(m->x, p16, tmp, n * 2);
         free(tmp);
         LCX_TRY(st);
     }
     if (m->pdt == LCX_BF16 && s->role == LCX_ROLE_NORM)
-        LCX_TRY(m->be->cast_bf16_to_f32(p16, m->normw + m->norm_off[i], (int64_t)n));
+        LCX_TRY(lcx_m_cast(m, p16, LCX_BF16, m->normw + m->norm_off[i], LCX_F32, (int64_t)n));
     if (adam_m || adam_v) {
         LCX_FAIL_IF(!m->adam_m || !m->adam_v, LCX_ERR_INVALID, "model: not built for training (no AdamW moments)");
-        if (adam_m) LCX_TRY(m->be->copy_h2d(m->adam_m + m->off[i], adam_m, n * 4));
-        if (adam_v) LCX_TRY(m->be->copy_h2d(m->adam_v + m->off[i], adam_v, n * 4));
+        if (adam_m) LCX_TRY(m->be->copy_h2d(m->x, m->adam_m + m->off[i], adam_m, n * 4));
+        if (adam_v) LCX_TRY(m->be->copy_h2d(m->x, m->adam_v + m->off[i], adam_v, n * 4));
     }
     return LCX_OK;
 }

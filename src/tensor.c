@@ -97,15 +97,6 @@ lcx_status lcx_dtype_nbytes(lcx_dtype dt, uint64_t n, uint64_t *bytes) {
 static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-float lcx_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-uint16_t lcx_f32_to_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* NaN: keep sign, force quiet */
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even; overflow carries into Inf correctly */
-    return (uint16_t)(u >> 16);
-}
-
 float lcx_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "status.h"
 
@@ -38,8 +39,20 @@ int lcx_dtype_is_compute(lcx_dtype dt);
 lcx_status lcx_dtype_nbytes(lcx_dtype dt, uint64_t n, uint64_t *bytes);
 
 /* ---- scalar conversions (exact IEEE semantics, round to nearest even) ------------------------------------ */
-float lcx_bf16_to_f32(uint16_t h);
-uint16_t lcx_f32_to_bf16(float f);
+/* bf16 conversions are inline: the kernels convert activations element by element in their hot loops. */
+static inline float lcx_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t lcx_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* NaN: keep sign, force quiet */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even; overflow carries into Inf correctly */
+    return (uint16_t)(u >> 16);
+}
 float lcx_f16_to_f32(uint16_t h);
 uint16_t lcx_f32_to_f16(float f);
 float lcx_f8e4m3_to_f32(uint8_t v); /* OCP E4M3FN: no Inf, 0x7f/0xff NaN */

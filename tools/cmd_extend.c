@@ -81,9 +81,13 @@ static lcx_status check_passkey_fit(const lcx_plan *p, lcx_tokenizer *etok, cons
 /* The float32 GEMM rate of the CPU backend's matmul (the path training takes: split over the OpenMP team). */
 static double measure_gflops(void) {
     enum { N = 256 };
-    const lcx_backend *be = lcx_backend_cpu();
+    lcx_exec *x = NULL;
+    if (lcx_exec_create(lcx_backend_cpu(), &x) != LCX_OK) return 0;
     float *a = malloc(sizeof(float) * N * N * 3);
-    if (!a) return 0;
+    if (!a) {
+        lcx_exec_free(x);
+        return 0;
+    }
     for (int i = 0; i < N * N * 3; i++) a[i] = (float)((i * 7) % 13) * 0.01f;
     lcx_matmul_args g = {0};
     g.m = g.n = g.k = N, g.batch = 1, g.alpha = 1.0f, g.beta = 0.0f;
@@ -91,11 +95,12 @@ static double measure_gflops(void) {
     double t0 = lcx_cli_now_s(), t = 0;
     int reps = 0;
     do {
-        if (be->matmul(&g) != LCX_OK) break;
+        if (x->be->matmul(x, &g) != LCX_OK) break; /* float32: no scratch needed */
         reps++;
         t = lcx_cli_now_s() - t0;
     } while (t < 0.1);
     free(a);
+    lcx_exec_free(x);
     return reps > 0 ? 2.0 * N * N * N * reps / t / 1e9 : 0;
 }
 

@@ -32,9 +32,12 @@ LCX_CPU_HOT_FMA static void adamw_range(const adamw_consts *k, float *restrict p
         for (int64_t i = lo; i < hi; i++) param_bf16[i] = lcx_f32_to_bf16(param[i]);
 }
 
-lcx_status lcx_cpu_adamw(const lcx_adamw_args *a, float *param, const float *grad, float *m, float *v,
-                         uint16_t *param_bf16, int64_t n) {
-    LCX_FAIL_IF(a == NULL, LCX_ERR_INVALID, "adamw: NULL arguments");
+lcx_status lcx_cpu_adamw(lcx_exec *x, const lcx_adamw_args *a) {
+    LCX_CPU_ARGS(x, a, "adamw");
+    const int64_t n = a->n;
+    float *param = a->param, *m = a->m, *v = a->v;
+    const float *grad = a->grad;
+    uint16_t *param_bf16 = a->param_bf16;
     LCX_FAIL_IF(n < 0 || a->step < 1, LCX_ERR_INVALID, "adamw: bad size %lld or step %lld (steps count from 1)",
                 (long long)n, (long long)a->step);
     LCX_FAIL_IF(!(a->beta1 >= 0.0 && a->beta1 < 1.0 && a->beta2 >= 0.0 && a->beta2 < 1.0 && a->eps >= 0.0),

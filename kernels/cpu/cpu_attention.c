@@ -2,31 +2,70 @@
  * results. Work items are (query tile, head) pairs, each computed by one thread in a fixed order with serial
  * sgemm calls, so results do not depend on the thread count. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "cpu_attention_common.h"
 
-lcx_status lcx_cpu_attn_check(const lcx_attn_args *a) {
-    LCX_FAIL_IF(a == NULL, LCX_ERR_INVALID, "attention: NULL arguments");
+lcx_status lcx_cpu_attn_check(const lcx_attn_args *a, const char *op) {
     LCX_FAIL_IF(a->n_q < 0 || a->n_k < 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 || a->head_dim <= 0 ||
                     a->n_heads % a->n_kv_heads != 0,
-                LCX_ERR_INVALID, "attention: bad sizes q=%lld k=%lld heads=%lld kv_heads=%lld head_dim=%lld",
+                LCX_ERR_INVALID, "%s: bad sizes q=%lld k=%lld heads=%lld kv_heads=%lld head_dim=%lld", op,
                 (long long)a->n_q, (long long)a->n_k, (long long)a->n_heads, (long long)a->n_kv_heads,
                 (long long)a->head_dim);
     LCX_FAIL_IF(a->mask != LCX_MASK_CAUSAL && a->mask != LCX_MASK_FULL && a->mask != LCX_MASK_NONE,
-                LCX_ERR_INVALID, "attention: unknown mask mode %d", (int)a->mask);
-    LCX_FAIL_IF(!isfinite(a->scale), LCX_ERR_INVALID, "attention: scale is not finite");
-    return LCX_OK;
+                LCX_ERR_INVALID, "%s: unknown mask mode %d", op, (int)a->mask);
+    LCX_FAIL_IF(!isfinite(a->scale), LCX_ERR_INVALID, "%s: scale is not finite", op);
+    return lcx_cpu_act_check(a->dt, op);
+}
+
+/* Per-thread tiles: s [ATT_BQ][ATT_BK] scores, then probabilities; bf16 only: the work item's q and o tiles
+ * [ATT_BQ][hd] and the current key tile's k and v [ATT_BK][hd] in float32. */
+typedef struct fwd_scratch {
+    float *s, *q, *o, *k, *v;
+} fwd_scratch;
+
+static size_t fwd_thread_bytes(const lcx_attn_args *a) {
+    size_t b = lcx_cpu_ws_part(ATT_BQ * ATT_BK, sizeof(float));
+    if (a->dt == LCX_BF16)
+        b = lcx_cpu_ws_add(lcx_cpu_ws_add(b, lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_BQ * a->head_dim, sizeof(float)), 2)),
+                           lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_BK * a->head_dim, sizeof(float)), 2));
+    return b;
+}
+
+size_t lcx_cpu_attention_fwd_ws(const lcx_attn_args *a) {
+    if (a->n_q <= 0 || a->n_heads <= 0 || a->head_dim <= 0) return 0;
+    return lcx_cpu_ws_mul(fwd_thread_bytes(a), lcx_cpu_threads());
+}
+
+static fwd_scratch fwd_slot(const lcx_attn_args *a, char *base) {
+    lcx_cpu_carve c = {base};
+    fwd_scratch w = {lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BQ * ATT_BK, sizeof(float))), NULL, NULL, NULL, NULL};
+    if (a->dt == LCX_BF16) {
+        w.q = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BQ * a->head_dim, sizeof(float)));
+        w.o = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BQ * a->head_dim, sizeof(float)));
+        w.k = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BK * a->head_dim, sizeof(float)));
+        w.v = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BK * a->head_dim, sizeof(float)));
+    }
+    return w;
 }
 
 /* One (head, query tile) work item: online softmax over key tiles, scores and P V as sgemm products. The
- * unnormalised output accumulates in place in o (row stride H * hd). s: [ATT_BQ][ATT_BK] scratch. */
-LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, const float *q, const float *k, const float *v, float *o, float *lse,
-                     int64_t h, int64_t i0, int64_t i1, float *s) {
+ * unnormalised output accumulates in place in o (float32: the output itself, row stride H * hd; bf16: the
+ * thread's o tile, rounded into the output at the end). */
+LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, int64_t h, int64_t i0, int64_t i1, const fwd_scratch *w) {
     const int64_t H = a->n_heads, G = a->n_kv_heads, hd = a->head_dim, g = h / (H / G), nr = i1 - i0;
-    const int64_t ldq = H * hd, ldk = G * hd;
+    const int bf = a->dt == LCX_BF16;
+    const int64_t ldq = bf ? hd : H * hd, ldk = bf ? hd : G * hd; /* o has q's layout */
+    const float *qb;
+    float *ob, *lse = a->lse, *s = w->s;
+    if (bf) {
+        lcx_cpu_act_load(a->dt, a->q, (i0 * H + h) * hd, H * hd, nr, hd, w->q);
+        qb = w->q;
+        ob = w->o;
+    } else {
+        qb = (const float *)a->q + (i0 * H + h) * hd;
+        ob = (float *)a->o + (i0 * H + h) * hd;
+    }
     float m[ATT_BQ], l[ATT_BQ];
-    float *ob = o + (i0 * H + h) * hd;
     for (int64_t r = 0; r < nr; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
@@ -35,8 +74,17 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, const float *q, const f
     const int64_t kend_tile = att_key_end(a, i1 - 1); /* the last row sees the most keys */
     for (int64_t j0 = 0; j0 < kend_tile; j0 += ATT_BK) {
         int64_t nk = kend_tile - j0 < ATT_BK ? kend_tile - j0 : ATT_BK;
-        att_gemm(0, 1, nr, nk, hd, a->scale, q + (i0 * H + h) * hd, ldq, k + (j0 * G + g) * hd, ldk, 0.0f, s,
-                 ATT_BK);
+        const float *kb, *vb;
+        if (bf) {
+            lcx_cpu_act_load(a->dt, a->k, (j0 * G + g) * hd, G * hd, nk, hd, w->k);
+            lcx_cpu_act_load(a->dt, a->v, (j0 * G + g) * hd, G * hd, nk, hd, w->v);
+            kb = w->k;
+            vb = w->v;
+        } else {
+            kb = (const float *)a->k + (j0 * G + g) * hd;
+            vb = (const float *)a->v + (j0 * G + g) * hd;
+        }
+        att_gemm(0, 1, nr, nk, hd, a->scale, qb, ldq, kb, ldk, 0.0f, s, ATT_BK);
         for (int64_t r = 0; r < nr; r++) {
             float *sr = s + r * ATT_BK;
             int64_t cnt = att_key_end(a, i0 + r) - j0;
@@ -56,7 +104,7 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, const float *q, const f
                 for (int64_t d = 0; d < hd; d++) orow[d] *= corr;
             }
         }
-        att_gemm(0, 0, nr, hd, nk, 1.0f, s, ATT_BK, v + (j0 * G + g) * hd, ldk, 1.0f, ob, ldq);
+        att_gemm(0, 0, nr, hd, nk, 1.0f, s, ATT_BK, vb, ldk, 1.0f, ob, ldq);
     }
     for (int64_t r = 0; r < nr; r++) {
         float *orow = ob + r * ldq;
@@ -70,62 +118,80 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, const float *q, const f
             lse[x] = m[r] + logf(l[r]);
         }
     }
+    if (bf) lcx_cpu_act_store(a->dt, a->o, (i0 * H + h) * hd, H * hd, nr, hd, ob);
 }
 
-lcx_status lcx_cpu_attention_fwd(const lcx_attn_args *a, const float *q, const float *k, const float *v,
-                                 float *o, float *lse) {
-    LCX_TRY(lcx_cpu_attn_check(a));
-    LCX_CPU_NEED(q, a->n_q, "attention_fwd");
-    LCX_CPU_NEED(o, a->n_q, "attention_fwd");
-    LCX_CPU_NEED(lse, a->n_q, "attention_fwd");
-    LCX_CPU_NEED(k, a->n_k, "attention_fwd");
-    LCX_CPU_NEED(v, a->n_k, "attention_fwd");
+lcx_status lcx_cpu_attention_fwd(lcx_exec *x, const lcx_attn_args *a) {
+    LCX_CPU_ARGS(x, a, "attention_fwd");
+    LCX_TRY(lcx_cpu_attn_check(a, "attention_fwd"));
+    LCX_CPU_NEED(a->q, a->n_q, "attention_fwd");
+    LCX_CPU_NEED(a->o, a->n_q, "attention_fwd");
+    LCX_CPU_NEED(a->lse, a->n_q, "attention_fwd");
+    LCX_CPU_NEED(a->k, a->n_k, "attention_fwd");
+    LCX_CPU_NEED(a->v, a->n_k, "attention_fwd");
+    LCX_TRY(lcx_exec_need(x, lcx_cpu_attention_fwd_ws(a), "attention_fwd"));
     const int64_t H = a->n_heads, n_qt = (a->n_q + ATT_BQ - 1) / ATT_BQ;
-    int oom = 0;
+    const int nt = lcx_cpu_threads();
+    const size_t slot = fwd_thread_bytes(a);
     lcx_cpu_blas_serial(); /* one single-threaded sgemm per tile, from each OpenMP thread */
-#pragma omp parallel
+#pragma omp parallel num_threads(nt)
     {
-        float *s = malloc(sizeof(float) * ATT_BQ * ATT_BK); /* scores, then probabilities */
-        if (!s) {
-#pragma omp atomic write
-            oom = 1;
-        }
+        const fwd_scratch w = fwd_slot(a, (char *)x->scratch + slot * (size_t)omp_get_thread_num());
 #pragma omp for collapse(2) schedule(dynamic)
         for (int64_t qt = 0; qt < n_qt; qt++)
             for (int64_t h = 0; h < H; h++) {
-                if (!s) continue;
                 int64_t i0 = qt * ATT_BQ, i1 = i0 + ATT_BQ < a->n_q ? i0 + ATT_BQ : a->n_q;
-                fwd_tile(a, q, k, v, o, lse, h, i0, i1, s);
+                fwd_tile(a, h, i0, i1, &w);
             }
-        free(s);
     }
-    LCX_FAIL_IF(oom, LCX_ERR_OOM, "attention_fwd: no memory for per-thread tiles");
     return LCX_OK;
 }
 
-lcx_status lcx_cpu_attention_merge(float *o_acc, float *lse_acc, const float *o_part, const float *lse_part,
-                                   int64_t n_rows, int64_t n_heads, int64_t head_dim) {
+/* One row of the merge: weights of the two sides, or 0 when neither saw a key (then lse stays -inf). */
+static inline int merge_weights(float *lse_acc, float b, float *wa, float *wb) {
+    float a = *lse_acc, mx = a > b ? a : b;
+    if (mx == -INFINITY) { /* neither side saw a key */
+        *lse_acc = -INFINITY;
+        return 0;
+    }
+    float ea = expf(a - mx), eb = expf(b - mx), sum = ea + eb; /* arguments <= 0: no overflow */
+    *wa = ea / sum;
+    *wb = eb / sum;
+    *lse_acc = mx + logf(sum);
+    return 1;
+}
+
+lcx_status lcx_cpu_attention_merge(lcx_exec *x, const lcx_attn_merge_args *a) {
+    LCX_CPU_ARGS(x, a, "attention_merge");
+    const int64_t n_rows = a->n_rows, n_heads = a->n_heads, head_dim = a->head_dim;
+    float *lse_acc = a->lse_acc;
+    const float *lse_part = a->lse_part;
     LCX_FAIL_IF(n_rows < 0 || n_heads <= 0 || head_dim <= 0, LCX_ERR_INVALID,
                 "attention_merge: bad sizes rows=%lld heads=%lld head_dim=%lld", (long long)n_rows,
                 (long long)n_heads, (long long)head_dim);
-    LCX_CPU_NEED(o_acc, n_rows, "attention_merge");
+    LCX_TRY(lcx_cpu_act_check(a->dt, "attention_merge"));
+    LCX_CPU_NEED(a->o_acc, n_rows, "attention_merge");
     LCX_CPU_NEED(lse_acc, n_rows, "attention_merge");
-    LCX_CPU_NEED(o_part, n_rows, "attention_merge");
+    LCX_CPU_NEED(a->o_part, n_rows, "attention_merge");
     LCX_CPU_NEED(lse_part, n_rows, "attention_merge");
+    const int bf = a->dt == LCX_BF16;
 #pragma omp parallel for schedule(static)
-    for (int64_t x = 0; x < n_rows * n_heads; x++) {
-        float a = lse_acc[x], b = lse_part[x], mx = a > b ? a : b;
-        float *oa = o_acc + x * head_dim;
-        const float *ob = o_part + x * head_dim;
-        if (mx == -INFINITY) { /* neither side saw a key */
-            for (int64_t d = 0; d < head_dim; d++) oa[d] = 0.0f;
-            lse_acc[x] = -INFINITY;
-            continue;
+    for (int64_t r = 0; r < n_rows * n_heads; r++) {
+        float wa = 0.0f, wb = 0.0f;
+        int seen = merge_weights(&lse_acc[r], lse_part[r], &wa, &wb);
+        if (bf) {
+            uint16_t *oa = (uint16_t *)a->o_acc + r * head_dim;
+            const uint16_t *ob = (const uint16_t *)a->o_part + r * head_dim;
+            for (int64_t d = 0; d < head_dim; d++)
+                oa[d] = seen ? lcx_f32_to_bf16(wa * lcx_bf16_to_f32(oa[d]) + wb * lcx_bf16_to_f32(ob[d])) : 0;
+        } else {
+            float *oa = (float *)a->o_acc + r * head_dim;
+            const float *ob = (const float *)a->o_part + r * head_dim;
+            if (!seen)
+                for (int64_t d = 0; d < head_dim; d++) oa[d] = 0.0f;
+            else
+                for (int64_t d = 0; d < head_dim; d++) oa[d] = wa * oa[d] + wb * ob[d];
         }
-        float ea = expf(a - mx), eb = expf(b - mx), sum = ea + eb; /* arguments <= 0: no overflow */
-        float wa = ea / sum, wb = eb / sum;
-        for (int64_t d = 0; d < head_dim; d++) oa[d] = wa * oa[d] + wb * ob[d];
-        lse_acc[x] = mx + logf(sum);
     }
     return LCX_OK;
 }

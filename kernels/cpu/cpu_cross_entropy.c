@@ -1,60 +1,90 @@
-/* cpu_cross_entropy: loss and dlogits for a chunk of rows; per-row log-sum-exp in double. */
+/* cpu_cross_entropy: loss and dlogits for a chunk of rows; per-row log-sum-exp in double. Row losses go to the
+ * arena and are summed in row order (identical for any thread count), then added once to the device sum.
+ * bf16 logits are widened a row at a time into per-thread scratch, where dlogits are formed before rounding. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "cpu_internal.h"
 
-lcx_status lcx_cpu_cross_entropy(const float *logits, const int32_t *targets, float *dlogits, int64_t n_rows,
-                                 int64_t vocab, float dscale, double *loss_sum, int64_t *count) {
+/* Targets are never validated here (the host does it): one outside [0, vocab) counts as ignored. */
+static inline int counted(int32_t t, int64_t vocab) { return t >= 0 && t < vocab; }
+
+size_t lcx_cpu_cross_entropy_ws(const lcx_xent_args *a) {
+    if (a->n_rows <= 0 || a->vocab <= 0) return 0;
+    size_t rows = lcx_cpu_ws_part(a->n_rows, sizeof(double));
+    if (a->dt != LCX_BF16) return rows;
+    return lcx_cpu_ws_add(rows, lcx_cpu_ws_mul(lcx_cpu_ws_part(a->vocab, sizeof(float)), lcx_cpu_threads()));
+}
+
+/* One row: returns its loss; writes dx (may alias x, NULL: loss only). */
+static inline double row_xent(const float *x, float *dx, int32_t t, int64_t vocab, float dscale) {
+    if (!counted(t, vocab)) {
+        if (dx)
+            for (int64_t j = 0; j < vocab; j++) dx[j] = 0.0f;
+        return 0.0;
+    }
+    float mx = x[0];
+    for (int64_t j = 1; j < vocab; j++) mx = x[j] > mx ? x[j] : mx;
+    /* exp in float (vectorised, 2 ulp), summed in double over 8 lanes in a fixed order */
+    double se8[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= vocab; j += 8)
+        for (int l = 0; l < 8; l++) se8[l] += (double)lcx_cpu_expf(x[j + l] - mx);
+    for (; j < vocab; j++) se8[j & 7] += (double)lcx_cpu_expf(x[j] - mx);
+    double se = ((se8[0] + se8[1]) + (se8[2] + se8[3])) + ((se8[4] + se8[5]) + (se8[6] + se8[7]));
+    double lse = mx + log(se);
+    double loss = lse - (double)x[t]; /* read before dlogits (which may alias logits) is written */
+    if (dx) {
+        float w = (float)((double)dscale / se); /* softmax_j = exp(x_j - mx) / se */
+        float xt = x[t];
+        for (int64_t jj = 0; jj < vocab; jj++) dx[jj] = w * lcx_cpu_expf(x[jj] - mx);
+        dx[t] = (float)((double)dscale * (exp((double)xt - lse) - 1.0)); /* the target, at full precision */
+    }
+    return loss;
+}
+
+lcx_status lcx_cpu_cross_entropy(lcx_exec *x, const lcx_xent_args *a) {
+    LCX_CPU_ARGS(x, a, "cross_entropy");
+    const int64_t n_rows = a->n_rows, vocab = a->vocab;
+    const float dscale = a->dscale;
+    const int32_t *targets = a->targets;
     LCX_FAIL_IF(n_rows < 0 || vocab <= 0, LCX_ERR_INVALID, "cross_entropy: bad sizes rows=%lld vocab=%lld",
                 (long long)n_rows, (long long)vocab);
-    LCX_FAIL_IF(loss_sum == NULL || count == NULL, LCX_ERR_INVALID, "cross_entropy: NULL loss_sum or count");
-    LCX_CPU_NEED(logits, n_rows, "cross_entropy");
+    LCX_TRY(lcx_cpu_act_check(a->dt, "cross_entropy"));
+    LCX_FAIL_IF(a->loss_sum == NULL || a->count == NULL, LCX_ERR_INVALID, "cross_entropy: NULL loss_sum or count");
+    LCX_CPU_NEED(a->logits, n_rows, "cross_entropy");
     LCX_CPU_NEED(targets, n_rows, "cross_entropy");
-    int64_t cnt = 0;
-    for (int64_t r = 0; r < n_rows; r++) {
-        int32_t t = targets[r];
-        if (t == LCX_IGNORE_INDEX) continue;
-        LCX_FAIL_IF(t < 0 || t >= vocab, LCX_ERR_INVALID,
-                    "cross_entropy: row %lld has target %d outside [0, %lld) (ignore index is %d)", (long long)r, t,
-                    (long long)vocab, LCX_IGNORE_INDEX);
-        cnt++;
-    }
-    double *row_loss = malloc(sizeof(double) * (size_t)(n_rows > 0 ? n_rows : 1));
-    LCX_FAIL_IF(row_loss == NULL, LCX_ERR_OOM, "cross_entropy: no memory for %lld row losses", (long long)n_rows);
+    LCX_TRY(lcx_exec_need(x, lcx_cpu_cross_entropy_ws(a), "cross_entropy"));
+    if (n_rows == 0) return LCX_OK;
+    lcx_cpu_carve c = {x->scratch};
+    double *row_loss = lcx_cpu_take(&c, lcx_cpu_ws_part(n_rows, sizeof(double)));
+    if (a->dt == LCX_F32) {
+        const float *logits = a->logits;
+        float *dlogits = a->dlogits;
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n_rows; r++) {
-        const float *x = logits + r * vocab;
-        float *dx = dlogits ? dlogits + r * vocab : NULL;
-        int32_t t = targets[r];
-        if (t == LCX_IGNORE_INDEX) {
-            row_loss[r] = 0.0;
-            if (dx)
-                for (int64_t j = 0; j < vocab; j++) dx[j] = 0.0f;
-            continue;
-        }
-        float mx = x[0];
-        for (int64_t j = 1; j < vocab; j++) mx = x[j] > mx ? x[j] : mx;
-        /* exp in float (vectorised, 2 ulp), summed in double over 8 lanes in a fixed order */
-        double se8[8] = {0};
-        int64_t j = 0;
-        for (; j + 8 <= vocab; j += 8)
-            for (int l = 0; l < 8; l++) se8[l] += (double)lcx_cpu_expf(x[j + l] - mx);
-        for (; j < vocab; j++) se8[j & 7] += (double)lcx_cpu_expf(x[j] - mx);
-        double se = ((se8[0] + se8[1]) + (se8[2] + se8[3])) + ((se8[4] + se8[5]) + (se8[6] + se8[7]));
-        double lse = mx + log(se);
-        row_loss[r] = lse - (double)x[t]; /* read before dlogits (which may alias logits) is written */
-        if (dx) {
-            float w = (float)((double)dscale / se); /* softmax_j = exp(x_j - mx) / se */
-            float xt = x[t];
-            for (int64_t jj = 0; jj < vocab; jj++) dx[jj] = w * lcx_cpu_expf(x[jj] - mx);
-            dx[t] = (float)((double)dscale * (exp((double)xt - lse) - 1.0)); /* the target, at full precision */
+        for (int64_t r = 0; r < n_rows; r++)
+            row_loss[r] = row_xent(logits + r * vocab, dlogits ? dlogits + r * vocab : NULL, targets[r], vocab, dscale);
+    } else {
+        const int nt = lcx_cpu_threads();
+        const size_t row = lcx_cpu_ws_part(vocab, sizeof(float));
+        char *rows = lcx_cpu_take(&c, row * (size_t)nt);
+#pragma omp parallel num_threads(nt)
+        {
+            float *s = (float *)(rows + row * (size_t)omp_get_thread_num());
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < n_rows; r++) {
+                lcx_cpu_act_load(LCX_BF16, a->logits, r * vocab, vocab, 1, vocab, s);
+                row_loss[r] = row_xent(s, a->dlogits ? s : NULL, targets[r], vocab, dscale);
+                if (a->dlogits) lcx_cpu_act_store(LCX_BF16, a->dlogits, r * vocab, vocab, 1, vocab, s);
+            }
         }
     }
     double sum = 0.0; /* fixed row order: identical for any thread count */
-    for (int64_t r = 0; r < n_rows; r++) sum += row_loss[r];
-    free(row_loss);
-    *loss_sum = sum;
-    *count = cnt;
+    int64_t cnt = 0;
+    for (int64_t r = 0; r < n_rows; r++) {
+        sum += row_loss[r];
+        cnt += counted(targets[r], vocab);
+    }
+    *a->loss_sum += sum;
+    *a->count += cnt;
     return LCX_OK;
 }

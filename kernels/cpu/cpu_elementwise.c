@@ -1,75 +1,88 @@
-/* cpu_elementwise: casts, add/scale/axpy and the squared norm. */
-#include <stdlib.h>
-
+/* cpu_elementwise: the cast between float32 and bf16, and add/scale/axpy on activations (bf16: widen, the same
+ * float32 expression, round). */
 #include "cpu_internal.h"
 
-#define CHECK_N(op, n) LCX_FAIL_IF((n) < 0, LCX_ERR_INVALID, "%s: negative size %lld", (op), (long long)(n))
+static lcx_status check(const char *op, lcx_exec *x, const lcx_elementwise_args *a) {
+    LCX_CPU_ARGS(x, a, op);
+    LCX_FAIL_IF(a->n < 0, LCX_ERR_INVALID, "%s: negative size %lld", op, (long long)a->n);
+    return lcx_cpu_act_check(a->dt, op);
+}
 
-/* Partial sums over fixed blocks, then the blocks in order: the same result for any thread count. */
-enum { NORM_BLOCK = 8192 };
-
-lcx_status lcx_cpu_sqnorm(const float *x, int64_t n, double *out) {
-    CHECK_N("sqnorm", n);
-    LCX_FAIL_IF(out == NULL, LCX_ERR_INVALID, "sqnorm: NULL output");
-    LCX_CPU_NEED(x, n, "sqnorm");
-    int64_t nb = (n + NORM_BLOCK - 1) / NORM_BLOCK;
-    double *part = malloc(sizeof(double) * (size_t)(nb > 0 ? nb : 1));
-    LCX_FAIL_IF(part == NULL, LCX_ERR_OOM, "sqnorm: no memory for %lld partial sums", (long long)nb);
+lcx_status lcx_cpu_cast(lcx_exec *x, const lcx_cast_args *a) {
+    LCX_CPU_ARGS(x, a, "cast");
+    const int64_t n = a->n;
+    LCX_FAIL_IF(n < 0, LCX_ERR_INVALID, "cast: negative size %lld", (long long)n);
+    LCX_FAIL_IF((a->src_dt != LCX_F32 && a->src_dt != LCX_BF16) || (a->dst_dt != LCX_F32 && a->dst_dt != LCX_BF16),
+                LCX_ERR_UNSUPPORTED, "cast: %s to %s (F32 and BF16 only)", lcx_dtype_name(a->src_dt),
+                lcx_dtype_name(a->dst_dt));
+    LCX_CPU_NEED(a->src, n, "cast");
+    LCX_CPU_NEED(a->dst, n, "cast");
+    if (a->src_dt == a->dst_dt) return lcx_cpu_copy(x, a->dst, a->src, (size_t)n * lcx_act_size(a->src_dt));
+    if (a->src_dt == LCX_F32) {
+        const float *src = a->src;
+        uint16_t *dst = a->dst;
 #pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t i0 = b * NORM_BLOCK, i1 = i0 + NORM_BLOCK < n ? i0 + NORM_BLOCK : n;
-        double s = 0.0;
-        for (int64_t i = i0; i < i1; i++) s += (double)x[i] * x[i];
-        part[b] = s;
+        for (int64_t i = 0; i < n; i++) dst[i] = lcx_f32_to_bf16(src[i]);
+    } else {
+        const uint16_t *src = a->src;
+        float *dst = a->dst;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) dst[i] = lcx_bf16_to_f32(src[i]);
     }
-    double s = 0.0;
-    for (int64_t b = 0; b < nb; b++) s += part[b];
-    free(part);
-    *out = s;
     return LCX_OK;
 }
 
-lcx_status lcx_cpu_cast_f32_to_bf16(const float *src, uint16_t *dst, int64_t n) {
-    CHECK_N("cast_f32_to_bf16", n);
-    LCX_CPU_NEED(src, n, "cast_f32_to_bf16");
-    LCX_CPU_NEED(dst, n, "cast_f32_to_bf16");
+lcx_status lcx_cpu_add(lcx_exec *x, const lcx_elementwise_args *a) {
+    LCX_TRY(check("add", x, a));
+    const int64_t n = a->n;
+    LCX_CPU_NEED(a->a, n, "add");
+    LCX_CPU_NEED(a->b, n, "add");
+    LCX_CPU_NEED(a->out, n, "add");
+    if (a->dt == LCX_F32) {
+        const float *p = a->a, *q = a->b;
+        float *out = a->out;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) dst[i] = lcx_f32_to_bf16(src[i]);
+        for (int64_t i = 0; i < n; i++) out[i] = p[i] + q[i];
+        return LCX_OK;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) lcx_cpu_bf16_put(a->out, i, lcx_cpu_bf16_get(a->a, i) + lcx_cpu_bf16_get(a->b, i));
     return LCX_OK;
 }
 
-lcx_status lcx_cpu_cast_bf16_to_f32(const uint16_t *src, float *dst, int64_t n) {
-    CHECK_N("cast_bf16_to_f32", n);
-    LCX_CPU_NEED(src, n, "cast_bf16_to_f32");
-    LCX_CPU_NEED(dst, n, "cast_bf16_to_f32");
+lcx_status lcx_cpu_scale(lcx_exec *x, const lcx_elementwise_args *a) {
+    LCX_TRY(check("scale", x, a));
+    const int64_t n = a->n;
+    const float s = a->alpha;
+    LCX_CPU_NEED(a->a, n, "scale");
+    LCX_CPU_NEED(a->out, n, "scale");
+    if (a->dt == LCX_F32) {
+        const float *p = a->a;
+        float *out = a->out;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) dst[i] = lcx_bf16_to_f32(src[i]);
+        for (int64_t i = 0; i < n; i++) out[i] = p[i] * s;
+        return LCX_OK;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) lcx_cpu_bf16_put(a->out, i, lcx_cpu_bf16_get(a->a, i) * s);
     return LCX_OK;
 }
 
-lcx_status lcx_cpu_add(const float *a, const float *b, float *out, int64_t n) {
-    CHECK_N("add", n);
-    LCX_CPU_NEED(a, n, "add");
-    LCX_CPU_NEED(b, n, "add");
-    LCX_CPU_NEED(out, n, "add");
+lcx_status lcx_cpu_axpy(lcx_exec *x, const lcx_elementwise_args *a) {
+    LCX_TRY(check("axpy", x, a));
+    const int64_t n = a->n;
+    const float alpha = a->alpha;
+    LCX_CPU_NEED(a->a, n, "axpy");
+    LCX_CPU_NEED(a->out, n, "axpy");
+    if (a->dt == LCX_F32) {
+        const float *p = a->a;
+        float *y = a->out;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
-    return LCX_OK;
-}
-
-lcx_status lcx_cpu_scale(float *x, float s, int64_t n) {
-    CHECK_N("scale", n);
-    LCX_CPU_NEED(x, n, "scale");
+        for (int64_t i = 0; i < n; i++) y[i] += alpha * p[i];
+        return LCX_OK;
+    }
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) x[i] *= s;
-    return LCX_OK;
-}
-
-lcx_status lcx_cpu_axpy(float alpha, const float *x, float *y, int64_t n) {
-    CHECK_N("axpy", n);
-    LCX_CPU_NEED(x, n, "axpy");
-    LCX_CPU_NEED(y, n, "axpy");
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) y[i] += alpha * x[i];
+    for (int64_t i = 0; i < n; i++)
+        lcx_cpu_bf16_put(a->out, i, lcx_cpu_bf16_get(a->out, i) + alpha * lcx_cpu_bf16_get(a->a, i));
     return LCX_OK;
 }

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "cpu_act.h"
+#include "cpu_scratch.h"
 
 /* The hot loops outside sgemm (softmax exp, elementwise) get an AVX2 clone chosen at load time (ifunc) on
  * x86-64, so a generic build still uses 8-wide vectors where the CPU has them (~2x on those loops). Results of
@@ -49,12 +51,12 @@ static inline float lcx_cpu_expf(float x0) {
 /* cpu_memory.c */
 lcx_status lcx_cpu_alloc(size_t bytes, void **out);
 void lcx_cpu_free(void *p);
-lcx_status lcx_cpu_copy(void *dst, const void *src, size_t bytes);
-lcx_status lcx_cpu_zero(void *p, size_t bytes);
-lcx_status lcx_cpu_sync(void);
+lcx_status lcx_cpu_copy(lcx_exec *x, void *dst, const void *src, size_t bytes);
+lcx_status lcx_cpu_zero(lcx_exec *x, void *p, size_t bytes);
 
 /* cpu_matmul.c */
-lcx_status lcx_cpu_matmul(const lcx_matmul_args *args);
+lcx_status lcx_cpu_matmul(lcx_exec *x, const lcx_matmul_args *a);
+size_t lcx_cpu_matmul_ws(const lcx_matmul_args *a);
 /* The CPU backend parallelises with one OpenMP team and calls sgemm from its threads, one block each. A pthreads
  * OpenBLAS would run a second pool of threads on the same cores (spinning in sched_yield between calls: 10-15%
  * of a training step on 2 cores, and calls from several threads serialise on its lock), so it is switched to one
@@ -62,55 +64,50 @@ lcx_status lcx_cpu_matmul(const lcx_matmul_args *args);
 void lcx_cpu_blas_serial(void);
 
 /* cpu_embedding.c */
-lcx_status lcx_cpu_embedding_fwd(const int32_t *ids, const void *weight, lcx_dtype w_dtype, float *out,
-                                 int64_t n_tokens, int64_t n_rows, int64_t dim, int64_t vocab_start,
-                                 int64_t n_vocab);
-lcx_status lcx_cpu_embedding_bwd(const int32_t *ids, const float *dout, float *dweight, int64_t n_tokens,
-                                 int64_t n_rows, int64_t dim, int64_t vocab_start, int64_t n_vocab);
+lcx_status lcx_cpu_embedding_fwd(lcx_exec *x, const lcx_embedding_args *a);
+lcx_status lcx_cpu_embedding_bwd(lcx_exec *x, const lcx_embedding_args *a);
 
 /* cpu_rmsnorm.c */
-lcx_status lcx_cpu_rmsnorm_fwd(const float *x, const float *w, float *y, float *rstd, int64_t n_rows,
-                               int64_t dim, float eps);
-lcx_status lcx_cpu_rmsnorm_bwd(const float *dy, const float *x, const float *w, const float *rstd, float *dx,
-                               float *dw, int64_t n_rows, int64_t dim);
+lcx_status lcx_cpu_rmsnorm_fwd(lcx_exec *x, const lcx_rmsnorm_args *a);
+lcx_status lcx_cpu_rmsnorm_bwd(lcx_exec *x, const lcx_rmsnorm_args *a);
+size_t lcx_cpu_rmsnorm_ws(int bwd, const lcx_rmsnorm_args *a);
 
 /* cpu_rope.c */
-lcx_status lcx_cpu_rope_fwd(const float *x, float *out, const int32_t *pos, const float *cos, const float *sin,
-                            int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t n_pos);
-lcx_status lcx_cpu_rope_bwd(const float *dout, float *dx, const int32_t *pos, const float *cos,
-                            const float *sin, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
-                            int64_t rot_dim, int64_t n_pos);
+lcx_status lcx_cpu_rope_fwd(lcx_exec *x, const lcx_rope_args *a);
+lcx_status lcx_cpu_rope_bwd(lcx_exec *x, const lcx_rope_args *a);
 
 /* cpu_attention.c, cpu_attention_bwd.c */
-lcx_status lcx_cpu_attn_check(const lcx_attn_args *a);
-lcx_status lcx_cpu_attention_fwd(const lcx_attn_args *args, const float *q, const float *k, const float *v,
-                                 float *o, float *lse);
-lcx_status lcx_cpu_attention_bwd(const lcx_attn_args *args, const float *q, const float *k, const float *v,
-                                 const float *o, const float *lse, const float *dout, float *dq, float *dk,
-                                 float *dv);
-lcx_status lcx_cpu_attention_merge(float *o_acc, float *lse_acc, const float *o_part, const float *lse_part,
-                                   int64_t n_rows, int64_t n_heads, int64_t head_dim);
+lcx_status lcx_cpu_attn_check(const lcx_attn_args *a, const char *op);
+lcx_status lcx_cpu_attention_fwd(lcx_exec *x, const lcx_attn_args *a);
+lcx_status lcx_cpu_attention_bwd(lcx_exec *x, const lcx_attn_args *a);
+lcx_status lcx_cpu_attention_merge(lcx_exec *x, const lcx_attn_merge_args *a);
+size_t lcx_cpu_attention_fwd_ws(const lcx_attn_args *a);
+size_t lcx_cpu_attention_bwd_ws(const lcx_attn_args *a);
 
 /* cpu_swiglu.c */
-lcx_status lcx_cpu_swiglu_fwd(const float *gate, const float *up, float *h, int64_t n);
-lcx_status lcx_cpu_swiglu_bwd(const float *dh, const float *gate, const float *up, float *dgate, float *dup,
-                              int64_t n);
+lcx_status lcx_cpu_swiglu_fwd(lcx_exec *x, const lcx_swiglu_args *a);
+lcx_status lcx_cpu_swiglu_bwd(lcx_exec *x, const lcx_swiglu_args *a);
 
 /* cpu_cross_entropy.c */
-lcx_status lcx_cpu_cross_entropy(const float *logits, const int32_t *targets, float *dlogits, int64_t n_rows,
-                                 int64_t vocab, float dscale, double *loss_sum, int64_t *count);
+lcx_status lcx_cpu_cross_entropy(lcx_exec *x, const lcx_xent_args *a);
+size_t lcx_cpu_cross_entropy_ws(const lcx_xent_args *a);
 
 /* cpu_adamw.c */
-lcx_status lcx_cpu_adamw(const lcx_adamw_args *args, float *param, const float *grad, float *m, float *v,
-                         uint16_t *param_bf16, int64_t n);
+lcx_status lcx_cpu_adamw(lcx_exec *x, const lcx_adamw_args *a);
+
+/* cpu_sqnorm.c */
+lcx_status lcx_cpu_sqnorm(lcx_exec *x, const lcx_sqnorm_args *a);
+size_t lcx_cpu_sqnorm_ws(const lcx_sqnorm_args *a);
 
 /* cpu_elementwise.c */
-lcx_status lcx_cpu_sqnorm(const float *x, int64_t n, double *out);
-lcx_status lcx_cpu_cast_f32_to_bf16(const float *src, uint16_t *dst, int64_t n);
-lcx_status lcx_cpu_cast_bf16_to_f32(const uint16_t *src, float *dst, int64_t n);
-lcx_status lcx_cpu_add(const float *a, const float *b, float *out, int64_t n);
-lcx_status lcx_cpu_scale(float *x, float s, int64_t n);
-lcx_status lcx_cpu_axpy(float alpha, const float *x, float *y, int64_t n);
+lcx_status lcx_cpu_cast(lcx_exec *x, const lcx_cast_args *a);
+lcx_status lcx_cpu_add(lcx_exec *x, const lcx_elementwise_args *a);
+lcx_status lcx_cpu_scale(lcx_exec *x, const lcx_elementwise_args *a);
+lcx_status lcx_cpu_axpy(lcx_exec *x, const lcx_elementwise_args *a);
+
+/* Every op starts here: an exec and an argument struct are required. */
+#define LCX_CPU_ARGS(x, a, op)                                                                               \
+    LCX_FAIL_IF((x) == NULL || (a) == NULL, LCX_ERR_INVALID, "%s: NULL %s", (op), (x) == NULL ? "exec" : "arguments")
 
 /* Shared argument check: a required device pointer must be set when its tensor is not empty. */
 #define LCX_CPU_NEED(ptr, count, op)                                                                         \

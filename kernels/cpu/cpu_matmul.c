@@ -1,10 +1,10 @@
 /* cpu_matmul: C = alpha op(A) op(B) + beta C through OpenBLAS sgemm. bf16 operands are widened to float32 tiles
- * first (exact), so the GEMM itself always runs in float32; tiles bound the scratch memory. */
+ * first (exact), so the GEMM itself always runs in float32; a bf16 C is computed in float32 tiles and rounded.
+ * Tiles bound the scratch (per thread, from the exec's arena). */
 #include <cblas.h>
 #include <limits.h>
 #include <omp.h>
 #include <pthread.h>
-#include <stdlib.h>
 
 #include "cpu_internal.h"
 
@@ -98,15 +98,66 @@ void lcx_cpu_blas_serial(void) {
     pthread_once(&once, blas_serial_once);
 }
 
-lcx_status lcx_cpu_matmul(const lcx_matmul_args *args) {
-    LCX_FAIL_IF(args == NULL, LCX_ERR_INVALID, "matmul: NULL arguments");
+/* Threads of one product: small products run on one, and never more than there are rows (columns) to split. */
+static int matmul_threads(const lcx_matmul_args *g) {
+    const int64_t macs = g->m * g->n * (g->k > 0 ? g->k : 1);
+    int nt = macs < ((int64_t)1 << 18) ? 1 : lcx_cpu_threads();
+    const int64_t span = g->m >= g->n ? g->m : g->n;
+    if (nt > span) nt = (int)span;
+    return nt > 0 ? nt : 1;
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Per-thread float32 tiles (bytes, 64-aligned): bf16 A and B tiles of one_matmul, and (bf16 C) the C tile. */
+typedef struct tiles {
+    size_t a, b, c;
+} tiles;
+static tiles tile_bytes(const lcx_matmul_args *g, lcx_dtype c_dtype) {
+    tiles t = {0, 0, 0};
+    if (g->a_dtype == LCX_BF16) t.a = lcx_cpu_ws_part(min64(TILE_MN, g->m) * min64(TILE_K, g->k), sizeof(float));
+    if (g->b_dtype == LCX_BF16) t.b = lcx_cpu_ws_part(min64(TILE_MN, g->n) * min64(TILE_K, g->k), sizeof(float));
+    if (c_dtype == LCX_BF16) t.c = lcx_cpu_ws_part(min64(TILE_MN, g->m) * min64(TILE_MN, g->n), sizeof(float));
+    return t;
+}
+
+size_t lcx_cpu_matmul_ws(const lcx_matmul_args *g) {
+    if (g->m <= 0 || g->n <= 0 || g->k < 0 || g->batch < 1) return 0;
+    tiles t = tile_bytes(g, g->c_dtype ? g->c_dtype : LCX_F32);
+    return lcx_cpu_ws_mul(lcx_cpu_ws_add(lcx_cpu_ws_add(t.a, t.b), t.c), matmul_threads(g));
+}
+
+/* One block of a bf16 C: C tiles of TILE_MN x TILE_MN widened into sc (when beta reads them), computed by
+ * one_matmul in float32 and rounded back. a, b: the block's operands; c: its first element. */
+static lcx_status bf16_c_block(const lcx_matmul_args *g, const char *a, const char *b, uint16_t *c, size_t ea,
+                               size_t eb, float *sa, float *sb, float *sc) {
+    for (int64_t i0 = 0; i0 < g->m; i0 += TILE_MN)
+        for (int64_t j0 = 0; j0 < g->n; j0 += TILE_MN) {
+            lcx_matmul_args t = *g;
+            t.m = min64(TILE_MN, g->m - i0);
+            t.n = min64(TILE_MN, g->n - j0);
+            t.ldc = t.n;
+            const char *at = a ? a + (size_t)(g->trans_a ? i0 : i0 * g->lda) * ea : NULL;
+            const char *bt = b ? b + (size_t)(g->trans_b ? j0 * g->ldb : j0) * eb : NULL;
+            uint16_t *ct = c + i0 * g->ldc + j0;
+            if (g->beta != 0.0f) lcx_cpu_act_load(LCX_BF16, ct, 0, g->ldc, t.m, t.n, sc);
+            LCX_TRY(one_matmul(&t, at, bt, sc, sa, sb));
+            lcx_cpu_act_store(LCX_BF16, ct, 0, g->ldc, t.m, t.n, sc);
+        }
+    return LCX_OK;
+}
+
+lcx_status lcx_cpu_matmul(lcx_exec *x, const lcx_matmul_args *args) {
+    LCX_CPU_ARGS(x, args, "matmul");
     lcx_matmul_args g = *args;
+    if (g.c_dtype == LCX_DTYPE_INVALID) g.c_dtype = LCX_F32;
     LCX_FAIL_IF(g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 1, LCX_ERR_INVALID,
                 "matmul: bad sizes m=%lld n=%lld k=%lld batch=%lld", (long long)g.m, (long long)g.n,
                 (long long)g.k, (long long)g.batch);
-    LCX_FAIL_IF((g.a_dtype != LCX_F32 && g.a_dtype != LCX_BF16) || (g.b_dtype != LCX_F32 && g.b_dtype != LCX_BF16),
-                LCX_ERR_UNSUPPORTED, "matmul: operands must be F32 or BF16 (got A %s, B %s)",
-                lcx_dtype_name(g.a_dtype), lcx_dtype_name(g.b_dtype));
+    LCX_FAIL_IF((g.a_dtype != LCX_F32 && g.a_dtype != LCX_BF16) || (g.b_dtype != LCX_F32 && g.b_dtype != LCX_BF16) ||
+                    (g.c_dtype != LCX_F32 && g.c_dtype != LCX_BF16),
+                LCX_ERR_UNSUPPORTED, "matmul: operands must be F32 or BF16 (got A %s, B %s, C %s)",
+                lcx_dtype_name(g.a_dtype), lcx_dtype_name(g.b_dtype), lcx_dtype_name(g.c_dtype));
     int64_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
     /* BLAS wants ld >= 1 even for empty matrices */
     if (g.lda == 0) g.lda = a_cols > 1 ? a_cols : 1;
@@ -122,18 +173,19 @@ lcx_status lcx_cpu_matmul(const lcx_matmul_args *args) {
     if (g.m == 0 || g.n == 0) return LCX_OK;
     LCX_FAIL_IF(g.c == NULL || (g.k > 0 && (g.a == NULL || g.b == NULL)), LCX_ERR_INVALID,
                 "matmul: NULL operand");
+    LCX_TRY(lcx_exec_need(x, lcx_cpu_matmul_ws(&g), "matmul"));
 
     /* One OpenMP team, one thread pool: the product is split into row (or column) blocks of C, one per thread,
      * each a single-threaded sgemm (see lcx_cpu_blas_serial). Every element of C is computed by the same
      * sequence of operations whatever the split, so results do not depend on the thread count. */
     lcx_cpu_blas_serial();
     const size_t ea = g.a_dtype == LCX_BF16 ? 2 : 4, eb = g.b_dtype == LCX_BF16 ? 2 : 4;
-    const int64_t macs = g.m * g.n * (g.k > 0 ? g.k : 1);
-    int nt = macs < ((int64_t)1 << 18) ? 1 : omp_get_max_threads();
+    const size_t ec = g.c_dtype == LCX_BF16 ? 2 : 4;
+    const int nt = matmul_threads(&g);
     const int split_m = g.m >= g.n;
     const int64_t span = split_m ? g.m : g.n;
-    if (nt > span) nt = (int)span;
-    int oom = 0;
+    const tiles tb = tile_bytes(&g, g.c_dtype);
+    const size_t per_thread = tb.a + tb.b + tb.c;
     lcx_status st = LCX_OK;
 #pragma omp parallel num_threads(nt)
     {
@@ -141,41 +193,30 @@ lcx_status lcx_cpu_matmul(const lcx_matmul_args *args) {
         /* blocks of whole 16-row (column) groups, so each sgemm keeps full register tiles */
         int64_t groups = (span + 15) / 16, g0 = groups * t / n_t, g1 = groups * (t + 1) / n_t;
         int64_t lo = g0 * 16, hi = g1 * 16 < span ? g1 * 16 : span;
-        float *sa = NULL, *sb = NULL;
-        if (lo < hi) {
-            if (g.a_dtype == LCX_BF16) sa = malloc(sizeof(float) * TILE_MN * TILE_K);
-            if (g.b_dtype == LCX_BF16) sb = malloc(sizeof(float) * TILE_MN * TILE_K);
-        }
-        if ((g.a_dtype == LCX_BF16 && !sa) || (g.b_dtype == LCX_BF16 && !sb)) {
-            if (lo < hi) {
-#pragma omp atomic write
-                oom = 1;
-            }
+        char *mine = (char *)x->scratch + per_thread * (size_t)t;
+        float *sa = tb.a ? (float *)mine : NULL, *sb = tb.b ? (float *)(mine + tb.a) : NULL;
+        float *sc = tb.c ? (float *)(mine + tb.a + tb.b) : NULL;
+        lcx_matmul_args part = g;
+        int64_t a_off = 0, b_off = 0; /* element offsets of the block's first row/column of op(A)/op(B) */
+        if (split_m) {
+            part.m = hi - lo;
+            a_off = g.trans_a ? lo : lo * g.lda;
         } else {
-            lcx_matmul_args part = g;
-            int64_t a_off = 0, b_off = 0; /* element offsets of the block's first row/column of op(A)/op(B) */
-            if (split_m) {
-                part.m = hi - lo;
-                a_off = g.trans_a ? lo : lo * g.lda;
-            } else {
-                part.n = hi - lo;
-                b_off = g.trans_b ? lo * g.ldb : lo;
-            }
-            for (int64_t bi = 0; bi < g.batch && lo < hi; bi++) {
-                const char *a = g.a ? (const char *)g.a + (size_t)(bi * g.stride_a + a_off) * ea : NULL;
-                const char *b = g.b ? (const char *)g.b + (size_t)(bi * g.stride_b + b_off) * eb : NULL;
-                float *c = g.c + bi * g.stride_c + (split_m ? lo * g.ldc : lo);
-                lcx_status r = one_matmul(&part, a, b, c, sa, sb);
-                if (r != LCX_OK) {
+            part.n = hi - lo;
+            b_off = g.trans_b ? lo * g.ldb : lo;
+        }
+        for (int64_t bi = 0; bi < g.batch && lo < hi; bi++) {
+            const char *a = g.a ? (const char *)g.a + (size_t)(bi * g.stride_a + a_off) * ea : NULL;
+            const char *b = g.b ? (const char *)g.b + (size_t)(bi * g.stride_b + b_off) * eb : NULL;
+            char *c = (char *)g.c + (size_t)(bi * g.stride_c + (split_m ? lo * g.ldc : lo)) * ec;
+            lcx_status r = g.c_dtype == LCX_F32 ? one_matmul(&part, a, b, (float *)c, sa, sb)
+                                                : bf16_c_block(&part, a, b, (uint16_t *)c, ea, eb, sa, sb, sc);
+            if (r != LCX_OK) {
 #pragma omp critical(lcx_cpu_matmul_status)
-                    st = r;
-                    break;
-                }
+                st = r;
+                break;
             }
         }
-        free(sa);
-        free(sb);
     }
-    LCX_FAIL_IF(oom, LCX_ERR_OOM, "matmul: no memory for bf16 conversion tiles");
     return st;
 }

@@ -19,18 +19,19 @@ lcx_status lcx_cpu_alloc(size_t bytes, void **out) {
 
 void lcx_cpu_free(void *p) { free(p); }
 
-lcx_status lcx_cpu_copy(void *dst, const void *src, size_t bytes) {
+/* The queue is synchronous: copies are done when they return, whichever direction. */
+lcx_status lcx_cpu_copy(lcx_exec *x, void *dst, const void *src, size_t bytes) {
+    (void)x;
     if (bytes == 0) return LCX_OK;
     LCX_FAIL_IF(dst == NULL || src == NULL, LCX_ERR_INVALID, "copy: NULL pointer with %zu bytes", bytes);
     memcpy(dst, src, bytes);
     return LCX_OK;
 }
 
-lcx_status lcx_cpu_zero(void *p, size_t bytes) {
+lcx_status lcx_cpu_zero(lcx_exec *x, void *p, size_t bytes) {
+    (void)x;
     if (bytes == 0) return LCX_OK;
     LCX_FAIL_IF(p == NULL, LCX_ERR_INVALID, "zero: NULL pointer with %zu bytes", bytes);
     memset(p, 0, bytes);
     return LCX_OK;
 }
-
-lcx_status lcx_cpu_sync(void) { return LCX_OK; }

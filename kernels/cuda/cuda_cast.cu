@@ -1,5 +1,5 @@
 /* GPU casts f32 -> bf16 / f16 with the hardware's round-to-nearest-even intrinsics. The CPU reference is
- * lcx_f32_to_bf16 / lcx_f32_to_f16 in src/tensor.c; tests/unit/test_cast_cuda.c compares the two bit for bit. */
+ * lcx_f32_to_bf16 / lcx_f32_to_f16 in src/tensor.h; tests/unit/test_cast_cuda.c compares the two bit for bit. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

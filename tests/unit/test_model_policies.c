@@ -7,7 +7,8 @@
  * - gradient accumulation: two micro-batches (one with ignored labels) == one packed batch of both rows, so the
  *   loss is normalised by the global counted tokens and packed rows do not attend to each other;
  * - a Mistral sliding window smaller than the sequence is a clear error;
- * - a few AdamW steps on one sequence lower its loss. */
+ * - a few AdamW steps on one sequence lower its loss;
+ * - models on a caller's exec (opts.exec) match models with their own. */
 #include <string.h>
 
 #include "model_fixture.h"
@@ -274,7 +275,54 @@ static void test_inference_only(void) {
     }
 }
 
+/* A caller's exec (opts.exec): two models share it, each gives what a model with its own exec gives bit for bit,
+ * the arena grows to the larger need, and the exec outlives the models. */
+static void test_shared_exec(void) {
+    int32_t ids[16];
+    int64_t T = fx_inputs("qwen3", ids, 16);
+    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_exec *x = NULL;
+    CHECK_OK(lcx_exec_create(NULL, &x));
+    if (!x) return;
+    lcx_model *mm[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) {
+        char *dir = fx_path("qwen3", "models", "");
+        lcx_model_opts o;
+        memset(&o, 0, sizeof o);
+        o.max_tokens = i == 1 ? 16 : 32;
+        o.training = 1;
+        o.exec = i < 2 ? x : NULL;
+        CHECK_OK(lcx_model_from_checkpoint(dir, &o, &mm[i]));
+        free(dir);
+    }
+    if (mm[0] && mm[1] && mm[2]) {
+        lcx_adamw_opts ao = lcx_adamw_opts_default();
+        lcx_step_result r[3];
+        for (int s = 0; s < 2; s++)
+            for (int i = 0; i < 3; i++) CHECK_OK(lcx_model_train_step(mm[i], &b, 1, &ao, &r[i]));
+        CHECK(r[0].loss == r[2].loss && r[1].loss == r[2].loss && r[0].grad_norm == r[2].grad_norm);
+        const lcx_param_table *t = lcx_model_params(mm[0]);
+        int differ = 0;
+        for (size_t i = 0; i < t->n; i++) {
+            size_t n = (size_t)t->params[i].numel;
+            float *w0 = malloc(n * sizeof(float)), *w2 = malloc(n * sizeof(float));
+            CHECK_OK(lcx_model_get_master(mm[0], i, w0));
+            CHECK_OK(lcx_model_get_master(mm[2], i, w2));
+            differ += memcmp(w0, w2, n * sizeof(float)) != 0;
+            free(w0);
+            free(w2);
+        }
+        CHECK_MSG(differ == 0, "%d parameters differ between a shared and an own exec", differ);
+    }
+    size_t held = x->scratch_bytes;
+    for (int i = 0; i < 3; i++) lcx_model_free(mm[i]);
+    CHECK(x->scratch_bytes == held && held > 0); /* attention backward at 32 tokens needs scratch */
+    CHECK_OK(x->be->sync(x));
+    lcx_exec_free(x);
+}
+
 int main(void) {
+    test_shared_exec();
     test_inference_only();
     const char *names[] = {"llama_gqa", "llama_tied", "qwen2", "qwen3"};
     for (int i = 0; i < 4; i++) test_policies(names[i]);

@@ -1,10 +1,34 @@
 /* Attention forward/backward/merge of the CPU backend against a naive softmax attention written here in double
  * (full score rows, no tiling), and the naive backward against central differences. Covers lengths that are
  * not multiples of the tiles, GQA ratios 1/2/4/8, query and key blocks at global offsets, causal/full/none
- * masks, fully masked rows, the LSE, merging key-block partials and ring-style accumulation of the backward. */
+ * masks, fully masked rows, the LSE, merging key-block partials and ring-style accumulation of the backward;
+ * bf16 activations against float32 on the same values. Every call runs on an arena of exactly its workspace. */
 #include "ops_common.h"
 
-static const lcx_backend *be;
+static lcx_exec *X;
+
+/* The ops on an arena of exactly their workspace (a's pointers are set here). */
+static lcx_status attn_fwd(const lcx_attn_args *a, const void *q, const void *k, const void *v, void *o, float *lse) {
+    lcx_attn_args b = *a;
+    b.q = q, b.k = k, b.v = v, b.o = o, b.lse = lse;
+    return op_exact(X, LCX_OP_ATTENTION_FWD, &b);
+}
+static lcx_status attn_bwd(const lcx_attn_args *a, const void *q, const void *k, const void *v, const void *o,
+                           const float *lse, const void *go, float *dq, float *dk, float *dv) {
+    lcx_attn_args b = *a;
+    b.q = q, b.k = k, b.v = v, b.o = (void *)o, b.lse = (float *)lse, b.dout = go, b.dq = dq, b.dk = dk, b.dv = dv;
+    return op_exact(X, LCX_OP_ATTENTION_BWD, &b);
+}
+static lcx_status attn_merge_dt(lcx_dtype dt, void *o_acc, float *lse_acc, const void *o_part, const float *lse_part,
+                                int64_t rows, int64_t heads, int64_t hd) {
+    lcx_attn_merge_args m = {.dt = dt, .n_rows = rows, .n_heads = heads, .head_dim = hd, .o_acc = o_acc,
+                             .lse_acc = lse_acc, .o_part = o_part, .lse_part = lse_part};
+    return op_exact(X, LCX_OP_ATTENTION_MERGE, &m);
+}
+static lcx_status attn_merge(float *o_acc, float *lse_acc, const float *o_part, const float *lse_part, int64_t rows,
+                             int64_t heads, int64_t hd) {
+    return attn_merge_dt(LCX_F32, o_acc, lse_acc, o_part, lse_part, rows, heads, hd);
+}
 
 /* ---- naive reference in double ------------------------------------------------------------------------- */
 static int visible(const lcx_attn_args *a, int64_t i, int64_t j) {
@@ -105,7 +129,8 @@ typedef struct prob {
 
 static prob make(int64_t nq, int64_t nk, int64_t H, int64_t G, int64_t hd, int64_t qoff, int64_t koff,
                  lcx_attn_mask mask, double amp) {
-    prob p = {.a = {nq, nk, H, G, hd, qoff, koff, mask, (float)(1.0 / sqrt((double)hd))}};
+    prob p = {.a = {.dt = LCX_F32, .n_q = nq, .n_k = nk, .n_heads = H, .n_kv_heads = G, .head_dim = hd,
+                    .q_offset = qoff, .k_offset = koff, .mask = mask, .scale = (float)(1.0 / sqrt((double)hd))}};
     p.nqe = nq * H * hd;
     p.nke = nk * G * hd;
     p.nle = nq * H;
@@ -144,7 +169,7 @@ static void check_prob(prob *p, const char *tag) {
     lcx_attn_args *a = &p->a;
     float *o = zeros_f32(p->nqe), *lse = zeros_f32(p->nle);
     double *od = zeros_f64(p->nqe), *lsed = zeros_f64(p->nle);
-    CHECK_OK(be->attention_fwd(a, p->q, p->k, p->v, o, lse));
+    CHECK_OK(attn_fwd(a, p->q, p->k, p->v, o, lse));
     naive_fwd(a, p->qd, p->kd, p->vd, od, lsed);
     int infm = 0, nan = 0, masked_nonzero = 0;
     for (int64_t i = 0; i < p->nqe; i++) nan += isnan(o[i]);
@@ -161,7 +186,7 @@ static void check_prob(prob *p, const char *tag) {
     /* backward: accumulates, so start from a known nonzero value and subtract it */
     float *dq = rand_f32(p->nqe, -1, 1), *dk = rand_f32(p->nke, -1, 1), *dv = rand_f32(p->nke, -1, 1);
     double *dq0 = to_f64(dq, p->nqe), *dk0 = to_f64(dk, p->nke), *dv0 = to_f64(dv, p->nke);
-    CHECK_OK(be->attention_bwd(a, p->q, p->k, p->v, o, lse, p->go, dq, dk, dv));
+    CHECK_OK(attn_bwd(a, p->q, p->k, p->v, o, lse, p->go, dq, dk, dv));
     double *rq = zeros_f64(p->nqe), *rk = zeros_f64(p->nke), *rv = zeros_f64(p->nke);
     naive_bwd(a, p->qd, p->kd, p->vd, p->god, rq, rk, rv);
     for (int64_t i = 0; i < p->nqe; i++) rq[i] += dq0[i];
@@ -200,8 +225,8 @@ static void grad_check(prob *p, const char *tag, double *worst_naive, double *wo
     /* ours (float32) against the same differences */
     float *o = zeros_f32(p->nqe), *lse = zeros_f32(p->nle);
     float *dq = zeros_f32(p->nqe), *dk = zeros_f32(p->nke), *dv = zeros_f32(p->nke);
-    CHECK_OK(be->attention_fwd(&p->a, p->q, p->k, p->v, o, lse));
-    CHECK_OK(be->attention_bwd(&p->a, p->q, p->k, p->v, o, lse, p->go, dq, dk, dv));
+    CHECK_OK(attn_fwd(&p->a, p->q, p->k, p->v, o, lse));
+    CHECK_OK(attn_bwd(&p->a, p->q, p->k, p->v, o, lse, p->go, dq, dk, dv));
     double eo = fmax(rel_err(dq, fq, p->nqe, 1e-2), fmax(rel_err(dk, fk, p->nke, 1e-2), rel_err(dv, fv, p->nke, 1e-2)));
     CHECK_MSG(en <= 1e-8, "%s: naive backward vs FD %.3e", tag, en);
     CHECK_MSG(eo <= 1e-4, "%s: backward vs FD %.3e", tag, eo);
@@ -220,9 +245,9 @@ static void check_split(prob *p, int64_t split, const char *tag) {
     a2.n_k = a.n_k - split;
     a2.k_offset = a.k_offset + split;
     float *o1 = zeros_f32(p->nqe), *l1 = zeros_f32(p->nle), *o2 = zeros_f32(p->nqe), *l2 = zeros_f32(p->nle);
-    CHECK_OK(be->attention_fwd(&a1, p->q, p->k, p->v, o1, l1));
-    CHECK_OK(be->attention_fwd(&a2, p->q, p->k + off2, p->v + off2, o2, l2));
-    CHECK_OK(be->attention_merge(o1, l1, o2, l2, a.n_q, a.n_heads, hd));
+    CHECK_OK(attn_fwd(&a1, p->q, p->k, p->v, o1, l1));
+    CHECK_OK(attn_fwd(&a2, p->q, p->k + off2, p->v + off2, o2, l2));
+    CHECK_OK(attn_merge(o1, l1, o2, l2, a.n_q, a.n_heads, hd));
     double *od = zeros_f64(p->nqe), *ld = zeros_f64(p->nle);
     naive_fwd(&a, p->qd, p->kd, p->vd, od, ld);
     int infm = 0, nan = 0;
@@ -236,8 +261,8 @@ static void check_split(prob *p, int64_t split, const char *tag) {
     float *dq = rand_f32(p->nqe, -1, 1), *dk = rand_f32(p->nke, -1, 1), *dv = rand_f32(p->nke, -1, 1);
     double *rq = to_f64(dq, p->nqe), *rk = to_f64(dk, p->nke), *rv = to_f64(dv, p->nke);
     double *nq = zeros_f64(p->nqe), *nk = zeros_f64(p->nke), *nv = zeros_f64(p->nke);
-    CHECK_OK(be->attention_bwd(&a1, p->q, p->k, p->v, o1, l1, p->go, dq, dk, dv));
-    CHECK_OK(be->attention_bwd(&a2, p->q, p->k + off2, p->v + off2, o1, l1, p->go, dq, dk + off2, dv + off2));
+    CHECK_OK(attn_bwd(&a1, p->q, p->k, p->v, o1, l1, p->go, dq, dk, dv));
+    CHECK_OK(attn_bwd(&a2, p->q, p->k + off2, p->v + off2, o1, l1, p->go, dq, dk + off2, dv + off2));
     naive_bwd(&a, p->qd, p->kd, p->vd, p->god, nq, nk, nv);
     for (int64_t i = 0; i < p->nqe; i++) rq[i] += nq[i];
     for (int64_t i = 0; i < p->nke; i++) { rk[i] += nk[i]; rv[i] += nv[i]; }
@@ -248,8 +273,58 @@ static void check_split(prob *p, int64_t split, const char *tag) {
     free(rq); free(rk); free(rv); free(nq); free(nk); free(nv);
 }
 
+/* ---- bf16 activations and the arena ------------------------------------------------------------------------ */
+static double worst_b16_o = 0, worst_b16_lse = 0, worst_b16_bwd = 0;
+static int short_checked = 0;
+
+/* bf16 q/k/v/dO against float32 on the same values: O within its bf16 rounding, LSE and the float32 gradients to
+ * float32 accuracy (the backward of both fed the bf16 O), merge the rounding of the float32 merge. */
+static void check_bf16(prob *p) {
+    lcx_attn_args a = p->a, ah = p->a;
+    ah.dt = LCX_BF16;
+    int64_t nq = p->nqe, nk = p->nke;
+    uint16_t *qh = to_bf16(p->q, nq), *kh = to_bf16(p->k, nk), *vh = to_bf16(p->v, nk), *gh = to_bf16(p->go, nq);
+    float *qw = widen_bf16(qh, nq), *kw = widen_bf16(kh, nk), *vw = widen_bf16(vh, nk), *gw = widen_bf16(gh, nq);
+    uint16_t *oh = malloc(2 * (size_t)(nq > 0 ? nq : 1));
+    float *o = zeros_f32(nq), *lse = zeros_f32(p->nle), *lseh = zeros_f32(p->nle);
+    CHECK_OK(attn_fwd(&a, qw, kw, vw, o, lse));
+    CHECK_OK(attn_fwd(&ah, qh, kh, vh, oh, lseh));
+    float *ow = widen_bf16(oh, nq);
+    double *od = to_f64(o, nq), *ld = to_f64(lse, p->nle);
+    int infm = 0;
+    worst_b16_o = fmax(worst_b16_o, rel_err(ow, od, nq, 1e-2));
+    worst_b16_lse = fmax(worst_b16_lse, lse_err(lseh, ld, p->nle, &infm));
+    CHECK(infm == 0);
+    float *dq = zeros_f32(nq), *dk = zeros_f32(nk), *dv = zeros_f32(nk);
+    float *dqh = zeros_f32(nq), *dkh = zeros_f32(nk), *dvh = zeros_f32(nk);
+    CHECK_OK(attn_bwd(&a, qw, kw, vw, ow, lseh, gw, dq, dk, dv));
+    CHECK_OK(attn_bwd(&ah, qh, kh, vh, oh, lseh, gh, dqh, dkh, dvh));
+    double *rq = to_f64(dq, nq), *rk = to_f64(dk, nk), *rv = to_f64(dv, nk);
+    worst_b16_bwd = fmax(worst_b16_bwd, fmax(rel_err(dqh, rq, nq, 1e-2),
+                                             fmax(rel_err(dkh, rk, nk, 1e-2), rel_err(dvh, rv, nk, 1e-2))));
+    /* merge of the bf16 output into itself at other LSEs: the rounding of the float32 merge of the same values */
+    float *la = zeros_f32(p->nle), *lb = zeros_f32(p->nle), *la2 = zeros_f32(p->nle);
+    for (int64_t i = 0; i < p->nle; i++) la[i] = la2[i] = (float)rng_uniform(-2, 2), lb[i] = (float)rng_uniform(-2, 2);
+    uint16_t *acc = malloc(2 * (size_t)(nq > 0 ? nq : 1));
+    memcpy(acc, oh, 2 * (size_t)nq);
+    float *accw = widen_bf16(oh, nq);
+    CHECK_OK(attn_merge_dt(LCX_BF16, acc, la, oh, lb, a.n_q, a.n_heads, a.head_dim));
+    CHECK_OK(attn_merge(accw, la2, ow, lb, a.n_q, a.n_heads, a.head_dim));
+    CHECK(bf16_mismatch(acc, accw, nq) == 0 && memcmp(la, la2, sizeof(float) * (size_t)p->nle) == 0);
+    /* an arena one byte short, both dtypes */
+    ah.q = qh, ah.k = kh, ah.v = vh, ah.o = oh, ah.lse = lseh, ah.dout = gh, ah.dq = dqh, ah.dk = dkh, ah.dv = dvh;
+    a.q = qw, a.k = kw, a.v = vw, a.o = ow, a.lse = lseh, a.dout = gw, a.dq = dq, a.dk = dk, a.dv = dv;
+    check_arena_short(X, LCX_OP_ATTENTION_FWD, &ah, &short_checked);
+    check_arena_short(X, LCX_OP_ATTENTION_BWD, &ah, &short_checked);
+    check_arena_short(X, LCX_OP_ATTENTION_FWD, &a, &short_checked);
+    check_arena_short(X, LCX_OP_ATTENTION_BWD, &a, &short_checked);
+    free(qh); free(kh); free(vh); free(gh); free(qw); free(kw); free(vw); free(gw); free(oh); free(o); free(lse);
+    free(lseh); free(ow); free(od); free(ld); free(dq); free(dk); free(dv); free(dqh); free(dkh); free(dvh);
+    free(rq); free(rk); free(rv); free(la); free(lb); free(la2); free(acc); free(accw);
+}
+
 int main(void) {
-    be = cpu();
+    X = cpu_exec();
     rng_seed(1234);
     char tag[160];
 
@@ -315,27 +390,27 @@ int main(void) {
         prob p = make(5, 7, 2, 1, 4, 0, 0, LCX_MASK_NONE, 1.0);
         float *o = rand_f32(p.nqe, -1, 1), *lse = zeros_f32(p.nle), *dk = zeros_f32(p.nke), *dv = zeros_f32(p.nke);
         float *dq = zeros_f32(p.nqe);
-        CHECK_OK(be->attention_fwd(&p.a, p.q, p.k, p.v, o, lse));
+        CHECK_OK(attn_fwd(&p.a, p.q, p.k, p.v, o, lse));
         int bad = 0;
         for (int64_t i = 0; i < p.nqe; i++) bad += o[i] != 0.0f;
         for (int64_t i = 0; i < p.nle; i++) bad += lse[i] != -INFINITY;
-        CHECK_OK(be->attention_bwd(&p.a, p.q, p.k, p.v, o, lse, p.go, dq, dk, dv));
+        CHECK_OK(attn_bwd(&p.a, p.q, p.k, p.v, o, lse, p.go, dq, dk, dv));
         for (int64_t i = 0; i < p.nke; i++) bad += dk[i] != 0.0f || dv[i] != 0.0f;
         for (int64_t i = 0; i < p.nqe; i++) bad += dq[i] != 0.0f;
         /* merging two empty partials stays empty, merging a real partial into an empty one copies it */
         float *o2 = rand_f32(p.nqe, -1, 1), *l2 = zeros_f32(p.nle);
         for (int64_t i = 0; i < p.nle; i++) l2[i] = -INFINITY;
-        CHECK_OK(be->attention_merge(o, lse, o2, l2, 5, 2, 4));
+        CHECK_OK(attn_merge(o, lse, o2, l2, 5, 2, 4));
         for (int64_t i = 0; i < p.nqe; i++) bad += o[i] != 0.0f;
         for (int64_t i = 0; i < p.nle; i++) bad += lse[i] != -INFINITY;
         for (int64_t i = 0; i < p.nle; i++) l2[i] = 3.0f;
-        CHECK_OK(be->attention_merge(o, lse, o2, l2, 5, 2, 4));
+        CHECK_OK(attn_merge(o, lse, o2, l2, 5, 2, 4));
         for (int64_t i = 0; i < p.nqe; i++) bad += o[i] != o2[i];
         for (int64_t i = 0; i < p.nle; i++) bad += lse[i] != 3.0f;
         CHECK_MSG(bad == 0, "none-visible mask / empty merges: %d wrong values", bad);
         /* merge stays finite for very different LSEs */
         for (int64_t i = 0; i < p.nle; i++) { lse[i] = 80.0f; l2[i] = -80.0f; }
-        CHECK_OK(be->attention_merge(o, lse, o2, l2, 5, 2, 4));
+        CHECK_OK(attn_merge(o, lse, o2, l2, 5, 2, 4));
         for (int64_t i = 0; i < p.nle; i++) bad += !(fabsf(lse[i] - 80.0f) < 1e-5f);
         for (int64_t i = 0; i < p.nqe; i++) bad += !isfinite(o[i]);
         CHECK_MSG(bad == 0, "merge of distant LSEs: %d wrong values", bad);
@@ -343,14 +418,32 @@ int main(void) {
         unmake(&p);
     }
 
+    /* bf16 activations, and arenas one byte short */
+    for (int t = 0; t < 8; t++) {
+        int64_t G = rng_int(1, 2), H = G * ratios[rng_int(0, 3)], hd = 4 * rng_int(1, 5);
+        int64_t nq = rng_int(1, 150), nk = rng_int(1, 300), qoff = rng_int(0, 200), koff = rng_int(0, 100);
+        prob p = make(nq, nk, H, G, hd, qoff, koff, t % 4 == 3 ? LCX_MASK_FULL : LCX_MASK_CAUSAL, 2.0);
+        check_bf16(&p);
+        unmake(&p);
+    }
+    CHECK_ERR("bf16 forward O vs float32 (rel, floor 1%)", worst_b16_o, 0x1p-8 + 1e-6); /* its rounding */
+    CHECK_ERR("bf16 forward LSE vs float32", worst_b16_lse, 1e-6);
+    CHECK_ERR("bf16 backward vs float32 (rel, floor 1%)", worst_b16_bwd, 1e-5);
+    printf("  %d calls checked with an arena one byte short\n", short_checked);
+    CHECK(short_checked >= 16);
+
     /* argument errors */
     {
-        lcx_attn_args a = {4, 4, 3, 2, 8, 0, 0, LCX_MASK_CAUSAL, 0.3f};
+        lcx_attn_args a = {.dt = LCX_F32, .n_q = 4, .n_k = 4, .n_heads = 3, .n_kv_heads = 2, .head_dim = 8,
+                           .mask = LCX_MASK_CAUSAL, .scale = 0.3f};
         float buf[256] = {0};
-        CHECK_FAILS(be->attention_fwd(&a, buf, buf, buf, buf, buf), LCX_ERR_INVALID, "kv_heads=2");
+        CHECK_FAILS(attn_fwd(&a, buf, buf, buf, buf, buf), LCX_ERR_INVALID, "kv_heads=2");
         a.n_heads = 4;
         a.mask = (lcx_attn_mask)7;
-        CHECK_FAILS(be->attention_fwd(&a, buf, buf, buf, buf, buf), LCX_ERR_INVALID, "mask");
+        CHECK_FAILS(attn_fwd(&a, buf, buf, buf, buf, buf), LCX_ERR_INVALID, "mask");
+        a.mask = LCX_MASK_CAUSAL;
+        a.dt = LCX_F16;
+        CHECK_FAILS(attn_fwd(&a, buf, buf, buf, buf, buf), LCX_ERR_UNSUPPORTED, "activation dtype F16");
     }
     return test_summary("test_ops_attention");
 }

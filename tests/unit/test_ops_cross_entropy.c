@@ -1,6 +1,8 @@
 /* Cross-entropy on chunks of logits against a double reference: summed loss and count with ignore_index -100,
  * dlogits = dscale * d(sum of losses)/dlogits checked by central differences, chunking (the chunks' sums equal
- * the whole; dlogits identical), in-place dlogits, large logits, bad targets rejected. */
+ * the whole; dlogits identical), in-place dlogits, large logits, targets outside the vocabulary counted as
+ * ignored (never validated by the op). Loss sum and count are device results that accumulate (+=): the test
+ * zeroes them and reads them back. bf16 logits, the workspace and a too small arena. */
 #include "ops_common.h"
 
 typedef struct ctx {
@@ -23,8 +25,18 @@ static double ref_loss(void *p) { /* sum over non-ignored rows of logsumexp - x[
     return s;
 }
 
+static lcx_exec *X;
+
+/* One call on an arena of exactly its workspace; *loss and *count are accumulated into. */
+static lcx_status xent(lcx_dtype dt, const void *x, const int32_t *tg, void *dx, int64_t R, int64_t V, float dscale,
+                       double *loss, int64_t *count) {
+    lcx_xent_args a = {.dt = dt, .n_rows = R, .vocab = V, .dscale = dscale, .logits = x, .targets = tg,
+                       .dlogits = dx, .loss_sum = loss, .count = count};
+    return op_exact(X, LCX_OP_CROSS_ENTROPY, &a);
+}
+
 int main(void) {
-    const lcx_backend *be = cpu();
+    X = cpu_exec();
     rng_seed(21);
     const int64_t R = 37, V = 101, n = R * V;
     int32_t *tg = malloc(sizeof(int32_t) * R);
@@ -43,8 +55,8 @@ int main(void) {
     const float dscale = 1.0f / 123.0f; /* e.g. 1 / global token count */
     float *dx = rand_f32(n, -1, 1);
     double loss = 0;
-    int64_t count = -1;
-    CHECK_OK(be->cross_entropy(x, tg, dx, R, V, dscale, &loss, &count));
+    int64_t count = 0;
+    CHECK_OK(xent(LCX_F32, x, tg, dx, R, V, dscale, &loss, &count));
     double want = ref_loss(&c);
     CHECK(count == want_count);
     /* exp runs in float (within 2 ulp, ~2.4e-7 relative) and is summed in double: log(sum) is off by at most
@@ -64,10 +76,10 @@ int main(void) {
     int64_t cnt = 0;
     static const int64_t cuts[] = {0, 10, 11, 25, 37};
     for (int k = 0; k < 4; k++) {
-        double l;
-        int64_t cn;
+        double l = 0;
+        int64_t cn = 0;
         int64_t r0 = cuts[k], r1 = cuts[k + 1];
-        CHECK_OK(be->cross_entropy(x + r0 * V, tg + r0, dc + r0 * V, r1 - r0, V, dscale, &l, &cn));
+        CHECK_OK(xent(LCX_F32, x + r0 * V, tg + r0, dc + r0 * V, r1 - r0, V, dscale, &l, &cn));
         sum += l;
         cnt += cn;
     }
@@ -78,24 +90,71 @@ int main(void) {
     /* in place over the logits, and loss-only */
     float *xi = malloc(sizeof(float) * (size_t)n);
     memcpy(xi, x, sizeof(float) * (size_t)n);
-    double l2, l3;
-    int64_t c2, c3;
-    CHECK_OK(be->cross_entropy(xi, tg, xi, R, V, dscale, &l2, &c2));
+    double l2 = 0, l3 = 0;
+    int64_t c2 = 0, c3 = 0;
+    CHECK_OK(xent(LCX_F32, xi, tg, xi, R, V, dscale, &l2, &c2));
     CHECK(memcmp(xi, dx, sizeof(float) * (size_t)n) == 0 && l2 == loss && c2 == count);
-    CHECK_OK(be->cross_entropy(x, tg, NULL, R, V, dscale, &l3, &c3));
+    CHECK_OK(xent(LCX_F32, x, tg, NULL, R, V, dscale, &l3, &c3));
     CHECK(l3 == loss && c3 == count);
+    /* device results accumulate: a second call adds the same sum and count */
+    CHECK_OK(xent(LCX_F32, x, tg, NULL, R, V, dscale, &l3, &c3));
+    CHECK(l3 == 2 * loss && c3 == 2 * count);
+    /* chunks accumulating into one device sum: the per-call sums added in order */
+    double acc = 0, want_acc = 0;
+    int64_t acc_n = 0;
+    for (int k = 0; k < 4; k++) {
+        double l = 0;
+        int64_t cn = 0;
+        int64_t r0 = cuts[k], r1 = cuts[k + 1];
+        CHECK_OK(xent(LCX_F32, x + r0 * V, tg + r0, NULL, r1 - r0, V, dscale, &l, &cn));
+        want_acc += l;
+        CHECK_OK(xent(LCX_F32, x + r0 * V, tg + r0, NULL, r1 - r0, V, dscale, &acc, &acc_n));
+    }
+    CHECK(acc == want_acc && acc_n == count);
 
     /* all rows ignored: zero loss, zero count, zero gradient */
     int32_t ign[3] = {LCX_IGNORE_INDEX, LCX_IGNORE_INDEX, LCX_IGNORE_INDEX};
-    CHECK_OK(be->cross_entropy(x, ign, dc, 3, V, 1.0f, &l2, &c2));
+    l2 = 0, c2 = 0;
+    CHECK_OK(xent(LCX_F32, x, ign, dc, 3, V, 1.0f, &l2, &c2));
     nz = 0;
     for (int64_t i = 0; i < 3 * V; i++) nz += dc[i] != 0.0f;
     CHECK(l2 == 0.0 && c2 == 0 && nz == 0);
 
-    int32_t bad[2] = {1, (int32_t)V};
-    CHECK_FAILS(be->cross_entropy(x, bad, dc, 2, V, 1.0f, &l2, &c2), LCX_ERR_INVALID, "row 1 has target 101");
-    bad[1] = -1;
-    CHECK_FAILS(be->cross_entropy(x, bad, dc, 2, V, 1.0f, &l2, &c2), LCX_ERR_INVALID, "target -1");
+    /* targets outside [0, vocab): counted as ignored (no loss, zero gradient), the valid row as usual */
+    int32_t bad[3] = {1, (int32_t)V, -1};
+    double lb = 0, l1 = 0;
+    int64_t cb = 0, c1 = 0;
+    for (int64_t i = 0; i < 3 * V; i++) dc[i] = 1.0f;
+    CHECK_OK(xent(LCX_F32, x, bad, dc, 3, V, 1.0f, &lb, &cb));
+    CHECK_OK(xent(LCX_F32, x, bad, NULL, 1, V, 1.0f, &l1, &c1));
+    nz = 0;
+    for (int64_t i = V; i < 3 * V; i++) nz += dc[i] != 0.0f;
+    CHECK(lb == l1 && cb == 1 && c1 == 1 && nz == 0 && dc[1] < 0.0f);
+
+    /* bf16 logits: loss and count as float32 on the same values, dlogits their rounding (in place too) */
+    {
+        uint16_t *xh = to_bf16(x, n), *dh = malloc(2 * (size_t)n);
+        float *xw = widen_bf16(xh, n), *d32 = zeros_f32(n);
+        double lf = 0, lh = 0;
+        int64_t cf = 0, ch = 0;
+        CHECK_OK(xent(LCX_F32, xw, tg, d32, R, V, dscale, &lf, &cf));
+        CHECK_OK(xent(LCX_BF16, xh, tg, dh, R, V, dscale, &lh, &ch));
+        CHECK(lf == lh && cf == ch && bf16_mismatch(dh, d32, n) == 0);
+        CHECK_OK(xent(LCX_BF16, xh, tg, xh, R, V, dscale, &lh, &ch));
+        CHECK(memcmp(xh, dh, 2 * (size_t)n) == 0 && lh == 2 * lf && ch == 2 * cf);
+        lcx_xent_args a = {.dt = LCX_BF16, .n_rows = R, .vocab = V, .dscale = dscale, .logits = xh, .targets = tg,
+                           .dlogits = dh, .loss_sum = &lh, .count = &ch};
+        int short_checked = 0;
+        check_arena_short(X, LCX_OP_CROSS_ENTROPY, &a, &short_checked);
+        a.dt = LCX_F32;
+        a.logits = x;
+        a.dlogits = dc;
+        check_arena_short(X, LCX_OP_CROSS_ENTROPY, &a, &short_checked);
+        CHECK(short_checked == 2);
+        free(xh); free(dh); free(xw); free(d32);
+    }
+    CHECK_FAILS(xent(LCX_F32, x, tg, dc, 2, V, 1.0f, NULL, &c2), LCX_ERR_INVALID, "NULL loss_sum");
+    CHECK_FAILS(xent(LCX_F16, x, tg, dc, 2, V, 1.0f, &l2, &c2), LCX_ERR_UNSUPPORTED, "activation dtype F16");
     free(tg); free(x); free(c.x); free(dx); free(g); free(dc); free(xi);
     return test_summary("test_ops_cross_entropy");
 }

@@ -5,7 +5,7 @@
 
 #include "ops_common.h"
 
-static const lcx_backend *be;
+static lcx_exec *X;
 
 /* Sizes */
 enum { T = 150, H = 8, G = 2, HD = 16, D = 200, V = 300, NV = 5000 };
@@ -28,60 +28,76 @@ static void put(outbuf *o, const void *src, size_t bytes) {
 }
 #define PUTF(o, ptr, count) put((o), (ptr), sizeof(float) * (size_t)(count))
 
-/* Runs every op once; returns the concatenated outputs. */
+/* Runs every op once (each on an arena of exactly its workspace for the current thread count); returns the
+ * concatenated outputs. */
 static outbuf run_all(const inputs *in) {
     const int64_t nq = (int64_t)T * H * HD, nk = (int64_t)T * G * HD;
     outbuf o = {0};
     float *buf = zeros_f32(T * V > 3 * NV ? T * V : 3 * NV), *buf2 = zeros_f32(T * D);
     /* embedding: table [D, D], ids repeat */
-    CHECK_OK(be->embedding_fwd(in->ids, in->w, LCX_F32, buf, T, D, D, 0, NV));
+    lcx_embedding_args em = {.dt = LCX_F32, .n_tokens = T, .n_rows = D, .dim = D, .n_vocab = NV, .ids = in->ids,
+                             .w_dtype = LCX_F32, .weight = in->w, .out = buf};
+    CHECK_OK(op_exact(X, LCX_OP_EMBEDDING_FWD, &em));
     PUTF(&o, buf, T * D);
     memset(buf, 0, sizeof(float) * D * D);
-    CHECK_OK(be->embedding_bwd(in->ids, in->x, buf, T, D, D, 0, NV));
+    em.dout = in->x, em.dweight = buf;
+    CHECK_OK(op_exact(X, LCX_OP_EMBEDDING_BWD, &em));
     PUTF(&o, buf, D * D);
     /* rmsnorm */
     float *rstd = zeros_f32(T), *dnw = zeros_f32(D);
-    CHECK_OK(be->rmsnorm_fwd(in->x, in->w, buf, rstd, T, D, 1e-5f));
+    lcx_rmsnorm_args rn = {.dt = LCX_F32, .n_rows = T, .dim = D, .eps = 1e-5f, .x = in->x, .w = in->w, .y = buf,
+                           .rstd = rstd, .dy = in->x, .dx = buf, .dw = dnw};
+    CHECK_OK(op_exact(X, LCX_OP_RMSNORM_FWD, &rn));
     PUTF(&o, buf, T * D);
     PUTF(&o, rstd, T);
-    CHECK_OK(be->rmsnorm_bwd(in->x, in->x, in->w, rstd, buf, dnw, T, D));
+    CHECK_OK(op_exact(X, LCX_OP_RMSNORM_BWD, &rn));
     PUTF(&o, buf, T * D);
     PUTF(&o, dnw, D);
     free(rstd);
     free(dnw);
     /* rope */
-    CHECK_OK(be->rope_fwd(in->q, buf, in->pos, in->cs, in->sn, T, H, HD, HD, 4 * T));
+    lcx_rope_args ro = {.dt = LCX_F32, .n_tokens = T, .n_heads = H, .head_dim = HD, .rot_dim = HD, .n_pos = 4 * T,
+                        .x = in->q, .out = buf, .pos = in->pos, .cos = in->cs, .sin = in->sn};
+    CHECK_OK(op_exact(X, LCX_OP_ROPE_FWD, &ro));
     PUTF(&o, buf, nq);
-    CHECK_OK(be->rope_bwd(in->q, buf, in->pos, in->cs, in->sn, T, H, HD, HD, 4 * T));
+    CHECK_OK(op_exact(X, LCX_OP_ROPE_BWD, &ro));
     PUTF(&o, buf, nq);
     /* attention: causal with offsets, fwd + bwd, then merge with a full-mask block */
-    lcx_attn_args a = {T, T, H, G, HD, 40, 0, LCX_MASK_CAUSAL, 0.25f};
     float *ao = zeros_f32(nq), *lse = zeros_f32(T * H), *dq = zeros_f32(nq), *dk = zeros_f32(nk), *dv = zeros_f32(nk);
-    CHECK_OK(be->attention_fwd(&a, in->q, in->k, in->v, ao, lse));
+    lcx_attn_args a = {.dt = LCX_F32, .n_q = T, .n_k = T, .n_heads = H, .n_kv_heads = G, .head_dim = HD,
+                       .q_offset = 40, .mask = LCX_MASK_CAUSAL, .scale = 0.25f, .q = in->q, .k = in->k, .v = in->v,
+                       .o = ao, .lse = lse, .dout = in->go, .dq = dq, .dk = dk, .dv = dv};
+    CHECK_OK(op_exact(X, LCX_OP_ATTENTION_FWD, &a));
     PUTF(&o, ao, nq);
     PUTF(&o, lse, T * H);
-    CHECK_OK(be->attention_bwd(&a, in->q, in->k, in->v, ao, lse, in->go, dq, dk, dv));
+    CHECK_OK(op_exact(X, LCX_OP_ATTENTION_BWD, &a));
     PUTF(&o, dq, nq);
     PUTF(&o, dk, nk);
     PUTF(&o, dv, nk);
-    lcx_attn_args b = a;
-    b.mask = LCX_MASK_FULL;
     float *bo = zeros_f32(nq), *bl = zeros_f32(T * H);
-    CHECK_OK(be->attention_fwd(&b, in->q, in->k, in->v, bo, bl));
-    CHECK_OK(be->attention_merge(ao, lse, bo, bl, T, H, HD));
+    lcx_attn_args b = a;
+    b.mask = LCX_MASK_FULL, b.o = bo, b.lse = bl;
+    CHECK_OK(op_exact(X, LCX_OP_ATTENTION_FWD, &b));
+    lcx_attn_merge_args mg = {.dt = LCX_F32, .n_rows = T, .n_heads = H, .head_dim = HD, .o_acc = ao, .lse_acc = lse,
+                              .o_part = bo, .lse_part = bl};
+    CHECK_OK(op_exact(X, LCX_OP_ATTENTION_MERGE, &mg));
     PUTF(&o, ao, nq);
     PUTF(&o, lse, T * H);
     free(ao); free(lse); free(bo); free(bl); free(dq); free(dk); free(dv);
     /* swiglu */
-    CHECK_OK(be->swiglu_fwd(in->x, in->w, buf, T * D));
+    lcx_swiglu_args sw = {.dt = LCX_F32, .n = T * D, .gate = in->x, .up = in->w, .h = buf, .dh = in->x, .dgate = buf,
+                          .dup = buf2};
+    CHECK_OK(op_exact(X, LCX_OP_SWIGLU_FWD, &sw));
     PUTF(&o, buf, T * D);
-    CHECK_OK(be->swiglu_bwd(in->x, in->x, in->w, buf, buf2, T * D));
+    CHECK_OK(op_exact(X, LCX_OP_SWIGLU_BWD, &sw));
     PUTF(&o, buf, T * D);
     PUTF(&o, buf2, T * D);
-    /* cross-entropy */
-    double loss;
-    int64_t cnt;
-    CHECK_OK(be->cross_entropy(in->lg, in->tg, buf, T, V, 0.01f, &loss, &cnt));
+    /* cross-entropy (device loss and count, accumulated from 0) */
+    double loss = 0;
+    int64_t cnt = 0;
+    lcx_xent_args xe = {.dt = LCX_F32, .n_rows = T, .vocab = V, .dscale = 0.01f, .logits = in->lg, .targets = in->tg,
+                        .dlogits = buf, .loss_sum = &loss, .count = &cnt};
+    CHECK_OK(op_exact(X, LCX_OP_CROSS_ENTROPY, &xe));
     PUTF(&o, buf, T * V);
     put(&o, &loss, sizeof loss);
     /* adamw with bf16 copy-out */
@@ -89,12 +105,15 @@ static outbuf run_all(const inputs *in) {
     memcpy(prm, in->big, sizeof(float) * NV);
     memset(m, 0, sizeof(float) * 2 * NV);
     uint16_t bf[NV];
-    lcx_adamw_args ad = {1e-3, 0.9, 0.95, 1e-8, 0.1, 3, 0.5};
-    CHECK_OK(be->adamw(&ad, prm, in->big + NV, m, vv, bf, NV));
+    lcx_adamw_args ad = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .step = 3,
+                         .grad_scale = 0.5, .n = NV, .param = prm, .grad = in->big + NV, .m = m, .v = vv,
+                         .param_bf16 = bf};
+    CHECK_OK(op_exact(X, LCX_OP_ADAMW, &ad));
     PUTF(&o, buf, 3 * NV);
     put(&o, bf, sizeof bf);
-    double sq;
-    CHECK_OK(be->sqnorm(in->big, 2 * NV, &sq));
+    double sq = 0;
+    lcx_sqnorm_args sa = {.n = 2 * NV, .x = in->big, .out = &sq};
+    CHECK_OK(op_exact(X, LCX_OP_SQNORM, &sa));
     put(&o, &sq, sizeof sq);
     free(buf);
     free(buf2);
@@ -102,7 +121,7 @@ static outbuf run_all(const inputs *in) {
 }
 
 int main(void) {
-    be = cpu();
+    X = cpu_exec();
     rng_seed(55);
     inputs in;
     for (int t = 0; t < T; t++) {
@@ -138,12 +157,13 @@ int main(void) {
     /* matmul: run to run (bf16 weights, the y = x W^T shape) */
     float *c1 = zeros_f32(T * V), *c2 = zeros_f32(T * V);
     uint16_t *wb = malloc(sizeof(uint16_t) * D * D);
-    CHECK_OK(be->cast_f32_to_bf16(in.w, wb, D * D));
+    lcx_cast_args ca = {.n = D * D, .src_dt = LCX_F32, .dst_dt = LCX_BF16, .src = in.w, .dst = wb};
+    CHECK_OK(op_exact(X, LCX_OP_CAST, &ca));
     lcx_matmul_args g = {.trans_b = 1, .m = T, .n = D, .k = D, .batch = 1, .alpha = 1, .a_dtype = LCX_F32,
                          .a = in.x, .b_dtype = LCX_BF16, .b = wb, .c = c1};
-    CHECK_OK(be->matmul(&g));
+    CHECK_OK(op_exact(X, LCX_OP_MATMUL, &g));
     g.c = c2;
-    CHECK_OK(be->matmul(&g));
+    CHECK_OK(op_exact(X, LCX_OP_MATMUL, &g));
     CHECK(memcmp(c1, c2, sizeof(float) * T * D) == 0);
     free(c1); free(c2); free(wb); free(r1.p); free(r2.p); free(r3.p);
     free(in.x); free(in.w); free(in.q); free(in.k); free(in.v); free(in.go); free(in.cs); free(in.sn); free(in.lg);

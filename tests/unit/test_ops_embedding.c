@@ -1,6 +1,7 @@
 /* Embedding lookup and scatter-add backward, whole vocabulary and one vocab-parallel shard, f32 and bf16
- * tables, repeated ids (gradients of one row summed), ids outside [0, vocab) rejected. The reference is a plain
- * loop in double; the backward is also checked as the gradient of sum(r * out) by central differences. */
+ * tables, f32 and bf16 activations, repeated ids (gradients of one row summed), ids outside [0, vocab) read and
+ * write nothing (never validated by the op: the host does it). The reference is a plain loop in double; the
+ * backward is also checked as the gradient of sum(r * out) by central differences. */
 #include "ops_common.h"
 
 typedef struct ctx {
@@ -20,8 +21,23 @@ static double loss(void *p) {
     return s;
 }
 
+static lcx_exec *X;
+
+static lcx_status fwd(lcx_dtype dt, const int32_t *ids, const void *w, lcx_dtype w_dtype, void *out, int64_t T,
+                      int64_t rows, int64_t D, int64_t start, int64_t V) {
+    lcx_embedding_args a = {.dt = dt, .n_tokens = T, .n_rows = rows, .dim = D, .vocab_start = start, .n_vocab = V,
+                            .ids = ids, .w_dtype = w_dtype, .weight = w, .out = out};
+    return op_exact(X, LCX_OP_EMBEDDING_FWD, &a);
+}
+static lcx_status bwd(lcx_dtype dt, const int32_t *ids, const void *dout, float *dw, int64_t T, int64_t rows,
+                      int64_t D, int64_t start, int64_t V) {
+    lcx_embedding_args a = {.dt = dt, .n_tokens = T, .n_rows = rows, .dim = D, .vocab_start = start, .n_vocab = V,
+                            .ids = ids, .dout = dout, .dweight = dw};
+    return op_exact(X, LCX_OP_EMBEDDING_BWD, &a);
+}
+
 int main(void) {
-    const lcx_backend *be = cpu();
+    X = cpu_exec();
     rng_seed(11);
     const int64_t T = 50, V = 40, D = 70; /* D spans two column blocks of the backward */
     int32_t *ids = malloc(sizeof(int32_t) * T);
@@ -42,14 +58,26 @@ int main(void) {
                 }
             float *out = rand_f32(T * D, -1, 1), *dout = rand_f32(T * D, -1, 1), *dw = rand_f32(rows * D, -1, 1);
             double *dw0 = to_f64(dw, rows * D), *ref = zeros_f64(T * D);
-            CHECK_OK(be->embedding_fwd(ids, bf ? (const void *)wb16 : (const void *)w, bf ? LCX_BF16 : LCX_F32, out,
-                                       T, rows, D, start, V));
+            CHECK_OK(fwd(LCX_F32, ids, bf ? (const void *)wb16 : (const void *)w, bf ? LCX_BF16 : LCX_F32, out, T, rows,
+                         D, start, V));
             for (int64_t t = 0; t < T; t++) {
                 int64_t row = ids[t] - start;
                 for (int64_t d = 0; d < D; d++) ref[t * D + d] = row >= 0 && row < rows ? w[row * D + d] : 0.0;
             }
             wf = fmax(wf, rel_err(out, ref, T * D, 1.0));
-            CHECK_OK(be->embedding_bwd(ids, dout, dw, T, rows, D, start, V));
+            /* bf16 activations: the rounded rows (the bf16 table's bits unchanged), and dout widened exactly */
+            {
+                uint16_t *oh = malloc(2 * (size_t)(T * D)), *gh = to_bf16(dout, T * D);
+                float *gw = widen_bf16(gh, T * D), *d1 = zeros_f32(rows * D), *d2 = zeros_f32(rows * D);
+                CHECK_OK(fwd(LCX_BF16, ids, bf ? (const void *)wb16 : (const void *)w, bf ? LCX_BF16 : LCX_F32, oh, T,
+                             rows, D, start, V));
+                CHECK(bf16_mismatch(oh, out, T * D) == 0);
+                CHECK_OK(bwd(LCX_F32, ids, gw, d1, T, rows, D, start, V));
+                CHECK_OK(bwd(LCX_BF16, ids, gh, d2, T, rows, D, start, V));
+                CHECK(memcmp(d1, d2, sizeof(float) * (size_t)(rows * D)) == 0);
+                free(oh); free(gh); free(gw); free(d1); free(d2);
+            }
+            CHECK_OK(bwd(LCX_F32, ids, dout, dw, T, rows, D, start, V));
             ctx c = {T, V, D, start, rows, ids, to_f64(w, rows * D), to_f64(dout, T * D)};
             double *g = zeros_f64(rows * D);
             fd_grad(loss, &c, c.w, rows * D, 1e-3, g); /* linear: any step is exact up to rounding */
@@ -59,13 +87,17 @@ int main(void) {
         }
     CHECK_ERR("embedding forward (exact copy expected)", wf, 0.0);
     CHECK_ERR("embedding backward vs central diff. (floor 1%)", wb, 1e-5);
-    float buf[8] = {0};
-    int32_t bad[2] = {3, 40};
-    CHECK_FAILS(be->embedding_fwd(bad, buf, LCX_F32, buf, 2, 1, 1, 0, 40), LCX_ERR_INVALID, "token 1 has id 40");
-    bad[1] = -5;
-    CHECK_FAILS(be->embedding_bwd(bad, buf, buf, 2, 1, 1, 0, 40), LCX_ERR_INVALID, "id -5");
-    CHECK_FAILS(be->embedding_fwd(ids, buf, LCX_F32, buf, 1, 10, 1, 35, 40), LCX_ERR_INVALID, "vocab_start=35");
-    CHECK_FAILS(be->embedding_fwd(ids, buf, LCX_F16, buf, 1, 1, 1, 0, 40), LCX_ERR_UNSUPPORTED, "F16");
+    /* ids outside the vocabulary: a zero row forward, nothing backward (the valid id still works) */
+    float buf[8] = {0}, tab[4] = {1, 2, 3, 4}, got[6], dtab[4] = {0}, g[6] = {1, 1, 1, 1, 1, 1};
+    int32_t bad[3] = {1, 40, -5};
+    memset(got, 0xff, sizeof got);
+    CHECK_OK(fwd(LCX_F32, bad, tab, LCX_F32, got, 3, 2, 2, 0, 40));
+    CHECK(got[0] == 3 && got[1] == 4 && got[2] == 0 && got[3] == 0 && got[4] == 0 && got[5] == 0);
+    CHECK_OK(bwd(LCX_F32, bad, g, dtab, 3, 2, 2, 0, 40));
+    CHECK(dtab[0] == 0 && dtab[1] == 0 && dtab[2] == 1 && dtab[3] == 1);
+    CHECK_FAILS(fwd(LCX_F32, ids, buf, LCX_F32, buf, 1, 10, 1, 35, 40), LCX_ERR_INVALID, "vocab_start=35");
+    CHECK_FAILS(fwd(LCX_F32, ids, buf, LCX_F16, buf, 1, 1, 1, 0, 40), LCX_ERR_UNSUPPORTED, "F16");
+    CHECK_FAILS(fwd(LCX_F16, ids, buf, LCX_F32, buf, 1, 1, 1, 0, 40), LCX_ERR_UNSUPPORTED, "activation dtype F16");
     free(ids);
     return test_summary("test_ops_embedding");
 }
