@@ -196,22 +196,20 @@ static void dfree(run *r, dbuf *b) {
 /* ---- declaring tensors (called by the case makers, once per run, in the same order) ------------------------ */
 
 static void make_host(tensor *t, gen g) {
-    size_t hs = host_size(t->kind);
-    t->host = xmalloc((size_t)t->n * hs);
+    t->host = xmalloc((size_t)t->n * host_size(t->kind));
     for (int64_t i = 0; i < t->n; i++) {
-        int in = inside(&t->lay, i);
+        double v = 0;
+        if (g.kind == G_UNI) v = uni(g.lo, g.hi);
+        if (g.kind == G_INT) v = (double)irand((int64_t)g.lo, (int64_t)g.hi);
         if (is_float(t->kind)) {
-            float v = 0;
-            if (!in || t->role == OUT) v = nan_pattern();
-            else if (g.kind == G_UNI) v = (float)uni(g.lo, g.hi);
-            else if (g.kind == G_INT) v = (float)irand((int64_t)g.lo, (int64_t)g.hi);
-            ((float *)t->host)[i] = t->kind == LCX_F32 ? v : bf16_round(v);
+            float f = !inside(&t->lay, i) || t->role == OUT ? nan_pattern() : (float)v;
+            ((float *)t->host)[i] = t->kind == LCX_F32 ? f : bf16_round(f);
         } else if (t->kind == LCX_F64) {
-            ((double *)t->host)[i] = g.kind == G_UNI ? uni(g.lo, g.hi) : g.kind == G_INT ? (double)irand((int64_t)g.lo, (int64_t)g.hi) : 0.0;
+            ((double *)t->host)[i] = v;
+        } else if (t->kind == LCX_I32) {
+            ((int32_t *)t->host)[i] = (int32_t)v;
         } else {
-            int64_t v = g.kind == G_INT ? irand((int64_t)g.lo, (int64_t)g.hi) : 0;
-            if (t->kind == LCX_I32) ((int32_t *)t->host)[i] = (int32_t)v;
-            else ((int64_t *)t->host)[i] = v;
+            ((int64_t *)t->host)[i] = (int64_t)v;
         }
     }
 }
@@ -496,7 +494,9 @@ static void run_case(int ci, const op_case *c, lcx_dtype act, lcx_exec *xref, lc
         for (int i = 0; i < d.n; i++)
             if (d.t[i].kind == LCX_BF16) must_match = 0;
         char where[160] = "";
-        if (w.name) snprintf(where, sizeof where, "%s[%lld] err %.3g allowed %.3g", w.name, (long long)w.idx, w.err, w.allowed);
+        if (w.name)
+            snprintf(where, sizeof where, "%s[%lld] err %.3g allowed %.3g", w.name, (long long)w.idx, w.err,
+                     w.allowed);
         printf("[%3d] %-52s %-4s worst %9.3e of allowed  %s%s\n", ci, c->name, dts, w.ratio, where,
                must_match ? (same ? "  bit-identical" : "  NOT bit-identical") : "");
         CHECK_MSG(w.ratio <= 1.0, "case %d '%s' (%s): %s[%lld] = %.9g, reference %.9g: |err| %.3g > allowed %.3g", ci,
@@ -530,8 +530,8 @@ int main(int argc, char **argv) {
     CHECK_OK(lcx_exec_create(lcx_backend_cpu(), &xref));
     CHECK_OK(lcx_exec_create(be, &xtest));
     if (!xref || !xtest) return test_summary("test_backend_ops");
-    printf("backend '%s' against the CPU backend in f32; worst = max over outputs of |got - ref| / (atol + rtol |ref|)\n",
-           be->name);
+    printf("backend '%s' against the CPU backend in f32; worst = max over outputs of |got - ref| / (atol + rtol "
+           "|ref|)\n", be->name);
     const char *filter = argc > 2 ? argv[2] : "";
     int n_cases = (int)(sizeof cases / sizeof cases[0]);
     for (int ci = 0; ci < n_cases; ci++) {
