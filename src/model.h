@@ -8,7 +8,8 @@
  *   grads   fp32 gradients, same offsets as params (one buffer: the global norm is one sqnorm call)
  *   adam_m, adam_v  fp32 moments
  *   normw   fp32 copies of the 1-D norm weights (bf16 params only: rmsnorm takes f32 weights)
- *   acts    activations for max_tokens tokens under the layer policies, plus backward scratch
+ *   acts    training: activations for max_tokens tokens under the layer policies, plus backward scratch;
+ *           forward-only (training == 0): one layer's working set shared by all layers (lcx_model_forward_bytes)
  * Tied embeddings: lm_head reads model.embed_tokens.weight and its gradient adds into the embedding's.
  *
  * Positions are explicit global positions (context parallelism passes its chunk positions); RoPE cos/sin come
@@ -41,6 +42,7 @@ typedef struct lcx_model_opts {
     lcx_act_policy policy;       /* every layer (unless layer_policy); keep (0), recompute or offload (not auto) */
     const lcx_act_policy *layer_policy; /* [num_hidden_layers] or NULL */
     const lcx_backend *backend;  /* NULL = CPU */
+    int64_t mlp_chunk;           /* forward-only models: rows per MLP chunk, 0 = all rows at once (see below) */
 } lcx_model_opts;
 
 /* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */
@@ -86,6 +88,16 @@ lcx_status lcx_model_init_random(lcx_model *m, uint64_t seed, double std);
 
 /* Open path as a checkpoint and build + load a model (opts->max_tokens etc. as for lcx_model_init). */
 lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opts, lcx_model **out);
+
+/* Forward passes of a model built with training == 0 run layer by layer over one working set (src/model_infer.c):
+ * no per-layer activations, no backward scratch, so memory is weights + O(tokens x (hidden + intermediate))
+ * whatever the depth, and float32 results are bit-identical to the training model's forward. opts.mlp_chunk > 0
+ * runs the MLP (norm, gate, up, SwiGLU, down, residual add) mlp_chunk rows at a time, so its intermediate-wide
+ * temporaries no longer grow with the tokens (O(tokens x hidden) in all); its GEMMs then have other shapes and
+ * the CPU backend's thread split and OpenBLAS's register blocking make the last bits differ (docs/model.md
+ * "Forward-only passes": relative differences ~1e-7; with one thread, chunks of a multiple of 48 rows give
+ * the same bits).
+ * Training models keep their per-layer buffers (what lcx_model_forward_backward needs). */
 
 /* Forward only. *loss_sum / *count: summed next-token loss and counted targets (may be NULL). logits: host
  * [n_tokens, vocab] float32 filled chunk by chunk, or NULL (then no seq x vocab buffer exists anywhere). */
@@ -139,6 +151,15 @@ typedef struct lcx_model_memory {
     size_t params, master, grads, moments, acts;
 } lcx_model_memory;
 lcx_model_memory lcx_model_memory_of(const lcx_model *m);
+
+/* Bytes of the activation buffer (lcx_model_memory_of(m).acts) of a model built with opts->training == 0, for
+ * T = opts->max_tokens tokens (docs/model.md "Forward-only passes"), each piece rounded up to 64 bytes:
+ *   residual stream and norm output/h [T, H] x 2, q and o [T, nh*hd] x 2, k and v [T, nkv*hd] x 2,
+ *   log-sum-exp [T, nh], ones [T], ids/targets/positions [T] int32 x 3,
+ *   the MLP rows: C = T (mlp_chunk 0) or min(mlp_chunk, T) rows of [H] + 2 x [F] (SwiGLU writes over gate),
+ *   one logits chunk [min(loss_chunk, T), vocab].
+ * Independent of the number of layers. 0 when the size overflows. */
+size_t lcx_model_forward_bytes(const lcx_model_config *cfg, const lcx_model_opts *opts);
 
 /* Process peak resident set size in bytes (VmHWM), and a reset of it (Linux clear_refs; returns 0 if it could
  * not reset, then the peak is over the process lifetime). */
