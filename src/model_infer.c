@@ -10,7 +10,7 @@
  * have other shapes, and the CPU backend splits a GEMM between threads by columns when it has fewer rows than
  * columns and by 16-row groups otherwise, while OpenBLAS's result for an element depends on the column extent
  * of the call and on the row's place in its 12-row register block: last-bit differences (docs/model.md).
- */
+ * The cached forward (src/model_kv.c) runs the same layer with its keys and values in a KV cache. */
 #include <math.h>
 #include <string.h>
 
@@ -126,5 +126,17 @@ static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, float *kv
 lcx_status lcx_model_layers_fwd(lcx_model *m, const lcx_batch *b) {
     for (int l = 0; l < m->L; l++)
         LCX_TRY(m->training ? lcx_layer_forward(m, l, &m->layer[l], b, 0) : infer_layer(m, l, b, NULL, NULL, 0));
+    return LCX_OK;
+}
+
+/* The cached layers (model_kv.c): b is one row of new tokens at positions n_past ..; k/v [L][cap][KV]. */
+lcx_status lcx_infer_layers_cached(lcx_model *m, const lcx_batch *b, float *k, float *v, int64_t cap,
+                                   int64_t n_past) {
+    LCX_FAIL_IF(m->training, LCX_ERR_INVALID, "model: the cached forward needs a forward-only model (training = 0)");
+    LCX_FAIL_IF(b->n_seq != 1, LCX_ERR_INVALID, "model: the cached forward takes one row");
+    for (int l = 0; l < m->L; l++) {
+        size_t off = (size_t)l * (size_t)cap * (size_t)m->KV;
+        LCX_TRY(infer_layer(m, l, b, k + off, v + off, n_past));
+    }
     return LCX_OK;
 }

@@ -114,6 +114,11 @@ void lcx_infer_layout(lcx_model *m, lcx_cursor *c);
 /* Every decoder layer of a forward pass after lcx_model_embed: resid[L] holds the output. Training models run
  * lcx_layer_forward into their per-layer buffers, forward-only ones the working set. */
 lcx_status lcx_model_layers_fwd(lcx_model *m, const lcx_batch *b);
+/* The layers of a cached forward (model_kv.c): b is one row of new tokens at positions n_past .. n_past+T-1,
+ * k and v the cache [L][cap][KV] whose rows 0 .. n_past-1 hold the prefix; the new keys/values are written to
+ * rows n_past .. of every layer. Forward-only models only. */
+lcx_status lcx_infer_layers_cached(lcx_model *m, const lcx_batch *b, float *k, float *v, int64_t cap,
+                                   int64_t n_past);
 /* Final norm of rows [0, T) of resid[L], then the logits of rows first_row .. T-1 handed to fn one loss chunk at
  * a time (model_logits.c). */
 lcx_status lcx_model_emit_logits(lcx_model *m, int64_t T, int64_t first_row, lcx_logits_fn fn, void *user);
