@@ -95,8 +95,7 @@ lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opt
  * runs the MLP (norm, gate, up, SwiGLU, down, residual add) mlp_chunk rows at a time, so its intermediate-wide
  * temporaries no longer grow with the tokens (O(tokens x hidden) in all); its GEMMs then have other shapes and
  * the CPU backend's thread split and OpenBLAS's register blocking make the last bits differ (docs/model.md
- * "Forward-only passes": relative differences ~1e-7; with one thread, chunks of a multiple of 48 rows give
- * the same bits).
+ * "Forward-only passes": relative differences ~1e-7).
  * Training models keep their per-layer buffers (what lcx_model_forward_backward needs). */
 
 /* Forward only. *loss_sum / *count: summed next-token loss and counted targets (may be NULL). logits: host

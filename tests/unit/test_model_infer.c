@@ -3,7 +3,7 @@
  * - logits and summed loss bit for bit (memcmp) through lcx_model_forward and lcx_model_forward_logits (callback
  *   rows from first_row on), and for a packed batch (two rows at different global positions);
  * - with the MLP in row chunks (opts.mlp_chunk): within CHUNK_TOL on the fixtures and on a random model of 300
- *   tokens, and bit for bit there with one thread and chunks of a multiple of 48 rows;
+ *   tokens with one and two threads;
  * - the activation buffer is exactly lcx_model_forward_bytes (the memory model) and the same for 2 or 30 layers
  *   of the same width, while the training layout is much larger;
  * - forward_backward on a forward-only model is a clear error. */
@@ -118,8 +118,9 @@ static void check_fixture(const char *name, lcx_dtype dt) {
 }
 
 /* A random model of 300 tokens (more than hidden and intermediate: the CPU backend splits its GEMMs by rows)
- * with the MLP in row chunks: bit for bit with one thread when chunks are multiples of 48 rows (OpenBLAS's row
- * blocks on x86 divide 48), within CHUNK_TOL with two threads or other chunk sizes. */
+ * with the MLP in row chunks: within CHUNK_TOL with one and two threads. Printed, not checked (OpenBLAS promises
+ * nothing about it): whether the chunks gave the same bits; with OpenBLAS 0.3.21's Zen kernels they do with one
+ * thread and chunks of a multiple of 48 rows, which shows the differences come from the GEMM shapes only. */
 static void check_chunks_random(void) {
     char *dir = fx_path("llama_gqa", "models", "");
     lcx_catalog *c = NULL;
@@ -152,8 +153,6 @@ static void check_chunks_random(void) {
             if (k > 0) {
                 double e = rel_max_err(got, want, (size_t)(N * V));
                 int same = memcmp(got, want, (size_t)(N * V) * sizeof(float)) == 0;
-                if (th == 1 && chunks[k] % 48 == 0)
-                    CHECK_MSG(same, "1 thread, chunk %lld: rel err %.3g", (long long)chunks[k], e);
                 CHECK_MSG(e <= CHUNK_TOL, "%d threads, chunk %lld: rel err %.3g", th, (long long)chunks[k], e);
                 printf("random model, %d tokens, %d thread(s), MLP chunk %3lld: %s (rel err %.2e)\n", N, th,
                        (long long)chunks[k], same ? "bit-identical" : "differs", e);

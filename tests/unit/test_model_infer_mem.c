@@ -7,6 +7,7 @@
  * against its activation bytes). */
 #include <malloc.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "model_fixture.h"
 #include "src/catalog.h"
@@ -48,7 +49,9 @@ static double pass_peak(const lcx_model_config *cfg, int64_t T, int64_t mlp_chun
 }
 
 int main(void) {
-    /* big blocks from mmap, returned to the system on free: each pass starts from the same resident set */
+    /* big blocks from mmap, returned to the system on free: each pass starts from the same resident set; no
+     * transparent huge pages (they would make the resident set grow in 2 MiB steps) */
+    prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
     mallopt(M_MMAP_THRESHOLD, 64 * 1024);
     mallopt(M_TRIM_THRESHOLD, 64 * 1024);
     char *dir = fx_path("llama_gqa", "models", "");
