@@ -8,7 +8,8 @@
  *   grads   fp32 gradients, same offsets as params (one buffer: the global norm is one sqnorm call)
  *   adam_m, adam_v  fp32 moments
  *   normw   fp32 copies of the 1-D norm weights (bf16 params only: rmsnorm takes f32 weights)
- *   acts    activations for max_tokens tokens under the layer policies, plus backward scratch
+ *   acts    training: activations for max_tokens tokens under the layer policies, plus backward scratch;
+ *           forward-only (training == 0): one layer's working set shared by all layers (lcx_model_forward_bytes)
  * Every op runs on the model's exec (opts.exec). Its scratch arena is sized once, at init, to the largest
  * workspace of any op call the model makes at max_tokens / loss_chunk; loss sums, counts and the gradient norm
  * accumulate on the device and are read back once per forward, forward_backward, optimizer or training step.
@@ -49,6 +50,7 @@ typedef struct lcx_model_opts {
     lcx_exec *exec;              /* queue the model runs on; NULL: the model creates and owns one on backend. A
                                     given exec is not freed with the model; its arena is grown (never shrunk) to
                                     what the model needs, so several models may share one queue */
+    int64_t mlp_chunk;           /* forward-only models: rows per MLP chunk, 0 = all rows at once (see below) */
 } lcx_model_opts;
 
 /* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */
@@ -94,6 +96,15 @@ lcx_status lcx_model_init_random(lcx_model *m, uint64_t seed, double std);
 
 /* Open path as a checkpoint and build + load a model (opts->max_tokens etc. as for lcx_model_init). */
 lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opts, lcx_model **out);
+
+/* Forward passes of a model built with training == 0 run layer by layer over one working set (src/model_infer.c):
+ * no per-layer activations, no backward scratch, so memory is weights + O(tokens x (hidden + intermediate))
+ * whatever the depth, and float32 results are bit-identical to the training model's forward. opts.mlp_chunk > 0
+ * runs the MLP (norm, gate, up, SwiGLU, down, residual add) mlp_chunk rows at a time, so its intermediate-wide
+ * temporaries no longer grow with the tokens (O(tokens x hidden) in all); its GEMMs then have other shapes and
+ * the CPU backend's thread split and OpenBLAS's register blocking make the last bits differ (docs/model.md
+ * "Forward-only passes": relative differences ~1e-7).
+ * Training models keep their per-layer buffers (what lcx_model_forward_backward needs). */
 
 /* Forward only. *loss_sum / *count: summed next-token loss and counted targets (may be NULL). logits: host
  * [n_tokens, vocab] float32 filled chunk by chunk, or NULL (then no seq x vocab buffer exists anywhere). */
@@ -147,6 +158,44 @@ typedef struct lcx_model_memory {
     size_t params, master, grads, moments, acts;
 } lcx_model_memory;
 lcx_model_memory lcx_model_memory_of(const lcx_model *m);
+
+/* Bytes of the activation buffer (lcx_model_memory_of(m).acts) of a model built with opts->training == 0, for
+ * T = opts->max_tokens tokens (docs/model.md "Forward-only passes"), each piece rounded up to 64 bytes:
+ *   residual stream and norm output/h [T, H] x 2, q and o [T, nh*hd] x 2, k and v [T, nkv*hd] x 2,
+ *   log-sum-exp [T, nh], ones [T], ids/targets/positions [T] int32 x 3,
+ *   the MLP rows: C = T (mlp_chunk 0) or min(mlp_chunk, T) rows of [H] + 2 x [F] (SwiGLU writes over gate),
+ *   one logits chunk [min(loss_chunk, T), vocab].
+ * Independent of the number of layers. 0 when the size overflows. */
+size_t lcx_model_forward_bytes(const lcx_model_config *cfg, const lcx_model_opts *opts);
+
+/* ---- KV cache (src/model_kv.c): decoding, and scoring continuations of one prefilled prompt ---------------- */
+typedef struct lcx_kv_cache lcx_kv_cache;
+
+/* A cache for `capacity` tokens of a forward-only model's keys and values: K and V [layers][capacity][nkv*hd]
+ * float32, one backend allocation (2 x layers x capacity x nkv x hd x 4 bytes). */
+lcx_status lcx_kv_cache_init(lcx_kv_cache **out, const lcx_model *m, int64_t capacity);
+void lcx_kv_cache_free(lcx_kv_cache *c); /* NULL ok */
+int64_t lcx_kv_cache_len(const lcx_kv_cache *c);      /* cached tokens, at positions 0 .. len-1 */
+int64_t lcx_kv_cache_capacity(const lcx_kv_cache *c);
+size_t lcx_kv_cache_bytes(const lcx_kv_cache *c);
+/* Keep only the first len cached tokens (len <= lcx_kv_cache_len). */
+lcx_status lcx_kv_cache_truncate(lcx_kv_cache *c, int64_t len);
+/* How many cached tokens a cached forward ending at length `total` (its last position + 1) may reuse: all of
+ * them, or 0 when the rope frequencies at that length differ from those the cached keys were rotated with
+ * (dynamic past max_position_embeddings, longrope across original_max_position_embeddings: they depend on the
+ * length, src/rope.h). */
+int64_t lcx_kv_cache_usable(const lcx_model *m, const lcx_kv_cache *c, int64_t total);
+
+/* Cached forward: n new tokens ids[0..n) at positions len .. len+n-1 (len = lcx_kv_cache_len), attending to the
+ * cached prefix and causally to themselves. fn (NULL: no logits) receives the logits of new rows >= first_row
+ * one loss chunk at a time, row numbers counted from the first new token (row r predicts the token after
+ * position len + r). The first n_commit (0 .. n) new tokens are appended to the cache; the others leave it as
+ * it was, so candidate continuations can be scored one after another against one prefilled prompt. Needs a
+ * forward-only model, n <= its max_tokens and len + n <= the cache's capacity. Same kernels as
+ * lcx_model_forward_logits; a prefill into an empty cache gives bit-identical logits, later calls see other
+ * attention tile shapes and may differ in the last bits (docs/model.md "KV cache"). */
+lcx_status lcx_model_forward_cached(lcx_model *m, lcx_kv_cache *c, const int32_t *ids, int64_t n, int64_t n_commit,
+                                    int64_t first_row, lcx_logits_fn fn, void *user);
 
 /* Process peak resident set size in bytes (VmHWM), and a reset of it (Linux clear_refs; returns 0 if it could
  * not reset, then the peak is over the process lifetime). */

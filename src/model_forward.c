@@ -166,7 +166,7 @@ lcx_status lcx_model_forward(lcx_model *m, const lcx_batch *b, float *logits, do
     LCX_TRY(lcx_model_prepare(m, b, &n));
     int64_t T = b->n_seq * b->seq_len;
     LCX_TRY(lcx_model_embed(m, T));
-    for (int l = 0; l < m->L; l++) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 0));
+    LCX_TRY(lcx_model_layers_fwd(m, b));
     lcx_loss_slot r; /* summed on the device, read once */
     LCX_TRY(m->be->zero(m->x, &m->d_res->loss[0], sizeof r));
     LCX_TRY(lcx_model_loss(m, T, 0, 0.0f, logits, &m->d_res->loss[0]));

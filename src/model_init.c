@@ -14,24 +14,9 @@ lcx_adamw_opts lcx_adamw_opts_default(void) {
     return o;
 }
 
-/* ---- activation layout: a byte cursor over one allocation ------------------------------------------------- */
-typedef struct cursor {
-    char *base; /* NULL while sizing */
-    size_t used;
-    int overflow;
-} cursor;
-
-static void *take(cursor *c, int64_t n, size_t elem) {
-    size_t bytes;
-    if (!lcx_mul_size((size_t)n, elem, &bytes) || !lcx_add_size(bytes, 63, &bytes)) {
-        c->overflow = 1;
-        return NULL;
-    }
-    bytes &= ~(size_t)63;
-    void *p = c->base ? c->base + c->used : NULL;
-    if (!lcx_add_size(c->used, bytes, &c->used)) c->overflow = 1;
-    return p;
-}
+/* ---- activation layout: a byte cursor over one allocation (lcx_cursor, model_internal.h) ----------------- */
+typedef lcx_cursor cursor;
+#define take lcx_cursor_take
 #define TAKEF(c, n) ((float *)take((c), (n), sizeof(float)))
 
 static void take_full(lcx_model *m, cursor *c, lcx_layer_acts *a, int64_t T) {
@@ -56,6 +41,10 @@ static void take_full(lcx_model *m, cursor *c, lcx_layer_acts *a, int64_t T) {
 
 /* Lay out the activations (c->base NULL: sizing pass only). */
 static void layout_acts(lcx_model *m, cursor *c) {
+    if (!m->training) { /* forward-only: one layer's working set (model_infer.c) */
+        lcx_infer_layout(m, c);
+        return;
+    }
     int64_t T = m->max_tokens;
     lcx_layer_acts scratch;
     memset(&scratch, 0, sizeof scratch);
@@ -108,6 +97,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     LCX_FAIL_IF(opts->max_tokens < 1 || opts->max_tokens > INT32_MAX, LCX_ERR_INVALID,
                 "model: max_tokens %lld out of range [1, 2^31)", (long long)opts->max_tokens);
     LCX_FAIL_IF(opts->loss_chunk < 0, LCX_ERR_INVALID, "model: loss chunk %lld < 0", (long long)opts->loss_chunk);
+    LCX_FAIL_IF(opts->mlp_chunk < 0, LCX_ERR_INVALID, "model: MLP chunk %lld < 0", (long long)opts->mlp_chunk);
     lcx_status st = LCX_OK;
     lcx_model *m = calloc(1, sizeof *m);
     LCX_FAIL_IF(!m, LCX_ERR_OOM, "model: out of memory");
@@ -130,6 +120,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     m->loss_chunk = opts->loss_chunk ? opts->loss_chunk : 256;
     if (m->loss_chunk > m->max_tokens) m->loss_chunk = m->max_tokens;
     m->loss_chunk_cap = m->loss_chunk;
+    m->ws.mlp_chunk = opts->mlp_chunk && opts->mlp_chunk < m->max_tokens ? opts->mlp_chunk : m->max_tokens;
     LCX_TRY_GOTO(lcx_param_table_init(&m->tab, cfg), fail);
     LCX_TRY_GOTO(lcx_rope_plan_init(&m->rope, &cfg->rope, cfg->head_dim, cfg->max_position_embeddings, NULL, NULL),
                  fail);

@@ -30,6 +30,17 @@ typedef struct lcx_dev_results {
     lcx_loss_slot loss[]; /* [res_cap] */
 } lcx_dev_results;
 
+/* Forward-only working set (training == 0, src/model_infer.c): what one layer needs for T = max_tokens tokens,
+ * shared by all layers. y holds the attention norm's output, then the residual after attention (h), then the
+ * final norm's output; the MLP runs in chunks of mlp_chunk rows. */
+typedef struct lcx_infer_ws {
+    int64_t mlp_chunk;        /* rows per MLP chunk (<= max_tokens) */
+    float *x, *y;             /* [T, H] residual stream; norm output / h */
+    float *q, *k, *v, *o;     /* [T, Q], [T, KV], [T, KV], [T, Q] (q/k normalised in place for qwen3) */
+    float *lse;               /* [T, nh] */
+    float *xn2, *gate, *up;   /* [C, H], [C, F], [C, F]: one MLP chunk (SwiGLU output over gate) */
+} lcx_infer_ws;
+
 struct lcx_model {
     const lcx_backend *be;
     lcx_exec *x;              /* every op runs on it; its arena holds lcx_model_workspace() bytes */
@@ -74,11 +85,32 @@ struct lcx_model {
     float *dq, *dk, *dv, *dout; /* [T, Q], [T, KV], [T, KV], [T, Q] */
     float *dgate, *dup, *dact;  /* [T, F] */
 
+    lcx_infer_ws ws;          /* forward-only models: the shared working set (else zero) */
+
     /* rope tables (device), recomputed when the length changes */
     int64_t rope_len;         /* seq_len the tables are for (0 = none) */
     float *rope_cos, *rope_sin; /* [rope_len, n_pairs] */
     float *inv_freq;          /* host [n_pairs] */
 };
+
+/* Byte cursor over one allocation (c->base NULL: sizing pass only); every piece 64-byte aligned. */
+typedef struct lcx_cursor {
+    char *base;
+    size_t used;
+    int overflow;
+} lcx_cursor;
+
+static inline void *lcx_cursor_take(lcx_cursor *c, int64_t n, size_t elem) {
+    size_t bytes;
+    if (n < 0 || !lcx_mul_size((size_t)n, elem, &bytes) || !lcx_add_size(bytes, 63, &bytes)) {
+        c->overflow = 1;
+        return NULL;
+    }
+    bytes &= ~(size_t)63;
+    void *p = c->base ? c->base + c->used : NULL;
+    if (!lcx_add_size(c->used, bytes, &c->used)) c->overflow = 1;
+    return p;
+}
 
 /* Parameter pointers. */
 static inline void *lcx_m_param(const lcx_model *m, int64_t i) {
@@ -92,6 +124,21 @@ static inline const float *lcx_m_normw(const lcx_model *m, int64_t i) {
 static inline int64_t lcx_m_idx(const lcx_model *m, int layer, lcx_param_kind k) {
     return m->idx[(size_t)layer * LCX_PARAM_KIND_COUNT + k];
 }
+
+/* Forward-only models (model_infer.c): lay out the working set and the shared buffers (ones, ids, logits
+ * chunk) in place of the per-layer activations. */
+void lcx_infer_layout(lcx_model *m, lcx_cursor *c);
+/* Every decoder layer of a forward pass after lcx_model_embed: resid[L] holds the output. Training models run
+ * lcx_layer_forward into their per-layer buffers, forward-only ones the working set. */
+lcx_status lcx_model_layers_fwd(lcx_model *m, const lcx_batch *b);
+/* The layers of a cached forward (model_kv.c): b is one row of new tokens at positions n_past .. n_past+T-1,
+ * k and v the cache [L][cap][KV] whose rows 0 .. n_past-1 hold the prefix; the new keys/values are written to
+ * rows n_past .. of every layer. Forward-only models only. */
+lcx_status lcx_infer_layers_cached(lcx_model *m, const lcx_batch *b, float *k, float *v, int64_t cap,
+                                   int64_t n_past);
+/* Final norm of rows [0, T) of resid[L], then the logits of rows first_row .. T-1 handed to fn one loss chunk at
+ * a time (model_logits.c). */
+lcx_status lcx_model_emit_logits(lcx_model *m, int64_t T, int64_t first_row, lcx_logits_fn fn, void *user);
 
 /* Internal steps (model_forward.c, model_backward.c, model_loss.c). */
 /* Validate and upload ids/positions/targets, (re)build the rope tables; *count = counted targets. */

@@ -4,16 +4,7 @@
 
 #include "src/model_internal.h"
 
-lcx_status lcx_model_forward_logits(lcx_model *m, const lcx_batch *b, int64_t first_row, lcx_logits_fn fn,
-                                    void *user) {
-    LCX_FAIL_IF(!fn, LCX_ERR_INVALID, "lcx_model_forward_logits: no callback");
-    int64_t n = 0;
-    LCX_TRY(lcx_model_prepare(m, b, &n));
-    int64_t T = b->n_seq * b->seq_len;
-    LCX_FAIL_IF(first_row < 0 || first_row > T, LCX_ERR_INVALID,
-                "lcx_model_forward_logits: first_row %lld outside [0, %lld]", (long long)first_row, (long long)T);
-    LCX_TRY(lcx_model_embed(m, T));
-    for (int l = 0; l < m->L; l++) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 0));
+lcx_status lcx_model_emit_logits(lcx_model *m, int64_t T, int64_t first_row, lcx_logits_fn fn, void *user) {
     const lcx_backend *be = m->be;
     int64_t H = m->H, V = m->V, C = m->loss_chunk;
     LCX_TRY(lcx_m_rmsnorm_fwd(m, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->xf, m->rstdf, T, H));
@@ -34,4 +25,17 @@ lcx_status lcx_model_forward_logits(lcx_model *m, const lcx_batch *b, int64_t fi
     }
     free(host);
     return st;
+}
+
+lcx_status lcx_model_forward_logits(lcx_model *m, const lcx_batch *b, int64_t first_row, lcx_logits_fn fn,
+                                    void *user) {
+    LCX_FAIL_IF(!fn, LCX_ERR_INVALID, "lcx_model_forward_logits: no callback");
+    int64_t n = 0;
+    LCX_TRY(lcx_model_prepare(m, b, &n));
+    int64_t T = b->n_seq * b->seq_len;
+    LCX_FAIL_IF(first_row < 0 || first_row > T, LCX_ERR_INVALID,
+                "lcx_model_forward_logits: first_row %lld outside [0, %lld]", (long long)first_row, (long long)T);
+    LCX_TRY(lcx_model_embed(m, T));
+    LCX_TRY(lcx_model_layers_fwd(m, b));
+    return lcx_model_emit_logits(m, T, first_row, fn, user);
 }

@@ -98,7 +98,7 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
 lcx_status lcx_train_ckpt_config(const char *dir, lcx_model_config *cfg);
 /* Load weights (and master/moments/step/state when the checkpoint has them; a checkpoint without them, e.g. an
  * import, gives master = weights, zero moments, step 0, state at stage 0 step 0) into m, whose shapes must match.
- * state may be NULL. */
+ * A forward-only model (training = 0) gets the weights only. state may be NULL. */
 lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state);
 
 /* `latest` checkpoint of a run directory (heap path), LCX_ERR_NOT_FOUND if none. */

@@ -199,6 +199,7 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
     float *w = malloc(mx * 4 + 4), *am = malloc(mx * 4 + 4), *av = malloc(mx * 4 + 4);
     void *scratch = malloc(mx * 8 + 8);
     lcx_status st = LCX_OK;
+    const int moments = lcx_model_memory_of(m).moments > 0; /* a training model */
     LCX_FAIL_GOTO(!w || !am || !av || !scratch, LCX_ERR_OOM, done, "checkpoint load: out of memory");
     for (size_t i = 0; i < tab->n; i++) {
         const lcx_param_spec *p = &tab->params[i];
@@ -207,6 +208,11 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
         if (!f_master) LCX_TRY_GOTO(read_f32(ck, p, "param", w, scratch, &f_param), done);
         else f_param = 1;
         LCX_FAIL_GOTO(!f_param, LCX_ERR_FORMAT, done, "%s: tensor '%s' is missing", dir, p->name);
+        if (!moments) { /* a forward-only model: weights only */
+            LCX_TRY_GOTO(lcx_model_set_state(m, i, w, NULL, NULL), done);
+            lcx_ckpt_release(ck);
+            continue;
+        }
         LCX_TRY_GOTO(read_f32(ck, p, "adam_m", am, scratch, &f_m), done);
         LCX_TRY_GOTO(read_f32(ck, p, "adam_v", av, scratch, &f_v), done);
         if (!f_m || !f_v) { /* a plain model checkpoint: fresh optimizer */

@@ -115,7 +115,7 @@ int64_t lcx_cli_eval_max_tokens(const lcx_cli_eval_spec *s) {
 
 /* Scorer wrappers that print progress lines on stderr (at most one every two seconds). */
 typedef struct progress {
-    lcx_model *m;
+    lcx_eval_lm *lm;
     int quiet;
     const char *what;
     int64_t calls;
@@ -135,13 +135,13 @@ static void tick(progress *p, int64_t n) {
 static lcx_status score_cb(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll) {
     progress *p = model;
     tick(p, n);
-    return lcx_eval_model_score(p->m, tokens, n, first, nll);
+    return lcx_eval_lm_score(p->lm, tokens, n, first, nll);
 }
 
 static lcx_status argmax_cb(void *model, const int32_t *tokens, int64_t n, int64_t first, int32_t *next) {
     progress *p = model;
     tick(p, n);
-    return lcx_eval_model_argmax(p->m, tokens, n, first, next);
+    return lcx_eval_lm_argmax(p->lm, tokens, n, first, next);
 }
 
 lcx_status lcx_cli_eval_run(const lcx_cli_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
@@ -150,8 +150,12 @@ lcx_status lcx_cli_eval_run(const lcx_cli_eval_spec *s, lcx_model *m, lcx_tokeni
     json_t *root = json_object();
     LCX_FAIL_IF(!root, LCX_ERR_OOM, "no memory for JSON");
     lcx_status st = LCX_OK;
+    /* perplexity windows share no prefix: one forward-only pass each, no cache */
+    lcx_eval_lm lm;
+    memset(&lm, 0, sizeof lm);
     if (json_object_set_new(root, "checkpoint", json_string(s->label)) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
-    progress prog = {m, s->quiet, "perplexity", 0, lcx_cli_now_s(), lcx_cli_now_s()};
+    LCX_TRY_GOTO(lcx_eval_lm_init(&lm, m, 0), fail);
+    progress prog = {&lm, s->quiet, "perplexity", 0, lcx_cli_now_s(), lcx_cli_now_s()};
     if (s->docs) {
         const lcx_ppl_config *pc = &s->ppl;
         double t0 = lcx_cli_now_s();
@@ -170,6 +174,11 @@ lcx_status lcx_cli_eval_run(const lcx_cli_eval_spec *s, lcx_model *m, lcx_tokeni
         const lcx_passkey_config *kc = &s->pk;
         LCX_FAIL_GOTO(!tok, LCX_ERR_INVALID, fail, "passkey: %s has no tokenizer", s->label);
         lcx_eval_tokenizer et = {lcx_eval_tok_encode, tok, s->ppl.bos_id};
+        /* the key and its distractors are answers to one prompt: a KV cache runs the prompt once */
+        lcx_cli_eval_spec pks = *s;
+        pks.docs = NULL;
+        lcx_eval_lm_free(&lm);
+        LCX_TRY_GOTO(lcx_eval_lm_init(&lm, m, lcx_cli_eval_max_tokens(&pks)), fail);
         prog.what = "passkey";
         prog.calls = 0;
         double t0 = lcx_cli_now_s();
@@ -194,9 +203,11 @@ lcx_status lcx_cli_eval_run(const lcx_cli_eval_spec *s, lcx_model *m, lcx_tokeni
         json_t *kj = lcx_passkey_to_json(pk);
         if (!kj || json_object_set_new(root, "passkey", kj) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
     }
+    lcx_eval_lm_free(&lm);
     *root_out = root;
     return LCX_OK;
 fail:
+    lcx_eval_lm_free(&lm);
     json_decref(root);
     return st;
 }

@@ -35,9 +35,12 @@ typedef struct lcx_cli_eval_spec {
     int quiet;               /* no progress lines on stderr */
 } lcx_cli_eval_spec;
 
-/* Evaluate m (max_tokens covering the longest window and passkey prompt + 16): print the perplexity table and
- * the passkey tables on stdout, fill res[ppl.n_lengths] and *pk (lcx_passkey_result_free it) and return the
- * JSON of `lcextend eval --json` in *root: {"checkpoint", "perplexity"?, "passkey"?}. */
+/* Evaluate m, a forward-only model (training = 0) whose max_tokens covers the longest window and passkey prompt
+ * + 16: print the perplexity table and the passkey tables on stdout, fill res[ppl.n_lengths] and *pk
+ * (lcx_passkey_result_free it) and return the JSON of `lcextend eval --json` in *root: {"checkpoint",
+ * "perplexity"?, "passkey"?}. Perplexity windows run one forward pass each; the passkey runs through a KV cache
+ * (src/eval_model.h lcx_eval_lm) so each prompt is computed once for the key, its distractors and the greedy
+ * check. */
 lcx_status lcx_cli_eval_run(const lcx_cli_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
                             lcx_passkey_result *pk, json_t **root);
 

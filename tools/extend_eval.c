@@ -13,8 +13,7 @@ lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, c
     memset(&mo, 0, sizeof mo);
     mo.param_dtype = LCX_F32;
     mo.max_tokens = lcx_cli_eval_max_tokens(spec);
-    mo.training = 1; /* lcx_train_load sets master weights and moments; forward-only use keeps nothing */
-    mo.policy = LCX_ACT_RECOMPUTE;
+    mo.training = 0; /* forward-only: one layer's working set (lcx_train_load then skips the moments) */
     lcx_model *m = NULL;
     LCX_TRY(lcx_model_init(&m, cfg, &mo));
     lcx_passkey_result pk;
