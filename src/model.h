@@ -51,6 +51,9 @@ typedef struct lcx_model_opts {
                                     given exec is not freed with the model; its arena is grown (never shrunk) to
                                     what the model needs, so several models may share one queue */
     int64_t mlp_chunk;           /* forward-only models: rows per MLP chunk, 0 = all rows at once (see below) */
+    lcx_dtype act_dtype;         /* activation storage: LCX_F32 or LCX_BF16 (docs/model.md "bf16 activations");
+                                    0 means LCX_F32. Math stays float32; rstd, LSE, attention's dQ/dK/dV, the
+                                    logits chunk and the loss, gradients and optimizer state stay float32 */
 } lcx_model_opts;
 
 /* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */

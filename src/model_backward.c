@@ -5,8 +5,8 @@
 #include "src/model_internal.h"
 
 /* dW[out, in] += dy^T x; db[out] += column sums of dy; dx[T, in] (= or +=, by dx_beta) dy W. */
-static lcx_status linear_bwd(lcx_model *m, const float *dy, const float *x, int64_t T, int64_t in, int64_t out,
-                             int64_t wi, int64_t bi, float *dx, float dx_beta) {
+static lcx_status linear_bwd(lcx_model *m, const void *dy, const void *x, int64_t T, int64_t in, int64_t out,
+                             int64_t wi, int64_t bi, void *dx, float dx_beta) {
     const lcx_backend *be = m->be;
     lcx_matmul_args a;
     memset(&a, 0, sizeof a);
@@ -31,10 +31,19 @@ static lcx_status linear_bwd(lcx_model *m, const float *dy, const float *x, int6
     return be->matmul(m->x, &a);
 }
 
+/* *out = an f32 gradient g of n elements as an act tensor: g itself with f32 activations, else g cast into
+ * dout (round to nearest even). */
+static lcx_status act_of(lcx_model *m, float *g, int64_t n, void **out) {
+    *out = g;
+    if (m->adt == LCX_F32) return LCX_OK;
+    *out = m->dout;
+    return lcx_m_cast(m, g, LCX_F32, m->dout, m->adt, n);
+}
+
 lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b) {
     const lcx_backend *be = m->be;
     int64_t T = b->n_seq * b->seq_len, S = b->seq_len, H = m->H, F = m->F;
-    float *dres = m->dres, *dxn = m->dxn;
+    void *dres = m->dres, *dxn = m->dxn;
 #define IDX(k) lcx_m_idx(m, l, (k))
     /* MLP: x_out = h + down(swiglu(gate(xn2), up(xn2))) */
     LCX_TRY(linear_bwd(m, dres, a->act, T, F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), m->dact, 0.0f));
@@ -54,21 +63,30 @@ lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, cons
         int64_t p0 = b->positions ? b->positions[s * S] : 0;
         lcx_attn_args aa = lcx_m_attn_args(m, S, p0);
         int64_t oq = s * S * m->Q, okv = s * S * m->KV;
-        aa.q = a->q + oq, aa.k = a->k + okv, aa.v = a->v + okv, aa.o = a->o + oq, aa.lse = a->lse + s * S * m->nh;
-        aa.dout = m->dout + oq, aa.dq = m->dq + oq, aa.dk = m->dk + okv, aa.dv = m->dv + okv;
+        aa.q = lcx_m_at(m, a->q, oq), aa.k = lcx_m_at(m, a->k, okv), aa.v = lcx_m_at(m, a->v, okv);
+        aa.o = lcx_m_at(m, a->o, oq), aa.lse = a->lse + s * S * m->nh;
+        aa.dout = lcx_m_at(m, m->dout, oq), aa.dq = m->dq + oq, aa.dk = m->dk + okv, aa.dv = m->dv + okv;
         LCX_TRY(be->attention_bwd(m->x, &aa));
     }
-    LCX_TRY(lcx_m_rope(m, 1, m->dq, m->dq, T, m->nh));
-    LCX_TRY(lcx_m_rope(m, 1, m->dk, m->dk, T, m->nkv));
-    if (m->cfg.qk_norm) {
-        LCX_TRY(lcx_m_rmsnorm_bwd(m, m->dq, a->qpre, lcx_m_normw(m, IDX(LCX_PARAM_Q_NORM)), a->rstdq, m->dq,
+    /* dq/dk/dv are attention's f32 accumulators: RoPE's transpose runs on them with dt = F32 (every tensor of
+     * that call is f32), then each is cast to the act dtype in dout (free now; KV <= Q) for the ops that also
+     * read act tensors (qk-norm's rmsnorm_bwd with qpre/kpre, the projections' backward with xn1), one after
+     * the other. With f32 activations the f32 buffers are used directly: no cast, the same calls as before. */
+    LCX_TRY(lcx_m_rope_dt(m, LCX_F32, 1, m->dq, m->dq, T, m->nh));
+    LCX_TRY(lcx_m_rope_dt(m, LCX_F32, 1, m->dk, m->dk, T, m->nkv));
+    void *d = NULL;
+    LCX_TRY(act_of(m, m->dq, T * m->Q, &d));
+    if (m->cfg.qk_norm)
+        LCX_TRY(lcx_m_rmsnorm_bwd(m, d, a->qpre, lcx_m_normw(m, IDX(LCX_PARAM_Q_NORM)), a->rstdq, d,
                                   lcx_m_grad(m, IDX(LCX_PARAM_Q_NORM)), T * m->nh, m->hd));
-        LCX_TRY(lcx_m_rmsnorm_bwd(m, m->dk, a->kpre, lcx_m_normw(m, IDX(LCX_PARAM_K_NORM)), a->rstdk, m->dk,
+    LCX_TRY(linear_bwd(m, d, a->xn1, T, H, m->Q, IDX(LCX_PARAM_Q), IDX(LCX_PARAM_Q_BIAS), dxn, 0.0f));
+    LCX_TRY(act_of(m, m->dk, T * m->KV, &d));
+    if (m->cfg.qk_norm)
+        LCX_TRY(lcx_m_rmsnorm_bwd(m, d, a->kpre, lcx_m_normw(m, IDX(LCX_PARAM_K_NORM)), a->rstdk, d,
                                   lcx_m_grad(m, IDX(LCX_PARAM_K_NORM)), T * m->nkv, m->hd));
-    }
-    LCX_TRY(linear_bwd(m, m->dq, a->xn1, T, H, m->Q, IDX(LCX_PARAM_Q), IDX(LCX_PARAM_Q_BIAS), dxn, 0.0f));
-    LCX_TRY(linear_bwd(m, m->dk, a->xn1, T, H, m->KV, IDX(LCX_PARAM_K), IDX(LCX_PARAM_K_BIAS), dxn, 1.0f));
-    LCX_TRY(linear_bwd(m, m->dv, a->xn1, T, H, m->KV, IDX(LCX_PARAM_V), IDX(LCX_PARAM_V_BIAS), dxn, 1.0f));
+    LCX_TRY(linear_bwd(m, d, a->xn1, T, H, m->KV, IDX(LCX_PARAM_K), IDX(LCX_PARAM_K_BIAS), dxn, 1.0f));
+    LCX_TRY(act_of(m, m->dv, T * m->KV, &d));
+    LCX_TRY(linear_bwd(m, d, a->xn1, T, H, m->KV, IDX(LCX_PARAM_V), IDX(LCX_PARAM_V_BIAS), dxn, 1.0f));
     LCX_TRY(lcx_m_rmsnorm_bwd(m, dxn, a->x_in, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), a->rstd1, dxn,
                               lcx_m_grad(m, IDX(LCX_PARAM_ATTN_NORM)), T, H));
     LCX_TRY(lcx_m_add(m, dres, dxn, dres, T * H)); /* dres = d x_in */

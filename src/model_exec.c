@@ -6,7 +6,7 @@
 #include "src/model_internal.h"
 
 lcx_status lcx_model_exec_init(lcx_model *m, const lcx_model_opts *opts) {
-    m->adt = LCX_F32; /* bf16 activations come with a later step */
+    m->adt = opts->act_dtype ? opts->act_dtype : LCX_F32; /* validated by lcx_model_init */
     if (opts->exec) {
         LCX_FAIL_IF(opts->backend && opts->backend != opts->exec->be, LCX_ERR_INVALID,
                     "model: opts.exec runs on backend '%s', opts.backend is '%s'", opts->exec->be->name,
@@ -63,13 +63,37 @@ size_t lcx_model_workspace(const lcx_model *m) {
         need_matmul(&z, 1, 0, 1, out, T, f32, adt, f32);
         need_matmul(&z, 0, 0, T, in, out, adt, pdt, adt);
     }
-    /* loss chunk: logits = X W^T, cross-entropy, dX = dlogits W, dW += dlogits^T X */
-    need_matmul(&z, 0, 1, C, V, H, adt, pdt, adt);
-    lcx_xent_args xe = {.dt = adt, .n_rows = C, .vocab = V};
+    /* loss chunk, float32 whatever adt is: logits = X W^T (f32 out), cross-entropy in f32, dX = dlogits W (act
+     * out), dW += dlogits^T X */
+    need_matmul(&z, 0, 1, C, V, H, adt, pdt, f32);
+    lcx_xent_args xe = {.dt = f32, .n_rows = C, .vocab = V};
     need(&z, LCX_OP_CROSS_ENTROPY, &xe);
     if (m->training) {
-        need_matmul(&z, 0, 0, C, H, V, adt, pdt, adt);
-        need_matmul(&z, 1, 0, V, H, C, adt, adt, f32);
+        need_matmul(&z, 0, 0, C, H, V, f32, pdt, adt);
+        need_matmul(&z, 1, 0, V, H, C, f32, adt, f32);
+    }
+    /* the other ops: elementwise on act tensors; in backward RoPE's transpose on the f32 dq/dk (dt = F32) and
+     * their cast to adt (model_backward.c) */
+    const int64_t heads[2] = {m->nh, m->nkv};
+    for (int i = 0; i < 2; i++) {
+        lcx_rope_args r = {.dt = adt, .n_tokens = T, .n_heads = heads[i], .head_dim = m->hd,
+                           .rot_dim = m->rope.rot_dim};
+        need(&z, LCX_OP_ROPE_FWD, &r);
+        if (!m->training) continue;
+        r.dt = f32;
+        need(&z, LCX_OP_ROPE_BWD, &r);
+        lcx_cast_args ca = {.n = T * heads[i] * m->hd, .src_dt = f32, .dst_dt = adt};
+        need(&z, LCX_OP_CAST, &ca);
+    }
+    lcx_embedding_args em = {.dt = adt, .n_tokens = T, .n_rows = V, .dim = H, .n_vocab = V, .w_dtype = pdt};
+    need(&z, LCX_OP_EMBEDDING_FWD, &em);
+    lcx_swiglu_args sw = {.dt = adt, .n = T * m->F};
+    need(&z, LCX_OP_SWIGLU_FWD, &sw);
+    lcx_elementwise_args el = {.dt = adt, .n = T * H};
+    need(&z, LCX_OP_ADD, &el);
+    if (m->training) {
+        need(&z, LCX_OP_EMBEDDING_BWD, &em);
+        need(&z, LCX_OP_SWIGLU_BWD, &sw);
     }
     lcx_attn_args at = lcx_m_attn_args(m, T, 0);
     need(&z, LCX_OP_ATTENTION_FWD, &at);

@@ -105,8 +105,8 @@ lcx_status lcx_model_embed(lcx_model *m, int64_t T) {
     return m->be->embedding_fwd(m->x, &a);
 }
 
-lcx_status lcx_linear_fwd(lcx_model *m, const float *x, int64_t T, int64_t in, int64_t out, int64_t wi, int64_t bi,
-                          float *y) {
+lcx_status lcx_linear_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, int64_t out, int64_t wi, int64_t bi,
+                          void *y) {
     lcx_matmul_args a;
     memset(&a, 0, sizeof a);
     a.trans_b = 1;
@@ -129,7 +129,7 @@ lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const
     int64_t T = b->n_seq * b->seq_len, S = b->seq_len, H = m->H;
 #define IDX(k) lcx_m_idx(m, l, (k))
     LCX_TRY(lcx_m_rmsnorm_fwd(m, a->x_in, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), a->xn1, a->rstd1, T, H));
-    float *qd = m->cfg.qk_norm ? a->qpre : a->q, *kd = m->cfg.qk_norm ? a->kpre : a->k;
+    void *qd = m->cfg.qk_norm ? a->qpre : a->q, *kd = m->cfg.qk_norm ? a->kpre : a->k;
     LCX_TRY(lcx_linear_fwd(m, a->xn1, T, H, m->Q, IDX(LCX_PARAM_Q), IDX(LCX_PARAM_Q_BIAS), qd));
     LCX_TRY(lcx_linear_fwd(m, a->xn1, T, H, m->KV, IDX(LCX_PARAM_K), IDX(LCX_PARAM_K_BIAS), kd));
     LCX_TRY(lcx_linear_fwd(m, a->xn1, T, H, m->KV, IDX(LCX_PARAM_V), IDX(LCX_PARAM_V_BIAS), a->v));
@@ -143,8 +143,9 @@ lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const
         for (int64_t s = 0; s < b->n_seq; s++) {
             int64_t p0 = b->positions ? b->positions[s * S] : 0;
             lcx_attn_args aa = lcx_m_attn_args(m, S, p0);
-            aa.q = a->q + s * S * m->Q, aa.k = a->k + s * S * m->KV, aa.v = a->v + s * S * m->KV;
-            aa.o = a->o + s * S * m->Q, aa.lse = a->lse + s * S * m->nh;
+            aa.q = lcx_m_at(m, a->q, s * S * m->Q), aa.k = lcx_m_at(m, a->k, s * S * m->KV);
+            aa.v = lcx_m_at(m, a->v, s * S * m->KV);
+            aa.o = lcx_m_at(m, a->o, s * S * m->Q), aa.lse = a->lse + s * S * m->nh;
             LCX_TRY(m->be->attention_fwd(m->x, &aa));
         }
     }
@@ -154,7 +155,7 @@ lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const
     LCX_TRY(lcx_linear_fwd(m, a->xn2, T, H, m->F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), a->gate));
     LCX_TRY(lcx_linear_fwd(m, a->xn2, T, H, m->F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), a->up));
     LCX_TRY(lcx_m_swiglu_fwd(m, a->gate, a->up, a->act, T * m->F));
-    float *out = m->resid[l + 1];
+    void *out = m->resid[l + 1];
     LCX_TRY(lcx_linear_fwd(m, a->act, T, m->F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), out));
     LCX_TRY(lcx_m_add(m, a->h, out, out, T * H));
 #undef IDX

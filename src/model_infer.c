@@ -17,20 +17,21 @@
 #include "src/model_internal.h"
 
 #define TAKEF(c, n) ((float *)lcx_cursor_take((c), (n), sizeof(float)))
+#define TAKEA(c, n) lcx_cursor_take((c), (n), lcx_act_size(m->adt)) /* act tensor */
 
 void lcx_infer_layout(lcx_model *m, lcx_cursor *c) {
     lcx_infer_ws *w = &m->ws;
     int64_t T = m->max_tokens, C = w->mlp_chunk;
-    w->x = TAKEF(c, T * m->H);
-    w->y = TAKEF(c, T * m->H);
-    w->q = TAKEF(c, T * m->Q);
-    w->k = TAKEF(c, T * m->KV);
-    w->v = TAKEF(c, T * m->KV);
-    w->o = TAKEF(c, T * m->Q);
+    w->x = TAKEA(c, T * m->H);
+    w->y = TAKEA(c, T * m->H);
+    w->q = TAKEA(c, T * m->Q);
+    w->k = TAKEA(c, T * m->KV);
+    w->v = TAKEA(c, T * m->KV);
+    w->o = TAKEA(c, T * m->Q);
     w->lse = TAKEF(c, T * m->nh);
-    w->xn2 = TAKEF(c, C * m->H);
-    w->gate = TAKEF(c, C * m->F);
-    w->up = TAKEF(c, C * m->F);
+    w->xn2 = TAKEA(c, C * m->H);
+    w->gate = TAKEA(c, C * m->F);
+    w->up = TAKEA(c, C * m->F);
     /* the embedding writes resid[0], the loss and logits read resid[L] and normalise into xf: all the stream */
     for (int64_t l = 0; l <= m->L; l++) m->resid[l] = w->x;
     m->xf = w->y;
@@ -56,19 +57,19 @@ size_t lcx_model_forward_bytes(const lcx_model_config *cfg, const lcx_model_opts
     int64_t C = opts->mlp_chunk > 0 && opts->mlp_chunk < T ? opts->mlp_chunk : T;
     int64_t R = opts->loss_chunk > 0 ? opts->loss_chunk : 256;
     if (R > T) R = T;
-    if (T < 1 || nh < 0 || nkv < 0 || hd < 0 || nh > INT32_MAX || nkv > INT32_MAX || hd > INT32_MAX) return 0;
+    const size_t f = sizeof(float), i = sizeof(int32_t), a = lcx_act_size(opts->act_dtype ? opts->act_dtype : LCX_F32);
+    if (T < 1 || a == 0 || nh < 0 || nkv < 0 || hd < 0 || nh > INT32_MAX || nkv > INT32_MAX || hd > INT32_MAX) return 0;
     size_t sum = 0;
     int ovf = 0;
-    const size_t f = sizeof(float), i = sizeof(int32_t);
-    add_piece(&sum, &ovf, T, H, f), add_piece(&sum, &ovf, T, H, f);             /* x, y */
-    add_piece(&sum, &ovf, T, nh * hd, f), add_piece(&sum, &ovf, T, nh * hd, f);   /* q, o */
-    add_piece(&sum, &ovf, T, nkv * hd, f), add_piece(&sum, &ovf, T, nkv * hd, f); /* k, v */
-    add_piece(&sum, &ovf, T, nh, f);                                            /* lse */
-    add_piece(&sum, &ovf, C, H, f);                                             /* MLP rows: norm output */
-    add_piece(&sum, &ovf, C, F, f), add_piece(&sum, &ovf, C, F, f);             /* gate (then SwiGLU), up */
+    add_piece(&sum, &ovf, T, H, a), add_piece(&sum, &ovf, T, H, a);             /* x, y */
+    add_piece(&sum, &ovf, T, nh * hd, a), add_piece(&sum, &ovf, T, nh * hd, a);   /* q, o */
+    add_piece(&sum, &ovf, T, nkv * hd, a), add_piece(&sum, &ovf, T, nkv * hd, a); /* k, v */
+    add_piece(&sum, &ovf, T, nh, f);                                            /* lse (f32) */
+    add_piece(&sum, &ovf, C, H, a);                                             /* MLP rows: norm output */
+    add_piece(&sum, &ovf, C, F, a), add_piece(&sum, &ovf, C, F, a);             /* gate (then SwiGLU), up */
     add_piece(&sum, &ovf, T, 1, f);                                             /* ones */
     for (int k = 0; k < 3; k++) add_piece(&sum, &ovf, T, 1, i);                 /* ids, targets, positions */
-    add_piece(&sum, &ovf, R, V, f);                                             /* logits chunk */
+    add_piece(&sum, &ovf, R, V, f);                                             /* logits chunk (f32) */
     return ovf ? 0 : sum;
 }
 
@@ -76,10 +77,10 @@ size_t lcx_model_forward_bytes(const lcx_model_config *cfg, const lcx_model_opts
  * kv_k/kv_v NULL: batch rows of b, keys and values in the working set, attention inside each row (as
  * lcx_layer_forward). Else (one row, the cached forward): this layer's cache [capacity, KV]; the new keys and
  * values go to rows n_past .. n_past+T-1 and the queries attend to cache rows 0 .. n_past+T-1. */
-static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, float *kv_k, float *kv_v, int64_t n_past) {
+static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, void *kv_k, void *kv_v, int64_t n_past) {
     const lcx_infer_ws *w = &m->ws;
     int64_t T = b->n_seq * b->seq_len, S = b->seq_len, H = m->H, F = m->F;
-    float *k = kv_k ? kv_k + n_past * m->KV : w->k, *v = kv_v ? kv_v + n_past * m->KV : w->v;
+    void *k = kv_k ? lcx_m_at(m, kv_k, n_past * m->KV) : w->k, *v = kv_v ? lcx_m_at(m, kv_v, n_past * m->KV) : w->v;
 #define IDX(kind) lcx_m_idx(m, l, (kind))
     LCX_TRY(lcx_m_rmsnorm_fwd(m, w->x, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), w->y, NULL, T, H));
     LCX_TRY(lcx_linear_fwd(m, w->y, T, H, m->Q, IDX(LCX_PARAM_Q), IDX(LCX_PARAM_Q_BIAS), w->q));
@@ -100,8 +101,9 @@ static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, float *kv
         for (int64_t s = 0; s < b->n_seq; s++) {
             int64_t p0 = b->positions ? b->positions[s * S] : 0;
             lcx_attn_args aa = lcx_m_attn_args(m, S, p0);
-            aa.q = w->q + s * S * m->Q, aa.k = k + s * S * m->KV, aa.v = v + s * S * m->KV;
-            aa.o = w->o + s * S * m->Q, aa.lse = w->lse + s * S * m->nh;
+            aa.q = lcx_m_at(m, w->q, s * S * m->Q), aa.k = lcx_m_at(m, k, s * S * m->KV);
+            aa.v = lcx_m_at(m, v, s * S * m->KV);
+            aa.o = lcx_m_at(m, w->o, s * S * m->Q), aa.lse = w->lse + s * S * m->nh;
             LCX_TRY(m->be->attention_fwd(m->x, &aa));
         }
     }
@@ -110,7 +112,7 @@ static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, float *kv
     LCX_TRY(lcx_m_add(m, w->x, w->y, w->y, T * H));
     for (int64_t r0 = 0; r0 < T; r0 += w->mlp_chunk) {
         int64_t c = T - r0 < w->mlp_chunk ? T - r0 : w->mlp_chunk;
-        float *h = w->y + r0 * H, *out = w->x + r0 * H;
+        void *h = lcx_m_at(m, w->y, r0 * H), *out = lcx_m_at(m, w->x, r0 * H);
         LCX_TRY(lcx_m_rmsnorm_fwd(m, h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), w->xn2, NULL, c, H));
         LCX_TRY(lcx_linear_fwd(m, w->xn2, c, H, F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), w->gate));
         LCX_TRY(lcx_linear_fwd(m, w->xn2, c, H, F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), w->up));
@@ -129,13 +131,13 @@ lcx_status lcx_model_layers_fwd(lcx_model *m, const lcx_batch *b) {
 }
 
 /* The cached layers (model_kv.c): b is one row of new tokens at positions n_past ..; k/v [L][cap][KV]. */
-lcx_status lcx_infer_layers_cached(lcx_model *m, const lcx_batch *b, float *k, float *v, int64_t cap,
+lcx_status lcx_infer_layers_cached(lcx_model *m, const lcx_batch *b, void *k, void *v, int64_t cap,
                                    int64_t n_past) {
     LCX_FAIL_IF(m->training, LCX_ERR_INVALID, "model: the cached forward needs a forward-only model (training = 0)");
     LCX_FAIL_IF(b->n_seq != 1, LCX_ERR_INVALID, "model: the cached forward takes one row");
     for (int l = 0; l < m->L; l++) {
-        size_t off = (size_t)l * (size_t)cap * (size_t)m->KV;
-        LCX_TRY(infer_layer(m, l, b, k + off, v + off, n_past));
+        int64_t off = (int64_t)l * cap * m->KV;
+        LCX_TRY(infer_layer(m, l, b, lcx_m_at(m, k, off), lcx_m_at(m, v, off), n_past));
     }
     return LCX_OK;
 }

@@ -18,25 +18,26 @@ lcx_adamw_opts lcx_adamw_opts_default(void) {
 typedef lcx_cursor cursor;
 #define take lcx_cursor_take
 #define TAKEF(c, n) ((float *)take((c), (n), sizeof(float)))
+#define TAKEA(c, n) take((c), (n), lcx_act_size(m->adt)) /* act tensor (the model's activation dtype) */
 
 static void take_full(lcx_model *m, cursor *c, lcx_layer_acts *a, int64_t T) {
-    a->xn1 = TAKEF(c, T * m->H);
+    a->xn1 = TAKEA(c, T * m->H);
     a->rstd1 = TAKEF(c, T);
     if (m->cfg.qk_norm) {
-        a->qpre = TAKEF(c, T * m->Q);
-        a->kpre = TAKEF(c, T * m->KV);
+        a->qpre = TAKEA(c, T * m->Q);
+        a->kpre = TAKEA(c, T * m->KV);
         a->rstdq = TAKEF(c, T * m->nh);
         a->rstdk = TAKEF(c, T * m->nkv);
     }
-    a->q = TAKEF(c, T * m->Q);
-    a->k = TAKEF(c, T * m->KV);
-    a->v = TAKEF(c, T * m->KV);
-    a->h = TAKEF(c, T * m->H);
-    a->xn2 = TAKEF(c, T * m->H);
+    a->q = TAKEA(c, T * m->Q);
+    a->k = TAKEA(c, T * m->KV);
+    a->v = TAKEA(c, T * m->KV);
+    a->h = TAKEA(c, T * m->H);
+    a->xn2 = TAKEA(c, T * m->H);
     a->rstd2 = TAKEF(c, T);
-    a->gate = TAKEF(c, T * m->F);
-    a->up = TAKEF(c, T * m->F);
-    a->act = TAKEF(c, T * m->F);
+    a->gate = TAKEA(c, T * m->F);
+    a->up = TAKEA(c, T * m->F);
+    a->act = TAKEA(c, T * m->F);
 }
 
 /* Lay out the activations (c->base NULL: sizing pass only). */
@@ -51,16 +52,16 @@ static void layout_acts(lcx_model *m, cursor *c) {
     int any_recompute = 0;
     for (int l = 0; l < m->L; l++) any_recompute |= m->policy[l] == LCX_ACT_RECOMPUTE;
     if (any_recompute) take_full(m, c, &scratch, T);
-    for (int64_t l = 0; l <= m->L; l++) m->resid[l] = TAKEF(c, T * m->H);
+    for (int64_t l = 0; l <= m->L; l++) m->resid[l] = TAKEA(c, T * m->H);
     for (int l = 0; l < m->L; l++) {
         lcx_layer_acts *a = &m->layer[l];
         if (m->policy[l] == LCX_ACT_RECOMPUTE) *a = scratch;
         else take_full(m, c, a, T);
         a->x_in = m->resid[l];
-        a->o = TAKEF(c, T * m->Q);
+        a->o = TAKEA(c, T * m->Q);
         a->lse = TAKEF(c, T * m->nh);
     }
-    m->xf = TAKEF(c, T * m->H);
+    m->xf = TAKEA(c, T * m->H);
     m->rstdf = TAKEF(c, T);
     m->ones = TAKEF(c, T);
     m->d_ids = (int32_t *)take(c, T, sizeof(int32_t));
@@ -68,15 +69,15 @@ static void layout_acts(lcx_model *m, cursor *c) {
     m->d_pos = (int32_t *)take(c, T, sizeof(int32_t));
     m->logit_chunk = TAKEF(c, m->loss_chunk_cap * m->V);
     if (m->training) {
-        m->dres = TAKEF(c, T * m->H);
-        m->dxn = TAKEF(c, T * m->H);
+        m->dres = TAKEA(c, T * m->H);
+        m->dxn = TAKEA(c, T * m->H);
         m->dq = TAKEF(c, T * m->Q);
         m->dk = TAKEF(c, T * m->KV);
         m->dv = TAKEF(c, T * m->KV);
-        m->dout = TAKEF(c, T * m->Q);
-        m->dgate = TAKEF(c, T * m->F);
-        m->dup = TAKEF(c, T * m->F);
-        m->dact = TAKEF(c, T * m->F);
+        m->dout = TAKEA(c, T * m->Q);
+        m->dgate = TAKEA(c, T * m->F);
+        m->dup = TAKEA(c, T * m->F);
+        m->dact = TAKEA(c, T * m->F);
     }
 }
 
@@ -98,6 +99,8 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
                 "model: max_tokens %lld out of range [1, 2^31)", (long long)opts->max_tokens);
     LCX_FAIL_IF(opts->loss_chunk < 0, LCX_ERR_INVALID, "model: loss chunk %lld < 0", (long long)opts->loss_chunk);
     LCX_FAIL_IF(opts->mlp_chunk < 0, LCX_ERR_INVALID, "model: MLP chunk %lld < 0", (long long)opts->mlp_chunk);
+    LCX_FAIL_IF(opts->act_dtype && opts->act_dtype != LCX_F32 && opts->act_dtype != LCX_BF16, LCX_ERR_UNSUPPORTED,
+                "model: activations can be stored as F32 or BF16, not %s", lcx_dtype_name(opts->act_dtype));
     lcx_status st = LCX_OK;
     lcx_model *m = calloc(1, sizeof *m);
     LCX_FAIL_IF(!m, LCX_ERR_OOM, "model: out of memory");

@@ -5,17 +5,21 @@
 #include "src/model.h"
 
 /* Views of one layer's activations (T = tokens of the current batch, capacity max_tokens; Q = nh*hd,
- * KV = nkv*hd). With RECOMPUTE only x_in, o and lse are the layer's own; the rest point into shared scratch. */
+ * KV = nkv*hd). With RECOMPUTE only x_in, o and lse are the layer's own; the rest point into shared scratch.
+ * void *: act tensors in the model's activation dtype m->adt (index them with lcx_m_at); float *: always f32. */
 typedef struct lcx_layer_acts {
-    float *x_in;          /* [T, H] layer input (residual stream) */
-    float *xn1, *rstd1;   /* [T, H], [T] */
-    float *qpre, *kpre;   /* [T, Q], [T, KV] before q_norm/k_norm (qwen3 only, else NULL) */
+    void *x_in;           /* [T, H] layer input (residual stream) */
+    void *xn1;            /* [T, H] */
+    float *rstd1;         /* [T] */
+    void *qpre, *kpre;    /* [T, Q], [T, KV] before q_norm/k_norm (qwen3 only, else NULL) */
     float *rstdq, *rstdk; /* [T*nh], [T*nkv] (qwen3 only) */
-    float *q, *k, *v;     /* [T, Q], [T, KV], [T, KV]: q, k after norm + rope */
-    float *o, *lse;       /* [T, Q], [T, nh] attention output and log-sum-exp */
-    float *h;             /* [T, H] residual after attention */
-    float *xn2, *rstd2;   /* [T, H], [T] */
-    float *gate, *up, *act; /* [T, F] */
+    void *q, *k, *v;      /* [T, Q], [T, KV], [T, KV]: q, k after norm + rope */
+    void *o;              /* [T, Q] attention output */
+    float *lse;           /* [T, nh] log-sum-exp */
+    void *h;              /* [T, H] residual after attention */
+    void *xn2;            /* [T, H] */
+    float *rstd2;         /* [T] */
+    void *gate, *up, *act; /* [T, F] */
 } lcx_layer_acts;
 
 /* Results that stay on the device until read once per call or step: the gradients' squared norm and the loss
@@ -35,17 +39,17 @@ typedef struct lcx_dev_results {
  * final norm's output; the MLP runs in chunks of mlp_chunk rows. */
 typedef struct lcx_infer_ws {
     int64_t mlp_chunk;        /* rows per MLP chunk (<= max_tokens) */
-    float *x, *y;             /* [T, H] residual stream; norm output / h */
-    float *q, *k, *v, *o;     /* [T, Q], [T, KV], [T, KV], [T, Q] (q/k normalised in place for qwen3) */
-    float *lse;               /* [T, nh] */
-    float *xn2, *gate, *up;   /* [C, H], [C, F], [C, F]: one MLP chunk (SwiGLU output over gate) */
+    void *x, *y;              /* act [T, H] residual stream; norm output / h */
+    void *q, *k, *v, *o;      /* act [T, Q], [T, KV], [T, KV], [T, Q] (q/k normalised in place for qwen3) */
+    float *lse;               /* f32 [T, nh] */
+    void *xn2, *gate, *up;    /* act [C, H], [C, F], [C, F]: one MLP chunk (SwiGLU output over gate) */
 } lcx_infer_ws;
 
 struct lcx_model {
     const lcx_backend *be;
     lcx_exec *x;              /* every op runs on it; its arena holds lcx_model_workspace() bytes */
     int own_x;                /* created by lcx_model_init (freed with the model) */
-    lcx_dtype adt;            /* activation dtype of the op calls (LCX_F32 for now) */
+    lcx_dtype adt;            /* activation dtype of the op calls (opts.act_dtype: LCX_F32 or LCX_BF16) */
     lcx_dev_results *d_res;   /* device */
     int64_t res_cap;          /* loss slots in d_res */
     lcx_model_config cfg;     /* copy; json not owned (NULL) */
@@ -75,15 +79,18 @@ struct lcx_model {
     void *acts_buf;
     size_t acts_bytes;
     lcx_layer_acts *layer;    /* [L] */
-    float **resid;            /* [L+1] [T, H]: resid[l] is layer l's input, resid[L] the last output */
-    float *xf, *rstdf;        /* [T, H], [T] final norm output */
-    float *ones;              /* [T] all 1 (bias add / bias grad through matmul) */
+    /* void *: act dtype (adt); float *: f32 whatever adt is (the backend contract's non-act tensors) */
+    void **resid;             /* [L+1] act [T, H]: resid[l] is layer l's input, resid[L] the last output */
+    void *xf;                 /* act [T, H] final norm output */
+    float *rstdf;             /* f32 [T] */
+    float *ones;              /* f32 [T] all 1 (bias add / bias grad through matmul with a_dtype F32) */
     int32_t *d_ids, *d_tgt, *d_pos; /* [T] */
-    float *logit_chunk;       /* [loss_chunk, V] */
+    float *logit_chunk;       /* f32 [loss_chunk, V]: the loss is computed from float32 logits whatever adt is */
     /* backward scratch */
-    float *dres, *dxn;        /* [T, H] */
-    float *dq, *dk, *dv, *dout; /* [T, Q], [T, KV], [T, KV], [T, Q] */
-    float *dgate, *dup, *dact;  /* [T, F] */
+    void *dres, *dxn;         /* act [T, H] */
+    float *dq, *dk, *dv;      /* f32 [T, Q], [T, KV], [T, KV]: attention_bwd's accumulators */
+    void *dout;               /* act [T, Q]: attention's output gradient, then dq/dk/dv cast to adt (KV <= Q) */
+    void *dgate, *dup, *dact; /* act [T, F] */
 
     lcx_infer_ws ws;          /* forward-only models: the shared working set (else zero) */
 
@@ -117,6 +124,10 @@ static inline void *lcx_m_param(const lcx_model *m, int64_t i) {
     return (char *)m->params + m->off[i] * (m->pdt == LCX_BF16 ? 2 : 4);
 }
 static inline float *lcx_m_grad(const lcx_model *m, int64_t i) { return m->grads + m->off[i]; }
+/* Element n of an act tensor p (in the model's activation dtype: byte offset n * lcx_act_size(adt)). */
+static inline void *lcx_m_at(const lcx_model *m, const void *p, int64_t n) {
+    return (char *)(uintptr_t)p + (size_t)n * lcx_act_size(m->adt);
+}
 /* f32 weights for rmsnorm */
 static inline const float *lcx_m_normw(const lcx_model *m, int64_t i) {
     return m->pdt == LCX_BF16 ? m->normw + m->norm_off[i] : (const float *)m->params + m->off[i];
@@ -134,7 +145,7 @@ lcx_status lcx_model_layers_fwd(lcx_model *m, const lcx_batch *b);
 /* The layers of a cached forward (model_kv.c): b is one row of new tokens at positions n_past .. n_past+T-1,
  * k and v the cache [L][cap][KV] whose rows 0 .. n_past-1 hold the prefix; the new keys/values are written to
  * rows n_past .. of every layer. Forward-only models only. */
-lcx_status lcx_infer_layers_cached(lcx_model *m, const lcx_batch *b, float *k, float *v, int64_t cap,
+lcx_status lcx_infer_layers_cached(lcx_model *m, const lcx_batch *b, void *k, void *v, int64_t cap,
                                    int64_t n_past);
 /* Final norm of rows [0, T) of resid[L], then the logits of rows first_row .. T-1 handed to fn one loss chunk at
  * a time (model_logits.c). */
@@ -153,8 +164,8 @@ lcx_status lcx_model_loss(lcx_model *m, int64_t T, int backward, float dscale, f
 /* Forward + backward of one micro-batch into the device slot acc (the public call reads it back). */
 lcx_status lcx_model_fwd_bwd(lcx_model *m, const lcx_batch *b, float dscale, lcx_loss_slot *acc);
 /* y[T, out] (=|+=) x[T, in] W^T (+ bias) for parameter index wi (bias index bi or -1). */
-lcx_status lcx_linear_fwd(lcx_model *m, const float *x, int64_t T, int64_t in, int64_t out, int64_t wi, int64_t bi,
-                          float *y);
+lcx_status lcx_linear_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, int64_t out, int64_t wi, int64_t bi,
+                          void *y);
 /* The model's exec (model_exec.c): taken from opts or created (init, before any buffer), arena and result slots
  * sized once the shapes are known (reserve), released last (free). */
 lcx_status lcx_model_exec_init(lcx_model *m, const lcx_model_opts *opts);

@@ -12,7 +12,8 @@
 struct lcx_kv_cache {
     const lcx_backend *be;
     int64_t L, KV, cap, len;
-    float *k, *v;        /* device [L][cap][KV] each (one allocation) */
+    lcx_dtype dt;        /* the model's activation dtype: K and V are stored in it */
+    void *k, *v;         /* device act [L][cap][KV] each (one allocation) */
     size_t bytes;
     int has_rope;        /* inv_freq/attn below are those of the cached keys (set by the first commit) */
     int64_t n_pairs;
@@ -28,7 +29,7 @@ lcx_status lcx_kv_cache_init(lcx_kv_cache **out, const lcx_model *m, int64_t cap
                 (long long)capacity);
     size_t half;
     LCX_FAIL_IF(!lcx_mul_size((size_t)m->L * (size_t)m->KV, (size_t)capacity, &half) ||
-                    !lcx_mul_size(half, sizeof(float), &half) || half > SIZE_MAX / 2,
+                    !lcx_mul_size(half, lcx_act_size(m->adt), &half) || half > SIZE_MAX / 2,
                 LCX_ERR_OOM, "kv cache: %lld tokens x %lld layers is too large", (long long)capacity, (long long)m->L);
     /* the cached attention sees up to capacity keys: the model's arena must hold that op's workspace too */
     lcx_attn_args aa = lcx_m_attn_args(m, m->max_tokens, 0);
@@ -39,6 +40,7 @@ lcx_status lcx_kv_cache_init(lcx_kv_cache **out, const lcx_model *m, int64_t cap
     LCX_FAIL_IF(!c, LCX_ERR_OOM, "kv cache: out of memory");
     c->be = m->be;
     c->L = m->L;
+    c->dt = m->adt;
     c->KV = m->KV;
     c->cap = capacity;
     c->n_pairs = m->rope.n_pairs;
@@ -51,7 +53,7 @@ lcx_status lcx_kv_cache_init(lcx_kv_cache **out, const lcx_model *m, int64_t cap
         st = m->be->alloc(2 * half, &buf);
         if (st != LCX_OK) lcx_fail_context(st, "kv cache of %lld tokens: ", (long long)capacity);
         c->k = buf;
-        c->v = buf ? (float *)((char *)buf + half) : NULL;
+        c->v = buf ? (char *)buf + half : NULL;
         c->bytes = 2 * half;
     }
     if (st != LCX_OK) {
@@ -102,9 +104,11 @@ lcx_status lcx_model_forward_cached(lcx_model *m, lcx_kv_cache *c, const int32_t
                                     int64_t first_row, lcx_logits_fn fn, void *user) {
     LCX_FAIL_IF(!m || !c || !ids, LCX_ERR_INVALID, "cached forward: NULL argument");
     LCX_FAIL_IF(m->training, LCX_ERR_INVALID, "cached forward: the model was built for training (opts.training = 1)");
-    LCX_FAIL_IF(c->L != m->L || c->KV != m->KV || c->be != m->be, LCX_ERR_INVALID,
-                "cached forward: the cache was made for another model (%lld layers x %lld key values, model %lld x %lld)",
-                (long long)c->L, (long long)c->KV, (long long)m->L, (long long)m->KV);
+    LCX_FAIL_IF(c->L != m->L || c->KV != m->KV || c->be != m->be || c->dt != m->adt, LCX_ERR_INVALID,
+                "cached forward: the cache was made for another model (%lld layers x %lld key values in %s, model %lld x "
+                "%lld in %s)",
+                (long long)c->L, (long long)c->KV, lcx_dtype_name(c->dt), (long long)m->L, (long long)m->KV,
+                lcx_dtype_name(m->adt));
     LCX_FAIL_IF(n < 1, LCX_ERR_INVALID, "cached forward: no new tokens");
     LCX_FAIL_IF(n_commit < 0 || n_commit > n, LCX_ERR_INVALID, "cached forward: commit %lld of %lld new tokens",
                 (long long)n_commit, (long long)n);

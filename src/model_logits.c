@@ -16,9 +16,9 @@ lcx_status lcx_model_emit_logits(lcx_model *m, int64_t T, int64_t first_row, lcx
         lcx_matmul_args a;
         memset(&a, 0, sizeof a);
         a.trans_b = 1, a.m = c, a.n = V, a.k = H, a.batch = 1, a.alpha = 1.0f;
-        a.a_dtype = m->adt, a.a = m->xf + r0 * H;
+        a.a_dtype = m->adt, a.a = lcx_m_at(m, m->xf, r0 * H);
         a.b_dtype = m->pdt, a.b = lcx_m_param(m, m->lm_head_i);
-        a.c_dtype = m->adt, a.c = m->logit_chunk;
+        a.c_dtype = LCX_F32, a.c = m->logit_chunk; /* f32 logits whatever the act dtype (model_loss.c) */
         st = be->matmul(m->x, &a);
         if (st == LCX_OK) st = be->copy_d2h(m->x, host, m->logit_chunk, (size_t)(c * V) * sizeof(float));
         if (st == LCX_OK) st = fn(user, r0, c, host, V);

@@ -22,12 +22,17 @@ static inline lcx_status lcx_m_rmsnorm_bwd(lcx_model *m, const void *dy, const v
     return m->be->rmsnorm_bwd(m->x, &a);
 }
 
-/* RoPE over the batch's T tokens of `heads` heads at the uploaded positions (bwd: the transpose). */
-static inline lcx_status lcx_m_rope(lcx_model *m, int bwd, const void *x, void *out, int64_t T, int64_t heads) {
-    lcx_rope_args a = {.dt = m->adt, .n_tokens = T, .n_heads = heads, .head_dim = m->hd, .rot_dim = m->rope.rot_dim,
+/* RoPE over the batch's T tokens of `heads` heads at the uploaded positions (bwd: the transpose), with x and
+ * out in dtype dt (the backward runs on attention's f32 dq/dk). */
+static inline lcx_status lcx_m_rope_dt(lcx_model *m, lcx_dtype dt, int bwd, const void *x, void *out, int64_t T,
+                                       int64_t heads) {
+    lcx_rope_args a = {.dt = dt, .n_tokens = T, .n_heads = heads, .head_dim = m->hd, .rot_dim = m->rope.rot_dim,
                        .n_pos = m->rope_len, .x = x, .out = out, .pos = m->d_pos, .cos = m->rope_cos,
                        .sin = m->rope_sin};
     return bwd ? m->be->rope_bwd(m->x, &a) : m->be->rope_fwd(m->x, &a);
+}
+static inline lcx_status lcx_m_rope(lcx_model *m, int bwd, const void *x, void *out, int64_t T, int64_t heads) {
+    return lcx_m_rope_dt(m, m->adt, bwd, x, out, T, heads);
 }
 
 /* Causal self-attention over one row of S tokens starting at global position p0 (pointers set by the caller). */

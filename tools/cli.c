@@ -188,6 +188,18 @@ int lcx_cli_dtype(const char *cmd, const char *value, lcx_dtype *out) {
     return 1;
 }
 
+int lcx_cli_act_dtype(const char *cmd, const char *value, lcx_dtype *out) {
+    if (strcmp(value, "f32") == 0) {
+        *out = LCX_F32;
+    } else if (strcmp(value, "bf16") == 0) {
+        *out = LCX_BF16;
+    } else {
+        lcx_cli_usage_error(cmd, "--activations '%s' (expected bf16 or f32)", value);
+        return 0;
+    }
+    return 1;
+}
+
 lcx_status lcx_cli_flush_stdout(void) {
     LCX_FAIL_IF(fflush(stdout) != 0, LCX_ERR_IO, "writing to stdout failed");
     return LCX_OK;

@@ -80,6 +80,9 @@ int lcx_cli_operand(const char *cmd, const char *arg, const char *what, const ch
 
 /* --dtype VALUE: "f32" or "bf16" into *out; else prints "--dtype 'x' (expected f32 or bf16)" and returns 0. */
 int lcx_cli_dtype(const char *cmd, const char *value, lcx_dtype *out);
+/* --activations bf16|f32 (activation storage dtype, docs/model.md "bf16 activations"): 1 and *out set, or 0
+ * after a one-line usage error naming the flag. */
+int lcx_cli_act_dtype(const char *cmd, const char *value, lcx_dtype *out);
 
 /* fflush(stdout); LCX_ERR_IO "writing to stdout failed" when that fails (a full disk or closed pipe). */
 lcx_status lcx_cli_flush_stdout(void);

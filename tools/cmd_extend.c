@@ -56,6 +56,8 @@ static void help(void) {
            "  --dry-run            print the plan and stop\n"
            "  --gguf               also export RUN/model.gguf\n"
            "  --dtype f32|bf16     stored weights while training (default f32; master weights are f32)\n"
+           "  --activations A      activation storage while training: f32 | bf16 (default f32; the plan's memory\n"
+           "                       estimate follows it; the before/after evaluations run in f32)\n"
            "  --tokens-per-s X     throughput for the time estimate\n"
            "  --keep N             checkpoints kept (default 2, 0 = all)\n"
            "  --quiet              no per-step lines on stdout\n"
@@ -222,7 +224,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     const char *eval_data = NULL, *out_arg = NULL, *v = NULL;
     int resume = 0, dry = 0, gguf = 0, quiet = 0, err = 0, keep = 2, pk_trials = -1, n_depths = 5;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
-    lcx_dtype pdt = LCX_F32;
+    lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     lcx_plan_opts po;
     lcx_plan_opts_default(&po);
     po.weight_bytes = po.act_bytes = 4;
@@ -263,6 +265,9 @@ int lcx_cmd_extend(int argc, char **argv) {
         } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
             if (err || !lcx_cli_dtype(CMD, v, &pdt)) return LCX_EXIT_USAGE;
             po.weight_bytes = pdt == LCX_BF16 ? 2 : 4;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--activations", &v, CMD, &err)) {
+            if (err || !lcx_cli_act_dtype(CMD, v, &adt)) return LCX_EXIT_USAGE;
+            po.act_bytes = (int)lcx_act_size(adt); /* the plan's memory estimate follows the flag */
         } else {
             return lcx_cli_usage_error(CMD, a[0] == '-' ? "unknown flag '%s'" : "unexpected argument '%s'", a);
         }
@@ -451,6 +456,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         lcx_model_opts mo;
         memset(&mo, 0, sizeof mo);
         mo.param_dtype = pdt;
+        mo.act_dtype = adt;
         mo.max_tokens = ps->micro_seqs * ps->seq_len;
         for (int e = 0; e < ps->n_eval; e++)
             if (ps->eval_lengths[e] > mo.max_tokens && eval_data) mo.max_tokens = ps->eval_lengths[e];

@@ -43,6 +43,9 @@ static void help(void) {
            "  --clip X             max gradient norm (default 1, 0 = off); --wd X weight decay (default 0.01)\n"
            "  --dtype f32|bf16     stored weights (default f32; master weights are f32)\n"
            "  --policy P           activations: keep | recompute | offload (default keep)\n"
+           "  --activations A      activation storage: f32 | bf16 (default f32; math, loss, gradients and\n"
+           "                       optimizer state stay f32). Not recorded in RUN: a --resume may change it (the\n"
+           "                       saved state is f32 either way; only bit-identity with an unbroken run is lost)\n"
            "  --seed N             data shuffle seed and random init seed (default 1234)\n"
            "  --init-std X         random init standard deviation (default 0.02)\n"
            "  --save-every K       also save every K steps (default: at the end only)\n"
@@ -67,7 +70,7 @@ int lcx_cmd_train(int argc, char **argv) {
     double lr = 3e-4, min_lr = 0, clip = 1.0, wd = 0.01, init_std = 0.02;
     lcx_lr_kind sched = LCX_LR_COSINE;
     lcx_act_policy policy = LCX_ACT_KEEP;
-    lcx_dtype pdt = LCX_F32;
+    lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -110,6 +113,8 @@ int lcx_cmd_train(int argc, char **argv) {
                 return lcx_cli_usage_error(CMD, "--policy '%s' (expected keep, recompute or offload)", v);
         } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
             if (err || !lcx_cli_dtype(CMD, v, &pdt)) return LCX_EXIT_USAGE;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--activations", &v, CMD, &err)) {
+            if (err || !lcx_cli_act_dtype(CMD, v, &adt)) return LCX_EXIT_USAGE;
         } else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
             return LCX_EXIT_USAGE;
         }
@@ -160,7 +165,8 @@ int lcx_cmd_train(int argc, char **argv) {
     }
     if (load_from) {
         LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), fail);
-        LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, batch * seq, policy, pdt, latest ? &state : NULL, &m),
+        LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, batch * seq, policy, pdt, adt, latest ? &state : NULL,
+                                             &m),
                      fail);
         LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(load_from, &tok, &n_tok), fail);
     } else {
@@ -168,6 +174,7 @@ int lcx_cmd_train(int argc, char **argv) {
         lcx_model_opts o;
         memset(&o, 0, sizeof o);
         o.param_dtype = pdt;
+        o.act_dtype = adt;
         o.max_tokens = batch * seq;
         o.training = 1;
         o.policy = policy;

@@ -32,6 +32,7 @@ static void help(void) {
            "                       norm (1.0, 0 = off)\n"
            "  --policy P           activation policy for every layer: keep | recompute | offload (default keep)\n"
            "  --dtype f32|bf16     stored weights (default f32; master weights are always f32)\n"
+           "  --activations A      activation storage: f32 | bf16 (default f32; math, loss and gradients stay f32)\n"
            "  --chunk N            rows per loss chunk (default 256)\n"
            "  --seed N             random seed (default 1)\n"
            "  --help               this help\n"
@@ -59,7 +60,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     int64_t steps = 3, seq = 128, batch = 1, micro = 1, chunk = 256, seed = 1;
     lcx_adamw_opts ao = lcx_adamw_opts_default();
     lcx_act_policy policy = LCX_ACT_KEEP;
-    lcx_dtype pdt = LCX_F32;
+    lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     int err = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -84,6 +85,8 @@ int lcx_cmd_train_steps(int argc, char **argv) {
                 return lcx_cli_usage_error(CMD, "--policy '%s' (expected keep, recompute or offload)", v);
         } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
             if (err || !lcx_cli_dtype(CMD, v, &pdt)) return LCX_EXIT_USAGE;
+        } else if (lcx_cli_flag_value(argc, argv, &i, "--activations", &v, CMD, &err)) {
+            if (err || !lcx_cli_act_dtype(CMD, v, &adt)) return LCX_EXIT_USAGE;
         } else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
             return LCX_EXIT_USAGE;
         }
@@ -94,6 +97,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
     o.param_dtype = pdt;
+    o.act_dtype = adt;
     o.max_tokens = batch * seq;
     o.loss_chunk = chunk;
     o.training = 1;
@@ -130,9 +134,9 @@ int lcx_cmd_train_steps(int argc, char **argv) {
         goto fail;
     }
     const lcx_model_memory mem = lcx_model_memory_of(m);
-    printf("model: %s, %llu parameters, %s weights, policy %s; step = %lld x %lld x %lld tokens\n",
+    printf("model: %s, %llu parameters, %s weights, %s activations, policy %s; step = %lld x %lld x %lld tokens\n",
            lcx_arch_name(lcx_model_config_of(m)->arch), (unsigned long long)lcx_model_params(m)->total_numel,
-           lcx_dtype_name(pdt), lcx_act_policy_name(policy), (long long)micro, (long long)batch, (long long)seq);
+           lcx_dtype_name(pdt), lcx_dtype_name(adt), lcx_act_policy_name(policy), (long long)micro, (long long)batch, (long long)seq);
     printf("memory: params %.1f MiB, master %.1f MiB, grads %.1f MiB, AdamW %.1f MiB, activations %.1f MiB\n",
            mem.params / 1048576.0, mem.master / 1048576.0, mem.grads / 1048576.0, mem.moments / 1048576.0,
            mem.acts / 1048576.0);

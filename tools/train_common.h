@@ -32,7 +32,8 @@ struct lcx_train_state;
 /* Build a training model for cfg (max_tokens, policy, dtype) and load checkpoint dir into it (and its training
  * state into state when non-NULL). */
 lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
-                                   lcx_act_policy policy, lcx_dtype dtype, struct lcx_train_state *state,
+                                   lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
+                                   struct lcx_train_state *state,
                                    lcx_model **out);
 
 /* The run directory OUT before any work. With resume: OUT must be a directory holding a checkpoint, whose path
