@@ -12,6 +12,29 @@
 #include "src/fileio.h"
 #include "src/model.h"
 
+/* Logits rows handed out by a forward (lcx_logits_fn): row r is stored at r + base of logits [cap][vocab];
+ * seen counts the rows received. */
+typedef struct fx_collect {
+    float *logits;
+    int64_t base, seen, cap;
+} fx_collect;
+
+static inline lcx_status fx_on_rows(void *user, int64_t row0, int64_t rows, const float *logits, int64_t vocab) {
+    fx_collect *c = user;
+    if (row0 + c->base < 0 || row0 + c->base + rows > c->cap) return lcx_fail(LCX_ERR_INVALID, "row out of range");
+    memcpy(c->logits + (row0 + c->base) * vocab, logits, (size_t)(rows * vocab) * sizeof(float));
+    c->seen += rows;
+    return LCX_OK;
+}
+
+/* Index of the largest of x[0..V) (ties: the smallest index, as greedy decoding). */
+static inline int64_t fx_argmax(const float *x, int64_t V) {
+    int64_t b = 0;
+    for (int64_t v = 1; v < V; v++)
+        if (x[v] > x[b]) b = v;
+    return b;
+}
+
 static inline char *fx_path(const char *model, const char *sub, const char *file) {
     size_t n = strlen(LCX_SOURCE_DIR) + strlen(model) + strlen(file) + 64;
     char *p = malloc(n);

@@ -174,25 +174,6 @@ done:
     lcx_model_free(m16);
 }
 
-typedef struct collect {
-    float *logits;
-    int64_t base, cap;
-} collect;
-
-static lcx_status on_rows(void *user, int64_t row0, int64_t rows, const float *logits, int64_t vocab) {
-    collect *c = user;
-    if (row0 + c->base < 0 || row0 + c->base + rows > c->cap) return lcx_fail(LCX_ERR_INVALID, "row out of range");
-    memcpy(c->logits + (row0 + c->base) * vocab, logits, (size_t)(rows * vocab) * sizeof(float));
-    return LCX_OK;
-}
-
-static int64_t argmax(const float *x, int64_t V) {
-    int64_t b = 0;
-    for (int64_t v = 1; v < V; v++)
-        if (x[v] > x[b]) b = v;
-    return b;
-}
-
 /* (c) the KV cache in bf16 against the uncached bf16 forward; the cache takes half the f32 bytes. */
 static void check_kv(const char *name, lcx_dtype pdt, const int32_t *ids) {
     lcx_model *m = open_model(name, pdt, LCX_BF16, 0, LCX_ACT_KEEP);
@@ -209,8 +190,8 @@ static void check_kv(const char *name, lcx_dtype pdt, const int32_t *ids) {
     CHECK(2 * lcx_kv_cache_bytes(kc) == lcx_kv_cache_bytes(k32));
     CHECK_FAILS(lcx_model_forward_cached(m32, kc, ids, 1, 0, 0, NULL, NULL), LCX_ERR_INVALID, "in BF16");
     /* prefill of 10 tokens: the uncached calls on the same rows, bit for bit */
-    collect c = {got, 0, T};
-    CHECK_OK(lcx_model_forward_cached(m, kc, ids, 10, 10, 0, on_rows, &c));
+    fx_collect c = {got, 0, 0, T};
+    CHECK_OK(lcx_model_forward_cached(m, kc, ids, 10, 10, 0, fx_on_rows, &c));
     lcx_model *mp = open_model(name, pdt, LCX_BF16, 0, LCX_ACT_KEEP);
     float *pre = malloc((size_t)(10 * V) * sizeof(float));
     lcx_batch bp = {1, 10, ids, NULL, NULL};
@@ -222,11 +203,11 @@ static void check_kv(const char *name, lcx_dtype pdt, const int32_t *ids) {
     /* decode the rest token by token against the uncached rows of the full sequence */
     for (int64_t i = 10; i < T; i++) {
         c.base = i;
-        CHECK_OK(lcx_model_forward_cached(m, kc, ids + i, 1, 1, 0, on_rows, &c));
+        CHECK_OK(lcx_model_forward_cached(m, kc, ids + i, 1, 1, 0, fx_on_rows, &c));
     }
     double e = rel_max_err(got + 10 * V, want + 10 * V, (size_t)((T - 10) * V));
     int am = 1;
-    for (int64_t r = 10; r < T; r++) am &= argmax(got + r * V, V) == argmax(want + r * V, V);
+    for (int64_t r = 10; r < T; r++) am &= fx_argmax(got + r * V, V) == fx_argmax(want + r * V, V);
     CHECK_MSG(e <= BF_KV && am, "%s: bf16 cached decode: max rel err %.3g, argmax %s", name, e,
               am ? "same" : "differs");
     note(&worst_kv, e);

@@ -34,27 +34,6 @@ static lcx_model *open_model(const char *name, lcx_dtype dt, int training) {
     return m;
 }
 
-/* Logits rows handed out by a forward: stored at row0 + base. */
-typedef struct collect {
-    float *logits;
-    int64_t base, seen, cap;
-} collect;
-
-static lcx_status on_rows(void *user, int64_t row0, int64_t rows, const float *logits, int64_t vocab) {
-    collect *c = user;
-    if (row0 + c->base < 0 || row0 + c->base + rows > c->cap) return lcx_fail(LCX_ERR_INVALID, "row out of range");
-    memcpy(c->logits + (row0 + c->base) * vocab, logits, (size_t)(rows * vocab) * sizeof(float));
-    c->seen += rows;
-    return LCX_OK;
-}
-
-static int64_t argmax(const float *x, int64_t V) {
-    int64_t b = 0;
-    for (int64_t v = 1; v < V; v++)
-        if (x[v] > x[b]) b = v;
-    return b;
-}
-
 /* Uncached logits of seq[0..n) (forward-only model). */
 static void uncached(lcx_model *m, const int32_t *seq, int64_t n, float *out) {
     lcx_batch b = {1, n, seq, NULL, NULL};
@@ -65,7 +44,7 @@ static void uncached(lcx_model *m, const int32_t *seq, int64_t n, float *out) {
 static double compare_rows(const float *a, const float *b, int64_t r0, int64_t r1, int64_t V, int *argmax_ok) {
     double e = rel_max_err(a + r0 * V, b + r0 * V, (size_t)((r1 - r0) * V));
     *argmax_ok = 1;
-    for (int64_t r = r0; r < r1; r++) *argmax_ok &= argmax(a + r * V, V) == argmax(b + r * V, V);
+    for (int64_t r = r0; r < r1; r++) *argmax_ok &= fx_argmax(a + r * V, V) == fx_argmax(b + r * V, V);
     return e;
 }
 
@@ -86,9 +65,9 @@ static void check_fixture(const char *name, lcx_dtype dt) {
           (size_t)(2 * cfg->num_hidden_layers * T * cfg->num_key_value_heads * cfg->head_dim) * sizeof(float));
 
     /* prefill of everything: bit for bit */
-    collect c = {got, 0, 0, T};
+    fx_collect c = {got, 0, 0, T};
     memset(got, 0, bytes);
-    CHECK_OK(lcx_model_forward_cached(m, kc, ids, T, T, 0, on_rows, &c));
+    CHECK_OK(lcx_model_forward_cached(m, kc, ids, T, T, 0, fx_on_rows, &c));
     CHECK(c.seen == T && lcx_kv_cache_len(kc) == T);
     CHECK_MSG(memcmp(got, want, bytes) == 0, "%s: prefill logits differ from the uncached forward", name);
 
@@ -96,8 +75,8 @@ static void check_fixture(const char *name, lcx_dtype dt) {
     CHECK_OK(lcx_kv_cache_truncate(kc, 6));
     memset(got, 0, bytes);
     for (int64_t i = 6; i < T; i++) {
-        collect d = {got, i, 0, T};
-        CHECK_OK(lcx_model_forward_cached(m, kc, ids + i, 1, 1, 0, on_rows, &d));
+        fx_collect d = {got, i, 0, T};
+        CHECK_OK(lcx_model_forward_cached(m, kc, ids + i, 1, 1, 0, fx_on_rows, &d));
         CHECK(d.seen == 1 && lcx_kv_cache_len(kc) == i + 1);
     }
     int am = 0;
@@ -114,8 +93,8 @@ static void check_fixture(const char *name, lcx_dtype dt) {
         for (int i = 0; i < 5; i++) seq[8 + i] = (int32_t)((ids[8 + i] + 37 * j + i) % V);
         float *ref = malloc((size_t)(13 * V) * sizeof(float)), *out = calloc((size_t)(13 * V), sizeof(float));
         uncached(m, seq, 13, ref);
-        collect d = {out, 8, 0, 13};
-        CHECK_OK(lcx_model_forward_cached(m, kc, seq + 8, 5, 0, 1, on_rows, &d)); /* rows 1..4 only */
+        fx_collect d = {out, 8, 0, 13};
+        CHECK_OK(lcx_model_forward_cached(m, kc, seq + 8, 5, 0, 1, fx_on_rows, &d)); /* rows 1..4 only */
         CHECK(d.seen == 4 && lcx_kv_cache_len(kc) == 8);
         int a = 0;
         double e = compare_rows(out, ref, 9, 13, V, &a);
@@ -129,8 +108,8 @@ static void check_fixture(const char *name, lcx_dtype dt) {
     CHECK_OK(lcx_model_forward_cached(m, kc, ids + 8, 4, 2, 0, NULL, NULL));
     CHECK(lcx_kv_cache_len(kc) == 10);
     memset(got, 0, bytes);
-    collect d = {got, 10, 0, T};
-    CHECK_OK(lcx_model_forward_cached(m, kc, ids + 10, 6, 0, 0, on_rows, &d));
+    fx_collect d = {got, 10, 0, T};
+    CHECK_OK(lcx_model_forward_cached(m, kc, ids + 10, 6, 0, 0, fx_on_rows, &d));
     double e_part = compare_rows(got, want, 10, T, V, &am);
     CHECK_MSG(e_part <= TOL && am, "%s: after a partial commit rel err %.3g", name, e_part);
 
@@ -158,13 +137,13 @@ static void check_greedy(const char *name) {
     CHECK_OK(lcx_kv_cache_init(&kc, m, T));
     int32_t seq[T];
     memcpy(seq, ids, (size_t)P * sizeof *seq);
-    collect c = {row, 0, 0, T};
-    CHECK_OK(lcx_model_forward_cached(m, kc, seq, P, P, P - 1, on_rows, &c)); /* prefill, last row's logits */
+    fx_collect c = {row, 0, 0, T};
+    CHECK_OK(lcx_model_forward_cached(m, kc, seq, P, P, P - 1, fx_on_rows, &c)); /* prefill, last row's logits */
     for (int64_t i = P; i < T; i++) {
-        seq[i] = (int32_t)argmax(row + (i - 1) * V, V);
+        seq[i] = (int32_t)fx_argmax(row + (i - 1) * V, V);
         if (i + 1 == T) break;
-        collect d = {row, i, 0, T};
-        CHECK_OK(lcx_model_forward_cached(m, kc, seq + i, 1, 1, 0, on_rows, &d));
+        fx_collect d = {row, i, 0, T};
+        CHECK_OK(lcx_model_forward_cached(m, kc, seq + i, 1, 1, 0, fx_on_rows, &d));
     }
     int32_t next[T];
     CHECK_OK(lcx_eval_model_argmax(m, seq, T, P, next));
@@ -242,8 +221,8 @@ static void check_dynamic_rope(void) {
         const int64_t V = cfg.vocab_size;
         float *want = malloc((size_t)(12 * V) * sizeof(float)), *got = malloc((size_t)(12 * V) * sizeof(float));
         uncached(m, ids, 12, want);
-        collect c = {got, 0, 0, 12};
-        CHECK_OK(lcx_model_forward_cached(m, kc, ids, 12, 12, 0, on_rows, &c));
+        fx_collect c = {got, 0, 0, 12};
+        CHECK_OK(lcx_model_forward_cached(m, kc, ids, 12, 12, 0, fx_on_rows, &c));
         CHECK(memcmp(got, want, (size_t)(12 * V) * sizeof(float)) == 0);
         CHECK(lcx_kv_cache_usable(m, kc, 12) == 12 && lcx_kv_cache_usable(m, kc, 14) == 0);
         free(want), free(got);
