@@ -39,19 +39,6 @@ static lcx_model *open_model(const char *name, int training, int64_t mlp_chunk, 
     return m;
 }
 
-typedef struct collect {
-    float *logits; /* [T, V] */
-    int64_t first, seen;
-} collect;
-
-static lcx_status on_rows(void *user, int64_t row0, int64_t rows, const float *logits, int64_t vocab) {
-    collect *c = user;
-    CHECK(row0 >= c->first && row0 + rows <= T);
-    memcpy(c->logits + row0 * vocab, logits, (size_t)(rows * vocab) * sizeof(float));
-    c->seen += rows;
-    return LCX_OK;
-}
-
 static void check_fixture(const char *name, lcx_dtype dt) {
     int32_t ids[T];
     int64_t n = fx_inputs(name, ids, T);
@@ -66,8 +53,9 @@ static void check_fixture(const char *name, lcx_dtype dt) {
     double ls_want = 0;
     int64_t cnt_want = 0;
     CHECK_OK(lcx_model_forward(ref, &b, want, &ls_want, &cnt_want));
-    collect cw = {cb_want, 3, 0};
-    CHECK_OK(lcx_model_forward_logits(ref, &b, 3, on_rows, &cw));
+    fx_collect cw = {cb_want, 0, 0, T};
+    CHECK_OK(lcx_model_forward_logits(ref, &b, 3, fx_on_rows, &cw));
+    CHECK(cw.seen == T - 3); /* rows from first_row on, each once */
     /* a packed batch: two rows of 8 tokens at positions 0.. and 5.. */
     int32_t pos[T];
     for (int i = 0; i < T; i++) pos[i] = i < 8 ? i : 5 + (i - 8);
@@ -87,8 +75,8 @@ static void check_fixture(const char *name, lcx_dtype dt) {
         CHECK_MSG(ls == ls_want && cnt == cnt_want, "%s: loss %.17g (%lld) vs %.17g (%lld)", name, ls,
                   (long long)cnt, ls_want, (long long)cnt_want);
         memset(got, 0, bytes);
-        collect c = {got, 3, 0};
-        CHECK_OK(lcx_model_forward_logits(m, &b, 3, on_rows, &c));
+        fx_collect c = {got, 0, 0, T};
+        CHECK_OK(lcx_model_forward_logits(m, &b, 3, fx_on_rows, &c));
         CHECK(c.seen == T - 3);
         CHECK_MSG(memcmp(got, cb_want, bytes) == 0, "%s: callback logits differ", name);
         double pls = -1;
