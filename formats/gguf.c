@@ -99,6 +99,7 @@ static lcx_status need(cursor *c, uint64_t n) {
 }
 
 static lcx_status rd_u32(cursor *c, uint32_t *v) {
+    *v = 0;
     LCX_TRY(need(c, 4));
     *v = le32(c->buf + c->pos);
     c->pos += 4;
@@ -106,18 +107,23 @@ static lcx_status rd_u32(cursor *c, uint32_t *v) {
 }
 
 static lcx_status rd_u64(cursor *c, uint64_t *v) {
+    *v = 0;
     LCX_TRY(need(c, 8));
     *v = le64(c->buf + c->pos);
     c->pos += 8;
     return LCX_OK;
 }
 
-/* A string: u64 length (bounded by the bytes left) then the bytes; returns a view. */
+/* A string: u64 length (bounded by the bytes left) then the bytes; returns a view (NULL, 0 on failure). */
 static lcx_status rd_str(cursor *c, const uint8_t **s, uint64_t *len) {
+    *s = NULL;
     LCX_TRY(rd_u64(c, len));
-    if (*len > remaining(c))
-        return lcx_fail(LCX_ERR_FORMAT, "%s: %s: string length %llu at offset %zu exceeds the %zu bytes left",
-                        c->label, c->what, (unsigned long long)*len, c->pos - 8, remaining(c));
+    if (*len > remaining(c)) {
+        lcx_status st = lcx_fail(LCX_ERR_FORMAT, "%s: %s: string length %llu at offset %zu exceeds the %zu bytes left",
+                                 c->label, c->what, (unsigned long long)*len, c->pos - 8, remaining(c));
+        *len = 0;
+        return st;
+    }
     *s = c->buf + c->pos;
     c->pos += (size_t)*len;
     return LCX_OK;
@@ -640,6 +646,8 @@ lcx_status lcx_gguf_get_bool(const lcx_gguf_file *f, const char *key, int *out) 
 }
 
 lcx_status lcx_gguf_get_str(const lcx_gguf_file *f, const char *key, const char **s, size_t *len) {
+    *s = NULL;
+    *len = 0;
     const lcx_gguf_kv *kv;
     LCX_TRY(find_typed(f, key, &kv));
     if (kv->type != LCX_GGUF_STRING)

@@ -492,6 +492,7 @@ static lcx_status map_file(lcx_ckpt *ck, int f) {
 /* Stored bytes of a piece, checksum verified (once per session unless force). */
 static lcx_status piece_stored(lcx_ckpt *ck, const lcx_ckpt_tensor *t, lcx_ckpt_piece *p, int force,
                                const uint8_t **stored) {
+    *stored = NULL;
     LCX_TRY(map_file(ck, p->file));
     const uint8_t *s = ck->maps[p->file].data ? ck->maps[p->file].data + p->offset : NULL;
     if (!p->verified || force) {

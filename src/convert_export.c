@@ -16,6 +16,7 @@ lcx_status cv_read_param(lcx_ckpt *ck, const lcx_ckpt_tensor *t, lcx_dtype dt, v
 
 lcx_status cv_read_param(lcx_ckpt *ck, const lcx_ckpt_tensor *t, lcx_dtype dt, void **out, uint64_t *nbytes) {
     *out = NULL;
+    *nbytes = 0;
     lcx_box full = lcx_box_full(t->ndim, t->shape);
     uint64_t vol, ob;
     LCX_TRY(lcx_box_volume(&full, &vol));

@@ -21,6 +21,7 @@ lcx_status lcx_mesh_init(lcx_mesh *m, int tp, int cp, int dp) {
 }
 
 lcx_status lcx_mesh_coord_of(const lcx_mesh *m, int rank, lcx_mesh_coord *out) {
+    *out = (lcx_mesh_coord){0};
     LCX_FAIL_IF(rank < 0 || rank >= m->world, LCX_ERR_INVALID, "rank %d outside the mesh of %d ranks (tp=%d cp=%d dp=%d)",
                 rank, m->world, m->tp, m->cp, m->dp);
     out->t = rank % m->tp;
@@ -273,6 +274,7 @@ lcx_status lcx_tp_check(const lcx_tp_dims *m, int T) {
 int lcx_tp_kv_replicated(const lcx_tp_dims *m, int T) { return m->ng < T; }
 
 lcx_status lcx_vocab_padded(int64_t V, int T, int64_t *Vp) {
+    *Vp = 0;
     LCX_FAIL_IF(V <= 0 || T < 1, LCX_ERR_INVALID, "vocab %lld / tp %d must be positive", (long long)V, T);
     int64_t r = V % T, p = V;
     LCX_FAIL_IF(r && __builtin_add_overflow(V, (int64_t)T - r, &p), LCX_ERR_INVALID, "vocab %lld overflows",

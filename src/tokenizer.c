@@ -151,11 +151,11 @@ typedef struct jctx {
 
 static lcx_status jstr(const jctx *c, json_t *o, const char *key, const char *where, const char **s, size_t *len,
                        int required) {
+    *s = NULL;
+    *len = 0;
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) {
         if (required) return lcx_fail(LCX_ERR_FORMAT, "%s: %s: missing string '%s'", c->file, where, key);
-        *s = NULL;
-        *len = 0;
         return LCX_OK;
     }
     if (!json_is_string(v)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s.%s: expected a string", c->file, where, key);
@@ -165,8 +165,9 @@ static lcx_status jstr(const jctx *c, json_t *o, const char *key, const char *wh
 }
 
 static lcx_status jbool(const jctx *c, json_t *o, const char *key, const char *where, int dflt, int *out) {
+    *out = dflt;
     json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) { *out = dflt; return LCX_OK; }
+    if (!v || json_is_null(v)) return LCX_OK;
     if (!json_is_boolean(v)) return lcx_fail(LCX_ERR_FORMAT, "%s: %s.%s: expected true or false", c->file, where, key);
     *out = json_is_true(v);
     return LCX_OK;
@@ -292,6 +293,7 @@ static lcx_status parse_prepend_scheme(const jctx *c, json_t *n, const char *whe
 }
 
 static lcx_status metaspace_repl(const jctx *c, json_t *n, const char *where, char *out, size_t *olen) {
+    *olen = 0;
     const char *s = NULL;
     size_t len = 0;
     LCX_TRY(jstr(c, n, "replacement", where, &s, &len, 1));
