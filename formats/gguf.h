@@ -1,4 +1,4 @@
-/* gguf: GGUF v3 reader (mmap, zero-copy, hostile-input checks of formats.md; v2 read as well) and writer
+/* gguf: GGUF v3 reader (mmap, zero-copy, hostile-input checks of docs/formats.md "GGUF"; v2 read as well) and writer
  * (atomic, streamed tensor data, F32/F16/BF16/Q8_0), plus the llama.cpp Q/K row permutation.
  *
  * Layout (little-endian): "GGUF" | u32 version | u64 tensor_count | u64 kv_count | KVs | tensor infos | zero

@@ -1,4 +1,4 @@
-/* hf_config: read, validate and write Hugging Face config.json (see hf_config.h, formats.md, rope-scaling.md). */
+/* hf_config: read, validate and write Hugging Face config.json (see hf_config.h, docs/formats.md, docs/rope.md). */
 #include "formats/hf_config.h"
 
 #include <math.h>

@@ -88,7 +88,7 @@ lcx_status lcx_config_load(const char *path, lcx_model_config *cfg);
 lcx_status lcx_config_parse(const char *label, const char *text, size_t len, lcx_model_config *cfg);
 /* Write cfg->json (with the typed fields above written back into it) atomically, formatted exactly like
  * transformers' to_json_file (json.dumps indent=2, sort_keys=True, ensure_ascii, Python float repr, trailing
- * newline). Rope is written in the legacy form of rope-scaling.md: top-level rope_theta (float) and a
+ * newline). Rope is written in the legacy form of docs/rope.md "Export form": top-level rope_theta (float) and a
  * rope_scaling object with rope_type and type (null for "default"); rope_parameters is removed, and for
  * llama3 a top-level original_max_position_embeddings is written. Mistral's sliding_window is written (null
  * when 0); Qwen's window keys are left as they are. */

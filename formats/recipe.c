@@ -500,7 +500,7 @@ void lcx_recipe_builtin_defaults(lcx_recipe_stage *d) {
     d->tokens_per_batch = 0;
     d->grad_accum = 0; /* auto: one sequence per device per micro-batch */
     d->eval_auto = 1;
-    d->eval_stride = 256; /* evaluation.md */
+    d->eval_stride = 256; /* docs/evaluation-protocol.md: default stride */
     d->save_interval = 0;
     d->activation = LCX_ACT_AUTO;
     d->clip_norm = 1.0;

@@ -89,7 +89,8 @@ typedef struct lcx_recipe {
 } lcx_recipe;
 
 /* Parse a recipe from memory. label names it in errors. divisor (>= 1; 0 means 1): what the parallel layout needs
- * sequence lengths to be a multiple of (2*CP for load-balanced ring attention, parallel.md); explicit
+ * sequence lengths to be a multiple of (2*CP for load-balanced ring attention, docs/parallel.md "Context
+ * parallelism"); explicit
  * seq_len values that are not multiples fail. Errors: LCX_ERR_FORMAT (syntax, types, keys, values), one line. */
 lcx_status lcx_recipe_parse(const char *label, const char *text, size_t len, int64_t divisor, lcx_recipe **out);
 /* Read and parse a file (errors name the path). */

@@ -1,4 +1,5 @@
-/* safetensors: reader (mmap, zero-copy, every rule of formats.md enforced) and writer (atomic), single files and
+/* safetensors: reader (mmap, zero-copy, every rule of docs/formats.md "safetensors" enforced) and writer (atomic),
+ * single files and
  * sharded sets with model.safetensors.index.json.
  *
  * Errors name the file and, where relevant, the tensor: "model.safetensors: tensor 'lm_head.weight':

@@ -1,7 +1,7 @@
 /* catalog: open a checkpoint (Hugging Face directory, sharded index, or single .safetensors file), read its
  * config.json and match the stored tensors against the parameter table of that config.
  *
- * Matching rules (formats.md "Hugging Face model directory"): every expected tensor present with the expected
+ * Matching rules (docs/formats.md "Hugging Face model directory"): every expected tensor present with the expected
  * shape and a float-loadable dtype; no tensor the config does not imply. All problems are reported in one error
  * ("... 2 missing: a, b; 1 unexpected: c; 1 wrong shape: d [4, 4] (expected [4, 8])", at most a few names per
  * list plus a count). With tie_word_embeddings, lm_head.weight may be absent, or present and equal in value to

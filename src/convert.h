@@ -11,7 +11,7 @@
  * src/layout.h (lcx_tp_slice_of; replicas such as norms and replicated kv heads once); tensors whose name is
  * not a model weight are stored whole. Optimizer state (roles other than `param`) follows its parameter's box.
  *
- * GGUF mapping (formats.md "GGUF v3", rope-scaling.md "GGUF / llama.cpp mapping"): architectures `llama` (Mistral
+ * GGUF mapping (docs/formats.md "GGUF", including "Rope metadata"): architectures `llama` (Mistral
  * is written as `llama`, as llama.cpp does), `qwen2` and `qwen3` (metadata keys prefixed with the architecture,
  * the same tensor names; only llama's q/k rows are permuted — transformers' GGUF reader un-permutes llama only).
  * Import un-permutes llama q/k rows (weights and biases, as llama.cpp's converter permutes both), dequantises Q8_0/Q4_0/Q4_1 to F32, keeps F32/F16/BF16, rebuilds config.json from

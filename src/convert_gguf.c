@@ -1,5 +1,5 @@
-/* convert: GGUF (llama architecture) <-> .lcx. Names, metadata and the q/k row permutation follow formats.md
- * "GGUF v3" and rope-scaling.md "GGUF / llama.cpp mapping". */
+/* convert: GGUF (llama architecture) <-> .lcx. Names, metadata and the q/k row permutation follow
+ * docs/formats.md "GGUF" ("Architectures, names and metadata", "Rope metadata", "The q/k row permutation"). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

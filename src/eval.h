@@ -72,7 +72,8 @@ typedef struct lcx_ppl_result {
     double ppl_window_mean; /* exp(window_mean_nll) */
 } lcx_ppl_result;
 
-/* The default lengths of evaluation.md: the original context, then every power of two above it up to the
+/* The default lengths (docs/evaluation-protocol.md "The command: `lcextend eval`"): the original context, then
+ * every power of two above it up to the
  * target, then the target itself if it is not one of those (ascending, no duplicates). E.g. (4096, 131072) ->
  * 4096 8192 ... 131072; (3000, 20000) -> 3000 4096 8192 16384 20000. Fails if 2 <= orig <= target does not
  * hold or more than cap lengths would result. */

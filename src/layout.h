@@ -2,7 +2,7 @@
  * a TP rank holds, which sequence chunks a CP rank holds, and the strided box-intersection copy every
  * checkpoint reader uses. No I/O, no communication.
  *
- * Spec: docs formats.md "Tensor-parallel slicing", parallel.md "Mesh" and "Context parallelism". */
+ * Spec: docs/formats.md "Tensor-parallel slicing", docs/parallel.md "Mesh" and "Context parallelism". */
 #ifndef LCX_LAYOUT_H
 #define LCX_LAYOUT_H
 
@@ -82,7 +82,7 @@ int lcx_box_contiguous_in(const lcx_box *outer, const lcx_box *inner, uint64_t *
 
 /* ---- tensor-parallel slicing ----------------------------------------------------------------------------- */
 
-/* What a model tensor is, by its HF name (formats.md "Hugging Face model directory"). */
+/* What a model tensor is, by its HF name (docs/formats.md "Hugging Face model directory"). */
 typedef enum lcx_weight_kind {
     LCX_W_UNKNOWN = 0,
     LCX_W_Q_PROJ, LCX_W_Q_BIAS,       /* [nh*d, H], [nh*d] */

@@ -20,7 +20,8 @@
  * Positions are explicit global positions (context parallelism passes its chunk positions); RoPE cos/sin come
  * from src/rope for seq_len = max(position) + 1, so dynamic and longrope follow the length like HF.
  *
- * Activation policy per layer (parallel.md): KEEP stores everything backward needs; RECOMPUTE stores the layer
+ * Activation policy per layer (docs/parallel.md "Memory"): KEEP stores everything backward needs; RECOMPUTE
+ * stores the layer
  * input plus the attention output and its log-sum-exp and reruns the rest of the layer forward in backward
  * (same kernels, same order: bit-identical gradients); OFFLOAD behaves as KEEP on the CPU backend. */
 #ifndef LCX_MODEL_H

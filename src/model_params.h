@@ -1,5 +1,5 @@
 /* model_params: the parameter table of a Llama-family model — every tensor a config implies, with its Hugging
- * Face name, shape ([out, in] for linear weights, y = x W^T), role and layer (formats.md "Hugging Face model
+ * Face name, shape ([out, in] for linear weights, y = x W^T), role and layer (docs/formats.md "Hugging Face model
  * directory"). Checkpoint readers match files against it; the model code allocates from it; TP slicing picks
  * rows/columns by kind.
  *

@@ -1,4 +1,4 @@
-/* rope: rotary position embedding for every Hugging Face rope type (docs/rope.md, shared rope-scaling.md).
+/* rope: rotary position embedding for every Hugging Face rope type (docs/rope.md).
  *
  * Flow: lcx_rope_params (as the config states them) -> lcx_rope_plan_init (validate like transformers 5.23,
  * resolve defaults) -> lcx_rope_inv_freq (inv_freq[d/2] + attention factor for one sequence length: dynamic and

@@ -151,7 +151,7 @@ static float f8_fnuz_to_f32(uint8_t v, int man_bits, int bias) {
 
 static float f8e8m0_to_f32(uint8_t v) { return v == 0xff ? NAN : ldexpf(1.0f, (int)v - 127); }
 
-/* ---- GGUF block dequantisation (formats.md) -------------------------------------------------------------- */
+/* ---- GGUF block dequantisation (docs/formats.md "GGUF") ------------------------------------------------ */
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 

@@ -35,7 +35,7 @@ DT = {"F32": ("<f", 4), "BF16": (None, 2), "I32": ("<i", 4)}
 
 
 def llama_tensors(cfg, dtype="F32"):
-    """(name, dtype, shape) of every tensor formats.md lists for this config."""
+    """(name, dtype, shape) of every tensor docs/formats.md lists for this config."""
     V, H, F = cfg["vocab_size"], cfg["hidden_size"], cfg["intermediate_size"]
     nh = cfg["num_attention_heads"]
     ng = cfg.get("num_key_value_heads") or nh

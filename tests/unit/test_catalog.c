@@ -1,5 +1,5 @@
 /* catalog: matching a checkpoint against its config, on hand-built checkpoints (counts derived by hand from
- * formats.md's tensor list) and on every fixture model under tests/fixtures/models/ against the
+ * docs/formats.md's tensor list) and on every fixture model under tests/fixtures/models/ against the
  * expected_inspect.json that transformers wrote for it (tests/fixtures/gen_models.py). */
 #include <dirent.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * - GGUF fixture (written by gguf-py) -> .lcx equals gguf-py's dequantised values with q/k rows put back by the
  *   permutation gen_gguf.py recorded; its tokenizer KVs survive .lcx -> GGUF;
  * - HF -> GGUF -> .lcx -> HF is byte-identical for the llama-architecture fixtures (permute/unpermute, biases,
- *   bf16, rope linear/yarn/llama3 metadata); the exported q/k rows follow formats.md's formula;
+ *   bf16, rope linear/yarn/llama3 metadata); the exported q/k rows follow docs/formats.md's formula;
  * - HF export dtypes equal lcx_f32_to_bf16 / lcx_f32_to_f16 of the source;
  * - reshard chains TP1 -> TP2 -> TP4 -> TP1 and TP2xCP2 -> TP4xCP1 -> TP2xCP2 keep every tensor of every role
  *   bit-exact (kv heads < TP, vocab 13 not divisible by TP, ZeRO-partitioned optimizer state), also under a tiny
@@ -431,7 +431,7 @@ static void test_gguf_roundtrips(void) {
         lcx_gguf_close(q);
         lcx_st_set_close(hs);
     }
-    /* the exported GGUF itself: metadata and the q/k permutation of formats.md */
+    /* the exported GGUF itself: metadata and the q/k permutation of docs/formats.md */
     lcx_gguf_file *f = NULL;
     lcx_st_set *s = NULL;
     CHECK_OK(lcx_gguf_open(wpath("llama_tied.gguf"), &f));
@@ -463,7 +463,7 @@ static void test_gguf_roundtrips(void) {
     }
     lcx_gguf_close(f);
     lcx_st_set_close(s);
-    /* rope metadata: linear, yarn, llama3 (rope_freqs.weight with rope-scaling.md's divisors) */
+    /* rope metadata: linear, yarn, llama3 (rope_freqs.weight with the divisors of docs/formats.md "Rope metadata") */
     CHECK_OK(lcx_gguf_open(wpath("llama_rope_legacy.gguf"), &f));
     if (f) {
         const char *t;

@@ -383,7 +383,7 @@ static void test_write(void) {
     lcx_config_free(&r);
     lcx_config_free(&c);
 
-    /* v5 form in, legacy form out (rope-scaling.md "Writing configs") with the same meaning */
+    /* v5 form in, legacy form out (docs/rope.md "Export form") with the same meaning */
     CHECK_OK(parse_llama("\"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 1000000, \"factor\": 4, "
                          "\"original_max_position_embeddings\": 512, \"beta_fast\": 32.0, \"beta_slow\": 1.0}, "
                          "\"custom\": {\"x\": 1}",

@@ -1,5 +1,6 @@
 /* layout: mesh coordinates and groups against a nested-loop enumeration, TP slices against hand-derived values
- * from formats.md and an exact-cover count over every element, CP chunk ownership, and the strided box copy
+ * from docs/formats.md "Tensor-parallel slicing" and an exact-cover count over every element, CP chunk ownership,
+ * and the strided box copy
  * against a naive per-element copy. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -70,7 +71,7 @@ static void expect_box(const lcx_tp_slice *s, uint64_t s0, uint64_t e0, uint64_t
     CHECK_MSG(ok, "%s: got %s", what, lcx_box_str(&s->box, buf, sizeof buf));
 }
 
-/* Hand-derived from formats.md with nh=8, ng=2, d=4, H=16, F=24, V=37, T=4. */
+/* Hand-derived from docs/formats.md with nh=8, ng=2, d=4, H=16, F=24, V=37, T=4. */
 static void test_tp_hand(void) {
     lcx_tp_dims m = {.nh = 8, .ng = 2, .d = 4, .H = 16, .F = 24, .V = 37};
     lcx_tp_slice s;

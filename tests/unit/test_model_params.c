@@ -1,4 +1,4 @@
-/* model_params: the expected tensor list per architecture, checked against formats.md's table with counts
+/* model_params: the expected tensor list per architecture, checked against docs/formats.md's table with counts
  * worked out by hand. */
 #include <stdio.h>
 #include <string.h>

@@ -52,7 +52,7 @@ static lcx_plan *build(const lcx_model_config *cfg, const lcx_recipe *r, int64_t
     return p;
 }
 
-static double yarn_mscale(double s) { return s <= 1 ? 1 : 0.1 * log(s) + 1; } /* rope-scaling.md g(s, 1) */
+static double yarn_mscale(double s) { return s <= 1 ? 1 : 0.1 * log(s) + 1; } /* yarn's default attention factor */
 
 static void test_geometric_yarn(void) {
     lcx_model_config cfg;
