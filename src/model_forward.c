@@ -12,16 +12,23 @@ int64_t lcx_batch_count(const lcx_batch *b) {
     return n;
 }
 
-/* (Re)build cos/sin for positions [0, len) when the length changes: dynamic and longrope depend on it. */
+/* cos/sin for positions [0, len) of a forward of global length len. The tables are kept while they hold len
+ * positions and were built from the frequencies this length has (only dynamic and longrope change them with the
+ * length): an entry depends on its position and the frequencies only, so the kept tables give the same bits, and
+ * decoding token by token does not rebuild them for every token. */
 static lcx_status rope_tables(lcx_model *m, int64_t len) {
-    if (len == m->rope_len) return LCX_OK;
-    const lcx_backend *be = m->be;
     int64_t np = m->rope.n_pairs;
+    float inv[LCX_ROPE_MAX_PAIRS];
+    double attn = 1.0;
+    LCX_TRY(lcx_rope_inv_freq(&m->rope, len, inv, &attn));
+    if (len <= m->rope_len && attn == m->rope_attn && memcmp(inv, m->inv_freq, (size_t)np * sizeof(float)) == 0)
+        return LCX_OK;
+    const lcx_backend *be = m->be;
     size_t bytes;
     LCX_FAIL_IF(!lcx_mul_size((size_t)len, (size_t)np * sizeof(float), &bytes), LCX_ERR_OOM,
                 "model: rope table for %lld positions too large", (long long)len);
-    double attn = 1.0;
-    LCX_TRY(lcx_rope_inv_freq(&m->rope, len, m->inv_freq, &attn));
+    memcpy(m->inv_freq, inv, (size_t)np * sizeof(float));
+    m->rope_attn = attn;
     float *hc = malloc(bytes + 1), *hs = malloc(bytes + 1);
     lcx_status st = LCX_OK;
     LCX_FAIL_GOTO(!hc || !hs, LCX_ERR_OOM, done, "model: out of memory for rope tables (%lld positions)",

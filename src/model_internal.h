@@ -95,9 +95,10 @@ struct lcx_model {
     lcx_infer_ws ws;          /* forward-only models: the shared working set (else zero) */
 
     /* rope tables (device), recomputed when the length changes */
-    int64_t rope_len;         /* seq_len the tables are for (0 = none) */
+    int64_t rope_len;         /* positions the tables hold (0 = none) */
     float *rope_cos, *rope_sin; /* [rope_len, n_pairs] */
-    float *inv_freq;          /* host [n_pairs] */
+    float *inv_freq;          /* host [n_pairs]: the frequencies the tables were built from */
+    double rope_attn;         /* and their attention factor */
 };
 
 /* Byte cursor over one allocation (c->base NULL: sizing pass only); every piece 64-byte aligned. */
