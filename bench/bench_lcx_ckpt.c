@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "formats/lcx.h"
-#include "src/tensor.h"
+#include "src/core/tensor.h"
 
 static double now(void) {
     struct timespec ts;

@@ -15,8 +15,8 @@
 #include <time.h>
 
 #include "formats/lcx_codec.h"
-#include "src/fileio.h"
-#include "src/tensor.h"
+#include "src/core/fileio.h"
+#include "src/core/tensor.h"
 
 static double now(void) {
     struct timespec ts;

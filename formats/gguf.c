@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 
 /* ---- type tables ----------------------------------------------------------------------------------------- */
 

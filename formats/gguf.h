@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/status.h"
-#include "src/tensor.h"
+#include "src/core/status.h"
+#include "src/core/tensor.h"
 
 #define LCX_GGUF_VERSION 3
 #define LCX_GGUF_DEFAULT_ALIGNMENT 32

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "formats/gguf.h"
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 
 typedef struct out_tensor {
     char *name;

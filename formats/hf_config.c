@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/fileio.h"
-#include "src/strbuf.h"
+#include "src/core/fileio.h"
+#include "src/core/strbuf.h"
 
 static const struct {
     const char *model_type, *class_name;
@@ -22,18 +22,6 @@ static const struct {
 
 const char *lcx_arch_name(lcx_arch a) { return (unsigned)a < LCX_ARCH_COUNT ? arch_names[a].model_type : "?"; }
 const char *lcx_arch_class(lcx_arch a) { return (unsigned)a < LCX_ARCH_COUNT ? arch_names[a].class_name : "?"; }
-
-char *lcx_printable(const char *s, char *buf, size_t cap) {
-    if (cap == 0) return buf;
-    size_t n = strlen(s), i;
-    for (i = 0; i < n && i + 1 < cap; i++) {
-        unsigned char c = (unsigned char)s[i];
-        buf[i] = (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
-    }
-    buf[i] = 0;
-    if (i < n && cap >= 4) memcpy(buf + cap - 4, "...", 4);
-    return buf;
-}
 
 /* ---- typed getters: each names the source and key in its error --------------------------------------------- */
 

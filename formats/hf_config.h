@@ -9,8 +9,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "src/status.h"
-#include "src/tensor.h"
+#include "src/core/status.h"
+#include "src/core/tensor.h"
 
 typedef enum lcx_arch { LCX_ARCH_LLAMA = 0, LCX_ARCH_MISTRAL, LCX_ARCH_QWEN2, LCX_ARCH_QWEN3, LCX_ARCH_COUNT } lcx_arch;
 const char *lcx_arch_name(lcx_arch a); /* "llama", ... (the model_type) */
@@ -95,9 +95,6 @@ lcx_status lcx_config_parse(const char *label, const char *text, size_t len, lcx
 lcx_status lcx_config_write(const lcx_model_config *cfg, const char *path);
 void lcx_config_free(lcx_model_config *cfg); /* NULL ok; frees json */
 
-/* Copy s into buf for an error message: control bytes (newlines...), DEL and non-ASCII bytes become '?', and
- * the text is cut to cap-1 bytes ("..." marks a cut). Keeps error messages on one printable line. */
-char *lcx_printable(const char *s, char *buf, size_t cap);
 
 /* Sync the typed fields into cfg->json (what lcx_config_write does before writing). */
 lcx_status lcx_config_sync_json(lcx_model_config *cfg);

@@ -1,5 +1,5 @@
 /* lcx reader: manifest validation, box reads from any layout, verification. The writer is in lcx_write.c. */
-#include "lcx.h"
+#include "formats/lcx.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "lcx_internal.h"
-#include "src/fileio.h"
+#include "formats/lcx_internal.h"
+#include "src/core/fileio.h"
 
 struct lcx_ckpt {
     char *dir;

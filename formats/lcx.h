@@ -21,9 +21,9 @@
 #include <stdint.h>
 
 #include "formats/lcx_codec.h"
-#include "src/layout.h"
-#include "src/status.h"
-#include "src/tensor.h"
+#include "src/core/layout.h"
+#include "src/core/status.h"
+#include "src/core/tensor.h"
 
 #define LCX_CKPT_FORMAT "lcextend-checkpoint"
 #define LCX_CKPT_VERSION 1

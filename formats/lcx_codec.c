@@ -1,4 +1,4 @@
-#include "lcx_codec.h"
+#include "formats/lcx_codec.h"
 
 #include <stdlib.h>
 #include <string.h>

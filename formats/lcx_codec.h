@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/status.h"
+#include "src/core/status.h"
 
 typedef enum lcx_codec { LCX_CODEC_RAW = 0, LCX_CODEC_ZSTD, LCX_CODEC_COUNT } lcx_codec;
 typedef enum lcx_filter { LCX_FILTER_NONE = 0, LCX_FILTER_SHUFFLE, LCX_FILTER_COUNT } lcx_filter;

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "src/tensor.h"
+#include "src/core/tensor.h"
 
 /* A plain file/directory name: [A-Za-z0-9._-]{1,200}, not starting with '.'. */
 int lcx_ckpt_safe_name(const char *s);

@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lcx.h"
-#include "lcx_internal.h"
-#include "src/fileio.h"
+#include "formats/lcx.h"
+#include "formats/lcx_internal.h"
+#include "src/core/fileio.h"
 
 #define PIECE_ALIGN 64 /* stored pieces start 64-byte aligned so raw mmap views are aligned for any dtype */
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 
 struct lcx_npy_writer {
     lcx_atomic_file af;

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/status.h"
-#include "src/tensor.h"
+#include "src/core/status.h"
+#include "src/core/tensor.h"
 
 /* Write data (numel of shape floats) as an '<f4' array, atomically. */
 lcx_status lcx_npy_write_f32(const char *path, const float *data, const lcx_shape *shape);

@@ -1,13 +1,13 @@
 /* safetensors reader: validation of every header rule, zero-copy views into the mapping. Writer in
  * safetensors_write.c, sets (sharded checkpoints) in safetensors_set.c. */
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 
 /* Rust's str::from_utf8 rules: no overlong forms, no surrogates, nothing above U+10FFFF. Returns the offset of
  * the first bad byte, or n when the whole buffer is valid. */

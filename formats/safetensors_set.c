@@ -1,5 +1,5 @@
 /* safetensors sets: a checkpoint in one file or in shards listed by model.safetensors.index.json. */
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 
 #define ST_INDEX_NAME "model.safetensors.index.json"
 #define ST_SINGLE_NAME "model.safetensors"

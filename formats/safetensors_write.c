@@ -1,6 +1,6 @@
 /* safetensors writer: one file (atomic, streamed from the callers' buffers) and sharded checkpoints with
  * model.safetensors.index.json as transformers writes them. */
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/fileio.h"
-#include "src/strbuf.h"
+#include "src/core/fileio.h"
+#include "src/core/strbuf.h"
 
 /* Position of each dtype in the reference's Dtype enum; its writer sorts by that, descending, then by name. */
 static int dtype_rank(lcx_dtype dt) {

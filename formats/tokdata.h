@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/fileio.h"
-#include "src/status.h"
+#include "src/core/fileio.h"
+#include "src/core/status.h"
 
 /* Megatron's DType codes. */
 typedef enum lcx_tokdata_dtype {

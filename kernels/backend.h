@@ -49,8 +49,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/status.h"
-#include "src/tensor.h"
+#include "src/core/status.h"
+#include "src/core/tensor.h"
 
 /* Target id that contributes nothing to the loss (PyTorch's default ignore_index). */
 #define LCX_IGNORE_INDEX (-100)

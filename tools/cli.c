@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include <string.h>
 
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 
 int lcx_cli_report(const char *cmd, lcx_status st) {
     fprintf(stderr, "lcextend %s: %s: %s\n", cmd, lcx_status_name(st), lcx_last_error());

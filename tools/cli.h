@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "src/status.h"
-#include "src/tensor.h"
+#include "src/core/status.h"
+#include "src/core/tensor.h"
 
 enum { LCX_EXIT_OK = 0, LCX_EXIT_FAIL = 1, LCX_EXIT_USAGE = 2 };
 

@@ -2,7 +2,7 @@
 #ifndef LCX_TOOLS_CMD_CONVERT_COMMON_H
 #define LCX_TOOLS_CMD_CONVERT_COMMON_H
 
-#include "src/convert.h"
+#include "src/convert/convert.h"
 
 /* If argv[*i] is one of --tp --cp --dp --codec --level --threads --max-memory --quiet, apply it to o (and *quiet)
  * and return 1; on a bad value print a usage error and set *err. */

@@ -13,12 +13,12 @@
 #include "commands.h"
 #include "eval_common.h"
 #include "formats/tokdata.h"
-#include "src/eval.h"
-#include "src/catalog.h"
-#include "src/eval_model.h"
-#include "src/fileio.h"
-#include "src/model.h"
-#include "src/tokenizer.h"
+#include "src/eval/eval.h"
+#include "src/checkpoint/catalog.h"
+#include "src/eval/eval_model.h"
+#include "src/core/fileio.h"
+#include "src/model/model.h"
+#include "src/tokenizer/tokenizer.h"
 
 static const char *CMD = "eval";
 enum { MAX_LIST = 64, MAX_COMPARE = 16 };

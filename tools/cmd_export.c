@@ -4,7 +4,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "src/convert.h"
+#include "src/convert/convert.h"
 
 static const char *CMD = "export";
 

@@ -1,5 +1,5 @@
 /* lcextend CKPT --to N: the whole context extension. plan (printed; --dry-run stops) -> import -> evaluation of
- * the input (before) -> per stage: rope config for the stage's length, train at that length (src/train.h),
+ * the input (before) -> per stage: rope config for the stage's length, train at that length (src/train/train.h),
  * evaluate, save -> evaluation of the result (after) and the before/after table -> final HF export (GGUF on
  * request). --resume continues from RUN/checkpoints/latest (stage and step). */
 #include <math.h>
@@ -15,15 +15,15 @@
 #include "eval_common.h"
 #include "extend_eval.h"
 #include "formats/lcx.h"
-#include "formats/recipe.h"
+#include "src/plan/recipe.h"
 #include "kernels/backend.h"
-#include "src/convert.h"
-#include "src/eval.h"
-#include "src/fileio.h"
-#include "src/plan.h"
-#include "src/tokenizer.h"
-#include "src/train.h"
-#include "src/units.h"
+#include "src/convert/convert.h"
+#include "src/eval/eval.h"
+#include "src/core/fileio.h"
+#include "src/plan/plan.h"
+#include "src/tokenizer/tokenizer.h"
+#include "src/train/train.h"
+#include "src/core/units.h"
 #include "train_common.h"
 
 static const char *CMD = "extend";
@@ -44,7 +44,7 @@ static void help(void) {
            "  --data PREFIX        training data PREFIX.bin/.idx (lcextend tokenize writes it)\n"
            "  --ids FILE           or: whitespace-separated token ids (one document)\n"
            "  --eval-data PREFIX   held-out data: perplexity at each stage's eval lengths and stride over all its\n"
-           "                       documents (src/eval.h protocol) -> RUN/eval/stageN.json, RUN/eval/ppl.svg;\n"
+           "                       documents (src/eval/eval.h protocol) -> RUN/eval/stageN.json, RUN/eval/ppl.svg;\n"
            "                       and of the input before training and the result after it (the last stage's\n"
            "                       eval lengths, plus the passkey test) -> RUN/eval/before.json, after.json\n"
            "                       (the JSON of lcextend eval --json) and a before/after table on stdout\n"

@@ -7,8 +7,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/lcx.h"
-#include "src/catalog.h"
-#include "src/fileio.h"
+#include "src/checkpoint/catalog.h"
+#include "src/core/fileio.h"
 
 static const char *CMD = "inspect";
 

@@ -10,9 +10,9 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/hf_config.h"
-#include "formats/recipe.h"
-#include "src/plan.h"
-#include "src/units.h"
+#include "src/plan/recipe.h"
+#include "src/plan/plan.h"
+#include "src/core/units.h"
 
 static const char *CMD = "plan";
 

@@ -15,9 +15,9 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/hf_config.h"
-#include "src/fileio.h"
-#include "src/rope.h"
-#include "src/units.h"
+#include "src/core/fileio.h"
+#include "src/rope/rope.h"
+#include "src/core/units.h"
 
 static const char *CMD = "rope";
 

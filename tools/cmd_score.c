@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/npy.h"
-#include "src/model.h"
+#include "src/model/model.h"
 
 static const char *CMD = "score";
 

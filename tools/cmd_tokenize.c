@@ -11,8 +11,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/tokdata.h"
-#include "src/fileio.h"
-#include "src/tokenizer.h"
+#include "src/core/fileio.h"
+#include "src/tokenizer/tokenizer.h"
 
 static const char *const CMD = "tokenize";
 

@@ -1,5 +1,5 @@
 /* lcextend train: one training stage at one sequence length, into a run directory with checkpoints, metrics and
- * --resume (src/train.h). Pretrains a model from random init (--config) or continues a checkpoint. */
+ * --resume (src/train/train.h). Pretrains a model from random init (--config) or continues a checkpoint. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +10,9 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/lcx.h"
-#include "src/convert.h"
-#include "src/fileio.h"
-#include "src/train.h"
+#include "src/convert/convert.h"
+#include "src/core/fileio.h"
+#include "src/train/train.h"
 #include "train_common.h"
 
 static const char *CMD = "train";

@@ -8,7 +8,7 @@
 
 #include "cli.h"
 #include "formats/tokdata.h"
-#include "src/eval_model.h"
+#include "src/eval/eval_model.h"
 
 lcx_status lcx_cli_eval_load_docs(const char *prefix, int32_t bos, int64_t vocab, lcx_ppl_doc **docs_out,
                                   int64_t *n_out, int32_t **store_out) {

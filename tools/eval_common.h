@@ -7,10 +7,10 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "src/eval.h"
-#include "src/model.h"
-#include "src/status.h"
-#include "src/tokenizer.h"
+#include "src/eval/eval.h"
+#include "src/model/model.h"
+#include "src/core/status.h"
+#include "src/tokenizer/tokenizer.h"
 
 /* Documents of a tokdata set PREFIX.bin/.idx, each its sequences concatenated, a leading BOS (bos >= 0)
  * dropped (the window adds its own); ids must be below vocab. *docs points into *store (free both). */
@@ -39,7 +39,7 @@ typedef struct lcx_cli_eval_spec {
  * + 16: print the perplexity table and the passkey tables on stdout, fill res[ppl.n_lengths] and *pk
  * (lcx_passkey_result_free it) and return the JSON of `lcextend eval --json` in *root: {"checkpoint",
  * "perplexity"?, "passkey"?}. Perplexity windows run one forward pass each; the passkey runs through a KV cache
- * (src/eval_model.h lcx_eval_lm) so each prompt is computed once for the key, its distractors and the greedy
+ * (src/eval/eval_model.h lcx_eval_lm) so each prompt is computed once for the key, its distractors and the greedy
  * check. */
 lcx_status lcx_cli_eval_run(const lcx_cli_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
                             lcx_passkey_result *pk, json_t **root);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/train.h"
+#include "src/train/train.h"
 
 lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_cli_eval_spec *spec,
                                 lcx_tokenizer *tok, const char *json_path, const char *pk_svg, lcx_ppl_result *res) {

@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 
 static int lcx_cmd_version(int argc, char **argv) {
     (void)argc; (void)argv;

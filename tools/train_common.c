@@ -7,9 +7,9 @@
 #include "cli.h"
 #include "formats/lcx.h"
 #include "formats/tokdata.h"
-#include "src/convert.h"
-#include "src/fileio.h"
-#include "src/train.h"
+#include "src/convert/convert.h"
+#include "src/core/fileio.h"
+#include "src/train/train.h"
 
 int lcx_tool_is_lcx(const char *path) {
     char *m = lcx_path_join(path, LCX_CKPT_MANIFEST);

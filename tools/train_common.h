@@ -6,8 +6,8 @@
 #include <stdint.h>
 
 #include "formats/hf_config.h"
-#include "src/model.h"
-#include "src/status.h"
+#include "src/model/model.h"
+#include "src/core/status.h"
 
 /* 1 when path is an .lcx checkpoint directory (holds manifest.json). */
 int lcx_tool_is_lcx(const char *path);

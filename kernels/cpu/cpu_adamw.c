@@ -3,7 +3,7 @@
  * result tracks PyTorch to float32 rounding. */
 #include <math.h>
 
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 typedef struct adamw_consts {
     float gs, decay, w1, b2, w2, neg_step, bc2_sqrt, eps;

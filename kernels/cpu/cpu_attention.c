@@ -3,7 +3,7 @@
  * sgemm calls, so results do not depend on the thread count. */
 #include <math.h>
 
-#include "cpu_attention_common.h"
+#include "kernels/cpu/cpu_attention_common.h"
 
 lcx_status lcx_cpu_attn_check(const lcx_attn_args *a, const char *op) {
     LCX_FAIL_IF(a->n_q < 0 || a->n_k < 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 || a->head_dim <= 0 ||

@@ -6,7 +6,7 @@
  * depend on the thread count. Row sums, per-head scratch and tiles come from the exec's arena. */
 #include <math.h>
 
-#include "cpu_attention_common.h"
+#include "kernels/cpu/cpu_attention_common.h"
 
 /* Per-thread tiles: p [ATT_BQ][ATT_BK] scores, then probabilities; ds [ATT_BQ][ATT_BK] dO V^T, then dS; bf16
  * only: float32 copies of the current q and dO tiles [ATT_BQ][hd] and k and v tiles [ATT_BK][hd]. */

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 /* Query rows and keys per tile. Tile products are OpenBLAS sgemm calls (a BQ x BK score tile, BQ x head_dim
  * outputs): big enough that the GEMM runs near peak, small enough that a thread's score, probability and

@@ -3,7 +3,7 @@
  * wait for and every event is complete as soon as it is recorded. */
 #include <stdlib.h>
 
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 static int cpu_available(void) { return 1; }
 

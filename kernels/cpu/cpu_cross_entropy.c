@@ -3,7 +3,7 @@
  * bf16 logits are widened a row at a time into per-thread scratch, where dlogits are formed before rounding. */
 #include <math.h>
 
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 /* Targets are never validated here (the host does it): one outside [0, vocab) counts as ignored. */
 static inline int counted(int32_t t, int64_t vocab) { return t >= 0 && t < vocab; }

@@ -1,6 +1,6 @@
 /* cpu_elementwise: the cast between float32 and bf16, and add/scale/axpy on activations (bf16: widen, the same
  * float32 expression, round). */
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 static lcx_status check(const char *op, lcx_exec *x, const lcx_elementwise_args *a) {
     LCX_CPU_ARGS(x, a, op);

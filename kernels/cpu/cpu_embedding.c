@@ -1,7 +1,7 @@
 /* cpu_embedding: row lookup and its scatter-add backward, restricted to one vocabulary shard. Ids are never
  * validated here (the host does it before upload): an id outside the shard, valid or not, reads and writes
  * nothing (forward: a zero row). */
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 static lcx_status check(const char *op, const lcx_embedding_args *a) {
     LCX_FAIL_IF(a->n_tokens < 0 || a->n_rows < 0 || a->dim < 0 || a->vocab_start < 0 ||

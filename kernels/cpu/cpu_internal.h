@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "cpu_act.h"
-#include "cpu_scratch.h"
+#include "kernels/cpu/cpu_act.h"
+#include "kernels/cpu/cpu_scratch.h"
 
 /* The hot loops outside sgemm (softmax exp, elementwise) get an AVX2 clone chosen at load time (ifunc) on
  * x86-64, so a generic build still uses 8-wide vectors where the CPU has them (~2x on those loops). Results of

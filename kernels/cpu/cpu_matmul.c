@@ -6,7 +6,7 @@
 #include <omp.h>
 #include <pthread.h>
 
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 /* Tile sizes (rows/cols of op(A)/op(B), and of the reduction dimension) used when an operand is bf16. */
 enum { TILE_MN = 256, TILE_K = 2048 };

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 lcx_status lcx_cpu_alloc(size_t bytes, void **out) {
     LCX_FAIL_IF(out == NULL, LCX_ERR_INVALID, "alloc: 'out' is NULL");

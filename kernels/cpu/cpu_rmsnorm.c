@@ -2,7 +2,7 @@
  * go through one float32 row per thread (scratch) and the same row code. */
 #include <math.h>
 
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 static lcx_status check(const char *op, const lcx_rmsnorm_args *a) {
     LCX_FAIL_IF(a->n_rows < 0 || a->dim <= 0, LCX_ERR_INVALID, "%s: bad sizes rows=%lld dim=%lld", op,

@@ -1,7 +1,7 @@
 /* cpu_rope: rotary embedding in the HF rotate_half layout (pairs i, i + rot_dim/2), partial rotary. A token whose
  * position is outside the table is passed through (positions are validated on the host, never read here to
  * fail). */
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 /* One token's heads, float32. */
 static inline void rope_f32(const float *xt, float *ot, const float *c, const float *s, int64_t n_heads,

@@ -1,6 +1,6 @@
 /* cpu_sqnorm: *out += sum of x^2 in double. Partial sums over fixed blocks (in the arena), then the blocks in
  * order: the same result for any thread count. */
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 enum { NORM_BLOCK = 8192 };
 

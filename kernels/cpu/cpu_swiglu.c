@@ -2,7 +2,7 @@
  * float32 expression and rounds the result. */
 #include <math.h>
 
-#include "cpu_internal.h"
+#include "kernels/cpu/cpu_internal.h"
 
 static inline float sigmoidf(float g) { return 1.0f / (1.0f + expf(-g)); }
 

@@ -1,10 +1,10 @@
 /* GPU casts f32 -> bf16 / f16 with the hardware's round-to-nearest-even intrinsics. The CPU reference is
- * lcx_f32_to_bf16 / lcx_f32_to_f16 in src/tensor.h; tests/unit/test_cast_cuda.c compares the two bit for bit. */
+ * lcx_f32_to_bf16 / lcx_f32_to_f16 in src/core/tensor.h; tests/unit/test_cast_cuda.c compares the two bit for bit. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "cuda_runtime_info.h"
+#include "kernels/cuda/cuda_runtime_info.h"
 
 static __global__ void cast_f32_to_bf16_kernel(const float *src, uint16_t *dst, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;

@@ -15,7 +15,7 @@ int lcx_cuda_device_count(void);
 
 /* Convert n floats on the host to bf16 / f16 bits on the host, through the GPU (round to nearest even).
  * Returns 0 on success, -1 on any CUDA error (or in CPU-only builds). Used to compare the GPU casts against the
- * CPU reference (src/tensor.h). */
+ * CPU reference (src/core/tensor.h). */
 int lcx_cuda_cast_f32_to_bf16_host(const float *src, uint16_t *dst, size_t n);
 int lcx_cuda_cast_f32_to_f16_host(const float *src, uint16_t *dst, size_t n);
 

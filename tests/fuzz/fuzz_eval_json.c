@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/eval.h"
+#include "src/eval/eval.h"
 
 static void require(int cond, const char *what) {
     if (!cond) {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "formats/gguf.h"
-#include "src/tokenizer.h"
+#include "src/tokenizer/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "formats/hf_config.h"
-#include "formats/recipe.h"
-#include "src/plan.h"
+#include "src/plan/recipe.h"
+#include "src/plan/plan.h"
 
 static void require(int cond, const char *what) {
     if (!cond) {

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "src/tokenizer.h"
+#include "src/tokenizer/tokenizer.h"
 
 static lcx_tokenizer *toks[4];
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/fileio.h"
-#include "src/model.h"
+#include "src/core/fileio.h"
+#include "src/model/model.h"
 
 /* Logits rows handed out by a forward (lcx_logits_fn): row r is stored at r + base of logits [cap][vocab];
  * seen counts the rows received. */

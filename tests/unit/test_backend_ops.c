@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "src/tensor.h"
+#include "src/core/tensor.h"
 #include "test_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_runtime_info.h"
-#include "src/tensor.h"
+#include "src/core/tensor.h"
 #include "test_util.h"
 
 int main(void) {

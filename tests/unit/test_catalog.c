@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "formats/safetensors.h"
-#include "src/catalog.h"
-#include "src/fileio.h"
+#include "src/checkpoint/catalog.h"
+#include "src/core/fileio.h"
 #include "test_util.h"
 
 /* ---- building tiny checkpoints ------------------------------------------------------------------------------ */

@@ -28,9 +28,9 @@
 #include "formats/hf_config.h"
 #include "formats/lcx.h"
 #include "formats/safetensors.h"
-#include "src/convert.h"
-#include "src/fileio.h"
-#include "src/model_params.h"
+#include "src/convert/convert.h"
+#include "src/core/fileio.h"
+#include "src/checkpoint/model_params.h"
 #include "test_util.h"
 
 #define MODELS LCX_SOURCE_DIR "/tests/fixtures/models/"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/eval.h"
+#include "src/eval/eval.h"
 #include "test_util.h"
 
 /* ==== perplexity ========================================================================================== */

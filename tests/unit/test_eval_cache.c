@@ -1,4 +1,4 @@
-/* The cached eval adapter (lcx_eval_lm with a KV cache, src/eval_model.h) against the uncached one
+/* The cached eval adapter (lcx_eval_lm with a KV cache, src/eval/eval_model.h) against the uncached one
  * (lcx_eval_model_score / _argmax, one full forward per call) on the llama_gqa fixture model (vocab 256) with a
  * byte tokenizer: lcx_passkey_eval (log-likelihood with distractors and greedy, several lengths and depths) gives
  * the same accuracies; every call's NLLs agree within TOL relative and every argmax is identical; the cache
@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "model_fixture.h"
-#include "src/eval.h"
-#include "src/eval_model.h"
+#include "src/eval/eval.h"
+#include "src/eval/eval_model.h"
 #include "test_util.h"
 
 static const double TOL = 1e-5;

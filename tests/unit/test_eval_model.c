@@ -8,8 +8,8 @@
 
 #include "formats/npy.h"
 #include "model_fixture.h"
-#include "src/eval_model.h"
-#include "src/tokenizer.h"
+#include "src/eval/eval_model.h"
+#include "src/tokenizer/tokenizer.h"
 #include "test_util.h"
 
 static void check_model(lcx_dtype dt, double tol_hf) {

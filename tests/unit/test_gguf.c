@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "formats/gguf.h"
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 #include "test_util.h"
 
 #define FIX LCX_SOURCE_DIR "/tests/fixtures/gguf/"

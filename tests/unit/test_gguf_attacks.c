@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "formats/gguf.h"
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 #include "test_util.h"
 
 #define DIR_ LCX_SOURCE_DIR "/tests/attack/gguf"

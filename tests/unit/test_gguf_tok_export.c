@@ -1,4 +1,4 @@
-/* GGUF export of a tokenizer.json (src/convert_gguf_tok.c): the tokenizer.ggml.* metadata written for byte-level
+/* GGUF export of a tokenizer.json (src/convert/convert_gguf_tok.c): the tokenizer.ggml.* metadata written for byte-level
  * BPE tokenizers, read back by our GGUF tokenizer reader (which builds what llama.cpp builds from those keys),
  * gives Hugging Face `tokenizers`' ids (less the added tokens' lstrip/rstrip, which GGUF has no key for) on the
  * >= 1 MB mixed sample (the tokenizer fixtures' .expected.zst, made by
@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "formats/gguf.h"
-#include "src/convert_internal.h"
-#include "src/tok_nfc.h"
-#include "src/tokenizer.h"
+#include "src/convert/convert_internal.h"
+#include "src/tokenizer/tok_nfc.h"
+#include "src/tokenizer/tokenizer.h"
 #include "test_util.h"
 #include "tok_fixture.h"
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "formats/hf_config.h"
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 #include "test_util.h"
 
 /* A minimal valid llama config with `extra` spliced in (",\"key\": value" pieces; later duplicates are not

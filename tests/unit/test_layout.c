@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/layout.h"
+#include "src/core/layout.h"
 #include "test_util.h"
 
 /* ---- mesh ------------------------------------------------------------------------------------------------ */

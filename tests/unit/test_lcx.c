@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "formats/lcx.h"
-#include "src/fileio.h"
-#include "src/layout.h"
+#include "src/core/fileio.h"
+#include "src/core/layout.h"
 #include "test_util.h"
 
 /* ---- random numbers -------------------------------------------------------------------------------------- */

@@ -23,7 +23,7 @@
 
 #include "model_fixture.h"
 #include "formats/npy.h"
-#include "src/catalog.h"
+#include "src/checkpoint/catalog.h"
 #include "test_util.h"
 
 #define BF_ULP (1.0 / 256.0)

@@ -1,4 +1,4 @@
-/* Forward-only models (training = 0, src/model_infer.c) against the training model's forward on every HF fixture
+/* Forward-only models (training = 0, src/model/model_infer.c) against the training model's forward on every HF fixture
  * model (tests/fixtures/models/NAME, whose training forward test_model_parity checks against transformers):
  * - logits and summed loss bit for bit (memcmp) through lcx_model_forward and lcx_model_forward_logits (callback
  *   rows from first_row on), and for a packed batch (two rows at different global positions);
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "model_fixture.h"
-#include "src/catalog.h"
+#include "src/checkpoint/catalog.h"
 #include "test_util.h"
 
 enum { T = 16 };

@@ -10,7 +10,7 @@
 #include <sys/prctl.h>
 
 #include "model_fixture.h"
-#include "src/catalog.h"
+#include "src/checkpoint/catalog.h"
 #include "test_util.h"
 
 static const double GROWTH_TOL = 0.03; /* relative, plus 64 KiB for page rounding */

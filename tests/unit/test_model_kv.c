@@ -1,4 +1,4 @@
-/* KV cache and cached forward (src/model_kv.c) against the uncached forward-only pass (itself bit-identical to the
+/* KV cache and cached forward (src/model/model_kv.c) against the uncached forward-only pass (itself bit-identical to the
  * training forward, test_model_infer) on HF fixture models:
  * - a prefill into an empty cache gives the uncached logits bit for bit;
  * - decoding token by token after a prefill (truncated from a longer one) and scoring uncommitted candidate
@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "model_fixture.h"
-#include "src/catalog.h"
-#include "src/eval_model.h"
+#include "src/checkpoint/catalog.h"
+#include "src/eval/eval_model.h"
 #include "test_util.h"
 
 enum { T = 16 };

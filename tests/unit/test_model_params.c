@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "src/model_params.h"
+#include "src/checkpoint/model_params.h"
 #include "test_util.h"
 
 static lcx_status cfg_from(const char *text, lcx_model_config *c) {

@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "formats/hf_config.h"
-#include "formats/recipe.h"
-#include "src/lr_schedule.h"
-#include "src/catalog.h"
-#include "src/plan.h"
+#include "src/plan/recipe.h"
+#include "src/train/lr_schedule.h"
+#include "src/checkpoint/catalog.h"
+#include "src/plan/plan.h"
 #include "test_util.h"
 
 /* Llama-3-8B-like dimensions; rope given by the caller as a JSON fragment. */

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/recipe.h"
-#include "src/fileio.h"
-#include "src/units.h"
+#include "src/plan/recipe.h"
+#include "src/core/fileio.h"
+#include "src/core/units.h"
 #include "test_util.h"
 
 static void test_parse_length(void) {

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "src/rope.h"
+#include "src/rope/rope.h"
 #include "test_util.h"
 
 /* ---- warning capture ------------------------------------------------------------------------------------- */

@@ -15,9 +15,9 @@
 
 #include "formats/hf_config.h"
 #include "formats/npy.h"
-#include "src/fileio.h"
-#include "src/model.h"
-#include "src/rope.h"
+#include "src/core/fileio.h"
+#include "src/model/model.h"
+#include "src/rope/rope.h"
 #include "model_fixture.h"
 #include "test_util.h"
 

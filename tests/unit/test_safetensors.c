@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "formats/safetensors.h"
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 #include "test_util.h"
 
 static char tmpdir[256];

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "formats/tokdata.h"
-#include "src/sampler.h"
+#include "src/train/sampler.h"
 #include "test_util.h"
 
 #define N_DOCS 40

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "strbuf.h"
+#include "src/core/strbuf.h"
 #include "test_util.h"
 
 int main(void) {

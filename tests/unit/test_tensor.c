@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "src/tensor.h"
+#include "src/core/tensor.h"
 #include "test_util.h"
 
 static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "formats/tokdata.h"
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 #include "test_util.h"
 
 #define FX LCX_SOURCE_DIR "/tests/fixtures/tokdata/"

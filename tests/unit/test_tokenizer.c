@@ -5,8 +5,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/fileio.h"
-#include "src/tokenizer.h"
+#include "src/core/fileio.h"
+#include "src/tokenizer/tokenizer.h"
 #include "test_util.h"
 #include "tok_fixture.h"
 

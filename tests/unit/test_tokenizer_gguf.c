@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "formats/gguf.h"
-#include "src/tokenizer.h"
+#include "src/tokenizer/tokenizer.h"
 #include "test_util.h"
 
 enum {

@@ -3,7 +3,7 @@
  * tokenizer.json files trained by tests/fixtures/gen_tokenizer.py; GGUF vocabularies against HF / SentencePiece. */
 #include <string.h>
 
-#include "src/tokenizer.h"
+#include "src/tokenizer/tokenizer.h"
 #include "test_util.h"
 #include "tok_fixture.h"
 

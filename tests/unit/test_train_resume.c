@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "formats/tokdata.h"
-#include "src/model_state.h"
-#include "src/sampler.h"
-#include "src/train.h"
+#include "src/model/model_state.h"
+#include "src/train/sampler.h"
+#include "src/train/train.h"
 #include "tests/test_util.h"
 
 #define STEPS 6

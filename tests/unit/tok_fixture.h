@@ -7,7 +7,7 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "src/fileio.h"
+#include "src/core/fileio.h"
 
 #define TOK_FIXTURE_DIR LCX_SOURCE_DIR "/tests/fixtures/tokenizer/"
 

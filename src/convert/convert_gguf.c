@@ -1,0 +1,617 @@
+/* convert: GGUF (llama architecture) <-> .lcx. Names, metadata and the q/k row permutation follow
+ * docs/formats.md "GGUF" ("Architectures, names and metadata", "Rope metadata", "The q/k row permutation"). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/convert/convert_internal.h"
+#include "formats/gguf.h"
+#include "src/core/fileio.h"
+#include "src/checkpoint/model_params.h"
+
+lcx_status lcx_import_gguf_file(const char *src, const char *out, const lcx_convert_opts *o);
+lcx_status cv_read_param(lcx_ckpt *ck, const lcx_ckpt_tensor *t, lcx_dtype dt, void **out, uint64_t *nbytes);
+lcx_status cv_param_list(lcx_ckpt *ck, const lcx_param_table *tab, const lcx_ckpt_tensor ***list);
+
+/* ---- names ------------------------------------------------------------------------------------------------ */
+
+static const char *const GLOBAL_NAMES[][2] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+static const char *const LAYER_NAMES[][2] = {
+    {"input_layernorm", "attn_norm"},       {"self_attn.q_proj", "attn_q"},    {"self_attn.k_proj", "attn_k"},
+    {"self_attn.v_proj", "attn_v"},         {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"},
+    {"self_attn.k_norm", "attn_k_norm"},    {"post_attention_layernorm", "ffn_norm"}, {"mlp.gate_proj", "ffn_gate"},
+    {"mlp.up_proj", "ffn_up"},              {"mlp.down_proj", "ffn_down"},
+};
+#define N_GLOBAL (sizeof GLOBAL_NAMES / sizeof GLOBAL_NAMES[0])
+#define N_LAYER (sizeof LAYER_NAMES / sizeof LAYER_NAMES[0])
+
+/* Map a name between HF (side 0) and GGUF (side 1); 0 if it is not a known name. */
+static int map_name(const char *in, int from, char *out, size_t cap) {
+    for (size_t i = 0; i < N_GLOBAL; i++)
+        if (strcmp(in, GLOBAL_NAMES[i][from]) == 0) return snprintf(out, cap, "%s", GLOBAL_NAMES[i][!from]) < (int)cap;
+    const char *prefix = from == 0 ? "model.layers." : "blk.";
+    size_t pl = strlen(prefix);
+    if (strncmp(in, prefix, pl) != 0) return 0;
+    const char *p = in + pl;
+    char *end;
+    unsigned long layer = strtoul(p, &end, 10);
+    if (end == p || *end != '.' || (p[0] == '0' && end - p > 1) || layer > 100000) return 0;
+    const char *rest = end + 1;
+    for (size_t i = 0; i < N_LAYER; i++) {
+        size_t n = strlen(LAYER_NAMES[i][from]);
+        if (strncmp(rest, LAYER_NAMES[i][from], n) != 0) continue;
+        const char *suf = rest + n;
+        if (strcmp(suf, ".weight") != 0 && strcmp(suf, ".bias") != 0) continue;
+        int w = from == 0 ? snprintf(out, cap, "blk.%lu.%s%s", layer, LAYER_NAMES[i][1], suf)
+                          : snprintf(out, cap, "model.layers.%lu.%s%s", layer, LAYER_NAMES[i][0], suf);
+        return w > 0 && w < (int)cap;
+    }
+    return 0;
+}
+
+/* "<arch>.<key>" into buf (GGUF metadata keys are prefixed with the architecture name). */
+static const char *arch_key(char *buf, size_t cap, const char *arch, const char *key) {
+    snprintf(buf, cap, "%s.%s", arch, key);
+    return buf;
+}
+#define K(k) arch_key(kb, sizeof kb, ga, (k))
+
+/* GGUF architecture of a model: llama.cpp writes Mistral as llama; Qwen2/Qwen3 have their own (tensor names as
+ * llama's, q/k not permuted: transformers' GGUF reader un-permutes only llama). */
+static const char *gguf_arch_of(lcx_arch a) {
+    return a == LCX_ARCH_QWEN2 ? "qwen2" : a == LCX_ARCH_QWEN3 ? "qwen3" : "llama";
+}
+
+/* q/k weights and biases are row-permuted by llama.cpp; returns the head count to (un)permute with, else 0. */
+static int64_t qk_heads(const char *hf_name, int64_t nh, int64_t ng) {
+    lcx_weight_kind k = lcx_weight_kind_of_name(hf_name);
+    if (k == LCX_W_Q_PROJ || k == LCX_W_Q_BIAS) return nh;
+    if (k == LCX_W_K_PROJ || k == LCX_W_K_BIAS) return ng;
+    return 0;
+}
+
+/* Shortest decimal that reads back as the same float32 (1e-05 rather than 9.99999974738e-06). */
+static double f32_to_decimal(float v) {
+    char buf[48];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)v);
+        if ((float)strtod(buf, NULL) == v) return strtod(buf, NULL);
+    }
+    return (double)v;
+}
+
+/* ---- import ----------------------------------------------------------------------------------------------- */
+
+typedef struct gg_src {
+    lcx_gguf_file *f;
+    int64_t nh, ng;
+    int permuted; /* llama: q/k rows in llama.cpp's pair order */
+} gg_src;
+
+typedef struct gg_ts {
+    size_t item; /* cached converted tensor */
+    int valid;
+    uint8_t *full, *tmp;
+    size_t cap;
+} gg_ts;
+
+static lcx_status gg_init(void *ctx, void **ts) {
+    (void)ctx;
+    *ts = calloc(1, sizeof(gg_ts));
+    LCX_FAIL_IF(!*ts, LCX_ERR_OOM, "out of memory");
+    return LCX_OK;
+}
+static void gg_free(void *p) {
+    gg_ts *t = p;
+    if (!t) return;
+    free(t->full);
+    free(t->tmp);
+    free(t);
+}
+
+static lcx_status gg_read(void *ctx, void *tsv, const cv_item *it, const lcx_box *box, void *dst) {
+    gg_src *g = ctx;
+    gg_ts *ts = tsv;
+    size_t es = lcx_dtype_bits(it->dtype) / 8;
+    if (!ts->valid || ts->item != it->src) {
+        const lcx_gguf_tensor *t = &g->f->tensors[it->src];
+        size_t need = (size_t)it->bytes + 1;
+        if (need > ts->cap) {
+            free(ts->full), free(ts->tmp);
+            ts->full = malloc(need), ts->tmp = malloc(need);
+            ts->cap = ts->full && ts->tmp ? need : 0;
+            LCX_FAIL_IF(!ts->cap, LCX_ERR_OOM, "tensor '%s': out of memory", t->name);
+        }
+        ts->valid = 0;
+        if (it->dtype == LCX_F32 && t->ggml_type != LCX_GGML_F32) {
+            LCX_TRY(lcx_gguf_tensor_to_f32(g->f, t, (float *)ts->tmp));
+        } else {
+            memcpy(ts->tmp, t->data, it->bytes);
+        }
+        int64_t heads = g->permuted ? qk_heads(it->name, g->nh, g->ng) : 0;
+        if (heads) {
+            size_t rows = it->shape[0], cols = it->ndim == 2 ? it->shape[1] : 1;
+            LCX_TRY(lcx_gguf_unpermute_qk(ts->full, ts->tmp, rows, cols, es, (size_t)heads));
+        } else {
+            uint8_t *x = ts->full;
+            ts->full = ts->tmp, ts->tmp = x;
+        }
+        ts->item = it->src;
+        ts->valid = 1;
+    }
+    lcx_box full = lcx_box_full(it->ndim, it->shape);
+    return lcx_box_copy(&full, ts->full, box, dst, es, NULL);
+}
+
+/* Copy one KV of a read file into a writer, whatever its type. */
+static lcx_status copy_kv(lcx_gguf_writer *w, const lcx_gguf_kv *kv) {
+    if (kv->type == LCX_GGUF_ARRAY) {
+        if (kv->elem_type != LCX_GGUF_STRING) return lcx_gguf_writer_add_array(w, kv->key, kv->elem_type, kv->data, kv->count);
+        const char **s = malloc((kv->count + 1) * sizeof *s);
+        size_t *l = malloc((kv->count + 1) * sizeof *l);
+        lcx_status st = s && l ? LCX_OK : lcx_fail(LCX_ERR_OOM, "out of memory");
+        for (uint64_t i = 0; st == LCX_OK && i < kv->count; i++) st = lcx_gguf_arr_str(kv, i, &s[i], &l[i]);
+        if (st == LCX_OK) st = lcx_gguf_writer_add_str_array(w, kv->key, s, l, kv->count);
+        free(s);
+        free(l);
+        return st;
+    }
+    union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32; float f32; uint64_t u64;
+            int64_t i64; double f64; } v;
+    switch (kv->type) {
+    case LCX_GGUF_STRING: return lcx_gguf_writer_add_strn(w, kv->key, (const char *)kv->data, kv->str_len);
+    case LCX_GGUF_U8: memcpy(&v, kv->data, 1); return lcx_gguf_writer_add_u8(w, kv->key, v.u8);
+    case LCX_GGUF_I8: memcpy(&v, kv->data, 1); return lcx_gguf_writer_add_i8(w, kv->key, v.i8);
+    case LCX_GGUF_BOOL: memcpy(&v, kv->data, 1); return lcx_gguf_writer_add_bool(w, kv->key, v.u8 != 0);
+    case LCX_GGUF_U16: memcpy(&v, kv->data, 2); return lcx_gguf_writer_add_u16(w, kv->key, v.u16);
+    case LCX_GGUF_I16: memcpy(&v, kv->data, 2); return lcx_gguf_writer_add_i16(w, kv->key, v.i16);
+    case LCX_GGUF_U32: memcpy(&v, kv->data, 4); return lcx_gguf_writer_add_u32(w, kv->key, v.u32);
+    case LCX_GGUF_I32: memcpy(&v, kv->data, 4); return lcx_gguf_writer_add_i32(w, kv->key, v.i32);
+    case LCX_GGUF_F32: memcpy(&v, kv->data, 4); return lcx_gguf_writer_add_f32(w, kv->key, v.f32);
+    case LCX_GGUF_U64: memcpy(&v, kv->data, 8); return lcx_gguf_writer_add_u64(w, kv->key, v.u64);
+    case LCX_GGUF_I64: memcpy(&v, kv->data, 8); return lcx_gguf_writer_add_i64(w, kv->key, v.i64);
+    case LCX_GGUF_F64: memcpy(&v, kv->data, 8); return lcx_gguf_writer_add_f64(w, kv->key, v.f64);
+    default: return lcx_fail(LCX_ERR_FORMAT, "key '%s': unknown type %d", kv->key, (int)kv->type);
+    }
+}
+
+static const char *torch_dtype_name(lcx_dtype d) {
+    return d == LCX_BF16 ? "bfloat16" : d == LCX_F16 ? "float16" : "float32";
+}
+
+/* llama3 rope from rope_freqs.weight. The divisors fix factor (the largest) and, through the pairs between kept and
+ * interpolated, L / (high - low) and low / (high - low) only; we take Llama 3.x's low_freq_factor 1 and
+ * high_freq_factor 4, solve L from a transition pair (8192 when there is none) and accept the result only if it
+ * reproduces every divisor. */
+static lcx_status llama3_from_freqs(const lcx_gguf_file *f, const lcx_gguf_tensor *t, double theta, int64_t rot,
+                                    json_t *rs) {
+    LCX_FAIL_IF(t->numel != (uint64_t)(rot / 2), LCX_ERR_FORMAT, "%s: rope_freqs.weight has %llu values, expected %lld",
+                f->path, (unsigned long long)t->numel, (long long)(rot / 2));
+    float *got = malloc(t->numel * sizeof(float) + 1), *want = malloc(t->numel * sizeof(float) + 1);
+    lcx_status st = got && want ? lcx_gguf_tensor_to_f32(f, t, got) : lcx_fail(LCX_ERR_OOM, "out of memory");
+    if (st == LCX_OK) {
+        const double low = 1.0, high = 4.0;
+        double factor = 0;
+        for (uint64_t k = 0; k < t->numel; k++) factor = fmax(factor, got[k]);
+        double L = 8192;
+        for (uint64_t k = 0; k < t->numel; k++) {
+            if (!(got[k] > 1.0f + 1e-6f && got[k] < (float)factor * (1.0f - 1e-6f))) continue;
+            double tt = (1.0 / got[k] - 1.0 / factor) / (1.0 - 1.0 / factor);
+            double wavelen = 2.0 * M_PI * pow(theta, (double)(2 * (int64_t)k) / (double)rot);
+            L = round(wavelen * (tt * (high - low) + low));
+            break;
+        }
+        LCX_FAIL_IF(!(factor >= 1.0) || !(L >= 1.0 && L < 1e12), LCX_ERR_FORMAT, "%s: rope_freqs.weight: implausible values",
+                    f->path);
+        lcx_llama3_rope_divisors(theta, rot, factor, low, high, (int64_t)L, want);
+        for (uint64_t k = 0; st == LCX_OK && k < t->numel; k++)
+            if (fabsf(got[k] - want[k]) > 1e-4f * fabsf(want[k]))
+                st = lcx_fail(LCX_ERR_UNSUPPORTED,
+                              "%s: rope_freqs.weight (llama3 rope) is not reproduced by low_freq_factor 1, "
+                              "high_freq_factor 4, factor %g, original context %.0f (pair %llu: %g vs %g); cannot "
+                              "rebuild the rope config",
+                              f->path, factor, L, (unsigned long long)k, (double)got[k], (double)want[k]);
+        if (st == LCX_OK) {
+            json_object_set_new(rs, "rope_type", json_string("llama3"));
+            json_object_set_new(rs, "factor", json_real(f32_to_decimal((float)factor)));
+            json_object_set_new(rs, "low_freq_factor", json_real(low));
+            json_object_set_new(rs, "high_freq_factor", json_real(high));
+            json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)L));
+        }
+    }
+    free(got);
+    free(want);
+    return st;
+}
+
+static lcx_status gguf_config(const lcx_gguf_file *f, const lcx_gguf_tensor *embd, int tied, int qbias,
+                              int obias, int mbias, lcx_dtype dtype, json_t **out, int *permuted) {
+    char *arch = NULL, kb[128];
+    LCX_TRY(lcx_gguf_get_str_dup(f, "general.architecture", &arch));
+    const char *ga = !strcmp(arch, "llama") ? "llama" : !strcmp(arch, "qwen2") ? "qwen2" : !strcmp(arch, "qwen3") ? "qwen3" : NULL;
+    if (!ga) {
+        lcx_status st = lcx_fail(LCX_ERR_UNSUPPORTED,
+                                 "%s: GGUF architecture '%s' is not supported (llama, qwen2, qwen3)", f->path, arch);
+        free(arch);
+        return st;
+    }
+    free(arch);
+    int is_llama = !strcmp(ga, "llama");
+    *permuted = is_llama;
+    uint64_t ctx, H, L, F, nh, ng = 0, kl = 0, rot = 0;
+    float eps, theta = 10000.0f;
+    LCX_TRY(lcx_gguf_get_u64(f, K("context_length"), &ctx));
+    LCX_TRY(lcx_gguf_get_u64(f, K("embedding_length"), &H));
+    LCX_TRY(lcx_gguf_get_u64(f, K("block_count"), &L));
+    LCX_TRY(lcx_gguf_get_u64(f, K("feed_forward_length"), &F));
+    LCX_TRY(lcx_gguf_get_u64(f, K("attention.head_count"), &nh));
+    LCX_TRY(lcx_gguf_get_f32(f, K("attention.layer_norm_rms_epsilon"), &eps));
+    if (lcx_gguf_find_kv(f, K("attention.head_count_kv"))) LCX_TRY(lcx_gguf_get_u64(f, K("attention.head_count_kv"), &ng));
+    else ng = nh;
+    if (lcx_gguf_find_kv(f, K("rope.freq_base"))) LCX_TRY(lcx_gguf_get_f32(f, K("rope.freq_base"), &theta));
+    LCX_FAIL_IF(nh == 0 || nh > 65536 || H > ((uint64_t)1 << 20), LCX_ERR_FORMAT, "%s: implausible head count / hidden size",
+                f->path);
+    if (lcx_gguf_find_kv(f, K("attention.key_length"))) LCX_TRY(lcx_gguf_get_u64(f, K("attention.key_length"), &kl));
+    uint64_t hd = kl ? kl : H / nh;
+    if (lcx_gguf_find_kv(f, K("rope.dimension_count"))) LCX_TRY(lcx_gguf_get_u64(f, K("rope.dimension_count"), &rot));
+    else rot = hd;
+    lcx_shape es = lcx_gguf_tensor_shape(embd);
+    json_t *c = json_object();
+    LCX_FAIL_IF(!c, LCX_ERR_OOM, "out of memory");
+    lcx_arch a = is_llama ? LCX_ARCH_LLAMA : !strcmp(ga, "qwen2") ? LCX_ARCH_QWEN2 : LCX_ARCH_QWEN3;
+    json_object_set_new(c, "architectures", json_pack("[s]", lcx_arch_class(a)));
+    json_object_set_new(c, "model_type", json_string(lcx_arch_name(a)));
+    json_object_set_new(c, "vocab_size", json_integer((json_int_t)es.dims[0]));
+    json_object_set_new(c, "hidden_size", json_integer((json_int_t)H));
+    json_object_set_new(c, "intermediate_size", json_integer((json_int_t)F));
+    json_object_set_new(c, "num_hidden_layers", json_integer((json_int_t)L));
+    json_object_set_new(c, "num_attention_heads", json_integer((json_int_t)nh));
+    json_object_set_new(c, "num_key_value_heads", json_integer((json_int_t)ng));
+    json_object_set_new(c, "head_dim", json_integer((json_int_t)hd));
+    json_object_set_new(c, "hidden_act", json_string("silu"));
+    json_object_set_new(c, "max_position_embeddings", json_integer((json_int_t)ctx));
+    json_object_set_new(c, "rms_norm_eps", json_real(f32_to_decimal(eps)));
+    json_object_set_new(c, "rope_theta", json_real(f32_to_decimal(theta)));
+    if (rot != hd) json_object_set_new(c, "partial_rotary_factor", json_real((double)rot / (double)hd));
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(tied));
+    if (a != LCX_ARCH_QWEN2) json_object_set_new(c, "attention_bias", json_boolean(qbias)); /* qwen2: always */
+    if (a == LCX_ARCH_LLAMA) json_object_set_new(c, "mlp_bias", json_boolean(mbias));
+    if (a != LCX_ARCH_LLAMA) json_object_set_new(c, "use_sliding_window", json_false());
+    json_object_set_new(c, "torch_dtype", json_string(torch_dtype_name(dtype)));
+    lcx_status st = LCX_OK;
+    if (is_llama && qbias != obias) st = lcx_fail(LCX_ERR_UNSUPPORTED, "%s: q/k/v biases without an output bias (or the reverse) "
+                                      "have no llama config", f->path);
+    int64_t v;
+    if (lcx_gguf_find_kv(f, "tokenizer.ggml.bos_token_id") && lcx_gguf_get_i64(f, "tokenizer.ggml.bos_token_id", &v) == LCX_OK)
+        json_object_set_new(c, "bos_token_id", json_integer(v));
+    if (lcx_gguf_find_kv(f, "tokenizer.ggml.eos_token_id") && lcx_gguf_get_i64(f, "tokenizer.ggml.eos_token_id", &v) == LCX_OK)
+        json_object_set_new(c, "eos_token_id", json_integer(v));
+    /* rope scaling */
+    json_t *rs = json_object();
+    const lcx_gguf_tensor *rf = lcx_gguf_find_tensor(f, "rope_freqs.weight");
+    char *type = NULL;
+    if (st == LCX_OK && lcx_gguf_find_kv(f, K("rope.scaling.type"))) st = lcx_gguf_get_str_dup(f, K("rope.scaling.type"), &type);
+    if (st == LCX_OK && rf) {
+        st = llama3_from_freqs(f, rf, theta, (int64_t)rot, rs);
+    } else if (st == LCX_OK && type && (strcmp(type, "linear") == 0 || strcmp(type, "yarn") == 0)) {
+        float factor;
+        st = lcx_gguf_get_f32(f, K("rope.scaling.factor"), &factor);
+        json_object_set_new(rs, "rope_type", json_string(type));
+        if (st == LCX_OK) json_object_set_new(rs, "factor", json_real(f32_to_decimal(factor)));
+        if (st == LCX_OK && strcmp(type, "yarn") == 0) {
+            uint64_t orig;
+            st = lcx_gguf_get_u64(f, K("rope.scaling.original_context_length"), &orig);
+            if (st == LCX_OK) json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)orig));
+        }
+    } else if (st == LCX_OK && type && strcmp(type, "none") != 0) {
+        st = lcx_fail(LCX_ERR_UNSUPPORTED, "%s: key 'llama.rope.scaling.type': '%s' is not supported (none, linear, yarn)",
+                      f->path, type);
+    }
+    free(type);
+    if (json_object_size(rs)) {
+        json_object_set(rs, "type", json_object_get(rs, "rope_type"));
+        json_object_set_new(c, "rope_scaling", rs);
+    } else {
+        json_decref(rs);
+        json_object_set_new(c, "rope_scaling", json_null());
+    }
+    if (st != LCX_OK) {
+        json_decref(c);
+        return st;
+    }
+    *out = c;
+    return LCX_OK;
+}
+
+lcx_status lcx_import_gguf_file(const char *src, const char *out, const lcx_convert_opts *o) {
+    lcx_gguf_file *f = NULL;
+    LCX_TRY(lcx_gguf_open(src, &f));
+    lcx_status st = LCX_OK;
+    cv_item *items = calloc(f->n_tensors + 1, sizeof *items);
+    size_t n = 0;
+    json_t *config = NULL;
+    lcx_model_config cfg = {0};
+    int have_cfg = 0;
+    lcx_param_table tab = {0};
+    lcx_gguf_writer *tw = NULL;
+    char *tokpath = NULL, *tokname = NULL, *parent = NULL, *base = NULL;
+    int tok_written = 0, permuted = 0;
+    LCX_FAIL_GOTO(!items, LCX_ERR_OOM, done, "out of memory");
+    const lcx_gguf_tensor *embd = lcx_gguf_find_tensor(f, "token_embd.weight");
+    LCX_FAIL_GOTO(!embd || embd->n_dims != 2, LCX_ERR_FORMAT, done, "%s: no 2-D tensor 'token_embd.weight'", src);
+    lcx_dtype wdt = lcx_ggml_type_to_dtype(embd->ggml_type);
+    if (wdt != LCX_F16 && wdt != LCX_BF16) wdt = LCX_F32;
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        const lcx_gguf_tensor *t = &f->tensors[i];
+        if (strcmp(t->name, "rope_freqs.weight") == 0) continue; /* rope config, rebuilt from it below */
+        char hf[LCX_PARAM_NAME_MAX];
+        LCX_FAIL_GOTO(!map_name(t->name, 1, hf, sizeof hf), LCX_ERR_UNSUPPORTED, done,
+                      "%s: tensor '%s' has no Hugging Face llama equivalent", src, t->name);
+        lcx_dtype dt;
+        LCX_TRY_GOTO(lcx_gguf_tensor_dtype(f, t, &dt), done);
+        if (dt != LCX_F32 && dt != LCX_F16 && dt != LCX_BF16) dt = LCX_F32; /* dequantised */
+        cv_item *it = &items[n];
+        it->name = strdup(hf);
+        LCX_FAIL_GOTO(!it->name, LCX_ERR_OOM, done, "out of memory");
+        n++;
+        strcpy(it->role, "param");
+        it->dtype = dt;
+        lcx_shape sh = lcx_gguf_tensor_shape(t);
+        it->ndim = sh.ndim;
+        for (int d = 0; d < sh.ndim; d++) it->shape[d] = sh.dims[d];
+        LCX_TRY_GOTO(lcx_dtype_nbytes(dt, t->numel, &it->bytes), done);
+        it->src = i;
+    }
+    LCX_TRY_GOTO(gguf_config(f, embd, !lcx_gguf_find_tensor(f, "output.weight"), !!lcx_gguf_find_tensor(f, "blk.0.attn_q.bias"),
+                             !!lcx_gguf_find_tensor(f, "blk.0.attn_output.bias"), !!lcx_gguf_find_tensor(f, "blk.0.ffn_gate.bias"),
+                             wdt, &config, &permuted),
+                 done);
+    /* The tensors must be exactly the ones the rebuilt config implies. */
+    LCX_TRY_GOTO(cv_config_from_json(config, src, &cfg), done);
+    have_cfg = 1;
+    LCX_TRY_GOTO(lcx_param_table_init(&tab, &cfg), done);
+    LCX_FAIL_GOTO(tab.n != n, LCX_ERR_FORMAT, done, "%s: %zu model tensors, but its llama metadata implies %zu", src, n, tab.n);
+    for (size_t i = 0; i < n; i++) {
+        const lcx_param_spec *p = lcx_param_table_find(&tab, items[i].name);
+        int ok = p && p->shape.ndim == items[i].ndim;
+        for (int d = 0; ok && d < p->shape.ndim; d++) ok = p->shape.dims[d] == items[i].shape[d];
+        LCX_FAIL_GOTO(!ok, LCX_ERR_FORMAT, done, "%s: tensor '%s' is %s by the llama metadata", src,
+                      f->tensors[items[i].src].name, p ? "shaped otherwise" : "not implied");
+    }
+    /* Tokenizer KVs -> tokenizer.gguf (a temporary file next to the output until it is copied in). */
+    LCX_TRY_GOTO(lcx_gguf_writer_init(&tw, 0), done);
+    int ntok = 0;
+    for (size_t i = 0; i < f->n_kv; i++)
+        if (strncmp(f->kv[i].key, "tokenizer.", 10) == 0) {
+            LCX_TRY_GOTO(copy_kv(tw, &f->kv[i]), done);
+            ntok++;
+        }
+    cv_target t = {.out = out, .config = config};
+    if (ntok) {
+        LCX_TRY_GOTO(cv_split_path(out, &parent, &base), done);
+        tokpath = malloc(strlen(out) + 32);
+        LCX_FAIL_GOTO(!tokpath, LCX_ERR_OOM, done, "out of memory");
+        sprintf(tokpath, "%s.tokenizer-%ld.gguf", out, (long)getpid());
+        LCX_TRY_GOTO(cv_check_absent(out), done);
+        LCX_TRY_GOTO(lcx_gguf_writer_write(tw, tokpath), done);
+        tok_written = 1;
+        tokname = strdup(LCX_GGUF_TOKENIZER_FILE);
+        LCX_FAIL_GOTO(!tokname, LCX_ERR_OOM, done, "out of memory");
+        t.n_files = 1;
+        t.src_paths = &tokpath;
+        t.names = &tokname;
+    }
+    gg_src g = {.f = f, .nh = cfg.num_attention_heads, .ng = cfg.num_key_value_heads, .permuted = permuted};
+    cv_source s = {.ctx = &g, .thread_init = gg_init, .thread_free = gg_free, .read = gg_read};
+    st = cv_write_lcx(&s, items, n, &t, o);
+done:
+    if (tok_written) unlink(tokpath);
+    free(tokpath);
+    free(tokname);
+    free(parent);
+    free(base);
+    lcx_gguf_writer_free(tw);
+    lcx_param_table_free(&tab);
+    if (have_cfg) lcx_config_free(&cfg);
+    json_decref(config);
+    cv_items_free(items, n);
+    lcx_gguf_close(f);
+    return st;
+}
+
+/* ---- export ----------------------------------------------------------------------------------------------- */
+
+static lcx_status add_u32(lcx_gguf_writer *w, const char *key, int64_t v) {
+    LCX_FAIL_IF(v < 0 || v > (int64_t)UINT32_MAX, LCX_ERR_INVALID, "GGUF key '%s': %lld does not fit u32", key, (long long)v);
+    return lcx_gguf_writer_add_u32(w, key, (uint32_t)v);
+}
+
+/* Lazy tensor source for the GGUF writer: one parameter read (and q/k permuted) at a time. */
+typedef struct gg_export {
+    lcx_ckpt *ck;
+    const lcx_ckpt_tensor **list;
+    const lcx_param_table *tab;
+    int64_t nh, ng;
+    const lcx_convert_opts *o;
+    int permute;
+    void *buf;
+    uint64_t done, total;
+} gg_export;
+
+static lcx_status ex_fetch(void *user, size_t i, const void **src) {
+    gg_export *ex = user;
+    const lcx_ckpt_tensor *t = ex->list[i];
+    const lcx_param_spec *p = &ex->tab->params[i];
+    uint64_t nb;
+    void *raw = NULL;
+    LCX_TRY(cv_read_param(ex->ck, t, t->dtype, &raw, &nb));
+    int64_t heads = ex->permute ? qk_heads(p->name, ex->nh, ex->ng) : 0;
+    if (heads) {
+        void *perm = malloc(nb + 1);
+        lcx_status st = perm ? lcx_gguf_permute_qk(perm, raw, p->shape.dims[0], p->shape.ndim == 2 ? p->shape.dims[1] : 1,
+                                                   t->es, (size_t)heads)
+                             : lcx_fail(LCX_ERR_OOM, "out of memory");
+        free(raw);
+        raw = perm;
+        if (st != LCX_OK) {
+            free(raw);
+            return st;
+        }
+    }
+    ex->buf = raw;
+    *src = raw;
+    ex->done += nb;
+    if (ex->o->progress) ex->o->progress(ex->o->progress_user, i + 1, ex->tab->n, ex->done, ex->total);
+    return LCX_OK;
+}
+
+static void ex_release(void *user, size_t i) {
+    gg_export *ex = user;
+    (void)i;
+    free(ex->buf);
+    ex->buf = NULL;
+    lcx_ckpt_release(ex->ck);
+}
+
+lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_opts *o) {
+    lcx_ckpt *ck = NULL;
+    LCX_TRY(lcx_ckpt_open(src, &ck));
+    lcx_status st = LCX_OK;
+    lcx_model_config cfg = {0};
+    int have_cfg = 0;
+    lcx_param_table tab = {0};
+    const lcx_ckpt_tensor **list = NULL;
+    lcx_gguf_writer *w = NULL;
+    lcx_gguf_file *tok = NULL;
+    gg_export ex = {0};
+    float *freqs = NULL;
+    char *tokpath = NULL;
+    size_t n = 0;
+
+    const json_t *cj = lcx_ckpt_model_config(ck);
+    LCX_FAIL_GOTO(!json_is_object(cj), LCX_ERR_FORMAT, done, "%s: the checkpoint holds no model config", src);
+    LCX_TRY_GOTO(cv_config_from_json(cj, "model config", &cfg), done);
+    have_cfg = 1;
+    const char *ga = gguf_arch_of(cfg.arch);
+    char kb[128];
+    int permute = !strcmp(ga, "llama");
+    LCX_FAIL_GOTO(permute && cfg.qkv_bias != cfg.o_bias, LCX_ERR_UNSUPPORTED, done,
+                  "GGUF export: llama with q/k/v biases but no o bias (or the reverse) has no llama.cpp form");
+    LCX_FAIL_GOTO(cfg.arch == LCX_ARCH_QWEN3 && cfg.qkv_bias, LCX_ERR_UNSUPPORTED, done,
+                  "GGUF export: qwen3 with attention_bias has no llama.cpp form");
+    LCX_FAIL_GOTO(o->dtype != LCX_DTYPE_INVALID && o->dtype != LCX_F32 && o->dtype != LCX_F16 && o->dtype != LCX_BF16 &&
+                      o->dtype != LCX_Q8_0,
+                  LCX_ERR_INVALID, done, "--dtype: GGUF export writes f32, f16, bf16 or q8_0");
+    lcx_rope_plan plan;
+    LCX_TRY_GOTO(lcx_rope_plan_init(&plan, &cfg.rope, cfg.head_dim, cfg.max_position_embeddings, o->warn,
+                                    o->warn_user),
+                 done);
+    LCX_FAIL_GOTO(plan.type == LCX_ROPE_DYNAMIC || plan.type == LCX_ROPE_LONGROPE, LCX_ERR_UNSUPPORTED, done,
+                  "GGUF export: %s rope has no llama.cpp equivalent (re-extend with yarn, pi or llama3 first)",
+                  lcx_rope_type_name(plan.type));
+    LCX_TRY_GOTO(lcx_param_table_init(&tab, &cfg), done);
+    LCX_TRY_GOTO(cv_param_list(ck, &tab, &list), done);
+    n = tab.n;
+    LCX_TRY_GOTO(cv_check_absent(out), done);
+
+    LCX_TRY_GOTO(lcx_gguf_writer_init(&w, 0), done);
+    LCX_TRY_GOTO(lcx_gguf_writer_add_str(w, "general.architecture", ga), done);
+    const json_t *nm = json_object_get(cj, "_name_or_path");
+    if (json_is_string(nm) && json_string_length(nm))
+        LCX_TRY_GOTO(lcx_gguf_writer_add_str(w, "general.name", json_string_value(nm)), done);
+    LCX_TRY_GOTO(add_u32(w, K("vocab_size"), cfg.vocab_size), done);
+    LCX_TRY_GOTO(add_u32(w, K("context_length"), cfg.max_position_embeddings), done);
+    LCX_TRY_GOTO(add_u32(w, K("embedding_length"), cfg.hidden_size), done);
+    LCX_TRY_GOTO(add_u32(w, K("block_count"), cfg.num_hidden_layers), done);
+    LCX_TRY_GOTO(add_u32(w, K("feed_forward_length"), cfg.intermediate_size), done);
+    LCX_TRY_GOTO(add_u32(w, K("attention.head_count"), cfg.num_attention_heads), done);
+    LCX_TRY_GOTO(add_u32(w, K("attention.head_count_kv"), cfg.num_key_value_heads), done);
+    if (cfg.head_dim * cfg.num_attention_heads != cfg.hidden_size) {
+        LCX_TRY_GOTO(add_u32(w, K("attention.key_length"), cfg.head_dim), done);
+        LCX_TRY_GOTO(add_u32(w, K("attention.value_length"), cfg.head_dim), done);
+    }
+    LCX_TRY_GOTO(lcx_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), (float)cfg.rms_norm_eps), done);
+    LCX_TRY_GOTO(lcx_gguf_writer_add_f32(w, K("rope.freq_base"), (float)plan.theta), done);
+    LCX_TRY_GOTO(add_u32(w, K("rope.dimension_count"), plan.rot_dim), done);
+    if (plan.type == LCX_ROPE_YARN && o->warn &&
+        (cfg.rope.has_attention_factor || cfg.rope.has_beta_fast || cfg.rope.has_beta_slow || cfg.rope.has_mscale ||
+         cfg.rope.has_mscale_all_dim))
+        o->warn(o->warn_user, "GGUF export: yarn attention_factor / beta / mscale settings are not written (llama.cpp "
+                              "uses its defaults)");
+    if (plan.type == LCX_ROPE_LINEAR || plan.type == LCX_ROPE_YARN) {
+        LCX_TRY_GOTO(lcx_gguf_writer_add_str(w, K("rope.scaling.type"), lcx_rope_type_name(plan.type)), done);
+        LCX_TRY_GOTO(lcx_gguf_writer_add_f32(w, K("rope.scaling.factor"), (float)plan.factor), done);
+        if (plan.type == LCX_ROPE_YARN)
+            LCX_TRY_GOTO(add_u32(w, K("rope.scaling.original_context_length"), plan.original_max), done);
+    }
+    /* Tokenizer KVs kept from a GGUF import. */
+    for (int i = 0; i < lcx_ckpt_tokenizer_file_count(ck); i++) {
+        if (strcmp(lcx_ckpt_tokenizer_file(ck, i), LCX_GGUF_TOKENIZER_FILE) != 0) continue;
+        tokpath = lcx_path_join(src, LCX_GGUF_TOKENIZER_FILE);
+        LCX_FAIL_GOTO(!tokpath, LCX_ERR_OOM, done, "out of memory");
+        LCX_TRY_GOTO(lcx_gguf_open(tokpath, &tok), done);
+        for (size_t k = 0; k < tok->n_kv; k++)
+            if (strncmp(tok->kv[k].key, "tokenizer.", 10) == 0) LCX_TRY_GOTO(copy_kv(w, &tok->kv[k]), done);
+    }
+    /* From a Hugging Face source: tokenizer.json converted (byte-level BPE). */
+    int64_t bos = cfg.bos_token_id;
+    for (int i = 0; !tok && i < lcx_ckpt_tokenizer_file_count(ck); i++) {
+        if (strcmp(lcx_ckpt_tokenizer_file(ck, i), "tokenizer.json") != 0) continue;
+        int written;
+        tokpath = lcx_path_join(src, "tokenizer.json");
+        LCX_FAIL_GOTO(!tokpath, LCX_ERR_OOM, done, "out of memory");
+        LCX_TRY_GOTO(cv_gguf_tokenizer_kvs(tokpath, cfg.vocab_size, &bos, w, o, &written), done);
+    }
+    /* bos/eos from the config when no tokenizer metadata states them (GGUF has one eos id: the first) */
+    if (bos >= 0 && !(tok && lcx_gguf_find_kv(tok, "tokenizer.ggml.bos_token_id")))
+        LCX_TRY_GOTO(add_u32(w, "tokenizer.ggml.bos_token_id", bos), done);
+    if (cfg.n_eos > 0 && !(tok && lcx_gguf_find_kv(tok, "tokenizer.ggml.eos_token_id")))
+        LCX_TRY_GOTO(add_u32(w, "tokenizer.ggml.eos_token_id", cfg.eos_token_ids[0]), done);
+    if (plan.type == LCX_ROPE_LLAMA3) {
+        freqs = malloc((size_t)plan.n_pairs * sizeof *freqs);
+        LCX_FAIL_GOTO(!freqs, LCX_ERR_OOM, done, "out of memory");
+        lcx_llama3_rope_divisors(plan.theta, plan.rot_dim, plan.factor, plan.low_freq_factor, plan.high_freq_factor,
+                                 plan.original_max, freqs);
+        lcx_shape fs = lcx_shape_1d((uint64_t)plan.n_pairs);
+        LCX_TRY_GOTO(lcx_gguf_writer_add_tensor(w, "rope_freqs.weight", LCX_F32, &fs, LCX_F32, freqs), done);
+    }
+    ex.ck = ck;
+    ex.list = list;
+    ex.tab = &tab;
+    ex.nh = cfg.num_attention_heads;
+    ex.ng = cfg.num_key_value_heads;
+    ex.permute = permute;
+    ex.o = o;
+    for (size_t i = 0; i < n; i++) ex.total += list[i]->es * tab.params[i].numel;
+    for (size_t i = 0; i < n; i++) {
+        const lcx_ckpt_tensor *t = list[i];
+        const lcx_param_spec *p = &tab.params[i];
+        char gname[LCX_GGUF_MAX_NAME + 1];
+        LCX_FAIL_GOTO(!map_name(p->name, 0, gname, sizeof gname), LCX_ERR_INVALID, done, "tensor %s has no GGUF name",
+                      p->name);
+        lcx_dtype dt = o->dtype == LCX_DTYPE_INVALID ? t->dtype : o->dtype;
+        if (p->shape.ndim != 2) dt = LCX_F32;                              /* norms and biases stay F32 */
+        else if (dt == LCX_Q8_0 && p->shape.dims[1] % 32 != 0) dt = LCX_F16; /* rows must be whole blocks */
+        if (dt != LCX_F32 && dt != LCX_F16 && dt != LCX_BF16 && dt != LCX_Q8_0) dt = LCX_F32;
+        LCX_TRY_GOTO(lcx_gguf_writer_add_tensor_lazy(w, gname, dt, &p->shape, t->dtype, ex_fetch, ex_release, &ex, i),
+                     done);
+    }
+    st = lcx_gguf_writer_write(w, out);
+done:
+    free(ex.buf);
+    free(freqs);
+    free(tokpath);
+    lcx_gguf_close(tok);
+    lcx_gguf_writer_free(w);
+    free(list);
+    lcx_param_table_free(&tab);
+    if (have_cfg) lcx_config_free(&cfg);
+    lcx_ckpt_free(ck);
+    return st;
+}

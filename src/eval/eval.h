@@ -1,0 +1,190 @@
+/* eval: what users judge a context extension by -- perplexity by context length (sliding window) and passkey
+ * retrieval -- written against small callbacks so any model (CPU, CUDA, a fake in tests) and any tokenizer
+ * plug in. The exact protocol, with a worked example, is docs/evaluation-protocol.md.
+ *
+ * Token ids are int32_t; lengths and positions int64_t. "Window" always means the model's input sequence,
+ * BOS included when one is used. NLLs are natural-log, in double. */
+#ifndef LCX_EVAL_H
+#define LCX_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/core/status.h"
+
+/* ---- callbacks ------------------------------------------------------------------------------------------ */
+
+/* Score a window: tokens[0..n) is the model input at positions 0..n-1 (tokens[0] is BOS when BOS is used).
+ * For every i in [first, n): nll[i - first] = -ln p(tokens[i] | tokens[0..i)). Always 1 <= first < n, so a
+ * forward pass with a chunked loss needs logits only for positions first-1 .. n-2. */
+typedef lcx_status (*lcx_eval_score_fn)(void *model, const int32_t *tokens, int64_t n, int64_t first,
+                                        double *nll);
+
+/* Teacher-forced argmax: for every i in [first, n): next[i - first] = argmax_v p(v | tokens[0..i)) (ties: the
+ * smallest id). One forward pass; greedy decoding reproduces tokens[first..n) iff next[] equals them. */
+typedef lcx_status (*lcx_eval_argmax_fn)(void *model, const int32_t *tokens, int64_t n, int64_t first,
+                                         int32_t *next);
+
+/* Tokenizer: encode text[0..len) WITHOUT special tokens (no BOS/EOS). Writes min(count, cap) ids into ids and
+ * sets *n_out = count (snprintf convention: the caller retries with a bigger buffer when count > cap; ids may
+ * be NULL when cap is 0, to count only). */
+typedef lcx_status (*lcx_eval_encode_fn)(void *tokenizer, const char *text, size_t len, int32_t *ids,
+                                         int64_t cap, int64_t *n_out);
+
+typedef struct lcx_eval_tokenizer {
+    lcx_eval_encode_fn encode;
+    void *ctx;      /* passed to encode */
+    int32_t bos_id; /* < 0: the tokenizer has no BOS */
+} lcx_eval_tokenizer;
+
+/* ---- perplexity by context length ----------------------------------------------------------------------- */
+
+enum {
+    LCX_PPL_SHORT_SKIP = 0,  /* a document with fewer text tokens than a full window is skipped (default) */
+    LCX_PPL_SHORT_SCORE = 1, /* ... is scored as one shorter window (what the YaRN script does) */
+};
+
+typedef struct lcx_ppl_config {
+    const int64_t *lengths; /* [n_lengths] window lengths Lw in model positions, BOS included; each >= 2 */
+    int n_lengths;
+    int64_t stride;  /* S >= 1; S >= Lw - (BOS ? 1 : 0) means non-overlapping windows; 0 means that too */
+    int32_t bos_id;  /* < 0: no BOS; else every window starts with it and holds Lw - 1 document tokens */
+    int short_docs;  /* LCX_PPL_SHORT_* */
+    int truncate;    /* nonzero: score only the first window of each document (YaRN --truncate) */
+} lcx_ppl_config;
+
+typedef struct lcx_ppl_doc {
+    const int32_t *tokens; /* [n] document tokens, no BOS */
+    int64_t n;
+} lcx_ppl_doc;
+
+typedef struct lcx_ppl_result {
+    int64_t length;       /* Lw */
+    int64_t stride;       /* effective stride in document tokens */
+    int64_t docs;         /* documents scored */
+    int64_t docs_skipped; /* too short (or not scorable at all: 0 tokens, or 1 token without BOS) */
+    int64_t windows;      /* forward passes that scored at least one token */
+    int64_t tokens;       /* tokens scored (each document token at most once) */
+    double nll_sum;
+    double mean_nll;        /* nll_sum / tokens: token-weighted (our headline number) */
+    double ppl;             /* exp(mean_nll) */
+    double window_mean_nll; /* mean over windows of each window's mean NLL (YaRN eval scripts) */
+    double ppl_window_mean; /* exp(window_mean_nll) */
+} lcx_ppl_result;
+
+/* The default lengths (docs/evaluation-protocol.md "The command: `lcextend eval`"): the original context, then
+ * every power of two above it up to the
+ * target, then the target itself if it is not one of those (ascending, no duplicates). E.g. (4096, 131072) ->
+ * 4096 8192 ... 131072; (3000, 20000) -> 3000 4096 8192 16384 20000. Fails if 2 <= orig <= target does not
+ * hold or more than cap lengths would result. */
+lcx_status lcx_eval_default_lengths(int64_t orig, int64_t target, int64_t *out, int cap, int *n);
+
+/* Evaluate every length of cfg on the documents; results[i] belongs to cfg->lengths[i]. A length where no
+ * token was scored gets tokens = 0 and NaN means (not an error). Fails on bad config or a scorer failure
+ * (its message gets "ppl length L, document d, window at token b: " in front). */
+lcx_status lcx_ppl_eval(const lcx_ppl_config *cfg, const lcx_ppl_doc *docs, int64_t n_docs,
+                        lcx_eval_score_fn score, void *model, lcx_ppl_result *results);
+
+/* ---- passkey retrieval ---------------------------------------------------------------------------------- */
+
+/* The standard sentences (landmark attention / YaRN passkey test). The prompt is the lines
+ *   TASK \n PREFIX-FILLER \n KEY-LINE \n SUFFIX-FILLER \n QUESTION
+ * where filler is FILLER repeated, joined by single spaces, and the key line is
+ *   "The pass key is K. Remember it. K is the pass key." */
+extern const char LCX_PASSKEY_TASK[];
+extern const char LCX_PASSKEY_FILLER[];
+extern const char LCX_PASSKEY_QUESTION[];
+
+typedef struct lcx_passkey_prompt {
+    int32_t *tokens;      /* [n] BOS first when the tokenizer has one */
+    int64_t n;            /* <= target, and target - n < tokens of one filler word (see docs) */
+    int64_t key_pos;      /* token index where the key line starts */
+    int64_t units_before; /* whole filler units before / after the key line */
+    int64_t units_after;
+    int64_t extra_words;  /* words of one more filler unit appended to the suffix filler to fill up */
+    uint32_t key;
+    char *text;           /* the prompt text (without BOS), NUL-terminated */
+    size_t text_len;
+} lcx_passkey_prompt;
+
+/* Build the prompt for a target length in tokens (BOS included) with the key line after
+ * round(depth * units) of the whole filler units (depth in [0, 1]). Fails with LCX_ERR_INVALID when even the
+ * prompt without filler is longer than target. */
+lcx_status lcx_passkey_prompt_build(const lcx_eval_tokenizer *tok, int64_t target, double depth, uint32_t key,
+                                    lcx_passkey_prompt *out);
+void lcx_passkey_prompt_free(lcx_passkey_prompt *p); /* NULL and zeroed are no-ops */
+
+/* Tokens of the answer " K" as they follow the prompt: encode(text + " " + K) minus the prompt's tokens.
+ * Fails (LCX_ERR_UNSUPPORTED) if the prompt's tokens are not a prefix of that encoding. Caller frees *ids. */
+lcx_status lcx_passkey_answer_tokens(const lcx_eval_tokenizer *tok, const lcx_passkey_prompt *p, uint32_t key,
+                                     int32_t **ids, int64_t *n);
+
+/* Deterministic 5-digit keys (10000..99999) for (seed, trial), n <= 90000 of them, all different: keys[0] is
+ * the trial's pass key, keys[1..n) its distractors. A prefix does not depend on n. */
+void lcx_passkey_keys(uint64_t seed, int64_t trial, int n, uint32_t *keys);
+
+enum {
+    LCX_PASSKEY_LOGLIK = 1, /* rank-1 of the key's log-likelihood among the key and K distractors */
+    LCX_PASSKEY_GREEDY = 2, /* greedy decode of the key's tokens (teacher-forced argmax, one pass) */
+};
+
+typedef struct lcx_passkey_config {
+    const int64_t *lengths; /* [n_lengths] prompt lengths in tokens, BOS included */
+    int n_lengths;
+    const double *depths;   /* [n_depths] in [0, 1] */
+    int n_depths;
+    int trials;             /* per (length, depth); trial t's key is the same in every cell */
+    int distractors;        /* K >= 1 for LCX_PASSKEY_LOGLIK */
+    int modes;              /* LCX_PASSKEY_* bits */
+    uint64_t seed;
+} lcx_passkey_config;
+
+typedef struct lcx_passkey_result {
+    int n_lengths, n_depths, trials, distractors, modes;
+    int64_t *lengths;       /* [n_lengths] copy */
+    double *depths;         /* [n_depths] copy */
+    int64_t *prompt_tokens; /* [n_lengths * n_depths] prompt length of the last trial (<= target) */
+    int *loglik_correct;    /* [n_lengths * n_depths], cell (l, d) at l * n_depths + d */
+    int *greedy_correct;    /* [n_lengths * n_depths] */
+} lcx_passkey_result;
+
+/* Run trials x depths x lengths. score is needed for LCX_PASSKEY_LOGLIK, argmax for LCX_PASSKEY_GREEDY. */
+lcx_status lcx_passkey_eval(const lcx_passkey_config *cfg, const lcx_eval_tokenizer *tok,
+                            lcx_eval_score_fn score, lcx_eval_argmax_fn argmax, void *model,
+                            lcx_passkey_result *out);
+void lcx_passkey_result_free(lcx_passkey_result *r); /* NULL and zeroed are no-ops */
+/* Accuracy of one cell for one mode (correct / trials); NaN when that mode did not run. */
+double lcx_passkey_accuracy(const lcx_passkey_result *r, int mode, int length_idx, int depth_idx);
+
+/* ---- output: JSON (jansson) and standalone SVG pictures ------------------------------------------------- */
+
+typedef struct json_t json_t;
+/* {"protocol": {...}, "results": [{"length", "stride", "docs", ..., "ppl", "ppl_window_mean"}]}; a
+ * non-finite number becomes null. New reference, NULL on OOM. */
+json_t *lcx_ppl_to_json(const lcx_ppl_config *cfg, const lcx_ppl_result *results, const char *series);
+/* Read back what lcx_ppl_to_json wrote (one file per stage, drawn together later). *results is a heap array
+ * of *n entries (caller frees), *series a heap copy of "series" or NULL. `what` (a file name) starts every
+ * error message, e.g. "stage2.json: results[3]: 'tokens' is missing or not a non-negative integer". */
+lcx_status lcx_ppl_from_json(const json_t *root, const char *what, lcx_ppl_result **results, int *n,
+                             char **series);
+/* {"lengths", "depths", "trials", "distractors", "cells": [{"length", "depth", "prompt_tokens", ...}]} */
+json_t *lcx_passkey_to_json(const lcx_passkey_result *r);
+/* Atomically write a JSON value (indent 2, trailing newline). */
+lcx_status lcx_eval_json_write(const char *path, const json_t *value);
+
+typedef struct lcx_plot_series {
+    const char *name; /* legend text */
+    const double *x;  /* [n] context lengths, > 0 */
+    const double *y;  /* [n] perplexities; non-finite or <= 0 points are left out (the line breaks) */
+    int n;
+} lcx_plot_series;
+
+/* Perplexity vs context length: log2 x axis, log10 y axis when max/min > 8 (linear otherwise), a line per
+ * series, legend, axis labels and ticks. *svg is a heap string (caller frees). */
+lcx_status lcx_svg_ppl_plot(const lcx_plot_series *series, int n_series, const char *title, char **svg);
+/* Passkey heat map for one mode: columns = lengths, rows = depths, cell colour = accuracy (red 0 .. green 1)
+ * with the percentage written in each cell, and a colour bar. */
+lcx_status lcx_svg_passkey_heatmap(const lcx_passkey_result *r, int mode, const char *title, char **svg);
+lcx_status lcx_svg_write(const char *path, const char *svg); /* atomic */
+
+#endif /* LCX_EVAL_H */

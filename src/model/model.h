@@ -1,0 +1,209 @@
+/* model: one Llama-family decoder (llama, mistral, qwen2, qwen3) written once against the backend table
+ * (kernels/backend.h): forward, backward, chunked loss, AdamW training step, per-layer activation policy.
+ *
+ * Memory: one backend allocation per family of buffers, with views carved out of it (parameter order and
+ * shapes of src/checkpoint/model_params.h):
+ *   params  stored weights, LCX_F32 or LCX_BF16 (what the forward reads)
+ *   master  fp32 master weights (training with bf16 params; with f32 params the params are the master)
+ *   grads   fp32 gradients, same offsets as params (one buffer: the global norm is one sqnorm call)
+ *   adam_m, adam_v  fp32 moments
+ *   normw   fp32 copies of the 1-D norm weights (bf16 params only: rmsnorm takes f32 weights)
+ *   acts    training: activations for max_tokens tokens under the layer policies, plus backward scratch;
+ *           forward-only (training == 0): one layer's working set shared by all layers (lcx_model_forward_bytes)
+ * Every op runs on the model's exec (opts.exec). Its scratch arena is sized once, at init, to the largest
+ * workspace of any op call the model makes at max_tokens / loss_chunk; loss sums, counts and the gradient norm
+ * accumulate on the device and are read back once per forward, forward_backward, optimizer or training step.
+ * (On the CPU the arena's per-thread tiles are sized for the OpenMP thread count at init: raising it later makes
+ * ops fail with the arena-size message.)
+ * Tied embeddings: lm_head reads model.embed_tokens.weight and its gradient adds into the embedding's.
+ *
+ * Positions are explicit global positions (context parallelism passes its chunk positions); RoPE cos/sin come
+ * from src/rope for seq_len = max(position) + 1, so dynamic and longrope follow the length like HF.
+ *
+ * Activation policy per layer (docs/parallel.md "Memory"): KEEP stores everything backward needs; RECOMPUTE
+ * stores the layer
+ * input plus the attention output and its log-sum-exp and reruns the rest of the layer forward in backward
+ * (same kernels, same order: bit-identical gradients); OFFLOAD behaves as KEEP on the CPU backend. */
+#ifndef LCX_MODEL_H
+#define LCX_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formats/hf_config.h"
+#include "kernels/backend.h"
+#include "src/checkpoint/catalog.h"
+#include "src/checkpoint/model_params.h"
+#include "src/rope/rope.h"
+#include "src/model/act_policy.h"
+#include "src/core/status.h"
+
+/* Activation policies (lcx_act_policy, lcx_act_policy_parse) are in src/model/act_policy.h. */
+
+typedef struct lcx_model_opts {
+    lcx_dtype param_dtype;       /* LCX_F32 or LCX_BF16 (stored parameters); 0 means LCX_F32 */
+    int64_t max_tokens;          /* activation capacity: tokens per micro-batch (n_seq * seq_len), >= 1 */
+    int64_t loss_chunk;          /* rows of logits per loss chunk; 0 = 256. Never seq x vocab at once. */
+    int training;                /* allocate grads, master (bf16), AdamW moments */
+    lcx_act_policy policy;       /* every layer (unless layer_policy); keep (0), recompute or offload (not auto) */
+    const lcx_act_policy *layer_policy; /* [num_hidden_layers] or NULL */
+    const lcx_backend *backend;  /* NULL = CPU (or exec's backend) */
+    lcx_exec *exec;              /* queue the model runs on; NULL: the model creates and owns one on backend. A
+                                    given exec is not freed with the model; its arena is grown (never shrunk) to
+                                    what the model needs, so several models may share one queue */
+    int64_t mlp_chunk;           /* forward-only models: rows per MLP chunk, 0 = all rows at once (see below) */
+    lcx_dtype act_dtype;         /* activation storage: LCX_F32 or LCX_BF16 (docs/model.md "bf16 activations");
+                                    0 means LCX_F32. Math stays float32; rstd, LSE, attention's dQ/dK/dV, the
+                                    logits chunk and the loss, gradients and optimizer state stay float32 */
+} lcx_model_opts;
+
+/* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */
+typedef struct lcx_batch {
+    int64_t n_seq, seq_len;
+    const int32_t *ids;       /* host [n_seq * seq_len] token ids */
+    const int32_t *targets;   /* host [n_seq * seq_len]: id predicted at each token, LCX_IGNORE_INDEX = none;
+                                 NULL = HF shift of ids (labels = inputs: target t = ids[t+1], last ignored) */
+    const int32_t *positions; /* host [n_seq * seq_len] global positions, consecutive inside a row;
+                                 NULL = 0 .. seq_len-1 in every row */
+} lcx_batch;
+
+typedef struct lcx_adamw_opts {
+    double lr, beta1, beta2, eps, weight_decay;
+    double max_grad_norm;     /* global-norm clipping threshold; <= 0 disables */
+    int decay_norms_biases;   /* 0 (default): norms and biases get no weight decay (1-D parameters) */
+} lcx_adamw_opts;
+
+/* The defaults: lr 1e-4, betas (0.9, 0.999), eps 1e-8, weight_decay 0.01, max_grad_norm 1, no decay on
+ * norms/biases. */
+lcx_adamw_opts lcx_adamw_opts_default(void);
+
+typedef struct lcx_step_result {
+    double loss;          /* mean next-token loss over counted tokens of all micro-batches */
+    int64_t n_tokens;     /* counted (non-ignored) targets */
+    double grad_norm;     /* global L2 norm before clipping */
+    double clip_scale;    /* factor applied to the gradients (1 when not clipped) */
+    int64_t step;         /* optimizer step number after this step (1-based) */
+    uint64_t peak_rss;    /* process peak RSS in bytes during this step (0 when unknown) */
+} lcx_step_result;
+
+typedef struct lcx_model lcx_model;
+
+/* Allocate a model for cfg (validated config) with opts. Parameters are undefined until loaded or initialised. */
+lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lcx_model_opts *opts);
+void lcx_model_free(lcx_model *m); /* NULL ok */
+
+/* Copy every parameter from an opened checkpoint (any float-loadable dtype, converted to the stored dtype;
+ * master weights keep the float32 value). The catalog must have a config equal in shape to the model's. */
+lcx_status lcx_model_load(lcx_model *m, const lcx_catalog *c);
+/* Random init (norm gains 1, biases 0, weights N(0, std)) from a seed: deterministic. */
+lcx_status lcx_model_init_random(lcx_model *m, uint64_t seed, double std);
+
+/* Open path as a checkpoint and build + load a model (opts->max_tokens etc. as for lcx_model_init). */
+lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opts, lcx_model **out);
+
+/* Forward passes of a model built with training == 0 run layer by layer over one working set (src/model/model_infer.c):
+ * no per-layer activations, no backward scratch, so memory is weights + O(tokens x (hidden + intermediate))
+ * whatever the depth, and float32 results are bit-identical to the training model's forward. opts.mlp_chunk > 0
+ * runs the MLP (norm, gate, up, SwiGLU, down, residual add) mlp_chunk rows at a time, so its intermediate-wide
+ * temporaries no longer grow with the tokens (O(tokens x hidden) in all); its GEMMs then have other shapes and
+ * the CPU backend's thread split and OpenBLAS's register blocking make the last bits differ (docs/model.md
+ * "Forward-only passes": relative differences ~1e-7).
+ * Training models keep their per-layer buffers (what lcx_model_forward_backward needs). */
+
+/* Forward only. *loss_sum / *count: summed next-token loss and counted targets (may be NULL). logits: host
+ * [n_tokens, vocab] float32 filled chunk by chunk, or NULL (then no seq x vocab buffer exists anywhere). */
+lcx_status lcx_model_forward(lcx_model *m, const lcx_batch *b, float *logits, double *loss_sum, int64_t *count);
+
+/* Receives host float32 logits of rows [row0, row0 + rows) of the flattened batch (rows x vocab, row-major),
+ * one loss chunk at a time; the buffer is reused after the call returns. */
+typedef lcx_status (*lcx_logits_fn)(void *user, int64_t row0, int64_t rows, const float *logits, int64_t vocab);
+/* Forward only, handing the logits of rows >= first_row (of the flattened n_seq * seq_len rows) to fn chunk by
+ * chunk: what per-token scoring needs (e.g. src/eval/eval_model.h) without a seq x vocab buffer. Rows below
+ * first_row skip the output projection. */
+lcx_status lcx_model_forward_logits(lcx_model *m, const lcx_batch *b, int64_t first_row, lcx_logits_fn fn,
+                                    void *user);
+
+/* Forward + backward of one micro-batch, gradients ACCUMULATED (+=) into the grads buffer; the loss gradient is
+ * scaled by dscale (1 / global counted tokens, so micro-batches add up to the mean). */
+lcx_status lcx_model_forward_backward(lcx_model *m, const lcx_batch *b, float dscale, double *loss_sum,
+                                      int64_t *count);
+
+/* Counted targets of a batch (targets != LCX_IGNORE_INDEX, or seq_len-1 per row for the HF shift). */
+int64_t lcx_batch_count(const lcx_batch *b);
+
+/* One optimizer step over n_micro micro-batches (gradient accumulation): zero grads, forward+backward each
+ * with dscale = 1/total count, global-norm clipping, AdamW on the fp32 master weights (bias correction,
+ * decoupled weight decay on 2-D weights only unless decay_norms_biases), then the stored params are refreshed
+ * (bf16: round to nearest even). */
+lcx_status lcx_model_train_step(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
+                                lcx_step_result *res);
+/* The optimizer half of a step on the gradients already in the grads buffer: global-norm clipping, AdamW,
+ * stored-parameter refresh (res: grad_norm, clip_scale, step). */
+lcx_status lcx_model_optimizer_step(lcx_model *m, const lcx_adamw_opts *o, lcx_step_result *res);
+/* Zero the grads buffer. */
+lcx_status lcx_model_zero_grads(lcx_model *m);
+
+/* ---- introspection ------------------------------------------------------------------------------------- */
+const lcx_param_table *lcx_model_params(const lcx_model *m);
+const lcx_model_config *lcx_model_config_of(const lcx_model *m);
+lcx_dtype lcx_model_param_dtype(const lcx_model *m);
+/* Host copies (float32) of parameter i's stored value / fp32 master (the stored value for bf16 inference) /
+ * gradient; dst holds numel floats. */
+lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst);
+lcx_status lcx_model_get_master(const lcx_model *m, size_t i, float *dst);
+lcx_status lcx_model_get_grad(const lcx_model *m, size_t i, float *dst);
+/* Overwrite parameter i's gradient from host float32 (tests inject reference gradients). */
+lcx_status lcx_model_set_grad(lcx_model *m, size_t i, const float *src);
+/* Set the loss chunk (rows per chunk, >= 1) without reallocating beyond the capacity given at init (a larger
+ * chunk than the init one fails). */
+lcx_status lcx_model_set_loss_chunk(lcx_model *m, int64_t rows);
+/* Bytes of each buffer family (params, master, grads, moments, activations). */
+typedef struct lcx_model_memory {
+    size_t params, master, grads, moments, acts;
+} lcx_model_memory;
+lcx_model_memory lcx_model_memory_of(const lcx_model *m);
+
+/* Bytes of the activation buffer (lcx_model_memory_of(m).acts) of a model built with opts->training == 0, for
+ * T = opts->max_tokens tokens (docs/model.md "Forward-only passes"), each piece rounded up to 64 bytes:
+ *   residual stream and norm output/h [T, H] x 2, q and o [T, nh*hd] x 2, k and v [T, nkv*hd] x 2,
+ *   log-sum-exp [T, nh], ones [T], ids/targets/positions [T] int32 x 3,
+ *   the MLP rows: C = T (mlp_chunk 0) or min(mlp_chunk, T) rows of [H] + 2 x [F] (SwiGLU writes over gate),
+ *   one logits chunk [min(loss_chunk, T), vocab].
+ * Independent of the number of layers. 0 when the size overflows. */
+size_t lcx_model_forward_bytes(const lcx_model_config *cfg, const lcx_model_opts *opts);
+
+/* ---- KV cache (src/model/model_kv.c): decoding, and scoring continuations of one prefilled prompt ---------------- */
+typedef struct lcx_kv_cache lcx_kv_cache;
+
+/* A cache for `capacity` tokens of a forward-only model's keys and values: K and V [layers][capacity][nkv*hd]
+ * float32, one backend allocation (2 x layers x capacity x nkv x hd x 4 bytes). */
+lcx_status lcx_kv_cache_init(lcx_kv_cache **out, const lcx_model *m, int64_t capacity);
+void lcx_kv_cache_free(lcx_kv_cache *c); /* NULL ok */
+int64_t lcx_kv_cache_len(const lcx_kv_cache *c);      /* cached tokens, at positions 0 .. len-1 */
+int64_t lcx_kv_cache_capacity(const lcx_kv_cache *c);
+size_t lcx_kv_cache_bytes(const lcx_kv_cache *c);
+/* Keep only the first len cached tokens (len <= lcx_kv_cache_len). */
+lcx_status lcx_kv_cache_truncate(lcx_kv_cache *c, int64_t len);
+/* How many cached tokens a cached forward ending at length `total` (its last position + 1) may reuse: all of
+ * them, or 0 when the rope frequencies at that length differ from those the cached keys were rotated with
+ * (dynamic past max_position_embeddings, longrope across original_max_position_embeddings: they depend on the
+ * length, src/rope/rope.h). */
+int64_t lcx_kv_cache_usable(const lcx_model *m, const lcx_kv_cache *c, int64_t total);
+
+/* Cached forward: n new tokens ids[0..n) at positions len .. len+n-1 (len = lcx_kv_cache_len), attending to the
+ * cached prefix and causally to themselves. fn (NULL: no logits) receives the logits of new rows >= first_row
+ * one loss chunk at a time, row numbers counted from the first new token (row r predicts the token after
+ * position len + r). The first n_commit (0 .. n) new tokens are appended to the cache; the others leave it as
+ * it was, so candidate continuations can be scored one after another against one prefilled prompt. Needs a
+ * forward-only model, n <= its max_tokens and len + n <= the cache's capacity. Same kernels as
+ * lcx_model_forward_logits; a prefill into an empty cache gives bit-identical logits, later calls see other
+ * attention tile shapes and may differ in the last bits (docs/model.md "KV cache"). */
+lcx_status lcx_model_forward_cached(lcx_model *m, lcx_kv_cache *c, const int32_t *ids, int64_t n, int64_t n_commit,
+                                    int64_t first_row, lcx_logits_fn fn, void *user);
+
+/* Process peak resident set size in bytes (VmHWM), and a reset of it (Linux clear_refs; returns 0 if it could
+ * not reset, then the peak is over the process lifetime). */
+uint64_t lcx_peak_rss(void);
+int lcx_peak_rss_reset(void);
+
+#endif /* LCX_MODEL_H */

@@ -1,0 +1,182 @@
+/* model internals shared by the model_*.c files (not part of the API). */
+#ifndef LCX_MODEL_INTERNAL_H
+#define LCX_MODEL_INTERNAL_H
+
+#include "src/model/model.h"
+
+/* Views of one layer's activations (T = tokens of the current batch, capacity max_tokens; Q = nh*hd,
+ * KV = nkv*hd). With RECOMPUTE only x_in, o and lse are the layer's own; the rest point into shared scratch.
+ * void *: act tensors in the model's activation dtype m->adt (index them with lcx_m_at); float *: always f32. */
+typedef struct lcx_layer_acts {
+    void *x_in;           /* [T, H] layer input (residual stream) */
+    void *xn1;            /* [T, H] */
+    float *rstd1;         /* [T] */
+    void *qpre, *kpre;    /* [T, Q], [T, KV] before q_norm/k_norm (qwen3 only, else NULL) */
+    float *rstdq, *rstdk; /* [T*nh], [T*nkv] (qwen3 only) */
+    void *q, *k, *v;      /* [T, Q], [T, KV], [T, KV]: q, k after norm + rope */
+    void *o;              /* [T, Q] attention output */
+    float *lse;           /* [T, nh] log-sum-exp */
+    void *h;              /* [T, H] residual after attention */
+    void *xn2;            /* [T, H] */
+    float *rstd2;         /* [T] */
+    void *gate, *up, *act; /* [T, F] */
+} lcx_layer_acts;
+
+/* Results that stay on the device until read once per call or step: the gradients' squared norm and the loss
+ * sum and count of each micro-batch (a training step reads them all with one copy). */
+typedef struct lcx_loss_slot {
+    double loss_sum;
+    int64_t count;
+} lcx_loss_slot;
+typedef struct lcx_dev_results {
+    double grad_sq;
+    int64_t pad_;
+    lcx_loss_slot loss[]; /* [res_cap] */
+} lcx_dev_results;
+
+/* Forward-only working set (training == 0, src/model/model_infer.c): what one layer needs for T = max_tokens tokens,
+ * shared by all layers. y holds the attention norm's output, then the residual after attention (h), then the
+ * final norm's output; the MLP runs in chunks of mlp_chunk rows. */
+typedef struct lcx_infer_ws {
+    int64_t mlp_chunk;        /* rows per MLP chunk (<= max_tokens) */
+    void *x, *y;              /* act [T, H] residual stream; norm output / h */
+    void *q, *k, *v, *o;      /* act [T, Q], [T, KV], [T, KV], [T, Q] (q/k normalised in place for qwen3) */
+    float *lse;               /* f32 [T, nh] */
+    void *xn2, *gate, *up;    /* act [C, H], [C, F], [C, F]: one MLP chunk (SwiGLU output over gate) */
+} lcx_infer_ws;
+
+struct lcx_model {
+    const lcx_backend *be;
+    lcx_exec *x;              /* every op runs on it; its arena holds lcx_model_workspace() bytes */
+    int own_x;                /* created by lcx_model_init (freed with the model) */
+    lcx_dtype adt;            /* activation dtype of the op calls (opts.act_dtype: LCX_F32 or LCX_BF16) */
+    lcx_dev_results *d_res;   /* device */
+    int64_t res_cap;          /* loss slots in d_res */
+    lcx_model_config cfg;     /* copy; json not owned (NULL) */
+    lcx_param_table tab;
+    lcx_rope_plan rope;
+    lcx_dtype pdt;            /* stored parameter dtype */
+    int training;
+    int64_t L, H, nh, nkv, hd, Q, KV, F, V;
+    int64_t max_tokens, loss_chunk, loss_chunk_cap;
+    lcx_act_policy *policy;   /* [L] */
+
+    /* parameter families (device) */
+    size_t *off;              /* [tab.n] element offset of each parameter */
+    uint64_t n_elems;         /* elements over all parameters */
+    void *params;             /* pdt [n_elems] */
+    float *master;            /* f32 [n_elems]: == params when pdt is f32; NULL for bf16 without training */
+    float *grads;             /* f32 [n_elems] or NULL */
+    float *adam_m, *adam_v;   /* f32 [n_elems] or NULL */
+    float *normw;             /* bf16 params: f32 copies of the norm weights [n_norm_elems], else NULL */
+    size_t *norm_off;         /* [tab.n] element offset of each norm weight inside normw */
+    uint64_t n_norm_elems;
+    int64_t *idx;             /* [L * LCX_PARAM_KIND_COUNT] parameter index per (layer, kind), -1 absent */
+    int64_t embed_i, final_norm_i, lm_head_i; /* lm_head_i == embed_i when tied */
+    int64_t step;
+
+    /* activations (device): one allocation */
+    void *acts_buf;
+    size_t acts_bytes;
+    lcx_layer_acts *layer;    /* [L] */
+    /* void *: act dtype (adt); float *: f32 whatever adt is (the backend contract's non-act tensors) */
+    void **resid;             /* [L+1] act [T, H]: resid[l] is layer l's input, resid[L] the last output */
+    void *xf;                 /* act [T, H] final norm output */
+    float *rstdf;             /* f32 [T] */
+    float *ones;              /* f32 [T] all 1 (bias add / bias grad through matmul with a_dtype F32) */
+    int32_t *d_ids, *d_tgt, *d_pos; /* [T] */
+    float *logit_chunk;       /* f32 [loss_chunk, V]: the loss is computed from float32 logits whatever adt is */
+    /* backward scratch */
+    void *dres, *dxn;         /* act [T, H] */
+    float *dq, *dk, *dv;      /* f32 [T, Q], [T, KV], [T, KV]: attention_bwd's accumulators */
+    void *dout;               /* act [T, Q]: attention's output gradient, then dq/dk/dv cast to adt (KV <= Q) */
+    void *dgate, *dup, *dact; /* act [T, F] */
+
+    lcx_infer_ws ws;          /* forward-only models: the shared working set (else zero) */
+
+    /* rope tables (device), recomputed when the length changes */
+    int64_t rope_len;         /* positions the tables hold (0 = none) */
+    float *rope_cos, *rope_sin; /* [rope_len, n_pairs] */
+    float *inv_freq;          /* host [n_pairs]: the frequencies the tables were built from */
+    double rope_attn;         /* and their attention factor */
+};
+
+/* Byte cursor over one allocation (c->base NULL: sizing pass only); every piece 64-byte aligned. */
+typedef struct lcx_cursor {
+    char *base;
+    size_t used;
+    int overflow;
+} lcx_cursor;
+
+static inline void *lcx_cursor_take(lcx_cursor *c, int64_t n, size_t elem) {
+    size_t bytes;
+    if (n < 0 || !lcx_mul_size((size_t)n, elem, &bytes) || !lcx_add_size(bytes, 63, &bytes)) {
+        c->overflow = 1;
+        return NULL;
+    }
+    bytes &= ~(size_t)63;
+    void *p = c->base ? c->base + c->used : NULL;
+    if (!lcx_add_size(c->used, bytes, &c->used)) c->overflow = 1;
+    return p;
+}
+
+/* Parameter pointers. */
+static inline void *lcx_m_param(const lcx_model *m, int64_t i) {
+    return (char *)m->params + m->off[i] * (m->pdt == LCX_BF16 ? 2 : 4);
+}
+static inline float *lcx_m_grad(const lcx_model *m, int64_t i) { return m->grads + m->off[i]; }
+/* Element n of an act tensor p (in the model's activation dtype: byte offset n * lcx_act_size(adt)). */
+static inline void *lcx_m_at(const lcx_model *m, const void *p, int64_t n) {
+    return (char *)(uintptr_t)p + (size_t)n * lcx_act_size(m->adt);
+}
+/* f32 weights for rmsnorm */
+static inline const float *lcx_m_normw(const lcx_model *m, int64_t i) {
+    return m->pdt == LCX_BF16 ? m->normw + m->norm_off[i] : (const float *)m->params + m->off[i];
+}
+static inline int64_t lcx_m_idx(const lcx_model *m, int layer, lcx_param_kind k) {
+    return m->idx[(size_t)layer * LCX_PARAM_KIND_COUNT + k];
+}
+
+/* Forward-only models (model_infer.c): lay out the working set and the shared buffers (ones, ids, logits
+ * chunk) in place of the per-layer activations. */
+void lcx_infer_layout(lcx_model *m, lcx_cursor *c);
+/* Every decoder layer of a forward pass after lcx_model_embed: resid[L] holds the output. Training models run
+ * lcx_layer_forward into their per-layer buffers, forward-only ones the working set. */
+lcx_status lcx_model_layers_fwd(lcx_model *m, const lcx_batch *b);
+/* The layers of a cached forward (model_kv.c): b is one row of new tokens at positions n_past .. n_past+T-1,
+ * k and v the cache [L][cap][KV] whose rows 0 .. n_past-1 hold the prefix; the new keys/values are written to
+ * rows n_past .. of every layer. Forward-only models only. */
+lcx_status lcx_infer_layers_cached(lcx_model *m, const lcx_batch *b, void *k, void *v, int64_t cap,
+                                   int64_t n_past);
+/* Final norm of rows [0, T) of resid[L], then the logits of rows first_row .. T-1 handed to fn one loss chunk at
+ * a time (model_logits.c). */
+lcx_status lcx_model_emit_logits(lcx_model *m, int64_t T, int64_t first_row, lcx_logits_fn fn, void *user);
+
+/* Internal steps (model_forward.c, model_backward.c, model_loss.c). */
+/* Validate and upload ids/positions/targets, (re)build the rope tables; *count = counted targets. */
+lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count);
+lcx_status lcx_model_embed(lcx_model *m, int64_t T);
+/* Layer forward into a (skip_attention: o/lse already hold the attention result; used by recompute). */
+lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b, int skip_attention);
+lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b);
+/* Final norm + lm_head + cross-entropy in chunks. With backward: dres = gradient wrt resid[L], lm_head grads
+ * accumulated. logits: optional host [T, V] output. The loss sum and count accumulate into the device slot acc. */
+lcx_status lcx_model_loss(lcx_model *m, int64_t T, int backward, float dscale, float *logits, lcx_loss_slot *acc);
+/* Forward + backward of one micro-batch into the device slot acc (the public call reads it back). */
+lcx_status lcx_model_fwd_bwd(lcx_model *m, const lcx_batch *b, float dscale, lcx_loss_slot *acc);
+/* y[T, out] (=|+=) x[T, in] W^T (+ bias) for parameter index wi (bias index bi or -1). */
+lcx_status lcx_linear_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, int64_t out, int64_t wi, int64_t bi,
+                          void *y);
+/* The model's exec (model_exec.c): taken from opts or created (init, before any buffer), arena and result slots
+ * sized once the shapes are known (reserve), released last (free). */
+lcx_status lcx_model_exec_init(lcx_model *m, const lcx_model_opts *opts);
+lcx_status lcx_model_exec_reserve(lcx_model *m);
+void lcx_model_exec_free(lcx_model *m);
+/* Scratch bytes the exec's arena needs for every op call of the model at its capacity. */
+size_t lcx_model_workspace(const lcx_model *m);
+/* Make room for n loss slots in d_res (kept when large enough; contents are not kept). */
+lcx_status lcx_model_reserve_results(lcx_model *m, int64_t n);
+
+#include "src/model/model_ops.h"
+
+#endif

@@ -1,0 +1,41 @@
+/* model_logits: forward with the logits handed out chunk by chunk (per-token scoring for evaluation). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/model/model_internal.h"
+
+lcx_status lcx_model_emit_logits(lcx_model *m, int64_t T, int64_t first_row, lcx_logits_fn fn, void *user) {
+    const lcx_backend *be = m->be;
+    int64_t H = m->H, V = m->V, C = m->loss_chunk;
+    LCX_TRY(lcx_m_rmsnorm_fwd(m, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->xf, m->rstdf, T, H));
+    float *host = malloc((size_t)C * (size_t)V * sizeof(float)); /* C x V was allocated at init: no overflow */
+    LCX_FAIL_IF(!host, LCX_ERR_OOM, "no memory for %lld x %lld logits", (long long)C, (long long)V);
+    lcx_status st = LCX_OK;
+    for (int64_t r0 = first_row; r0 < T && st == LCX_OK; r0 += C) {
+        int64_t c = T - r0 < C ? T - r0 : C;
+        lcx_matmul_args a;
+        memset(&a, 0, sizeof a);
+        a.trans_b = 1, a.m = c, a.n = V, a.k = H, a.batch = 1, a.alpha = 1.0f;
+        a.a_dtype = m->adt, a.a = lcx_m_at(m, m->xf, r0 * H);
+        a.b_dtype = m->pdt, a.b = lcx_m_param(m, m->lm_head_i);
+        a.c_dtype = LCX_F32, a.c = m->logit_chunk; /* f32 logits whatever the act dtype (model_loss.c) */
+        st = be->matmul(m->x, &a);
+        if (st == LCX_OK) st = be->copy_d2h(m->x, host, m->logit_chunk, (size_t)(c * V) * sizeof(float));
+        if (st == LCX_OK) st = fn(user, r0, c, host, V);
+    }
+    free(host);
+    return st;
+}
+
+lcx_status lcx_model_forward_logits(lcx_model *m, const lcx_batch *b, int64_t first_row, lcx_logits_fn fn,
+                                    void *user) {
+    LCX_FAIL_IF(!fn, LCX_ERR_INVALID, "lcx_model_forward_logits: no callback");
+    int64_t n = 0;
+    LCX_TRY(lcx_model_prepare(m, b, &n));
+    int64_t T = b->n_seq * b->seq_len;
+    LCX_FAIL_IF(first_row < 0 || first_row > T, LCX_ERR_INVALID,
+                "lcx_model_forward_logits: first_row %lld outside [0, %lld]", (long long)first_row, (long long)T);
+    LCX_TRY(lcx_model_embed(m, T));
+    LCX_TRY(lcx_model_layers_fwd(m, b));
+    return lcx_model_emit_logits(m, T, first_row, fn, user);
+}

@@ -1,0 +1,22 @@
+/* model_state: the whole training state of a model (fp32 master weights, AdamW moments, optimizer step) in and
+ * out of host memory, so a training run can save it and continue bit-exactly (src/train/train.h). */
+#ifndef LCX_MODEL_STATE_H
+#define LCX_MODEL_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/model/model.h"
+
+/* Host copies (float32, numel each) of parameter i's AdamW first / second moments. Fails when the model was not
+ * built for training. */
+lcx_status lcx_model_get_moments(const lcx_model *m, size_t i, float *adam_m, float *adam_v);
+/* Overwrite parameter i: master (and the stored value: f32 copy, or bf16 round-to-nearest-even of the master,
+ * exactly what an optimizer step writes) and, when non-NULL, its moments (training models only). */
+lcx_status lcx_model_set_state(lcx_model *m, size_t i, const float *master, const float *adam_m,
+                               const float *adam_v);
+/* Optimizer steps taken (AdamW bias correction uses it); set it when restoring a saved state. */
+int64_t lcx_model_step_count(const lcx_model *m);
+void lcx_model_set_step_count(lcx_model *m, int64_t step);
+
+#endif

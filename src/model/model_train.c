@@ -1,0 +1,114 @@
+/* model_train: one optimizer step = gradient accumulation over micro-batches, global-norm clipping, AdamW on the
+ * fp32 master weights, refresh of the stored (f32 or bf16) parameters. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "src/model/model_internal.h"
+
+/* Default exclusion rule (as the usual PyTorch param groups): decay 2-D weights (linear, embedding, lm_head);
+ * norms and biases (1-D) get none. */
+static int decays(const lcx_param_spec *s, const lcx_adamw_opts *o) {
+    if (o->decay_norms_biases) return 1;
+    return s->role == LCX_ROLE_LINEAR || s->role == LCX_ROLE_EMBEDDING || s->role == LCX_ROLE_LM_HEAD;
+}
+
+static lcx_status check_hp(const lcx_adamw_opts *o) {
+    LCX_FAIL_IF(!(o->lr >= 0) || !(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) ||
+                    !(o->eps >= 0) || !(o->weight_decay >= 0),
+                LCX_ERR_INVALID, "train step: bad AdamW hyper-parameters (lr %g, betas %g %g, eps %g, wd %g)", o->lr,
+                o->beta1, o->beta2, o->eps, o->weight_decay);
+    return LCX_OK;
+}
+
+/* AdamW over every parameter with the clipping factor from the squared gradient norm sq (read from the device by
+ * the caller), then the bf16 refresh of the norm weights' float32 copies. */
+static lcx_status apply_adamw(lcx_model *m, const lcx_adamw_opts *o, double sq, lcx_step_result *res) {
+    const lcx_backend *be = m->be;
+    double norm = sqrt(sq), scale = 1.0;
+    LCX_FAIL_IF(!isfinite(norm), LCX_ERR_INVALID, "train step %lld: gradient norm is %g", (long long)m->step + 1,
+                norm);
+    if (o->max_grad_norm > 0) {
+        /* torch.nn.utils.clip_grad_norm_: coef = max / (norm + 1e-6), clamped to 1 */
+        double coef = o->max_grad_norm / (norm + 1e-6);
+        if (coef < 1.0) scale = coef;
+    }
+    m->step++;
+    lcx_adamw_args args = {o->lr, o->beta1, o->beta2, o->eps, 0.0, m->step, scale, 0, NULL, NULL, NULL, NULL, NULL};
+    for (size_t i = 0; i < m->tab.n; i++) {
+        const lcx_param_spec *s = &m->tab.params[i];
+        size_t off = m->off[i];
+        args.weight_decay = decays(s, o) ? o->weight_decay : 0.0;
+        args.n = (int64_t)s->numel;
+        args.param = m->master + off, args.grad = m->grads + off, args.m = m->adam_m + off, args.v = m->adam_v + off;
+        args.param_bf16 = m->pdt == LCX_BF16 ? (uint16_t *)lcx_m_param(m, (int64_t)i) : NULL;
+        LCX_TRY(be->adamw(m->x, &args));
+        if (args.param_bf16 && s->role == LCX_ROLE_NORM)
+            LCX_TRY(lcx_m_cast(m, args.param_bf16, LCX_BF16, m->normw + m->norm_off[i], LCX_F32, args.n));
+    }
+    LCX_TRY(be->sync(m->x));
+    if (res) {
+        res->grad_norm = norm;
+        res->clip_scale = scale;
+        res->step = m->step;
+    }
+    return LCX_OK;
+}
+
+/* The gradients' squared norm into d_res->grad_sq (zeroed first): one sqnorm over the whole grads buffer. */
+static lcx_status grad_sqnorm(lcx_model *m) {
+    LCX_TRY(m->be->zero(m->x, &m->d_res->grad_sq, sizeof(double)));
+    lcx_sqnorm_args a = {(int64_t)m->n_elems, m->grads, &m->d_res->grad_sq};
+    return m->be->sqnorm(m->x, &a);
+}
+
+lcx_status lcx_model_train_step(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
+                                lcx_step_result *res) {
+    LCX_FAIL_IF(!m->training, LCX_ERR_INVALID, "model: not built for training (opts.training = 0)");
+    LCX_FAIL_IF(n_micro < 1 || !micro, LCX_ERR_INVALID, "train step: no micro-batches");
+    LCX_TRY(check_hp(o));
+    lcx_peak_rss_reset();
+    int64_t total = 0;
+    for (int i = 0; i < n_micro; i++) total += lcx_batch_count(&micro[i]);
+    LCX_FAIL_IF(total == 0, LCX_ERR_INVALID, "train step: no counted target in the batch (all labels are %d)",
+                LCX_IGNORE_INDEX);
+    LCX_TRY(lcx_model_reserve_results(m, n_micro));
+    size_t res_bytes = sizeof(lcx_dev_results) + (size_t)n_micro * sizeof(lcx_loss_slot);
+    LCX_TRY(lcx_model_zero_grads(m));
+    LCX_TRY(m->be->zero(m->x, m->d_res, res_bytes));
+    /* loss normalised by the global count: micro-batch gradients add up to the gradient of the mean */
+    float dscale = (float)(1.0 / (double)total);
+    for (int i = 0; i < n_micro; i++) {
+        lcx_status st = lcx_model_fwd_bwd(m, &micro[i], dscale, &m->d_res->loss[i]);
+        if (st != LCX_OK) return lcx_fail_context(st, "micro-batch %d: ", i);
+    }
+    LCX_TRY(grad_sqnorm(m));
+    /* the step's one read: the norm and every micro-batch's loss */
+    lcx_dev_results *h = malloc(res_bytes);
+    LCX_FAIL_IF(!h, LCX_ERR_OOM, "train step: out of memory");
+    lcx_status st = m->be->copy_d2h(m->x, h, m->d_res, res_bytes);
+    double loss = 0;
+    int64_t counted = 0;
+    for (int i = 0; i < n_micro; i++) { /* micro-batch order, as their sums were formed */
+        loss += h->loss[i].loss_sum;
+        counted += h->loss[i].count;
+    }
+    double sq = h->grad_sq;
+    free(h);
+    LCX_TRY(st);
+    LCX_TRY(apply_adamw(m, o, sq, res));
+    if (res) {
+        res->loss = loss / (double)counted;
+        res->n_tokens = counted;
+        res->peak_rss = lcx_peak_rss();
+    }
+    return LCX_OK;
+}
+
+lcx_status lcx_model_optimizer_step(lcx_model *m, const lcx_adamw_opts *o, lcx_step_result *res) {
+    LCX_FAIL_IF(!m->training, LCX_ERR_INVALID, "model: not built for training (opts.training = 0)");
+    LCX_TRY(check_hp(o));
+    LCX_TRY(grad_sqnorm(m));
+    double sq = 0;
+    LCX_TRY(m->be->copy_d2h(m->x, &sq, &m->d_res->grad_sq, sizeof sq));
+    return apply_adamw(m, o, sq, res);
+}

@@ -1,0 +1,668 @@
+/* plan: stage expansion, rope per stage, batch/step arithmetic, analytic estimates (docs/plan.md). */
+#include "src/plan/plan.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/checkpoint/catalog.h"
+#include "src/checkpoint/model_params.h"
+#include "src/core/units.h"
+
+/* ---- estimates ---------------------------------------------------------------------------------------------- */
+static double per_tp(int64_t x, int64_t tp) { return x >= tp ? (double)x / (double)tp : 1.0; }
+
+double lcx_mem_layer_keep(const lcx_mem_model *m) {
+    double H = (double)m->hidden, d = (double)m->head_dim;
+    double nh = per_tp(m->heads, m->tp), nkv = per_tp(m->kv_heads, m->tp), F = (double)m->ffn / (double)m->tp;
+    /* x, attn-norm out, q, k, v, attention out, residual, mlp-norm out, gate, up, silu(gate)*up;
+     * fp32: two rstd, one LSE per head */
+    return m->act_bytes * (4 * H + 2 * nh * d + 2 * nkv * d + 3 * F) + 4 * (2 + nh);
+}
+
+double lcx_mem_layer_recompute(const lcx_mem_model *m) {
+    double nh = per_tp(m->heads, m->tp);
+    /* layer input + attention output and its LSE (so the quadratic attention is not rerun) */
+    return m->act_bytes * ((double)m->hidden + nh * (double)m->head_dim) + 4 * nh;
+}
+
+void lcx_mem_estimate_compute(const lcx_mem_model *m, int64_t seq_len, int64_t micro_seqs,
+                              const lcx_act_policy *policy, lcx_mem_estimate *e) {
+    memset(e, 0, sizeof *e);
+    double P = (double)m->n_params / (double)m->tp;
+    double w = m->weight_bytes;
+    e->weights = P * w;
+    e->grads = P * 4;
+    e->master = w < 4 ? P * 4 : 0;
+    e->optimizer = P * 8;
+    double T = (double)seq_len * (double)micro_seqs / (double)m->cp; /* tokens per device per micro-batch */
+    double keep = lcx_mem_layer_keep(m), rec = lcx_mem_layer_recompute(m);
+    int any_rec = 0, any_off = 0;
+    double stored = 0;
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        switch (policy[l]) {
+        case LCX_ACT_RECOMPUTE: stored += rec, any_rec = 1; break;
+        case LCX_ACT_OFFLOAD: e->host += T * keep, any_off = 1; break;
+        default: stored += keep; break;
+        }
+    }
+    /* embedding output and final-norm output (+ its rstd) */
+    e->activations = T * stored + T * (2.0 * m->act_bytes * (double)m->hidden + 4);
+    e->workspace = T * keep * (1 + any_rec + any_off);
+    double chunk = (double)(m->loss_chunk < T ? m->loss_chunk : (int64_t)T);
+    e->logits = chunk * per_tp(m->vocab, m->tp) * 4 * 2;
+    if (m->cp > 1) e->cp_buffers = 8.0 * T * per_tp(m->kv_heads, m->tp) * (double)m->head_dim * m->act_bytes;
+    e->total = e->weights + e->grads + e->master + e->optimizer + e->activations + e->workspace + e->logits +
+               e->cp_buffers;
+}
+
+double lcx_matmul_params(const lcx_mem_model *m) {
+    double H = (double)m->hidden, d = (double)m->head_dim, F = (double)m->ffn;
+    double per_layer = H * (double)m->heads * d * 2 + H * (double)m->kv_heads * d * 2 + 3 * H * F;
+    return (double)m->n_layers * per_layer + (double)m->vocab * H;
+}
+
+double lcx_flops_per_token(const lcx_mem_model *m, int64_t seq_len) {
+    return 6.0 * lcx_matmul_params(m) +
+           6.0 * (double)m->n_layers * (double)m->heads * (double)m->head_dim * ((double)seq_len + 1.0);
+}
+
+/* ---- options ------------------------------------------------------------------------------------------------ */
+void lcx_plan_opts_default(lcx_plan_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->tp = o->cp = o->dp = 1;
+    o->weight_bytes = 2;
+    o->act_bytes = 2;
+    o->loss_chunk = 4096;
+}
+
+void lcx_plan_free(lcx_plan *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_stages; i++) free(p->stages[i].activation);
+    free(p->stages);
+    free(p->recipe_name);
+    free(p->recipe_label);
+    free(p);
+}
+
+static void note(lcx_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(lcx_plan *p, const char *fmt, ...) {
+    if (p->n_notes >= LCX_PLAN_MAX_NOTES) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->notes[p->n_notes++], sizeof p->notes[0], fmt, ap);
+    va_end(ap);
+}
+
+typedef struct warn_ctx {
+    lcx_plan *p;
+    int64_t len;
+} warn_ctx;
+
+static void on_rope_warn(void *user, const char *msg) {
+    warn_ctx *w = user;
+    char len[32];
+    note(w->p, "stage %s: %s", lcx_format_length(w->len, len, sizeof len), msg);
+}
+
+/* ---- stage list -------------------------------------------------------------------------------------------- */
+typedef struct pending {
+    size_t rs;     /* recipe stage */
+    int64_t len;
+} pending;
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static lcx_status expand_stages(lcx_plan *p, const lcx_recipe *r, int64_t divisor, pending *out, int *n_out) {
+    int n = 0;
+    int64_t last = p->current_context, target = p->target;
+    char b1[32], b2[32], b3[32];
+    int64_t dropped_len = 0, last_explicit = 0;
+    int last_explicit_line = 0;
+    for (size_t i = 0; i < r->n_stages; i++) {
+        lcx_recipe_stage s;
+        lcx_recipe_stage_resolve(r, i, &s);
+        if (s.seq_kind == LCX_SEQ_VALUE) {
+            last_explicit = s.seq_len, last_explicit_line = s.line[LCX_RF_SEQ_LEN];
+            if (s.seq_len <= p->current_context) {
+                p->n_skipped++;
+                note(p, "%s:%d: stage %s skipped: the model already handles %s", r->label, s.line[LCX_RF_SEQ_LEN],
+                     lcx_format_length(s.seq_len, b1, sizeof b1), lcx_format_length(p->current_context, b2, sizeof b2));
+                continue;
+            }
+            if (s.seq_len > target) {
+                if (!dropped_len) dropped_len = s.seq_len;
+                continue;
+            }
+            out[n++] = (pending){i, s.seq_len};
+            last = s.seq_len;
+        } else if (s.seq_kind == LCX_SEQ_TARGET) {
+            if (target > last) out[n++] = (pending){i, target}, last = target;
+        } else { /* auto: x2 while the target is at least 1.5x ahead */
+            int64_t len = last;
+            while (n < LCX_RECIPE_MAX_STAGES + 40) {
+                int64_t next = round_up(len * 2, divisor);
+                if (next >= target || (double)target < 1.5 * (double)next) break;
+                out[n++] = (pending){i, next};
+                len = next;
+            }
+            out[n++] = (pending){i, target};
+            last = target;
+        }
+    }
+    if (last != target) {
+        if (dropped_len && n == 0)
+            return lcx_fail(LCX_ERR_INVALID, "%s: --to %s is below the first stage of recipe '%s' (%s)", r->label,
+                            lcx_format_length(target, b1, sizeof b1), r->name,
+                            lcx_format_length(dropped_len, b3, sizeof b3));
+        if (dropped_len)
+            return lcx_fail(LCX_ERR_INVALID, "%s: --to %s falls between the recipe's stage lengths %s and %s: the last "
+                                             "stage must end at the target (use one of the recipe's lengths or a "
+                                             "recipe with seq_len: auto)",
+                            r->label, lcx_format_length(target, b1, sizeof b1),
+                            lcx_format_length(last, b2, sizeof b2), lcx_format_length(dropped_len, b3, sizeof b3));
+        return lcx_fail(LCX_ERR_INVALID, "%s:%d: target %s is not reachable by recipe '%s': its last stage is %s (add "
+                                         "a stage, or use a recipe with seq_len: auto or target)",
+                        r->label, last_explicit_line, lcx_format_length(target, b1, sizeof b1), r->name,
+                        lcx_format_length(last_explicit, b2, sizeof b2));
+    }
+    *n_out = n;
+    return LCX_OK;
+}
+
+/* ---- one stage -------------------------------------------------------------------------------------------- */
+static lcx_status plan_rope(lcx_plan *p, const lcx_model_config *cfg, const lcx_recipe *r, const lcx_recipe_stage *s,
+                            lcx_plan_stage *ps) {
+    char b1[32];
+    const char *lab = r->label;
+    /* A --method other than the stage's own drops the stage's method-specific values (they were meant for it). */
+    int own = !p->opts.has_method || p->opts.method == s->method;
+    ps->method = p->opts.has_method ? p->opts.method : s->method;
+    lcx_rope_extend req;
+    memset(&req, 0, sizeof req);
+    req.method = ps->method;
+    req.target = ps->seq_len;
+    lcx_rope_plan in;
+    LCX_TRY(lcx_rope_plan_init(&in, &cfg->rope, cfg->head_dim, cfg->max_position_embeddings, NULL, NULL));
+    if (ps->method == LCX_EXTEND_ABF) {
+        lcx_theta_kind tk = own ? s->theta_kind : LCX_THETA_AUTO;
+        double ratio = (double)ps->seq_len / (double)p->current_context;
+        if (tk == LCX_THETA_VALUE) req.theta = s->theta;
+        else if (tk == LCX_THETA_PER_DOUBLING) req.theta = cfg->rope.theta * pow(s->theta, log2(ratio));
+        else {
+            LCX_FAIL_IF(in.rot_dim <= 2, LCX_ERR_INVALID, "abf with theta auto needs a rotary dim > 2");
+            req.theta = cfg->rope.theta * pow(ratio, (double)in.rot_dim / (double)(in.rot_dim - 2));
+        }
+    }
+    if (ps->method == LCX_EXTEND_LLAMA3 && own) {
+        req.low_freq_factor = s->low_freq_factor;
+        req.high_freq_factor = s->high_freq_factor;
+    }
+    if (ps->method == LCX_EXTEND_LONGROPE) {
+        LCX_FAIL_IF(!own || !s->n_short_factor, LCX_ERR_INVALID,
+                    "%s:%d: method longrope needs short_factor and long_factor lists in the recipe stage", lab,
+                    s->line_start);
+        LCX_FAIL_IF(s->n_short_factor != in.n_pairs || s->n_long_factor != in.n_pairs, LCX_ERR_INVALID,
+                    "%s:%d: key 'short_factor': longrope lists need %lld entries (rotary dim / 2) for this model, got "
+                    "%d and %d",
+                    lab, s->line[LCX_RF_SHORT_FACTOR], (long long)in.n_pairs, s->n_short_factor, s->n_long_factor);
+        req.short_factor = s->short_factor, req.n_short_factor = s->n_short_factor;
+        req.long_factor = s->long_factor, req.n_long_factor = s->n_long_factor;
+    }
+    warn_ctx wc = {p, ps->seq_len};
+    lcx_status st = lcx_rope_plan_extension(&cfg->rope, cfg->head_dim, cfg->max_position_embeddings, &req, &ps->rope,
+                                            &ps->max_pos, on_rope_warn, &wc);
+    if (st != LCX_OK)
+        return lcx_fail_context(st, "%s:%d: stage %s: ", lab, s->line_start,
+                                lcx_format_length(ps->seq_len, b1, sizeof b1));
+    /* An explicit factor replaces N/L0 (Llama 3.1 trains every stage with factor 8, YaRN trains 64k with s=32). */
+    int factor_method = ps->method == LCX_EXTEND_YARN || ps->method == LCX_EXTEND_PI ||
+                        ps->method == LCX_EXTEND_LLAMA3 || ps->method == LCX_EXTEND_LONGROPE;
+    if (own && factor_method && !s->factor_auto) {
+        ps->rope.factor = s->factor;
+        double L = ps->method == LCX_EXTEND_PI ? (double)p->original_length
+                                                : (double)ps->rope.original_max_position_embeddings;
+        double designed = L * s->factor;
+        LCX_FAIL_IF(!(designed > (double)p->original_length), LCX_ERR_INVALID,
+                    "%s:%d: key 'factor': %g does not extend the original length %lld", lab, s->line[LCX_RF_FACTOR],
+                    s->factor, (long long)p->original_length);
+        if (designed > (double)ps->max_pos) ps->max_pos = (int64_t)llround(designed);
+        if (designed < (double)ps->seq_len) {
+            char b2[32];
+            note(p, "stage %s: factor %g is designed for %s tokens (L x factor); the stage trains longer sequences",
+                 lcx_format_length(ps->seq_len, b1, sizeof b1), s->factor,
+                 lcx_format_length((int64_t)llround(designed), b2, sizeof b2));
+        }
+    }
+    lcx_rope_plan check;
+    st = lcx_rope_plan_init(&check, &ps->rope, cfg->head_dim, ps->max_pos, NULL, NULL);
+    if (st != LCX_OK) return lcx_fail_context(st, "%s:%d: stage %s: ", lab, s->line_start,
+                                             lcx_format_length(ps->seq_len, b1, sizeof b1));
+    ps->attn_factor = check.attn;
+    return LCX_OK;
+}
+
+static lcx_status plan_batch(lcx_plan *p, const lcx_recipe *r, const lcx_recipe_stage *s, lcx_plan_stage *ps) {
+    const char *lab = r->label;
+    int64_t S = ps->seq_len;
+    int64_t tpb = s->tokens_per_batch ? s->tokens_per_batch : S;
+    int64_t unit = (s->grad_accum ? s->grad_accum : 1) * p->opts.dp;
+    /* whole sequences per step, nearest to tokens_per_batch, a multiple of dp x grad_accum */
+    int64_t seqs = (tpb + S / 2) / S;
+    seqs = (seqs + unit / 2) / unit * unit;
+    if (seqs < unit) seqs = unit;
+    LCX_FAIL_IF(seqs > (INT64_C(1) << 40) / S, LCX_ERR_INVALID, "%s:%d: key 'tokens_per_batch': too large", lab,
+                s->line[LCX_RF_TOKENS_PER_BATCH]);
+    ps->seqs_per_step = seqs;
+    /* grad_accum auto: one sequence per device per micro-batch (the least activation memory, same FLOPs) */
+    ps->grad_accum = s->grad_accum ? s->grad_accum : seqs / p->opts.dp;
+    ps->micro_seqs = seqs / (ps->grad_accum * p->opts.dp);
+    ps->tokens_per_step = seqs * S;
+    if (s->steps) {
+        ps->steps = s->steps;
+    } else {
+        ps->steps = (s->tokens + ps->tokens_per_step - 1) / ps->tokens_per_step;
+    }
+    LCX_FAIL_IF(ps->steps > (INT64_C(1) << 40) / ps->tokens_per_step, LCX_ERR_INVALID,
+                "%s:%d: stage budget too large", lab, s->line_start);
+    ps->tokens = ps->steps * ps->tokens_per_step;
+    int64_t warmup = s->lr_warmup;
+    if (!s->line[LCX_RF_LR_WARMUP] && warmup > ps->steps) warmup = ps->steps; /* built-in default: shrink */
+    LCX_FAIL_IF(warmup > ps->steps, LCX_ERR_INVALID,
+                "%s:%d: key 'lr.warmup_steps': %lld warm-up steps exceed the stage's %lld steps (%lld tokens / %lld "
+                "per step)",
+                lab, s->line[LCX_RF_LR_WARMUP], (long long)warmup,
+                (long long)ps->steps, (long long)s->tokens, (long long)ps->tokens_per_step);
+    ps->lr = (lcx_lr_schedule){s->lr_schedule, s->lr_peak, s->lr_min, warmup, ps->steps};
+    ps->save_interval = s->save_interval;
+    return LCX_OK;
+}
+
+static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe_stage *s, lcx_plan_stage *ps) {
+    const lcx_mem_model *m = &p->model;
+    int64_t L = m->n_layers;
+    char b1[32];
+    ps->activation = malloc((size_t)L * sizeof *ps->activation);
+    LCX_FAIL_IF(!ps->activation, LCX_ERR_OOM, "out of memory");
+    if (s->n_activation) {
+        LCX_FAIL_IF(s->n_activation != L, LCX_ERR_INVALID,
+                    "%s:%d: key 'activation': %d policies for a model with %lld layers", r->label,
+                    s->line[LCX_RF_ACTIVATION], s->n_activation, (long long)L);
+        memcpy(ps->activation, s->activation_list, (size_t)L * sizeof *ps->activation);
+        lcx_mem_estimate_compute(m, ps->seq_len, ps->micro_seqs, ps->activation, &ps->mem);
+    } else if (s->activation != LCX_ACT_AUTO) {
+        for (int64_t l = 0; l < L; l++) ps->activation[l] = s->activation;
+        lcx_mem_estimate_compute(m, ps->seq_len, ps->micro_seqs, ps->activation, &ps->mem);
+    } else if (p->opts.mem_budget > 0) {
+        /* fewest recomputed layers (from the first) that fit */
+        for (int64_t k = 0; k <= L; k++) {
+            for (int64_t l = 0; l < L; l++) ps->activation[l] = l < k ? LCX_ACT_RECOMPUTE : LCX_ACT_KEEP;
+            lcx_mem_estimate_compute(m, ps->seq_len, ps->micro_seqs, ps->activation, &ps->mem);
+            if (ps->mem.total <= p->opts.mem_budget) break;
+        }
+    } else {
+        for (int64_t l = 0; l < L; l++) ps->activation[l] = LCX_ACT_RECOMPUTE;
+        lcx_mem_estimate_compute(m, ps->seq_len, ps->micro_seqs, ps->activation, &ps->mem);
+    }
+    for (int64_t l = 0; l < L; l++) {
+        ps->n_keep += ps->activation[l] == LCX_ACT_KEEP;
+        ps->n_recompute += ps->activation[l] == LCX_ACT_RECOMPUTE;
+        ps->n_offload += ps->activation[l] == LCX_ACT_OFFLOAD;
+    }
+    if (p->opts.mem_budget > 0 && ps->mem.total > p->opts.mem_budget)
+        return lcx_fail(LCX_ERR_INVALID,
+                        "%s:%d: stage %s needs %.2f GiB per device (%lld keep, %lld recompute, %lld offload layers; "
+                        "micro-batch %lld x %lld tokens, CP %lld), above the budget %.2f GiB: raise --cp, lower "
+                        "tokens_per_batch or use activation: recompute/offload",
+                        r->label, s->line_start, lcx_format_length(ps->seq_len, b1, sizeof b1),
+                        ps->mem.total / 1073741824.0, (long long)ps->n_keep, (long long)ps->n_recompute,
+                        (long long)ps->n_offload, (long long)ps->micro_seqs, (long long)ps->seq_len,
+                        (long long)p->opts.cp, p->opts.mem_budget / 1073741824.0);
+    return LCX_OK;
+}
+
+static void plan_eval(const lcx_plan *p, const lcx_recipe_stage *s, lcx_plan_stage *ps) {
+    ps->eval_stride = s->eval_stride;
+    if (!s->eval_auto) {
+        ps->n_eval = s->n_eval;
+        memcpy(ps->eval_lengths, s->eval_lengths, sizeof ps->eval_lengths);
+        return;
+    }
+    int n = 0;
+    for (int64_t len = p->original_length; len < ps->seq_len && n < LCX_RECIPE_MAX_EVAL - 1; len *= 2)
+        ps->eval_lengths[n++] = len;
+    ps->eval_lengths[n++] = ps->seq_len;
+    ps->n_eval = n;
+}
+
+lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, lcx_plan **out) {
+    *out = NULL;
+    char b1[32], b2[32];
+    LCX_FAIL_IF(o->tp < 1 || o->cp < 1 || o->dp < 1, LCX_ERR_INVALID, "plan: tp, cp and dp must be >= 1");
+    LCX_FAIL_IF(o->weight_bytes != 2 && o->weight_bytes != 4, LCX_ERR_INVALID, "plan: weight bytes must be 2 or 4");
+    LCX_FAIL_IF(o->act_bytes != 2 && o->act_bytes != 4, LCX_ERR_INVALID, "plan: activation bytes must be 2 or 4");
+    LCX_FAIL_IF(o->loss_chunk < 1, LCX_ERR_INVALID, "plan: loss chunk must be >= 1");
+    LCX_FAIL_IF(o->cp > 65536 || o->tp > 65536 || o->dp > 65536, LCX_ERR_INVALID, "plan: layout sizes above 65536");
+    LCX_FAIL_IF(cfg->num_attention_heads % o->tp != 0, LCX_ERR_INVALID,
+                "plan: --tp %lld does not divide num_attention_heads %lld", (long long)o->tp,
+                (long long)cfg->num_attention_heads);
+    lcx_plan *p = calloc(1, sizeof *p);
+    LCX_FAIL_IF(!p, LCX_ERR_OOM, "out of memory");
+    lcx_status st = LCX_OK;
+    pending *pend = NULL;
+    lcx_param_table table;
+    memset(&table, 0, sizeof table);
+    p->opts = *o;
+    p->arch = cfg->arch;
+    p->rope_in = cfg->rope;
+    p->max_pos_in = cfg->max_position_embeddings;
+    p->target = o->target;
+    p->recipe_name = strdup(r->name);
+    p->recipe_label = strdup(r->label);
+    LCX_FAIL_GOTO(!p->recipe_name || !p->recipe_label, LCX_ERR_OOM, fail, "out of memory");
+    LCX_TRY_GOTO(lcx_param_table_init(&table, cfg), fail);
+    p->model = (lcx_mem_model){cfg->num_hidden_layers, cfg->hidden_size, cfg->intermediate_size,
+                               cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, cfg->vocab_size,
+                               table.total_numel, o->tp, o->cp, o->weight_bytes, o->act_bytes, o->loss_chunk};
+    p->current_context = lcx_rope_implied_context(cfg);
+    {
+        lcx_rope_plan in;
+        LCX_TRY_GOTO(lcx_rope_plan_init(&in, &cfg->rope, cfg->head_dim, cfg->max_position_embeddings, NULL, NULL),
+                     fail);
+        p->original_length = (int64_t)llround(lcx_rope_original_length(&cfg->rope, cfg->max_position_embeddings));
+    }
+    int64_t divisor = 2 * o->cp;
+    if (r->divisor > divisor && r->divisor % divisor == 0) divisor = r->divisor;
+    LCX_FAIL_GOTO(o->target <= p->current_context, LCX_ERR_INVALID, fail,
+                  "--to %s is not longer than the model's current context %s (nothing to extend)",
+                  lcx_format_length(o->target, b1, sizeof b1), lcx_format_length(p->current_context, b2, sizeof b2));
+    LCX_FAIL_GOTO(o->target > LCX_CONFIG_MAX_POSITIONS, LCX_ERR_INVALID, fail, "--to %lld is above the limit %lld",
+                  (long long)o->target, (long long)LCX_CONFIG_MAX_POSITIONS);
+    LCX_FAIL_GOTO(o->cp > 1 && o->target % divisor != 0, LCX_ERR_INVALID, fail,
+                  "--to %lld is not a multiple of %lld (2 x CP: ring attention splits each sequence into 2*CP chunks)",
+                  (long long)o->target, (long long)divisor);
+    pend = calloc(LCX_RECIPE_MAX_STAGES + 48, sizeof *pend);
+    LCX_FAIL_GOTO(!pend, LCX_ERR_OOM, fail, "out of memory");
+    int n = 0;
+    LCX_TRY_GOTO(expand_stages(p, r, divisor, pend, &n), fail);
+    LCX_FAIL_GOTO(n == 0, LCX_ERR_INVALID, fail, "%s: no stage left to run", r->label);
+    p->stages = calloc((size_t)n, sizeof *p->stages);
+    LCX_FAIL_GOTO(!p->stages, LCX_ERR_OOM, fail, "out of memory");
+    for (int i = 0; i < n; i++) {
+        lcx_recipe_stage s;
+        lcx_recipe_stage_resolve(r, pend[i].rs, &s);
+        lcx_plan_stage *ps = &p->stages[i];
+        p->n_stages = i + 1;
+        ps->index = i + 1;
+        ps->recipe_stage = pend[i].rs;
+        ps->line = s.line_start;
+        ps->seq_len = pend[i].len;
+        LCX_FAIL_GOTO(o->cp > 1 && ps->seq_len % divisor != 0, LCX_ERR_INVALID, fail,
+                      "%s:%d: stage %lld is not a multiple of %lld (2 x CP)", r->label, s.line_start,
+                      (long long)ps->seq_len, (long long)divisor);
+        ps->clip_norm = s.clip_norm;
+        ps->weight_decay = s.weight_decay;
+        ps->seed = s.seed;
+        LCX_TRY_GOTO(plan_rope(p, cfg, r, &s, ps), fail);
+        LCX_TRY_GOTO(plan_batch(p, r, &s, ps), fail);
+        LCX_TRY_GOTO(plan_memory(p, r, &s, ps), fail);
+        plan_eval(p, &s, ps);
+        ps->flops = (double)ps->tokens * lcx_flops_per_token(&p->model, ps->seq_len);
+        ps->time_s = o->tokens_per_s > 0 ? (double)ps->tokens / o->tokens_per_s : 0;
+        p->total_tokens += (double)ps->tokens;
+        p->total_flops += ps->flops;
+        p->total_time_s += ps->time_s;
+        if (ps->mem.total > p->peak_memory) p->peak_memory = ps->mem.total;
+    }
+    free(pend);
+    lcx_param_table_free(&table);
+    *out = p;
+    return LCX_OK;
+fail:
+    free(pend);
+    lcx_param_table_free(&table);
+    lcx_plan_free(p);
+    return st;
+}
+
+/* ---- output ----------------------------------------------------------------------------------------------- */
+static const char *human_bytes(double x, char *buf, size_t cap) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (x >= 1024 && u < 4) x /= 1024, u++;
+    snprintf(buf, cap, u ? "%.2f %s" : "%.0f %s", x, units[u]);
+    return buf;
+}
+
+static const char *human_count(double x, char *buf, size_t cap) {
+    static const char *units[] = {"", "K", "M", "G", "T", "P", "E"};
+    int u = 0;
+    while (x >= 1000 && u < 6) x /= 1000, u++;
+    snprintf(buf, cap, u ? "%.3g%s" : "%.0f%s", x, units[u]);
+    return buf;
+}
+
+static const char *sci(double x, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.3g", x);
+    return buf;
+}
+
+static const char *human_time(double s, char *buf, size_t cap) {
+    if (s <= 0) snprintf(buf, cap, "-");
+    else if (s < 60) snprintf(buf, cap, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, cap, "%.0fm%02.0fs", floor(s / 60), fmod(s, 60));
+    else if (s < 86400 * 3) snprintf(buf, cap, "%.0fh%02.0fm", floor(s / 3600), floor(fmod(s, 3600) / 60));
+    else snprintf(buf, cap, "%.1fd", s / 86400);
+    return buf;
+}
+
+static const char *rope_str(const lcx_plan_stage *s, char *buf, size_t cap) {
+    const lcx_rope_params *r = &s->rope;
+    if (!strcmp(r->type, "default")) snprintf(buf, cap, "%s theta=%.6g", lcx_rope_method_name(s->method), r->theta);
+    else if (!strcmp(r->type, "linear")) snprintf(buf, cap, "pi s=%.6g", r->factor);
+    else if (r->has_original_max)
+        snprintf(buf, cap, "%s s=%.6g L=%" PRId64, r->type, r->factor, r->original_max_position_embeddings);
+    else snprintf(buf, cap, "%s s=%.6g", r->type, r->factor);
+    return buf;
+}
+
+static const char *act_str(const lcx_plan_stage *s, char *buf, size_t cap) {
+    int L = s->n_keep + s->n_recompute + s->n_offload;
+    if (s->n_keep == L) snprintf(buf, cap, "keep");
+    else if (s->n_recompute == L) snprintf(buf, cap, "recompute");
+    else if (s->n_offload == L) snprintf(buf, cap, "offload");
+    else snprintf(buf, cap, "k%d/r%d/o%d", s->n_keep, s->n_recompute, s->n_offload);
+    return buf;
+}
+
+void lcx_plan_print(const lcx_plan *p, FILE *f) {
+    char b1[48], b2[48], b3[48], b4[48], b5[48], b6[48], b7[48];
+    const lcx_mem_model *m = &p->model;
+    fprintf(f, "model:   %s, %" PRId64 " layers, hidden %" PRId64 ", heads %" PRId64 "/%" PRId64 " kv, head_dim %" PRId64
+               ", ffn %" PRId64 ", vocab %" PRId64 ", %s parameters\n",
+            lcx_arch_name(p->arch), m->n_layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab,
+            human_count((double)m->n_params, b1, sizeof b1));
+    fprintf(f, "context: %s -> %s (rope %s, theta %.6g; original pretraining length %s)\n",
+            lcx_format_length(p->current_context, b1, sizeof b1), lcx_format_length(p->target, b2, sizeof b2),
+            p->rope_in.type, p->rope_in.theta, lcx_format_length(p->original_length, b3, sizeof b3));
+    fprintf(f, "recipe:  %s (%s)\n", p->recipe_name, p->recipe_label);
+    if (p->opts.has_method) fprintf(f, "method:  %s (--method, overrides the recipe)\n", lcx_rope_method_name(p->opts.method));
+    fprintf(f, "layout:  TP %" PRId64 " x CP %" PRId64 " x DP %" PRId64 ", weights %s, activations %s; budget %s; "
+               "throughput %s\n\n",
+            p->opts.tp, p->opts.cp, p->opts.dp, p->opts.weight_bytes == 2 ? "bf16 (+fp32 master)" : "fp32",
+            p->opts.act_bytes == 2 ? "bf16" : "fp32",
+            p->opts.mem_budget > 0 ? human_bytes(p->opts.mem_budget, b4, sizeof b4) : "none",
+            p->opts.tokens_per_s > 0 ? human_count(p->opts.tokens_per_s, b5, sizeof b5) : "not given");
+    fprintf(f, "%-5s %-7s %-26s %-8s %7s %9s %-9s %-28s %-10s %11s %9s %8s\n", "stage", "length", "rope", "max_pos",
+            "steps", "tokens", "batch", "lr", "activation", "memory/dev", "FLOPs", "time");
+    for (int i = 0; i < p->n_stages; i++) {
+        const lcx_plan_stage *s = &p->stages[i];
+        char rope[64], lr[64], batch[32], len[16], mp[16], tok[16], mem[24], fl[16], tm[16], act[24];
+        snprintf(lr, sizeof lr, "%.3g w%" PRId64 " %s", s->lr.peak, s->lr.warmup_steps,
+                 lcx_lr_kind_name(s->lr.kind));
+        if (s->lr.kind == LCX_LR_COSINE) snprintf(lr + strlen(lr), sizeof lr - strlen(lr), "->%.3g", s->lr.min_lr);
+        snprintf(batch, sizeof batch, "%" PRId64 "x%" PRId64, s->seqs_per_step, s->grad_accum);
+        fprintf(f, "%-5d %-7s %-26s %-8s %7" PRId64 " %9s %-9s %-28s %-10s %11s %9s %8s\n", s->index,
+                lcx_format_length(s->seq_len, len, sizeof len), rope_str(s, rope, sizeof rope),
+                lcx_format_length(s->max_pos, mp, sizeof mp), s->steps, human_count((double)s->tokens, tok, sizeof tok),
+                batch, lr, act_str(s, act, sizeof act), human_bytes(s->mem.total, mem, sizeof mem),
+                sci(s->flops, fl, sizeof fl), human_time(s->time_s, tm, sizeof tm));
+    }
+    fprintf(f, "\n(batch = sequences per optimizer step x gradient accumulation; lr = peak, warm-up steps, schedule)\n");
+    for (int i = 0; i < p->n_stages; i++) {
+        const lcx_plan_stage *s = &p->stages[i];
+        fprintf(f, "stage %d: eval at", s->index);
+        for (int j = 0; j < s->n_eval; j++) fprintf(f, " %s", lcx_format_length(s->eval_lengths[j], b1, sizeof b1));
+        if (s->eval_stride) fprintf(f, " (stride %" PRId64 ")", s->eval_stride);
+        else fprintf(f, " (non-overlapping windows)");
+        fprintf(f, "; save %s", s->save_interval ? "" : "at the end");
+        if (s->save_interval) fprintf(f, "every %" PRId64 " steps", s->save_interval);
+        fprintf(f, "; attention factor %.6g; memory: weights %s, grads %s, master %s, adam %s, activations %s, "
+                   "workspace %s, logits %s",
+                s->attn_factor, human_bytes(s->mem.weights, b1, sizeof b1), human_bytes(s->mem.grads, b2, sizeof b2),
+                human_bytes(s->mem.master, b3, sizeof b3), human_bytes(s->mem.optimizer, b4, sizeof b4),
+                human_bytes(s->mem.activations, b5, sizeof b5), human_bytes(s->mem.workspace, b6, sizeof b6),
+                human_bytes(s->mem.logits, b7, sizeof b7));
+        if (s->mem.cp_buffers > 0) fprintf(f, ", ring %s", human_bytes(s->mem.cp_buffers, b2, sizeof b2));
+        if (s->mem.host > 0) fprintf(f, "; host (offload) %s", human_bytes(s->mem.host, b3, sizeof b3));
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\ntotal: %d stage%s, %s tokens, %s FLOPs, time %s, peak memory %s per device\n", p->n_stages,
+            p->n_stages == 1 ? "" : "s", human_count(p->total_tokens, b1, sizeof b1),
+            sci(p->total_flops, b2, sizeof b2), human_time(p->total_time_s, b3, sizeof b3),
+            human_bytes(p->peak_memory, b4, sizeof b4));
+    for (int i = 0; i < p->n_notes; i++) fprintf(f, "note: %s\n", p->notes[i]);
+}
+
+static void put(json_t *o, const char *k, json_t *v, int *ok) {
+    if (!v || json_object_set_new(o, k, v) != 0) *ok = 0;
+}
+static void push(json_t *a, json_t *v, int *ok) {
+    if (!v || json_array_append_new(a, v) != 0) *ok = 0;
+}
+
+json_t *lcx_plan_json(const lcx_plan *p) {
+    int ok = 1;
+    json_t *o = json_object();
+    if (!o) return NULL;
+    const lcx_mem_model *m = &p->model;
+    json_t *model = json_object();
+    put(o, "model", model, &ok);
+    if (model) {
+        put(model, "arch", json_string(lcx_arch_name(p->arch)), &ok);
+        put(model, "num_hidden_layers", json_integer(m->n_layers), &ok);
+        put(model, "hidden_size", json_integer(m->hidden), &ok);
+        put(model, "intermediate_size", json_integer(m->ffn), &ok);
+        put(model, "num_attention_heads", json_integer(m->heads), &ok);
+        put(model, "num_key_value_heads", json_integer(m->kv_heads), &ok);
+        put(model, "head_dim", json_integer(m->head_dim), &ok);
+        put(model, "vocab_size", json_integer(m->vocab), &ok);
+        put(model, "num_parameters", json_integer((json_int_t)m->n_params), &ok);
+        put(model, "matmul_parameters", json_real(lcx_matmul_params(m)), &ok);
+        put(model, "rope_type", json_string(p->rope_in.type), &ok);
+        put(model, "rope_theta", json_real(p->rope_in.theta), &ok);
+        put(model, "max_position_embeddings", json_integer(p->max_pos_in), &ok);
+    }
+    put(o, "current_context", json_integer(p->current_context), &ok);
+    put(o, "original_length", json_integer(p->original_length), &ok);
+    put(o, "target", json_integer(p->target), &ok);
+    put(o, "recipe", json_string(p->recipe_name), &ok);
+    put(o, "recipe_source", json_string(p->recipe_label), &ok);
+    put(o, "method_override", p->opts.has_method ? json_string(lcx_rope_method_name(p->opts.method)) : json_null(),
+        &ok);
+    json_t *lay = json_object();
+    put(o, "layout", lay, &ok);
+    if (lay) {
+        put(lay, "tp", json_integer(p->opts.tp), &ok);
+        put(lay, "cp", json_integer(p->opts.cp), &ok);
+        put(lay, "dp", json_integer(p->opts.dp), &ok);
+        put(lay, "weight_bytes", json_integer(p->opts.weight_bytes), &ok);
+        put(lay, "activation_bytes", json_integer(p->opts.act_bytes), &ok);
+        put(lay, "loss_chunk", json_integer(p->opts.loss_chunk), &ok);
+        put(lay, "memory_budget", p->opts.mem_budget > 0 ? json_real(p->opts.mem_budget) : json_null(), &ok);
+        put(lay, "tokens_per_s", p->opts.tokens_per_s > 0 ? json_real(p->opts.tokens_per_s) : json_null(), &ok);
+    }
+    json_t *stages = json_array();
+    put(o, "stages", stages, &ok);
+    for (int i = 0; stages && i < p->n_stages; i++) {
+        const lcx_plan_stage *s = &p->stages[i];
+        json_t *j = json_object();
+        push(stages, j, &ok);
+        if (!j) break;
+        put(j, "index", json_integer(s->index), &ok);
+        put(j, "recipe_line", json_integer(s->line), &ok);
+        put(j, "seq_len", json_integer(s->seq_len), &ok);
+        put(j, "method", json_string(lcx_rope_method_name(s->method)), &ok);
+        json_t *cfgj = json_object();
+        put(j, "config", cfgj, &ok);
+        if (cfgj && lcx_rope_export(&s->rope, m->head_dim, s->max_pos, cfgj, NULL, NULL) != LCX_OK) ok = 0;
+        put(j, "max_position_embeddings", json_integer(s->max_pos), &ok);
+        put(j, "attention_factor", json_real(s->attn_factor), &ok);
+        put(j, "steps", json_integer(s->steps), &ok);
+        put(j, "tokens", json_integer(s->tokens), &ok);
+        put(j, "tokens_per_step", json_integer(s->tokens_per_step), &ok);
+        put(j, "sequences_per_step", json_integer(s->seqs_per_step), &ok);
+        put(j, "micro_batch_sequences", json_integer(s->micro_seqs), &ok);
+        put(j, "grad_accum", json_integer(s->grad_accum), &ok);
+        json_t *lr = json_object();
+        put(j, "lr", lr, &ok);
+        if (lr) {
+            put(lr, "peak", json_real(s->lr.peak), &ok);
+            put(lr, "warmup_steps", json_integer(s->lr.warmup_steps), &ok);
+            put(lr, "schedule", json_string(lcx_lr_kind_name(s->lr.kind)), &ok);
+            put(lr, "min_lr", json_real(s->lr.min_lr), &ok);
+        }
+        json_t *ev = json_array();
+        put(j, "eval_lengths", ev, &ok);
+        for (int k = 0; ev && k < s->n_eval; k++) push(ev, json_integer(s->eval_lengths[k]), &ok);
+        put(j, "eval_stride", s->eval_stride ? json_integer(s->eval_stride) : json_string("window"), &ok);
+        put(j, "save_interval", json_integer(s->save_interval), &ok);
+        int L = s->n_keep + s->n_recompute + s->n_offload;
+        if (s->n_keep == L || s->n_recompute == L || s->n_offload == L) {
+            put(j, "activation", json_string(lcx_act_policy_name(s->activation[0])), &ok);
+        } else {
+            json_t *a = json_array();
+            put(j, "activation", a, &ok);
+            for (int k = 0; a && k < L; k++) push(a, json_string(lcx_act_policy_name(s->activation[k])), &ok);
+        }
+        put(j, "clip_norm", json_real(s->clip_norm), &ok);
+        put(j, "weight_decay", json_real(s->weight_decay), &ok);
+        put(j, "seed", json_integer((json_int_t)s->seed), &ok);
+        put(j, "flops", json_real(s->flops), &ok);
+        put(j, "time_s", s->time_s > 0 ? json_real(s->time_s) : json_null(), &ok);
+        json_t *mem = json_object();
+        put(j, "memory", mem, &ok);
+        if (mem) {
+            put(mem, "weights", json_real(s->mem.weights), &ok);
+            put(mem, "grads", json_real(s->mem.grads), &ok);
+            put(mem, "master", json_real(s->mem.master), &ok);
+            put(mem, "optimizer", json_real(s->mem.optimizer), &ok);
+            put(mem, "activations", json_real(s->mem.activations), &ok);
+            put(mem, "workspace", json_real(s->mem.workspace), &ok);
+            put(mem, "logits", json_real(s->mem.logits), &ok);
+            put(mem, "cp_buffers", json_real(s->mem.cp_buffers), &ok);
+            put(mem, "total", json_real(s->mem.total), &ok);
+            put(mem, "host", json_real(s->mem.host), &ok);
+        }
+    }
+    json_t *tot = json_object();
+    put(o, "totals", tot, &ok);
+    if (tot) {
+        put(tot, "stages", json_integer(p->n_stages), &ok);
+        put(tot, "skipped_recipe_stages", json_integer(p->n_skipped), &ok);
+        put(tot, "tokens", json_real(p->total_tokens), &ok);
+        put(tot, "flops", json_real(p->total_flops), &ok);
+        put(tot, "time_s", p->total_time_s > 0 ? json_real(p->total_time_s) : json_null(), &ok);
+        put(tot, "peak_memory", json_real(p->peak_memory), &ok);
+    }
+    json_t *notes = json_array();
+    put(o, "notes", notes, &ok);
+    for (int i = 0; notes && i < p->n_notes; i++) push(notes, json_string(p->notes[i]), &ok);
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}

@@ -1,0 +1,131 @@
+/* plan: turn (model config, --to, recipe, --method, layout, memory budget) into the concrete stage list that
+ * `lcextend CKPT --to N` runs, with estimates (tokens, FLOPs, time, peak memory), before any work is done.
+ * Formulas: docs/plan.md. Every stage's rope config comes from lcx_rope_plan_extension against the input model
+ * (its factors are relative to the original pretraining length, so this equals chaining stage after stage).
+ *
+ * Stage expansion (recipe seq_len): explicit lengths at or below the current context are skipped (re-extension),
+ * lengths above --to are dropped, and the last stage must end exactly at --to; `auto` doubles from the current
+ * context (or the previous stage) while the target is at least 1.5x ahead, then ends at --to (8k -> 128k: 16k,
+ * 32k, 64k, 128k; 8k -> 130k: 16k, 32k, 64k, 130k); `target` is one stage at --to. */
+#ifndef LCX_PLAN_H
+#define LCX_PLAN_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "formats/hf_config.h"
+#include "src/plan/recipe.h"
+#include "src/train/lr_schedule.h"
+#include "src/rope/rope.h"
+#include "src/core/status.h"
+
+/* Model dimensions the estimates need. */
+typedef struct lcx_mem_model {
+    int64_t n_layers, hidden, ffn, heads, kv_heads, head_dim, vocab;
+    uint64_t n_params;      /* all parameters, tied embedding once */
+    int64_t tp, cp;         /* tensor / context parallel sizes (>= 1) */
+    int weight_bytes;       /* 2 (bf16 weights + fp32 master) or 4 (fp32 weights, no master) */
+    int act_bytes;          /* bytes per stored activation element (2 bf16, 4 f32) */
+    int64_t loss_chunk;     /* tokens per chunk of the chunked output projection + cross-entropy */
+} lcx_mem_model;
+
+/* Bytes per device (docs/plan.md "Memory"). */
+typedef struct lcx_mem_estimate {
+    double weights, grads, master, optimizer; /* P/TP x (w, 4, 4 if w < 4, 8) */
+    double activations;     /* stored for backward, all layers by policy + embedding/final norm */
+    double workspace;       /* one layer's transient tensors (+ a recomputed layer, + a prefetched layer) */
+    double logits;          /* one loss chunk: chunk x V/TP x 4 x 2 */
+    double cp_buffers;      /* ring attention K/V (+ dK/dV) double buffers, CP > 1 */
+    double total;           /* sum of the above */
+    double host;            /* offload: pinned host memory for offloaded layers */
+} lcx_mem_estimate;
+
+/* Bytes stored per token per layer for each policy (docs/plan.md): keep, recompute; fp32 parts included. */
+double lcx_mem_layer_keep(const lcx_mem_model *m);
+double lcx_mem_layer_recompute(const lcx_mem_model *m);
+/* Peak memory of one micro-batch of micro_seqs sequences of seq_len tokens (split over CP) with one policy per
+ * layer (policy[n_layers], no LCX_ACT_AUTO). */
+void lcx_mem_estimate_compute(const lcx_mem_model *m, int64_t seq_len, int64_t micro_seqs,
+                              const lcx_act_policy *policy, lcx_mem_estimate *out);
+
+/* Model FLOPs per trained token at sequence length S (docs/plan.md): 6 N_mm + 6 L nh d (S + 1), N_mm = weights
+ * used in matmuls (every linear + the output projection), the second term causal attention (QK^T and PV,
+ * forward + backward = 3 x forward). */
+double lcx_flops_per_token(const lcx_mem_model *m, int64_t seq_len);
+/* N_mm of the formula above. */
+double lcx_matmul_params(const lcx_mem_model *m);
+
+typedef struct lcx_plan_opts {
+    int64_t target;            /* --to (tokens) */
+    int has_method;            /* --method given: overrides every stage's method */
+    lcx_rope_method method;
+    int64_t tp, cp, dp;        /* layout; sequence lengths must be multiples of 2*CP */
+    double mem_budget;         /* bytes per device; 0 = none (auto activation = recompute, no fit check) */
+    double tokens_per_s;       /* training throughput for time estimates; 0 = none */
+    int weight_bytes, act_bytes;
+    int64_t loss_chunk;
+} lcx_plan_opts;
+void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, nothing else */
+
+typedef struct lcx_plan_stage {
+    int index;                 /* 1-based */
+    size_t recipe_stage;       /* which recipe stage it came from */
+    int line;                  /* that stage's line in the recipe */
+    int64_t seq_len;
+    lcx_rope_method method;
+    lcx_rope_params rope;      /* the config for this stage */
+    int64_t max_pos;           /* new max_position_embeddings */
+    double attn_factor;        /* attention factor of the rope config */
+    int64_t steps, tokens;     /* tokens = steps x tokens_per_step */
+    int64_t seqs_per_step, micro_seqs, grad_accum, tokens_per_step; /* micro_seqs: per device per micro-batch */
+    lcx_lr_schedule lr;
+    int n_eval;
+    int64_t eval_lengths[LCX_RECIPE_MAX_EVAL];
+    int64_t eval_stride;       /* 0 = window */
+    int64_t save_interval;
+    lcx_act_policy *activation; /* [n_layers], resolved (owned) */
+    int n_keep, n_recompute, n_offload;
+    double clip_norm, weight_decay;
+    uint64_t seed;
+    double flops;              /* model FLOPs of the stage */
+    double time_s;             /* tokens / tokens_per_s (0 when no throughput) */
+    lcx_mem_estimate mem;
+} lcx_plan_stage;
+
+#define LCX_PLAN_MAX_NOTES 16
+
+typedef struct lcx_plan {
+    char *recipe_name, *recipe_label;
+    lcx_plan_opts opts;
+    lcx_mem_model model;
+    lcx_arch arch;
+    lcx_rope_params rope_in;   /* the input model's rope */
+    int64_t max_pos_in;
+    int64_t current_context;   /* what the input model is configured for */
+    int64_t original_length;   /* L0, the pretraining length factors are relative to */
+    int64_t target;
+    int n_stages;
+    lcx_plan_stage *stages;
+    int n_skipped;             /* recipe stages at or below the current context */
+    double total_tokens, total_flops, total_time_s, peak_memory;
+    int n_notes;
+    char notes[LCX_PLAN_MAX_NOTES][256]; /* warnings (rope warnings, skipped stages, ...) */
+} lcx_plan;
+
+/* Build the plan. Errors (LCX_ERR_INVALID, one line, naming the recipe FILE:LINE where a recipe value is at
+ * fault): --to not longer than the current context, --to not a multiple of 2*CP, target not reachable by the
+ * recipe (explicit stages end below it, or it falls between two of them), per-layer activation list of the
+ * wrong length, longrope lists of the wrong length, warm-up longer than the stage, a sequence per step that
+ * does not split over dp x grad_accum, a memory budget no policy fits, rope planning failures. */
+lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o,
+                          lcx_plan **out);
+void lcx_plan_free(lcx_plan *p); /* NULL ok */
+
+/* The plan as a table (stages, rope, steps, tokens, lr, activation, memory, FLOPs, time) plus totals. */
+void lcx_plan_print(const lcx_plan *p, FILE *f);
+/* The plan as JSON (new reference, NULL when out of memory). Each stage has "config": the rope keys
+ * lcx_rope_export writes into config.json (rope_theta, rope_scaling, max_position_embeddings, ...). */
+json_t *lcx_plan_json(const lcx_plan *p);
+
+#endif

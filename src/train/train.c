@@ -1,0 +1,224 @@
+/* train: the stage loop (src/train/train.h): batches from the sampler, LR schedule, AdamW steps, metrics, progress,
+ * periodic saves, signal handling, and the perplexity evaluation. */
+#include "src/train/train.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t g_stop;
+
+/* First signal: finish the step and save. A second one: the default action (abort; a save in progress leaves
+ * only a NAME.tmp-* directory, `latest` still names the previous checkpoint). */
+static void on_signal(int sig) {
+    if (g_stop) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    g_stop = 1;
+    static const char msg[] = "\nlcextend: stopping after this step and saving (again to abort without saving)\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+}
+
+void lcx_train_catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int lcx_train_interrupted(void) { return g_stop != 0; }
+void lcx_train_clear_interrupt(void) { g_stop = 0; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void fmt_eta(double s, char *buf, size_t n) {
+    if (!(s >= 0) || s > 1e7) snprintf(buf, n, "--:--");
+    else if (s >= 3600) snprintf(buf, n, "%d:%02d:%02d", (int)(s / 3600), (int)fmod(s / 60, 60), (int)fmod(s, 60));
+    else snprintf(buf, n, "%d:%02d", (int)(s / 60), (int)fmod(s, 60));
+}
+
+static lcx_status check_stage(const lcx_train_stage *sg, const lcx_model *m) {
+    LCX_FAIL_IF(sg->seq_len < 2 || sg->steps < 1 || sg->micro_seqs < 1 || sg->grad_accum < 1 ||
+                    sg->save_interval < 0,
+                LCX_ERR_INVALID, "train: stage %d: bad seq_len %lld / steps %lld / micro_seqs %lld / grad_accum %lld",
+                sg->index + 1, (long long)sg->seq_len, (long long)sg->steps, (long long)sg->micro_seqs,
+                (long long)sg->grad_accum);
+    (void)m;
+    return LCX_OK;
+}
+
+lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_train_stage *sg,
+                               const lcx_train_ctx *ctx, lcx_train_state *state, lcx_train_summary *sum) {
+    LCX_TRY(check_stage(sg, m));
+    memset(sum, 0, sizeof *sum);
+    sum->last_loss = NAN;
+    const int64_t L = sg->seq_len, rows = sg->micro_seqs, A = sg->grad_accum;
+    LCX_FAIL_IF(rows > INT32_MAX / L || rows * L * A > INT32_MAX, LCX_ERR_INVALID,
+                "train: stage %d: %lld x %lld x %lld tokens per step is too many", sg->index + 1, (long long)A,
+                (long long)rows, (long long)L);
+    const int64_t per_micro = rows * L, per_step = per_micro * A;
+    lcx_sampler_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.seq_len = (uint64_t)L;
+    sc.seed = sg->seed;
+    sc.long_doc_repeat = 1;
+    sc.eos_id = -1;
+    lcx_sampler *smp = NULL;
+    LCX_TRY(lcx_sampler_init(td, &sc, &smp));
+    lcx_status st = LCX_OK;
+    uint32_t *sample = malloc((size_t)(L + 1) * 4);
+    int32_t *ids = malloc((size_t)per_step * 4), *tgt = malloc((size_t)per_step * 4);
+    lcx_batch *mb = calloc((size_t)A, sizeof *mb);
+    FILE *mf = NULL;
+    char *mpath = NULL;
+    LCX_FAIL_GOTO(!sample || !ids || !tgt || !mb, LCX_ERR_OOM, done, "train: out of memory for %lld tokens",
+                  (long long)per_step);
+    if (state->stage == sg->index && state->step > 0) {
+        LCX_FAIL_GOTO(state->seq_len && (state->seq_len != sg->seq_len || state->stage_steps != sg->steps ||
+                                         state->seed != sg->seed),
+                      LCX_ERR_INVALID, done,
+                      "resume: %s was saved by stage %d with seq_len %lld, %lld steps, seed %llu; this run has seq_len "
+                      "%lld, %lld steps, seed %llu (use the same settings)",
+                      state->saved ? state->saved : "the checkpoint", sg->index + 1, (long long)state->seq_len,
+                      (long long)state->stage_steps, (unsigned long long)state->seed, (long long)sg->seq_len,
+                      (long long)sg->steps, (unsigned long long)sg->seed);
+        LCX_TRY_GOTO(lcx_sampler_seek(smp, &state->cursor), done);
+    } else {
+        state->stage = sg->index;
+        state->step = 0;
+        state->stage_done = 0;
+    }
+    if (state->stage_done || state->step >= sg->steps) { /* nothing left: the stage finished before */
+        state->stage_done = 1;
+        goto done;
+    }
+    size_t mn = strlen(ctx->run_dir) + 16;
+    mpath = malloc(mn);
+    LCX_FAIL_GOTO(!mpath, LCX_ERR_OOM, done, "out of memory");
+    snprintf(mpath, mn, "%s/metrics.jsonl", ctx->run_dir);
+    mf = fopen(mpath, "a");
+    LCX_FAIL_GOTO(!mf, LCX_ERR_IO, done, "%s: cannot open for appending", mpath);
+    lcx_adamw_opts ao = lcx_adamw_opts_default();
+    ao.max_grad_norm = sg->clip_norm;
+    ao.weight_decay = sg->weight_decay;
+    if (sg->beta1 > 0) ao.beta1 = sg->beta1;
+    if (sg->beta2 > 0) ao.beta2 = sg->beta2;
+    if (sg->eps > 0) ao.eps = sg->eps;
+    const int64_t V = lcx_model_config_of(m)->vocab_size;
+    double t_start = now_s(), tps_sum = 0;
+    int64_t n_tps = 0, first = state->step;
+    while (state->step < sg->steps) {
+        for (int64_t k = 0; k < A * rows; k++) {
+            LCX_TRY_GOTO(lcx_sampler_next(smp, sample), done);
+            for (int64_t t = 0; t < L; t++) {
+                LCX_FAIL_GOTO(sample[t] >= (uint64_t)V || sample[t + 1] >= (uint64_t)V, LCX_ERR_INVALID, done,
+                              "%s: token id %u is outside the model's vocabulary (%lld)", td->prefix,
+                              sample[t] >= (uint64_t)V ? sample[t] : sample[t + 1], (long long)V);
+                ids[k * L + t] = (int32_t)sample[t];
+                tgt[k * L + t] = (int32_t)sample[t + 1];
+            }
+        }
+        for (int64_t k = 0; k < A; k++) {
+            mb[k].n_seq = rows;
+            mb[k].seq_len = L;
+            mb[k].ids = ids + k * per_micro;
+            mb[k].targets = tgt + k * per_micro;
+        }
+        ao.lr = lcx_lr_at(&sg->lr, state->step);
+        lcx_step_result r;
+        double t0 = now_s();
+        LCX_TRY_GOTO(lcx_model_train_step(m, mb, (int)A, &ao, &r), done);
+        double dt = now_s() - t0, tps = (double)per_step / (dt > 0 ? dt : 1e-9);
+        state->step++;
+        state->tokens += per_step;
+        state->loss = r.loss;
+        state->cursor = lcx_sampler_tell(smp);
+        tps_sum += tps;
+        n_tps++;
+        if (r.peak_rss > sum->peak_rss) sum->peak_rss = r.peak_rss;
+        sum->steps_run++;
+        sum->last_loss = r.loss;
+        fprintf(mf,
+                "{\"stage\": %d, \"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"clip\": %.6g, "
+                "\"tokens\": %lld, \"tokens_per_s\": %.1f, \"peak_rss\": %llu, \"time\": %.4f}\n",
+                sg->index + 1, (long long)state->step, r.loss, ao.lr, r.grad_norm, r.clip_scale,
+                (long long)state->tokens, tps, (unsigned long long)r.peak_rss, dt);
+        fflush(mf);
+        double mean_dt = (now_s() - t_start) / (double)(state->step - first);
+        char eta[32], reta[48] = "";
+        fmt_eta(mean_dt * (double)(sg->steps - state->step), eta, sizeof eta);
+        if (ctx->run_tokens > state->tokens) { /* the rest of the run at this stage's speed (later stages are slower) */
+            char r2[32];
+            fmt_eta(mean_dt / (double)per_step * (double)(ctx->run_tokens - state->tokens), r2, sizeof r2);
+            snprintf(reta, sizeof reta, " (run %s+)", r2);
+        }
+        if (ctx->progress) {
+            fprintf(stderr, "\r\033[Kstage %d/%d  step %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  ETA %s%s  RSS %.0f MiB",
+                    sg->index + 1, sg->n_stages, (long long)state->step, (long long)sg->steps, r.loss, ao.lr, tps, eta, reta,
+                    r.peak_rss / 1048576.0);
+            fflush(stderr);
+        }
+        if (!ctx->quiet) {
+            printf("stage %d/%d step %lld/%lld loss %.6f lr %.4g grad_norm %.4f tokens/s %.1f ETA %s%s peak_rss %.1f MiB\n",
+                   sg->index + 1, sg->n_stages, (long long)state->step, (long long)sg->steps, r.loss, ao.lr,
+                   r.grad_norm, tps, eta, reta, r.peak_rss / 1048576.0);
+            fflush(stdout);
+        }
+        int stop = lcx_train_interrupted();
+        if (state->step == sg->steps) state->stage_done = 1;
+        if (stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0)) {
+            double ts = now_s();
+            LCX_TRY_GOTO(lcx_train_save(m, ctx, state, sg), done);
+            if (!ctx->quiet) printf("saved %s (%.2f s)\n", state->saved, now_s() - ts);
+        }
+        if (stop && !state->stage_done) {
+            if (ctx->progress) fputc('\n', stderr);
+            st = lcx_fail(LCX_ERR_INTERRUPTED, "interrupted at stage %d step %lld; saved %s (continue with --resume)",
+                         sg->index + 1, (long long)state->step, state->saved ? state->saved : "?");
+            goto done;
+        }
+    }
+    if (ctx->progress) fputc('\n', stderr);
+    sum->seconds = now_s() - t_start;
+    sum->mean_tokens_per_s = n_tps ? tps_sum / (double)n_tps : 0;
+done:
+    if (mf && fclose(mf) != 0 && st == LCX_OK) st = lcx_fail(LCX_ERR_IO, "%s: write failed", mpath);
+    free(mpath);
+    free(sample);
+    free(ids);
+    free(tgt);
+    free(mb);
+    lcx_sampler_free(smp);
+    return st;
+}
+
+lcx_status lcx_train_window_score(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll) {
+    lcx_model *m = model;
+    LCX_FAIL_IF(n < 2 || first < 1 || first >= n, LCX_ERR_INVALID, "score: bad window (n %lld, first %lld)",
+                (long long)n, (long long)first);
+    int32_t *tgt = malloc((size_t)n * sizeof *tgt);
+    LCX_FAIL_IF(!tgt, LCX_ERR_OOM, "score: out of memory");
+    for (int64_t j = 0; j < n; j++) tgt[j] = j + 1 >= first && j + 1 < n ? tokens[j + 1] : LCX_IGNORE_INDEX;
+    lcx_batch b = {1, n, tokens, tgt, NULL};
+    double sum = 0;
+    int64_t count = 0;
+    lcx_status st = lcx_model_forward(m, &b, NULL, &sum, &count);
+    free(tgt);
+    LCX_TRY(st);
+    LCX_FAIL_IF(count != n - first, LCX_ERR_INVALID, "score: %lld targets counted, expected %lld", (long long)count,
+                (long long)(n - first));
+    for (int64_t i = 0; i < n - first; i++) nll[i] = sum / (double)count;
+    return LCX_OK;
+}

@@ -1,0 +1,119 @@
+/* train: the training loop of one stage and its checkpoints (what `lcextend train` and `lcextend CKPT --to N`
+ * run). A stage is steps x (grad_accum micro-batches of micro_seqs packed sequences of seq_len tokens) drawn
+ * from a sampler over a Megatron indexed dataset (src/train/sampler.h), with the learning rate of src/train/lr_schedule.h,
+ * global-norm clipping and AdamW (src/model/model.h).
+ *
+ * Run directory:
+ *   RUN/metrics.jsonl      one JSON object per line: {"stage","step","loss","lr","grad_norm","clip","tokens",
+ *                          "tokens_per_s","peak_rss","time"} per step, {"stage","eval_len","loss","ppl",...}
+ *                          per evaluation (appended; after a resume the replayed steps appear again with the
+ *                          same values)
+ *   RUN/checkpoints/NAME   .lcx checkpoints (formats/lcx.h) with `latest`; NAME = sSS-stepNNNNNN. Each holds
+ *                          role `param` (stored dtype), `master` (fp32, bf16 models only), `adam_m`, `adam_v`,
+ *                          the stage's config.json, tokenizer files, and the training state (below).
+ * Training state JSON: {"format":"lcextend-train","stage":i+1 (1-based, as in checkpoint names),"step":s,"stage_steps":n,"stage_done":0|1,
+ *   "tokens":total trained tokens of the run,"optimizer_step":AdamW step count,"seq_len":L,
+ *   "sampler":{"seed","epoch","pos","offset","samples"},"next_lr":x,"loss":last loss,"run":caller's object,
+ *   "recipe": run.recipe when given}.
+ * The only randomness is the sampler's (seeded shuffle); with the cursor, master weights, moments and step
+ * restored the continued run computes exactly the same numbers as an uninterrupted one (same backend and
+ * thread count: OpenBLAS/OpenMP reductions are deterministic for a fixed thread count).
+ *
+ * Interruption: lcx_train_catch_signals() makes SIGINT/SIGTERM set a flag; the loop finishes the current step,
+ * saves a checkpoint and returns LCX_ERR_INTERRUPTED. */
+#ifndef LCX_TRAIN_H
+#define LCX_TRAIN_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "formats/tokdata.h"
+#include "src/train/lr_schedule.h"
+#include "src/model/model.h"
+#include "src/train/sampler.h"
+#include "src/core/status.h"
+
+typedef struct lcx_train_stage {
+    int index;               /* 0-based stage number within the run */
+    int n_stages;            /* for display */
+    int64_t seq_len;         /* tokens per sequence, >= 2 */
+    int64_t steps;           /* optimizer steps, >= 1 */
+    int64_t micro_seqs;      /* sequences per micro-batch, >= 1 */
+    int64_t grad_accum;      /* micro-batches per step, >= 1 */
+    lcx_lr_schedule lr;      /* lr.total_steps = steps */
+    double clip_norm;        /* <= 0: off */
+    double weight_decay;
+    double beta1, beta2, eps; /* 0 = AdamW defaults */
+    uint64_t seed;           /* sampler seed */
+    int64_t save_interval;   /* steps between saves inside the stage; 0 = stage end only */
+} lcx_train_stage;
+
+typedef struct lcx_train_ctx {
+    const char *run_dir;          /* must exist */
+    const json_t *model_config;   /* config.json saved in checkpoints (the stage's rope); required */
+    const char *const *tokenizer_paths; /* files copied into every checkpoint under their base names */
+    int n_tokenizer;
+    int keep_last;                /* checkpoints kept (0 = all) */
+    int progress;                 /* 1: one updating progress line on stderr */
+    int quiet;                    /* 1: no per-step line on stdout */
+    const json_t *run_info;       /* stored as "run" in the training state (may be NULL) */
+    int64_t run_tokens;           /* tokens of the whole run (all stages), for a run ETA; 0 = stage ETA only */
+} lcx_train_ctx;
+
+typedef struct lcx_train_state {
+    int stage;                    /* stage of the saved position */
+    int64_t step;                 /* steps done in that stage */
+    int stage_done;               /* the stage finished */
+    int64_t tokens;               /* trained tokens over the run */
+    lcx_sampler_cursor cursor;    /* where the stage's sampler stands */
+    int64_t seq_len, stage_steps; /* of the saved stage (0 = unknown): a resume with other values is refused */
+    uint64_t seed;                /* the saved stage's sampler seed */
+    double loss;                  /* last step's loss (NaN when none) */
+    char *saved;                  /* path of the last checkpoint written or loaded (owned) */
+} lcx_train_state;
+
+void lcx_train_state_init(lcx_train_state *s);  /* stage 0, step 0, nothing saved */
+void lcx_train_state_free(lcx_train_state *s);  /* frees saved */
+
+/* Summary of a stage run. */
+typedef struct lcx_train_summary {
+    int64_t steps_run;            /* steps executed by this call */
+    double last_loss, mean_tokens_per_s, seconds;
+    uint64_t peak_rss;
+} lcx_train_summary;
+
+/* Run (or continue) stage st on data td. When state->stage == st->index and state->step > 0 (a loaded
+ * checkpoint), the stage continues from state->step with the sampler at state->cursor; otherwise it starts at
+ * step 0. Saves every save_interval steps and at the end (state->stage_done = 1). Returns LCX_ERR_INTERRUPTED
+ * (after saving) when a caught signal arrived. */
+lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_train_stage *st,
+                               const lcx_train_ctx *ctx, lcx_train_state *state, lcx_train_summary *sum);
+
+/* Save the model and state as RUN/checkpoints/NAME (atomically, then `latest` + pruning); state->saved is set. */
+lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_train_state *state,
+                          const lcx_train_stage *st);
+
+/* Read config.json of checkpoint dir into cfg (lcx_config_free it). */
+lcx_status lcx_train_ckpt_config(const char *dir, lcx_model_config *cfg);
+/* Load weights (and master/moments/step/state when the checkpoint has them; a checkpoint without them, e.g. an
+ * import, gives master = weights, zero moments, step 0, state at stage 0 step 0) into m, whose shapes must match.
+ * A forward-only model (training = 0) gets the weights only. state may be NULL. */
+lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state);
+
+/* `latest` checkpoint of a run directory (heap path), LCX_ERR_NOT_FOUND if none. */
+lcx_status lcx_train_latest(const char *run_dir, char **dir);
+
+/* An lcx_eval_score_fn (src/eval/eval.h) over a model: one forward pass of tokens[0..n) (n <= the model's max_tokens)
+ * with targets only for positions first..n-1. The model reports a summed loss, not per-token values, so every
+ * nll[i] is the window's mean NLL: each sum lcx_ppl_eval forms (per window, over windows) is the exact sum,
+ * but the individual entries are not per-token values. model is an lcx_model *. */
+lcx_status lcx_train_window_score(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll);
+
+/* SIGINT / SIGTERM set a flag checked after each step (installed once; idempotent). */
+void lcx_train_catch_signals(void);
+int lcx_train_interrupted(void);
+/* Clear the flag (tests, or a caller that handled the stop). */
+void lcx_train_clear_interrupt(void);
+
+#endif
