@@ -204,3 +204,10 @@ lcx_status lcx_cli_flush_stdout(void) {
     LCX_FAIL_IF(fflush(stdout) != 0, LCX_ERR_IO, "writing to stdout failed");
     return LCX_OK;
 }
+
+lcx_reporter lcx_cli_reporter(lcx_terminal *term, int quiet) {
+    int progress = isatty(2) && !quiet;
+    *term = (lcx_terminal){.quiet = quiet, .progress = progress, .steps = !(progress && isatty(1)),
+                           .rank = lcx_launch_rank()};
+    return lcx_terminal_reporter(term);
+}

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "src/core/report.h"
 #include "src/core/status.h"
 #include "src/core/tensor.h"
 
@@ -83,6 +84,11 @@ int lcx_cli_dtype(const char *cmd, const char *value, lcx_dtype *out);
 /* --activations bf16|f32 (activation storage dtype, docs/model.md "bf16 activations"): 1 and *out set, or 0
  * after a one-line usage error naming the flag. */
 int lcx_cli_act_dtype(const char *cmd, const char *value, lcx_dtype *out);
+
+/* The terminal reporter for a command: progress on stderr when it is a terminal and not quiet, per-step lines
+ * unless the progress line shares that terminal with stdout, only rank 0 printing under a launcher. term must
+ * outlive the reporter. */
+lcx_reporter lcx_cli_reporter(lcx_terminal *term, int quiet);
 
 /* fflush(stdout); LCX_ERR_IO "writing to stdout failed" when that fails (a full disk or closed pipe). */
 lcx_status lcx_cli_flush_stdout(void);

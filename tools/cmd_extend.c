@@ -506,8 +506,9 @@ int lcx_cmd_extend(int argc, char **argv) {
         ctx.tokenizer_paths = (const char *const *)tok;
         ctx.n_tokenizer = n_tok;
         ctx.keep_last = keep;
-        ctx.progress = isatty(2) && !quiet;
-        ctx.quiet = quiet || (ctx.progress && isatty(1)); /* on a terminal the progress line replaces the step lines */
+        lcx_terminal term;
+        lcx_reporter rep = lcx_cli_reporter(&term, quiet);
+        ctx.report = &rep;
         ctx.run_info = run_info;
         ctx.run_tokens = (int64_t)p->total_tokens;
         lcx_train_summary sum;

@@ -228,8 +228,9 @@ int lcx_cmd_train(int argc, char **argv) {
     ctx.tokenizer_paths = tok_all;
     ctx.n_tokenizer = n_all;
     ctx.keep_last = (int)keep;
-    ctx.progress = isatty(2) && !quiet;
-    ctx.quiet = quiet || (ctx.progress && isatty(1)); /* on a terminal the progress line replaces the step lines */
+    lcx_terminal term;
+    lcx_reporter rep = lcx_cli_reporter(&term, quiet);
+    ctx.report = &rep;
     if (latest)
         printf("resuming %s at step %lld/%lld (%lld tokens trained)\n", latest, (long long)state.step,
                (long long)steps, (long long)state.tokens);

@@ -1,5 +1,7 @@
 #include "src/core/status.h"
 
+#include "src/core/report.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +68,6 @@ lcx_status lcx_fail_context(lcx_status st, const char *fmt, ...) {
 }
 
 void lcx_assert_fail(const char *expr, const char *file, int line) {
-    fprintf(stderr, "lcextend: internal error: assertion '%s' failed at %s:%d\n", expr, file, line);
+    lcx_report_internal_error(expr, file, line); /* the one writer to the terminal is report.c */
     abort();
 }

@@ -43,12 +43,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void fmt_eta(double s, char *buf, size_t n) {
-    if (!(s >= 0) || s > 1e7) snprintf(buf, n, "--:--");
-    else if (s >= 3600) snprintf(buf, n, "%d:%02d:%02d", (int)(s / 3600), (int)fmod(s / 60, 60), (int)fmod(s, 60));
-    else snprintf(buf, n, "%d:%02d", (int)(s / 60), (int)fmod(s, 60));
-}
-
 static lcx_status check_stage(const lcx_train_stage *sg, const lcx_model *m) {
     LCX_FAIL_IF(sg->seq_len < 2 || sg->steps < 1 || sg->micro_seqs < 1 || sg->grad_accum < 1 ||
                     sg->save_interval < 0,
@@ -150,47 +144,54 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
         if (r.peak_rss > sum->peak_rss) sum->peak_rss = r.peak_rss;
         sum->steps_run++;
         sum->last_loss = r.loss;
-        fprintf(mf,
-                "{\"stage\": %d, \"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"clip\": %.6g, "
-                "\"tokens\": %lld, \"tokens_per_s\": %.1f, \"peak_rss\": %llu, \"time\": %.4f}\n",
-                sg->index + 1, (long long)state->step, r.loss, ao.lr, r.grad_norm, r.clip_scale,
-                (long long)state->tokens, tps, (unsigned long long)r.peak_rss, dt);
+        char rec[512];
+        snprintf(rec, sizeof rec,
+                 "{\"stage\": %d, \"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"clip\": %.6g, "
+                 "\"tokens\": %lld, \"tokens_per_s\": %.1f, \"peak_rss\": %llu, \"time\": %.4f}",
+                 sg->index + 1, (long long)state->step, r.loss, ao.lr, r.grad_norm, r.clip_scale,
+                 (long long)state->tokens, tps, (unsigned long long)r.peak_rss, dt);
+        fprintf(mf, "%s\n", rec);
         fflush(mf);
+        lcx_report_event(ctx->report, "step", "%s", rec);
         double mean_dt = (now_s() - t_start) / (double)(state->step - first);
         char eta[32], reta[48] = "";
-        fmt_eta(mean_dt * (double)(sg->steps - state->step), eta, sizeof eta);
+        lcx_report_format_eta(mean_dt * (double)(sg->steps - state->step), eta, sizeof eta);
         if (ctx->run_tokens > state->tokens) { /* the rest of the run at this stage's speed (later stages are slower) */
             char r2[32];
-            fmt_eta(mean_dt / (double)per_step * (double)(ctx->run_tokens - state->tokens), r2, sizeof r2);
+            lcx_report_format_eta(mean_dt / (double)per_step * (double)(ctx->run_tokens - state->tokens), r2, sizeof r2);
             snprintf(reta, sizeof reta, " (run %s+)", r2);
         }
-        if (ctx->progress) {
-            fprintf(stderr, "\r\033[Kstage %d/%d  step %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  ETA %s%s  RSS %.0f MiB",
-                    sg->index + 1, sg->n_stages, (long long)state->step, (long long)sg->steps, r.loss, ao.lr, tps, eta, reta,
-                    r.peak_rss / 1048576.0);
-            fflush(stderr);
-        }
-        if (!ctx->quiet) {
-            printf("stage %d/%d step %lld/%lld loss %.6f lr %.4g grad_norm %.4f tokens/s %.1f ETA %s%s peak_rss %.1f MiB\n",
+        char what[48], detail[96];
+        snprintf(what, sizeof what, "stage %d/%d  step", sg->index + 1, sg->n_stages);
+        snprintf(detail, sizeof detail, "loss %.4f  lr %.3g  RSS %.0f MiB%s", r.loss, ao.lr, r.peak_rss / 1048576.0, reta);
+        lcx_report_progress(ctx->report, &(lcx_progress){.what = what, .done = state->step, .total = sg->steps,
+                                                          .rate = tps, .unit = "tok/s",
+                                                          .eta_s = mean_dt * (double)(sg->steps - state->step),
+                                                          .detail = detail});
+        lcx_report(ctx->report, LCX_REPORT_STEP,
+                   "stage %d/%d step %lld/%lld loss %.6f lr %.4g grad_norm %.4f tokens/s %.1f ETA %s%s peak_rss %.1f MiB",
                    sg->index + 1, sg->n_stages, (long long)state->step, (long long)sg->steps, r.loss, ao.lr,
                    r.grad_norm, tps, eta, reta, r.peak_rss / 1048576.0);
-            fflush(stdout);
-        }
         int stop = lcx_train_interrupted();
         if (state->step == sg->steps) state->stage_done = 1;
         if (stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0)) {
             double ts = now_s();
             LCX_TRY_GOTO(lcx_train_save(m, ctx, state, sg), done);
-            if (!ctx->quiet) printf("saved %s (%.2f s)\n", state->saved, now_s() - ts);
+            lcx_report(ctx->report, LCX_REPORT_NOTE, "saved %s (%.2f s)", state->saved, now_s() - ts);
+            json_t *ev = json_pack("{s:s, s:I}", "path", state->saved, "step", (json_int_t)state->step);
+            char *evs = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+            if (evs) lcx_report_event(ctx->report, "saved", "%s", evs);
+            free(evs);
+            json_decref(ev);
         }
         if (stop && !state->stage_done) {
-            if (ctx->progress) fputc('\n', stderr);
+            lcx_report_progress_end(ctx->report);
             st = lcx_fail(LCX_ERR_INTERRUPTED, "interrupted at stage %d step %lld; saved %s (continue with --resume)",
                          sg->index + 1, (long long)state->step, state->saved ? state->saved : "?");
             goto done;
         }
     }
-    if (ctx->progress) fputc('\n', stderr);
+    lcx_report_progress_end(ctx->report);
     sum->seconds = now_s() - t_start;
     sum->mean_tokens_per_s = n_tps ? tps_sum / (double)n_tps : 0;
 done:

@@ -32,6 +32,7 @@
 #include "src/train/lr_schedule.h"
 #include "src/model/model.h"
 #include "src/train/sampler.h"
+#include "src/core/report.h"
 #include "src/core/status.h"
 
 typedef struct lcx_train_stage {
@@ -55,8 +56,7 @@ typedef struct lcx_train_ctx {
     const char *const *tokenizer_paths; /* files copied into every checkpoint under their base names */
     int n_tokenizer;
     int keep_last;                /* checkpoints kept (0 = all) */
-    int progress;                 /* 1: one updating progress line on stderr */
-    int quiet;                    /* 1: no per-step line on stdout */
+    const lcx_reporter *report;   /* step lines, progress, "step"/"saved" events (NULL: silent) */
     const json_t *run_info;       /* stored as "run" in the training state (may be NULL) */
     int64_t run_tokens;           /* tokens of the whole run (all stages), for a run ETA; 0 = stage ETA only */
 } lcx_train_ctx;

@@ -56,6 +56,24 @@ static lcx_train_stage stage(void) {
     return s;
 }
 
+/* A reporter that counts what training reports (the terminal is never involved in a test). */
+typedef struct step_log {
+    int step_lines, step_events, saved_events;
+    double last_loss;
+} step_log;
+static void log_line(void *user, lcx_report_level level, const char *text) {
+    step_log *l = user;
+    if (level == LCX_REPORT_STEP && strncmp(text, "stage 1/1 step ", 15) == 0) l->step_lines++;
+}
+static void log_event(void *user, const char *name, const char *json) {
+    step_log *l = user;
+    if (strcmp(name, "saved") == 0) l->saved_events++;
+    if (strcmp(name, "step") != 0) return;
+    l->step_events++;
+    const char *p = strstr(json, "\"loss\": ");
+    if (p) l->last_loss = strtod(p + 8, NULL);
+}
+
 static char *mkrun(const char *name) {
     char *d = malloc(512);
     snprintf(d, 512, "%s/%s", g_root, name);
@@ -128,7 +146,9 @@ int main(void) {
     lcx_train_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.model_config = g_cfg.json;
-    ctx.quiet = 1;
+    step_log log = {0};
+    lcx_reporter rep = {.line = log_line, .event = log_event, .user = &log};
+    ctx.report = &rep;
     lcx_train_summary sum;
 
     /* A: uninterrupted */
@@ -166,6 +186,10 @@ int main(void) {
     CHECK(read_losses(runA, la) == STEPS);
     CHECK_REL(la[0], first_ref, 1e-6);
     CHECK(la[STEPS - 1] < la[0]); /* it learns */
+    /* the reporter saw every step, as a line and as an event carrying the metrics line's loss, and the save */
+    CHECK(log.step_lines == STEPS && log.step_events == STEPS && log.saved_events == 1);
+    CHECK_REL(log.last_loss, la[STEPS - 1], 1e-9);
+    log = (step_log){0};
 
     /* B: the same run saving every 3 steps (saving must not change anything) */
     char *runB = mkrun("B");
