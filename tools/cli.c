@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "src/core/fileio.h"
+#include "src/model/act_policy.h"
 
 int lcx_cli_report(const char *cmd, lcx_status st) {
     fprintf(stderr, "lcextend %s: %s: %s\n", cmd, lcx_status_name(st), lcx_last_error());
@@ -210,4 +211,214 @@ lcx_reporter lcx_cli_reporter(lcx_terminal *term, int quiet) {
     *term = (lcx_terminal){.quiet = quiet, .progress = progress, .steps = !(progress && isatty(1)),
                            .rank = lcx_launch_rank()};
     return lcx_terminal_reporter(term);
+}
+
+/* ---- flags ------------------------------------------------------------------------------------------------- */
+
+const lcx_cli_word lcx_cli_weight_dtypes[] = {{"f32", LCX_F32}, {"bf16", LCX_BF16}, {NULL, 0}};
+const lcx_cli_word lcx_cli_act_dtypes[] = {{"bf16", LCX_BF16}, {"f32", LCX_F32}, {NULL, 0}};
+const lcx_cli_word lcx_cli_act_policies[] = {
+    {"keep", LCX_ACT_KEEP}, {"recompute", LCX_ACT_RECOMPUTE}, {"offload", LCX_ACT_OFFLOAD}, {NULL, 0}};
+
+/* Integer destinations are int, int64_t or an enum (int-sized); the table recorded which size. */
+static void store_integer(void *dest, size_t size, int64_t v) {
+    if (size == sizeof(int64_t)) {
+        memcpy(dest, &v, sizeof v);
+        return;
+    }
+    LCX_ASSERT(size == sizeof(int32_t) && v >= INT32_MIN && v <= INT32_MAX);
+    int32_t narrow = (int32_t)v;
+    memcpy(dest, &narrow, sizeof narrow);
+}
+
+static const lcx_cli_word *find_word(const lcx_cli_word *words, const char *value) {
+    for (const lcx_cli_word *w = words; w->word; w++)
+        if (strcmp(w->word, value) == 0) return w;
+    return NULL;
+}
+
+/* What a bad value is not, after "<flag> '<value>' ": "is not an integer in [1, 8]", "(expected f32 or bf16)".
+ * For lists, what one item is not. */
+static const char *describe(const lcx_cli_flag *f, char *buf, size_t cap) {
+    char lo[32], hi[32];
+    switch (f->kind) {
+    case LCX_CLI_INT:
+        snprintf(buf, cap, "is not an integer in [%lld, %lld]", (long long)f->lo, (long long)f->hi);
+        break;
+    case LCX_CLI_REAL:
+    case LCX_CLI_REALS:
+        if (f->real_lo == -DBL_MAX && f->real_hi == DBL_MAX) snprintf(buf, cap, "is not a number");
+        else if (f->real_lo == DBL_TRUE_MIN && f->real_hi == DBL_MAX) snprintf(buf, cap, "is not a positive number");
+        else snprintf(buf, cap, "is not a number in [%g, %g]", f->real_lo, f->real_hi);
+        break;
+    case LCX_CLI_LENGTH:
+    case LCX_CLI_LENGTHS:
+        snprintf(buf, cap, "is not a length in [%s, %s] (digits with an optional k or m suffix, e.g. 32768, 32k, 1m)",
+                 lcx_format_length(f->lo, lo, sizeof lo), lcx_format_length(f->hi, hi, sizeof hi));
+        break;
+    case LCX_CLI_SIZE:
+        snprintf(buf, cap, "is not a positive size (e.g. %s)",
+                 f->units == LCX_BYTES_BINARY ? "80G, 24GiB, 512M; K, M, G, T are binary" : "4GB, 512MiB, 1.5G");
+        break;
+    case LCX_CLI_CHOICE: {
+        size_t n = (size_t)snprintf(buf, cap, "(expected ");
+        for (const lcx_cli_word *w = f->words; w->word && n < cap; w++)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", w->word, !w[1].word ? ")" : !w[2].word ? " or " : ", ");
+        break;
+    }
+    default:
+        snprintf(buf, cap, "is not valid");
+        break;
+    }
+    return buf;
+}
+
+static int bad_value(const char *cmd, const lcx_cli_flag *f, const char *value) {
+    char what[256];
+    if (f->rule) return lcx_cli_usage_error(cmd, "%s %s, not '%s'", f->name, f->rule, value);
+    return lcx_cli_usage_error(cmd, "%s '%s' %s", f->name, value, describe(f, what, sizeof what));
+}
+
+/* "a,b,c" into the flag's array (REALS, LENGTHS); replaces what an earlier occurrence stored. */
+static int take_list(const char *cmd, const lcx_cli_flag *f, const char *value) {
+    int n = 0;
+    for (const char *item = value;; n++) {
+        size_t len = strcspn(item, ",");
+        if (n == f->cap) return lcx_cli_usage_error(cmd, "%s '%s': more than %d values", f->name, value, f->cap), 0;
+        char text[64];
+        int ok = len < sizeof text;
+        if (ok) {
+            memcpy(text, item, len);
+            text[len] = '\0';
+            ok = f->kind == LCX_CLI_REALS ? lcx_parse_real(text, f->real_lo, f->real_hi, &f->to.reals[n]) == LCX_OK
+                                          : lcx_parse_length_in(text, f->lo, f->hi, &f->to.lengths[n]) == LCX_OK;
+        }
+        if (!ok) {
+            char what[256];
+            return lcx_cli_usage_error(cmd, "%s '%s': '%.*s' %s", f->name, value, (int)len, item,
+                                       describe(f, what, sizeof what)), 0;
+        }
+        if (item[len] == '\0') break;
+        item += len + 1;
+    }
+    *f->count = n + 1;
+    return 1;
+}
+
+/* One value of flag f: checked, converted and stored. 0 after a usage error. */
+static int take_value(const char *cmd, const lcx_cli_flag *f, const char *value) {
+    int ok = 1;
+    switch (f->kind) {
+    case LCX_CLI_STR:
+        *f->to.str = value;
+        break;
+    case LCX_CLI_INT: {
+        LCX_ASSERT(f->size == sizeof(int64_t) || (f->lo >= INT32_MIN && f->hi <= INT32_MAX)); /* fits the int */
+        int64_t v;
+        ok = lcx_parse_int(value, f->lo, f->hi, &v) == LCX_OK;
+        if (ok) store_integer(f->to.integer, f->size, v);
+        break;
+    }
+    case LCX_CLI_REAL:
+        ok = lcx_parse_real(value, f->real_lo, f->real_hi, f->to.real) == LCX_OK;
+        break;
+    case LCX_CLI_LENGTH:
+        ok = lcx_parse_length_in(value, f->lo, f->hi, f->to.length) == LCX_OK;
+        break;
+    case LCX_CLI_SIZE: {
+        uint64_t v;
+        ok = lcx_parse_bytes(value, f->units, &v) == LCX_OK && v > 0;
+        if (ok) *f->to.bytes = v;
+        break;
+    }
+    case LCX_CLI_CHOICE: {
+        const lcx_cli_word *w = find_word(f->words, value);
+        ok = w != NULL;
+        if (ok && f->to.integer) store_integer(f->to.integer, f->size, w->value);
+        break;
+    }
+    case LCX_CLI_STRS:
+        if (*f->count == f->cap)
+            return lcx_cli_usage_error(cmd, "%s '%s': more than %d values", f->name, value, f->cap), 0;
+        f->to.strs[(*f->count)++] = value;
+        break;
+    case LCX_CLI_REALS:
+    case LCX_CLI_LENGTHS:
+        ok = take_list(cmd, f, value);
+        if (!ok) return 0;
+        break;
+    case LCX_CLI_SWITCH:
+        LCX_ASSERT(!"a switch takes no value");
+    }
+    if (!ok) return bad_value(cmd, f, value), 0;
+    if (f->text) *f->text = value;
+    return 1;
+}
+
+/* The value after "--name=" in arg, "" (matched, no '=') or NULL (not this flag). */
+static const char *match_flag(const char *arg, const char *name) {
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0) return NULL;
+    return arg[n] == '=' ? arg + n + 1 : arg[n] == '\0' ? arg + n : NULL;
+}
+
+static int starts_with_dashes(const char *arg) { return arg[0] == '-' && arg[1] == '-'; }
+
+/* argv[*i] is flag f: take its value(s), advancing *i. 0 after a usage error. */
+static int take_flag(const char *cmd, const lcx_cli_flag *f, int argc, char **argv, int *i) {
+    const char *arg = argv[*i];
+    const char *inline_value = match_flag(arg, f->name);
+    int has_inline = arg[strlen(f->name)] == '=';
+    if (f->kind == LCX_CLI_SWITCH) {
+        if (has_inline) return lcx_cli_usage_error(cmd, "flag %s takes no value, not '%s'", f->name, inline_value), 0;
+        *f->to.on = 1;
+        return 1;
+    }
+    const char *value = NULL;
+    if (has_inline) value = inline_value;
+    else if (*i + 1 < argc && !(f->greedy && starts_with_dashes(argv[*i + 1]))) value = argv[++*i];
+    if (!value) return lcx_cli_usage_error(cmd, "flag %s needs a value", f->name), 0;
+    if (!take_value(cmd, f, value)) return 0;
+    while (f->greedy && *i + 1 < argc && !starts_with_dashes(argv[*i + 1]))
+        if (!take_value(cmd, f, argv[++*i])) return 0;
+    return 1;
+}
+
+static int take_operand(const lcx_cli_spec *s, const char *arg) {
+    if (!s->operand) return lcx_cli_usage_error(s->cmd, "unexpected argument '%s'", arg), 0;
+    if (*s->operand) return lcx_cli_usage_error(s->cmd, "unexpected argument '%s' (%s)", arg, s->one_only), 0;
+    *s->operand = arg;
+    return 1;
+}
+
+static const lcx_cli_flag *find_flag(const lcx_cli_spec *s, const char *arg) {
+    for (size_t k = 0; k < s->n_flags; k++)
+        if (match_flag(arg, s->flags[k].name)) return &s->flags[k];
+    return NULL;
+}
+
+int lcx_cli_parse(const lcx_cli_spec *s, int argc, char **argv) {
+    int operands_only = 0; /* after "--" */
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (operands_only || arg[0] != '-' || arg[1] == '\0') {
+            if (!take_operand(s, arg)) return LCX_EXIT_USAGE;
+        } else if (strcmp(arg, "--") == 0) {
+            operands_only = 1;
+        } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            s->help();
+            return LCX_EXIT_OK;
+        } else {
+            const lcx_cli_flag *f = find_flag(s, arg);
+            if (!f) return lcx_cli_usage_error(s->cmd, "unknown flag '%s'", arg);
+            if (!take_flag(s->cmd, f, argc, argv, &i)) return LCX_EXIT_USAGE;
+        }
+    }
+    return LCX_CLI_RUN;
+}
+
+int lcx_cli_flag_given(int argc, char **argv, const char *name) {
+    for (int i = 1; i < argc; i++)
+        if (match_flag(argv[i], name)) return 1;
+    return 0;
 }

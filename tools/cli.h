@@ -2,12 +2,15 @@
 #ifndef LCX_TOOLS_CLI_H
 #define LCX_TOOLS_CLI_H
 
+#include <float.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "src/core/report.h"
 #include "src/core/status.h"
 #include "src/core/tensor.h"
+#include "src/core/units.h"
 
 enum { LCX_EXIT_OK = 0, LCX_EXIT_FAIL = 1, LCX_EXIT_USAGE = 2 };
 
@@ -21,6 +24,129 @@ int lcx_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((fo
  * error already printed and *err set) and advances *i. Returns 1 if argv[*i] is this flag. */
 int lcx_cli_flag_value(int argc, char **argv, int *i, const char *name, const char **value, const char *cmd,
                        int *err);
+
+/* ---- flags: one declarative table per command -------------------------------------------------------------
+ *
+ *     const lcx_cli_flag flags[] = {
+ *         LCX_FLAG_STR("--ids", ids_path),
+ *         LCX_FLAG_INT("--chunk", chunk, 1, INT32_MAX),
+ *         LCX_FLAG_CHOICE("--dtype", dtype, lcx_cli_weight_dtypes),
+ *         LCX_FLAG_SWITCH("--quiet", quiet),
+ *     };
+ *     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
+ *     int stop = lcx_cli_parse(&spec, argc, argv);
+ *     if (stop != LCX_CLI_RUN) return stop;
+ *
+ * lcx_cli_parse reads argv[1..] in order: "--name value" and "--name=value"; --help / -h (help printed, exit
+ * 0); "--" (everything after it is an operand); operands (arguments not starting with '-', and a lone "-").
+ * A later occurrence of a flag replaces the earlier value, except STRS flags, which collect them. Each
+ * problem is one usage error line naming the flag and the value, exit 2: "flag --x needs a value", "unknown
+ * flag '--x'", "unexpected argument 'x' (one CKPT only)", "--chunk '0' is not an integer in [1, 2147483647]",
+ * "--dtype 'f16' (expected f32 or bf16)". Numbers go through the strict parsers of src/units.h. Checks that
+ * involve several flags (one of A or B, required flags) stay with the command, after the parse. */
+
+typedef enum lcx_cli_kind {
+    LCX_CLI_SWITCH,  /* no value: sets an int to 1 */
+    LCX_CLI_STR,     /* the text as given */
+    LCX_CLI_INT,     /* an integer in [lo, hi] into an int, int64_t (or an enum) */
+    LCX_CLI_REAL,    /* a finite real in [real_lo, real_hi] into a double */
+    LCX_CLI_LENGTH,  /* a length ("32768", "32k", "1m") in [lo, hi] into an int64_t */
+    LCX_CLI_SIZE,    /* a positive byte size ("512MiB", "80GB") into a uint64_t */
+    LCX_CLI_CHOICE,  /* one of `words`: its value into an int or enum, and/or the word itself via `text` */
+    LCX_CLI_STRS,    /* repeatable: each occurrence appends its text to an array */
+    LCX_CLI_REALS,   /* "0,0.5,1": reals in [real_lo, real_hi] into an array */
+    LCX_CLI_LENGTHS, /* "256,512,1k": lengths in [lo, hi] into an array */
+} lcx_cli_kind;
+
+/* A word of a CHOICE flag and what it stands for; a NULL word ends the list. */
+typedef struct lcx_cli_word {
+    const char *word;
+    int value;
+} lcx_cli_word;
+
+extern const lcx_cli_word lcx_cli_weight_dtypes[]; /* --dtype: f32, bf16 */
+extern const lcx_cli_word lcx_cli_act_dtypes[];    /* --activations: bf16, f32 */
+extern const lcx_cli_word lcx_cli_act_policies[];  /* --policy: keep, recompute, offload */
+
+/* One flag. Fill it with the LCX_FLAG_* macros below (they check the destination's type), or with designated
+ * initializers for the optional fields. */
+typedef struct lcx_cli_flag {
+    const char *name; /* "--seq"; "-q" works too */
+    lcx_cli_kind kind;
+    union {                   /* where the value goes */
+        int *on;              /* SWITCH */
+        const char **str;     /* STR */
+        void *integer;        /* INT, CHOICE: an int, int64_t or enum of `size` bytes; may be NULL for CHOICE */
+        double *real;         /* REAL */
+        int64_t *length;      /* LENGTH */
+        uint64_t *bytes;      /* SIZE */
+        const char **strs;    /* STRS: array of cap */
+        double *reals;        /* REALS: array of cap */
+        int64_t *lengths;     /* LENGTHS: array of cap */
+    } to;
+    size_t size;              /* INT, CHOICE: sizeof the integer destination (4 or 8) */
+    int64_t lo, hi;           /* INT, LENGTH, LENGTHS: inclusive range */
+    double real_lo, real_hi;  /* REAL, REALS: inclusive range */
+    lcx_byte_units units;     /* SIZE: what a bare K/M/G/T means */
+    const lcx_cli_word *words; /* CHOICE */
+    int *count;               /* STRS, REALS, LENGTHS: values stored */
+    int cap;                  /* STRS, REALS, LENGTHS: capacity of the array */
+    int greedy;               /* STRS: also takes the following arguments up to the next one starting with "--" */
+    const char **text;        /* optional: also the value as given (a name built from it, "was it given") */
+    const char *rule;         /* optional: the bad-value message becomes "<name> <rule>, not '<value>'" */
+} lcx_cli_flag;
+
+#define LCX_CLI_COUNT(array) (sizeof(array) / sizeof((array)[0]))
+/* An integer destination: int or int64_t, anything else does not compile. */
+#define LCX_CLI_INTEGER_REF(var) _Generic((var), int: &(var), int64_t: &(var))
+
+#define LCX_FLAG_SWITCH(flag, var) {.name = (flag), .kind = LCX_CLI_SWITCH, .to.on = &(var)}
+#define LCX_FLAG_STR(flag, var) {.name = (flag), .kind = LCX_CLI_STR, .to.str = &(var)}
+#define LCX_FLAG_INT(flag, var, min, max)                                                                        \
+    {.name = (flag), .kind = LCX_CLI_INT, .to.integer = LCX_CLI_INTEGER_REF(var), .size = sizeof(var), .lo = (min), \
+     .hi = (max)}
+#define LCX_FLAG_REAL(flag, var, min, max)                                                                       \
+    {.name = (flag), .kind = LCX_CLI_REAL, .to.real = &(var), .real_lo = (min), .real_hi = (max)}
+/* A real > 0 ("is not a positive number"). */
+#define LCX_FLAG_POSITIVE(flag, var) LCX_FLAG_REAL(flag, var, DBL_TRUE_MIN, DBL_MAX)
+#define LCX_FLAG_LENGTH(flag, var, min, max)                                                                     \
+    {.name = (flag), .kind = LCX_CLI_LENGTH, .to.length = &(var), .lo = (min), .hi = (max)}
+#define LCX_FLAG_SIZE(flag, var, byte_units)                                                                     \
+    {.name = (flag), .kind = LCX_CLI_SIZE, .to.bytes = &(var), .units = (byte_units)}
+/* CHOICE into an int or enum variable: the chosen word's value. */
+#define LCX_FLAG_CHOICE(flag, var, word_list)                                                                    \
+    {.name = (flag), .kind = LCX_CLI_CHOICE, .to.integer = &(var), .size = sizeof(var), .words = (word_list)}
+/* CHOICE into a string variable: the chosen word itself. */
+#define LCX_FLAG_WORD(flag, var, word_list)                                                                      \
+    {.name = (flag), .kind = LCX_CLI_CHOICE, .text = &(var), .words = (word_list)}
+#define LCX_FLAG_STRS(flag, array, n, capacity)                                                                  \
+    {.name = (flag), .kind = LCX_CLI_STRS, .to.strs = (array), .count = &(n), .cap = (capacity)}
+#define LCX_FLAG_REALS(flag, array, n, capacity, min, max)                                                       \
+    {.name = (flag), .kind = LCX_CLI_REALS, .to.reals = (array), .count = &(n), .cap = (capacity),               \
+     .real_lo = (min), .real_hi = (max)}
+#define LCX_FLAG_LENGTHS(flag, array, n, capacity, min, max)                                                     \
+    {.name = (flag), .kind = LCX_CLI_LENGTHS, .to.lengths = (array), .count = &(n), .cap = (capacity),           \
+     .lo = (min), .hi = (max)}
+
+/* A command's arguments: its flags and at most one operand. */
+typedef struct lcx_cli_spec {
+    const char *cmd;            /* "score": messages read "lcextend score: ..." */
+    void (*help)(void);         /* prints the help on stdout */
+    const lcx_cli_flag *flags;
+    size_t n_flags;
+    const char **operand;       /* the one positional argument (CKPT, PATH); NULL when the command takes none */
+    const char *one_only;       /* a second operand's message, e.g. "one CKPT only" */
+} lcx_cli_spec;
+
+/* lcx_cli_parse's "go on": the arguments are parsed and stored. */
+#define LCX_CLI_RUN (-1)
+
+/* Parse argv[1..argc) by spec. Returns LCX_CLI_RUN, or the exit code to return at once: LCX_EXIT_OK after the
+ * help, LCX_EXIT_USAGE after a usage error (printed). */
+int lcx_cli_parse(const lcx_cli_spec *spec, int argc, char **argv);
+
+/* 1 when argv[1..argc) holds flag NAME ("--to" or "--to=..."): for choosing a command before parsing. */
+int lcx_cli_flag_given(int argc, char **argv, const char *name);
 
 /* Read a text file of whitespace-separated token ids (integers in [0, 2^31)). *ids is malloc'd. Errors name
  * the file and the token index ("ids.txt: token 3: 'abc' is not a non-negative integer"). */
