@@ -32,36 +32,19 @@ static void help(void) {
            "  lcextend score ./Llama-3.2-1B --ids doc.ids --dtype bf16 --logits logits.npy\n");
 }
 
-static int parse_pos_int(const char *s, int64_t *out) {
-    char *e;
-    long long v = strtoll(s, &e, 10);
-    if (*s == 0 || *e != 0 || v < 1 || v > INT32_MAX) return 0;
-    *out = v;
-    return 1;
-}
-
 int lcx_cmd_score(int argc, char **argv) {
-    const char *ckpt = NULL, *ids_path = NULL, *logits_path = NULL, *v = NULL;
+    const char *ckpt = NULL, *ids_path = NULL, *logits_path = NULL;
     lcx_dtype dtype = LCX_F32;
     int64_t chunk = 256;
-    int err = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            help();
-            return LCX_EXIT_OK;
-        }
-        LCX_CLI_STR_FLAG("--ids", ids_path)
-        LCX_CLI_STR_FLAG("--logits", logits_path)
-        else if (lcx_cli_flag_value(argc, argv, &i, "--chunk", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            if (!parse_pos_int(v, &chunk)) return lcx_cli_usage_error(CMD, "--chunk '%s' is not a positive integer", v);
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
-            if (err || !lcx_cli_dtype(CMD, v, &dtype)) return LCX_EXIT_USAGE;
-        } else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
-            return LCX_EXIT_USAGE;
-        }
-    }
+    const lcx_cli_flag flags[] = {
+        LCX_FLAG_STR("--ids", ids_path),
+        LCX_FLAG_STR("--logits", logits_path),
+        LCX_FLAG_INT("--chunk", chunk, 1, INT32_MAX),
+        LCX_FLAG_CHOICE("--dtype", dtype, lcx_cli_weight_dtypes),
+    };
+    const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
+    int stop = lcx_cli_parse(&spec, argc, argv);
+    if (stop != LCX_CLI_RUN) return stop;
     if (!ckpt) return lcx_cli_usage_error(CMD, "missing CKPT");
     if (!ids_path) return lcx_cli_usage_error(CMD, "missing --ids FILE");
 
