@@ -62,63 +62,47 @@ static void help(void) {
 
 #define MAX_TOK 16
 
+static const lcx_cli_word SCHEDULES[] = {{"cosine", LCX_LR_COSINE}, {"constant", LCX_LR_CONSTANT}, {NULL, 0}};
+
 int lcx_cmd_train(int argc, char **argv) {
-    const char *ckpt = NULL, *config = NULL, *data = NULL, *ids = NULL, *out = NULL, *export_hf = NULL, *v = NULL;
+    const char *ckpt = NULL, *config = NULL, *data = NULL, *ids = NULL, *out = NULL, *export_hf = NULL;
     const char *user_tok[MAX_TOK];
-    int n_user_tok = 0, resume = 0, quiet = 0, err = 0;
+    int n_user_tok = 0, resume = 0, quiet = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
     double lr = 3e-4, min_lr = 0, clip = 1.0, wd = 0.01, init_std = 0.02;
     lcx_lr_kind sched = LCX_LR_COSINE;
     lcx_act_policy policy = LCX_ACT_KEEP;
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            help();
-            return LCX_EXIT_OK;
-        } else if (strcmp(a, "--resume") == 0) {
-            resume = 1;
-        } else if (strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        }
-        LCX_CLI_INT_FLAG("--seq", seq, 2, INT32_MAX)
-        LCX_CLI_INT_FLAG("--steps", steps, 1, INT64_C(1) << 40)
-        LCX_CLI_INT_FLAG("--batch", batch, 1, 1 << 20)
-        LCX_CLI_INT_FLAG("--accum", accum, 1, 1 << 20)
-        LCX_CLI_INT_FLAG("--warmup", warmup, 0, INT64_C(1) << 40)
-        LCX_CLI_INT_FLAG("--save-every", save_every, 0, INT64_C(1) << 40)
-        LCX_CLI_INT_FLAG("--keep", keep, 0, 1 << 20)
-        LCX_CLI_INT_FLAG("--seed", seed, 0, INT64_MAX)
-        LCX_CLI_REAL_FLAG("--lr", lr, 1e-12, 1e3)
-        LCX_CLI_REAL_FLAG("--min-lr", min_lr, 0, 1e3)
-        LCX_CLI_REAL_FLAG("--clip", clip, 0, 1e30)
-        LCX_CLI_REAL_FLAG("--wd", wd, 0, 1e3)
-        LCX_CLI_REAL_FLAG("--init-std", init_std, 1e-12, 10)
-        LCX_CLI_STR_FLAG("--config", config)
-        LCX_CLI_STR_FLAG("--data", data)
-        LCX_CLI_STR_FLAG("--ids", ids)
-        LCX_CLI_STR_FLAG("--out", out)
-        LCX_CLI_STR_FLAG("--export-hf", export_hf)
-        else if (lcx_cli_flag_value(argc, argv, &i, "--tokenizer", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            if (n_user_tok == MAX_TOK) return lcx_cli_usage_error(CMD, "at most %d --tokenizer files", MAX_TOK);
-            user_tok[n_user_tok++] = v;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--schedule", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            if (lcx_lr_kind_parse(v, &sched) != 0)
-                return lcx_cli_usage_error(CMD, "--schedule '%s' (expected cosine or constant)", v);
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--policy", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            if (lcx_act_policy_parse(v, &policy) != LCX_OK || policy == LCX_ACT_AUTO)
-                return lcx_cli_usage_error(CMD, "--policy '%s' (expected keep, recompute or offload)", v);
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
-            if (err || !lcx_cli_dtype(CMD, v, &pdt)) return LCX_EXIT_USAGE;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--activations", &v, CMD, &err)) {
-            if (err || !lcx_cli_act_dtype(CMD, v, &adt)) return LCX_EXIT_USAGE;
-        } else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
-            return LCX_EXIT_USAGE;
-        }
-    }
+    const lcx_cli_flag flags[] = {
+        LCX_FLAG_SWITCH("--resume", resume),
+        LCX_FLAG_SWITCH("--quiet", quiet),
+        LCX_FLAG_INT("--seq", seq, 2, INT32_MAX),
+        LCX_FLAG_INT("--steps", steps, 1, INT64_C(1) << 40),
+        LCX_FLAG_INT("--batch", batch, 1, 1 << 20),
+        LCX_FLAG_INT("--accum", accum, 1, 1 << 20),
+        LCX_FLAG_INT("--warmup", warmup, 0, INT64_C(1) << 40),
+        LCX_FLAG_INT("--save-every", save_every, 0, INT64_C(1) << 40),
+        LCX_FLAG_INT("--keep", keep, 0, 1 << 20),
+        LCX_FLAG_INT("--seed", seed, 0, INT64_MAX),
+        LCX_FLAG_REAL("--lr", lr, 1e-12, 1e3),
+        LCX_FLAG_REAL("--min-lr", min_lr, 0, 1e3),
+        LCX_FLAG_REAL("--clip", clip, 0, 1e30),
+        LCX_FLAG_REAL("--wd", wd, 0, 1e3),
+        LCX_FLAG_REAL("--init-std", init_std, 1e-12, 10),
+        LCX_FLAG_STR("--config", config),
+        LCX_FLAG_STR("--data", data),
+        LCX_FLAG_STR("--ids", ids),
+        LCX_FLAG_STR("--out", out),
+        LCX_FLAG_STR("--export-hf", export_hf),
+        LCX_FLAG_STRS("--tokenizer", user_tok, n_user_tok, MAX_TOK),
+        LCX_FLAG_CHOICE("--schedule", sched, SCHEDULES),
+        LCX_FLAG_CHOICE("--policy", policy, lcx_cli_act_policies),
+        LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),
+        LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
+    };
+    const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
+    int stop = lcx_cli_parse(&spec, argc, argv);
+    if (stop != LCX_CLI_RUN) return stop;
     if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
     if (!data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
     if (!seq) return lcx_cli_usage_error(CMD, "missing --seq L");

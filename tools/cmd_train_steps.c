@@ -56,41 +56,30 @@ static uint64_t mix(uint64_t *s) {
 }
 
 int lcx_cmd_train_steps(int argc, char **argv) {
-    const char *ckpt = NULL, *config = NULL, *ids_path = NULL, *v = NULL;
+    const char *ckpt = NULL, *config = NULL, *ids_path = NULL;
     int64_t steps = 3, seq = 128, batch = 1, micro = 1, chunk = 256, seed = 1;
     lcx_adamw_opts ao = lcx_adamw_opts_default();
     lcx_act_policy policy = LCX_ACT_KEEP;
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
-    int err = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            help();
-            return LCX_EXIT_OK;
-        }
-        LCX_CLI_INT_FLAG("--steps", steps, 1, 1000000)
-        LCX_CLI_INT_FLAG("--seq", seq, 2, INT32_MAX)
-        LCX_CLI_INT_FLAG("--batch", batch, 1, 1 << 20)
-        LCX_CLI_INT_FLAG("--micro", micro, 1, 1 << 20)
-        LCX_CLI_INT_FLAG("--chunk", chunk, 1, INT32_MAX)
-        LCX_CLI_INT_FLAG("--seed", seed, 0, INT64_MAX)
-        LCX_CLI_REAL_FLAG("--lr", ao.lr, 0, 1e3)
-        LCX_CLI_REAL_FLAG("--wd", ao.weight_decay, 0, 1e3)
-        LCX_CLI_REAL_FLAG("--clip", ao.max_grad_norm, 0, 1e30)
-        LCX_CLI_STR_FLAG("--config", config)
-        LCX_CLI_STR_FLAG("--ids", ids_path)
-        else if (lcx_cli_flag_value(argc, argv, &i, "--policy", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            if (lcx_act_policy_parse(v, &policy) != LCX_OK)
-                return lcx_cli_usage_error(CMD, "--policy '%s' (expected keep, recompute or offload)", v);
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
-            if (err || !lcx_cli_dtype(CMD, v, &pdt)) return LCX_EXIT_USAGE;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--activations", &v, CMD, &err)) {
-            if (err || !lcx_cli_act_dtype(CMD, v, &adt)) return LCX_EXIT_USAGE;
-        } else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
-            return LCX_EXIT_USAGE;
-        }
-    }
+    const lcx_cli_flag flags[] = {
+        LCX_FLAG_INT("--steps", steps, 1, 1000000),
+        LCX_FLAG_INT("--seq", seq, 2, INT32_MAX),
+        LCX_FLAG_INT("--batch", batch, 1, 1 << 20),
+        LCX_FLAG_INT("--micro", micro, 1, 1 << 20),
+        LCX_FLAG_INT("--chunk", chunk, 1, INT32_MAX),
+        LCX_FLAG_INT("--seed", seed, 0, INT64_MAX),
+        LCX_FLAG_REAL("--lr", ao.lr, 0, 1e3),
+        LCX_FLAG_REAL("--wd", ao.weight_decay, 0, 1e3),
+        LCX_FLAG_REAL("--clip", ao.max_grad_norm, 0, 1e30),
+        LCX_FLAG_STR("--config", config),
+        LCX_FLAG_STR("--ids", ids_path),
+        LCX_FLAG_CHOICE("--policy", policy, lcx_cli_act_policies),
+        LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),
+        LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
+    };
+    const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
+    int stop = lcx_cli_parse(&spec, argc, argv);
+    if (stop != LCX_CLI_RUN) return stop;
     if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
     if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
 
