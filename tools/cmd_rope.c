@@ -192,28 +192,6 @@ done:
 
 /* ---- --to -------------------------------------------------------------------------------------------------- */
 
-/* Parse "a,b,c" into doubles (at most LCX_ROPE_MAX_PAIRS). 0 + usage error on junk. */
-static int parse_list(const char *flag, const char *text, double *v, int *n) {
-    *n = 0;
-    const char *s = text;
-    for (;;) {
-        char *e;
-        errno = 0;
-        double x = strtod(s, &e);
-        if (e == s || errno || !isfinite(x) || (*e != ',' && *e != 0)) {
-            lcx_cli_usage_error(CMD, "%s '%s': expected comma-separated numbers", flag, text);
-            return 0;
-        }
-        if (*n >= LCX_ROPE_MAX_PAIRS) {
-            lcx_cli_usage_error(CMD, "%s: more than %d values", flag, LCX_ROPE_MAX_PAIRS);
-            return 0;
-        }
-        v[(*n)++] = x;
-        if (*e == 0) return 1;
-        s = e + 1;
-    }
-}
-
 static lcx_status copy_file(const char *from, const char *to) {
     int in = open(from, O_RDONLY | O_CLOEXEC);
     LCX_FAIL_IF(in < 0, LCX_ERR_IO, "%s: cannot open: %s", from, strerror(errno));
@@ -364,70 +342,53 @@ done:
 }
 
 int lcx_cmd_rope(int argc, char **argv) {
-    const char *ckpt = NULL, *seq = NULL, *to = NULL, *method = NULL, *theta = NULL, *out = NULL, *v = NULL;
-    const char *short_f = NULL, *long_f = NULL;
-    int do_show = 0, as_json = 0, err = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            help();
-            return LCX_EXIT_OK;
-        } else if (strcmp(a, "--show") == 0) {
-            do_show = 1;
-        } else if (strcmp(a, "--json") == 0) {
-            as_json = 1;
-        }
-        LCX_CLI_STR_FLAG("--seq", seq)
-        LCX_CLI_STR_FLAG("--to", to)
-        LCX_CLI_STR_FLAG("--method", method)
-        LCX_CLI_STR_FLAG("--theta", theta)
-        LCX_CLI_STR_FLAG("--short-factor", short_f)
-        LCX_CLI_STR_FLAG("--long-factor", long_f)
-        LCX_CLI_STR_FLAG("--out", out)
-        else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
-            return LCX_EXIT_USAGE;
-        }
-    }
+    const char *ckpt = NULL, *method = NULL, *out = NULL;
+    int do_show = 0, as_json = 0;
+    int64_t seq = 0; /* 0: max_position_embeddings */
+    static double sf[LCX_ROPE_MAX_PAIRS], lf[LCX_ROPE_MAX_PAIRS];
+    lcx_rope_extend req;
+    memset(&req, 0, sizeof req);
+    const lcx_cli_flag flags[] = {
+        LCX_FLAG_SWITCH("--show", do_show),
+        LCX_FLAG_SWITCH("--json", as_json),
+        LCX_FLAG_LENGTH("--seq", seq, 1, LCX_CONFIG_MAX_POSITIONS),
+        LCX_FLAG_LENGTH("--to", req.target, 1, LCX_CONFIG_MAX_POSITIONS),
+        LCX_FLAG_STR("--method", method),
+        LCX_FLAG_POSITIVE("--theta", req.theta),
+        LCX_FLAG_REALS("--short-factor", sf, req.n_short_factor, LCX_ROPE_MAX_PAIRS, -DBL_MAX, DBL_MAX),
+        LCX_FLAG_REALS("--long-factor", lf, req.n_long_factor, LCX_ROPE_MAX_PAIRS, -DBL_MAX, DBL_MAX),
+        LCX_FLAG_STR("--out", out),
+    };
+    const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
+    int stop = lcx_cli_parse(&spec, argc, argv);
+    if (stop != LCX_CLI_RUN) return stop;
+    const int has_factors = req.n_short_factor > 0 || req.n_long_factor > 0;
     if (!ckpt) return lcx_cli_usage_error(CMD, "missing CKPT");
-    if (do_show == !!to) return lcx_cli_usage_error(CMD, "give exactly one of --show and --to N");
+    if (do_show == !!req.target) return lcx_cli_usage_error(CMD, "give exactly one of --show and --to N");
     if (do_show) {
-        if (method || theta || out || short_f || long_f)
+        if (method || req.theta > 0 || out || has_factors)
             return lcx_cli_usage_error(CMD, "--method/--theta/--out/--short-factor/--long-factor go with --to, not --show");
-        int64_t n = 0;
-        if (seq && lcx_parse_length(seq, LCX_CONFIG_MAX_POSITIONS, &n) != LCX_OK)
-            return lcx_cli_usage_error(CMD, "--seq: %s", lcx_last_error());
-        return show(ckpt, n, as_json);
+        return show(ckpt, seq, as_json);
     }
     if (seq || as_json) return lcx_cli_usage_error(CMD, "--seq/--json go with --show, not --to");
     if (!out) return lcx_cli_usage_error(CMD, "missing --out DIR");
 
-    static double sf[LCX_ROPE_MAX_PAIRS], lf[LCX_ROPE_MAX_PAIRS];
-    lcx_rope_extend req;
-    memset(&req, 0, sizeof req);
-    lcx_status st = lcx_parse_length(to, LCX_CONFIG_MAX_POSITIONS, &req.target);
-    if (st != LCX_OK) return lcx_cli_usage_error(CMD, "--to: %s", lcx_last_error());
     req.method = LCX_EXTEND_YARN;
     if (method && lcx_rope_method_parse(method, &req.method) != LCX_OK)
         return lcx_cli_usage_error(CMD, "--method: %s", lcx_last_error());
-    if (theta) {
-        char *e;
-        errno = 0;
-        req.theta = strtod(theta, &e);
-        if (e == theta || *e || errno || !isfinite(req.theta) || req.theta <= 0)
-            return lcx_cli_usage_error(CMD, "--theta '%s' is not a positive number", theta);
+    if (req.theta > 0) {
         if (req.method != LCX_EXTEND_ABF) return lcx_cli_usage_error(CMD, "--theta goes with --method abf");
     } else if (req.method == LCX_EXTEND_ABF) {
         return lcx_cli_usage_error(CMD, "--method abf needs --theta X");
     }
-    if ((short_f || long_f) && req.method != LCX_EXTEND_LONGROPE)
+    if (has_factors && req.method != LCX_EXTEND_LONGROPE)
         return lcx_cli_usage_error(CMD, "--short-factor/--long-factor go with --method longrope");
     if (req.method == LCX_EXTEND_LONGROPE) {
-        if (!short_f || !long_f) return lcx_cli_usage_error(CMD, "--method longrope needs --short-factor and --long-factor");
-        if (!parse_list("--short-factor", short_f, sf, &req.n_short_factor)) return LCX_EXIT_USAGE;
-        if (!parse_list("--long-factor", long_f, lf, &req.n_long_factor)) return LCX_EXIT_USAGE;
+        if (!req.n_short_factor || !req.n_long_factor)
+            return lcx_cli_usage_error(CMD, "--method longrope needs --short-factor and --long-factor");
         req.short_factor = sf;
         req.long_factor = lf;
     }
-    st = extend(ckpt, &req, out);
+    lcx_status st = extend(ckpt, &req, out);
     return st == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, st);
 }
