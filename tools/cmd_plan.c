@@ -1,7 +1,5 @@
 /* lcextend plan: print the staged extension plan for a checkpoint (what `lcextend CKPT --to N --dry-run` shows). */
-#include <errno.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,85 +47,32 @@ static void help(void) {
            "  lcextend plan ./model --to 64k --recipe my-recipe.yaml --method pi --json\n");
 }
 
-/* "80G", "24GiB", "512M", "1073741824" -> bytes (binary units). */
-static int parse_bytes(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v) || v <= 0 || strpbrk(s, "xXnN")) return -1;
-    double mult = 1;
-    switch (*end) {
-    case 'K': case 'k': mult = 1024.0, end++; break;
-    case 'M': case 'm': mult = 1048576.0, end++; break;
-    case 'G': case 'g': mult = 1073741824.0, end++; break;
-    case 'T': case 't': mult = 1099511627776.0, end++; break;
-    default: break;
-    }
-    if (mult > 1 && !strcmp(end, "iB")) end += 2;
-    else if (mult > 1 && *end == 'B') end++;
-    else if (mult == 1 && *end == 'B') end++;
-    if (*end) return -1;
-    *out = v * mult;
-    return 0;
-}
-
-static int parse_count(const char *s, int64_t max, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < 1 || v > max || *s == '+' || *s == ' ') return -1;
-    *out = v;
-    return 0;
-}
-
 int lcx_cmd_plan(int argc, char **argv) {
-    const char *path = NULL, *to = NULL, *recipe = "yarn-x2", *method = NULL, *val = NULL;
-    int as_json = 0, err = 0;
+    const char *path = NULL, *recipe = "yarn-x2", *method = NULL;
+    int as_json = 0, fp32 = 0;
+    uint64_t memory = 0;
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help();
-            return LCX_EXIT_OK;
-        } else if (!strcmp(a, "--json")) {
-            as_json = 1;
-        } else if (!strcmp(a, "--fp32")) {
-            o.weight_bytes = o.act_bytes = 4;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--to", &to, CMD, &err) ||
-                   lcx_cli_flag_value(argc, argv, &i, "--recipe", &recipe, CMD, &err) ||
-                   lcx_cli_flag_value(argc, argv, &i, "--method", &method, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--tp", &val, CMD, &err) ||
-                   lcx_cli_flag_value(argc, argv, &i, "--cp", &val, CMD, &err) ||
-                   lcx_cli_flag_value(argc, argv, &i, "--dp", &val, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            int64_t *dst = a[2] == 't' ? &o.tp : a[2] == 'c' ? &o.cp : &o.dp;
-            if (parse_count(val, 65536, dst) != 0)
-                return lcx_cli_usage_error(CMD, "flag %.4s: '%s' is not a count from 1 to 65536", a, val);
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--memory", &val, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            if (parse_bytes(val, &o.mem_budget) != 0)
-                return lcx_cli_usage_error(CMD, "flag --memory: '%s' is not a size (e.g. 80G, 24GiB, 512M)", val);
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--tokens-per-s", &val, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            char *end;
-            errno = 0;
-            o.tokens_per_s = strtod(val, &end);
-            if (end == val || *end || errno || !isfinite(o.tokens_per_s) || o.tokens_per_s <= 0)
-                return lcx_cli_usage_error(CMD, "flag --tokens-per-s: '%s' is not a positive number", val);
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--loss-chunk", &val, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            if (lcx_parse_length(val, INT64_C(1) << 34, &o.loss_chunk) != LCX_OK)
-                return lcx_cli_usage_error(CMD, "flag --loss-chunk: %s", lcx_last_error());
-        } else if (lcx_cli_operand(CMD, a, "CKPT", &path)) {
-            return LCX_EXIT_USAGE;
-        }
-    }
+    const lcx_cli_flag flags[] = {
+        LCX_FLAG_SWITCH("--json", as_json),
+        LCX_FLAG_SWITCH("--fp32", fp32),
+        LCX_FLAG_LENGTH("--to", o.target, 1, INT64_C(1) << 34),
+        LCX_FLAG_STR("--recipe", recipe),
+        LCX_FLAG_STR("--method", method),
+        LCX_FLAG_INT("--tp", o.tp, 1, 65536),
+        LCX_FLAG_INT("--cp", o.cp, 1, 65536),
+        LCX_FLAG_INT("--dp", o.dp, 1, 65536),
+        LCX_FLAG_SIZE("--memory", memory, LCX_BYTES_BINARY),
+        LCX_FLAG_POSITIVE("--tokens-per-s", o.tokens_per_s),
+        LCX_FLAG_LENGTH("--loss-chunk", o.loss_chunk, 1, INT64_C(1) << 34),
+    };
+    const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &path, "one CKPT only"};
+    int stop = lcx_cli_parse(&spec, argc, argv);
+    if (stop != LCX_CLI_RUN) return stop;
+    if (fp32) o.weight_bytes = o.act_bytes = 4;
+    if (memory) o.mem_budget = (double)memory;
     if (!path) return lcx_cli_usage_error(CMD, "missing CKPT");
-    if (!to) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
-    if (lcx_parse_length(to, INT64_C(1) << 34, &o.target) != LCX_OK)
-        return lcx_cli_usage_error(CMD, "flag --to: %s", lcx_last_error());
+    if (!o.target) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
     if (method) {
         if (lcx_rope_method_parse(method, &o.method) != LCX_OK)
             return lcx_cli_usage_error(CMD, "flag --method: %s", lcx_last_error());
