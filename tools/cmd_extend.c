@@ -2,7 +2,6 @@
  * the input (before) -> per stage: rope config for the stage's length, train at that length (src/train/train.h),
  * evaluate, save -> evaluation of the result (after) and the before/after table -> final HF export (GGUF on
  * request). --resume continues from RUN/checkpoints/latest (stage and step). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,60 +220,39 @@ static lcx_status config_of(const char *ckpt, lcx_model_config *cfg) {
 
 int lcx_cmd_extend(int argc, char **argv) {
     const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *data = NULL, *ids = NULL;
-    const char *eval_data = NULL, *out_arg = NULL, *v = NULL;
-    int resume = 0, dry = 0, gguf = 0, quiet = 0, err = 0, keep = 2, pk_trials = -1, n_depths = 5;
+    const char *eval_data = NULL, *out_arg = NULL;
+    int resume = 0, dry = 0, gguf = 0, quiet = 0, keep = 2, pk_trials = -1, n_depths = 5;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     lcx_plan_opts po;
     lcx_plan_opts_default(&po);
-    po.weight_bytes = po.act_bytes = 4;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help();
-            return LCX_EXIT_OK;
-        } else if (!strcmp(a, "--resume")) {
-            resume = 1;
-        } else if (!strcmp(a, "--dry-run")) {
-            dry = 1;
-        } else if (!strcmp(a, "--gguf")) {
-            gguf = 1;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--to", &to, CMD, &err) ||
-                   lcx_cli_flag_value(argc, argv, &i, "--recipe", &recipe, CMD, &err) ||
-                   lcx_cli_flag_value(argc, argv, &i, "--method", &method, CMD, &err) ||
-                   lcx_cli_flag_value(argc, argv, &i, "--data", &data, CMD, &err) ||
-                   lcx_cli_flag_value(argc, argv, &i, "--ids", &ids, CMD, &err) ||
-                   lcx_cli_flag_value(argc, argv, &i, "--eval-data", &eval_data, CMD, &err) ||
-                   lcx_cli_flag_value(argc, argv, &i, "--out", &out_arg, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--passkey", &v, CMD, &err)) {
-            if (err || !lcx_cli_int(CMD, "--passkey", v, 0, 100000, &pk_trials)) return LCX_EXIT_USAGE;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--depths", &v, CMD, &err)) {
-            if (err || !lcx_cli_parse_depths(CMD, "--depths", v, depths, LCX_RECIPE_MAX_EVAL, &n_depths))
-                return LCX_EXIT_USAGE;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--keep", &v, CMD, &err)) {
-            if (err || !lcx_cli_int(CMD, "--keep", v, 0, 1 << 20, &keep)) return LCX_EXIT_USAGE;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--tokens-per-s", &v, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            char *e;
-            po.tokens_per_s = strtod(v, &e);
-            if (*e || !(po.tokens_per_s > 0) || !isfinite(po.tokens_per_s))
-                return lcx_cli_usage_error(CMD, "--tokens-per-s '%s' is not a positive number", v);
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) {
-            if (err || !lcx_cli_dtype(CMD, v, &pdt)) return LCX_EXIT_USAGE;
-            po.weight_bytes = pdt == LCX_BF16 ? 2 : 4;
-        } else if (lcx_cli_flag_value(argc, argv, &i, "--activations", &v, CMD, &err)) {
-            if (err || !lcx_cli_act_dtype(CMD, v, &adt)) return LCX_EXIT_USAGE;
-            po.act_bytes = (int)lcx_act_size(adt); /* the plan's memory estimate follows the flag */
-        } else {
-            return lcx_cli_usage_error(CMD, a[0] == '-' ? "unknown flag '%s'" : "unexpected argument '%s'", a);
-        }
-    }
+    const lcx_cli_flag flags[] = {
+        LCX_FLAG_SWITCH("--resume", resume),
+        LCX_FLAG_SWITCH("--dry-run", dry),
+        LCX_FLAG_SWITCH("--gguf", gguf),
+        LCX_FLAG_SWITCH("--quiet", quiet),
+        /* the text too: the default run directory is named after it */
+        {.name = "--to", .kind = LCX_CLI_LENGTH, .to.length = &po.target, .lo = 1, .hi = INT64_C(1) << 34,
+         .text = &to},
+        LCX_FLAG_STR("--recipe", recipe),
+        LCX_FLAG_STR("--method", method),
+        LCX_FLAG_STR("--data", data),
+        LCX_FLAG_STR("--ids", ids),
+        LCX_FLAG_STR("--eval-data", eval_data),
+        LCX_FLAG_STR("--out", out_arg),
+        LCX_FLAG_INT("--passkey", pk_trials, 0, 100000),
+        LCX_FLAG_REALS("--depths", depths, n_depths, LCX_RECIPE_MAX_EVAL, 0, 1),
+        LCX_FLAG_INT("--keep", keep, 0, 1 << 20),
+        LCX_FLAG_POSITIVE("--tokens-per-s", po.tokens_per_s),
+        LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),
+        LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
+    };
+    const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), NULL, NULL};
+    int stop = lcx_cli_parse(&spec, argc, argv);
+    if (stop != LCX_CLI_RUN) return stop;
+    po.weight_bytes = pdt == LCX_BF16 ? 2 : 4;
+    po.act_bytes = (int)lcx_act_size(adt); /* the plan's memory estimate follows --activations */
     if (!to) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
-    if (lcx_parse_length(to, INT64_C(1) << 34, &po.target) != LCX_OK)
-        return lcx_cli_usage_error(CMD, "flag --to: %s", lcx_last_error());
     if (method) {
         if (lcx_rope_method_parse(method, &po.method) != LCX_OK)
             return lcx_cli_usage_error(CMD, "flag --method: %s", lcx_last_error());
