@@ -1,7 +1,6 @@
 /* lcextend eval: perplexity by context length (sliding window) and passkey retrieval of a checkpoint, as a
  * table, JSON and SVG pictures. The protocol is docs/evaluation-protocol.md; this file only wires flags, data,
  * tokenizer and model into src/eval. */
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -71,31 +70,6 @@ static void help(void) {
            "      --svg ppl.svg --compare base.json --passkey-svg passkey.svg\n");
 }
 
-/* "256,512,1k" -> ints in [lo, hi]. */
-static int parse_int_list(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out, int *n) {
-    *n = 0;
-    const char *p = s;
-    for (;;) {
-        char *e;
-        errno = 0;
-        long long v = strtoll(p, &e, 10);
-        if (e == p || errno) return lcx_cli_usage_error(CMD, "%s '%s': expected integers separated by commas", flag, s), 0;
-        if (*e == 'k' || *e == 'K') {
-            if (v > INT64_MAX / 1024) v = INT64_MAX;
-            else v *= 1024;
-            e++;
-        }
-        if (v < lo || v > hi)
-            return lcx_cli_usage_error(CMD, "%s '%s': %lld is outside [%lld, %lld]", flag, s, v, (long long)lo,
-                                       (long long)hi), 0;
-        if (*n >= MAX_LIST) return lcx_cli_usage_error(CMD, "%s: more than %d values", flag, MAX_LIST), 0;
-        out[(*n)++] = v;
-        if (*e == 0) return 1;
-        if (*e != ',') return lcx_cli_usage_error(CMD, "%s '%s': expected integers separated by commas", flag, s), 0;
-        p = e + 1;
-    }
-}
-
 static lcx_status load_text_doc(const char *path, lcx_tokenizer *tok, int64_t vocab, lcx_ppl_doc **docs_out,
                                 int64_t *n_out, int32_t **store_out) {
     char *buf = NULL;
@@ -145,86 +119,45 @@ static const char *base_name(const char *path, char *buf) {
     return buf;
 }
 
+static const lcx_cli_word SHORT_DOCS[] = {{"skip", 0}, {"score", 0}, {NULL, 0}};
+static const lcx_cli_word PASSKEY_MODES[] = {{"greedy", 0}, {"loglik", 0}, {"both", 0}, {NULL, 0}};
+
 int lcx_cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL, *text = NULL, *tok_path = NULL, *json_out = NULL, *svg_out = NULL,
-               *pk_svg = NULL, *series = NULL, *mode = "greedy", *shortd = "skip", *v = NULL;
+               *pk_svg = NULL, *series = NULL, *mode = "greedy", *shortd = "skip";
     const char *compare[MAX_COMPARE];
-    int n_compare = 0, quiet = 0, err = 0;
-    int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST], to = 0, stride = 256, chunk = 256, seed = 1, tmp[1];
-    int n_lengths = 0, n_pk_lengths = 0, n_depths = 5, trials = 0, distractors = 4, n_tmp;
+    int n_compare = 0, quiet = 0;
+    int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST], to = 0, stride = 256, chunk = 256, seed = 1;
+    int n_lengths = 0, n_pk_lengths = 0, n_depths = 5, trials = 0, distractors = 4;
     double depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype dtype = LCX_F32;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            help();
-            return LCX_EXIT_OK;
-        }
-#define FLAG(name) (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err) && (err ? (exit_now = 1) : 1))
-        int exit_now = 0;
-        if (strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (FLAG("--data")) {
-            if (!exit_now) data = v;
-        } else if (FLAG("--text")) {
-            if (!exit_now) text = v;
-        } else if (FLAG("--lengths")) {
-            if (exit_now || !parse_int_list("--lengths", v, 2, (int64_t)1 << 24, lengths, &n_lengths)) return LCX_EXIT_USAGE;
-        } else if (FLAG("--to")) {
-            if (exit_now || !parse_int_list("--to", v, 2, (int64_t)1 << 24, tmp, &n_tmp) || n_tmp != 1) return LCX_EXIT_USAGE;
-            to = tmp[0];
-        } else if (FLAG("--stride")) {
-            if (exit_now || !parse_int_list("--stride", v, 0, (int64_t)1 << 24, tmp, &n_tmp) || n_tmp != 1) return LCX_EXIT_USAGE;
-            stride = tmp[0];
-        } else if (FLAG("--short")) {
-            if (exit_now) return LCX_EXIT_USAGE;
-            if (strcmp(v, "skip") && strcmp(v, "score"))
-                return lcx_cli_usage_error(CMD, "--short '%s' (expected skip or score)", v);
-            shortd = v;
-        } else if (FLAG("--passkey")) {
-            if (exit_now || !lcx_cli_int(CMD, "--passkey", v, 0, 100000, &trials)) return LCX_EXIT_USAGE;
-        } else if (FLAG("--passkey-lengths")) {
-            if (exit_now || !parse_int_list("--passkey-lengths", v, 2, (int64_t)1 << 24, pk_lengths, &n_pk_lengths))
-                return LCX_EXIT_USAGE;
-        } else if (FLAG("--depths")) {
-            if (exit_now || !lcx_cli_parse_depths(CMD, "--depths", v, depths, MAX_LIST, &n_depths)) return LCX_EXIT_USAGE;
-        } else if (FLAG("--mode")) {
-            if (exit_now) return LCX_EXIT_USAGE;
-            if (strcmp(v, "greedy") && strcmp(v, "loglik") && strcmp(v, "both"))
-                return lcx_cli_usage_error(CMD, "--mode '%s' (expected greedy, loglik or both)", v);
-            mode = v;
-        } else if (FLAG("--distractors")) {
-            if (exit_now || !lcx_cli_int(CMD, "--distractors", v, 1, 1000, &distractors)) return LCX_EXIT_USAGE;
-        } else if (FLAG("--seed")) {
-            int s;
-            if (exit_now || !lcx_cli_int(CMD, "--seed", v, 0, 2147483647, &s)) return LCX_EXIT_USAGE;
-            seed = s;
-        } else if (FLAG("--json")) {
-            if (!exit_now) json_out = v;
-        } else if (FLAG("--svg")) {
-            if (!exit_now) svg_out = v;
-        } else if (FLAG("--passkey-svg")) {
-            if (!exit_now) pk_svg = v;
-        } else if (FLAG("--compare")) {
-            if (exit_now) return LCX_EXIT_USAGE;
-            if (n_compare >= MAX_COMPARE) return lcx_cli_usage_error(CMD, "more than %d --compare files", MAX_COMPARE);
-            compare[n_compare++] = v;
-        } else if (FLAG("--series")) {
-            if (!exit_now) series = v;
-        } else if (FLAG("--tokenizer")) {
-            if (!exit_now) tok_path = v;
-        } else if (FLAG("--dtype")) {
-            if (exit_now || !lcx_cli_dtype(CMD, v, &dtype)) return LCX_EXIT_USAGE;
-        } else if (FLAG("--chunk")) {
-            int c;
-            if (exit_now || !lcx_cli_int(CMD, "--chunk", v, 1, 1 << 20, &c)) return LCX_EXIT_USAGE;
-            chunk = c;
-        } else if (lcx_cli_operand(CMD, a, "CKPT", &ckpt)) {
-            return LCX_EXIT_USAGE;
-        }
-        if (exit_now) return LCX_EXIT_USAGE;
-#undef FLAG
-    }
+    const int64_t max_len = INT64_C(1) << 24;
+    const lcx_cli_flag flags[] = {
+        LCX_FLAG_SWITCH("--quiet", quiet),
+        LCX_FLAG_STR("--data", data),
+        LCX_FLAG_STR("--text", text),
+        LCX_FLAG_LENGTHS("--lengths", lengths, n_lengths, MAX_LIST, 2, max_len),
+        LCX_FLAG_LENGTH("--to", to, 2, max_len),
+        LCX_FLAG_LENGTH("--stride", stride, 0, max_len),
+        LCX_FLAG_WORD("--short", shortd, SHORT_DOCS),
+        LCX_FLAG_INT("--passkey", trials, 0, 100000),
+        LCX_FLAG_LENGTHS("--passkey-lengths", pk_lengths, n_pk_lengths, MAX_LIST, 2, max_len),
+        LCX_FLAG_REALS("--depths", depths, n_depths, MAX_LIST, 0, 1),
+        LCX_FLAG_WORD("--mode", mode, PASSKEY_MODES),
+        LCX_FLAG_INT("--distractors", distractors, 1, 1000),
+        LCX_FLAG_INT("--seed", seed, 0, INT32_MAX),
+        LCX_FLAG_STR("--json", json_out),
+        LCX_FLAG_STR("--svg", svg_out),
+        LCX_FLAG_STR("--passkey-svg", pk_svg),
+        LCX_FLAG_STRS("--compare", compare, n_compare, MAX_COMPARE),
+        LCX_FLAG_STR("--series", series),
+        LCX_FLAG_STR("--tokenizer", tok_path),
+        LCX_FLAG_CHOICE("--dtype", dtype, lcx_cli_weight_dtypes),
+        LCX_FLAG_INT("--chunk", chunk, 1, 1 << 20),
+    };
+    const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
+    int stop = lcx_cli_parse(&spec, argc, argv);
+    if (stop != LCX_CLI_RUN) return stop;
     if (!ckpt) return lcx_cli_usage_error(CMD, "missing CKPT");
     if (data && text) return lcx_cli_usage_error(CMD, "--data and --text exclude each other");
     if (!data && !text && trials == 0)

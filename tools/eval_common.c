@@ -71,22 +71,6 @@ done:
     return LCX_OK;
 }
 
-int lcx_cli_parse_depths(const char *cmd, const char *flag, const char *s, double *out, int cap, int *n) {
-    *n = 0;
-    const char *p = s;
-    for (;;) {
-        char *e;
-        double v = strtod(p, &e);
-        if (e == p || !(v >= 0 && v <= 1))
-            return lcx_cli_usage_error(cmd, "%s '%s': expected numbers in [0, 1] separated by commas", flag, s), 0;
-        if (*n >= cap) return lcx_cli_usage_error(cmd, "%s: more than %d values", flag, cap), 0;
-        out[(*n)++] = v;
-        if (*e == 0) return 1;
-        if (*e != ',') return lcx_cli_usage_error(cmd, "%s '%s': expected numbers separated by commas", flag, s), 0;
-        p = e + 1;
-    }
-}
-
 int32_t lcx_cli_eval_bos(const lcx_tokenizer *tok, const lcx_model_config *cfg) {
     int64_t b = tok ? lcx_tokenizer_bos_id(tok) : cfg->bos_token_id;
     return b >= 0 && b < cfg->vocab_size ? (int32_t)b : -1;

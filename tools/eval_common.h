@@ -17,9 +17,6 @@
 lcx_status lcx_cli_eval_load_docs(const char *prefix, int32_t bos, int64_t vocab, lcx_ppl_doc **docs, int64_t *n,
                                   int32_t **store);
 
-/* "0,0.5,1" -> values in [0, 1], at most cap; prints a usage error naming flag and returns 0 on failure. */
-int lcx_cli_parse_depths(const char *cmd, const char *flag, const char *s, double *out, int cap, int *n);
-
 /* BOS of the evaluation windows: the tokenizer's when there is one, else config.json's; -1 when none is inside
  * the vocabulary. */
 int32_t lcx_cli_eval_bos(const lcx_tokenizer *tok, const lcx_model_config *cfg);
