@@ -1,76 +1,41 @@
 #include "cmd_convert_common.h"
 
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
 
-int lcx_cli_convert_flag(const char *cmd, int argc, char **argv, int *i, lcx_convert_opts *o, int *quiet, int *err) {
-    const char *v = NULL;
-    if (!strcmp(argv[*i], "--quiet") || !strcmp(argv[*i], "-q")) {
-        *quiet = 1;
-        return 1;
-    }
-    static const char *const int_flags[] = {"--tp", "--cp", "--dp", "--level", "--threads"};
-    for (size_t k = 0; k < sizeof int_flags / sizeof int_flags[0]; k++) {
-        if (!lcx_cli_flag_value(argc, argv, i, int_flags[k], &v, cmd, err)) continue;
-        if (*err) return 1;
-        int x = 0;
-        int ok = k == 3 ? lcx_cli_int(cmd, int_flags[k], v, -7, 22, &x)
-                        : lcx_cli_int(cmd, int_flags[k], v, 1, k == 4 ? 256 : 4096, &x);
-        if (!ok) {
-            *err = 1;
-            return 1;
-        }
-        if (k == 0) o->tp = x;
-        else if (k == 1) o->cp = x;
-        else if (k == 2) o->dp = x;
-        else if (k == 3) o->write.level = x;
-        else o->threads = x;
-        return 1;
-    }
-    if (lcx_cli_flag_value(argc, argv, i, "--codec", &v, cmd, err)) {
-        if (*err) return 1;
-        if (!strcmp(v, "raw")) o->write.codec = LCX_CODEC_RAW, o->write.filter = LCX_FILTER_NONE;
-        else if (!strcmp(v, "zstd")) o->write.codec = LCX_CODEC_ZSTD, o->write.filter = LCX_FILTER_SHUFFLE;
-        else if (!strcmp(v, "zstd-noshuffle")) o->write.codec = LCX_CODEC_ZSTD, o->write.filter = LCX_FILTER_NONE;
-        else {
-            lcx_cli_usage_error(cmd, "--codec '%s': expected raw, zstd or zstd-noshuffle", v);
-            *err = 1;
-        }
-        return 1;
-    }
-    if (lcx_cli_flag_value(argc, argv, i, "--max-memory", &v, cmd, err)) {
-        if (*err) return 1;
-        if (lcx_parse_size(v, &o->max_memory) != LCX_OK || o->max_memory == 0) {
-            lcx_cli_usage_error(cmd, "--max-memory '%s': expected a size like 4GB or 512MiB", v);
-            *err = 1;
-        }
-        return 1;
-    }
-    return 0;
-}
+/* --codec: the codec and byte filter each word stands for (the word's value indexes this). */
+static const lcx_cli_word CODECS[] = {{"raw", 0}, {"zstd", 1}, {"zstd-noshuffle", 2}, {NULL, 0}};
+static const struct {
+    lcx_codec codec;
+    lcx_filter filter;
+} CODEC_SETTINGS[] = {{LCX_CODEC_RAW, LCX_FILTER_NONE}, {LCX_CODEC_ZSTD, LCX_FILTER_SHUFFLE},
+                      {LCX_CODEC_ZSTD, LCX_FILTER_NONE}};
 
 int lcx_cli_run_convert(const char *cmd, int argc, char **argv, void (*help)(void), lcx_convert_fn convert,
                         const char *one_only, const char *missing) {
     const char *src = NULL, *out = NULL;
     lcx_convert_opts o;
     lcx_convert_opts_default(&o);
-    int quiet = 0, err = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help();
-            return LCX_EXIT_OK;
-        }
-        if (lcx_cli_flag_value(argc, argv, &i, "--out", &out, cmd, &err) ||
-            lcx_cli_convert_flag(cmd, argc, argv, &i, &o, &quiet, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            continue;
-        }
-        if (a[0] == '-' && a[1]) return lcx_cli_usage_error(cmd, "unknown flag '%s'", a);
-        if (src) return lcx_cli_usage_error(cmd, "unexpected argument '%s' (%s)", a, one_only);
-        src = a;
+    int quiet = 0, codec = -1;
+    const lcx_cli_flag flags[] = {
+        LCX_FLAG_STR("--out", out),
+        LCX_FLAG_INT("--tp", o.tp, 1, 4096),
+        LCX_FLAG_INT("--cp", o.cp, 1, 4096),
+        LCX_FLAG_INT("--dp", o.dp, 1, 4096),
+        LCX_FLAG_CHOICE("--codec", codec, CODECS),
+        LCX_FLAG_INT("--level", o.write.level, -7, 22),
+        LCX_FLAG_INT("--threads", o.threads, 1, 256),
+        LCX_FLAG_SIZE("--max-memory", o.max_memory, LCX_BYTES_DECIMAL),
+        LCX_FLAG_SWITCH("--quiet", quiet),
+        LCX_FLAG_SWITCH("-q", quiet),
+    };
+    const lcx_cli_spec spec = {cmd, help, flags, LCX_CLI_COUNT(flags), &src, one_only};
+    int stop = lcx_cli_parse(&spec, argc, argv);
+    if (stop != LCX_CLI_RUN) return stop;
+    if (codec >= 0) {
+        o.write.codec = CODEC_SETTINGS[codec].codec;
+        o.write.filter = CODEC_SETTINGS[codec].filter;
     }
     if (!src) return lcx_cli_usage_error(cmd, "%s", missing);
     if (!out) return lcx_cli_usage_error(cmd, "missing --out");

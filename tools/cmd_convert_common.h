@@ -4,10 +4,6 @@
 
 #include "src/convert/convert.h"
 
-/* If argv[*i] is one of --tp --cp --dp --codec --level --threads --max-memory --quiet, apply it to o (and *quiet)
- * and return 1; on a bad value print a usage error and set *err. */
-int lcx_cli_convert_flag(const char *cmd, int argc, char **argv, int *i, lcx_convert_opts *o, int *quiet, int *err);
-
 /* The whole of `lcextend import` / `lcextend reshard`: parse SRC, --out and the shared flags, run `convert` with a
  * progress bar, report. `one_only` and `missing` are the usage messages for a second or an absent SRC. */
 typedef lcx_status (*lcx_convert_fn)(const char *src, const char *out, const lcx_convert_opts *o);

@@ -37,48 +37,36 @@ static void warn(void *user, const char *msg) {
     fprintf(stderr, "lcextend export: warning: %s\n", msg);
 }
 
+static const lcx_cli_word FORMATS[] = {{"hf", 0}, {"gguf", 0}, {NULL, 0}};
+static const lcx_cli_word DTYPES[] = {
+    {"bf16", LCX_BF16}, {"f16", LCX_F16}, {"f32", LCX_F32}, {"q8_0", LCX_Q8_0}, {NULL, 0}};
+
 int lcx_cmd_export(int argc, char **argv) {
-    const char *src = NULL, *out = NULL, *format = NULL, *dtype = NULL, *shard = NULL;
+    const char *src = NULL, *out = NULL, *format = NULL;
+    uint64_t shard = 0;
     lcx_convert_opts o;
     lcx_convert_opts_default(&o);
-    int quiet = 0, err = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help();
-            return LCX_EXIT_OK;
-        }
-        if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            quiet = 1;
-            continue;
-        }
-        if (lcx_cli_flag_value(argc, argv, &i, "--out", &out, CMD, &err) ||
-            lcx_cli_flag_value(argc, argv, &i, "--format", &format, CMD, &err) ||
-            lcx_cli_flag_value(argc, argv, &i, "--dtype", &dtype, CMD, &err) ||
-            lcx_cli_flag_value(argc, argv, &i, "--shard-size", &shard, CMD, &err)) {
-            if (err) return LCX_EXIT_USAGE;
-            continue;
-        }
-        if (a[0] == '-' && a[1]) return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
-        if (src) return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one checkpoint only)", a);
-        src = a;
-    }
+    int quiet = 0;
+    const lcx_cli_flag flags[] = {
+        LCX_FLAG_SWITCH("--quiet", quiet),
+        LCX_FLAG_SWITCH("-q", quiet),
+        LCX_FLAG_STR("--out", out),
+        LCX_FLAG_WORD("--format", format, FORMATS),
+        LCX_FLAG_CHOICE("--dtype", o.dtype, DTYPES),
+        LCX_FLAG_SIZE("--shard-size", shard, LCX_BYTES_DECIMAL),
+    };
+    const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &src, "one checkpoint only"};
+    int stop = lcx_cli_parse(&spec, argc, argv);
+    if (stop != LCX_CLI_RUN) return stop;
     if (!src) return lcx_cli_usage_error(CMD, "missing the checkpoint to export");
     if (!out) return lcx_cli_usage_error(CMD, "missing --out");
     if (!format) return lcx_cli_usage_error(CMD, "missing --format (hf or gguf)");
     int gguf = !strcmp(format, "gguf");
-    if (!gguf && strcmp(format, "hf")) return lcx_cli_usage_error(CMD, "--format '%s': expected hf or gguf", format);
-    if (dtype) {
-        if (!strcmp(dtype, "bf16")) o.dtype = LCX_BF16;
-        else if (!strcmp(dtype, "f16")) o.dtype = LCX_F16;
-        else if (!strcmp(dtype, "f32")) o.dtype = LCX_F32;
-        else if (!strcmp(dtype, "q8_0") && gguf) o.dtype = LCX_Q8_0;
-        else return lcx_cli_usage_error(CMD, "--dtype '%s': expected bf16, f16, f32%s", dtype, gguf ? " or q8_0" : "");
-    }
+    if (o.dtype == LCX_Q8_0 && !gguf)
+        return lcx_cli_usage_error(CMD, "--dtype 'q8_0' goes with --format gguf (hf: bf16, f16 or f32)");
     if (shard) {
         if (gguf) return lcx_cli_usage_error(CMD, "--shard-size applies to --format hf only");
-        if (lcx_parse_size(shard, &o.shard_bytes) != LCX_OK || o.shard_bytes == 0)
-            return lcx_cli_usage_error(CMD, "--shard-size '%s': expected a size like 5GB or 500MiB", shard);
+        o.shard_bytes = shard;
     }
     lcx_cli_bar bar;
     lcx_cli_bar_init(&bar, quiet, "tensors");

@@ -2,7 +2,6 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -225,20 +224,10 @@ static int inspect_lcx(const char *path, int as_json) {
 int lcx_cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     int as_json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help();
-            return LCX_EXIT_OK;
-        } else if (!strcmp(a, "--json")) {
-            as_json = 1;
-        } else if (!strcmp(a, "--")) {
-            if (i + 1 < argc && !path) path = argv[++i];
-            if (i + 1 < argc) return lcx_cli_usage_error(CMD, "unexpected argument '%s'", argv[i + 1]);
-        } else if (lcx_cli_operand(CMD, a, "PATH", &path)) {
-            return LCX_EXIT_USAGE;
-        }
-    }
+    const lcx_cli_flag flags[] = {LCX_FLAG_SWITCH("--json", as_json)};
+    const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &path, "one PATH only"};
+    int stop = lcx_cli_parse(&spec, argc, argv);
+    if (stop != LCX_CLI_RUN) return stop;
     if (!path) return lcx_cli_usage_error(CMD, "missing PATH");
     if (lcx_is_dir(path)) {
         char *m = lcx_path_join(path, LCX_CKPT_MANIFEST);

@@ -1,6 +1,5 @@
 /* lcextend verify: check a .lcx checkpoint's manifest and every piece's checksum. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -23,16 +22,9 @@ static void help(void) {
 
 int lcx_cmd_verify(int argc, char **argv) {
     const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help();
-            return LCX_EXIT_OK;
-        }
-        if (a[0] == '-' && a[1]) return lcx_cli_usage_error(CMD, "unknown flag '%s'", a);
-        if (path) return lcx_cli_usage_error(CMD, "unexpected argument '%s' (one checkpoint only)", a);
-        path = a;
-    }
+    const lcx_cli_spec spec = {CMD, help, NULL, 0, &path, "one checkpoint only"};
+    int stop = lcx_cli_parse(&spec, argc, argv);
+    if (stop != LCX_CLI_RUN) return stop;
     if (!path) return lcx_cli_usage_error(CMD, "missing the checkpoint to verify");
     lcx_ckpt *ck = NULL;
     lcx_status st = lcx_ckpt_open(path, &ck);
