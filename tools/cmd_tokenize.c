@@ -1,7 +1,6 @@
 /* lcextend tokenize: text / JSON lines -> Megatron indexed dataset (PREFIX.bin + PREFIX.idx), multithreaded. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -10,8 +9,8 @@
 
 static const char *const CMD = "tokenize";
 
-static void help(FILE *f) {
-    fprintf(f,
+static void help(void) {
+    fprintf(stdout,
             "usage: lcextend tokenize --tokenizer PATH --input FILE [FILE ...] --output PREFIX [options]\n"
             "\n"
             "Tokenizes documents exactly like Hugging Face `tokenizers` and writes a Megatron-LM indexed dataset\n"
@@ -39,59 +38,44 @@ static void help(FILE *f) {
             "  lcextend tokenize --tokenizer model.gguf --input notes.txt --split blank-line --output data/notes\n");
 }
 
+static const lcx_cli_word SPLITS[] = {{"file", 0}, {"blank-line", 1}, {NULL, 0}};
+static const lcx_cli_word FORMATS[] = {{"text", LCX_INPUT_TEXT}, {"jsonl", LCX_INPUT_JSONL}, {NULL, 0}};
+static const lcx_cli_word DTYPES[] = {{"uint16", LCX_TOKDATA_U16}, {"int32", LCX_TOKDATA_I32}, {NULL, 0}};
+
 int lcx_cmd_tokenize(int argc, char **argv) {
-    const char *tok_path = NULL, *output = NULL, *format = NULL, *split = "file", *field = "text", *eos_arg = NULL;
-    const char *dtype_arg = NULL, *threads_arg = NULL;
-    int no_eos = 0, no_special = 0, quiet = 0, err = 0;
-    const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
-    size_t n_inputs = 0;
+    lcx_tokenize_options o = {.format = LCX_INPUT_AUTO, .field = "text", .dtype = -1};
+    int n_inputs = 0, quiet = 0;
+    const char **inputs = calloc((size_t)argc + 1, sizeof *inputs); /* room for every argument */
     if (!inputs) return lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "arguments"));
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { help(stdout); free(inputs); return LCX_EXIT_OK; }
-        if (strcmp(a, "--no-eos") == 0) { no_eos = 1; continue; }
-        if (strcmp(a, "--no-special") == 0) { no_special = 1; continue; }
-        if (strcmp(a, "--quiet") == 0) { quiet = 1; continue; }
-        if (strcmp(a, "--input") == 0 || strncmp(a, "--input=", 8) == 0) {
-            if (a[7] == '=') inputs[n_inputs++] = a + 8;
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) inputs[n_inputs++] = argv[++i];
-            continue;
-        }
-        if (lcx_cli_flag_value(argc, argv, &i, "--tokenizer", &v, CMD, &err)) { tok_path = v; }
-        else if (lcx_cli_flag_value(argc, argv, &i, "--output", &v, CMD, &err)) { output = v; }
-        else if (lcx_cli_flag_value(argc, argv, &i, "--format", &v, CMD, &err)) { format = v; }
-        else if (lcx_cli_flag_value(argc, argv, &i, "--split", &v, CMD, &err)) { split = v; }
-        else if (lcx_cli_flag_value(argc, argv, &i, "--field", &v, CMD, &err)) { field = v; }
-        else if (lcx_cli_flag_value(argc, argv, &i, "--eos", &v, CMD, &err)) { eos_arg = v; }
-        else if (lcx_cli_flag_value(argc, argv, &i, "--dtype", &v, CMD, &err)) { dtype_arg = v; }
-        else if (lcx_cli_flag_value(argc, argv, &i, "--threads", &v, CMD, &err)) { threads_arg = v; }
-        else { free(inputs); return lcx_cli_usage_error(CMD, "unknown argument '%s'", a); }
-        if (err) { free(inputs); return LCX_EXIT_USAGE; }
-    }
-    int rc = LCX_EXIT_OK;
+    const lcx_cli_flag flags[] = {
+        LCX_FLAG_STR("--tokenizer", o.tokenizer),
+        /* --input FILE [FILE ...]: the files after it, up to the next flag; repeatable */
+        {.name = "--input", .kind = LCX_CLI_STRS, .to.strs = inputs, .count = &n_inputs, .cap = argc, .greedy = 1},
+        LCX_FLAG_STR("--output", o.output),
+        {.name = "--format", .kind = LCX_CLI_CHOICE, .to.integer = &o.format, .size = sizeof o.format,
+         .words = FORMATS, .rule = "must be 'text' or 'jsonl'"},
+        {.name = "--split", .kind = LCX_CLI_CHOICE, .to.integer = &o.blank_line_split,
+         .size = sizeof o.blank_line_split, .words = SPLITS, .rule = "must be 'file' or 'blank-line'"},
+        LCX_FLAG_STR("--field", o.field),
+        LCX_FLAG_STR("--eos", o.eos),
+        LCX_FLAG_SWITCH("--no-eos", o.no_eos),
+        LCX_FLAG_SWITCH("--no-special", o.no_special),
+        {.name = "--dtype", .kind = LCX_CLI_CHOICE, .to.integer = &o.dtype, .size = sizeof o.dtype, .words = DTYPES,
+         .rule = "must be uint16 or int32"},
+        LCX_FLAG_INT("--threads", o.threads, 1, 1024),
+        LCX_FLAG_SWITCH("--quiet", quiet),
+    };
+    const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), NULL, NULL};
+    int rc = lcx_cli_parse(&spec, argc, argv);
+    if (rc != LCX_CLI_RUN) goto out;
+    rc = LCX_EXIT_OK;
+    o.inputs = inputs;
+    o.n_inputs = (size_t)n_inputs;
 #define USAGE(...) do { rc = lcx_cli_usage_error(CMD, __VA_ARGS__); goto out; } while (0)
-    lcx_tokenize_options o = {.tokenizer = tok_path, .inputs = inputs, .n_inputs = n_inputs, .output = output,
-                              .field = field, .eos = eos_arg, .no_eos = no_eos, .no_special = no_special,
-                              .dtype = -1};
-    if (!tok_path) USAGE("--tokenizer is required");
+    if (!o.tokenizer) USAGE("--tokenizer is required");
     if (!n_inputs) USAGE("--input is required");
-    if (!output) USAGE("--output is required");
-    if (strcmp(split, "file") != 0 && strcmp(split, "blank-line") != 0) USAGE("--split must be 'file' or 'blank-line'");
-    o.blank_line_split = strcmp(split, "blank-line") == 0;
-    if (format && strcmp(format, "text") != 0 && strcmp(format, "jsonl") != 0) USAGE("--format must be 'text' or 'jsonl'");
-    o.format = !format ? LCX_INPUT_AUTO : strcmp(format, "jsonl") == 0 ? LCX_INPUT_JSONL : LCX_INPUT_TEXT;
-    if (no_eos && eos_arg) USAGE("--eos and --no-eos exclude each other");
-    if (threads_arg) {
-        char *end;
-        long t = strtol(threads_arg, &end, 10);
-        if (*end || t < 1 || t > 1024) USAGE("--threads must be an integer in [1, 1024]");
-        o.threads = (int)t;
-    }
-    if (dtype_arg) {
-        if (strcmp(dtype_arg, "uint16") == 0) o.dtype = LCX_TOKDATA_U16;
-        else if (strcmp(dtype_arg, "int32") == 0) o.dtype = LCX_TOKDATA_I32;
-        else USAGE("--dtype must be uint16 or int32");
-    }
+    if (!o.output) USAGE("--output is required");
+    if (o.no_eos && o.eos) USAGE("--eos and --no-eos exclude each other");
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, quiet);
     lcx_tokenize_result res;
