@@ -71,8 +71,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < N_SUBCOMMANDS; i++)
         if (strcmp(argv[1], subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
     /* `lcextend CKPT --to N ...`: a path (existing, or path-like with --to given) rather than a subcommand */
-    int has_to = 0;
-    for (int i = 2; i < argc; i++) has_to |= strcmp(argv[i], "--to") == 0 || strncmp(argv[i], "--to=", 5) == 0;
+    int has_to = lcx_cli_flag_given(argc - 1, argv + 1, "--to");
     if (lcx_is_dir(argv[1]) || lcx_is_file(argv[1]) || (has_to && (strchr(argv[1], '/') || strchr(argv[1], '.'))))
         return lcx_cmd_extend(argc - 1, argv + 1);
     fprintf(stderr, "lcextend: unknown command '%s' (see 'lcextend --help')\n", argv[1]);
