@@ -1,7 +1,6 @@
 #include "cli.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <time.h>
@@ -24,26 +23,6 @@ int lcx_cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, " (see 'lcextend %s --help')\n", cmd);
     return LCX_EXIT_USAGE;
-}
-
-int lcx_cli_flag_value(int argc, char **argv, int *i, const char *name, const char **value, const char *cmd,
-                       int *err) {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=') {
-        *value = a + n + 1;
-        return 1;
-    }
-    if (a[n] != '\0') return 0;
-    if (*i + 1 >= argc) {
-        lcx_cli_usage_error(cmd, "flag %s needs a value", name);
-        *err = 1;
-        *value = NULL;
-        return 1;
-    }
-    *value = argv[++*i];
-    return 1;
 }
 
 lcx_status lcx_cli_read_ids(const char *path, int32_t **ids, int64_t *n) {
@@ -69,14 +48,11 @@ lcx_status lcx_cli_read_ids(const char *path, int32_t **ids, int64_t *n) {
         char word[32];
         size_t wl = (size_t)(q - p);
         int ok = wl > 0 && wl < sizeof word;
-        long long v = -1;
+        int64_t v = -1;
         if (ok) {
             memcpy(word, p, wl);
             word[wl] = 0;
-            char *e;
-            errno = 0;
-            v = strtoll(word, &e, 10);
-            ok = *e == 0 && errno == 0 && isdigit((unsigned char)word[0]) && v >= 0 && v <= INT32_MAX;
+            ok = isdigit((unsigned char)word[0]) && lcx_parse_int(word, 0, INT32_MAX, &v) == LCX_OK; /* not "-0" */
         }
         if (!ok) {
             char shown[40];
@@ -109,39 +85,10 @@ lcx_status lcx_cli_read_ids(const char *path, int32_t **ids, int64_t *n) {
     return LCX_OK;
 }
 
-int lcx_cli_int(const char *cmd, const char *flag, const char *value, long lo, long hi, int *out) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (!*value || *end || errno || v < lo || v > hi) {
-        lcx_cli_usage_error(cmd, "%s '%s': expected an integer in [%ld, %ld]", flag, value, lo, hi);
-        return 0;
-    }
-    *out = (int)v;
-    return 1;
-}
-
 double lcx_cli_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-int lcx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    char *e;
-    errno = 0;
-    long long v = strtoll(s, &e, 10);
-    if (*s == 0 || *e != 0 || errno || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
-int lcx_cli_parse_real(const char *s, double lo, double hi, double *out) {
-    char *e;
-    double v = strtod(s, &e);
-    if (*s == 0 || *e != 0 || !(v >= lo && v <= hi)) return 0;
-    *out = v;
-    return 1;
 }
 
 void lcx_cli_bar_init(lcx_cli_bar *b, int quiet, const char *what) {
@@ -168,37 +115,6 @@ void lcx_cli_progress(void *user, uint64_t done, uint64_t total, uint64_t bytes_
 
 void lcx_cli_bar_end(lcx_cli_bar *b) {
     if (b->enabled) fprintf(stderr, "\n");
-}
-
-int lcx_cli_operand(const char *cmd, const char *arg, const char *what, const char **operand) {
-    if (arg[0] == '-' && arg[1] != 0) return lcx_cli_usage_error(cmd, "unknown flag '%s'", arg);
-    if (*operand) return lcx_cli_usage_error(cmd, "unexpected argument '%s' (one %s only)", arg, what);
-    *operand = arg;
-    return 0;
-}
-
-int lcx_cli_dtype(const char *cmd, const char *value, lcx_dtype *out) {
-    if (strcmp(value, "f32") == 0) {
-        *out = LCX_F32;
-    } else if (strcmp(value, "bf16") == 0) {
-        *out = LCX_BF16;
-    } else {
-        lcx_cli_usage_error(cmd, "--dtype '%s' (expected f32 or bf16)", value);
-        return 0;
-    }
-    return 1;
-}
-
-int lcx_cli_act_dtype(const char *cmd, const char *value, lcx_dtype *out) {
-    if (strcmp(value, "f32") == 0) {
-        *out = LCX_F32;
-    } else if (strcmp(value, "bf16") == 0) {
-        *out = LCX_BF16;
-    } else {
-        lcx_cli_usage_error(cmd, "--activations '%s' (expected bf16 or f32)", value);
-        return 0;
-    }
-    return 1;
 }
 
 lcx_status lcx_cli_flush_stdout(void) {

@@ -20,11 +20,6 @@ int lcx_cli_report(const char *cmd, lcx_status st);
 /* Print "lcextend <cmd>: <message>" plus a hint to run --help; return LCX_EXIT_USAGE. */
 int lcx_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Parse a flag. Accepts "--name value" and "--name=value". On match stores the value (NULL if missing -> usage
- * error already printed and *err set) and advances *i. Returns 1 if argv[*i] is this flag. */
-int lcx_cli_flag_value(int argc, char **argv, int *i, const char *name, const char **value, const char *cmd,
-                       int *err);
-
 /* ---- flags: one declarative table per command -------------------------------------------------------------
  *
  *     const lcx_cli_flag flags[] = {
@@ -152,9 +147,6 @@ int lcx_cli_flag_given(int argc, char **argv, const char *name);
  * the file and the token index ("ids.txt: token 3: 'abc' is not a non-negative integer"). */
 lcx_status lcx_cli_read_ids(const char *path, int32_t **ids, int64_t *n);
 
-/* Parse an integer flag value in [lo, hi]; on failure prints a usage error naming the flag and returns 0. */
-int lcx_cli_int(const char *cmd, const char *flag, const char *value, long lo, long hi, int *out);
-
 /* Progress bar on stderr when it is a terminal (tensors done, MB/s, ETA); silent otherwise or when quiet.
  * Use lcx_cli_progress as an lcx_progress_fn with a lcx_cli_bar as user data; lcx_cli_bar_end finishes the
  * line. */
@@ -169,47 +161,6 @@ void lcx_cli_bar_end(lcx_cli_bar *b);
 
 /* Monotonic clock in seconds (progress rates, ETAs). */
 double lcx_cli_now_s(void);
-
-/* Strict number parsing for flag values: the whole string, inside [lo, hi] (no message; the caller names the
- * flag). Return 1 on success. */
-int lcx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
-int lcx_cli_parse_real(const char *s, double lo, double hi, double *out);
-
-/* Flag-loop branches. Inside `for (int i = 1; i < argc; i++)` of a command that has `static const char *CMD` and
- * locals `const char *v` and `int err`, each expands to an `else if` that matches flag NAME ("--name value" or
- * "--name=value"), returns LCX_EXIT_USAGE (message printed) on a missing or bad value and else stores it in VAR:
- * STR the text, INT an integer in [LO, HI] (int64_t VAR), REAL a number in [LO, HI] (double VAR). Chain them
- * after an `if`. */
-#define LCX_CLI_STR_FLAG(name, var)                                                                              \
-    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
-        if (err) return LCX_EXIT_USAGE;                                                                          \
-        var = v;                                                                                                 \
-    }
-#define LCX_CLI_INT_FLAG(name, var, lo, hi)                                                                      \
-    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
-        if (err) return LCX_EXIT_USAGE;                                                                          \
-        if (!lcx_cli_parse_i64(v, lo, hi, &var))                                                                 \
-            return lcx_cli_usage_error(CMD, "%s '%s' is not an integer in [%lld, %lld]", name, v, (long long)(lo), \
-                                       (long long)(hi));                                                         \
-    }
-#define LCX_CLI_REAL_FLAG(name, var, lo, hi)                                                                     \
-    else if (lcx_cli_flag_value(argc, argv, &i, name, &v, CMD, &err)) {                                          \
-        if (err) return LCX_EXIT_USAGE;                                                                          \
-        if (!lcx_cli_parse_real(v, lo, hi, &var))                                                                \
-            return lcx_cli_usage_error(CMD, "%s '%s' is not a number in [%g, %g]", name, v, (double)(lo),        \
-                                       (double)(hi));                                                            \
-    }
-
-/* The last branch of a flag loop, for an argument no flag matched: a flag ("-x", not a lone "-") is unknown, a
- * second operand is one too many ("unexpected argument 'x' (one WHAT only)"); both print a usage error and
- * return LCX_EXIT_USAGE. Otherwise stores arg in *operand and returns 0. */
-int lcx_cli_operand(const char *cmd, const char *arg, const char *what, const char **operand);
-
-/* --dtype VALUE: "f32" or "bf16" into *out; else prints "--dtype 'x' (expected f32 or bf16)" and returns 0. */
-int lcx_cli_dtype(const char *cmd, const char *value, lcx_dtype *out);
-/* --activations bf16|f32 (activation storage dtype, docs/model.md "bf16 activations"): 1 and *out set, or 0
- * after a one-line usage error naming the flag. */
-int lcx_cli_act_dtype(const char *cmd, const char *value, lcx_dtype *out);
 
 /* The terminal reporter for a command: progress on stderr when it is a terminal and not quiet, per-step lines
  * unless the progress line shares that terminal with stdout, only rank 0 printing under a launcher. term must
