@@ -13,6 +13,7 @@
 #include "src/convert/convert_internal.h"
 #include "src/checkpoint/catalog.h"
 #include "src/core/fileio.h"
+#include "src/core/units.h"
 
 void lcx_convert_opts_default(lcx_convert_opts *o) {
     memset(o, 0, sizeof *o);
@@ -71,29 +72,7 @@ void cv_tp_dims(const lcx_model_config *c, lcx_tp_dims *d) {
 }
 
 lcx_status lcx_parse_size(const char *s, uint64_t *out) {
-    char *end = NULL;
-    errno = 0;
-    if (!s || !*s || *s == '-') return lcx_fail(LCX_ERR_INVALID, "size '%s' is not a number", s ? s : "");
-    double v = strtod(s, &end);
-    LCX_FAIL_IF(end == s || errno || !(v >= 0), LCX_ERR_INVALID, "size '%s' is not a number", s);
-    double mul = 1;
-    const char *u = end;
-    if (*u) {
-        static const char *const dec = "KMGT";
-        const char *p = strchr(dec, *u == 'k' ? 'K' : *u);
-        LCX_FAIL_IF(!p || !*u, LCX_ERR_INVALID, "size '%s': unknown unit (use K, M, G, T, Ki, Mi, Gi, Ti, optional B)", s);
-        int e = (int)(p - dec) + 1;
-        u++;
-        int binary = *u == 'i';
-        if (binary) u++;
-        if (*u == 'B') u++;
-        LCX_FAIL_IF(*u, LCX_ERR_INVALID, "size '%s': unknown unit (use K, M, G, T, Ki, Mi, Gi, Ti, optional B)", s);
-        mul = pow(binary ? 1024.0 : 1000.0, e);
-    }
-    double r = floor(v * mul);
-    LCX_FAIL_IF(r >= 1.8e19, LCX_ERR_INVALID, "size '%s' is too large", s);
-    *out = (uint64_t)r;
-    return LCX_OK;
+    return lcx_parse_bytes(s, LCX_BYTES_DECIMAL, out); /* one strict size parser: src/core/units.h */
 }
 
 void lcx_llama3_rope_divisors(double theta, int64_t rot_dim, double factor, double low, double high,
