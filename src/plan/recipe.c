@@ -158,12 +158,9 @@ static lcx_status get_int(const pctx *c, const yaml_node_t *n, const char *key, 
     int digits = 1;
     for (const char *q = p; *q; q++)
         if (*q < '0' || *q > '9') digits = 0;
-    if (digits && *p) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (errno == ERANGE) return kfail(c, n, key, "integer '%s' is out of range", lcx_printable(s, shown, sizeof shown));
-        *out = v;
+    if (digits && *p) { /* the syntax is fine: lcx_parse_int can only find it out of range */
+        if (lcx_parse_int(s + (*s == '+'), INT64_MIN, INT64_MAX, out) != LCX_OK)
+            return kfail(c, n, key, "integer '%s' is out of range", lcx_printable(s, shown, sizeof shown));
         return LCX_OK;
     }
     if (allow_exp) {

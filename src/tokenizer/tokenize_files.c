@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "src/core/fileio.h"
+#include "src/core/units.h"
 #include "src/tokenizer/tokenizer.h"
 
 static double now_s(void) {
@@ -144,9 +145,8 @@ static lcx_status resolve_eos(const lcx_tokenize_options *o, const lcx_tokenizer
     *eos = -1;
     if (o->no_eos) return LCX_OK;
     if (o->eos) {
-        char *end;
-        long long v = strtoll(o->eos, &end, 10);
-        *eos = (!*end && *o->eos) ? v : lcx_tokenizer_token_id(tok, o->eos, strlen(o->eos));
+        if (lcx_parse_int(o->eos, 0, UINT32_MAX, eos) != LCX_OK) /* not an id: a token's text */
+            *eos = lcx_tokenizer_token_id(tok, o->eos, strlen(o->eos));
         if (*eos < 0 || *eos > UINT32_MAX || !lcx_tokenizer_token(tok, (uint32_t)*eos, NULL)) {
             *bad = 1;
             return lcx_fail(LCX_ERR_INVALID, "--eos '%s' is not a token of %s", o->eos, o->tokenizer);
