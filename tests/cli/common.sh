@@ -28,3 +28,11 @@ one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
 fails() { ! "$@" >/dev/null; }
 # close A B T: |A - B| <= T * |B|
 close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t * (b < 0 ? -b : b)) }'; }
+# bad_flag NEEDLE ARGS...: lcextend ARGS is a usage error: exit 2, one line on stderr, containing NEEDLE (fixed text)
+bad_flag() {
+    local needle=$1; shift
+    run "$@"
+    check "'$*': exit 2 (got $(rc))" [ "$(rc)" -eq 2 ]
+    check "'$*': one line on stderr" one_line_err
+    check "'$*': names '$needle' ($(head -c 300 "$tmp/err"))" grep -qF -- "$needle" "$tmp/err"
+}

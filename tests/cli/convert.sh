@@ -165,4 +165,20 @@ check "verify corrupt: names data-0.bin" grep -q "data-0.bin" "$tmp/err"
 check "verify corrupt: one line" one_line_err
 check "no temporary directories left" no_tmp_left
 
+# flag syntax on import/reshard/export/verify: --name=value, missing values, strict numbers and sizes
+run import "$M/llama_gqa" --out="$tmp/eq.lcx" --tp=2 --codec=raw --level=3 --threads=1 --max-memory=1MiB -q
+check "import --name=value: exit 0" [ "$(rc)" -eq 0 ]
+check "import --name=value: layout tp 2" sh -c "grep -q '\"tp\": 2' '$tmp/eq.lcx/manifest.json'"
+bad_flag "flag --out needs a value" import "$M/llama_gqa" --out
+bad_flag "--threads '0x10' is not an integer in [1, 256]" import "$M/llama_gqa" --out "$tmp/t.lcx" --threads 0x10
+bad_flag "--level '-8'" import "$M/llama_gqa" --out "$tmp/t.lcx" --level -8
+bad_flag "--codec 'lz4' (expected raw, zstd or zstd-noshuffle)" import "$M/llama_gqa" --out "$tmp/t.lcx" --codec lz4
+bad_flag "--max-memory '1e6'" reshard "$tmp/gqa.lcx" --out "$tmp/t.lcx" --max-memory 1e6
+bad_flag "--shard-size '-1'" export "$tmp/gqa.lcx" --format hf --out "$tmp/t" --shard-size=-1
+bad_flag "--dtype 'f8' (expected bf16, f16, f32 or q8_0)" export "$tmp/gqa.lcx" --format gguf --out "$tmp/t" \
+    --dtype f8
+bad_flag "unknown flag '--tp'" verify "$tmp/gqa.lcx" --tp 2
+bad_flag "unexpected argument 'x' (one checkpoint only)" verify "$tmp/gqa.lcx" x
+check "flag errors: nothing written" [ ! -e "$tmp/t.lcx" ] && [ ! -e "$tmp/t" ]
+
 exit $fail

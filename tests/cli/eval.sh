@@ -123,4 +123,14 @@ printf '{"perplexity": {"results": [{"length": "x"}]}}' >"$tmp/bad.json"
 run eval "$model" --data "$tmp/data" --lengths 64 --svg "$tmp/q.svg" --compare "$tmp/bad.json" --quiet
 check "bad --compare file: exit 1 naming it" sh -c "[ $(rc) -eq 1 ] && grep -q 'bad.json' '$tmp/err'"
 
+# flag syntax: strict numbers and lists, missing values, a switch with a value; all refused before any work
+bad_flag "--lengths '64,,128': '' is not a length" eval "$model" --data "$tmp/data" --lengths 64,,128
+bad_flag "--lengths '64,+128'" eval "$model" --data "$tmp/data" --lengths 64,+128
+bad_flag "--stride '-1' is not a length in [0, 16m]" eval "$model" --data "$tmp/data" --stride=-1
+bad_flag "--seed '1.5'" eval "$model" --data "$tmp/data" --seed 1.5
+bad_flag "--depths '0,nan'" eval "$model" --data "$tmp/data" --passkey 1 --depths 0,nan
+bad_flag "--mode 'best' (expected greedy, loglik or both)" eval "$model" --passkey 1 --mode best
+bad_flag "flag --series needs a value" eval "$model" --data "$tmp/data" --series
+bad_flag "flag --quiet takes no value" eval "$model" --data "$tmp/data" --quiet=1
+
 exit $fail

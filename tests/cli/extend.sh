@@ -225,5 +225,20 @@ check "typo stays an unknown command" grep -q "unknown command 'notacommand'" "$
 run ./no/such/model --to 256 --ids "$tmp/ids.txt"
 check "missing checkpoint path: not found" grep -q "no such checkpoint" "$tmp/err"
 
+# flag syntax: strict numbers and lists, missing values, stray operands; refused before anything is created
+rm -rf "$tmp/e"
+bad_flag "--passkey 'x' is not an integer in [0, 100000]" "$model" --to 256 --ids "$tmp/ids.txt" --passkey=x \
+    --out "$tmp/e"
+bad_flag "--keep '-1'" "$model" --to 256 --ids "$tmp/ids.txt" --keep -1 --out "$tmp/e"
+bad_flag "--tokens-per-s 'nan' is not a positive number" "$model" --to 256 --ids "$tmp/ids.txt" --tokens-per-s nan \
+    --out "$tmp/e"
+bad_flag "--to '12kk' is not a length" "$model" --to=12kk --ids "$tmp/ids.txt" --out "$tmp/e"
+bad_flag "--depths '0,1.5': '1.5' is not a number in [0, 1]" "$model" --to 256 --ids "$tmp/ids.txt" --depths 0,1.5 \
+    --out "$tmp/e"
+bad_flag "--dtype 'fp32' (expected f32 or bf16)" "$model" --to 256 --ids "$tmp/ids.txt" --dtype fp32 --out "$tmp/e"
+bad_flag "flag --recipe needs a value" "$model" --to 256 --ids "$tmp/ids.txt" --out "$tmp/e" --recipe
+bad_flag "unexpected argument 'stray'" "$model" stray --to 256 --ids "$tmp/ids.txt" --out "$tmp/e"
+check "flag errors: nothing created" [ ! -e "$tmp/e" ]
+
 [ "$fail" -eq 0 ] && echo "extend: all checks passed"
 exit "$fail"

@@ -68,5 +68,12 @@ for d in "$LCX_SRC"/tests/fixtures/models/*/; do
     run inspect "$d"
     check "$name: text exit 0" [ "$(rc)" -eq 0 ]
 done
+# flag syntax: "--" ends the flags, a switch takes no value
+run inspect --json -- "$ok"
+check "-- before PATH: exit 0" [ "$(rc)" -eq 0 ]
+check "-- before PATH: JSON" grep -q '"num_parameters": 220' "$tmp/out"
+bad_flag "flag --json takes no value, not 'yes'" inspect "$ok" --json=yes
+bad_flag "unexpected argument '$ok' (one PATH only)" inspect -- "$ok" "$ok"
+
 echo "inspect: $n fixture models, $([ $fail = 0 ] && echo ok || echo FAILED)"
 exit $fail

@@ -108,4 +108,21 @@ run plan /nonexistent/model --to 1k
 check "missing CKPT: exit 1" [ "$(rc)" -eq 1 ]
 check "missing CKPT: names it" grep -q "/nonexistent/model" "$tmp/err"
 
+# flag syntax: --name=value, a missing value, strict numbers (no hex, exponents, inf, signs or overflow)
+run plan "$model" --to=256 --memory=1GiB --tp=1 --tokens-per-s=1e4 --loss-chunk=1k
+check "--name=value: exit 0" [ "$(rc)" -eq 0 ]
+check "--name=value: same stages" grep -Eq "^2 +256 +yarn s=4 L=64 +256 " "$tmp/out"
+bad_flag "flag --to needs a value" plan "$model" --to
+bad_flag "--tp '1x' is not an integer in [1, 65536]" plan "$model" --to 1k --tp 1x
+bad_flag "--cp '99999999999999999999'" plan "$model" --to 1k --cp 99999999999999999999
+bad_flag "--dp '+2'" plan "$model" --to 1k --dp +2
+bad_flag "--tokens-per-s 'inf' is not a positive number" plan "$model" --to 1k --tokens-per-s inf
+bad_flag "--tokens-per-s 'nan'" plan "$model" --to 1k --tokens-per-s nan
+bad_flag "--tokens-per-s '0x10'" plan "$model" --to 1k --tokens-per-s 0x10
+bad_flag "--memory '1e9'" plan "$model" --to 1k --memory 1e9
+bad_flag "--memory '0'" plan "$model" --to 1k --memory 0
+bad_flag "--loss-chunk '4k ' is not a length" plan "$model" --to 1k --loss-chunk "4k "
+bad_flag "flag --json takes no value" plan "$model" --to 1k --json=yes
+bad_flag "unexpected argument 'again' (one CKPT only)" plan "$model" again --to 1k
+
 exit $fail

@@ -141,6 +141,13 @@ usage "--seq" "$fx/default" --show --seq 0
 usage "go with --to" "$fx/default" --show --out "$tmp/q"
 usage "unknown flag" "$fx/default" --show --bogus
 check "no output dir from usage errors" [ ! -e "$tmp/q" ]
+usage "--theta 'inf' is not a positive number" "$fx/default" --to 256 --method abf --theta inf --out "$tmp/q"
+usage "--long-factor '1,0x2'" "$fx/default" --to 256 --method longrope --short-factor 1 --long-factor 1,0x2 \
+    --out "$tmp/q"
+usage "flag --to needs a value" "$fx/default" --to
+usage "--seq '1e3' is not a length" "$fx/default" --show --seq=1e3
+usage "unexpected argument" "$fx/default" "$fx/default" --show
+check "no output dir from flag errors" [ ! -e "$tmp/q" ]
 run rope "$fx/default/config.json" --to 256 --out "$tmp/q"
 check "--to on a config.json: exit 1" [ "$(rc)" -eq 1 ]
 check "--to on a config.json: one line" one_line_err

@@ -97,4 +97,20 @@ run train-steps
 check "train-steps without model: exit 2" [ "$(rc)" -eq 2 ]
 run train-steps --config "$g/config.json" --steps 2 --seq 8 --batch 2 --micro 2
 check "train-steps --config (random init): exit 0" [ "$(rc)" -eq 0 ]
+
+# flag syntax: --name=value, strict integers and reals (no '+', hex, trailing junk, nan)
+run score "$g" --ids="$tmp/ids.txt" --chunk=4 --dtype=bf16
+check "score --name=value: exit 0" [ "$(rc)" -eq 0 ]
+bad_flag "--chunk '+5' is not an integer" score "$g" --ids "$tmp/ids.txt" --chunk +5
+bad_flag "--chunk '0x10'" score "$g" --ids "$tmp/ids.txt" --chunk 0x10
+bad_flag "--chunk '4 '" score "$g" --ids "$tmp/ids.txt" --chunk "4 "
+bad_flag "--chunk '4294967297'" score "$g" --ids "$tmp/ids.txt" --chunk 4294967297
+bad_flag "--dtype 'f16' (expected f32 or bf16)" score "$g" --ids "$tmp/ids.txt" --dtype=f16
+bad_flag "--lr 'nan' is not a number" train-steps "$g" --lr nan
+bad_flag "--seq '16x'" train-steps "$g" --seq 16x
+bad_flag "--steps '1e3'" train --config x.json --ids x --seq 8 --steps 1e3 --out "$tmp/run"
+bad_flag "--schedule 'linear' (expected cosine or constant)" train --config x.json --ids x --seq 8 --steps 1 \
+    --out "$tmp/run" --schedule linear
+check "train flag errors: no run directory" [ ! -e "$tmp/run" ]
+
 exit $fail

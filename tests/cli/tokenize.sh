@@ -45,6 +45,21 @@ printf '{"text": "fine"}\n{"text": "unterminated}\n' > "$tmp/bad2.jsonl"
 expect_fail 1 "bad2.jsonl:2: invalid JSON" --tokenizer "$FX/bytelevel.json" --input "$tmp/bad2.jsonl" --output "$tmp/x"
 printf '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}}' > "$tmp/tok.json"
 expect_fail 1 "model.merges[0]: token 'b' is not in the vocabulary" --tokenizer "$tmp/tok.json" --input "$tmp/a.txt" --output "$tmp/x"
+# flag syntax: --name=value (--input=FILE takes the files after it too), unknown flags, missing values, strict
+# numbers
+"$LCEXTEND" tokenize --tokenizer="$FX/bytelevel.json" --input="$tmp/a.txt" "$tmp/b.txt" --output="$tmp/files2" \
+  --quiet || bad "--name=value run failed"
+cmp -s "$tmp/files2.idx" "$tmp/files.idx" && cmp -s "$tmp/files2.bin" "$tmp/files.bin" && ok ||
+  bad "--input=a b: output differs from --input a b"
+expect_fail 2 "unknown flag '--frob'" --tokenizer "$FX/bytelevel.json" --input "$tmp/a.txt" --output "$tmp/x" --frob
+expect_fail 2 "flag --output needs a value" --tokenizer "$FX/bytelevel.json" --input "$tmp/a.txt" --output
+expect_fail 2 "flag --input needs a value" --tokenizer "$FX/bytelevel.json" --input --output "$tmp/x"
+expect_fail 2 "--threads '0x2' is not an integer in [1, 1024]" --tokenizer "$FX/bytelevel.json" --input "$tmp/a.txt" \
+  --output "$tmp/x" --threads 0x2
+expect_fail 2 "--dtype must be uint16 or int32, not 'u8'" --tokenizer "$FX/bytelevel.json" --input "$tmp/a.txt" \
+  --output "$tmp/x" --dtype u8
+expect_fail 2 "unexpected argument 'stray'" --tokenizer "$FX/bytelevel.json" --output "$tmp/x" stray \
+  --input "$tmp/a.txt"
 [ ! -e "$tmp/x.bin" ] && [ ! -e "$tmp/x.idx" ] && ok || bad "a failed run left output files"
 "$LCEXTEND" tokenize --help | grep -q "examples:" && ok || bad "--help has no examples"
 
