@@ -37,7 +37,7 @@ int lcx_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((fo
  * A later occurrence of a flag replaces the earlier value, except STRS flags, which collect them. Each
  * problem is one usage error line naming the flag and the value, exit 2: "flag --x needs a value", "unknown
  * flag '--x'", "unexpected argument 'x' (one CKPT only)", "--chunk '0' is not an integer in [1, 2147483647]",
- * "--dtype 'f16' (expected f32 or bf16)". Numbers go through the strict parsers of src/units.h. Checks that
+ * "--dtype 'f16' (expected f32 or bf16)". Numbers go through the strict parsers of src/core/units.h. Checks that
  * involve several flags (one of A or B, required flags) stay with the command, after the parse. */
 
 typedef enum lcx_cli_kind {
@@ -98,8 +98,8 @@ typedef struct lcx_cli_flag {
 #define LCX_FLAG_SWITCH(flag, var) {.name = (flag), .kind = LCX_CLI_SWITCH, .to.on = &(var)}
 #define LCX_FLAG_STR(flag, var) {.name = (flag), .kind = LCX_CLI_STR, .to.str = &(var)}
 #define LCX_FLAG_INT(flag, var, min, max)                                                                        \
-    {.name = (flag), .kind = LCX_CLI_INT, .to.integer = LCX_CLI_INTEGER_REF(var), .size = sizeof(var), .lo = (min), \
-     .hi = (max)}
+    {.name = (flag), .kind = LCX_CLI_INT, .to.integer = LCX_CLI_INTEGER_REF(var), .size = sizeof(var),           \
+     .lo = (min), .hi = (max)}
 #define LCX_FLAG_REAL(flag, var, min, max)                                                                       \
     {.name = (flag), .kind = LCX_CLI_REAL, .to.real = &(var), .real_lo = (min), .real_hi = (max)}
 /* A real > 0 ("is not a positive number"). */
