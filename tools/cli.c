@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "src/core/fileio.h"
+#include "src/pipeline/run_common.h"
 #include "src/model/act_policy.h"
 
 int lcx_cli_report(const char *cmd, lcx_status st) {
@@ -25,65 +26,7 @@ int lcx_cli_usage_error(const char *cmd, const char *fmt, ...) {
     return LCX_EXIT_USAGE;
 }
 
-lcx_status lcx_cli_read_ids(const char *path, int32_t **ids, int64_t *n) {
-    *ids = NULL;
-    *n = 0;
-    char *buf = NULL;
-    size_t len = 0;
-    LCX_TRY(lcx_read_file(path, (size_t)1 << 32, &buf, &len));
-    size_t cap = 1024;
-    int32_t *out = malloc(cap * sizeof *out);
-    lcx_status st = LCX_OK;
-    if (!out) {
-        free(buf);
-        return lcx_fail(LCX_ERR_OOM, "%s: out of memory", path);
-    }
-    int64_t k = 0;
-    const char *p = buf, *end = buf + len;
-    while (p < end) {
-        while (p < end && isspace((unsigned char)*p)) p++;
-        if (p == end) break;
-        const char *q = p;
-        while (q < end && !isspace((unsigned char)*q)) q++;
-        char word[32];
-        size_t wl = (size_t)(q - p);
-        int ok = wl > 0 && wl < sizeof word;
-        int64_t v = -1;
-        if (ok) {
-            memcpy(word, p, wl);
-            word[wl] = 0;
-            ok = isdigit((unsigned char)word[0]) && lcx_parse_int(word, 0, INT32_MAX, &v) == LCX_OK; /* not "-0" */
-        }
-        if (!ok) {
-            char shown[40];
-            snprintf(shown, sizeof shown, "%.*s%s", (int)(wl < 24 ? wl : 24), p, wl < 24 ? "" : "...");
-            for (char *c = shown; *c; c++)
-                if (!isprint((unsigned char)*c)) *c = '?';
-            st = lcx_fail(LCX_ERR_FORMAT, "%s: token %lld: '%s' is not a non-negative 32-bit integer", path,
-                          (long long)k, shown);
-            break;
-        }
-        if ((size_t)k == cap) {
-            int32_t *grown = realloc(out, cap * 2 * sizeof *out);
-            if (!grown) {
-                st = lcx_fail(LCX_ERR_OOM, "%s: out of memory", path);
-                break;
-            }
-            out = grown;
-            cap *= 2;
-        }
-        out[k++] = (int32_t)v;
-        p = q;
-    }
-    free(buf);
-    if (st != LCX_OK) {
-        free(out);
-        return st;
-    }
-    *ids = out;
-    *n = k;
-    return LCX_OK;
-}
+lcx_status lcx_cli_read_ids(const char *path, int32_t **ids, int64_t *n) { return lcx_run_read_ids(path, ids, n); }
 
 double lcx_cli_now_s(void) {
     struct timespec ts;

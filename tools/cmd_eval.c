@@ -10,11 +10,11 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "eval_common.h"
 #include "formats/tokdata.h"
 #include "src/eval/eval.h"
 #include "src/checkpoint/catalog.h"
 #include "src/eval/eval_model.h"
+#include "src/eval/eval_run.h"
 #include "src/core/fileio.h"
 #include "src/model/model.h"
 #include "src/tokenizer/tokenizer.h"
@@ -216,16 +216,16 @@ int lcx_cmd_eval(int argc, char **argv) {
             st = LCX_OK;
         }
     }
-    int32_t bos = lcx_cli_eval_bos(tok, &cfg);
+    int32_t bos = lcx_eval_bos(tok, &cfg);
     int modes = strcmp(mode, "greedy") == 0 ? LCX_PASSKEY_GREEDY
                 : strcmp(mode, "loglik") == 0 ? LCX_PASSKEY_LOGLIK : LCX_PASSKEY_GREEDY | LCX_PASSKEY_LOGLIK;
-    lcx_cli_eval_spec es = {
+    lcx_eval_spec es = {
         .label = ckpt, .series = series, .data_name = data ? data : text,
         .ppl = {lengths, n_lengths, stride, bos, strcmp(shortd, "score") == 0 ? LCX_PPL_SHORT_SCORE : LCX_PPL_SHORT_SKIP, 0},
         .pk = {pk_lengths, n_pk_lengths, depths, n_depths, trials, distractors, modes, (uint64_t)seed},
         .quiet = quiet};
 
-    if (data) st = lcx_cli_eval_load_docs(data, bos, cfg.vocab_size, &docs, &n_docs, &store);
+    if (data) st = lcx_eval_load_docs(data, bos, cfg.vocab_size, &docs, &n_docs, &store);
     else if (text) st = load_text_doc(text, tok, cfg.vocab_size, &docs, &n_docs, &store);
     if (st != LCX_OK) goto fail;
     es.docs = docs;
@@ -234,7 +234,7 @@ int lcx_cmd_eval(int argc, char **argv) {
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
     o.param_dtype = dtype;
-    o.max_tokens = lcx_cli_eval_max_tokens(&es);
+    o.max_tokens = lcx_eval_max_tokens(&es);
     o.loss_chunk = chunk;
     st = lcx_model_from_checkpoint(ckpt, &o, &m);
     if (st != LCX_OK) goto fail;
@@ -243,7 +243,9 @@ int lcx_cmd_eval(int argc, char **argv) {
         st = lcx_fail(LCX_ERR_OOM, "no memory");
         goto fail;
     }
-    st = lcx_cli_eval_run(&es, m, tok, res, &pk, &root);
+    lcx_terminal term;
+    lcx_reporter rep = lcx_cli_reporter(&term, quiet);
+    st = lcx_eval_run(&es, m, tok, res, &pk, &root, &rep);
     if (st != LCX_OK) goto fail;
     if (trials > 0 && pk_svg) {
         int md = (modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;

@@ -13,7 +13,7 @@
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
 #include "src/train/train.h"
-#include "train_common.h"
+#include "src/pipeline/run_common.h"
 
 static const char *CMD = "train";
 
@@ -127,7 +127,7 @@ int lcx_cmd_train(int argc, char **argv) {
     lcx_train_state_init(&state);
 
     /* checks before any work */
-    LCX_TRY_GOTO(lcx_tool_run_dir_check(out, resume, &latest), fail);
+    LCX_TRY_GOTO(lcx_run_dir_check(out, resume, &latest), fail);
     if (data) {
         LCX_TRY_GOTO(lcx_tokdata_open(data, &td), fail);
         td_open = 1;
@@ -144,15 +144,15 @@ int lcx_cmd_train(int argc, char **argv) {
     if (latest) {
         load_from = latest;
     } else if (ckpt) {
-        LCX_TRY_GOTO(lcx_tool_source_lcx(ckpt, out, &src), fail);
+        LCX_TRY_GOTO(lcx_run_source_lcx(ckpt, out, &src), fail);
         load_from = src;
     }
     if (load_from) {
         LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), fail);
-        LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, batch * seq, policy, pdt, adt, latest ? &state : NULL,
+        LCX_TRY_GOTO(lcx_run_model_from_lcx(load_from, &cfg, batch * seq, policy, pdt, adt, latest ? &state : NULL,
                                              &m),
                      fail);
-        LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(load_from, &tok, &n_tok), fail);
+        LCX_TRY_GOTO(lcx_run_ckpt_tokenizer_files(load_from, &tok, &n_tok), fail);
     } else {
         LCX_TRY_GOTO(lcx_config_load(config, &cfg), fail);
         lcx_model_opts o;
@@ -167,7 +167,7 @@ int lcx_cmd_train(int argc, char **argv) {
     }
     LCX_TRY_GOTO(lcx_config_sync_json(&cfg), fail);
     if (ids) {
-        LCX_TRY_GOTO(lcx_tool_ids_open(ids, out, cfg.vocab_size, &td), fail);
+        LCX_TRY_GOTO(lcx_run_ids_open(ids, out, cfg.vocab_size, &td), fail);
         td_open = 1;
     }
     /* tokenizer files: the checkpoint's, plus --tokenizer ones not already there by name */
@@ -245,7 +245,7 @@ done:
     lcx_config_free(&cfg);
     if (td_open) lcx_tokdata_close(&td);
     lcx_train_state_free(&state);
-    lcx_tool_strv_free(tok, n_tok);
+    lcx_run_strv_free(tok, n_tok);
     free(tok_all);
     free(src);
     free(latest);

@@ -1,18 +1,20 @@
-/* extend_eval: before/after evaluation of lcextend CKPT --to N (tools/extend_eval.h). */
-#include "extend_eval.h"
+/* extend_eval: before/after evaluation of lcextend CKPT --to N (src/pipeline/extend_eval.h). */
+#include "src/pipeline/extend_eval.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "src/train/train.h"
 
-lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_cli_eval_spec *spec,
-                                lcx_tokenizer *tok, const char *json_path, const char *pk_svg, lcx_ppl_result *res) {
+lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_eval_spec *spec,
+                                lcx_tokenizer *tok, const char *json_path, const char *pk_svg, lcx_ppl_result *res,
+                                const lcx_reporter *r) {
     lcx_model_opts mo;
     memset(&mo, 0, sizeof mo);
     mo.param_dtype = LCX_F32;
-    mo.max_tokens = lcx_cli_eval_max_tokens(spec);
+    mo.max_tokens = lcx_eval_max_tokens(spec);
     mo.training = 0; /* forward-only: one layer's working set (lcx_train_load then skips the moments) */
     lcx_model *m = NULL;
     LCX_TRY(lcx_model_init(&m, cfg, &mo));
@@ -21,7 +23,7 @@ lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, c
     json_t *root = NULL;
     char *svg = NULL;
     lcx_status st = lcx_train_load(ckpt, m, NULL);
-    if (st == LCX_OK) st = lcx_cli_eval_run(spec, m, tok, res, &pk, &root);
+    if (st == LCX_OK) st = lcx_eval_run(spec, m, tok, res, &pk, &root, r);
     if (st == LCX_OK) st = lcx_eval_json_write(json_path, root);
     if (st == LCX_OK && pk_svg && spec->pk.trials > 0) {
         int md = (spec->pk.modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;
@@ -103,26 +105,31 @@ done:
     return st;
 }
 
-static void put_ppl(FILE *f, const side *s, int64_t len) {
+/* A cell of the table: the value at len, "-" when the side has none. */
+static void ppl_cell(const side *s, int64_t len, char *buf, size_t cap) {
+    snprintf(buf, cap, "-");
     for (int i = 0; i < s->n; i++)
         if (s->len[i] == len && isfinite(s->ppl[i])) {
-            fprintf(f, " %12.3f", s->ppl[i]);
+            snprintf(buf, cap, "%.3f", s->ppl[i]);
             return;
         }
-    fprintf(f, " %12s", "-");
 }
 
-static void put_pk(FILE *f, const side *s, int64_t len) {
+static void pk_cell(const side *s, int64_t len, char *buf, size_t cap) {
+    snprintf(buf, cap, "-");
     for (int i = 0; i < s->n_pk; i++)
         if (s->pk_len[i] == len) {
-            fprintf(f, " %13.0f%%", 100 * s->pk_acc[i]);
+            snprintf(buf, cap, "%.0f%%", 100 * s->pk_acc[i]);
             return;
         }
-    fprintf(f, " %14s", "-");
 }
 
-lcx_status lcx_extend_eval_table(const char *before_json, const char *after_json, FILE *f) {
+enum { COLS = 5, CELL = 32 };
+
+lcx_status lcx_extend_eval_table(const char *before_json, const char *after_json, const lcx_reporter *r) {
     side *b = malloc(sizeof *b), *a = malloc(sizeof *a);
+    char(*text)[CELL] = NULL;
+    const char **cells = NULL;
     lcx_status st = LCX_OK;
     LCX_FAIL_GOTO(!a || !b, LCX_ERR_OOM, done, "out of memory");
     LCX_TRY_GOTO(read_side(before_json, b), done);
@@ -144,18 +151,30 @@ lcx_status lcx_extend_eval_table(const char *before_json, const char *after_json
             lens[j] = lens[j - 1];
             lens[j - 1] = t;
         }
-    const char *mode = a->mode ? a->mode : b->mode ? b->mode : "greedy";
-    fprintf(f, "before / after (perplexity: token-weighted; passkey: %s accuracy over depths and trials)\n", mode);
-    fprintf(f, "  %8s %12s %12s %14s %14s\n", "length", "ppl before", "ppl after", "passkey before", "passkey after");
+    text = calloc((size_t)(n > 0 ? n : 1) * COLS, sizeof *text);
+    cells = calloc((size_t)(n > 0 ? n : 1) * COLS, sizeof *cells);
+    LCX_FAIL_GOTO(!text || !cells, LCX_ERR_OOM, done, "out of memory");
     for (int i = 0; i < n; i++) {
-        fprintf(f, "  %8lld", (long long)lens[i]);
-        put_ppl(f, b, lens[i]);
-        put_ppl(f, a, lens[i]);
-        put_pk(f, b, lens[i]);
-        put_pk(f, a, lens[i]);
-        fprintf(f, "\n");
+        char(*row)[CELL] = text + (size_t)i * COLS;
+        snprintf(row[0], CELL, "%lld", (long long)lens[i]);
+        ppl_cell(b, lens[i], row[1], CELL);
+        ppl_cell(a, lens[i], row[2], CELL);
+        pk_cell(b, lens[i], row[3], CELL);
+        pk_cell(a, lens[i], row[4], CELL);
+        for (int c = 0; c < COLS; c++) cells[(size_t)i * COLS + (size_t)c] = row[c];
     }
+    const char *mode = a->mode ? a->mode : b->mode ? b->mode : "greedy";
+    char title[160];
+    snprintf(title, sizeof title,
+             "before / after (perplexity: token-weighted; passkey: %s accuracy over depths and trials)", mode);
+    static const char *const header[COLS] = {"length", "ppl before", "ppl after", "passkey before", "passkey after"};
+    /* the first column's extra space comes from the table's leading one: "  %8s %12s ..." as always printed */
+    static const int widths[COLS] = {8, 12, 12, 14, 14};
+    lcx_report_table(r, &(lcx_table){.title = title, .n_cols = COLS, .n_rows = n, .header = header,
+                                     .cells = cells, .widths = widths});
 done:
+    free(cells);
+    free(text);
     free(a);
     free(b);
     return st;

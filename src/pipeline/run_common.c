@@ -1,26 +1,29 @@
-/* Helpers shared by the training commands (train_common.h). */
-#include "train_common.h"
+/* run_common: see run_common.h. */
+#include "src/pipeline/run_common.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "formats/lcx.h"
 #include "formats/tokdata.h"
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
+#include "src/core/units.h"
 #include "src/train/train.h"
 
-int lcx_tool_is_lcx(const char *path) {
+int lcx_run_is_lcx(const char *path) {
     char *m = lcx_path_join(path, LCX_CKPT_MANIFEST);
     int r = m && lcx_is_dir(path) && lcx_is_file(m);
     free(m);
     return r;
 }
 
-lcx_status lcx_tool_source_lcx(const char *src, const char *run_dir, char **lcx_dir) {
+lcx_status lcx_run_source_lcx(const char *src, const char *run_dir, char **lcx_dir) {
     *lcx_dir = NULL;
-    if (lcx_tool_is_lcx(src)) {
+    if (lcx_run_is_lcx(src)) {
         *lcx_dir = strdup(src);
         LCX_FAIL_IF(!*lcx_dir, LCX_ERR_OOM, "out of memory");
         return LCX_OK;
@@ -28,7 +31,7 @@ lcx_status lcx_tool_source_lcx(const char *src, const char *run_dir, char **lcx_
     LCX_FAIL_IF(!lcx_is_dir(src) && !lcx_is_file(src), LCX_ERR_NOT_FOUND, "%s: no such checkpoint", src);
     char *out = lcx_path_join(run_dir, "import.lcx");
     LCX_FAIL_IF(!out, LCX_ERR_OOM, "out of memory");
-    if (!lcx_tool_is_lcx(out)) {
+    if (!lcx_run_is_lcx(out)) {
         lcx_convert_opts o;
         lcx_convert_opts_default(&o);
         o.threads = 1;
@@ -42,10 +45,70 @@ lcx_status lcx_tool_source_lcx(const char *src, const char *run_dir, char **lcx_
     return LCX_OK;
 }
 
-lcx_status lcx_tool_ids_to_tokdata(const char *ids_path, const char *prefix, int64_t vocab) {
+lcx_status lcx_run_read_ids(const char *path, int32_t **ids, int64_t *n) {
+    *ids = NULL;
+    *n = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    LCX_TRY(lcx_read_file(path, (size_t)1 << 32, &buf, &len));
+    size_t cap = 1024;
+    int32_t *out = malloc(cap * sizeof *out);
+    lcx_status st = LCX_OK;
+    if (!out) {
+        free(buf);
+        return lcx_fail(LCX_ERR_OOM, "%s: out of memory", path);
+    }
+    int64_t k = 0;
+    const char *p = buf, *end = buf + len;
+    while (p < end) {
+        while (p < end && isspace((unsigned char)*p)) p++;
+        if (p == end) break;
+        const char *q = p;
+        while (q < end && !isspace((unsigned char)*q)) q++;
+        char word[32];
+        size_t wl = (size_t)(q - p);
+        int ok = wl > 0 && wl < sizeof word;
+        int64_t v = -1;
+        if (ok) {
+            memcpy(word, p, wl);
+            word[wl] = 0;
+            ok = isdigit((unsigned char)word[0]) && lcx_parse_int(word, 0, INT32_MAX, &v) == LCX_OK; /* not "-0" */
+        }
+        if (!ok) {
+            char shown[40];
+            snprintf(shown, sizeof shown, "%.*s%s", (int)(wl < 24 ? wl : 24), p, wl < 24 ? "" : "...");
+            for (char *c = shown; *c; c++)
+                if (!isprint((unsigned char)*c)) *c = '?';
+            st = lcx_fail(LCX_ERR_FORMAT, "%s: token %lld: '%s' is not a non-negative 32-bit integer", path,
+                          (long long)k, shown);
+            break;
+        }
+        if ((size_t)k == cap) {
+            int32_t *grown = realloc(out, cap * 2 * sizeof *out);
+            if (!grown) {
+                st = lcx_fail(LCX_ERR_OOM, "%s: out of memory", path);
+                break;
+            }
+            out = grown;
+            cap *= 2;
+        }
+        out[k++] = (int32_t)v;
+        p = q;
+    }
+    free(buf);
+    if (st != LCX_OK) {
+        free(out);
+        return st;
+    }
+    *ids = out;
+    *n = k;
+    return LCX_OK;
+}
+
+lcx_status lcx_run_ids_to_tokdata(const char *ids_path, const char *prefix, int64_t vocab) {
     int32_t *ids = NULL;
     int64_t n = 0;
-    LCX_TRY(lcx_cli_read_ids(ids_path, &ids, &n));
+    LCX_TRY(lcx_run_read_ids(ids_path, &ids, &n));
     lcx_status st = LCX_OK;
     uint32_t *u = NULL;
     lcx_tokdata_writer w;
@@ -68,13 +131,13 @@ done:
     return st;
 }
 
-void lcx_tool_strv_free(char **v, int n) {
+void lcx_run_strv_free(char **v, int n) {
     if (!v) return;
     for (int i = 0; i < n; i++) free(v[i]);
     free(v);
 }
 
-lcx_status lcx_tool_ckpt_tokenizer_files(const char *dir, char ***paths, int *n) {
+lcx_status lcx_run_ckpt_tokenizer_files(const char *dir, char ***paths, int *n) {
     *paths = NULL;
     *n = 0;
     lcx_ckpt *ck = NULL;
@@ -86,7 +149,7 @@ lcx_status lcx_tool_ckpt_tokenizer_files(const char *dir, char ***paths, int *n)
     for (int i = 0; i < k; i++) {
         v[i] = lcx_path_join(dir, lcx_ckpt_tokenizer_file(ck, i));
         if (!v[i]) {
-            lcx_tool_strv_free(v, i);
+            lcx_run_strv_free(v, i);
             v = NULL;
             LCX_FAIL_GOTO(1, LCX_ERR_OOM, done, "out of memory");
         }
@@ -98,7 +161,7 @@ done:
     return st;
 }
 
-lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
+lcx_status lcx_run_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
                                    lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
                                    struct lcx_train_state *state, lcx_model **out) {
     lcx_model_opts o;
@@ -118,7 +181,7 @@ lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg,
     return st;
 }
 
-lcx_status lcx_tool_run_dir_check(const char *out, int resume, char **latest) {
+lcx_status lcx_run_dir_check(const char *out, int resume, char **latest) {
     *latest = NULL;
     if (resume) {
         LCX_FAIL_IF(!lcx_is_dir(out), LCX_ERR_NOT_FOUND, "%s: no such run directory to resume", out);
@@ -134,10 +197,10 @@ lcx_status lcx_tool_run_dir_check(const char *out, int resume, char **latest) {
     return LCX_OK;
 }
 
-lcx_status lcx_tool_ids_open(const char *ids_path, const char *run_dir, int64_t vocab, lcx_tokdata *td) {
+lcx_status lcx_run_ids_open(const char *ids_path, const char *run_dir, int64_t vocab, lcx_tokdata *td) {
     char *prefix = lcx_path_join(run_dir, "ids");
     LCX_FAIL_IF(!prefix, LCX_ERR_OOM, "out of memory");
-    lcx_status st = lcx_tool_ids_to_tokdata(ids_path, prefix, vocab);
+    lcx_status st = lcx_run_ids_to_tokdata(ids_path, prefix, vocab);
     if (st == LCX_OK) st = lcx_tokdata_open(prefix, td);
     free(prefix);
     return st;

@@ -1,16 +1,17 @@
-/* eval_common: the evaluation body of `lcextend eval`, also run by `lcextend CKPT --to N` before and after
- * training (tools/eval_common.h). */
-#include "eval_common.h"
+/* eval_run: the evaluation body of `lcextend eval`, also run by `lcextend CKPT --to N` before and after
+ * training (src/eval/eval_run.h). */
+#include "src/eval/eval_run.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "formats/tokdata.h"
+#include "src/core/clock.h"
+#include "src/core/strbuf.h"
 #include "src/eval/eval_model.h"
 
-lcx_status lcx_cli_eval_load_docs(const char *prefix, int32_t bos, int64_t vocab, lcx_ppl_doc **docs_out,
+lcx_status lcx_eval_load_docs(const char *prefix, int32_t bos, int64_t vocab, lcx_ppl_doc **docs_out,
                                   int64_t *n_out, int32_t **store_out) {
     lcx_tokdata td;
     memset(&td, 0, sizeof td);
@@ -71,12 +72,12 @@ done:
     return LCX_OK;
 }
 
-int32_t lcx_cli_eval_bos(const lcx_tokenizer *tok, const lcx_model_config *cfg) {
+int32_t lcx_eval_bos(const lcx_tokenizer *tok, const lcx_model_config *cfg) {
     int64_t b = tok ? lcx_tokenizer_bos_id(tok) : cfg->bos_token_id;
     return b >= 0 && b < cfg->vocab_size ? (int32_t)b : -1;
 }
 
-lcx_status lcx_cli_eval_check_passkey(const lcx_passkey_config *pk, lcx_tokenizer *tok, int32_t bos) {
+lcx_status lcx_eval_check_passkey(const lcx_passkey_config *pk, lcx_tokenizer *tok, int32_t bos) {
     lcx_eval_tokenizer et = {lcx_eval_tok_encode, tok, bos};
     for (int i = 0; i < pk->n_lengths; i++) {
         lcx_passkey_prompt pr = {0};
@@ -87,7 +88,7 @@ lcx_status lcx_cli_eval_check_passkey(const lcx_passkey_config *pk, lcx_tokenize
     return LCX_OK;
 }
 
-int64_t lcx_cli_eval_max_tokens(const lcx_cli_eval_spec *s) {
+int64_t lcx_eval_max_tokens(const lcx_eval_spec *s) {
     int64_t mx = 2;
     if (s->docs)
         for (int i = 0; i < s->ppl.n_lengths; i++) mx = s->ppl.lengths[i] > mx ? s->ppl.lengths[i] : mx;
@@ -97,23 +98,25 @@ int64_t lcx_cli_eval_max_tokens(const lcx_cli_eval_spec *s) {
     return mx;
 }
 
-/* Scorer wrappers that print progress lines on stderr (at most one every two seconds). */
+/* Scorer wrappers that report progress (at most one state every two seconds). */
 typedef struct progress {
     lcx_eval_lm *lm;
     int quiet;
     const char *what;
     int64_t calls;
     double start, last;
+    const lcx_reporter *r;
 } progress;
 
 static void tick(progress *p, int64_t n) {
     p->calls++;
     if (p->quiet) return;
-    double t = lcx_cli_now_s();
+    double t = lcx_clock_s();
     if (t - p->last < 2.0) return;
     p->last = t;
-    fprintf(stderr, "  %s: %lld forward passes (last %lld tokens), %.0f s\n", p->what, (long long)p->calls,
-            (long long)n, t - p->start);
+    char detail[96];
+    snprintf(detail, sizeof detail, "forward passes (last %lld tokens), %.0f s", (long long)n, t - p->start);
+    lcx_report_progress(p->r, &(lcx_progress){.what = p->what, .done = p->calls, .eta_s = -1, .detail = detail});
 }
 
 static lcx_status score_cb(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll) {
@@ -128,8 +131,8 @@ static lcx_status argmax_cb(void *model, const int32_t *tokens, int64_t n, int64
     return lcx_eval_lm_argmax(p->lm, tokens, n, first, next);
 }
 
-lcx_status lcx_cli_eval_run(const lcx_cli_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
-                            lcx_passkey_result *pk, json_t **root_out) {
+lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
+                        lcx_passkey_result *pk, json_t **root_out, const lcx_reporter *r) {
     *root_out = NULL;
     json_t *root = json_object();
     LCX_FAIL_IF(!root, LCX_ERR_OOM, "no memory for JSON");
@@ -139,18 +142,22 @@ lcx_status lcx_cli_eval_run(const lcx_cli_eval_spec *s, lcx_model *m, lcx_tokeni
     memset(&lm, 0, sizeof lm);
     if (json_object_set_new(root, "checkpoint", json_string(s->label)) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
     LCX_TRY_GOTO(lcx_eval_lm_init(&lm, m, 0), fail);
-    progress prog = {&lm, s->quiet, "perplexity", 0, lcx_cli_now_s(), lcx_cli_now_s()};
+    progress prog = {&lm, s->quiet, "perplexity", 0, lcx_clock_s(), lcx_clock_s(), r};
     if (s->docs) {
         const lcx_ppl_config *pc = &s->ppl;
-        double t0 = lcx_cli_now_s();
+        double t0 = lcx_clock_s();
         LCX_TRY_GOTO(lcx_ppl_eval(pc, s->docs, s->n_docs, score_cb, &prog, res), fail);
-        printf("perplexity of %s on %s (%lld document(s), stride %lld, BOS %s, token-weighted) in %.1f s\n", s->label,
-               s->data_name, (long long)s->n_docs, (long long)pc->stride, pc->bos_id >= 0 ? "yes" : "no",
-               lcx_cli_now_s() - t0);
-        printf("  %8s %10s %8s %6s %12s %14s\n", "length", "tokens", "windows", "docs", "perplexity", "window-mean");
+        if (!s->quiet) lcx_report_progress_end(r);
+        lcx_report(r, LCX_REPORT_RESULT,
+                   "perplexity of %s on %s (%lld document(s), stride %lld, BOS %s, token-weighted) in %.1f s", s->label,
+                   s->data_name, (long long)s->n_docs, (long long)pc->stride, pc->bos_id >= 0 ? "yes" : "no",
+                   lcx_clock_s() - t0);
+        lcx_report(r, LCX_REPORT_RESULT, "  %8s %10s %8s %6s %12s %14s", "length", "tokens", "windows", "docs",
+                   "perplexity", "window-mean");
         for (int i = 0; i < pc->n_lengths; i++)
-            printf("  %8lld %10lld %8lld %6lld %12.4f %14.4f\n", (long long)res[i].length, (long long)res[i].tokens,
-                   (long long)res[i].windows, (long long)res[i].docs, res[i].ppl, res[i].ppl_window_mean);
+            lcx_report(r, LCX_REPORT_RESULT, "  %8lld %10lld %8lld %6lld %12.4f %14.4f", (long long)res[i].length,
+                       (long long)res[i].tokens, (long long)res[i].windows, (long long)res[i].docs, res[i].ppl,
+                       res[i].ppl_window_mean);
         json_t *pj = lcx_ppl_to_json(pc, res, s->series);
         if (!pj || json_object_set_new(root, "perplexity", pj) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
     }
@@ -159,31 +166,39 @@ lcx_status lcx_cli_eval_run(const lcx_cli_eval_spec *s, lcx_model *m, lcx_tokeni
         LCX_FAIL_GOTO(!tok, LCX_ERR_INVALID, fail, "passkey: %s has no tokenizer", s->label);
         lcx_eval_tokenizer et = {lcx_eval_tok_encode, tok, s->ppl.bos_id};
         /* the key and its distractors are answers to one prompt: a KV cache runs the prompt once */
-        lcx_cli_eval_spec pks = *s;
+        lcx_eval_spec pks = *s;
         pks.docs = NULL;
         lcx_eval_lm_free(&lm);
-        LCX_TRY_GOTO(lcx_eval_lm_init(&lm, m, lcx_cli_eval_max_tokens(&pks)), fail);
+        LCX_TRY_GOTO(lcx_eval_lm_init(&lm, m, lcx_eval_max_tokens(&pks)), fail);
         prog.what = "passkey";
         prog.calls = 0;
-        double t0 = lcx_cli_now_s();
+        double t0 = lcx_clock_s();
         LCX_TRY_GOTO(lcx_passkey_eval(kc, &et, score_cb, argmax_cb, &prog, pk), fail);
-        printf("passkey retrieval of %s: %d trial(s) per cell, accuracy (%%) per length x depth, in %.1f s\n", s->label,
-               kc->trials, lcx_cli_now_s() - t0);
+        if (!s->quiet) lcx_report_progress_end(r);
+        lcx_report(r, LCX_REPORT_RESULT,
+                   "passkey retrieval of %s: %d trial(s) per cell, accuracy (%%) per length x depth, in %.1f s",
+                   s->label, kc->trials, lcx_clock_s() - t0);
+        lcx_strbuf row = {0};
         for (int md = LCX_PASSKEY_LOGLIK; md <= LCX_PASSKEY_GREEDY; md++) {
             if (!(kc->modes & md)) continue;
             if (md == LCX_PASSKEY_LOGLIK)
-                printf("  loglik (key vs %d distractors; chance %.0f%%)\n", kc->distractors, 100.0 / (kc->distractors + 1));
+                lcx_report(r, LCX_REPORT_RESULT, "  loglik (key vs %d distractors; chance %.0f%%)", kc->distractors,
+                           100.0 / (kc->distractors + 1));
             else
-                printf("  greedy decode\n");
-            printf("  %8s", "depth");
-            for (int l = 0; l < kc->n_lengths; l++) printf(" %7lld", (long long)kc->lengths[l]);
-            printf("\n");
+                lcx_report(r, LCX_REPORT_RESULT, "  greedy decode");
+            row.len = 0;
+            lcx_strbuf_printf(&row, "  %8s", "depth");
+            for (int l = 0; l < kc->n_lengths; l++) lcx_strbuf_printf(&row, " %7lld", (long long)kc->lengths[l]);
+            lcx_report(r, LCX_REPORT_RESULT, "%s", row.s ? row.s : "");
             for (int d = 0; d < kc->n_depths; d++) {
-                printf("  %8.2f", kc->depths[d]);
-                for (int l = 0; l < kc->n_lengths; l++) printf(" %7.0f", 100 * lcx_passkey_accuracy(pk, md, l, d));
-                printf("\n");
+                row.len = 0;
+                lcx_strbuf_printf(&row, "  %8.2f", kc->depths[d]);
+                for (int l = 0; l < kc->n_lengths; l++)
+                    lcx_strbuf_printf(&row, " %7.0f", 100 * lcx_passkey_accuracy(pk, md, l, d));
+                lcx_report(r, LCX_REPORT_RESULT, "%s", row.s ? row.s : "");
             }
         }
+        lcx_strbuf_free(&row);
         json_t *kj = lcx_passkey_to_json(pk);
         if (!kj || json_object_set_new(root, "passkey", kj) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
     }

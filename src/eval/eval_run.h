@@ -1,0 +1,54 @@
+/* eval_run: one evaluation (perplexity by length and passkey retrieval) as `lcextend eval` reports and stores it,
+ * shared by `lcextend eval` and the before/after evaluation of `lcextend CKPT --to N`, so both give the same
+ * numbers, tables and JSON for the same model. Nothing here writes to the terminal: tables and progress go to an
+ * lcx_reporter (src/core/report.h). */
+#ifndef LCX_EVAL_EVAL_RUN_H
+#define LCX_EVAL_EVAL_RUN_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "src/core/report.h"
+#include "src/core/status.h"
+#include "src/eval/eval.h"
+#include "src/model/model.h"
+#include "src/tokenizer/tokenizer.h"
+
+/* Documents of a tokdata set PREFIX.bin/.idx, each its sequences concatenated, a leading BOS (bos >= 0)
+ * dropped (the window adds its own); ids must be below vocab. *docs points into *store (free both). */
+lcx_status lcx_eval_load_docs(const char *prefix, int32_t bos, int64_t vocab, lcx_ppl_doc **docs, int64_t *n,
+                              int32_t **store);
+
+/* BOS of the evaluation windows: the tokenizer's when there is one, else config.json's; -1 when none is inside
+ * the vocabulary. */
+int32_t lcx_eval_bos(const lcx_tokenizer *tok, const lcx_model_config *cfg);
+
+typedef struct lcx_eval_spec {
+    const char *label;       /* the model as reported and stored as "checkpoint" */
+    const char *series;      /* the perplexity series name in the JSON */
+    const char *data_name;   /* reported: where the documents came from */
+    const lcx_ppl_doc *docs; /* NULL: no perplexity */
+    int64_t n_docs;
+    lcx_ppl_config ppl;      /* lengths, stride, bos_id, short_docs */
+    lcx_passkey_config pk;   /* trials 0: no passkey (then tok may be NULL) */
+    int quiet;               /* no progress states */
+} lcx_eval_spec;
+
+/* Evaluate m, a forward-only model (training = 0) whose max_tokens covers the longest window and passkey prompt
+ * + 16: report the perplexity table and the passkey tables as RESULT lines (the text `lcextend eval` prints),
+ * progress as "perplexity" / "passkey" forward passes (at most one state every two seconds), fill
+ * res[ppl.n_lengths] and *pk (lcx_passkey_result_free it) and return the JSON of `lcextend eval --json` in *root:
+ * {"checkpoint", "perplexity"?, "passkey"?}. Perplexity windows run one forward pass each; the passkey runs
+ * through a KV cache (src/eval/eval_model.h lcx_eval_lm) so each prompt is computed once for the key, its
+ * distractors and the greedy check. r may be NULL. */
+lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
+                        lcx_passkey_result *pk, json_t **root, const lcx_reporter *r);
+
+/* Fails, naming the length, when the passkey prompt (without filler) does not fit one of pk's lengths: lets a
+ * command refuse such lengths before any work. */
+lcx_status lcx_eval_check_passkey(const lcx_passkey_config *pk, lcx_tokenizer *tok, int32_t bos);
+
+/* Largest window the spec needs (the model's max_tokens): perplexity lengths, passkey lengths + 16 (the answer). */
+int64_t lcx_eval_max_tokens(const lcx_eval_spec *s);
+
+#endif

@@ -1,0 +1,316 @@
+/* extend: lcx_extend_run (src/pipeline/extend.h): the order of the parts, and the parts that are a few lines each
+ * (checks before any work, import, where to start, the before/after evaluation, export). */
+#include "src/pipeline/extend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "formats/lcx.h"
+#include "src/convert/convert.h"
+#include "src/core/fileio.h"
+#include "src/pipeline/extend_eval.h"
+#include "src/pipeline/extend_job.h"
+#include "src/pipeline/run_common.h"
+
+static const double DEFAULT_DEPTHS[] = {0, 0.25, 0.5, 0.75, 1};
+
+void lcx_extend_options_default(lcx_extend_options *o) {
+    memset(o, 0, sizeof *o);
+    lcx_plan_opts_default(&o->plan);
+    o->plan.weight_bytes = o->plan.act_bytes = 4; /* f32 weights and activations unless asked otherwise */
+    o->recipe = "yarn-x2";
+    o->passkey_trials = -1;
+    o->depths = DEFAULT_DEPTHS;
+    o->n_depths = 5;
+    o->param_dtype = LCX_F32;
+    o->act_dtype = LCX_F32;
+    o->keep = 2;
+}
+
+/* RUN: --out, or CKPT's base name + '-' + the target as written. */
+static char *run_dir_name(const lcx_extend_options *o) {
+    if (o->out) return strdup(o->out);
+    char to[32];
+    if (o->to_text) snprintf(to, sizeof to, "%.31s", o->to_text);
+    else snprintf(to, sizeof to, "%lld", (long long)o->plan.target);
+    const char *ckpt = o->ckpt, *b = ckpt + strlen(ckpt);
+    while (b > ckpt && b[-1] == '/') b--;
+    const char *s = b;
+    while (s > ckpt && s[-1] != '/') s--;
+    size_t n = (size_t)(b - s) + strlen(to) + 2;
+    char *out = malloc(n);
+    if (out) snprintf(out, n, "%.*s-%s", (int)(b - s), s, to);
+    return out;
+}
+
+/* --ids read and checked against the vocabulary before anything is written. */
+static lcx_status check_ids(const char *ids, int64_t vocab) {
+    int32_t *v_ids = NULL;
+    int64_t n_ids = 0;
+    LCX_TRY(lcx_run_read_ids(ids, &v_ids, &n_ids));
+    int64_t bad = -1;
+    for (int64_t k = 0; k < n_ids && bad < 0; k++)
+        if (v_ids[k] >= vocab) bad = k;
+    int32_t bad_id = bad >= 0 ? v_ids[bad] : 0;
+    free(v_ids);
+    LCX_FAIL_IF(n_ids < 2, LCX_ERR_INVALID, "%s: %lld token id(s): need at least 2", ids, (long long)n_ids);
+    LCX_FAIL_IF(bad >= 0, LCX_ERR_INVALID, "%s: token %lld: id %d is not below the vocabulary size %lld", ids,
+                (long long)bad, bad_id, (long long)vocab);
+    return LCX_OK;
+}
+
+/* Everything checkable before any work: config, recipe, plan, data, run directory. *stop: the dry run is over. */
+static lcx_status prepare(extend_job *job, int *stop) {
+    const lcx_extend_options *o = job->o;
+    *stop = 0;
+    job->out = run_dir_name(o);
+    LCX_FAIL_IF(!job->out, LCX_ERR_OOM, "out of memory");
+    LCX_FAIL_IF(!lcx_is_dir(o->ckpt) && !lcx_is_file(o->ckpt), LCX_ERR_NOT_FOUND, "%s: no such checkpoint", o->ckpt);
+    job->is_gguf = lcx_is_file(o->ckpt) && !lcx_is_dir(o->ckpt);
+    if (!job->is_gguf) LCX_TRY(extend_config_of(o->ckpt, &job->cfg));
+    LCX_TRY(lcx_recipe_open(o->recipe, 2 * o->plan.cp, &job->recipe));
+    if (!job->is_gguf) LCX_TRY(extend_plan(job, 1));
+    if (o->dry_run) {
+        if (job->is_gguf)
+            lcx_report(job->r, LCX_REPORT_NOTE, "(a GGUF input is imported before planning; the plan needs its config)");
+        *stop = 1;
+        return LCX_OK;
+    }
+    if (o->data) {
+        LCX_TRY(lcx_tokdata_open(o->data, &job->td));
+        job->td_open = 1;
+    }
+    LCX_FAIL_IF(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, "--ids %s: no such file", o->ids);
+    if (o->ids && !job->is_gguf) LCX_TRY(check_ids(o->ids, job->cfg.vocab_size));
+    if (o->eval_data) {
+        LCX_TRY(lcx_tokdata_open(o->eval_data, &job->ed));
+        job->ed_open = 1;
+    }
+    if (job->full_eval) {
+        lcx_status st = lcx_tokenizer_open(o->ckpt, &job->etok);
+        if (st != LCX_OK && job->pk_trials > 0) return lcx_fail_context(st, "--passkey needs the input's tokenizer: ");
+        if (job->pk_trials < 0) job->pk_trials = job->etok ? 2 : 0;
+    }
+    LCX_TRY(extend_check_passkey_fit(job));
+    LCX_TRY(lcx_run_dir_check(job->out, o->resume, &job->latest));
+    LCX_FAIL_IF(!lcx_is_dir(job->out) && mkdir(job->out, 0777) != 0, LCX_ERR_IO, "%s: cannot create the run directory",
+                job->out);
+    return LCX_OK;
+}
+
+/* The input as RUN/import.lcx (or itself when it is an .lcx); a GGUF input is planned now. */
+static lcx_status import(extend_job *job) {
+    const lcx_extend_options *o = job->o;
+    LCX_TRY(lcx_run_source_lcx(o->ckpt, job->out, &job->src));
+    if (job->is_gguf) {
+        LCX_TRY(lcx_train_ckpt_config(job->src, &job->cfg));
+        LCX_TRY(extend_plan(job, 0));
+        LCX_TRY(extend_check_passkey_fit(job));
+    }
+    LCX_TRY(lcx_run_ckpt_tokenizer_files(job->src, &job->tok, &job->n_tok));
+    if (o->ids) {
+        LCX_TRY(lcx_run_ids_open(o->ids, job->out, job->cfg.vocab_size, &job->td));
+        job->td_open = 1;
+    }
+    const lcx_plan *p = job->plan;
+    job->run_info = json_pack("{s:s, s:I, s:s, s:i}", "source", o->ckpt, "target", (json_int_t)p->target, "recipe",
+                              p->recipe_name ? p->recipe_name : o->recipe, "stages", p->n_stages);
+    LCX_FAIL_IF(!job->run_info, LCX_ERR_OOM, "out of memory");
+    return LCX_OK;
+}
+
+/* The first stage to run: 0, or where RUN/checkpoints/latest stands on resume. */
+static lcx_status start_stage(extend_job *job, int *first) {
+    *first = 0;
+    if (!job->latest) return LCX_OK;
+    const lcx_plan *p = job->plan;
+    lcx_ckpt *ck = NULL;
+    LCX_TRY(lcx_ckpt_open(job->latest, &ck));
+    const json_t *ts = lcx_ckpt_training_state(ck);
+    const json_t *ri = json_object_get(ts, "run");
+    json_int_t tgt = json_integer_value(json_object_get(ri, "target"));
+    json_int_t sidx = json_integer_value(json_object_get(ts, "stage")) - 1; /* stored 1-based */
+    int done_ = json_is_true(json_object_get(ts, "stage_done"));
+    lcx_ckpt_free(ck);
+    LCX_FAIL_IF(tgt != p->target, LCX_ERR_INVALID, "--resume: %s was saved by a run to %lld tokens, not --to %lld",
+                job->latest, (long long)tgt, (long long)p->target);
+    LCX_FAIL_IF(sidx < 0 || sidx >= p->n_stages, LCX_ERR_INVALID, "--resume: %s is at stage %lld, the plan has %d stages",
+                job->latest, (long long)sidx + 1, p->n_stages);
+    *first = (int)sidx + done_;
+    lcx_report(job->r, LCX_REPORT_NOTE, "resuming from %s (stage %d%s)", job->latest, (int)sidx + 1,
+               done_ ? " finished" : "");
+    extend_event(job->r, "resume", json_pack("{s:s, s:i, s:b}", "from", job->latest, "stage", (int)sidx + 1,
+                                             "stage_done", done_));
+    return LCX_OK;
+}
+
+/* The held-out documents, the RUN/eval paths and the before/after evaluation's spec: the last stage's eval
+ * lengths and stride, passkey at the same lengths. */
+static lcx_status eval_setup(extend_job *job) {
+    const lcx_extend_options *o = job->o;
+    job->bos = lcx_eval_bos(job->etok, &job->cfg);
+    if (job->ed_open)
+        LCX_TRY(lcx_eval_load_docs(o->eval_data, job->bos, job->cfg.vocab_size, &job->docs, &job->n_docs,
+                                   &job->doc_store));
+    job->eval_dir = lcx_path_join(job->out, "eval");
+    job->before_json = lcx_path_join(job->eval_dir, "before.json");
+    job->after_json = lcx_path_join(job->eval_dir, "after.json");
+    job->pk_before = lcx_path_join(job->eval_dir, "passkey-before.svg");
+    job->pk_after = lcx_path_join(job->eval_dir, "passkey-after.svg");
+    job->fres = calloc(LCX_RECIPE_MAX_EVAL, sizeof *job->fres);
+    job->mpath = lcx_path_join(job->out, "metrics.jsonl");
+    LCX_FAIL_IF(!job->eval_dir || !job->before_json || !job->after_json || !job->pk_before || !job->pk_after ||
+                    !job->fres || !job->mpath,
+                LCX_ERR_OOM, "out of memory");
+    const lcx_plan_stage *last = &job->plan->stages[job->plan->n_stages - 1];
+    job->es = (lcx_eval_spec){
+        .data_name = o->eval_data, .docs = job->ed_open ? job->docs : NULL, .n_docs = job->n_docs,
+        .ppl = {last->eval_lengths, last->n_eval, last->eval_stride, job->bos, LCX_PPL_SHORT_SKIP, 0},
+        .pk = {last->eval_lengths, last->n_eval, o->depths, o->n_depths, job->pk_trials > 0 ? job->pk_trials : 0, 4,
+               LCX_PASSKEY_GREEDY, 1},
+        .quiet = o->quiet};
+    return LCX_OK;
+}
+
+/* One side of the before/after evaluation: ckpt (shown as label) under cfg -> json (and the passkey heat map). */
+static lcx_status eval_side(extend_job *job, const char *which, const char *label, const char *ckpt,
+                            const lcx_model_config *cfg, const char *json, const char *pk_svg) {
+    mkdir(job->eval_dir, 0777);
+    job->es.label = label;
+    job->es.series = which;
+    LCX_TRY(lcx_extend_eval_ckpt(ckpt, cfg, &job->es, job->etok, json, pk_svg, job->fres, job->r));
+    extend_event(job->r, "evaluated", json_pack("{s:s, s:s, s:s}", "which", which, "checkpoint", label, "json", json));
+    return LCX_OK;
+}
+
+/* After: the result at the last stage's config; its perplexities are also the last stage's evaluation. */
+static lcx_status eval_after(extend_job *job) {
+    const lcx_plan *p = job->plan;
+    const lcx_plan_stage *last = &p->stages[p->n_stages - 1];
+    const char *fin = job->state.saved ? job->state.saved : job->load_from;
+    char sj[64];
+    snprintf(sj, sizeof sj, "stage%d.json", p->n_stages);
+    char *stage_json = lcx_path_join(job->eval_dir, sj);
+    int redo = !lcx_is_file(job->after_json) || (job->ed_open && stage_json && !lcx_is_file(stage_json));
+    free(stage_json);
+    if (redo) {
+        lcx_report(job->r, LCX_REPORT_NOTE, "evaluating the result %s", fin);
+        lcx_model_free(job->m); /* the training model is done with: one model in memory at a time */
+        job->m = NULL;
+        lcx_config_free(&job->scfg);
+        memset(&job->scfg, 0, sizeof job->scfg);
+        LCX_TRY(extend_stage_config(&job->cfg, last, &job->scfg));
+        LCX_TRY(eval_side(job, "after", fin, fin, &job->scfg, job->after_json, job->pk_after));
+        if (job->ed_open) LCX_TRY(extend_record_stage_eval(job, p->n_stages, last->seq_len, &job->es.ppl, job->fres));
+    }
+    if (lcx_is_file(job->before_json)) LCX_TRY(lcx_extend_eval_table(job->before_json, job->after_json, job->r));
+    return LCX_OK;
+}
+
+/* The final export: RUN/hf (kept when there from an earlier run), RUN/model.gguf on request. */
+static lcx_status export_result(extend_job *job) {
+    const char *final = job->state.saved ? job->state.saved : job->load_from;
+    LCX_FAIL_IF(!final, LCX_ERR_INVALID, "no checkpoint to export");
+    lcx_status st = LCX_OK;
+    char *hf = lcx_path_join(job->out, "hf");
+    char *gg = job->o->gguf ? lcx_path_join(job->out, "model.gguf") : NULL;
+    LCX_FAIL_GOTO(!hf || (job->o->gguf && !gg), LCX_ERR_OOM, done, "out of memory");
+    lcx_convert_opts co;
+    lcx_convert_opts_default(&co);
+    co.threads = 1;
+    json_int_t context = (json_int_t)job->plan->target;
+    int skipped = lcx_is_dir(hf);
+    if (skipped) {
+        lcx_report(job->r, LCX_REPORT_NOTE, "%s exists: not exported again", hf);
+    } else {
+        LCX_TRY_GOTO(lcx_export_hf(final, hf, &co), done);
+        lcx_report(job->r, LCX_REPORT_RESULT, "exported %s (Hugging Face, context %lld)", hf, (long long)context);
+    }
+    extend_event(job->r, "export", json_pack("{s:s, s:s, s:I, s:b}", "format", "hf", "path", hf, "context", context,
+                                             "skipped", skipped));
+    if (gg) {
+        skipped = lcx_is_file(gg);
+        if (!skipped) {
+            LCX_TRY_GOTO(lcx_export_gguf(final, gg, &co), done);
+            lcx_report(job->r, LCX_REPORT_RESULT, "exported %s", gg);
+        }
+        extend_event(job->r, "export", json_pack("{s:s, s:s, s:I, s:b}", "format", "gguf", "path", gg, "context",
+                                                 context, "skipped", skipped));
+    }
+done:
+    free(hf);
+    free(gg);
+    return st;
+}
+
+static lcx_status run(extend_job *job) {
+    int stop = 0, first = 0;
+    LCX_TRY(prepare(job, &stop));
+    if (stop) return LCX_OK;
+    LCX_TRY(import(job));
+    LCX_TRY(start_stage(job, &first));
+    LCX_TRY(eval_setup(job));
+    if (job->full_eval && !lcx_is_file(job->before_json)) {
+        lcx_report(job->r, LCX_REPORT_NOTE, "evaluating the input %s (rope unchanged) before training", job->o->ckpt);
+        LCX_TRY(eval_side(job, "before", job->o->ckpt, job->src, &job->cfg, job->before_json, job->pk_before));
+    }
+    lcx_train_catch_signals();
+    const lcx_plan *p = job->plan;
+    job->load_from = job->latest ? job->latest : job->src;
+    for (int i = first; i < p->n_stages; i++) {
+        LCX_TRY(extend_stage_run(job, i, first));
+        job->load_from = job->state.saved;
+        if (lcx_train_interrupted() && i + 1 < p->n_stages) /* Ctrl-C during the evaluation: stop here */
+            return lcx_fail(LCX_ERR_INTERRUPTED, "interrupted after stage %d; saved %s (continue with --resume)", i + 1,
+                            job->state.saved);
+        if (job->latest && i == first) { /* later stages load the stage's own final checkpoint */
+            free(job->latest);
+            job->latest = NULL;
+        }
+    }
+    if (job->full_eval) LCX_TRY(eval_after(job));
+    return export_result(job);
+}
+
+static void job_free(extend_job *job) {
+    lcx_model_free(job->m);
+    lcx_config_free(&job->cfg);
+    lcx_config_free(&job->scfg);
+    lcx_recipe_free(job->recipe);
+    lcx_plan_free(job->plan);
+    if (job->td_open) lcx_tokdata_close(&job->td);
+    if (job->ed_open) lcx_tokdata_close(&job->ed);
+    lcx_train_state_free(&job->state);
+    lcx_run_strv_free(job->tok, job->n_tok);
+    json_decref(job->run_info);
+    free(job->docs);
+    free(job->doc_store);
+    free(job->mpath);
+    lcx_tokenizer_free(job->etok);
+    free(job->fres);
+    free(job->before_json);
+    free(job->after_json);
+    free(job->pk_before);
+    free(job->pk_after);
+    free(job->eval_dir);
+    free(job->out);
+    free(job->src);
+    free(job->latest);
+}
+
+lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
+    extend_job job;
+    memset(&job, 0, sizeof job);
+    job.o = o;
+    job.r = r;
+    job.train_r = o->quiet ? extend_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
+    job.pk_trials = o->passkey_trials;
+    job.full_eval = o->eval_data || o->passkey_trials > 0;
+    job.bos = -1;
+    lcx_train_state_init(&job.state);
+    lcx_status st = run(&job);
+    job_free(&job);
+    return st;
+}

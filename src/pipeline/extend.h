@@ -1,0 +1,71 @@
+/* extend: the whole context extension `lcextend CKPT --to N` runs, as one library call (docs/extend.md).
+ *
+ *   plan (reported; dry_run stops here) -> import the input into RUN/import.lcx -> evaluate the input (before)
+ *   -> per stage: the stage's rope config, train at its sequence length (src/train/train.h), evaluate, save
+ *   -> evaluate the result (after) and the before/after table -> export RUN/hf (and RUN/model.gguf).
+ *
+ * resume continues from RUN/checkpoints/latest (stage and step). Nothing here writes to the terminal: everything
+ * the run says goes to the reporter (src/core/report.h), which may be NULL (a silent run).
+ *
+ * Lines:
+ *   RESULT  the plan table and its time-estimate note, the evaluation tables (src/eval/eval_run.h), each stage's
+ *           "  eval length L: loss X, perplexity Y (T tokens, W windows)", "exported PATH ..."
+ *   NOTE    "resuming from ...", "evaluating the input/result ...", "stage i/n: ...", "stage i/n done: ...",
+ *           "PATH exists: not exported again", training's "saved ..." (unless quiet)
+ *   STEP    training's per-step lines (unless quiet)
+ * Tables: the before/after summary (title "before / after (...)", columns length, ppl before, ppl after, passkey
+ *   before, passkey after; "-" for a missing value).
+ * Progress: training steps and evaluation forward passes (unless quiet).
+ * Events (name: JSON object fields), in the order of the run:
+ *   "plan":        target, stages, recipe, total_tokens
+ *   "resume":      from (checkpoint path), stage (1-based), stage_done (bool)
+ *   "evaluated":   which ("before" | "after"), checkpoint, json (the path of the before.json / after.json written)
+ *   "stage_start": stage (1-based), stages, seq_len, method, max_position_embeddings, steps, tokens_per_step
+ *   training's "step" and "saved" events (src/train/train.h)
+ *   "stage_done":  stage, stages, loss, tokens_per_s, peak_rss (bytes), saved (checkpoint path)
+ *   "eval":        stage, eval_len, loss, ppl, tokens, windows: one per stage and eval length (the last stage's
+ *                  after the "after" evaluation when one runs)
+ *   "export":      format ("hf" | "gguf"), path, context, skipped (bool: already there from an earlier run) */
+#ifndef LCX_PIPELINE_EXTEND_H
+#define LCX_PIPELINE_EXTEND_H
+
+#include "src/core/report.h"
+#include "src/core/status.h"
+#include "src/core/tensor.h"
+#include "src/plan/plan.h"
+#include "src/plan/recipe.h"
+
+typedef struct lcx_extend_options {
+    const char *ckpt;      /* the input: .lcx, HF model directory, .safetensors or .gguf (required) */
+    const char *to_text;   /* the target as the user wrote it ("32k"): names the default run directory (CKPT's
+                              base name + '-' + to_text); NULL: the number plan.target */
+    lcx_plan_opts plan;    /* plan.target (required), method override, tokens_per_s, weight/act bytes of the
+                              memory estimate; tokens_per_s 0: estimate times from this machine's sgemm rate */
+    const char *recipe;    /* built-in recipe name or YAML file (default "yarn-x2") */
+    const char *data;      /* training data PREFIX.bin/.idx ... */
+    const char *ids;       /* ... or a file of whitespace-separated token ids (exactly one, unless dry_run) */
+    const char *eval_data; /* held-out PREFIX.bin/.idx: per-stage perplexities and the before/after evaluation */
+    const char *out;       /* the run directory RUN; NULL: the default above */
+    int passkey_trials;    /* per (length, depth) before and after; -1: 2 when CKPT has a tokenizer and eval_data
+                              is given, else 0; > 0 alone also runs the before/after evaluation */
+    const double *depths;  /* passkey key depths in [0, 1] (n_depths of them; default 0, .25, .5, .75, 1) */
+    int n_depths;
+    int resume;            /* continue RUN from its latest checkpoint */
+    int dry_run;           /* report the plan and stop */
+    int gguf;              /* also export RUN/model.gguf */
+    lcx_dtype param_dtype; /* stored weights while training (LCX_F32 | LCX_BF16) */
+    lcx_dtype act_dtype;   /* activation storage while training */
+    int keep;              /* checkpoints kept (0 = all) */
+    int quiet;             /* no training step lines, "saved" notes or progress states (the run's own notes and
+                              results still go out) */
+} lcx_extend_options;
+
+/* The defaults of `lcextend CKPT --to N` without flags (ckpt, plan.target and data/ids still to fill). */
+void lcx_extend_options_default(lcx_extend_options *o);
+
+/* Run the extension. Errors (lcx_last_error() says what) come before any work where they can: a missing input
+ * or data, an unknown recipe, a plan that does not fit, a run directory that already holds a run (without
+ * resume). LCX_ERR_INTERRUPTED after a Ctrl-C (the position is saved; resume continues). */
+lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r);
+
+#endif

@@ -1,0 +1,68 @@
+/* extend_job: the state of one lcx_extend_run (src/pipeline/extend.h), shared by the files that run its parts:
+ * extend.c (the order of the parts, import, resume, export), extend_plan.c (plan and time estimate),
+ * extend_stage.c (one training stage and its evaluation), extend_report.c (events, the quiet filter). */
+#ifndef LCX_PIPELINE_EXTEND_JOB_H
+#define LCX_PIPELINE_EXTEND_JOB_H
+
+#include <jansson.h>
+
+#include "formats/tokdata.h"
+#include "src/eval/eval_run.h"
+#include "src/pipeline/extend.h"
+#include "src/train/train.h"
+
+typedef struct extend_job {
+    const lcx_extend_options *o;
+    const lcx_reporter *r;   /* everything the run says */
+    lcx_reporter train_r;    /* what training and the evaluations' progress say: r, less what quiet drops */
+    lcx_model_config cfg;    /* the input's config */
+    lcx_model_config scfg;   /* the current stage's config (the input's with the stage's rope) */
+    lcx_recipe *recipe;
+    lcx_plan *plan;
+    lcx_model *m;            /* the training model of the current stage */
+    lcx_tokdata td, ed;      /* training and held-out data */
+    int td_open, ed_open;
+    int is_gguf;             /* the input is a GGUF file: planned after its import (the plan needs its config) */
+    int pk_trials;           /* resolved passkey trials (o->passkey_trials with -1 decided) */
+    int full_eval;           /* before/after evaluation: with eval_data, or with passkey trials > 0 alone */
+    char *out, *src, *latest;
+    char **tok;              /* tokenizer files carried into every checkpoint */
+    int n_tok;
+    json_t *run_info;        /* stored with every checkpoint: what run this is */
+    lcx_tokenizer *etok;     /* the input's tokenizer: BOS of the evaluation windows, passkey prompts */
+    int32_t bos;
+    lcx_ppl_doc *docs;       /* the held-out documents (point into doc_store) */
+    int32_t *doc_store;
+    int64_t n_docs;
+    char *mpath, *eval_dir, *before_json, *after_json, *pk_before, *pk_after;
+    lcx_ppl_result *fres;    /* the before/after perplexities */
+    lcx_eval_spec es;        /* the before/after evaluation: the last stage's eval lengths and stride */
+    lcx_train_state state;
+    const char *load_from;   /* the checkpoint the next stage starts from */
+} extend_job;
+
+/* extend_plan.c */
+lcx_status extend_config_of(const char *ckpt, lcx_model_config *cfg);
+/* Build the plan from job->cfg; estimate times from this machine when measure and no tokens_per_s; report it. */
+lcx_status extend_plan(extend_job *job, int measure);
+/* Refuse passkey lengths (the last stage's eval lengths) a prompt cannot fit, before any work. */
+lcx_status extend_check_passkey_fit(const extend_job *job);
+
+/* extend_stage.c */
+/* cfg with the stage's rope (lcx_rope_export into a copy of config.json). */
+lcx_status extend_stage_config(const lcx_model_config *in, const lcx_plan_stage *ps, lcx_model_config *out);
+/* Stage i: build its model, load weights (and optimizer/position when continuing it), train, evaluate. */
+lcx_status extend_stage_run(extend_job *job, int i, int first);
+/* A stage's perplexities: reported, appended to metrics.jsonl, RUN/eval/stageN.json, RUN/eval/ppl.svg redrawn. */
+lcx_status extend_record_stage_eval(extend_job *job, int stage, int64_t seq_len, const lcx_ppl_config *pc,
+                                    const lcx_ppl_result *res);
+
+/* extend_report.c */
+/* Report event `name` with object j (stolen; NULL: out of memory, nothing reported). */
+void extend_event(const lcx_reporter *r, const char *name, json_t *j);
+/* A JSON number, or null when v is NaN or infinite (JSON has neither). New reference. */
+json_t *extend_number(double v);
+/* A reporter passing to inner what quiet keeps: results, warnings, events, tables (no notes, steps, progress). */
+lcx_reporter extend_quiet_reporter(const lcx_reporter *inner);
+
+#endif

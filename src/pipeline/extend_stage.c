@@ -1,0 +1,207 @@
+/* extend_stage: one training stage of an extension run and its evaluation (src/pipeline/extend_job.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "src/core/fileio.h"
+#include "src/pipeline/extend_job.h"
+#include "src/rope/rope.h"
+
+/* stage config: the input config.json with the stage's rope written in (a fresh parse keeps both in sync) */
+lcx_status extend_stage_config(const lcx_model_config *in, const lcx_plan_stage *ps, lcx_model_config *out) {
+    json_t *j = json_deep_copy(in->json);
+    LCX_FAIL_IF(!j, LCX_ERR_OOM, "out of memory");
+    lcx_status st = lcx_rope_export(&ps->rope, in->head_dim, ps->max_pos, j, NULL, NULL);
+    char *text = st == LCX_OK ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (st != LCX_OK) return st;
+    LCX_FAIL_IF(!text, LCX_ERR_OOM, "out of memory");
+    char label[64];
+    snprintf(label, sizeof label, "stage %d config", ps->index);
+    st = lcx_config_parse(label, text, strlen(text), out);
+    free(text);
+    if (st == LCX_OK) st = lcx_config_sync_json(out);
+    return st;
+}
+
+/* RUN/eval/ppl.svg from RUN/eval/before.json and every RUN/eval/stageN.json present (a resumed run keeps the
+ * earlier stages' lines). */
+static lcx_status plot_stages(const char *eval_dir, int n_stages) {
+    lcx_plot_series ser[64];
+    double *xs[64], *ys[64];
+    char *names[64];
+    lcx_ppl_result *res[64];
+    int ns = 0;
+    lcx_status st = LCX_OK;
+    char path[4096];
+    for (int i = -1; i < n_stages && ns < 64; i++) { /* -1: before.json (lcextend eval --json format) */
+        if (i < 0) snprintf(path, sizeof path, "%s/before.json", eval_dir);
+        else snprintf(path, sizeof path, "%s/stage%d.json", eval_dir, i + 1);
+        json_t *j = json_load_file(path, 0, NULL);
+        if (!j) continue;
+        const json_t *pj = i < 0 ? json_object_get(j, "perplexity") : j;
+        if (!pj) {
+            json_decref(j);
+            continue;
+        }
+        int n = 0;
+        char *name = NULL;
+        lcx_ppl_result *r = NULL;
+        st = lcx_ppl_from_json(pj, path, &r, &n, &name);
+        json_decref(j);
+        if (st != LCX_OK) break;
+        xs[ns] = malloc(sizeof(double) * (size_t)(n + 1));
+        ys[ns] = malloc(sizeof(double) * (size_t)(n + 1));
+        for (int k = 0; k < n && xs[ns] && ys[ns]; k++) xs[ns][k] = (double)r[k].length, ys[ns][k] = r[k].ppl;
+        ser[ns].name = name ? name : "";
+        ser[ns].x = xs[ns];
+        ser[ns].y = ys[ns];
+        ser[ns].n = xs[ns] && ys[ns] ? n : 0;
+        names[ns] = name;
+        res[ns] = r;
+        ns++;
+    }
+    char *svg = NULL;
+    if (st == LCX_OK && ns > 0) st = lcx_svg_ppl_plot(ser, ns, "perplexity by context length after each stage", &svg);
+    if (st == LCX_OK && svg) {
+        snprintf(path, sizeof path, "%s/ppl.svg", eval_dir);
+        st = lcx_svg_write(path, svg);
+    }
+    free(svg);
+    for (int i = 0; i < ns; i++) free(xs[i]), free(ys[i]), free(names[i]), free(res[i]);
+    return st;
+}
+
+lcx_status extend_record_stage_eval(extend_job *job, int stage, int64_t seq_len, const lcx_ppl_config *pc,
+                                    const lcx_ppl_result *res) {
+    FILE *mf = fopen(job->mpath, "a");
+    LCX_FAIL_IF(!mf, LCX_ERR_IO, "%s: cannot open for appending", job->mpath);
+    for (int e = 0; e < pc->n_lengths; e++) {
+        lcx_report(job->r, LCX_REPORT_RESULT, "  eval length %lld: loss %.4f, perplexity %.3f (%lld tokens, %lld windows)",
+                   (long long)pc->lengths[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens,
+                   (long long)res[e].windows);
+        extend_event(job->r, "eval",
+                     json_pack("{s:i, s:I, s:o, s:o, s:I, s:I}", "stage", stage, "eval_len", (json_int_t)pc->lengths[e],
+                               "loss", extend_number(res[e].mean_nll), "ppl", extend_number(res[e].ppl), "tokens", (json_int_t)res[e].tokens,
+                               "windows", (json_int_t)res[e].windows));
+        fprintf(mf, "{\"stage\": %d, \"eval_len\": %lld, \"loss\": %.9g, \"ppl\": %.9g, \"tokens\": %lld}\n", stage,
+                (long long)pc->lengths[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens);
+    }
+    LCX_FAIL_IF(fclose(mf) != 0, LCX_ERR_IO, "%s: write failed", job->mpath);
+    char series[64], jp[64];
+    snprintf(series, sizeof series, "stage %d (%lld)", stage, (long long)seq_len);
+    snprintf(jp, sizeof jp, "stage%d.json", stage);
+    mkdir(job->eval_dir, 0777);
+    json_t *ej = lcx_ppl_to_json(pc, res, series);
+    char *jpath = lcx_path_join(job->eval_dir, jp);
+    lcx_status st = ej && jpath ? lcx_eval_json_write(jpath, ej) : lcx_fail(LCX_ERR_OOM, "out of memory");
+    json_decref(ej);
+    free(jpath);
+    LCX_TRY(st);
+    return plot_stages(job->eval_dir, job->plan->n_stages);
+}
+
+/* The stage's model: weights from the previous stage (or the input), plus optimizer and position when the run
+ * resumes inside this very stage. */
+static lcx_status stage_model(extend_job *job, int i, int first) {
+    const lcx_plan_stage *ps = &job->plan->stages[i];
+    lcx_model_opts mo;
+    memset(&mo, 0, sizeof mo);
+    mo.param_dtype = job->o->param_dtype;
+    mo.act_dtype = job->o->act_dtype;
+    mo.max_tokens = ps->micro_seqs * ps->seq_len;
+    for (int e = 0; e < ps->n_eval; e++)
+        if (ps->eval_lengths[e] > mo.max_tokens && job->o->eval_data) mo.max_tokens = ps->eval_lengths[e];
+    mo.training = 1;
+    mo.policy = LCX_ACT_KEEP;
+    mo.layer_policy = ps->activation;
+    LCX_TRY(lcx_model_init(&job->m, &job->scfg, &mo));
+    lcx_train_state ls;
+    lcx_train_state_init(&ls);
+    lcx_status st = lcx_train_load(job->load_from, job->m, &ls);
+    if (st == LCX_OK && job->latest && ls.stage == i && !ls.stage_done) {
+        lcx_train_state_free(&job->state);
+        job->state = ls;
+    } else {
+        int64_t tokens = job->latest || i > first ? ls.tokens : 0;
+        lcx_train_state_free(&ls);
+        lcx_train_state_free(&job->state);
+        lcx_train_state_init(&job->state);
+        job->state.stage = i;
+        job->state.tokens = tokens;
+    }
+    return st;
+}
+
+/* The stage's own evaluation at its eval lengths (the last stage's is part of the after-evaluation). */
+static lcx_status stage_eval(extend_job *job, int i) {
+    const lcx_plan_stage *ps = &job->plan->stages[i];
+    int64_t lens[LCX_RECIPE_MAX_EVAL];
+    lcx_ppl_result res[LCX_RECIPE_MAX_EVAL];
+    int nl = 0;
+    for (int e = 0; e < ps->n_eval; e++) lens[nl++] = ps->eval_lengths[e];
+    lcx_ppl_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.lengths = lens;
+    pc.n_lengths = nl;
+    pc.stride = ps->eval_stride;
+    pc.bos_id = job->bos;
+    pc.short_docs = LCX_PPL_SHORT_SKIP;
+    LCX_TRY(lcx_ppl_eval(&pc, job->docs, job->n_docs, lcx_train_window_score, job->m, res));
+    return extend_record_stage_eval(job, i + 1, ps->seq_len, &pc, res);
+}
+
+lcx_status extend_stage_run(extend_job *job, int i, int first) {
+    const lcx_plan *p = job->plan;
+    const lcx_plan_stage *ps = &p->stages[i];
+    lcx_config_free(&job->scfg);
+    memset(&job->scfg, 0, sizeof job->scfg);
+    LCX_TRY(extend_stage_config(&job->cfg, ps, &job->scfg));
+    lcx_model_free(job->m);
+    job->m = NULL;
+    LCX_TRY(stage_model(job, i, first));
+    lcx_report(job->r, LCX_REPORT_NOTE,
+               "stage %d/%d: seq %lld, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens", i + 1,
+               p->n_stages, (long long)ps->seq_len, lcx_rope_method_name(ps->method), (long long)ps->max_pos,
+               (long long)ps->steps, (long long)ps->tokens_per_step);
+    extend_event(job->r, "stage_start",
+                 json_pack("{s:i, s:i, s:I, s:s, s:I, s:I, s:I}", "stage", i + 1, "stages", p->n_stages, "seq_len",
+                           (json_int_t)ps->seq_len, "method", lcx_rope_method_name(ps->method),
+                           "max_position_embeddings", (json_int_t)ps->max_pos, "steps", (json_int_t)ps->steps,
+                           "tokens_per_step", (json_int_t)ps->tokens_per_step));
+    lcx_train_stage sg;
+    memset(&sg, 0, sizeof sg);
+    sg.index = i;
+    sg.n_stages = p->n_stages;
+    sg.seq_len = ps->seq_len;
+    sg.steps = ps->steps;
+    sg.micro_seqs = ps->micro_seqs;
+    sg.grad_accum = ps->grad_accum;
+    sg.lr = ps->lr;
+    sg.clip_norm = ps->clip_norm;
+    sg.weight_decay = ps->weight_decay;
+    sg.seed = ps->seed + (uint64_t)i; /* each stage its own document order */
+    sg.save_interval = ps->save_interval;
+    lcx_train_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.run_dir = job->out;
+    ctx.model_config = job->scfg.json;
+    ctx.tokenizer_paths = (const char *const *)job->tok;
+    ctx.n_tokenizer = job->n_tok;
+    ctx.keep_last = job->o->keep;
+    ctx.report = &job->train_r;
+    ctx.run_info = job->run_info;
+    ctx.run_tokens = (int64_t)p->total_tokens;
+    lcx_train_summary sum;
+    LCX_TRY(lcx_train_stage_run(job->m, &job->td, &sg, &ctx, &job->state, &sum));
+    lcx_report(job->r, LCX_REPORT_NOTE, "stage %d/%d done: loss %.6f, %.1f tokens/s, peak RSS %.1f MiB, saved %s",
+               i + 1, p->n_stages, job->state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
+               job->state.saved);
+    extend_event(job->r, "stage_done",
+                 json_pack("{s:i, s:i, s:o, s:o, s:I, s:s?}", "stage", i + 1, "stages", p->n_stages, "loss",
+                           extend_number(job->state.loss), "tokens_per_s", extend_number(sum.mean_tokens_per_s), "peak_rss",
+                           (json_int_t)sum.peak_rss, "saved", job->state.saved));
+    if (job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
+    return LCX_OK;
+}
