@@ -2,6 +2,7 @@
  * training (src/eval/eval_run.h). */
 #include "src/eval/eval_run.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,15 @@ int64_t lcx_eval_max_tokens(const lcx_eval_spec *s) {
     return mx;
 }
 
+/* Event `name` with object j (stolen); NaN and infinities (no window scored) are JSON null. */
+static void event(const lcx_reporter *r, const char *name, json_t *j) {
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (text) lcx_report_event(r, name, "%s", text);
+    free(text);
+}
+static json_t *number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
 /* Scorer wrappers that report progress (at most one state every two seconds). */
 typedef struct progress {
     lcx_eval_lm *lm;
@@ -158,6 +168,11 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
             lcx_report(r, LCX_REPORT_RESULT, "  %8lld %10lld %8lld %6lld %12.4f %14.4f", (long long)res[i].length,
                        (long long)res[i].tokens, (long long)res[i].windows, (long long)res[i].docs, res[i].ppl,
                        res[i].ppl_window_mean);
+        for (int i = 0; i < pc->n_lengths; i++)
+            event(r, "ppl", json_pack("{s:s, s:I, s:o, s:o, s:I, s:I, s:I}", "checkpoint", s->label, "length",
+                                      (json_int_t)res[i].length, "ppl", number(res[i].ppl), "window_mean",
+                                      number(res[i].ppl_window_mean), "tokens", (json_int_t)res[i].tokens, "windows",
+                                      (json_int_t)res[i].windows, "docs", (json_int_t)res[i].docs));
         json_t *pj = lcx_ppl_to_json(pc, res, s->series);
         if (!pj || json_object_set_new(root, "perplexity", pj) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
     }
@@ -197,6 +212,13 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
                     lcx_strbuf_printf(&row, " %7.0f", 100 * lcx_passkey_accuracy(pk, md, l, d));
                 lcx_report(r, LCX_REPORT_RESULT, "%s", row.s ? row.s : "");
             }
+            for (int l = 0; l < kc->n_lengths; l++)
+                for (int d = 0; d < kc->n_depths; d++)
+                    event(r, "passkey",
+                          json_pack("{s:s, s:s, s:I, s:f, s:o}", "checkpoint", s->label, "mode",
+                                    md == LCX_PASSKEY_GREEDY ? "greedy" : "loglik", "length",
+                                    (json_int_t)kc->lengths[l], "depth", kc->depths[d], "accuracy",
+                                    number(lcx_passkey_accuracy(pk, md, l, d))));
         }
         lcx_strbuf_free(&row);
         json_t *kj = lcx_passkey_to_json(pk);

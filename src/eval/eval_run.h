@@ -36,7 +36,10 @@ typedef struct lcx_eval_spec {
 
 /* Evaluate m, a forward-only model (training = 0) whose max_tokens covers the longest window and passkey prompt
  * + 16: report the perplexity table and the passkey tables as RESULT lines (the text `lcextend eval` prints),
- * progress as "perplexity" / "passkey" forward passes (at most one state every two seconds), fill
+ * progress as "perplexity" / "passkey" forward passes (at most one state every two seconds), events
+ *   "ppl":     checkpoint, length, ppl, window_mean, tokens, windows, docs (one per length)
+ *   "passkey": checkpoint, mode ("greedy" | "loglik"), length, depth, accuracy in [0, 1] (one per mode x cell)
+ * (ppl / accuracy null when nothing was scored), fill
  * res[ppl.n_lengths] and *pk (lcx_passkey_result_free it) and return the JSON of `lcextend eval --json` in *root:
  * {"checkpoint", "perplexity"?, "passkey"?}. Perplexity windows run one forward pass each; the passkey runs
  * through a KV cache (src/eval/eval_model.h lcx_eval_lm) so each prompt is computed once for the key, its

@@ -19,6 +19,7 @@
  * Events (name: JSON object fields), in the order of the run:
  *   "plan":        target, stages, recipe, total_tokens
  *   "resume":      from (checkpoint path), stage (1-based), stage_done (bool)
+ *   "ppl", "passkey": the before/after evaluations' numbers (src/eval/eval_run.h)
  *   "evaluated":   which ("before" | "after"), checkpoint, json (the path of the before.json / after.json written)
  *   "stage_start": stage (1-based), stages, seq_len, method, max_position_embeddings, steps, tokens_per_step
  *   training's "step" and "saved" events (src/train/train.h)
