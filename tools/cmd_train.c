@@ -1,19 +1,13 @@
 /* lcextend train: one training stage at one sequence length, into a run directory with checkpoints, metrics and
- * --resume (src/train/train.h). Pretrains a model from random init (--config) or continues a checkpoint. */
-#include <math.h>
+ * --resume. Pretrains a model from random init (--config) or continues a checkpoint. The flags become
+ * lcx_train_run_options for one library call, lcx_train_run (src/pipeline/train_run.h). */
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
-#include "formats/lcx.h"
-#include "src/convert/convert.h"
-#include "src/core/fileio.h"
-#include "src/train/train.h"
-#include "src/pipeline/run_common.h"
+#include "src/pipeline/train_run.h"
 
 static const char *CMD = "train";
 
@@ -113,141 +107,39 @@ int lcx_cmd_train(int argc, char **argv) {
     if (min_lr > lr) return lcx_cli_usage_error(CMD, "--min-lr %g is above --lr %g", min_lr, lr);
     if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
 
-    lcx_status st = LCX_OK;
-    lcx_model_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    lcx_model *m = NULL;
-    lcx_tokdata td;
-    memset(&td, 0, sizeof td);
-    int td_open = 0;
-    char *src = NULL, *latest = NULL, **tok = NULL;
-    const char **tok_all = NULL;
-    int n_tok = 0;
-    lcx_train_state state;
-    lcx_train_state_init(&state);
-
-    /* checks before any work */
-    LCX_TRY_GOTO(lcx_run_dir_check(out, resume, &latest), fail);
-    if (data) {
-        LCX_TRY_GOTO(lcx_tokdata_open(data, &td), fail);
-        td_open = 1;
-    }
-    LCX_FAIL_GOTO(ids && !lcx_is_file(ids), LCX_ERR_NOT_FOUND, fail, "--ids %s: no such file", ids);
-    LCX_FAIL_GOTO(config && !lcx_is_file(config), LCX_ERR_NOT_FOUND, fail, "--config %s: no such file", config);
-    LCX_FAIL_GOTO(ckpt && !lcx_is_dir(ckpt) && !lcx_is_file(ckpt), LCX_ERR_NOT_FOUND, fail, "%s: no such checkpoint",
-                  ckpt);
-    if (!lcx_is_dir(out) && mkdir(out, 0777) != 0)
-        LCX_FAIL_GOTO(1, LCX_ERR_IO, fail, "%s: cannot create the run directory", out);
-
-    /* the model: the run's latest checkpoint, a checkpoint, or a config with random weights */
-    const char *load_from = NULL;
-    if (latest) {
-        load_from = latest;
-    } else if (ckpt) {
-        LCX_TRY_GOTO(lcx_run_source_lcx(ckpt, out, &src), fail);
-        load_from = src;
-    }
-    if (load_from) {
-        LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), fail);
-        LCX_TRY_GOTO(lcx_run_model_from_lcx(load_from, &cfg, batch * seq, policy, pdt, adt, latest ? &state : NULL,
-                                             &m),
-                     fail);
-        LCX_TRY_GOTO(lcx_run_ckpt_tokenizer_files(load_from, &tok, &n_tok), fail);
-    } else {
-        LCX_TRY_GOTO(lcx_config_load(config, &cfg), fail);
-        lcx_model_opts o;
-        memset(&o, 0, sizeof o);
-        o.param_dtype = pdt;
-        o.act_dtype = adt;
-        o.max_tokens = batch * seq;
-        o.training = 1;
-        o.policy = policy;
-        LCX_TRY_GOTO(lcx_model_init(&m, &cfg, &o), fail);
-        LCX_TRY_GOTO(lcx_model_init_random(m, (uint64_t)seed, init_std), fail);
-    }
-    LCX_TRY_GOTO(lcx_config_sync_json(&cfg), fail);
-    if (ids) {
-        LCX_TRY_GOTO(lcx_run_ids_open(ids, out, cfg.vocab_size, &td), fail);
-        td_open = 1;
-    }
-    /* tokenizer files: the checkpoint's, plus --tokenizer ones not already there by name */
-    tok_all = calloc((size_t)(n_tok + n_user_tok) + 1, sizeof *tok_all);
-    LCX_FAIL_GOTO(!tok_all, LCX_ERR_OOM, fail, "out of memory");
-    int n_all = 0;
-    for (int i = 0; i < n_user_tok; i++) {
-        LCX_FAIL_GOTO(!lcx_is_file(user_tok[i]), LCX_ERR_NOT_FOUND, fail, "--tokenizer %s: no such file", user_tok[i]);
-        tok_all[n_all++] = user_tok[i];
-    }
-    for (int i = 0; i < n_tok; i++) {
-        const char *b = strrchr(tok[i], '/') ? strrchr(tok[i], '/') + 1 : tok[i];
-        int dup = 0;
-        for (int j = 0; j < n_user_tok; j++) {
-            const char *u = strrchr(user_tok[j], '/') ? strrchr(user_tok[j], '/') + 1 : user_tok[j];
-            dup |= strcmp(u, b) == 0;
-        }
-        if (!dup) tok_all[n_all++] = tok[i];
-    }
-
-    lcx_train_stage sg;
-    memset(&sg, 0, sizeof sg);
-    sg.index = 0;
-    sg.n_stages = 1;
-    sg.seq_len = seq;
-    sg.steps = steps;
-    sg.micro_seqs = batch;
-    sg.grad_accum = accum;
-    sg.lr.kind = sched;
-    sg.lr.peak = lr;
-    sg.lr.min_lr = min_lr;
-    sg.lr.warmup_steps = warmup;
-    sg.lr.total_steps = steps;
-    sg.clip_norm = clip;
-    sg.weight_decay = wd;
-    sg.seed = (uint64_t)seed;
-    sg.save_interval = save_every;
-    lcx_train_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.run_dir = out;
-    ctx.model_config = cfg.json;
-    ctx.tokenizer_paths = tok_all;
-    ctx.n_tokenizer = n_all;
-    ctx.keep_last = (int)keep;
+    lcx_train_run_options o;
+    lcx_train_run_options_default(&o);
+    o.ckpt = ckpt;
+    o.config = config;
+    o.data = data;
+    o.ids = ids;
+    o.out = out;
+    o.export_hf = export_hf;
+    o.tokenizer_files = user_tok;
+    o.n_tokenizer_files = n_user_tok;
+    o.seq_len = seq;
+    o.steps = steps;
+    o.batch = batch;
+    o.accum = accum;
+    o.warmup = warmup;
+    o.save_every = save_every;
+    o.keep = keep;
+    o.seed = seed;
+    o.lr = lr;
+    o.min_lr = min_lr;
+    o.clip = clip;
+    o.weight_decay = wd;
+    o.init_std = init_std;
+    o.schedule = sched;
+    o.policy = policy;
+    o.param_dtype = pdt;
+    o.act_dtype = adt;
+    o.resume = resume;
+    o.quiet = quiet;
+    /* --quiet silences the step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
-    lcx_reporter rep = lcx_cli_reporter(&term, quiet);
-    ctx.report = &rep;
-    if (latest)
-        printf("resuming %s at step %lld/%lld (%lld tokens trained)\n", latest, (long long)state.step,
-               (long long)steps, (long long)state.tokens);
-    printf("train: %s, %llu parameters, seq %lld, %lld x %lld sequences per step, %lld steps, lr %g (%s)\n",
-           lcx_arch_name(cfg.arch), (unsigned long long)lcx_model_params(m)->total_numel, (long long)seq,
-           (long long)accum, (long long)batch, (long long)steps, lr, lcx_lr_kind_name(sched));
-    fflush(stdout);
-    lcx_train_catch_signals();
-    lcx_train_summary sum;
-    LCX_TRY_GOTO(lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum), fail);
-    printf("done: %lld steps, final loss %.6f, mean tokens/s %.1f, peak RSS %.1f MiB, checkpoint %s\n",
-           (long long)state.step, state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
-           state.saved ? state.saved : "-");
-    if (export_hf) {
-        lcx_convert_opts co;
-        lcx_convert_opts_default(&co);
-        co.threads = 1;
-        LCX_TRY_GOTO(lcx_export_hf(state.saved, export_hf, &co), fail);
-        printf("exported %s\n", export_hf);
-    }
-    LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
-    int rc = LCX_EXIT_OK;
-    goto done;
-fail:
-    rc = lcx_cli_report(CMD, st);
-done:
-    lcx_model_free(m);
-    lcx_config_free(&cfg);
-    if (td_open) lcx_tokdata_close(&td);
-    lcx_train_state_free(&state);
-    lcx_run_strv_free(tok, n_tok);
-    free(tok_all);
-    free(src);
-    free(latest);
-    return rc;
+    lcx_reporter rep = lcx_cli_reporter(&term, 0);
+    lcx_status st = lcx_train_run(&o, &rep);
+    if (st == LCX_OK) st = lcx_cli_flush_stdout();
+    return st == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, st);
 }

@@ -305,7 +305,7 @@ lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
     memset(&job, 0, sizeof job);
     job.o = o;
     job.r = r;
-    job.train_r = o->quiet ? extend_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
+    job.train_r = o->quiet ? lcx_run_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
     job.pk_trials = o->passkey_trials;
     job.full_eval = o->eval_data || o->passkey_trials > 0;
     job.bos = -1;

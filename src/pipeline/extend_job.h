@@ -1,6 +1,6 @@
 /* extend_job: the state of one lcx_extend_run (src/pipeline/extend.h), shared by the files that run its parts:
  * extend.c (the order of the parts, import, resume, export), extend_plan.c (plan and time estimate),
- * extend_stage.c (one training stage and its evaluation), extend_report.c (events, the quiet filter). */
+ * extend_stage.c (one training stage and its evaluation), extend_report.c (events). */
 #ifndef LCX_PIPELINE_EXTEND_JOB_H
 #define LCX_PIPELINE_EXTEND_JOB_H
 
@@ -62,7 +62,5 @@ lcx_status extend_record_stage_eval(extend_job *job, int stage, int64_t seq_len,
 void extend_event(const lcx_reporter *r, const char *name, json_t *j);
 /* A JSON number, or null when v is NaN or infinite (JSON has neither). New reference. */
 json_t *extend_number(double v);
-/* A reporter passing to inner what quiet keeps: results, warnings, events, tables (no notes, steps, progress). */
-lcx_reporter extend_quiet_reporter(const lcx_reporter *inner);
 
 #endif

@@ -205,3 +205,20 @@ lcx_status lcx_run_ids_open(const char *ids_path, const char *run_dir, int64_t v
     free(prefix);
     return st;
 }
+
+static void quiet_line(void *user, lcx_report_level level, const char *text) {
+    const lcx_reporter *in = user;
+    if (level == LCX_REPORT_RESULT || level == LCX_REPORT_WARN) lcx_report(in, level, "%s", text);
+}
+
+static void quiet_event(void *user, const char *name, const char *json) {
+    lcx_report_event(user, name, "%s", json);
+}
+
+static void quiet_table(void *user, const lcx_table *t) { lcx_report_table(user, t); }
+
+lcx_reporter lcx_run_quiet_reporter(const lcx_reporter *inner) {
+    /* the reporter API takes a mutable user pointer; the filter only reads through it */
+    return (lcx_reporter){.line = quiet_line, .progress = NULL, .event = quiet_event, .table = quiet_table,
+                          .user = (void *)inner};
+}

@@ -8,6 +8,7 @@
 
 #include "formats/hf_config.h"
 #include "src/model/model.h"
+#include "src/core/report.h"
 #include "src/core/status.h"
 
 /* Read a text file of whitespace-separated token ids (integers in [0, 2^31)). *ids is malloc'd. Errors name
@@ -45,5 +46,9 @@ lcx_status lcx_run_model_from_lcx(const char *dir, const lcx_model_config *cfg, 
  * goes to *latest (heap); without: OUT must not already hold a run (checkpoints/latest). Creates nothing. Errors
  * name OUT and the flag to use. */
 lcx_status lcx_run_dir_check(const char *out, int resume, char **latest);
+
+/* A reporter passing to inner what --quiet keeps of a training run: results, warnings, events and tables (no
+ * notes such as "saved ...", no step lines, no progress). inner must outlive it; NULL is a silent reporter. */
+lcx_reporter lcx_run_quiet_reporter(const lcx_reporter *inner);
 
 #endif

@@ -1,0 +1,187 @@
+/* train_run: `lcextend train` as one call (src/pipeline/train_run.h): the model (latest checkpoint of the run, a
+ * checkpoint, or random init), data, tokenizer files to carry, one training stage, the optional export. */
+#include "src/pipeline/train_run.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "formats/hf_config.h"
+#include "formats/tokdata.h"
+#include "src/convert/convert.h"
+#include "src/core/fileio.h"
+#include "src/model/model.h"
+#include "src/pipeline/run_common.h"
+#include "src/train/train.h"
+
+void lcx_train_run_options_default(lcx_train_run_options *o) {
+    memset(o, 0, sizeof *o);
+    o->batch = 1;
+    o->accum = 1;
+    o->keep = 2;
+    o->seed = 1234;
+    o->lr = 3e-4;
+    o->clip = 1.0;
+    o->weight_decay = 0.01;
+    o->init_std = 0.02;
+    o->schedule = LCX_LR_COSINE;
+    o->policy = LCX_ACT_KEEP;
+    o->param_dtype = LCX_F32;
+    o->act_dtype = LCX_F32;
+}
+
+/* Event `name` with object j (stolen). */
+static void event(const lcx_reporter *r, const char *name, json_t *j) {
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (text) lcx_report_event(r, name, "%s", text);
+    free(text);
+}
+static json_t *number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) {
+    lcx_status st = LCX_OK;
+    lcx_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    lcx_model *m = NULL;
+    lcx_tokdata td;
+    memset(&td, 0, sizeof td);
+    int td_open = 0;
+    char *src = NULL, *latest = NULL, **tok = NULL;
+    const char **tok_all = NULL;
+    int n_tok = 0;
+    lcx_train_state state;
+    lcx_train_state_init(&state);
+
+    /* checks before any work */
+    LCX_TRY_GOTO(lcx_run_dir_check(o->out, o->resume, &latest), done);
+    if (o->data) {
+        LCX_TRY_GOTO(lcx_tokdata_open(o->data, &td), done);
+        td_open = 1;
+    }
+    LCX_FAIL_GOTO(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, done, "--ids %s: no such file", o->ids);
+    LCX_FAIL_GOTO(o->config && !lcx_is_file(o->config), LCX_ERR_NOT_FOUND, done, "--config %s: no such file",
+                  o->config);
+    LCX_FAIL_GOTO(o->ckpt && !lcx_is_dir(o->ckpt) && !lcx_is_file(o->ckpt), LCX_ERR_NOT_FOUND, done,
+                  "%s: no such checkpoint", o->ckpt);
+    if (!lcx_is_dir(o->out) && mkdir(o->out, 0777) != 0)
+        LCX_FAIL_GOTO(1, LCX_ERR_IO, done, "%s: cannot create the run directory", o->out);
+
+    /* the model: the run's latest checkpoint, a checkpoint, or a config with random weights */
+    const char *load_from = NULL;
+    if (latest) {
+        load_from = latest;
+    } else if (o->ckpt) {
+        LCX_TRY_GOTO(lcx_run_source_lcx(o->ckpt, o->out, &src), done);
+        load_from = src;
+    }
+    if (load_from) {
+        LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), done);
+        LCX_TRY_GOTO(lcx_run_model_from_lcx(load_from, &cfg, o->batch * o->seq_len, o->policy, o->param_dtype,
+                                            o->act_dtype, latest ? &state : NULL, &m),
+                     done);
+        LCX_TRY_GOTO(lcx_run_ckpt_tokenizer_files(load_from, &tok, &n_tok), done);
+    } else {
+        LCX_TRY_GOTO(lcx_config_load(o->config, &cfg), done);
+        lcx_model_opts mo;
+        memset(&mo, 0, sizeof mo);
+        mo.param_dtype = o->param_dtype;
+        mo.act_dtype = o->act_dtype;
+        mo.max_tokens = o->batch * o->seq_len;
+        mo.training = 1;
+        mo.policy = o->policy;
+        LCX_TRY_GOTO(lcx_model_init(&m, &cfg, &mo), done);
+        LCX_TRY_GOTO(lcx_model_init_random(m, (uint64_t)o->seed, o->init_std), done);
+    }
+    LCX_TRY_GOTO(lcx_config_sync_json(&cfg), done);
+    if (o->ids) {
+        LCX_TRY_GOTO(lcx_run_ids_open(o->ids, o->out, cfg.vocab_size, &td), done);
+        td_open = 1;
+    }
+    /* tokenizer files: the checkpoint's, plus --tokenizer ones not already there by name */
+    tok_all = calloc((size_t)(n_tok + o->n_tokenizer_files) + 1, sizeof *tok_all);
+    LCX_FAIL_GOTO(!tok_all, LCX_ERR_OOM, done, "out of memory");
+    int n_all = 0;
+    for (int i = 0; i < o->n_tokenizer_files; i++) {
+        LCX_FAIL_GOTO(!lcx_is_file(o->tokenizer_files[i]), LCX_ERR_NOT_FOUND, done, "--tokenizer %s: no such file", o->tokenizer_files[i]);
+        tok_all[n_all++] = o->tokenizer_files[i];
+    }
+    for (int i = 0; i < n_tok; i++) {
+        const char *b = strrchr(tok[i], '/') ? strrchr(tok[i], '/') + 1 : tok[i];
+        int dup = 0;
+        for (int j = 0; j < o->n_tokenizer_files; j++) {
+            const char *u = strrchr(o->tokenizer_files[j], '/') ? strrchr(o->tokenizer_files[j], '/') + 1 : o->tokenizer_files[j];
+            dup |= strcmp(u, b) == 0;
+        }
+        if (!dup) tok_all[n_all++] = tok[i];
+    }
+
+    lcx_train_stage sg;
+    memset(&sg, 0, sizeof sg);
+    sg.index = 0;
+    sg.n_stages = 1;
+    sg.seq_len = o->seq_len;
+    sg.steps = o->steps;
+    sg.micro_seqs = o->batch;
+    sg.grad_accum = o->accum;
+    sg.lr.kind = o->schedule;
+    sg.lr.peak = o->lr;
+    sg.lr.min_lr = o->min_lr;
+    sg.lr.warmup_steps = o->warmup;
+    sg.lr.total_steps = o->steps;
+    sg.clip_norm = o->clip;
+    sg.weight_decay = o->weight_decay;
+    sg.seed = (uint64_t)o->seed;
+    sg.save_interval = o->save_every;
+    lcx_train_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.run_dir = o->out;
+    ctx.model_config = cfg.json;
+    ctx.tokenizer_paths = tok_all;
+    ctx.n_tokenizer = n_all;
+    ctx.keep_last = (int)o->keep;
+    lcx_reporter train_r = o->quiet ? lcx_run_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
+    ctx.report = &train_r;
+    if (latest)
+        lcx_report(r, LCX_REPORT_NOTE, "resuming %s at step %lld/%lld (%lld tokens trained)", latest,
+                   (long long)state.step, (long long)o->steps, (long long)state.tokens);
+    uint64_t n_params = lcx_model_params(m)->total_numel;
+    lcx_report(r, LCX_REPORT_NOTE, "train: %s, %llu parameters, seq %lld, %lld x %lld sequences per step, %lld steps, lr %g (%s)",
+               lcx_arch_name(cfg.arch), (unsigned long long)n_params, (long long)o->seq_len, (long long)o->accum,
+               (long long)o->batch, (long long)o->steps, o->lr, lcx_lr_kind_name(o->schedule));
+    event(r, "train_start",
+          json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s?}", "parameters", (json_int_t)n_params, "seq_len",
+                    (json_int_t)o->seq_len, "steps", (json_int_t)o->steps, "micro_seqs", (json_int_t)o->batch,
+                    "grad_accum", (json_int_t)o->accum, "lr", o->lr, "schedule", lcx_lr_kind_name(o->schedule),
+                    "resumed_from", latest));
+    lcx_train_catch_signals();
+    lcx_train_summary sum;
+    LCX_TRY_GOTO(lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum), done);
+    lcx_report(r, LCX_REPORT_RESULT, "done: %lld steps, final loss %.6f, mean tokens/s %.1f, peak RSS %.1f MiB, checkpoint %s",
+               (long long)state.step, state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
+               state.saved ? state.saved : "-");
+    event(r, "train_done",
+          json_pack("{s:I, s:o, s:o, s:I, s:s?}", "steps", (json_int_t)state.step, "loss", number(state.loss),
+                    "tokens_per_s", number(sum.mean_tokens_per_s), "peak_rss", (json_int_t)sum.peak_rss, "checkpoint",
+                    state.saved));
+    if (o->export_hf) {
+        lcx_convert_opts co;
+        lcx_convert_opts_default(&co);
+        co.threads = 1;
+        LCX_TRY_GOTO(lcx_export_hf(state.saved, o->export_hf, &co), done);
+        lcx_report(r, LCX_REPORT_RESULT, "exported %s", o->export_hf);
+        event(r, "export", json_pack("{s:s, s:s}", "format", "hf", "path", o->export_hf));
+    }
+done:
+    lcx_model_free(m);
+    lcx_config_free(&cfg);
+    if (td_open) lcx_tokdata_close(&td);
+    lcx_train_state_free(&state);
+    lcx_run_strv_free(tok, n_tok);
+    free(tok_all);
+    free(src);
+    free(latest);
+    return st;
+}

@@ -1,0 +1,54 @@
+/* train_run: `lcextend train` as one library call: one training stage at one sequence length into a run directory
+ * with checkpoints, metrics and resume (src/train/train.h), from a checkpoint or from random init, optionally
+ * exported as an HF directory at the end. Nothing here writes to the terminal; everything goes to the reporter
+ * (src/core/report.h), which may be NULL.
+ *
+ * Lines: NOTE "resuming PATH at step S/N (T tokens trained)", NOTE "train: ARCH, P parameters, seq ...",
+ *   training's "saved ..." notes and STEP lines (unless quiet), RESULT "done: S steps, final loss ...",
+ *   RESULT "exported DIR".
+ * Progress: training steps (unless quiet).
+ * Events: "train_start": parameters, seq_len, steps, micro_seqs, grad_accum, lr, schedule, resumed_from (or null);
+ *   training's "step" and "saved" (src/train/train.h);
+ *   "train_done": steps, loss, tokens_per_s, peak_rss (bytes), checkpoint;
+ *   "export": format ("hf"), path. */
+#ifndef LCX_PIPELINE_TRAIN_RUN_H
+#define LCX_PIPELINE_TRAIN_RUN_H
+
+#include <stdint.h>
+
+#include "src/core/report.h"
+#include "src/core/status.h"
+#include "src/core/tensor.h"
+#include "src/model/act_policy.h"
+#include "src/train/lr_schedule.h"
+
+typedef struct lcx_train_run_options {
+    const char *ckpt;        /* start from: .lcx, HF model directory, .safetensors or .gguf ... */
+    const char *config;      /* ... or random weights for this config.json (exactly one of both) */
+    const char *data;        /* training data PREFIX.bin/.idx ... */
+    const char *ids;         /* ... or a file of whitespace-separated token ids (exactly one of both) */
+    const char *out;         /* the run directory (required) */
+    const char *export_hf;   /* NULL, or an HF directory exported from the final checkpoint */
+    const char *const *tokenizer_files; /* copied into every checkpoint, before the checkpoint's own of the same
+                                           name */
+    int n_tokenizer_files;
+    int64_t seq_len, steps;  /* required */
+    int64_t batch, accum;    /* sequences per micro-batch, micro-batches per step */
+    int64_t warmup, save_every, keep, seed;
+    double lr, min_lr, clip, weight_decay, init_std;
+    lcx_lr_kind schedule;
+    lcx_act_policy policy;
+    lcx_dtype param_dtype, act_dtype;
+    int resume;              /* continue from the run's latest checkpoint */
+    int quiet;               /* no step lines, "saved" notes or progress states */
+} lcx_train_run_options;
+
+/* The defaults of `lcextend train` (batch 1, accum 1, keep 2, seed 1234, lr 3e-4 cosine, clip 1, wd 0.01,
+ * init_std 0.02, keep policy, f32); sources, out, seq_len and steps still to fill. */
+void lcx_train_run_options_default(lcx_train_run_options *o);
+
+/* Train. Errors before any work where they can (missing data, checkpoint or config; a run directory that holds a
+ * run without resume). LCX_ERR_INTERRUPTED after a Ctrl-C (saved; resume continues). */
+lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r);
+
+#endif
