@@ -5,7 +5,6 @@
  * a dry run reports the plan only; a resume of a finished run skips the export; a NULL reporter is silent (nothing
  * reaches stdout or stderr). */
 #include <fcntl.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,90 +15,7 @@
 #include "src/pipeline/extend.h"
 #include "src/pipeline/run_common.h"
 #include "tests/test_util.h"
-
-enum { MAX_RECORDS = 512 };
-
-typedef struct record {
-    char kind;              /* 'l' line, 'e' event, 't' table */
-    lcx_report_level level; /* of a line */
-    char *name;             /* of an event */
-    char *text;             /* line text, event JSON, table title */
-    int rows;               /* of a table */
-} record;
-
-typedef struct recorder {
-    record r[MAX_RECORDS];
-    int n, progress;
-} recorder;
-
-static record *add(recorder *rc, char kind, const char *name, const char *text) {
-    if (rc->n == MAX_RECORDS) return NULL;
-    record *x = &rc->r[rc->n++];
-    memset(x, 0, sizeof *x);
-    x->kind = kind;
-    x->name = name ? strdup(name) : NULL;
-    x->text = strdup(text ? text : "");
-    return x;
-}
-static void rec_line(void *u, lcx_report_level level, const char *text) {
-    record *x = add(u, 'l', NULL, text);
-    if (x) x->level = level;
-}
-static void rec_progress(void *u, const lcx_progress *p) {
-    (void)p;
-    ((recorder *)u)->progress++;
-}
-static void rec_event(void *u, const char *name, const char *json) { add(u, 'e', name, json); }
-static void rec_table(void *u, const lcx_table *t) {
-    record *x = add(u, 't', NULL, t->title);
-    if (x) x->rows = t->n_rows;
-}
-static lcx_reporter recording(recorder *rc) {
-    memset(rc, 0, sizeof *rc);
-    return (lcx_reporter){.line = rec_line, .progress = rec_progress, .event = rec_event, .table = rec_table,
-                          .user = rc};
-}
-static void recorder_free(recorder *rc) {
-    for (int i = 0; i < rc->n; i++) free(rc->r[i].name), free(rc->r[i].text);
-    rc->n = 0;
-}
-
-/* Index of the first event `name` at or after `from` (-1: none). */
-static int find_event(const recorder *rc, const char *name, int from) {
-    for (int i = from < 0 ? 0 : from; i < rc->n; i++)
-        if (rc->r[i].kind == 'e' && strcmp(rc->r[i].name, name) == 0) return i;
-    return -1;
-}
-static int count_events(const recorder *rc, const char *name) {
-    int n = 0;
-    for (int i = 0; i < rc->n; i++) n += rc->r[i].kind == 'e' && strcmp(rc->r[i].name, name) == 0;
-    return n;
-}
-static json_int_t event_int(const recorder *rc, int i, const char *key) {
-    json_t *j = json_loads(rc->r[i].text, 0, NULL);
-    CHECK_MSG(j != NULL, "event %s: not JSON: %s", rc->r[i].name, rc->r[i].text);
-    json_int_t v = json_integer_value(json_object_get(j, key));
-    json_decref(j);
-    return v;
-}
-static int event_true(const recorder *rc, int i, const char *key) {
-    json_t *j = json_loads(rc->r[i].text, 0, NULL);
-    int v = json_is_true(json_object_get(j, key));
-    json_decref(j);
-    return v;
-}
-/* The first line at level starting with prefix (-1: none). */
-static int find_line(const recorder *rc, lcx_report_level level, const char *prefix) {
-    for (int i = 0; i < rc->n; i++)
-        if (rc->r[i].kind == 'l' && rc->r[i].level == level && strncmp(rc->r[i].text, prefix, strlen(prefix)) == 0)
-            return i;
-    return -1;
-}
-static int count_lines(const recorder *rc, lcx_report_level level) {
-    int n = 0;
-    for (int i = 0; i < rc->n; i++) n += rc->r[i].kind == 'l' && rc->r[i].level == level;
-    return n;
-}
+#include "tests/unit/recorder.h"
 
 static char g_root[256];
 

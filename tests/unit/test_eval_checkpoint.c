@@ -1,0 +1,68 @@
+/* `lcextend eval` through its library API (src/eval/eval_checkpoint.h) with a recording reporter: the fixture
+ * llama_gqa on a small token dataset at two lengths -> the perplexity table as RESULT lines, one "ppl" event per
+ * length matching the JSON written, the picture; a passkey test without a tokenizer refused; a NULL reporter. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/core/fileio.h"
+#include "src/eval/eval_checkpoint.h"
+#include "src/pipeline/run_common.h"
+#include "tests/test_util.h"
+#include "tests/unit/recorder.h"
+
+int main(void) {
+    char root[256], path[400], data[400], json[400], svg[400], ckpt[400];
+    snprintf(root, sizeof root, "%s/test_eval_checkpoint.XXXXXX", LCX_BINARY_DIR);
+    CHECK(mkdtemp(root) != NULL);
+    snprintf(path, sizeof path, "%s/ids.txt", root);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    unsigned s = 5;
+    for (int i = 0; f && i < 300; i++) {
+        s = s * 1103515245u + 12345u;
+        fprintf(f, "%u ", (s >> 16) % 256);
+    }
+    if (f) fclose(f);
+    snprintf(data, sizeof data, "%s/data", root);
+    CHECK_OK(lcx_run_ids_to_tokdata(path, data, 256));
+    snprintf(json, sizeof json, "%s/eval.json", root);
+    snprintf(svg, sizeof svg, "%s/ppl.svg", root);
+    snprintf(ckpt, sizeof ckpt, "%s/tests/fixtures/models/llama_gqa", LCX_SOURCE_DIR);
+
+    static const int64_t lengths[] = {32, 64};
+    lcx_eval_options o;
+    lcx_eval_options_default(&o);
+    o.ckpt = ckpt;
+    o.data = data;
+    o.lengths = lengths;
+    o.n_lengths = 2;
+    o.stride = 0;
+    o.json_out = json;
+    o.svg_out = svg;
+    recorder rc;
+    lcx_reporter r = recording(&rc);
+    CHECK_OK(lcx_eval_checkpoint(&o, &r));
+    CHECK(find_line(&rc, LCX_REPORT_RESULT, "perplexity of ") == 0);
+    CHECK(count_lines(&rc, LCX_REPORT_RESULT) == 4); /* title, header, two rows */
+    CHECK(count_events(&rc, "ppl") == 2);
+    json_t *j = json_load_file(json, 0, NULL);
+    CHECK(j != NULL);
+    json_t *results = json_object_get(json_object_get(j, "perplexity"), "results");
+    for (int k = 0, i = find_event(&rc, "ppl", 0); i >= 0; k++, i = find_event(&rc, "ppl", i + 1)) {
+        CHECK(event_int(&rc, i, "length") == lengths[k]);
+        CHECK(event_int(&rc, i, "tokens") == json_integer_value(json_object_get(json_array_get(results, (size_t)k), "tokens")));
+    }
+    json_decref(j);
+    CHECK(lcx_is_file(svg));
+    recorder_free(&rc);
+
+    /* the passkey test needs a tokenizer; the fixture has none */
+    o.trials = 1;
+    CHECK_FAILS(lcx_eval_checkpoint(&o, NULL), LCX_ERR_NOT_FOUND, "tokenizer");
+    o.trials = 0;
+    o.json_out = o.svg_out = NULL;
+    CHECK_OK(lcx_eval_checkpoint(&o, NULL));
+    return test_summary("test_eval_checkpoint");
+}
