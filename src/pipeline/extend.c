@@ -141,7 +141,7 @@ static lcx_status start_stage(extend_job *job, int *first) {
     *first = (int)sidx + done_;
     lcx_report(job->r, LCX_REPORT_NOTE, "resuming from %s (stage %d%s)", job->latest, (int)sidx + 1,
                done_ ? " finished" : "");
-    extend_event(job->r, "resume", json_pack("{s:s, s:i, s:b}", "from", job->latest, "stage", (int)sidx + 1,
+    lcx_run_event(job->r, "resume", json_pack("{s:s, s:i, s:b}", "from", job->latest, "stage", (int)sidx + 1,
                                              "stage_done", done_));
     return LCX_OK;
 }
@@ -181,7 +181,7 @@ static lcx_status eval_side(extend_job *job, const char *which, const char *labe
     job->es.label = label;
     job->es.series = which;
     LCX_TRY(lcx_extend_eval_ckpt(ckpt, cfg, &job->es, job->etok, json, pk_svg, job->fres, job->r));
-    extend_event(job->r, "evaluated", json_pack("{s:s, s:s, s:s}", "which", which, "checkpoint", label, "json", json));
+    lcx_run_event(job->r, "evaluated", json_pack("{s:s, s:s, s:s}", "which", which, "checkpoint", label, "json", json));
     return LCX_OK;
 }
 
@@ -228,7 +228,7 @@ static lcx_status export_result(extend_job *job) {
         LCX_TRY_GOTO(lcx_export_hf(final, hf, &co), done);
         lcx_report(job->r, LCX_REPORT_RESULT, "exported %s (Hugging Face, context %lld)", hf, (long long)context);
     }
-    extend_event(job->r, "export", json_pack("{s:s, s:s, s:I, s:b}", "format", "hf", "path", hf, "context", context,
+    lcx_run_event(job->r, "export", json_pack("{s:s, s:s, s:I, s:b}", "format", "hf", "path", hf, "context", context,
                                              "skipped", skipped));
     if (gg) {
         skipped = lcx_is_file(gg);
@@ -236,7 +236,7 @@ static lcx_status export_result(extend_job *job) {
             LCX_TRY_GOTO(lcx_export_gguf(final, gg, &co), done);
             lcx_report(job->r, LCX_REPORT_RESULT, "exported %s", gg);
         }
-        extend_event(job->r, "export", json_pack("{s:s, s:s, s:I, s:b}", "format", "gguf", "path", gg, "context",
+        lcx_run_event(job->r, "export", json_pack("{s:s, s:s, s:I, s:b}", "format", "gguf", "path", gg, "context",
                                                  context, "skipped", skipped));
     }
 done:

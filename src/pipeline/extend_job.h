@@ -1,6 +1,6 @@
 /* extend_job: the state of one lcx_extend_run (src/pipeline/extend.h), shared by the files that run its parts:
  * extend.c (the order of the parts, import, resume, export), extend_plan.c (plan and time estimate),
- * extend_stage.c (one training stage and its evaluation), extend_report.c (events). */
+ * extend_stage.c (one training stage and its evaluation). */
 #ifndef LCX_PIPELINE_EXTEND_JOB_H
 #define LCX_PIPELINE_EXTEND_JOB_H
 
@@ -9,6 +9,7 @@
 #include "formats/tokdata.h"
 #include "src/eval/eval_run.h"
 #include "src/pipeline/extend.h"
+#include "src/pipeline/run_report.h"
 #include "src/train/train.h"
 
 typedef struct extend_job {
@@ -56,11 +57,5 @@ lcx_status extend_stage_run(extend_job *job, int i, int first);
 /* A stage's perplexities: reported, appended to metrics.jsonl, RUN/eval/stageN.json, RUN/eval/ppl.svg redrawn. */
 lcx_status extend_record_stage_eval(extend_job *job, int stage, int64_t seq_len, const lcx_ppl_config *pc,
                                     const lcx_ppl_result *res);
-
-/* extend_report.c */
-/* Report event `name` with object j (stolen; NULL: out of memory, nothing reported). */
-void extend_event(const lcx_reporter *r, const char *name, json_t *j);
-/* A JSON number, or null when v is NaN or infinite (JSON has neither). New reference. */
-json_t *extend_number(double v);
 
 #endif

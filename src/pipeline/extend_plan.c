@@ -79,7 +79,7 @@ lcx_status extend_plan(extend_job *job, int measure) {
         lcx_report(job->r, LCX_REPORT_RESULT,
                    "time estimate: model FLOPs at a third of this machine's sgemm rate (%.1f GFLOP/s); "
                    "--tokens-per-s X overrides", gf);
-    extend_event(job->r, "plan",
+    lcx_run_event(job->r, "plan",
                  json_pack("{s:I, s:i, s:s, s:f}", "target", (json_int_t)p->target, "stages", p->n_stages, "recipe",
                            p->recipe_name ? p->recipe_name : job->o->recipe, "total_tokens", (double)p->total_tokens));
     return LCX_OK;

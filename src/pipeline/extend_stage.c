@@ -81,9 +81,9 @@ lcx_status extend_record_stage_eval(extend_job *job, int stage, int64_t seq_len,
         lcx_report(job->r, LCX_REPORT_RESULT, "  eval length %lld: loss %.4f, perplexity %.3f (%lld tokens, %lld windows)",
                    (long long)pc->lengths[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens,
                    (long long)res[e].windows);
-        extend_event(job->r, "eval",
+        lcx_run_event(job->r, "eval",
                      json_pack("{s:i, s:I, s:o, s:o, s:I, s:I}", "stage", stage, "eval_len", (json_int_t)pc->lengths[e],
-                               "loss", extend_number(res[e].mean_nll), "ppl", extend_number(res[e].ppl), "tokens", (json_int_t)res[e].tokens,
+                               "loss", lcx_run_json_number(res[e].mean_nll), "ppl", lcx_run_json_number(res[e].ppl), "tokens", (json_int_t)res[e].tokens,
                                "windows", (json_int_t)res[e].windows));
         fprintf(mf, "{\"stage\": %d, \"eval_len\": %lld, \"loss\": %.9g, \"ppl\": %.9g, \"tokens\": %lld}\n", stage,
                 (long long)pc->lengths[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens);
@@ -165,7 +165,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
                "stage %d/%d: seq %lld, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens", i + 1,
                p->n_stages, (long long)ps->seq_len, lcx_rope_method_name(ps->method), (long long)ps->max_pos,
                (long long)ps->steps, (long long)ps->tokens_per_step);
-    extend_event(job->r, "stage_start",
+    lcx_run_event(job->r, "stage_start",
                  json_pack("{s:i, s:i, s:I, s:s, s:I, s:I, s:I}", "stage", i + 1, "stages", p->n_stages, "seq_len",
                            (json_int_t)ps->seq_len, "method", lcx_rope_method_name(ps->method),
                            "max_position_embeddings", (json_int_t)ps->max_pos, "steps", (json_int_t)ps->steps,
@@ -198,9 +198,9 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     lcx_report(job->r, LCX_REPORT_NOTE, "stage %d/%d done: loss %.6f, %.1f tokens/s, peak RSS %.1f MiB, saved %s",
                i + 1, p->n_stages, job->state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
                job->state.saved);
-    extend_event(job->r, "stage_done",
+    lcx_run_event(job->r, "stage_done",
                  json_pack("{s:i, s:i, s:o, s:o, s:I, s:s?}", "stage", i + 1, "stages", p->n_stages, "loss",
-                           extend_number(job->state.loss), "tokens_per_s", extend_number(sum.mean_tokens_per_s), "peak_rss",
+                           lcx_run_json_number(job->state.loss), "tokens_per_s", lcx_run_json_number(sum.mean_tokens_per_s), "peak_rss",
                            (json_int_t)sum.peak_rss, "saved", job->state.saved));
     if (job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
     return LCX_OK;

@@ -3,7 +3,6 @@
 #include "src/pipeline/train_run.h"
 
 #include <jansson.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,6 +13,7 @@
 #include "src/core/fileio.h"
 #include "src/model/model.h"
 #include "src/pipeline/run_common.h"
+#include "src/pipeline/run_report.h"
 #include "src/train/train.h"
 
 void lcx_train_run_options_default(lcx_train_run_options *o) {
@@ -31,15 +31,6 @@ void lcx_train_run_options_default(lcx_train_run_options *o) {
     o->param_dtype = LCX_F32;
     o->act_dtype = LCX_F32;
 }
-
-/* Event `name` with object j (stolen). */
-static void event(const lcx_reporter *r, const char *name, json_t *j) {
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (text) lcx_report_event(r, name, "%s", text);
-    free(text);
-}
-static json_t *number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) {
     lcx_status st = LCX_OK;
@@ -151,7 +142,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     lcx_report(r, LCX_REPORT_NOTE, "train: %s, %llu parameters, seq %lld, %lld x %lld sequences per step, %lld steps, lr %g (%s)",
                lcx_arch_name(cfg.arch), (unsigned long long)n_params, (long long)o->seq_len, (long long)o->accum,
                (long long)o->batch, (long long)o->steps, o->lr, lcx_lr_kind_name(o->schedule));
-    event(r, "train_start",
+    lcx_run_event(r, "train_start",
           json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s?}", "parameters", (json_int_t)n_params, "seq_len",
                     (json_int_t)o->seq_len, "steps", (json_int_t)o->steps, "micro_seqs", (json_int_t)o->batch,
                     "grad_accum", (json_int_t)o->accum, "lr", o->lr, "schedule", lcx_lr_kind_name(o->schedule),
@@ -162,9 +153,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     lcx_report(r, LCX_REPORT_RESULT, "done: %lld steps, final loss %.6f, mean tokens/s %.1f, peak RSS %.1f MiB, checkpoint %s",
                (long long)state.step, state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
                state.saved ? state.saved : "-");
-    event(r, "train_done",
-          json_pack("{s:I, s:o, s:o, s:I, s:s?}", "steps", (json_int_t)state.step, "loss", number(state.loss),
-                    "tokens_per_s", number(sum.mean_tokens_per_s), "peak_rss", (json_int_t)sum.peak_rss, "checkpoint",
+    lcx_run_event(r, "train_done",
+          json_pack("{s:I, s:o, s:o, s:I, s:s?}", "steps", (json_int_t)state.step, "loss", lcx_run_json_number(state.loss),
+                    "tokens_per_s", lcx_run_json_number(sum.mean_tokens_per_s), "peak_rss", (json_int_t)sum.peak_rss, "checkpoint",
                     state.saved));
     if (o->export_hf) {
         lcx_convert_opts co;
@@ -172,7 +163,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         co.threads = 1;
         LCX_TRY_GOTO(lcx_export_hf(state.saved, o->export_hf, &co), done);
         lcx_report(r, LCX_REPORT_RESULT, "exported %s", o->export_hf);
-        event(r, "export", json_pack("{s:s, s:s}", "format", "hf", "path", o->export_hf));
+        lcx_run_event(r, "export", json_pack("{s:s, s:s}", "format", "hf", "path", o->export_hf));
     }
 done:
     lcx_model_free(m);
