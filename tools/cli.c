@@ -26,7 +26,7 @@ int lcx_cli_usage_error(const char *cmd, const char *fmt, ...) {
     return LCX_EXIT_USAGE;
 }
 
-lcx_status lcx_cli_read_ids(const char *path, int32_t **ids, int64_t *n) { return lcx_run_read_ids(path, ids, n); }
+lcx_status lcx_cli_read_ids(const char *path, int32_t **ids, int64_t *n) { return lcx_tool_read_ids(path, ids, n); }
 
 double lcx_cli_now_s(void) {
     struct timespec ts;

@@ -45,11 +45,24 @@ static char *run_dir_name(const lcx_extend_options *o) {
     return out;
 }
 
+/* The config of a checkpoint directory (.lcx or HF); a file input is planned after its import. */
+static lcx_status config_of(const char *ckpt, lcx_model_config *cfg) {
+    if (lcx_tool_is_lcx(ckpt)) return lcx_train_ckpt_config(ckpt, cfg);
+    if (lcx_is_dir(ckpt)) {
+        char *p = lcx_path_join(ckpt, "config.json");
+        LCX_FAIL_IF(!p, LCX_ERR_OOM, "out of memory");
+        lcx_status st = lcx_config_load(p, cfg);
+        free(p);
+        return st;
+    }
+    return lcx_fail(LCX_ERR_NOT_FOUND, "%s: not a checkpoint directory", ckpt);
+}
+
 /* --ids read and checked against the vocabulary before anything is written. */
 static lcx_status check_ids(const char *ids, int64_t vocab) {
     int32_t *v_ids = NULL;
     int64_t n_ids = 0;
-    LCX_TRY(lcx_run_read_ids(ids, &v_ids, &n_ids));
+    LCX_TRY(lcx_tool_read_ids(ids, &v_ids, &n_ids));
     int64_t bad = -1;
     for (int64_t k = 0; k < n_ids && bad < 0; k++)
         if (v_ids[k] >= vocab) bad = k;
@@ -69,12 +82,13 @@ static lcx_status prepare(extend_job *job, int *stop) {
     LCX_FAIL_IF(!job->out, LCX_ERR_OOM, "out of memory");
     LCX_FAIL_IF(!lcx_is_dir(o->ckpt) && !lcx_is_file(o->ckpt), LCX_ERR_NOT_FOUND, "%s: no such checkpoint", o->ckpt);
     job->is_gguf = lcx_is_file(o->ckpt) && !lcx_is_dir(o->ckpt);
-    if (!job->is_gguf) LCX_TRY(extend_config_of(o->ckpt, &job->cfg));
+    if (!job->is_gguf) LCX_TRY(config_of(o->ckpt, &job->cfg));
     LCX_TRY(lcx_recipe_open(o->recipe, 2 * o->plan.cp, &job->recipe));
     if (!job->is_gguf) LCX_TRY(extend_plan(job, 1));
     if (o->dry_run) {
         if (job->is_gguf)
-            lcx_report(job->r, LCX_REPORT_NOTE, "(a GGUF input is imported before planning; the plan needs its config)");
+            lcx_report(job->r, LCX_REPORT_NOTE,
+                       "(a GGUF input is imported before planning; the plan needs its config)");
         *stop = 1;
         return LCX_OK;
     }
@@ -94,7 +108,7 @@ static lcx_status prepare(extend_job *job, int *stop) {
         if (job->pk_trials < 0) job->pk_trials = job->etok ? 2 : 0;
     }
     LCX_TRY(extend_check_passkey_fit(job));
-    LCX_TRY(lcx_run_dir_check(job->out, o->resume, &job->latest));
+    LCX_TRY(lcx_tool_run_dir_check(job->out, o->resume, &job->latest));
     LCX_FAIL_IF(!lcx_is_dir(job->out) && mkdir(job->out, 0777) != 0, LCX_ERR_IO, "%s: cannot create the run directory",
                 job->out);
     return LCX_OK;
@@ -103,15 +117,15 @@ static lcx_status prepare(extend_job *job, int *stop) {
 /* The input as RUN/import.lcx (or itself when it is an .lcx); a GGUF input is planned now. */
 static lcx_status import(extend_job *job) {
     const lcx_extend_options *o = job->o;
-    LCX_TRY(lcx_run_source_lcx(o->ckpt, job->out, &job->src));
+    LCX_TRY(lcx_tool_source_lcx(o->ckpt, job->out, &job->src));
     if (job->is_gguf) {
         LCX_TRY(lcx_train_ckpt_config(job->src, &job->cfg));
         LCX_TRY(extend_plan(job, 0));
         LCX_TRY(extend_check_passkey_fit(job));
     }
-    LCX_TRY(lcx_run_ckpt_tokenizer_files(job->src, &job->tok, &job->n_tok));
+    LCX_TRY(lcx_tool_ckpt_tokenizer_files(job->src, &job->tok, &job->n_tok));
     if (o->ids) {
-        LCX_TRY(lcx_run_ids_open(o->ids, job->out, job->cfg.vocab_size, &job->td));
+        LCX_TRY(lcx_tool_ids_open(o->ids, job->out, job->cfg.vocab_size, &job->td));
         job->td_open = 1;
     }
     const lcx_plan *p = job->plan;
@@ -136,8 +150,8 @@ static lcx_status start_stage(extend_job *job, int *first) {
     lcx_ckpt_free(ck);
     LCX_FAIL_IF(tgt != p->target, LCX_ERR_INVALID, "--resume: %s was saved by a run to %lld tokens, not --to %lld",
                 job->latest, (long long)tgt, (long long)p->target);
-    LCX_FAIL_IF(sidx < 0 || sidx >= p->n_stages, LCX_ERR_INVALID, "--resume: %s is at stage %lld, the plan has %d stages",
-                job->latest, (long long)sidx + 1, p->n_stages);
+    LCX_FAIL_IF(sidx < 0 || sidx >= p->n_stages, LCX_ERR_INVALID,
+                "--resume: %s is at stage %lld, the plan has %d stages", job->latest, (long long)sidx + 1, p->n_stages);
     *first = (int)sidx + done_;
     lcx_report(job->r, LCX_REPORT_NOTE, "resuming from %s (stage %d%s)", job->latest, (int)sidx + 1,
                done_ ? " finished" : "");
@@ -283,7 +297,7 @@ static void job_free(extend_job *job) {
     if (job->td_open) lcx_tokdata_close(&job->td);
     if (job->ed_open) lcx_tokdata_close(&job->ed);
     lcx_train_state_free(&job->state);
-    lcx_run_strv_free(job->tok, job->n_tok);
+    lcx_tool_strv_free(job->tok, job->n_tok);
     json_decref(job->run_info);
     free(job->docs);
     free(job->doc_store);
@@ -305,7 +319,7 @@ lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
     memset(&job, 0, sizeof job);
     job.o = o;
     job.r = r;
-    job.train_r = o->quiet ? lcx_run_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
+    job.train_r = o->quiet ? lcx_tool_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
     job.pk_trials = o->passkey_trials;
     job.full_eval = o->eval_data || o->passkey_trials > 0;
     job.bos = -1;

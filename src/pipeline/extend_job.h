@@ -43,7 +43,6 @@ typedef struct extend_job {
 } extend_job;
 
 /* extend_plan.c */
-lcx_status extend_config_of(const char *ckpt, lcx_model_config *cfg);
 /* Build the plan from job->cfg; estimate times from this machine when measure and no tokens_per_s; report it. */
 lcx_status extend_plan(extend_job *job, int measure);
 /* Refuse passkey lengths (the last stage's eval lengths) a prompt cannot fit, before any work. */

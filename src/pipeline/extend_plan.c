@@ -4,12 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/hf_config.h"
 #include "kernels/backend.h"
 #include "src/core/clock.h"
-#include "src/core/fileio.h"
 #include "src/pipeline/extend_job.h"
-#include "src/pipeline/run_common.h"
 
 /* The float32 GEMM rate of the CPU backend's matmul (the path training takes: split over the OpenMP team). */
 static double measure_gflops(void) {
@@ -92,16 +89,4 @@ lcx_status extend_check_passkey_fit(const extend_job *job) {
     lcx_status st = lcx_eval_check_passkey(&pk, job->etok, lcx_eval_bos(job->etok, &job->cfg));
     if (st != LCX_OK) lcx_fail_context(st, "the last stage's eval lengths (--passkey 0 turns the test off): ");
     return st;
-}
-
-lcx_status extend_config_of(const char *ckpt, lcx_model_config *cfg) {
-    if (lcx_run_is_lcx(ckpt)) return lcx_train_ckpt_config(ckpt, cfg);
-    if (lcx_is_dir(ckpt)) {
-        char *p = lcx_path_join(ckpt, "config.json");
-        LCX_FAIL_IF(!p, LCX_ERR_OOM, "out of memory");
-        lcx_status st = lcx_config_load(p, cfg);
-        free(p);
-        return st;
-    }
-    return lcx_fail(LCX_ERR_NOT_FOUND, "%s: not a checkpoint directory", ckpt);
 }

@@ -78,13 +78,15 @@ lcx_status extend_record_stage_eval(extend_job *job, int stage, int64_t seq_len,
     FILE *mf = fopen(job->mpath, "a");
     LCX_FAIL_IF(!mf, LCX_ERR_IO, "%s: cannot open for appending", job->mpath);
     for (int e = 0; e < pc->n_lengths; e++) {
-        lcx_report(job->r, LCX_REPORT_RESULT, "  eval length %lld: loss %.4f, perplexity %.3f (%lld tokens, %lld windows)",
+        lcx_report(job->r, LCX_REPORT_RESULT,
+                   "  eval length %lld: loss %.4f, perplexity %.3f (%lld tokens, %lld windows)",
                    (long long)pc->lengths[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens,
                    (long long)res[e].windows);
         lcx_run_event(job->r, "eval",
-                     json_pack("{s:i, s:I, s:o, s:o, s:I, s:I}", "stage", stage, "eval_len", (json_int_t)pc->lengths[e],
-                               "loss", lcx_run_json_number(res[e].mean_nll), "ppl", lcx_run_json_number(res[e].ppl), "tokens", (json_int_t)res[e].tokens,
-                               "windows", (json_int_t)res[e].windows));
+                      json_pack("{s:i, s:I, s:o, s:o, s:I, s:I}", "stage", stage, "eval_len",
+                                (json_int_t)pc->lengths[e], "loss", lcx_run_json_number(res[e].mean_nll), "ppl",
+                                lcx_run_json_number(res[e].ppl), "tokens", (json_int_t)res[e].tokens, "windows",
+                                (json_int_t)res[e].windows));
         fprintf(mf, "{\"stage\": %d, \"eval_len\": %lld, \"loss\": %.9g, \"ppl\": %.9g, \"tokens\": %lld}\n", stage,
                 (long long)pc->lengths[e], res[e].mean_nll, res[e].ppl, (long long)res[e].tokens);
     }
@@ -199,9 +201,10 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
                i + 1, p->n_stages, job->state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
                job->state.saved);
     lcx_run_event(job->r, "stage_done",
-                 json_pack("{s:i, s:i, s:o, s:o, s:I, s:s?}", "stage", i + 1, "stages", p->n_stages, "loss",
-                           lcx_run_json_number(job->state.loss), "tokens_per_s", lcx_run_json_number(sum.mean_tokens_per_s), "peak_rss",
-                           (json_int_t)sum.peak_rss, "saved", job->state.saved));
+                  json_pack("{s:i, s:i, s:o, s:o, s:I, s:s?}", "stage", i + 1, "stages", p->n_stages, "loss",
+                            lcx_run_json_number(job->state.loss), "tokens_per_s",
+                            lcx_run_json_number(sum.mean_tokens_per_s), "peak_rss", (json_int_t)sum.peak_rss, "saved",
+                            job->state.saved));
     if (job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
     return LCX_OK;
 }

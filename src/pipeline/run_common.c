@@ -14,16 +14,16 @@
 #include "src/core/units.h"
 #include "src/train/train.h"
 
-int lcx_run_is_lcx(const char *path) {
+int lcx_tool_is_lcx(const char *path) {
     char *m = lcx_path_join(path, LCX_CKPT_MANIFEST);
     int r = m && lcx_is_dir(path) && lcx_is_file(m);
     free(m);
     return r;
 }
 
-lcx_status lcx_run_source_lcx(const char *src, const char *run_dir, char **lcx_dir) {
+lcx_status lcx_tool_source_lcx(const char *src, const char *run_dir, char **lcx_dir) {
     *lcx_dir = NULL;
-    if (lcx_run_is_lcx(src)) {
+    if (lcx_tool_is_lcx(src)) {
         *lcx_dir = strdup(src);
         LCX_FAIL_IF(!*lcx_dir, LCX_ERR_OOM, "out of memory");
         return LCX_OK;
@@ -31,7 +31,7 @@ lcx_status lcx_run_source_lcx(const char *src, const char *run_dir, char **lcx_d
     LCX_FAIL_IF(!lcx_is_dir(src) && !lcx_is_file(src), LCX_ERR_NOT_FOUND, "%s: no such checkpoint", src);
     char *out = lcx_path_join(run_dir, "import.lcx");
     LCX_FAIL_IF(!out, LCX_ERR_OOM, "out of memory");
-    if (!lcx_run_is_lcx(out)) {
+    if (!lcx_tool_is_lcx(out)) {
         lcx_convert_opts o;
         lcx_convert_opts_default(&o);
         o.threads = 1;
@@ -45,7 +45,7 @@ lcx_status lcx_run_source_lcx(const char *src, const char *run_dir, char **lcx_d
     return LCX_OK;
 }
 
-lcx_status lcx_run_read_ids(const char *path, int32_t **ids, int64_t *n) {
+lcx_status lcx_tool_read_ids(const char *path, int32_t **ids, int64_t *n) {
     *ids = NULL;
     *n = 0;
     char *buf = NULL;
@@ -105,10 +105,10 @@ lcx_status lcx_run_read_ids(const char *path, int32_t **ids, int64_t *n) {
     return LCX_OK;
 }
 
-lcx_status lcx_run_ids_to_tokdata(const char *ids_path, const char *prefix, int64_t vocab) {
+lcx_status lcx_tool_ids_to_tokdata(const char *ids_path, const char *prefix, int64_t vocab) {
     int32_t *ids = NULL;
     int64_t n = 0;
-    LCX_TRY(lcx_run_read_ids(ids_path, &ids, &n));
+    LCX_TRY(lcx_tool_read_ids(ids_path, &ids, &n));
     lcx_status st = LCX_OK;
     uint32_t *u = NULL;
     lcx_tokdata_writer w;
@@ -131,13 +131,13 @@ done:
     return st;
 }
 
-void lcx_run_strv_free(char **v, int n) {
+void lcx_tool_strv_free(char **v, int n) {
     if (!v) return;
     for (int i = 0; i < n; i++) free(v[i]);
     free(v);
 }
 
-lcx_status lcx_run_ckpt_tokenizer_files(const char *dir, char ***paths, int *n) {
+lcx_status lcx_tool_ckpt_tokenizer_files(const char *dir, char ***paths, int *n) {
     *paths = NULL;
     *n = 0;
     lcx_ckpt *ck = NULL;
@@ -149,7 +149,7 @@ lcx_status lcx_run_ckpt_tokenizer_files(const char *dir, char ***paths, int *n) 
     for (int i = 0; i < k; i++) {
         v[i] = lcx_path_join(dir, lcx_ckpt_tokenizer_file(ck, i));
         if (!v[i]) {
-            lcx_run_strv_free(v, i);
+            lcx_tool_strv_free(v, i);
             v = NULL;
             LCX_FAIL_GOTO(1, LCX_ERR_OOM, done, "out of memory");
         }
@@ -161,7 +161,7 @@ done:
     return st;
 }
 
-lcx_status lcx_run_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
+lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
                                    lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
                                    struct lcx_train_state *state, lcx_model **out) {
     lcx_model_opts o;
@@ -181,7 +181,7 @@ lcx_status lcx_run_model_from_lcx(const char *dir, const lcx_model_config *cfg, 
     return st;
 }
 
-lcx_status lcx_run_dir_check(const char *out, int resume, char **latest) {
+lcx_status lcx_tool_run_dir_check(const char *out, int resume, char **latest) {
     *latest = NULL;
     if (resume) {
         LCX_FAIL_IF(!lcx_is_dir(out), LCX_ERR_NOT_FOUND, "%s: no such run directory to resume", out);
@@ -197,10 +197,10 @@ lcx_status lcx_run_dir_check(const char *out, int resume, char **latest) {
     return LCX_OK;
 }
 
-lcx_status lcx_run_ids_open(const char *ids_path, const char *run_dir, int64_t vocab, lcx_tokdata *td) {
+lcx_status lcx_tool_ids_open(const char *ids_path, const char *run_dir, int64_t vocab, lcx_tokdata *td) {
     char *prefix = lcx_path_join(run_dir, "ids");
     LCX_FAIL_IF(!prefix, LCX_ERR_OOM, "out of memory");
-    lcx_status st = lcx_run_ids_to_tokdata(ids_path, prefix, vocab);
+    lcx_status st = lcx_tool_ids_to_tokdata(ids_path, prefix, vocab);
     if (st == LCX_OK) st = lcx_tokdata_open(prefix, td);
     free(prefix);
     return st;
@@ -217,7 +217,7 @@ static void quiet_event(void *user, const char *name, const char *json) {
 
 static void quiet_table(void *user, const lcx_table *t) { lcx_report_table(user, t); }
 
-lcx_reporter lcx_run_quiet_reporter(const lcx_reporter *inner) {
+lcx_reporter lcx_tool_quiet_reporter(const lcx_reporter *inner) {
     /* the reporter API takes a mutable user pointer; the filter only reads through it */
     return (lcx_reporter){.line = quiet_line, .progress = NULL, .event = quiet_event, .table = quiet_table,
                           .user = (void *)inner};

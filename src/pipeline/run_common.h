@@ -1,6 +1,7 @@
 /* run_common: what a training run (`lcextend train`, `lcextend CKPT --to N`) needs around the training loop: the
  * input checkpoint as an .lcx, token-id text files as indexed datasets, a model built from a checkpoint, tokenizer
- * files to carry along, the run directory's state. */
+ * files to carry along, the run directory's state. The lcx_tool_ names are those of tools/train_common.h, where
+ * these helpers lived before. */
 #ifndef LCX_PIPELINE_RUN_COMMON_H
 #define LCX_PIPELINE_RUN_COMMON_H
 
@@ -13,31 +14,31 @@
 
 /* Read a text file of whitespace-separated token ids (integers in [0, 2^31)). *ids is malloc'd. Errors name
  * the file and the token index ("ids.txt: token 3: 'abc' is not a non-negative integer"). */
-lcx_status lcx_run_read_ids(const char *path, int32_t **ids, int64_t *n);
+lcx_status lcx_tool_read_ids(const char *path, int32_t **ids, int64_t *n);
 
 /* 1 when path is an .lcx checkpoint directory (holds manifest.json). */
-int lcx_run_is_lcx(const char *path);
+int lcx_tool_is_lcx(const char *path);
 
 /* src as an .lcx directory: itself when it is one, else imported (HF directory, safetensors, GGUF) into
  * run_dir/import.lcx (kept; reused when already there, e.g. on --resume). *lcx_dir is heap-allocated. */
-lcx_status lcx_run_source_lcx(const char *src, const char *run_dir, char **lcx_dir);
+lcx_status lcx_tool_source_lcx(const char *src, const char *run_dir, char **lcx_dir);
 
 /* Whitespace-separated token ids in a text file -> Megatron dataset PREFIX.bin/.idx (one document). Ids must be
  * below vocab. */
-lcx_status lcx_run_ids_to_tokdata(const char *ids_path, const char *prefix, int64_t vocab);
+lcx_status lcx_tool_ids_to_tokdata(const char *ids_path, const char *prefix, int64_t vocab);
 
 struct lcx_tokdata;
-/* --ids FILE of a run: converted into run_dir/ids.bin/.idx (lcx_run_ids_to_tokdata) and opened into *td. */
-lcx_status lcx_run_ids_open(const char *ids_path, const char *run_dir, int64_t vocab, struct lcx_tokdata *td);
+/* --ids FILE of a run: converted into run_dir/ids.bin/.idx (lcx_tool_ids_to_tokdata) and opened into *td. */
+lcx_status lcx_tool_ids_open(const char *ids_path, const char *run_dir, int64_t vocab, struct lcx_tokdata *td);
 
-/* Tokenizer files stored in checkpoint dir, as full paths (heap array of heap strings; lcx_run_strv_free). */
-lcx_status lcx_run_ckpt_tokenizer_files(const char *dir, char ***paths, int *n);
-void lcx_run_strv_free(char **v, int n);
+/* Tokenizer files stored in checkpoint dir, as full paths (heap array of heap strings; lcx_tool_strv_free). */
+lcx_status lcx_tool_ckpt_tokenizer_files(const char *dir, char ***paths, int *n);
+void lcx_tool_strv_free(char **v, int n);
 
 struct lcx_train_state;
 /* Build a training model for cfg (max_tokens, policy, dtype) and load checkpoint dir into it (and its training
  * state into state when non-NULL). */
-lcx_status lcx_run_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
+lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
                                    lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
                                    struct lcx_train_state *state,
                                    lcx_model **out);
@@ -45,10 +46,10 @@ lcx_status lcx_run_model_from_lcx(const char *dir, const lcx_model_config *cfg, 
 /* The run directory OUT before any work. With resume: OUT must be a directory holding a checkpoint, whose path
  * goes to *latest (heap); without: OUT must not already hold a run (checkpoints/latest). Creates nothing. Errors
  * name OUT and the flag to use. */
-lcx_status lcx_run_dir_check(const char *out, int resume, char **latest);
+lcx_status lcx_tool_run_dir_check(const char *out, int resume, char **latest);
 
 /* A reporter passing to inner what --quiet keeps of a training run: results, warnings, events and tables (no
  * notes such as "saved ...", no step lines, no progress). inner must outlive it; NULL is a silent reporter. */
-lcx_reporter lcx_run_quiet_reporter(const lcx_reporter *inner);
+lcx_reporter lcx_tool_quiet_reporter(const lcx_reporter *inner);
 
 #endif

@@ -47,7 +47,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     lcx_train_state_init(&state);
 
     /* checks before any work */
-    LCX_TRY_GOTO(lcx_run_dir_check(o->out, o->resume, &latest), done);
+    LCX_TRY_GOTO(lcx_tool_run_dir_check(o->out, o->resume, &latest), done);
     if (o->data) {
         LCX_TRY_GOTO(lcx_tokdata_open(o->data, &td), done);
         td_open = 1;
@@ -65,15 +65,15 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     if (latest) {
         load_from = latest;
     } else if (o->ckpt) {
-        LCX_TRY_GOTO(lcx_run_source_lcx(o->ckpt, o->out, &src), done);
+        LCX_TRY_GOTO(lcx_tool_source_lcx(o->ckpt, o->out, &src), done);
         load_from = src;
     }
     if (load_from) {
         LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), done);
-        LCX_TRY_GOTO(lcx_run_model_from_lcx(load_from, &cfg, o->batch * o->seq_len, o->policy, o->param_dtype,
+        LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, o->batch * o->seq_len, o->policy, o->param_dtype,
                                             o->act_dtype, latest ? &state : NULL, &m),
                      done);
-        LCX_TRY_GOTO(lcx_run_ckpt_tokenizer_files(load_from, &tok, &n_tok), done);
+        LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(load_from, &tok, &n_tok), done);
     } else {
         LCX_TRY_GOTO(lcx_config_load(o->config, &cfg), done);
         lcx_model_opts mo;
@@ -88,7 +88,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     LCX_TRY_GOTO(lcx_config_sync_json(&cfg), done);
     if (o->ids) {
-        LCX_TRY_GOTO(lcx_run_ids_open(o->ids, o->out, cfg.vocab_size, &td), done);
+        LCX_TRY_GOTO(lcx_tool_ids_open(o->ids, o->out, cfg.vocab_size, &td), done);
         td_open = 1;
     }
     /* tokenizer files: the checkpoint's, plus --tokenizer ones not already there by name */
@@ -96,14 +96,15 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     LCX_FAIL_GOTO(!tok_all, LCX_ERR_OOM, done, "out of memory");
     int n_all = 0;
     for (int i = 0; i < o->n_tokenizer_files; i++) {
-        LCX_FAIL_GOTO(!lcx_is_file(o->tokenizer_files[i]), LCX_ERR_NOT_FOUND, done, "--tokenizer %s: no such file", o->tokenizer_files[i]);
+        LCX_FAIL_GOTO(!lcx_is_file(o->tokenizer_files[i]), LCX_ERR_NOT_FOUND, done, "--tokenizer %s: no such file",
+                      o->tokenizer_files[i]);
         tok_all[n_all++] = o->tokenizer_files[i];
     }
     for (int i = 0; i < n_tok; i++) {
         const char *b = strrchr(tok[i], '/') ? strrchr(tok[i], '/') + 1 : tok[i];
         int dup = 0;
         for (int j = 0; j < o->n_tokenizer_files; j++) {
-            const char *u = strrchr(o->tokenizer_files[j], '/') ? strrchr(o->tokenizer_files[j], '/') + 1 : o->tokenizer_files[j];
+            const char *t = o->tokenizer_files[j], *u = strrchr(t, '/') ? strrchr(t, '/') + 1 : t;
             dup |= strcmp(u, b) == 0;
         }
         if (!dup) tok_all[n_all++] = tok[i];
@@ -133,13 +134,14 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.tokenizer_paths = tok_all;
     ctx.n_tokenizer = n_all;
     ctx.keep_last = (int)o->keep;
-    lcx_reporter train_r = o->quiet ? lcx_run_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
+    lcx_reporter train_r = o->quiet ? lcx_tool_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
     ctx.report = &train_r;
     if (latest)
         lcx_report(r, LCX_REPORT_NOTE, "resuming %s at step %lld/%lld (%lld tokens trained)", latest,
                    (long long)state.step, (long long)o->steps, (long long)state.tokens);
     uint64_t n_params = lcx_model_params(m)->total_numel;
-    lcx_report(r, LCX_REPORT_NOTE, "train: %s, %llu parameters, seq %lld, %lld x %lld sequences per step, %lld steps, lr %g (%s)",
+    lcx_report(r, LCX_REPORT_NOTE,
+               "train: %s, %llu parameters, seq %lld, %lld x %lld sequences per step, %lld steps, lr %g (%s)",
                lcx_arch_name(cfg.arch), (unsigned long long)n_params, (long long)o->seq_len, (long long)o->accum,
                (long long)o->batch, (long long)o->steps, o->lr, lcx_lr_kind_name(o->schedule));
     lcx_run_event(r, "train_start",
@@ -150,13 +152,14 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     lcx_train_catch_signals();
     lcx_train_summary sum;
     LCX_TRY_GOTO(lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum), done);
-    lcx_report(r, LCX_REPORT_RESULT, "done: %lld steps, final loss %.6f, mean tokens/s %.1f, peak RSS %.1f MiB, checkpoint %s",
+    lcx_report(r, LCX_REPORT_RESULT,
+               "done: %lld steps, final loss %.6f, mean tokens/s %.1f, peak RSS %.1f MiB, checkpoint %s",
                (long long)state.step, state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
                state.saved ? state.saved : "-");
     lcx_run_event(r, "train_done",
-          json_pack("{s:I, s:o, s:o, s:I, s:s?}", "steps", (json_int_t)state.step, "loss", lcx_run_json_number(state.loss),
-                    "tokens_per_s", lcx_run_json_number(sum.mean_tokens_per_s), "peak_rss", (json_int_t)sum.peak_rss, "checkpoint",
-                    state.saved));
+          json_pack("{s:I, s:o, s:o, s:I, s:s?}", "steps", (json_int_t)state.step, "loss",
+                    lcx_run_json_number(state.loss), "tokens_per_s", lcx_run_json_number(sum.mean_tokens_per_s),
+                    "peak_rss", (json_int_t)sum.peak_rss, "checkpoint", state.saved));
     if (o->export_hf) {
         lcx_convert_opts co;
         lcx_convert_opts_default(&co);
@@ -170,7 +173,7 @@ done:
     lcx_config_free(&cfg);
     if (td_open) lcx_tokdata_close(&td);
     lcx_train_state_free(&state);
-    lcx_run_strv_free(tok, n_tok);
+    lcx_tool_strv_free(tok, n_tok);
     free(tok_all);
     free(src);
     free(latest);

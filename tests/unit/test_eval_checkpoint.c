@@ -26,7 +26,7 @@ int main(void) {
     }
     if (f) fclose(f);
     snprintf(data, sizeof data, "%s/data", root);
-    CHECK_OK(lcx_run_ids_to_tokdata(path, data, 256));
+    CHECK_OK(lcx_tool_ids_to_tokdata(path, data, 256));
     snprintf(json, sizeof json, "%s/eval.json", root);
     snprintf(svg, sizeof svg, "%s/ppl.svg", root);
     snprintf(ckpt, sizeof ckpt, "%s/tests/fixtures/models/llama_gqa", LCX_SOURCE_DIR);
@@ -52,7 +52,8 @@ int main(void) {
     json_t *results = json_object_get(json_object_get(j, "perplexity"), "results");
     for (int k = 0, i = find_event(&rc, "ppl", 0); i >= 0; k++, i = find_event(&rc, "ppl", i + 1)) {
         CHECK(event_int(&rc, i, "length") == lengths[k]);
-        CHECK(event_int(&rc, i, "tokens") == json_integer_value(json_object_get(json_array_get(results, (size_t)k), "tokens")));
+        json_t *row = json_array_get(results, (size_t)k);
+        CHECK(event_int(&rc, i, "tokens") == json_integer_value(json_object_get(row, "tokens")));
     }
     json_decref(j);
     CHECK(lcx_is_file(svg));

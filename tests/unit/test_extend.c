@@ -202,7 +202,7 @@ int main(void) {
     write_text(path, text);
     char held[600];
     snprintf(held, sizeof held, "%s/held", g_root);
-    CHECK_OK(lcx_run_ids_to_tokdata(path, held, 256));
+    CHECK_OK(lcx_tool_ids_to_tokdata(path, held, 256));
     snprintf(path, sizeof path, "%s/tiny.yaml", g_root);
     write_text(path, "name: tiny-test\n"
                      "defaults:\n"
