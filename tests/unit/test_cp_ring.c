@@ -1,15 +1,16 @@
-/* cp_ring: the context-parallel ring schedule.
+/* cp_ring and cp_perm: the context-parallel ring schedule and token permutation.
  * - Hand-checked steps for cp = 2 and 4 (the examples of docs/parallel.md).
  * - Property test, cp = 1..16 at several chunk lengths: over all ranks and steps every causal (query, key) pair
  *   is computed exactly once, no task shows a key after its query, causal tasks have contiguous positions, every
  *   rank does the same work, and the messages (simulated sends) bring every block, and in the backward every
  *   dK/dV accumulator, where the schedule says, ending at its owner.
- * - Message bytes = 2 x kv_heads x head_dim x block length x dtype size. */
+ * - Message bytes = 2 x kv_heads x head_dim x block length x dtype size, and the permutation helpers. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops_common.h"
+#include "src/core/cp_perm.h"
 #include "src/core/cp_ring.h"
 #include "src/core/layout.h"
 
@@ -182,9 +183,41 @@ static void test_bytes(void) {
                 "overflows");
 }
 
+/* ---- permutation ------------------------------------------------------------------------------------------- */
+
+static void test_perm(void) {
+    for (int cp = 1; cp <= 5; cp++) {
+        int64_t n = 3, L = 2 * cp * n, nl = 2 * n;
+        int32_t *ids = malloc(sizeof(int32_t) * (size_t)L), *tg = malloc(sizeof(int32_t) * (size_t)L);
+        int32_t *ps = malloc(sizeof(int32_t) * (size_t)L), *back = malloc(sizeof(int32_t) * (size_t)L);
+        for (int64_t i = 0; i < L; i++) ids[i] = (int32_t)(1000 + i), tg[i] = (int32_t)(1001 + i), ps[i] = (int32_t)(7 * i);
+        memset(back, 0xff, sizeof(int32_t) * (size_t)L);
+        int bad = 0;
+        for (int c = 0; c < cp; c++) {
+            int32_t il[64], tl[64], pl[64], pl0[64];
+            int64_t want[64];
+            CHECK_OK(lcx_cp_positions(L, cp, c, want));
+            CHECK_OK(lcx_cp_local_batch(L, cp, c, ids, tg, ps, il, tl, pl));
+            CHECK_OK(lcx_cp_local_batch(L, cp, c, ids, NULL, NULL, il, NULL, pl0));
+            for (int64_t i = 0; i < nl; i++)
+                bad += il[i] != ids[want[i]] || tl[i] != tg[want[i]] || pl[i] != ps[want[i]] || pl0[i] != want[i];
+            CHECK_OK(lcx_cp_gather_rows(L, cp, c, il, back, sizeof(int32_t)));
+        }
+        for (int64_t i = 0; i < L; i++) bad += back[i] != ids[i]; /* every rank's rows gathered: the identity */
+        CHECK_MSG(bad == 0, "cp=%d: %d permutation errors", cp, bad);
+        free(ids); free(tg); free(ps); free(back);
+    }
+    char g[13] = "abcdefghijkl", l[6];
+    CHECK_OK(lcx_cp_scatter_rows(6, 3, 1, g, l, 2)); /* 6 chunks of 2 bytes; rank 1: chunks 1 and 4 */
+    CHECK(memcmp(l, "cdij", 4) == 0);
+    CHECK_FAILS(lcx_cp_scatter_rows(6, 2, 0, g, l, 2), LCX_ERR_INVALID, "multiple of 2*cp");
+    CHECK_FAILS(lcx_cp_scatter_rows(6, 3, 0, g, l, 0), LCX_ERR_INVALID, "0 bytes");
+}
+
 int main(void) {
     test_examples();
     test_property();
     test_bytes();
+    test_perm();
     return test_summary("test_cp_ring");
 }
