@@ -4,6 +4,10 @@
  *   is computed exactly once, no task shows a key after its query, causal tasks have contiguous positions, every
  *   rank does the same work, and the messages (simulated sends) bring every block, and in the backward every
  *   dK/dV accumulator, where the schedule says, ending at its owner.
+ * - Numerical check in one process: cp = 1..4 ranks simulated with the CPU backend's attention op, partials
+ *   merged by LSE, gathered back to global order, against one full causal attention over the whole sequence
+ *   (GQA 4:1), forward and backward (dQ, dK, dV through the reverse ring), with K/V and dK/dV really copied
+ *   through packed messages whose size is counted.
  * - Message bytes = 2 x kv_heads x head_dim x block length x dtype size, and the permutation helpers. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -214,10 +218,181 @@ static void test_perm(void) {
     CHECK_FAILS(lcx_cp_scatter_rows(6, 3, 0, g, l, 0), LCX_ERR_INVALID, "0 bytes");
 }
 
+/* ---- numerical check: simulated ranks with the real attention op -------------------------------------------- */
+
+static lcx_exec *X;
+
+static lcx_status run_op(lcx_op op, const void *args) {
+    LCX_TRY(lcx_exec_reserve(X, lcx_exec_workspace(X, op, args)));
+    return op_call(X, op, args);
+}
+
+/* max |got - want| / max |want| */
+static double scaled_err(const float *got, const float *want, int64_t n) {
+    double e = 0, m = 1e-30;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(want[i]));
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= e)) e = d;
+    }
+    return e / m;
+}
+
+static double worst_o = 0, worst_lse = 0, worst_grad = 0;
+
+static void check_ring_numeric(int cp, int64_t n) {
+    const int64_t H = 8, G = 2, hd = 16, L = 2 * cp * n, nl = 2 * n;
+    const int64_t qe = H * hd, ke = G * hd; /* elements per token */
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    float *q = rand_f32(L * qe, -1.5, 1.5), *k = rand_f32(L * ke, -1.5, 1.5), *v = rand_f32(L * ke, -1, 1);
+    float *go = rand_f32(L * qe, -1, 1);
+
+    /* reference: one causal attention over the whole sequence */
+    float *o_ref = zeros_f32(L * qe), *lse_ref = zeros_f32(L * H);
+    float *dq_ref = zeros_f32(L * qe), *dk_ref = zeros_f32(L * ke), *dv_ref = zeros_f32(L * ke);
+    lcx_attn_args full = {.dt = LCX_F32, .n_q = L, .n_k = L, .n_heads = H, .n_kv_heads = G, .head_dim = hd,
+                          .mask = LCX_MASK_CAUSAL, .scale = scale, .q = q, .k = k, .v = v, .o = o_ref,
+                          .lse = lse_ref, .dout = go, .dq = dq_ref, .dk = dk_ref, .dv = dv_ref};
+    CHECK_OK(run_op(LCX_OP_ATTENTION_FWD, &full));
+    CHECK_OK(run_op(LCX_OP_ATTENTION_BWD, &full));
+
+    /* every rank's local tensors, in local order */
+    float **ql = calloc((size_t)cp, sizeof(float *)), **gol = calloc((size_t)cp, sizeof(float *));
+    float **ol = calloc((size_t)cp, sizeof(float *)), **lsel = calloc((size_t)cp, sizeof(float *));
+    float **dql = calloc((size_t)cp, sizeof(float *));
+    char **held = calloc((size_t)cp, sizeof(char *)), **inbox = calloc((size_t)cp, sizeof(char *));
+    const size_t kv_bytes = (size_t)(nl * ke) * sizeof(float);   /* one of K, V for a block (activations f32) */
+    const size_t msg_cap = 4 * kv_bytes;                         /* K | V | dK | dV packed */
+    for (int c = 0; c < cp; c++) {
+        ql[c] = zeros_f32(nl * qe), gol[c] = zeros_f32(nl * qe), ol[c] = zeros_f32(nl * qe);
+        lsel[c] = zeros_f32(nl * H), dql[c] = zeros_f32(nl * qe);
+        held[c] = calloc(1, msg_cap), inbox[c] = calloc(1, msg_cap);
+        CHECK_OK(lcx_cp_scatter_rows(L, cp, c, q, ql[c], (size_t)qe * sizeof(float)));
+        CHECK_OK(lcx_cp_scatter_rows(L, cp, c, go, gol[c], (size_t)qe * sizeof(float)));
+        for (int64_t i = 0; i < nl * H; i++) lsel[c][i] = -INFINITY; /* empty accumulator: O = 0, LSE = -inf */
+    }
+    float *op = zeros_f32(nl * qe), *lp = zeros_f32(nl * H);
+    uint64_t want_kv, want_kvd, want_d;
+    CHECK_OK(lcx_cp_ring_msg_bytes(LCX_CP_SEND_KV, G, hd, nl, LCX_F32, &want_kv));
+    CHECK_OK(lcx_cp_ring_msg_bytes(LCX_CP_SEND_KV_DKV, G, hd, nl, LCX_F32, &want_kvd));
+    CHECK_OK(lcx_cp_ring_msg_bytes(LCX_CP_SEND_DKV, G, hd, nl, LCX_F32, &want_d));
+    CHECK(want_kv == 2 * (uint64_t)G * hd * nl * 4); /* the model's KV heads, never the H query heads */
+    int bad_bytes = 0;
+
+    /* forward ring: K | V packed in the held buffer, passed on after each step */
+    for (int c = 0; c < cp; c++) {
+        CHECK_OK(lcx_cp_scatter_rows(L, cp, c, k, held[c], (size_t)ke * sizeof(float)));
+        CHECK_OK(lcx_cp_scatter_rows(L, cp, c, v, held[c] + kv_bytes, (size_t)ke * sizeof(float)));
+    }
+    for (int s = 0; s < cp; s++) {
+        int any_send = 0;
+        for (int c = 0; c < cp; c++) {
+            lcx_cp_step st;
+            CHECK_OK(lcx_cp_ring_step(L, cp, c, s, LCX_CP_FORWARD, &st));
+            const float *kb = (const float *)held[c], *vb = (const float *)(held[c] + kv_bytes);
+            for (int t = 0; t < st.n_tasks; t++) {
+                const lcx_cp_task *tk = &st.task[t];
+                lcx_attn_args a = {.dt = LCX_F32, .n_q = tk->n_q, .n_k = tk->n_k, .n_heads = H, .n_kv_heads = G,
+                                   .head_dim = hd, .q_offset = tk->q_offset, .k_offset = tk->k_offset,
+                                   .mask = (lcx_attn_mask)tk->mask, .scale = scale, .q = ql[c] + tk->q_row * qe,
+                                   .k = kb + tk->k_row * ke, .v = vb + tk->k_row * ke, .o = op, .lse = lp};
+                CHECK_OK(run_op(LCX_OP_ATTENTION_FWD, &a));
+                lcx_attn_merge_args m = {.dt = LCX_F32, .n_rows = tk->n_q, .n_heads = H, .head_dim = hd,
+                                         .o_acc = ol[c] + tk->q_row * qe, .lse_acc = lsel[c] + tk->q_row * H,
+                                         .o_part = op, .lse_part = lp};
+                CHECK_OK(run_op(LCX_OP_ATTENTION_MERGE, &m));
+            }
+            if (st.send == LCX_CP_SEND_KV) { /* K and V, one message */
+                size_t bytes = 2 * kv_bytes;
+                memcpy(inbox[st.send_to], held[c], bytes);
+                bad_bytes += bytes != want_kv;
+                any_send = 1;
+            }
+        }
+        if (any_send)
+            for (int c = 0; c < cp; c++) { char *t = held[c]; held[c] = inbox[c]; inbox[c] = t; }
+    }
+    float *o_got = zeros_f32(L * qe), *lse_got = zeros_f32(L * H);
+    for (int c = 0; c < cp; c++) {
+        CHECK_OK(lcx_cp_gather_rows(L, cp, c, ol[c], o_got, (size_t)qe * sizeof(float)));
+        CHECK_OK(lcx_cp_gather_rows(L, cp, c, lsel[c], lse_got, (size_t)H * sizeof(float)));
+    }
+    double eo = scaled_err(o_got, o_ref, L * qe), el = scaled_err(lse_got, lse_ref, L * H);
+
+    /* backward ring, reverse direction: K | V | dK | dV packed; the accumulators start at zero on their owners */
+    for (int c = 0; c < cp; c++) {
+        memset(held[c], 0, msg_cap);
+        CHECK_OK(lcx_cp_scatter_rows(L, cp, c, k, held[c], (size_t)ke * sizeof(float)));
+        CHECK_OK(lcx_cp_scatter_rows(L, cp, c, v, held[c] + kv_bytes, (size_t)ke * sizeof(float)));
+    }
+    for (int s = 0; s < cp; s++) {
+        int any_send = 0;
+        for (int c = 0; c < cp; c++) {
+            lcx_cp_step st;
+            CHECK_OK(lcx_cp_ring_step(L, cp, c, s, LCX_CP_BACKWARD, &st));
+            const float *kb = (const float *)held[c], *vb = (const float *)(held[c] + kv_bytes);
+            float *dkb = (float *)(held[c] + 2 * kv_bytes), *dvb = (float *)(held[c] + 3 * kv_bytes);
+            for (int t = 0; t < st.n_tasks; t++) {
+                const lcx_cp_task *tk = &st.task[t];
+                lcx_attn_args a = {.dt = LCX_F32, .n_q = tk->n_q, .n_k = tk->n_k, .n_heads = H, .n_kv_heads = G,
+                                   .head_dim = hd, .q_offset = tk->q_offset, .k_offset = tk->k_offset,
+                                   .mask = (lcx_attn_mask)tk->mask, .scale = scale, .q = ql[c] + tk->q_row * qe,
+                                   .k = kb + tk->k_row * ke, .v = vb + tk->k_row * ke,
+                                   .o = ol[c] + tk->q_row * qe, .lse = lsel[c] + tk->q_row * H,
+                                   .dout = gol[c] + tk->q_row * qe, .dq = dql[c] + tk->q_row * qe,
+                                   .dk = dkb + tk->k_row * ke, .dv = dvb + tk->k_row * ke};
+                CHECK_OK(run_op(LCX_OP_ATTENTION_BWD, &a));
+            }
+            if (st.send == LCX_CP_SEND_KV_DKV) { /* K, V, dK, dV in one message */
+                memcpy(inbox[st.send_to], held[c], 4 * kv_bytes);
+                bad_bytes += 4 * kv_bytes != want_kvd;
+                any_send = 1;
+            } else if (st.send == LCX_CP_SEND_DKV) { /* only the gradients go home */
+                memcpy(inbox[st.send_to] + 2 * kv_bytes, held[c] + 2 * kv_bytes, 2 * kv_bytes);
+                bad_bytes += 2 * kv_bytes != want_d;
+                any_send = 1;
+            }
+        }
+        if (any_send)
+            for (int c = 0; c < cp; c++) { char *t = held[c]; held[c] = inbox[c]; inbox[c] = t; }
+    }
+    float *dq_got = zeros_f32(L * qe), *dk_got = zeros_f32(L * ke), *dv_got = zeros_f32(L * ke);
+    for (int c = 0; c < cp; c++) { /* each rank's own K/V gradient, now home */
+        CHECK_OK(lcx_cp_gather_rows(L, cp, c, dql[c], dq_got, (size_t)qe * sizeof(float)));
+        CHECK_OK(lcx_cp_gather_rows(L, cp, c, held[c] + 2 * kv_bytes, dk_got, (size_t)ke * sizeof(float)));
+        CHECK_OK(lcx_cp_gather_rows(L, cp, c, held[c] + 3 * kv_bytes, dv_got, (size_t)ke * sizeof(float)));
+    }
+    double eg = fmax(scaled_err(dq_got, dq_ref, L * qe),
+                     fmax(scaled_err(dk_got, dk_ref, L * ke), scaled_err(dv_got, dv_ref, L * ke)));
+    CHECK_MSG(eo <= 2e-6 && el <= 2e-6 && eg <= 2e-6 && bad_bytes == 0,
+              "cp=%d n=%lld: O err %.3e, LSE err %.3e, grad err %.3e, wrong message sizes %d", cp, (long long)n, eo,
+              el, eg, bad_bytes);
+    worst_o = fmax(worst_o, eo), worst_lse = fmax(worst_lse, el), worst_grad = fmax(worst_grad, eg);
+
+    for (int c = 0; c < cp; c++) {
+        free(ql[c]); free(gol[c]); free(ol[c]); free(lsel[c]); free(dql[c]); free(held[c]); free(inbox[c]);
+    }
+    free(ql); free(gol); free(ol); free(lsel); free(dql); free(held); free(inbox);
+    free(q); free(k); free(v); free(go); free(o_ref); free(lse_ref); free(dq_ref); free(dk_ref); free(dv_ref);
+    free(op); free(lp); free(o_got); free(lse_got); free(dq_got); free(dk_got); free(dv_got);
+}
+
+static void test_numeric(void) {
+    X = cpu_exec();
+    rng_seed(13);
+    const int64_t lens[] = {1, 5, 20}; /* chunks shorter and longer than a 16-row query tile */
+    for (int cp = 1; cp <= 4; cp++)
+        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) check_ring_numeric(cp, lens[i]);
+    printf("ring vs full causal attention, cp 1..4: worst O %.2e, LSE %.2e, dQ/dK/dV %.2e (scaled by max |ref|)\n",
+           worst_o, worst_lse, worst_grad);
+    lcx_exec_free(X);
+}
+
 int main(void) {
     test_examples();
     test_property();
     test_bytes();
     test_perm();
+    test_numeric();
     return test_summary("test_cp_ring");
 }
