@@ -194,7 +194,8 @@ static void test_perm(void) {
         int64_t n = 3, L = 2 * cp * n, nl = 2 * n;
         int32_t *ids = malloc(sizeof(int32_t) * (size_t)L), *tg = malloc(sizeof(int32_t) * (size_t)L);
         int32_t *ps = malloc(sizeof(int32_t) * (size_t)L), *back = malloc(sizeof(int32_t) * (size_t)L);
-        for (int64_t i = 0; i < L; i++) ids[i] = (int32_t)(1000 + i), tg[i] = (int32_t)(1001 + i), ps[i] = (int32_t)(7 * i);
+        for (int64_t i = 0; i < L; i++)
+            ids[i] = (int32_t)(1000 + i), tg[i] = (int32_t)(1001 + i), ps[i] = (int32_t)(7 * i);
         memset(back, 0xff, sizeof(int32_t) * (size_t)L);
         int bad = 0;
         for (int c = 0; c < cp; c++) {
