@@ -122,9 +122,9 @@ static void check_mesh(lcx_comm *world, int tp, int cp, int dp) {
 static void check_same_failure(lcx_comm *world, lcx_status st, const char *needle) {
     CHECK_MSG(st == LCX_ERR_INVALID && strstr(lcx_last_error(), needle), "rank %d: got '%s'", world->rank,
               lcx_last_error());
-    int64_t h = 1469598103934665603LL & INT64_MAX, hm[2];
-    for (const char *p = lcx_last_error(); *p; p++) h = ((h ^ (unsigned char)*p) * 1099511628211LL) & INT64_MAX;
-    hm[0] = h, hm[1] = -h;
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (const char *p = lcx_last_error(); *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211u;
+    int64_t hm[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)};
     CHECK_OK(lcx_comm_all_reduce(world, NULL, hm, hm, 2, LCX_I64, LCX_COMM_MAX));
     CHECK_MSG(hm[0] == -hm[1], "rank %d: the ranks failed with different messages", world->rank);
 }
