@@ -8,18 +8,19 @@
 lcx_status lcx_comm_mesh(lcx_comm *world, const lcx_mesh *mesh, lcx_comm_groups *out) {
     LCX_FAIL_IF(!world || !world->impl || !mesh || !out, LCX_ERR_INVALID, "comm mesh: missing argument");
     memset(out, 0, sizeof *out);
-    /* Same message on every rank: it names the mesh and the world, never the rank. */
-    LCX_FAIL_IF(world->size != mesh->world || mesh->tp * mesh->cp * mesh->dp != mesh->world, LCX_ERR_INVALID,
-                "mesh tp=%d cp=%d dp=%d needs %d ranks, but the world has %d", mesh->tp, mesh->cp, mesh->dp,
-                mesh->tp * mesh->cp * mesh->dp, world->size);
-    /* Every rank must have been given the same mesh, or the splits below would pair ranks wrongly. One max
-     * over (tp, cp, dp, -tp, -cp, -dp) gives max and min of each. */
+    /* Every rank must have been given the same mesh, or the splits below would pair ranks wrongly. This comes
+     * first so that every rank takes part even when some would fail a local check. One max over
+     * (tp, cp, dp, -tp, -cp, -dp) gives max and min of each. */
     int64_t mm[6] = {mesh->tp, mesh->cp, mesh->dp, -mesh->tp, -mesh->cp, -mesh->dp};
     LCX_TRY(lcx_comm_all_reduce(world, NULL, mm, mm, 6, LCX_I64, LCX_COMM_MAX));
     LCX_FAIL_IF(mm[0] != -mm[3] || mm[1] != -mm[4] || mm[2] != -mm[5], LCX_ERR_INVALID,
                 "ranks were given different meshes (tp %lld..%lld, cp %lld..%lld, dp %lld..%lld)",
                 (long long)-mm[3], (long long)mm[0], (long long)-mm[4], (long long)mm[1], (long long)-mm[5],
                 (long long)mm[2]);
+    /* Same message on every rank: it names the mesh and the world, never the rank. */
+    LCX_FAIL_IF(world->size != mesh->world || mesh->tp * mesh->cp * mesh->dp != mesh->world, LCX_ERR_INVALID,
+                "mesh tp=%d cp=%d dp=%d needs %d ranks, but the world has %d", mesh->tp, mesh->cp, mesh->dp,
+                mesh->tp * mesh->cp * mesh->dp, world->size);
     out->mesh = *mesh;
     LCX_TRY(lcx_mesh_coord_of(mesh, world->rank, &out->coord));
     lcx_status st = LCX_OK;

@@ -138,6 +138,9 @@ static void check_errors(lcx_comm *world) {
     /* Rank 0 thinks 4x1x1, the others 2x2x1: all four notice. */
     CHECK_OK(lcx_mesh_init(&m, world->rank == 0 ? 4 : 2, world->rank == 0 ? 1 : 2, 1));
     check_same_failure(world, lcx_comm_mesh(world, &m, &gs), "ranks were given different meshes (tp 2..4, cp 1..2");
+    /* Rank 0 alone has a mesh too big for the world: the others must not wait for it in a collective. */
+    CHECK_OK(lcx_mesh_init(&m, 2, 2, world->rank == 0 ? 2 : 1));
+    check_same_failure(world, lcx_comm_mesh(world, &m, &gs), "ranks were given different meshes (tp 2..2, cp 2..2, dp 1..2)");
     /* An error inside MPI (a root MPI itself rejects; the checked entry point would catch it first) comes back as
      * a status naming the rank and MPI's error string, and the world still works afterwards. */
     float f = 1;
