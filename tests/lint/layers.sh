@@ -10,15 +10,16 @@ ALLOWED='
 core:
 formats:     core
 kernels:     core
+comm:        core kernels
 tokenizer:   core formats
 rope:        core formats
 checkpoint:  core formats
-model:       core formats kernels checkpoint rope
-train:       core formats kernels checkpoint rope model
+model:       core formats kernels comm checkpoint rope
+train:       core formats kernels comm checkpoint rope model
 convert:     core formats checkpoint rope tokenizer
-eval:        core formats kernels checkpoint rope model tokenizer
-plan:        core formats kernels checkpoint rope model train
-pipeline:    core formats kernels checkpoint rope model train convert eval tokenizer plan
+eval:        core formats kernels comm checkpoint rope model tokenizer
+plan:        core formats kernels comm checkpoint rope model train
+pipeline:    core formats kernels comm checkpoint rope model train convert eval tokenizer plan
 '
 
 layer_of() { # path from the root -> layer name, or "" outside the library
