@@ -75,24 +75,6 @@ lcx_status lcx_parse_size(const char *s, uint64_t *out) {
     return lcx_parse_bytes(s, LCX_BYTES_DECIMAL, out); /* one strict size parser: src/core/units.h */
 }
 
-void lcx_llama3_rope_divisors(double theta, int64_t rot_dim, double factor, double low, double high,
-                              int64_t original_max, float *div) {
-    const double L = (double)original_max;
-    const double low_wavelen = L / low, high_wavelen = L / high;
-    for (int64_t k = 0; k < rot_dim / 2; k++) {
-        double freq = 1.0 / pow(theta, (double)(2 * k) / (double)rot_dim);
-        double wavelen = 2.0 * M_PI / freq;
-        double d;
-        if (wavelen < high_wavelen) d = 1.0;
-        else if (wavelen > low_wavelen) d = factor;
-        else {
-            double t = (L / wavelen - low) / (high - low);
-            d = 1.0 / ((1.0 - t) / factor + t);
-        }
-        div[k] = (float)d;
-    }
-}
-
 /* ---- the streaming writer --------------------------------------------------------------------------------- */
 
 typedef struct cv_pool {

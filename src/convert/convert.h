@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "formats/lcx.h"
+#include "src/checkpoint/gguf_map.h" /* lcx_llama3_rope_divisors */
 #include "src/rope/rope.h"
 #include "src/core/status.h"
 #include "src/core/tensor.h"
@@ -72,11 +73,6 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
  * SentencePiece-style BPE as "llama"; other tokenizers are left out with a warning through o->warn). Memory: one
  * tensor at a time (read while the file is written). */
 lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_opts *o);
-
-/* llama3 rope as llama.cpp's rope_freqs.weight: per-pair divisor of the default frequency (1 kept, factor
- * interpolated, 1/((1-t)/factor + t) between), n_pairs = rot_dim/2 entries, computed in double. */
-void lcx_llama3_rope_divisors(double theta, int64_t rot_dim, double factor, double low_freq_factor,
-                              double high_freq_factor, int64_t original_max, float *div);
 
 /* Parse a size like "5GB", "500MB", "2GiB", "1048576" (decimal K/M/G/T, binary Ki/Mi/Gi/Ti, optional B). */
 lcx_status lcx_parse_size(const char *s, uint64_t *out);
