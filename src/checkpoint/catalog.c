@@ -2,13 +2,12 @@
 #include "src/checkpoint/catalog.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/checkpoint/problems.h"
 #include "src/core/fileio.h"
-#include "src/core/strbuf.h"
 
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
@@ -24,49 +23,6 @@ static char *dir_of(const char *path) {
     char *d = malloc(n + 1);
     if (d) memcpy(d, path, n), d[n] = 0;
     return d;
-}
-
-/* ---- a one-line problem list ------------------------------------------------------------------------------- */
-
-#define LIST_SHOW 4 /* names shown per problem kind */
-
-enum { P_MISSING, P_EXTRA, P_SHAPE, P_DTYPE };
-static const char *problem_names[4] = {"missing", "unexpected", "wrong shape", "not a float dtype"};
-
-/* Collected items per kind (first LIST_SHOW kept). */
-typedef struct problem_set {
-    size_t count[4];
-    char shown[4][LIST_SHOW][256];
-} problem_set;
-
-static void problem_add(problem_set *ps, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void problem_add(problem_set *ps, int kind, const char *fmt, ...) {
-    if (ps->count[kind] < LIST_SHOW) {
-        char raw[256];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(raw, sizeof raw, fmt, ap);
-        va_end(ap);
-        lcx_printable(raw, ps->shown[kind][ps->count[kind]], sizeof ps->shown[kind][0]); /* names are file data */
-    }
-    ps->count[kind]++;
-}
-
-static size_t problem_total(const problem_set *ps) {
-    return ps->count[0] + ps->count[1] + ps->count[2] + ps->count[3];
-}
-
-static void problem_format(const problem_set *ps, char *out, size_t cap) {
-    size_t n = 0;
-    out[0] = 0;
-    for (int k = 0; k < 4; k++) {
-        if (!ps->count[k]) continue;
-        if (n < cap) n += (size_t)snprintf(out + n, cap - n, "%s%zu %s: ", n ? "; " : "", ps->count[k], problem_names[k]);
-        size_t shown = ps->count[k] < LIST_SHOW ? ps->count[k] : LIST_SHOW;
-        for (size_t i = 0; i < shown && n < cap; i++)
-            n += (size_t)snprintf(out + n, cap - n, "%s%s", i ? ", " : "", ps->shown[k][i]);
-        if (ps->count[k] > shown && n < cap) n += (size_t)snprintf(out + n, cap - n, " (+%zu more)", ps->count[k] - shown);
-    }
 }
 
 /* ---- tied lm_head check ------------------------------------------------------------------------------------ */
@@ -143,23 +99,23 @@ static lcx_status match(lcx_catalog *c) {
     const char *label = c->path;
     c->tensor_of = calloc(pt->n ? pt->n : 1, sizeof *c->tensor_of);
     LCX_FAIL_IF(!c->tensor_of, LCX_ERR_OOM, "%s: out of memory", label);
-    problem_set ps;
+    lcx_problems ps;
     memset(&ps, 0, sizeof ps);
     char s1[160], s2[160];
     for (size_t i = 0; i < pt->n; i++) {
         const lcx_param_spec *p = &pt->params[i];
         const lcx_st_tensor *t = lcx_st_set_find(c->set, p->name);
         if (!t) {
-            problem_add(&ps, P_MISSING, "%s", p->name);
+            lcx_problems_add(&ps, LCX_PROBLEM_MISSING, "%s", p->name);
             continue;
         }
         if (!lcx_shape_equal(&t->shape, &p->shape)) {
-            problem_add(&ps, P_SHAPE, "%s %s (expected %s)", p->name, lcx_shape_str(&t->shape, s1, sizeof s1),
+            lcx_problems_add(&ps, LCX_PROBLEM_SHAPE, "%s %s (expected %s)", p->name, lcx_shape_str(&t->shape, s1, sizeof s1),
                         lcx_shape_str(&p->shape, s2, sizeof s2));
             continue;
         }
         if (!lcx_dtype_is_float_loadable(t->dtype)) {
-            problem_add(&ps, P_DTYPE, "%s %s", p->name, lcx_dtype_name(t->dtype));
+            lcx_problems_add(&ps, LCX_PROBLEM_DTYPE, "%s %s", p->name, lcx_dtype_name(t->dtype));
             continue;
         }
         c->tensor_of[i] = t;
@@ -176,20 +132,20 @@ static lcx_status match(lcx_catalog *c) {
             c->n_ignored++;
             continue;
         }
-        problem_add(&ps, P_EXTRA, "%s", t->name);
+        lcx_problems_add(&ps, LCX_PROBLEM_EXTRA, "%s", t->name);
     }
     const lcx_param_spec *embed = lcx_param_table_find(pt, "model.embed_tokens.weight");
     LCX_ASSERT(embed);
     if (tied_head) {
         if (!lcx_shape_equal(&tied_head->shape, &embed->shape))
-            problem_add(&ps, P_SHAPE, "lm_head.weight %s (tied: expected %s)",
+            lcx_problems_add(&ps, LCX_PROBLEM_SHAPE, "lm_head.weight %s (tied: expected %s)",
                         lcx_shape_str(&tied_head->shape, s1, sizeof s1), lcx_shape_str(&embed->shape, s2, sizeof s2));
         else if (!lcx_dtype_is_float_loadable(tied_head->dtype))
-            problem_add(&ps, P_DTYPE, "lm_head.weight %s", lcx_dtype_name(tied_head->dtype));
+            lcx_problems_add(&ps, LCX_PROBLEM_DTYPE, "lm_head.weight %s", lcx_dtype_name(tied_head->dtype));
     }
-    if (problem_total(&ps)) {
+    if (lcx_problems_total(&ps)) {
         char list[1800];
-        problem_format(&ps, list, sizeof list);
+        lcx_problems_format(&ps, list, sizeof list);
         return lcx_fail(LCX_ERR_FORMAT, "%s: tensors do not match %s (%s, %lld layers): %s", label,
                         c->config_path, lcx_arch_name(c->cfg.arch), (long long)c->cfg.num_hidden_layers, list);
     }
