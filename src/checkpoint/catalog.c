@@ -247,40 +247,43 @@ static void put(json_t *o, const char *key, json_t *v, int *ok) {
     if (!v || json_object_set_new(o, key, v) != 0) *ok = 0;
 }
 
+int lcx_config_summary_put(json_t *o, const lcx_model_config *m) {
+    int ok = 1;
+    put(o, "arch", json_string(lcx_arch_name(m->arch)), &ok);
+    put(o, "architecture", json_string(lcx_arch_class(m->arch)), &ok);
+    put(o, "num_hidden_layers", json_integer(m->num_hidden_layers), &ok);
+    put(o, "hidden_size", json_integer(m->hidden_size), &ok);
+    put(o, "num_attention_heads", json_integer(m->num_attention_heads), &ok);
+    put(o, "num_key_value_heads", json_integer(m->num_key_value_heads), &ok);
+    put(o, "head_dim", json_integer(m->head_dim), &ok);
+    put(o, "intermediate_size", json_integer(m->intermediate_size), &ok);
+    put(o, "vocab_size", json_integer(m->vocab_size), &ok);
+    put(o, "max_position_embeddings", json_integer(m->max_position_embeddings), &ok);
+    put(o, "tie_word_embeddings", json_boolean(m->tie_word_embeddings), &ok);
+    put(o, "rms_norm_eps", json_real(m->rms_norm_eps), &ok);
+    put(o, "torch_dtype",
+        json_string(m->dtype == LCX_BF16 ? "bfloat16" : m->dtype == LCX_F16 ? "float16" : "float32"), &ok);
+    if (m->sliding_window > 0) put(o, "sliding_window", json_integer(m->sliding_window), &ok);
+    json_t *r = json_object();
+    put(o, "rope", r, &ok);
+    if (r) {
+        put(r, "type", json_string(m->rope.type), &ok);
+        put(r, "theta", json_real(m->rope.theta), &ok);
+        put(r, "partial_rotary_factor", json_real(m->rope.partial_rotary_factor), &ok);
+        if (m->rope.has_factor) put(r, "factor", json_real(m->rope.factor), &ok);
+        if (m->rope.has_original_max)
+            put(r, "original_max_position_embeddings", json_integer(m->rope.original_max_position_embeddings), &ok);
+        put(r, "implied_context", json_integer(lcx_rope_implied_context(m)), &ok);
+    }
+    return ok;
+}
+
 json_t *lcx_catalog_summary_json(const lcx_catalog *c) {
     int ok = 1;
     json_t *o = json_object();
     if (!o) return NULL;
     put(o, "path", json_string(c->path), &ok);
-    if (c->has_config) {
-        const lcx_model_config *m = &c->cfg;
-        put(o, "arch", json_string(lcx_arch_name(m->arch)), &ok);
-        put(o, "architecture", json_string(lcx_arch_class(m->arch)), &ok);
-        put(o, "num_hidden_layers", json_integer(m->num_hidden_layers), &ok);
-        put(o, "hidden_size", json_integer(m->hidden_size), &ok);
-        put(o, "num_attention_heads", json_integer(m->num_attention_heads), &ok);
-        put(o, "num_key_value_heads", json_integer(m->num_key_value_heads), &ok);
-        put(o, "head_dim", json_integer(m->head_dim), &ok);
-        put(o, "intermediate_size", json_integer(m->intermediate_size), &ok);
-        put(o, "vocab_size", json_integer(m->vocab_size), &ok);
-        put(o, "max_position_embeddings", json_integer(m->max_position_embeddings), &ok);
-        put(o, "tie_word_embeddings", json_boolean(m->tie_word_embeddings), &ok);
-        put(o, "rms_norm_eps", json_real(m->rms_norm_eps), &ok);
-        put(o, "torch_dtype",
-            json_string(m->dtype == LCX_BF16 ? "bfloat16" : m->dtype == LCX_F16 ? "float16" : "float32"), &ok);
-        if (m->sliding_window > 0) put(o, "sliding_window", json_integer(m->sliding_window), &ok);
-        json_t *r = json_object();
-        put(o, "rope", r, &ok);
-        if (r) {
-            put(r, "type", json_string(m->rope.type), &ok);
-            put(r, "theta", json_real(m->rope.theta), &ok);
-            put(r, "partial_rotary_factor", json_real(m->rope.partial_rotary_factor), &ok);
-            if (m->rope.has_factor) put(r, "factor", json_real(m->rope.factor), &ok);
-            if (m->rope.has_original_max)
-                put(r, "original_max_position_embeddings", json_integer(m->rope.original_max_position_embeddings), &ok);
-            put(r, "implied_context", json_integer(lcx_rope_implied_context(m)), &ok);
-        }
-    }
+    if (c->has_config && !lcx_config_summary_put(o, &c->cfg)) ok = 0;
     put(o, "num_parameters", json_integer((json_int_t)c->n_parameters), &ok);
     put(o, "num_tensors", json_integer((json_int_t)c->n_tensors), &ok);
     put(o, "total_bytes", json_integer((json_int_t)c->total_bytes), &ok);

@@ -57,5 +57,7 @@ int64_t lcx_rope_implied_context(const lcx_model_config *cfg);
  * original_max_position_embeddings?, implied_context}; tensors-only: tensors [{name, dtype, shape}].
  * Returns a new reference or NULL when out of memory. */
 json_t *lcx_catalog_summary_json(const lcx_catalog *c);
+/* The config keys of that summary (arch ... rope) added to o; 0 when out of memory. */
+int lcx_config_summary_put(json_t *o, const lcx_model_config *m);
 
 #endif

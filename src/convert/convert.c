@@ -12,6 +12,7 @@
 
 #include "src/convert/convert_internal.h"
 #include "src/checkpoint/catalog.h"
+#include "src/checkpoint/source.h" /* lcx_hf_side_files */
 #include "src/core/fileio.h"
 #include "src/core/units.h"
 
@@ -309,12 +310,6 @@ done:
 
 /* ---- HF import -------------------------------------------------------------------------------------------- */
 
-static const char *const HF_SIDE_FILES[] = {
-    "tokenizer.json",    "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-    "vocab.json",        "merges.txt",            "added_tokens.json",       "generation_config.json",
-    "chat_template.jinja", "chat_template.json",
-};
-
 typedef struct hf_src {
     lcx_catalog *cat;
     const lcx_st_tensor **tensor_of; /* per item */
@@ -386,19 +381,19 @@ static lcx_status import_hf(const char *src, const char *out, const lcx_convert_
     /* Side files live next to config.json. */
     const char *cfg_path = cat->config_path;
     LCX_TRY_GOTO(cv_split_path(cfg_path, &dir, &base), done);
-    size_t nside = sizeof HF_SIDE_FILES / sizeof HF_SIDE_FILES[0];
+    size_t nside = lcx_hf_n_side_files;
     t.src_paths = calloc(nside, sizeof *t.src_paths);
     t.names = calloc(nside, sizeof *t.names);
     LCX_FAIL_GOTO(!t.src_paths || !t.names, LCX_ERR_OOM, done, "out of memory");
     for (size_t i = 0; i < nside; i++) {
-        char *p = lcx_path_join(dir, HF_SIDE_FILES[i]);
+        char *p = lcx_path_join(dir, lcx_hf_side_files[i]);
         LCX_FAIL_GOTO(!p, LCX_ERR_OOM, done, "out of memory");
         if (!lcx_is_file(p)) {
             free(p);
             continue;
         }
         t.src_paths[t.n_files] = p;
-        t.names[t.n_files] = strdup(HF_SIDE_FILES[i]);
+        t.names[t.n_files] = strdup(lcx_hf_side_files[i]);
         LCX_FAIL_GOTO(!t.names[t.n_files], LCX_ERR_OOM, done, "out of memory");
         t.n_files++;
     }
