@@ -34,6 +34,7 @@
 #include "kernels/backend.h"
 #include "src/checkpoint/catalog.h"
 #include "src/checkpoint/model_params.h"
+#include "src/checkpoint/source.h"
 #include "src/rope/rope.h"
 #include "src/model/act_policy.h"
 #include "src/core/status.h"
@@ -98,7 +99,13 @@ lcx_status lcx_model_load(lcx_model *m, const lcx_catalog *c);
 /* Random init (norm gains 1, biases 0, weights N(0, std)) from a seed: deterministic. */
 lcx_status lcx_model_init_random(lcx_model *m, uint64_t seed, double std);
 
-/* Open path as a checkpoint and build + load a model (opts->max_tokens etc. as for lcx_model_init). */
+/* Copy every parameter from an opened checkpoint of any form (src/checkpoint/source.h: matched tensors, a config
+ * equal in shape to the model's), read one at a time as float32. */
+lcx_status lcx_model_load_source(lcx_model *m, lcx_source *s);
+/* Build a model for s's config (opts as for lcx_model_init) and load s into it. */
+lcx_status lcx_model_from_source(lcx_source *s, const lcx_model_opts *opts, lcx_model **out);
+/* Open path as a checkpoint of any form (HF directory, .safetensors, shard index, .lcx, .gguf) and build + load a
+ * model (opts->max_tokens etc. as for lcx_model_init). */
 lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opts, lcx_model **out);
 
 /* Forward passes of a model built with training == 0 run layer by layer over one working set (src/model/model_infer.c):

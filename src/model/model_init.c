@@ -343,21 +343,43 @@ lcx_status lcx_model_init_random(lcx_model *m, uint64_t seed, double std) {
     return set_all_params(m, "model init", random_values, &r);
 }
 
-lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opts, lcx_model **out) {
-    lcx_catalog *c = NULL;
+/* parameter i read from the source (any form) as float32 */
+static lcx_status source_values(void *ctx, const lcx_model *m, size_t i, float *buf) {
+    lcx_source *s = ctx;
+    const lcx_param_spec *p = &m->tab.params[i];
+    LCX_FAIL_IF(strcmp(s->params.params[i].name, p->name) != 0 || !lcx_shape_equal(&s->params.params[i].shape, &p->shape),
+                LCX_ERR_INVALID, "%s: tensor '%s' does not match the model", s->path, p->name);
+    LCX_TRY(lcx_source_read_f32(s, i, buf));
+    lcx_source_release(s); /* an .lcx: one tensor's pages resident at a time */
+    return LCX_OK;
+}
+
+lcx_status lcx_model_load_source(lcx_model *m, lcx_source *s) {
+    LCX_TRY(lcx_source_need_model(s, "building a model"));
+    LCX_FAIL_IF(s->params.n != m->tab.n, LCX_ERR_INVALID, "%s: checkpoint has %zu parameters, model %zu", s->path,
+                s->params.n, m->tab.n);
+    return set_all_params(m, "model load", source_values, s);
+}
+
+lcx_status lcx_model_from_source(lcx_source *s, const lcx_model_opts *opts, lcx_model **out) {
     *out = NULL;
-    LCX_TRY(lcx_catalog_open(path, &c));
-    lcx_status st = LCX_OK;
-    LCX_FAIL_GOTO(!c->has_config, LCX_ERR_INVALID, done, "%s: no config.json beside the tensors: cannot build a model",
-                  path);
-    LCX_TRY_GOTO(lcx_model_init(out, &c->cfg, opts), done);
-    st = lcx_model_load(*out, c);
+    LCX_FAIL_IF(!s->has_config, LCX_ERR_INVALID, "%s: no %s: cannot build a model", s->path,
+                s->form == LCX_SOURCE_LCX ? "model config in the manifest" : "config.json beside the tensors");
+    LCX_TRY(lcx_model_init(out, &s->cfg, opts));
+    lcx_status st = lcx_model_load_source(*out, s);
     if (st != LCX_OK) {
         lcx_model_free(*out);
         *out = NULL;
     }
-done:
-    lcx_catalog_close(c);
+    return st;
+}
+
+lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opts, lcx_model **out) {
+    lcx_source *s = NULL;
+    *out = NULL;
+    LCX_TRY(lcx_source_open(path, 0, &s));
+    lcx_status st = lcx_model_from_source(s, opts, out);
+    lcx_source_close(s);
     return st;
 }
 
