@@ -1,4 +1,5 @@
-/* convert: .lcx -> Hugging Face directory, one safetensors shard in memory at a time. */
+/* convert: any checkpoint form (src/checkpoint/source.h) -> Hugging Face directory, one tensor in memory at a
+ * time. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,75 +11,11 @@
 #include "formats/safetensors.h"
 #include "src/core/fileio.h"
 #include "src/checkpoint/model_params.h"
-
-/* Read tensor (name, "param") whole and convert it to dt (as stored when dt is the stored dtype). */
-lcx_status cv_read_param(lcx_ckpt *ck, const lcx_ckpt_tensor *t, lcx_dtype dt, void **out, uint64_t *nbytes);
-
-lcx_status cv_read_param(lcx_ckpt *ck, const lcx_ckpt_tensor *t, lcx_dtype dt, void **out, uint64_t *nbytes) {
-    *out = NULL;
-    *nbytes = 0;
-    lcx_box full = lcx_box_full(t->ndim, t->shape);
-    uint64_t vol, ob;
-    LCX_TRY(lcx_box_volume(&full, &vol));
-    LCX_TRY(lcx_dtype_nbytes(dt, vol, &ob));
-    void *raw = malloc(vol * t->es + 1);
-    LCX_FAIL_IF(!raw, LCX_ERR_OOM, "tensor '%s': out of memory", t->name);
-    lcx_status st = lcx_ckpt_read_box(ck, t->name, t->role, &full, raw);
-    if (st == LCX_OK && dt != t->dtype) {
-        float *f = malloc(vol * sizeof(float) + 1);
-        void *o = malloc(ob + 1);
-        if (!f || !o) st = lcx_fail(LCX_ERR_OOM, "tensor '%s': out of memory", t->name);
-        if (st == LCX_OK) st = lcx_convert_to_f32(t->dtype, raw, f, vol);
-        if (st == LCX_OK) st = lcx_convert_from_f32(dt, f, o, vol);
-        free(f);
-        free(raw);
-        raw = o;
-        if (st != LCX_OK) lcx_fail_context(st, "tensor '%s': ", t->name);
-    }
-    if (st != LCX_OK) {
-        free(raw);
-        return st;
-    }
-    *out = raw;
-    *nbytes = ob;
-    return LCX_OK;
-}
-
-/* The `param` tensors of a checkpoint in parameter-table order; checks none is missing, mis-shaped or extra. */
-lcx_status cv_param_list(lcx_ckpt *ck, const lcx_param_table *tab, const lcx_ckpt_tensor ***list);
-
-lcx_status cv_param_list(lcx_ckpt *ck, const lcx_param_table *tab, const lcx_ckpt_tensor ***list) {
-    const lcx_ckpt_tensor **l = calloc(tab->n + 1, sizeof *l);
-    LCX_FAIL_IF(!l, LCX_ERR_OOM, "out of memory");
-    const char *dir = lcx_ckpt_dir(ck);
-    for (size_t i = 0; i < tab->n; i++) {
-        const lcx_param_spec *p = &tab->params[i];
-        const lcx_ckpt_tensor *t = lcx_ckpt_find(ck, p->name, "param");
-        int ok = t && t->ndim == p->shape.ndim;
-        for (int d = 0; ok && d < t->ndim; d++) ok = t->shape[d] == p->shape.dims[d];
-        if (!ok) {
-            free(l);
-            return lcx_fail(t ? LCX_ERR_FORMAT : LCX_ERR_NOT_FOUND, "%s: parameter '%s' %s", dir, p->name,
-                            t ? "has a shape other than the config implies" : "is missing");
-        }
-        l[i] = t;
-    }
-    for (int i = 0; i < lcx_ckpt_tensor_count(ck); i++) {
-        const lcx_ckpt_tensor *t = lcx_ckpt_tensor_at(ck, i);
-        if (strcmp(t->role, "param") == 0 && !lcx_param_table_find(tab, t->name)) {
-            free(l);
-            return lcx_fail(LCX_ERR_FORMAT, "%s: parameter '%s' is not part of the model the config describes", dir,
-                            t->name);
-        }
-    }
-    *list = l;
-    return LCX_OK;
-}
+#include "src/checkpoint/source.h"
 
 /* Lazy tensor source for the safetensors writer: one parameter read (and converted) at a time. */
 typedef struct hf_export {
-    lcx_ckpt *ck;
-    const lcx_ckpt_tensor **list;
+    lcx_source *src;
     const lcx_convert_opts *o;
     size_t *index;    /* shard entry -> parameter */
     lcx_dtype *dtype; /* shard entry -> output dtype */
@@ -89,8 +26,12 @@ typedef struct hf_export {
 
 static lcx_status hf_fetch(void *user, size_t k, const void **data) {
     hf_export *ex = user;
+    size_t i = ex->index[k];
     uint64_t nb;
-    LCX_TRY(cv_read_param(ex->ck, ex->list[ex->index[k]], ex->dtype[k], &ex->buf, &nb));
+    LCX_TRY(lcx_dtype_nbytes(ex->dtype[k], ex->src->params.params[i].numel, &nb));
+    ex->buf = malloc(nb + 1);
+    LCX_FAIL_IF(!ex->buf, LCX_ERR_OOM, "tensor '%s': out of memory", ex->src->params.params[i].name);
+    LCX_TRY(lcx_source_read(ex->src, i, ex->dtype[k], ex->buf));
     *data = ex->buf;
     ex->done += nb;
     ex->n_done++;
@@ -103,7 +44,7 @@ static void hf_release(void *user, size_t k) {
     (void)k;
     free(ex->buf);
     ex->buf = NULL;
-    lcx_ckpt_release(ex->ck);
+    lcx_source_release(ex->src);
 }
 
 static lcx_status copy_file(const char *from, const char *to) {
@@ -116,13 +57,11 @@ static lcx_status copy_file(const char *from, const char *to) {
 }
 
 lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opts *o) {
-    lcx_ckpt *ck = NULL;
-    LCX_TRY(lcx_ckpt_open(src, &ck));
+    lcx_source *s = NULL;
+    LCX_TRY(lcx_source_open(src, 0, &s));
     lcx_status st = LCX_OK;
-    lcx_model_config cfg = {0};
-    int have_cfg = 0;
-    lcx_param_table tab = {0};
-    const lcx_ckpt_tensor **list = NULL;
+    lcx_model_config *cfg = &s->cfg; /* dtype set below, then written: the source is ours until closed */
+    const lcx_source_tensor *list = s->tensor_of;
     char *parent = NULL, *base = NULL, *tmp = NULL, *path = NULL;
     size_t *shard_of = NULL;
     lcx_st_out_tensor *part = NULL;
@@ -131,24 +70,20 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
     json_t *index = NULL;
     size_t n = 0, n_shards = 0;
 
-    const json_t *cj = lcx_ckpt_model_config(ck);
-    LCX_FAIL_GOTO(!json_is_object(cj), LCX_ERR_FORMAT, done, "%s: the checkpoint holds no model config", src);
-    LCX_TRY_GOTO(cv_config_from_json(cj, "model config", &cfg), done);
-    have_cfg = 1;
+    LCX_TRY_GOTO(lcx_source_need_model(s, "HF export"), done);
     LCX_FAIL_GOTO(o->dtype != LCX_DTYPE_INVALID && !lcx_dtype_is_compute(o->dtype), LCX_ERR_INVALID, done,
                   "--dtype: HF export writes bf16, f16 or f32");
-    LCX_TRY_GOTO(lcx_param_table_init(&tab, &cfg), done);
-    LCX_TRY_GOTO(cv_param_list(ck, &tab, &list), done);
+    const lcx_param_table tab = s->params;
     n = tab.n;
     if (o->dtype != LCX_DTYPE_INVALID) {
-        cfg.dtype = o->dtype;
+        cfg->dtype = o->dtype;
     } else if (n > 0) {
         /* As stored: config.json's dtype must name what the files hold, since transformers 5 loads in that
          * dtype when from_pretrained gets none (an fp32 training run of a bf16 model would load rounded).
          * Mixed stored dtypes keep the config's value. */
         int same = 1;
-        for (size_t i = 1; i < n; i++) same &= list[i]->dtype == list[0]->dtype;
-        if (same && lcx_dtype_is_compute(list[0]->dtype)) cfg.dtype = list[0]->dtype;
+        for (size_t i = 1; i < n; i++) same &= list[i].dtype == list[0].dtype;
+        if (same && lcx_dtype_is_compute(list[0].dtype)) cfg->dtype = list[0].dtype;
     }
 
     LCX_TRY_GOTO(cv_check_absent(out), done);
@@ -173,7 +108,7 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
     uint64_t cur_bytes = 0, total_size = 0, total_params = 0;
     size_t cur = (size_t)-1;
     for (size_t i = 0; i < n; i++) {
-        lcx_dtype dt = o->dtype != LCX_DTYPE_INVALID ? o->dtype : list[i]->dtype;
+        lcx_dtype dt = o->dtype != LCX_DTYPE_INVALID ? o->dtype : list[i].dtype;
         uint64_t b;
         LCX_TRY_GOTO(lcx_dtype_nbytes(dt, tab.params[i].numel, &b), done);
         total_size += b;
@@ -202,12 +137,12 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
             json_object_set_new(wmap, tab.params[i].name, json_string(name));
         }
     }
-    hf_export ex = {.ck = ck, .list = list, .o = o, .total = total_size, .n = n, .index = ex_index, .dtype = ex_dtype};
+    hf_export ex = {.src = s, .o = o, .total = total_size, .n = n, .index = ex_index, .dtype = ex_dtype};
     for (size_t s = 0; s < n_shards; s++) {
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
             if (shard_of[i] != s) continue;
-            lcx_dtype dt = o->dtype != LCX_DTYPE_INVALID ? o->dtype : list[i]->dtype;
+            lcx_dtype dt = o->dtype != LCX_DTYPE_INVALID ? o->dtype : list[i].dtype;
             part[k] = (lcx_st_out_tensor){.name = tab.params[i].name, .dtype = dt, .shape = tab.params[i].shape};
             ex.index[k] = i;
             ex.dtype[k] = dt;
@@ -238,15 +173,14 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
     free(path);
     path = lcx_path_join(tmp, "config.json");
     LCX_FAIL_GOTO(!path, LCX_ERR_OOM, done, "out of memory");
-    LCX_TRY_GOTO(lcx_config_write(&cfg, path), done);
-    for (int i = 0; i < lcx_ckpt_tokenizer_file_count(ck); i++) {
-        const char *f = lcx_ckpt_tokenizer_file(ck, i);
+    LCX_TRY_GOTO(lcx_config_write(cfg, path), done);
+    for (size_t i = 0; i < s->n_side_files; i++) {
+        const char *from = s->side_files[i];
+        const char *f = strrchr(from, '/') ? strrchr(from, '/') + 1 : from;
         if (strcmp(f, LCX_GGUF_TOKENIZER_FILE) == 0) continue; /* GGUF tokenizer KVs: only GGUF export uses them */
-        char *from = lcx_path_join(src, f);
         free(path);
         path = lcx_path_join(tmp, f);
-        st = from && path ? copy_file(from, path) : lcx_fail(LCX_ERR_OOM, "out of memory");
-        free(from);
+        st = path ? copy_file(from, path) : lcx_fail(LCX_ERR_OOM, "out of memory");
         if (st != LCX_OK) goto done;
     }
     /* mkdtemp made it 0700; give it the mode a plain mkdir would have */
@@ -271,9 +205,6 @@ done:
     free(tmp);
     free(parent);
     free(base);
-    free(list);
-    lcx_param_table_free(&tab);
-    if (have_cfg) lcx_config_free(&cfg);
-    lcx_ckpt_free(ck);
+    lcx_source_close(s);
     return st;
 }

@@ -11,10 +11,9 @@
 #include "src/core/fileio.h"
 #include "src/checkpoint/gguf_map.h"
 #include "src/checkpoint/model_params.h"
+#include "src/checkpoint/source.h"
 
 lcx_status lcx_import_gguf_file(const char *src, const char *out, const lcx_convert_opts *o);
-lcx_status cv_read_param(lcx_ckpt *ck, const lcx_ckpt_tensor *t, lcx_dtype dt, void **out, uint64_t *nbytes);
-lcx_status cv_param_list(lcx_ckpt *ck, const lcx_param_table *tab, const lcx_ckpt_tensor ***list);
 
 /* "<arch>.<key>" into buf (GGUF metadata keys are prefixed with the architecture name). */
 static const char *arch_key(char *buf, size_t cap, const char *arch, const char *key) {
@@ -224,9 +223,7 @@ static lcx_status add_u32(lcx_gguf_writer *w, const char *key, int64_t v) {
 
 /* Lazy tensor source for the GGUF writer: one parameter read (and q/k permuted) at a time. */
 typedef struct gg_export {
-    lcx_ckpt *ck;
-    const lcx_ckpt_tensor **list;
-    const lcx_param_table *tab;
+    lcx_source *src;
     int64_t nh, ng;
     const lcx_convert_opts *o;
     int permute;
@@ -236,28 +233,30 @@ typedef struct gg_export {
 
 static lcx_status ex_fetch(void *user, size_t i, const void **src) {
     gg_export *ex = user;
-    const lcx_ckpt_tensor *t = ex->list[i];
-    const lcx_param_spec *p = &ex->tab->params[i];
+    const lcx_source_tensor *t = &ex->src->tensor_of[i];
+    const lcx_param_spec *p = &ex->src->params.params[i];
     uint64_t nb;
-    void *raw = NULL;
-    LCX_TRY(cv_read_param(ex->ck, t, t->dtype, &raw, &nb));
+    LCX_TRY(lcx_dtype_nbytes(t->dtype, p->numel, &nb));
+    void *raw = malloc(nb + 1);
+    LCX_FAIL_IF(!raw, LCX_ERR_OOM, "tensor '%s': out of memory", p->name);
+    lcx_status st = lcx_source_read(ex->src, i, t->dtype, raw); /* as stored (dequantised for a quantised GGUF) */
     int64_t heads = ex->permute ? lcx_gguf_qk_heads(p->name, ex->nh, ex->ng) : 0;
-    if (heads) {
+    if (st == LCX_OK && heads) {
         void *perm = malloc(nb + 1);
-        lcx_status st = perm ? lcx_gguf_permute_qk(perm, raw, p->shape.dims[0], p->shape.ndim == 2 ? p->shape.dims[1] : 1,
-                                                   t->es, (size_t)heads)
-                             : lcx_fail(LCX_ERR_OOM, "out of memory");
+        st = perm ? lcx_gguf_permute_qk(perm, raw, p->shape.dims[0], p->shape.ndim == 2 ? p->shape.dims[1] : 1,
+                                        lcx_dtype_bits(t->dtype) / 8, (size_t)heads)
+                  : lcx_fail(LCX_ERR_OOM, "out of memory");
         free(raw);
         raw = perm;
-        if (st != LCX_OK) {
-            free(raw);
-            return st;
-        }
+    }
+    if (st != LCX_OK) {
+        free(raw);
+        return st;
     }
     ex->buf = raw;
     *src = raw;
     ex->done += nb;
-    if (ex->o->progress) ex->o->progress(ex->o->progress_user, i + 1, ex->tab->n, ex->done, ex->total);
+    if (ex->o->progress) ex->o->progress(ex->o->progress_user, i + 1, ex->src->params.n, ex->done, ex->total);
     return LCX_OK;
 }
 
@@ -266,28 +265,25 @@ static void ex_release(void *user, size_t i) {
     (void)i;
     free(ex->buf);
     ex->buf = NULL;
-    lcx_ckpt_release(ex->ck);
+    lcx_source_release(ex->src);
 }
 
 lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_opts *o) {
-    lcx_ckpt *ck = NULL;
-    LCX_TRY(lcx_ckpt_open(src, &ck));
+    lcx_source *s = NULL;
+    LCX_TRY(lcx_source_open(src, 0, &s));
     lcx_status st = LCX_OK;
-    lcx_model_config cfg = {0};
-    int have_cfg = 0;
-    lcx_param_table tab = {0};
-    const lcx_ckpt_tensor **list = NULL;
+    lcx_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
     lcx_gguf_writer *w = NULL;
     lcx_gguf_file *tok = NULL;
     gg_export ex = {0};
     float *freqs = NULL;
-    char *tokpath = NULL;
     size_t n = 0;
 
-    const json_t *cj = lcx_ckpt_model_config(ck);
-    LCX_FAIL_GOTO(!json_is_object(cj), LCX_ERR_FORMAT, done, "%s: the checkpoint holds no model config", src);
-    LCX_TRY_GOTO(cv_config_from_json(cj, "model config", &cfg), done);
-    have_cfg = 1;
+    LCX_TRY_GOTO(lcx_source_need_model(s, "GGUF export"), done);
+    cfg = s->cfg; /* the source's: not freed here */
+    const json_t *cj = cfg.json;
+    const lcx_param_table tab = s->params;
     const char *ga = gguf_arch_of(cfg.arch);
     char kb[128];
     int permute = !strcmp(ga, "llama");
@@ -305,8 +301,6 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
     LCX_FAIL_GOTO(plan.type == LCX_ROPE_DYNAMIC || plan.type == LCX_ROPE_LONGROPE, LCX_ERR_UNSUPPORTED, done,
                   "GGUF export: %s rope has no llama.cpp equivalent (re-extend with yarn, pi or llama3 first)",
                   lcx_rope_type_name(plan.type));
-    LCX_TRY_GOTO(lcx_param_table_init(&tab, &cfg), done);
-    LCX_TRY_GOTO(cv_param_list(ck, &tab, &list), done);
     n = tab.n;
     LCX_TRY_GOTO(cv_check_absent(out), done);
 
@@ -340,28 +334,28 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
         if (plan.type == LCX_ROPE_YARN)
             LCX_TRY_GOTO(add_u32(w, K("rope.scaling.original_context_length"), plan.original_max), done);
     }
-    /* Tokenizer KVs kept from a GGUF import. */
-    for (int i = 0; i < lcx_ckpt_tokenizer_file_count(ck); i++) {
-        if (strcmp(lcx_ckpt_tokenizer_file(ck, i), LCX_GGUF_TOKENIZER_FILE) != 0) continue;
-        tokpath = lcx_path_join(src, LCX_GGUF_TOKENIZER_FILE);
-        LCX_FAIL_GOTO(!tokpath, LCX_ERR_OOM, done, "out of memory");
-        LCX_TRY_GOTO(lcx_gguf_open(tokpath, &tok), done);
-        for (size_t k = 0; k < tok->n_kv; k++)
-            if (strncmp(tok->kv[k].key, "tokenizer.", 10) == 0) LCX_TRY_GOTO(copy_kv(w, &tok->kv[k]), done);
+    /* Tokenizer KVs: the source GGUF's own, or those a GGUF import kept in the .lcx (tokenizer.gguf). */
+    const lcx_gguf_file *tkv = s->gguf;
+    for (size_t i = 0; !tkv && i < s->n_side_files; i++) {
+        const char *f = s->side_files[i], *b = strrchr(f, '/') ? strrchr(f, '/') + 1 : f;
+        if (strcmp(b, LCX_GGUF_TOKENIZER_FILE) != 0) continue;
+        LCX_TRY_GOTO(lcx_gguf_open(f, &tok), done);
+        tkv = tok;
     }
+    for (size_t k = 0; tkv && k < tkv->n_kv; k++)
+        if (strncmp(tkv->kv[k].key, "tokenizer.", 10) == 0) LCX_TRY_GOTO(copy_kv(w, &tkv->kv[k]), done);
     /* From a Hugging Face source: tokenizer.json converted (byte-level BPE). */
     int64_t bos = cfg.bos_token_id;
-    for (int i = 0; !tok && i < lcx_ckpt_tokenizer_file_count(ck); i++) {
-        if (strcmp(lcx_ckpt_tokenizer_file(ck, i), "tokenizer.json") != 0) continue;
+    for (size_t i = 0; !tkv && i < s->n_side_files; i++) {
+        const char *f = s->side_files[i], *b = strrchr(f, '/') ? strrchr(f, '/') + 1 : f;
+        if (strcmp(b, "tokenizer.json") != 0) continue;
         int written;
-        tokpath = lcx_path_join(src, "tokenizer.json");
-        LCX_FAIL_GOTO(!tokpath, LCX_ERR_OOM, done, "out of memory");
-        LCX_TRY_GOTO(cv_gguf_tokenizer_kvs(tokpath, cfg.vocab_size, &bos, w, o, &written), done);
+        LCX_TRY_GOTO(cv_gguf_tokenizer_kvs(f, cfg.vocab_size, &bos, w, o, &written), done);
     }
     /* bos/eos from the config when no tokenizer metadata states them (GGUF has one eos id: the first) */
-    if (bos >= 0 && !(tok && lcx_gguf_find_kv(tok, "tokenizer.ggml.bos_token_id")))
+    if (bos >= 0 && !(tkv && lcx_gguf_find_kv(tkv, "tokenizer.ggml.bos_token_id")))
         LCX_TRY_GOTO(add_u32(w, "tokenizer.ggml.bos_token_id", bos), done);
-    if (cfg.n_eos > 0 && !(tok && lcx_gguf_find_kv(tok, "tokenizer.ggml.eos_token_id")))
+    if (cfg.n_eos > 0 && !(tkv && lcx_gguf_find_kv(tkv, "tokenizer.ggml.eos_token_id")))
         LCX_TRY_GOTO(add_u32(w, "tokenizer.ggml.eos_token_id", cfg.eos_token_ids[0]), done);
     if (plan.type == LCX_ROPE_LLAMA3) {
         freqs = malloc((size_t)plan.n_pairs * sizeof *freqs);
@@ -371,16 +365,14 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
         lcx_shape fs = lcx_shape_1d((uint64_t)plan.n_pairs);
         LCX_TRY_GOTO(lcx_gguf_writer_add_tensor(w, "rope_freqs.weight", LCX_F32, &fs, LCX_F32, freqs), done);
     }
-    ex.ck = ck;
-    ex.list = list;
-    ex.tab = &tab;
+    ex.src = s;
     ex.nh = cfg.num_attention_heads;
     ex.ng = cfg.num_key_value_heads;
     ex.permute = permute;
     ex.o = o;
-    for (size_t i = 0; i < n; i++) ex.total += list[i]->es * tab.params[i].numel;
+    for (size_t i = 0; i < n; i++) ex.total += lcx_dtype_bits(s->tensor_of[i].dtype) / 8 * tab.params[i].numel;
     for (size_t i = 0; i < n; i++) {
-        const lcx_ckpt_tensor *t = list[i];
+        const lcx_source_tensor *t = &s->tensor_of[i];
         const lcx_param_spec *p = &tab.params[i];
         char gname[LCX_GGUF_MAX_NAME + 1];
         LCX_FAIL_GOTO(!lcx_hf_to_gguf_name(p->name, gname, sizeof gname), LCX_ERR_INVALID, done, "tensor %s has no GGUF name",
@@ -396,12 +388,8 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
 done:
     free(ex.buf);
     free(freqs);
-    free(tokpath);
     lcx_gguf_close(tok);
     lcx_gguf_writer_free(w);
-    free(list);
-    lcx_param_table_free(&tab);
-    if (have_cfg) lcx_config_free(&cfg);
-    lcx_ckpt_free(ck);
+    lcx_source_close(s);
     return st;
 }
