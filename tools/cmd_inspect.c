@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "formats/lcx.h"
 #include "src/checkpoint/catalog.h"
-#include "src/core/fileio.h"
+#include "src/checkpoint/source.h"
 
 static const char *CMD = "inspect";
 
@@ -17,13 +17,15 @@ static void help(void) {
            "Show what a checkpoint holds: architecture, layers, hidden size, heads / kv heads, head_dim,\n"
            "intermediate size, vocab, parameter count (tied embeddings counted once), dtype breakdown, bytes,\n"
            "rope type / theta / factor and the context it implies, max_position_embeddings.\n"
-           "The tensors are checked against config.json: missing, unexpected, mis-shaped or non-float tensors\n"
+           "The tensors are checked against the config: missing, unexpected, mis-shaped or non-float tensors\n"
            "are an error (exit 1).\n"
            "\n"
-           "PATH   a Hugging Face model directory (config.json + model.safetensors or a sharded index),\n"
+           "PATH   any checkpoint form (docs/formats.md \"Checkpoint forms\"):\n"
+           "       a Hugging Face model directory (config.json + model.safetensors or a sharded index),\n"
            "       a model.safetensors.index.json, or one .safetensors file (config.json beside it is used\n"
-           "       when present; otherwise only tensors, dtypes and bytes are shown), or a native .lcx checkpoint\n"
-           "       directory (layout, stage, step, tensors per role, stored vs raw bytes, compression ratio)\n"
+           "       when present; otherwise only tensors, dtypes and bytes are shown), a native .lcx checkpoint\n"
+           "       directory (layout, stage, step, tensors per role, stored vs raw bytes, compression ratio),\n"
+           "       or a .gguf file (config from its metadata, bytes per ggml type, tokenizer model)\n"
            "\n"
            "options:\n"
            "  --json   print one JSON object instead of text\n"
@@ -33,7 +35,8 @@ static void help(void) {
            "  lcextend inspect ./Llama-3.2-1B\n"
            "  lcextend inspect ./Qwen3-0.6B/model.safetensors --json\n"
            "  lcextend inspect ./big-model/model.safetensors.index.json\n"
-           "  lcextend inspect run/step-001000 --json\n");
+           "  lcextend inspect run/step-001000 --json\n"
+           "  lcextend inspect SmolLM2-135M-Instruct.Q4_1.gguf\n");
 }
 
 /* 1234567 -> "1.23M" style for human output. */
@@ -55,27 +58,44 @@ static const char *human_bytes(double x, char *buf, size_t cap) {
     return buf;
 }
 
+/* The config lines of every form that has one (parameters counted as transformers' num_parameters()). */
+static void print_config(const lcx_model_config *m, uint64_t n_parameters) {
+    char b1[32];
+    printf("arch:                    %s (%s)\n", lcx_arch_name(m->arch), lcx_arch_class(m->arch));
+    printf("layers:                  %lld\n", (long long)m->num_hidden_layers);
+    printf("hidden:                  %lld\n", (long long)m->hidden_size);
+    printf("heads / kv heads:        %lld / %lld\n", (long long)m->num_attention_heads,
+           (long long)m->num_key_value_heads);
+    printf("head_dim:                %lld%s\n", (long long)m->head_dim, m->head_dim_explicit ? "" : " (hidden/heads)");
+    printf("intermediate:            %lld\n", (long long)m->intermediate_size);
+    printf("vocab:                   %lld\n", (long long)m->vocab_size);
+    printf("tied embeddings:         %s\n", m->tie_word_embeddings ? "yes" : "no");
+    printf("biases:                  q/k/v %s, o %s, mlp %s%s\n", m->qkv_bias ? "yes" : "no",
+           m->o_bias ? "yes" : "no", m->mlp_bias ? "yes" : "no", m->qk_norm ? "; q/k norm" : "");
+    printf("config dtype:            %s\n",
+           m->dtype == LCX_BF16 ? "bfloat16" : m->dtype == LCX_F16 ? "float16" : "float32");
+    printf("parameters:              %llu (%s)\n", (unsigned long long)n_parameters,
+           human((double)n_parameters, b1, sizeof b1));
+}
+
+static void print_rope(const lcx_model_config *m) {
+    const lcx_rope_params *r = &m->rope;
+    printf("rope:                    %s, theta %.12g", r->type, r->theta);
+    if (r->partial_rotary_factor != 1.0) printf(", partial %g", r->partial_rotary_factor);
+    if (r->has_factor) printf(", factor %g", r->factor);
+    if (r->has_original_max) printf(", original %lld", (long long)r->original_max_position_embeddings);
+    printf(" -> context %lld\n", (long long)lcx_rope_implied_context(m));
+    printf("max_position_embeddings: %lld\n", (long long)m->max_position_embeddings);
+    if (m->sliding_window > 0) printf("sliding_window:          %lld\n", (long long)m->sliding_window);
+}
+
 static void print_text(const lcx_catalog *c) {
     char b1[32], b2[32];
     printf("path:                    %s\n", c->path);
     if (c->has_config) {
         const lcx_model_config *m = &c->cfg;
         printf("config:                  %s\n", c->config_path);
-        printf("arch:                    %s (%s)\n", lcx_arch_name(m->arch), lcx_arch_class(m->arch));
-        printf("layers:                  %lld\n", (long long)m->num_hidden_layers);
-        printf("hidden:                  %lld\n", (long long)m->hidden_size);
-        printf("heads / kv heads:        %lld / %lld\n", (long long)m->num_attention_heads,
-               (long long)m->num_key_value_heads);
-        printf("head_dim:                %lld%s\n", (long long)m->head_dim, m->head_dim_explicit ? "" : " (hidden/heads)");
-        printf("intermediate:            %lld\n", (long long)m->intermediate_size);
-        printf("vocab:                   %lld\n", (long long)m->vocab_size);
-        printf("tied embeddings:         %s\n", m->tie_word_embeddings ? "yes" : "no");
-        printf("biases:                  q/k/v %s, o %s, mlp %s%s\n", m->qkv_bias ? "yes" : "no",
-               m->o_bias ? "yes" : "no", m->mlp_bias ? "yes" : "no", m->qk_norm ? "; q/k norm" : "");
-        printf("config dtype:            %s\n",
-               m->dtype == LCX_BF16 ? "bfloat16" : m->dtype == LCX_F16 ? "float16" : "float32");
-        printf("parameters:              %llu (%s)\n", (unsigned long long)c->n_parameters,
-               human((double)c->n_parameters, b1, sizeof b1));
+        print_config(m, c->n_parameters);
     } else {
         printf("config:                  none (tensors only)\n");
         printf("elements:                %llu (%s)\n", (unsigned long long)c->n_parameters,
@@ -93,14 +113,7 @@ static void print_text(const lcx_catalog *c) {
     }
     if (c->has_config) {
         const lcx_model_config *m = &c->cfg;
-        const lcx_rope_params *r = &m->rope;
-        printf("rope:                    %s, theta %.12g", r->type, r->theta);
-        if (r->partial_rotary_factor != 1.0) printf(", partial %g", r->partial_rotary_factor);
-        if (r->has_factor) printf(", factor %g", r->factor);
-        if (r->has_original_max) printf(", original %lld", (long long)r->original_max_position_embeddings);
-        printf(" -> context %lld\n", (long long)lcx_rope_implied_context(m));
-        printf("max_position_embeddings: %lld\n", (long long)m->max_position_embeddings);
-        if (m->sliding_window > 0) printf("sliding_window:          %lld\n", (long long)m->sliding_window);
+        print_rope(m);
         if (c->lm_head_tied) printf("note: lm_head.weight is stored but equals the tied embedding\n");
         if (c->n_ignored) printf("note: %zu rotary inv_freq buffers ignored\n", c->n_ignored);
     } else {
@@ -164,12 +177,8 @@ static json_t *lcx_summary(lcx_ckpt *ck) {
     return j;
 }
 
-static int inspect_lcx(const char *path, int as_json) {
-    lcx_ckpt *ck = NULL;
-    lcx_status st = lcx_ckpt_open(path, &ck);
-    if (st != LCX_OK) return lcx_cli_report(CMD, st);
+static int inspect_lcx(lcx_ckpt *ck, const char *path, int as_json) {
     json_t *j = lcx_summary(ck);
-    lcx_ckpt_free(ck);
     if (as_json) {
         char *s = lcx_json_dumps_hf(j);
         if (s) printf("%s\n", s);
@@ -221,6 +230,56 @@ static int inspect_lcx(const char *path, int as_json) {
     return fst == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, fst);
 }
 
+/* An HF directory, .safetensors file or shard index: the catalog's view. */
+static int inspect_hf(const lcx_catalog *c, int as_json) {
+    if (as_json) {
+        json_t *j = lcx_catalog_summary_json(c);
+        char *s = j ? lcx_json_dumps_hf(j) : NULL; /* sorted keys, shortest round-trip floats */
+        json_decref(j);
+        if (!s) return lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "%s: out of memory", c->path));
+        printf("%s\n", s);
+        free(s);
+    } else {
+        print_text(c);
+    }
+    lcx_status fst = lcx_cli_flush_stdout();
+    return fst == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, fst);
+}
+
+/* A GGUF: its config (from the metadata), per ggml type totals, tokenizer model. */
+static int inspect_gguf(const lcx_source *src, int as_json) {
+    json_t *j = lcx_source_gguf_summary_json(src);
+    if (!j) return lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "%s: out of memory", src->path));
+    if (as_json) {
+        char *s = lcx_json_dumps_hf(j);
+        if (s) printf("%s\n", s);
+        free(s);
+    } else {
+        char b[32];
+        printf("path:                    %s (GGUF v%lld)\n", src->path,
+               (long long)json_integer_value(json_object_get(j, "gguf_version")));
+        printf("config:                  from the GGUF metadata\n");
+        print_config(&src->cfg, src->params.total_numel);
+        uint64_t total = (uint64_t)json_integer_value(json_object_get(j, "total_bytes"));
+        printf("tensors:                 %lld in 1 file\n", (long long)json_integer_value(json_object_get(j, "num_tensors")));
+        printf("bytes:                   %llu (%s)\n", (unsigned long long)total, human_bytes((double)total, b, sizeof b));
+        const char *type;
+        json_t *e;
+        json_object_foreach(json_object_get(j, "ggml_types"), type, e) {
+            printf("  %-6s %6lld tensors %15lld elements %15lld bytes\n", type,
+                   (long long)json_integer_value(json_object_get(e, "tensors")),
+                   (long long)json_integer_value(json_object_get(e, "elements")),
+                   (long long)json_integer_value(json_object_get(e, "bytes")));
+        }
+        print_rope(&src->cfg);
+        json_t *tk = json_object_get(j, "tokenizer");
+        printf("tokenizer:               %s\n", json_is_string(tk) ? json_string_value(tk) : "none");
+    }
+    json_decref(j);
+    lcx_status fst = lcx_cli_flush_stdout();
+    return fst == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, fst);
+}
+
 int lcx_cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     int as_json = 0;
@@ -229,29 +288,12 @@ int lcx_cmd_inspect(int argc, char **argv) {
     int stop = lcx_cli_parse(&spec, argc, argv);
     if (stop != LCX_CLI_RUN) return stop;
     if (!path) return lcx_cli_usage_error(CMD, "missing PATH");
-    if (lcx_is_dir(path)) {
-        char *m = lcx_path_join(path, LCX_CKPT_MANIFEST);
-        int is_lcx = m && lcx_is_file(m);
-        free(m);
-        if (is_lcx) return inspect_lcx(path, as_json);
-    }
-    lcx_catalog *c = NULL;
-    lcx_status st = lcx_catalog_open(path, &c);
+    lcx_source *src = NULL; /* every form through the one loader: tensors checked against the config */
+    lcx_status st = lcx_source_open(path, 0, &src);
     if (st != LCX_OK) return lcx_cli_report(CMD, st);
-    if (as_json) {
-        json_t *j = lcx_catalog_summary_json(c);
-        char *s = j ? lcx_json_dumps_hf(j) : NULL; /* sorted keys, shortest round-trip floats */
-        json_decref(j);
-        if (!s) {
-            lcx_catalog_close(c);
-            return lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "%s: out of memory", path));
-        }
-        printf("%s\n", s);
-        free(s);
-    } else {
-        print_text(c);
-    }
-    lcx_catalog_close(c);
-    lcx_status fst = lcx_cli_flush_stdout();
-    return fst == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, fst);
+    int rc = src->form == LCX_SOURCE_LCX ? inspect_lcx(src->ckpt, path, as_json)
+             : src->form == LCX_SOURCE_GGUF ? inspect_gguf(src, as_json)
+                                            : inspect_hf(src->catalog, as_json);
+    lcx_source_close(src);
+    return rc;
 }

@@ -111,12 +111,12 @@ static char *dir_of(const char *path) {
 }
 
 /* The catalog matches (or, config-only, config.json alone is read); side files sit next to config.json. */
-static lcx_status open_hf(lcx_source *s, unsigned flags) {
-    char *dir = s->form == LCX_SOURCE_HF_DIR ? strdup(s->path) : dir_of(s->path);
+static lcx_status open_hf(lcx_source *s, unsigned flags, int config_file) {
+    char *dir = s->form == LCX_SOURCE_HF_DIR && !config_file ? strdup(s->path) : dir_of(s->path);
     LCX_FAIL_IF(!dir, LCX_ERR_OOM, "%s: out of memory", s->path);
     lcx_status st = LCX_OK;
     if (flags & LCX_SOURCE_CONFIG_ONLY) {
-        s->config_path = lcx_path_join(dir, "config.json");
+        s->config_path = config_file ? strdup(s->path) : lcx_path_join(dir, "config.json");
         LCX_FAIL_GOTO(!s->config_path, LCX_ERR_OOM, done, "%s: out of memory", s->path);
         if (lcx_is_file(s->config_path)) {
             s->owns_cfg = 1;
@@ -169,7 +169,11 @@ done:
 lcx_status lcx_source_open(const char *path, unsigned flags, lcx_source **out) {
     *out = NULL;
     lcx_source_form form;
-    LCX_TRY(lcx_source_detect(path, &form));
+    int config_file = (flags & LCX_SOURCE_CONFIG_FILE) && lcx_is_file(path) && ends_with(path, ".json") &&
+                      !ends_with(path, ".index.json");
+    if (config_file) flags |= LCX_SOURCE_CONFIG_ONLY, form = LCX_SOURCE_HF_DIR;
+    else LCX_TRY(lcx_source_detect(path, &form));
+    if (flags & LCX_SOURCE_CONFIG_FILE) flags |= LCX_SOURCE_CONFIG_ONLY;
     lcx_source *s = calloc(1, sizeof *s);
     LCX_FAIL_IF(!s, LCX_ERR_OOM, "%s: out of memory", path);
     s->form = form;
@@ -178,7 +182,7 @@ lcx_status lcx_source_open(const char *path, unsigned flags, lcx_source **out) {
     LCX_FAIL_GOTO(!s->path, LCX_ERR_OOM, fail, "%s: out of memory", path);
     if (form == LCX_SOURCE_LCX) st = lcx_source_open_lcx(s, flags);
     else if (form == LCX_SOURCE_GGUF) st = lcx_source_open_gguf(s, flags);
-    else st = open_hf(s, flags);
+    else st = open_hf(s, flags, config_file);
     if (st != LCX_OK) goto fail;
     *out = s;
     return LCX_OK;

@@ -50,6 +50,9 @@ lcx_status lcx_source_detect(const char *path, lcx_source_form *form);
 /* Open flags. */
 #define LCX_SOURCE_CONFIG_ONLY 1u /* config (and parameter table) only: no tensor is matched or read; an HF
                                      directory's safetensors are not even opened */
+#define LCX_SOURCE_CONFIG_FILE 2u /* implies CONFIG_ONLY; a .json file other than a shard index (config.json, a
+                                     hand-written config) is then the config itself, standing for its directory
+                                     (form HF_DIR, config_path = the file): what plan and rope --show accept */
 
 /* The stored tensor of one parameter. */
 typedef struct lcx_source_tensor {

@@ -186,6 +186,18 @@ static void test_config_only(void) {
         CHECK_FAILS(lcx_source_read_f32(s, 0, &x), LCX_ERR_INVALID, "no parameter");
     }
     lcx_source_close(s);
+    /* a config file stands for its directory with LCX_SOURCE_CONFIG_FILE (plan, rope --show) */
+    const char *cj = fixture("models/llama_gqa/config.json");
+    s = NULL;
+    CHECK_OK(lcx_source_open(cj, LCX_SOURCE_CONFIG_FILE, &s));
+    CHECK(s && s->form == LCX_SOURCE_HF_DIR && s->has_config && !s->matched && strcmp(s->config_path, cj) == 0);
+    lcx_source_close(s);
+    s = NULL;
+    CHECK_FAILS(lcx_source_open(cj, LCX_SOURCE_CONFIG_ONLY, &s), LCX_ERR_INVALID, "not its config.json");
+    /* ... while checkpoints stay what they are */
+    CHECK_OK(lcx_source_open(fixture("gguf/llama_tiny.gguf"), LCX_SOURCE_CONFIG_FILE, &s));
+    CHECK(s && s->form == LCX_SOURCE_GGUF && s->has_config && !s->matched);
+    lcx_source_close(s);
     /* an HF directory whose tensors are gone still gives its config */
     mkdir(wpath("cfg-only"), 0755);
     char *buf = NULL;
