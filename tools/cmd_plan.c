@@ -3,11 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
 #include "commands.h"
 #include "formats/hf_config.h"
+#include "src/checkpoint/source.h"
 #include "src/plan/recipe.h"
 #include "src/plan/plan.h"
 #include "src/core/units.h"
@@ -23,7 +23,9 @@ static void help(void) {
            "per device, model FLOPs and time (formulas in docs/plan.md). Errors (target too short, not reachable\n"
            "by the recipe, does not fit the memory budget, ...) are reported before anything runs.\n"
            "\n"
-           "CKPT   a Hugging Face model directory (its config.json is read) or a config.json file\n"
+           "CKPT   any checkpoint form, only its config is read: a Hugging Face model directory, a .safetensors\n"
+           "       file or model.safetensors.index.json (config.json beside it), an .lcx checkpoint directory (its\n"
+           "       manifest's config), a .gguf file (its metadata; no tensor data is read), or a config .json file\n"
            "\n"
            "options:\n"
            "  --to N              target context length: 131072, 128k, 1m (k = 1024, m = 1048576)\n"
@@ -44,7 +46,8 @@ static void help(void) {
            "  lcextend plan ./Llama-3.1-8B-base --to 128k\n"
            "  lcextend plan ./Llama-3.1-8B-base --to 128k --recipe llama3-8k-128k --tp 8 --cp 4 --memory 80G\n"
            "  lcextend plan ./tiny --to 2048 --recipe tiny-demo --fp32 --tokens-per-s 1000\n"
-           "  lcextend plan ./model --to 64k --recipe my-recipe.yaml --method pi --json\n");
+           "  lcextend plan ./model --to 64k --recipe my-recipe.yaml --method pi --json\n"
+           "  lcextend plan SmolLM2-135M-Instruct.Q4_1.gguf --to 32k\n");
 }
 
 int lcx_cmd_plan(int argc, char **argv) {
@@ -81,26 +84,15 @@ int lcx_cmd_plan(int argc, char **argv) {
         o.has_method = 1;
     }
 
-    /* CKPT: a directory holding config.json, or the config.json itself */
-    struct stat sb;
-    char *cfg_path = NULL;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        size_t n = strlen(path) + sizeof "/config.json";
-        cfg_path = malloc(n);
-        if (!cfg_path) return lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "out of memory"));
-        snprintf(cfg_path, n, "%s/config.json", path);
-    } else {
-        cfg_path = strdup(path);
-        if (!cfg_path) return lcx_cli_report(CMD, lcx_fail(LCX_ERR_OOM, "out of memory"));
-    }
-    lcx_model_config cfg;
-    memset(&cfg, 0, sizeof cfg);
+    /* CKPT: any checkpoint form or a config .json, its config only (a GGUF's from its metadata, no tensor read) */
+    lcx_source *src = NULL;
     lcx_recipe *r = NULL;
     lcx_plan *p = NULL;
-    lcx_status st = lcx_config_load(cfg_path, &cfg);
-    free(cfg_path);
+    lcx_status st = lcx_source_open(path, LCX_SOURCE_CONFIG_FILE, &src);
+    if (st == LCX_OK && !src->has_config)
+        st = lcx_fail(LCX_ERR_NOT_FOUND, "%s: no config.json beside it: the plan needs the model config", path);
     if (st == LCX_OK) st = lcx_recipe_open(recipe, 2 * o.cp, &r);
-    if (st == LCX_OK) st = lcx_plan_build(&cfg, r, &o, &p);
+    if (st == LCX_OK) st = lcx_plan_build(&src->cfg, r, &o, &p);
     if (st == LCX_OK) {
         if (as_json) {
             json_t *j = lcx_plan_json(p);
@@ -115,7 +107,7 @@ int lcx_cmd_plan(int argc, char **argv) {
     }
     lcx_plan_free(p);
     lcx_recipe_free(r);
-    lcx_config_free(&cfg);
+    lcx_source_close(src);
     if (st != LCX_OK) return lcx_cli_report(CMD, st);
     lcx_status fst = lcx_cli_flush_stdout();
     return fst == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, fst);
