@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/hf_config.h"
+#include "src/checkpoint/source.h"
 #include "src/core/fileio.h"
 #include "src/rope/rope.h"
 #include "src/core/units.h"
@@ -39,7 +40,9 @@ static void help(void) {
            "in DIR.tmp-XXXXXX and renamed at the end; an existing DIR is refused. Hard links share the data with\n"
            "the source: edit the files of either copy only by replacing them.\n"
            "\n"
-           "CKPT   a Hugging Face model directory (config.json + safetensors) or, for --show, a config.json\n"
+           "CKPT   a Hugging Face model directory (config.json + safetensors); for --show any checkpoint form (a\n"
+           "       .safetensors file or index with config.json beside it, an .lcx directory, a .gguf file: its\n"
+           "       metadata) or a config.json\n"
            "\n"
            "options:\n"
            "  --show              print the rope (default: text)\n"
@@ -65,13 +68,14 @@ static void on_warn(void *user, const char *msg) {
     fprintf(stderr, "lcextend %s: warning: %s\n", CMD, msg);
 }
 
-/* config.json of CKPT (a directory) or CKPT itself. */
-static lcx_status load_config(const char *ckpt, lcx_model_config *cfg, char **cfg_path) {
-    *cfg_path = lcx_is_dir(ckpt) ? lcx_path_join(ckpt, "config.json") : strdup(ckpt);
-    LCX_FAIL_IF(!*cfg_path, LCX_ERR_OOM, "out of memory");
-    LCX_FAIL_IF(!lcx_is_dir(ckpt) && !lcx_is_file(ckpt), LCX_ERR_NOT_FOUND, "%s: no such file or directory", ckpt);
-    LCX_FAIL_IF(!lcx_is_file(*cfg_path), LCX_ERR_NOT_FOUND, "%s: no config.json in this directory", ckpt);
-    return lcx_config_load(*cfg_path, cfg);
+/* The config of CKPT, any checkpoint form or a config .json (src/checkpoint/source.h, config only); *cfg and
+ * *cfg_path point into *src (close it after). */
+static lcx_status load_config(const char *ckpt, lcx_source **src, lcx_model_config **cfg, const char **cfg_path) {
+    LCX_TRY(lcx_source_open(ckpt, LCX_SOURCE_CONFIG_FILE, src));
+    LCX_FAIL_IF(!(*src)->has_config, LCX_ERR_NOT_FOUND, "%s: no config.json beside it", ckpt);
+    *cfg = &(*src)->cfg;
+    *cfg_path = (*src)->config_path;
+    return LCX_OK;
 }
 
 /* ---- --show ------------------------------------------------------------------------------------------------ */
@@ -85,13 +89,15 @@ static const char *pair_state(const lcx_rope_plan *plan, double scale) {
 }
 
 static int show(const char *ckpt, int64_t seq, int as_json) {
-    lcx_model_config cfg = {0};
-    char *cfg_path = NULL;
+    lcx_source *src = NULL;
+    lcx_model_config *cp = NULL;
+    const char *cfg_path = NULL;
     json_t *out = NULL;
     float *inv = NULL, *inv0 = NULL;
     int rc = LCX_EXIT_OK;
-    lcx_status st = load_config(ckpt, &cfg, &cfg_path);
+    lcx_status st = load_config(ckpt, &src, &cp, &cfg_path);
     if (st != LCX_OK) goto fail;
+    const lcx_model_config cfg = *cp;
     lcx_rope_plan plan, plan0;
     st = lcx_rope_plan_init(&plan, &cfg.rope, cfg.head_dim, cfg.max_position_embeddings, on_warn, NULL);
     if (st != LCX_OK) {
@@ -185,8 +191,7 @@ done:
     json_decref(out);
     free(inv);
     free(inv0);
-    free(cfg_path);
-    lcx_config_free(&cfg);
+    lcx_source_close(src);
     return rc;
 }
 
@@ -264,13 +269,20 @@ static lcx_status link_files(const char *src, const char *tmp, int *n_linked, in
 }
 
 static lcx_status extend(const char *ckpt, const lcx_rope_extend *req, const char *out) {
-    lcx_model_config cfg = {0};
-    char *cfg_path = NULL, *tmp = NULL, *path = NULL, *parent = NULL;
+    lcx_source *src = NULL;
+    lcx_model_config *cp = NULL;
+    const char *cfg_path = NULL;
+    char *tmp = NULL, *path = NULL, *parent = NULL;
     lcx_status st = LCX_OK;
     struct stat sb;
-    LCX_FAIL_IF(!lcx_is_dir(ckpt), LCX_ERR_INVALID, "%s: --to needs a Hugging Face model directory", ckpt);
+    /* the copy links the directory's files and rewrites config.json: an HF directory only */
+    lcx_source_form form = LCX_SOURCE_HF_DIR;
+    int other = lcx_source_detect(ckpt, &form) == LCX_OK && (form == LCX_SOURCE_LCX || form == LCX_SOURCE_GGUF);
+    LCX_FAIL_IF(!lcx_is_dir(ckpt) || other, LCX_ERR_INVALID, "%s: --to needs a Hugging Face model directory%s", ckpt,
+                other ? " (export an .lcx or GGUF with lcextend export --format hf first)" : "");
     LCX_FAIL_IF(lstat(out, &sb) == 0, LCX_ERR_INVALID, "%s: already exists (refusing to overwrite)", out);
-    LCX_TRY(load_config(ckpt, &cfg, &cfg_path));
+    LCX_TRY(load_config(ckpt, &src, &cp, &cfg_path));
+    lcx_model_config cfg = *cp; /* the source's (rewritten here, freed with it) */
 
     lcx_rope_params np;
     int64_t new_max = 0;
@@ -336,8 +348,7 @@ done:
     free(tmp);
     free(path);
     free(parent);
-    free(cfg_path);
-    lcx_config_free(&cfg);
+    lcx_source_close(src);
     return st;
 }
 
