@@ -18,7 +18,9 @@ static void help(void) {
            "log, over the n-1 predicted tokens) and the perplexity exp(loss). The output projection and the\n"
            "cross-entropy run in chunks of rows, so no n x vocab buffer exists unless --logits asks for it.\n"
            "\n"
-           "CKPT   a Hugging Face model directory (config.json + safetensors, sharded or not)\n"
+           "CKPT   any checkpoint form: a Hugging Face model directory (config.json + safetensors, sharded or not),\n"
+           "       a .safetensors file or model.safetensors.index.json (config.json beside it), an .lcx checkpoint\n"
+           "       directory (any TP layout), or a .gguf file (F32/F16/BF16, Q8_0/Q4_0/Q4_1 dequantised)\n"
            "\n"
            "options:\n"
            "  --ids FILE        token ids as whitespace-separated integers (at least 2)\n"
@@ -29,7 +31,8 @@ static void help(void) {
            "\n"
            "examples:\n"
            "  lcextend score tests/fixtures/models/llama_gqa --ids ids.txt\n"
-           "  lcextend score ./Llama-3.2-1B --ids doc.ids --dtype bf16 --logits logits.npy\n");
+           "  lcextend score ./Llama-3.2-1B --ids doc.ids --dtype bf16 --logits logits.npy\n"
+           "  lcextend score run/checkpoints/step-000100 --ids doc.ids\n");
 }
 
 int lcx_cmd_score(int argc, char **argv) {

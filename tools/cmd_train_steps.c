@@ -18,7 +18,7 @@ static void help(void) {
            "loss, gradient norm, clip factor, tokens/s and the peak resident memory of the step.\n"
            "Each step has --micro micro-batches of --batch rows x --seq tokens (gradient accumulation).\n"
            "\n"
-           "CKPT             a Hugging Face model directory to start from\n"
+           "CKPT             a checkpoint to start from, any form (HF directory, .safetensors, index, .lcx, .gguf)\n"
            "--config FILE    instead of CKPT: a config.json; weights are random (normal, std 0.02, --seed)\n"
            "\n"
            "options:\n"
