@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/checkpoint/catalog.h"
+#include "src/checkpoint/source.h"
 #include "src/core/fileio.h"
 #include "src/eval/eval.h"
 #include "src/eval/eval_run.h"
@@ -91,6 +91,7 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     char series_buf[256], cmp_names[MAX_COMPARE][256];
     const char *series = o->series ? o->series : base_name(o->ckpt, series_buf);
     lcx_model_config cfg;
+    lcx_source *src = NULL;
     lcx_tokenizer *tok = NULL;
     lcx_model *m = NULL;
     lcx_ppl_doc *docs = NULL;
@@ -105,15 +106,11 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     char *svg = NULL;
     double *xs = NULL, *ys = NULL;
 
-    {
-        lcx_catalog *cat = NULL;
-        st = lcx_catalog_open(o->ckpt, &cat);
-        if (st == LCX_OK && !cat->has_config)
-            st = lcx_fail(LCX_ERR_NOT_FOUND, "%s: no config.json: evaluation needs a model directory", o->ckpt);
-        if (st == LCX_OK) cfg = cat->cfg;
-        lcx_catalog_close(cat);
-        if (st != LCX_OK) goto done;
-    }
+    st = lcx_source_open(o->ckpt, 0, &src); /* any form; kept open until the model is built from it */
+    if (st == LCX_OK && !src->has_config)
+        st = lcx_fail(LCX_ERR_NOT_FOUND, "%s: no config.json: evaluation needs a model directory", o->ckpt);
+    if (st != LCX_OK) goto done;
+    cfg = src->cfg;
     int64_t orig = cfg.rope.has_original_max ? cfg.rope.original_max_position_embeddings : cfg.max_position_embeddings;
     if (n_lengths == 0) {
         st = lcx_eval_default_lengths(orig, o->to > orig ? o->to : orig, lengths, MAX_LIST, &n_lengths);
@@ -126,7 +123,7 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
 
     /* The tokenizer: needed for text, passkey and BOS; optional with --data (BOS then from config.json). */
     {
-        const char *tp = o->tokenizer ? o->tokenizer : o->ckpt;
+        const char *tp = o->tokenizer ? o->tokenizer : src->tokenizer_path; /* a GGUF's own, an .lcx's file */
         st = lcx_tokenizer_open(tp, &tok);
         if (st != LCX_OK) {
             if (o->tokenizer || o->text || o->trials > 0) {
@@ -156,7 +153,7 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     mo.param_dtype = o->dtype;
     mo.max_tokens = lcx_eval_max_tokens(&es);
     mo.loss_chunk = o->chunk;
-    st = lcx_model_from_checkpoint(o->ckpt, &mo, &m);
+    st = lcx_model_from_source(src, &mo, &m);
     if (st != LCX_OK) goto done;
     res = calloc((size_t)n_lengths + 1, sizeof *res);
     if (!res) {
@@ -239,6 +236,7 @@ done:
     free(docs);
     free(store);
     lcx_model_free(m);
+    lcx_source_close(src);
     lcx_tokenizer_free(tok);
     return st;
 }

@@ -13,11 +13,11 @@
 #include "src/core/tensor.h"
 
 typedef struct lcx_eval_options {
-    const char *ckpt;          /* a Hugging Face model directory (config.json + safetensors) (required) */
+    const char *ckpt;          /* any checkpoint form of src/checkpoint/source.h (required) */
     const char *data;          /* perplexity on a tokenized dataset PREFIX.bin/.idx, one document each ... */
     const char *text;          /* ... or on a plain-text file encoded as one document (at most one of both) */
-    const char *tokenizer;     /* tokenizer.json, a directory holding one or a .gguf; NULL: CKPT's (then optional
-                                  with data: BOS from config.json) */
+    const char *tokenizer;     /* tokenizer.json, a directory holding one or a .gguf; NULL: CKPT's, as the loader
+                                  names it (then optional with data: BOS from config.json) */
     const int64_t *lengths;    /* window lengths, BOS included; n_lengths 0: the model's context, then powers of
                                   two up to `to` */
     int n_lengths;
