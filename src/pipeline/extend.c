@@ -45,19 +45,6 @@ static char *run_dir_name(const lcx_extend_options *o) {
     return out;
 }
 
-/* The config of a checkpoint directory (.lcx or HF); a file input is planned after its import. */
-static lcx_status config_of(const char *ckpt, lcx_model_config *cfg) {
-    if (lcx_tool_is_lcx(ckpt)) return lcx_train_ckpt_config(ckpt, cfg);
-    if (lcx_is_dir(ckpt)) {
-        char *p = lcx_path_join(ckpt, "config.json");
-        LCX_FAIL_IF(!p, LCX_ERR_OOM, "out of memory");
-        lcx_status st = lcx_config_load(p, cfg);
-        free(p);
-        return st;
-    }
-    return lcx_fail(LCX_ERR_NOT_FOUND, "%s: not a checkpoint directory", ckpt);
-}
-
 /* --ids read and checked against the vocabulary before anything is written. */
 static lcx_status check_ids(const char *ids, int64_t vocab) {
     int32_t *v_ids = NULL;
@@ -81,14 +68,13 @@ static lcx_status prepare(extend_job *job, int *stop) {
     job->out = run_dir_name(o);
     LCX_FAIL_IF(!job->out, LCX_ERR_OOM, "out of memory");
     LCX_FAIL_IF(!lcx_is_dir(o->ckpt) && !lcx_is_file(o->ckpt), LCX_ERR_NOT_FOUND, "%s: no such checkpoint", o->ckpt);
-    job->is_gguf = lcx_is_file(o->ckpt) && !lcx_is_dir(o->ckpt);
-    if (!job->is_gguf) LCX_TRY(config_of(o->ckpt, &job->cfg));
+    /* any form; a GGUF's config from its metadata (no import needed to plan); tensors checked unless a dry run */
+    LCX_TRY(lcx_source_open(o->ckpt, o->dry_run ? LCX_SOURCE_CONFIG_ONLY : 0, &job->input));
+    LCX_FAIL_IF(!job->input->has_config, LCX_ERR_NOT_FOUND, "%s: no model config (no config.json beside it)", o->ckpt);
+    job->cfg = job->input->cfg;
     LCX_TRY(lcx_recipe_open(o->recipe, 2 * o->plan.cp, &job->recipe));
-    if (!job->is_gguf) LCX_TRY(extend_plan(job, 1));
+    LCX_TRY(extend_plan(job, 1));
     if (o->dry_run) {
-        if (job->is_gguf)
-            lcx_report(job->r, LCX_REPORT_NOTE,
-                       "(a GGUF input is imported before planning; the plan needs its config)");
         *stop = 1;
         return LCX_OK;
     }
@@ -97,13 +83,13 @@ static lcx_status prepare(extend_job *job, int *stop) {
         job->td_open = 1;
     }
     LCX_FAIL_IF(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, "--ids %s: no such file", o->ids);
-    if (o->ids && !job->is_gguf) LCX_TRY(check_ids(o->ids, job->cfg.vocab_size));
+    if (o->ids) LCX_TRY(check_ids(o->ids, job->cfg.vocab_size));
     if (o->eval_data) {
         LCX_TRY(lcx_tokdata_open(o->eval_data, &job->ed));
         job->ed_open = 1;
     }
     if (job->full_eval) {
-        lcx_status st = lcx_tokenizer_open(o->ckpt, &job->etok);
+        lcx_status st = lcx_tokenizer_open(job->input->tokenizer_path, &job->etok); /* a GGUF's own, an .lcx's */
         if (st != LCX_OK && job->pk_trials > 0) return lcx_fail_context(st, "--passkey needs the input's tokenizer: ");
         if (job->pk_trials < 0) job->pk_trials = job->etok ? 2 : 0;
     }
@@ -114,15 +100,10 @@ static lcx_status prepare(extend_job *job, int *stop) {
     return LCX_OK;
 }
 
-/* The input as RUN/import.lcx (or itself when it is an .lcx); a GGUF input is planned now. */
+/* The input as RUN/import.lcx (or itself when it is an .lcx). */
 static lcx_status import(extend_job *job) {
     const lcx_extend_options *o = job->o;
     LCX_TRY(lcx_tool_source_lcx(o->ckpt, job->out, &job->src));
-    if (job->is_gguf) {
-        LCX_TRY(lcx_train_ckpt_config(job->src, &job->cfg));
-        LCX_TRY(extend_plan(job, 0));
-        LCX_TRY(extend_check_passkey_fit(job));
-    }
     LCX_TRY(lcx_tool_ckpt_tokenizer_files(job->src, &job->tok, &job->n_tok));
     if (o->ids) {
         LCX_TRY(lcx_tool_ids_open(o->ids, job->out, job->cfg.vocab_size, &job->td));
@@ -290,7 +271,7 @@ static lcx_status run(extend_job *job) {
 
 static void job_free(extend_job *job) {
     lcx_model_free(job->m);
-    lcx_config_free(&job->cfg);
+    lcx_source_close(job->input); /* job->cfg is its */
     lcx_config_free(&job->scfg);
     lcx_recipe_free(job->recipe);
     lcx_plan_free(job->plan);

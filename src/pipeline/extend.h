@@ -37,7 +37,8 @@
 #include "src/plan/recipe.h"
 
 typedef struct lcx_extend_options {
-    const char *ckpt;      /* the input: .lcx, HF model directory, .safetensors or .gguf (required) */
+    const char *ckpt;      /* the input, any form of src/checkpoint/source.h (required); a GGUF is planned from
+                              its metadata, before its import */
     const char *to_text;   /* the target as the user wrote it ("32k"): names the default run directory (CKPT's
                               base name + '-' + to_text); NULL: the number plan.target */
     lcx_plan_opts plan;    /* plan.target (required), method override, tokens_per_s, weight/act bytes of the

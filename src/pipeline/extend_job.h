@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "formats/tokdata.h"
+#include "src/checkpoint/source.h"
 #include "src/eval/eval_run.h"
 #include "src/pipeline/extend.h"
 #include "src/pipeline/run_report.h"
@@ -16,14 +17,14 @@ typedef struct extend_job {
     const lcx_extend_options *o;
     const lcx_reporter *r;   /* everything the run says */
     lcx_reporter train_r;    /* what training and the evaluations' progress say: r, less what quiet drops */
-    lcx_model_config cfg;    /* the input's config */
+    lcx_source *input;       /* CKPT through the one loader (src/checkpoint/source.h): config, tokenizer */
+    lcx_model_config cfg;    /* the input's config (input's: not freed on its own) */
     lcx_model_config scfg;   /* the current stage's config (the input's with the stage's rope) */
     lcx_recipe *recipe;
     lcx_plan *plan;
     lcx_model *m;            /* the training model of the current stage */
     lcx_tokdata td, ed;      /* training and held-out data */
     int td_open, ed_open;
-    int is_gguf;             /* the input is a GGUF file: planned after its import (the plan needs its config) */
     int pk_trials;           /* resolved passkey trials (o->passkey_trials with -1 decided) */
     int full_eval;           /* before/after evaluation: with eval_data, or with passkey trials > 0 alone */
     char *out, *src, *latest;
