@@ -9,6 +9,7 @@
 
 #include "formats/lcx.h"
 #include "formats/tokdata.h"
+#include "src/checkpoint/source.h"
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
 #include "src/core/units.h"
@@ -23,12 +24,14 @@ int lcx_tool_is_lcx(const char *path) {
 
 lcx_status lcx_tool_source_lcx(const char *src, const char *run_dir, char **lcx_dir) {
     *lcx_dir = NULL;
-    if (lcx_tool_is_lcx(src)) {
+    LCX_FAIL_IF(!lcx_is_dir(src) && !lcx_is_file(src), LCX_ERR_NOT_FOUND, "%s: no such checkpoint", src);
+    lcx_source_form form;
+    LCX_TRY(lcx_source_detect(src, &form)); /* the loader's forms and its one-line errors */
+    if (form == LCX_SOURCE_LCX) {
         *lcx_dir = strdup(src);
         LCX_FAIL_IF(!*lcx_dir, LCX_ERR_OOM, "out of memory");
         return LCX_OK;
     }
-    LCX_FAIL_IF(!lcx_is_dir(src) && !lcx_is_file(src), LCX_ERR_NOT_FOUND, "%s: no such checkpoint", src);
     char *out = lcx_path_join(run_dir, "import.lcx");
     LCX_FAIL_IF(!out, LCX_ERR_OOM, "out of memory");
     if (!lcx_tool_is_lcx(out)) {

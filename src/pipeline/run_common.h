@@ -19,8 +19,9 @@ lcx_status lcx_tool_read_ids(const char *path, int32_t **ids, int64_t *n);
 /* 1 when path is an .lcx checkpoint directory (holds manifest.json). */
 int lcx_tool_is_lcx(const char *path);
 
-/* src as an .lcx directory: itself when it is one, else imported (HF directory, safetensors, GGUF) into
- * run_dir/import.lcx (kept; reused when already there, e.g. on --resume). *lcx_dir is heap-allocated. */
+/* src as an .lcx directory: itself when it is one, else imported (HF directory, .safetensors file or index,
+ * GGUF: the forms of src/checkpoint/source.h) into run_dir/import.lcx (kept; reused when already there, e.g. on
+ * --resume). *lcx_dir is heap-allocated. */
 lcx_status lcx_tool_source_lcx(const char *src, const char *run_dir, char **lcx_dir);
 
 /* Whitespace-separated token ids in a text file -> Megatron dataset PREFIX.bin/.idx (one document). Ids must be

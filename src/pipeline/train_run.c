@@ -9,6 +9,7 @@
 
 #include "formats/hf_config.h"
 #include "formats/tokdata.h"
+#include "src/checkpoint/source.h"
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
 #include "src/model/model.h"
@@ -57,6 +58,13 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
                   o->config);
     LCX_FAIL_GOTO(o->ckpt && !lcx_is_dir(o->ckpt) && !lcx_is_file(o->ckpt), LCX_ERR_NOT_FOUND, done,
                   "%s: no such checkpoint", o->ckpt);
+    if (o->ckpt && !latest) { /* any form through the loader, its tensors checked before the run directory exists */
+        lcx_source *in = NULL;
+        st = lcx_source_open(o->ckpt, 0, &in);
+        if (st == LCX_OK) st = lcx_source_need_model(in, "training");
+        lcx_source_close(in);
+        if (st != LCX_OK) goto done;
+    }
     if (!lcx_is_dir(o->out) && mkdir(o->out, 0777) != 0)
         LCX_FAIL_GOTO(1, LCX_ERR_IO, done, "%s: cannot create the run directory", o->out);
 

@@ -23,7 +23,7 @@
 #include "src/train/lr_schedule.h"
 
 typedef struct lcx_train_run_options {
-    const char *ckpt;        /* start from: .lcx, HF model directory, .safetensors or .gguf ... */
+    const char *ckpt;        /* start from: any form of src/checkpoint/source.h (imported unless an .lcx) ... */
     const char *config;      /* ... or random weights for this config.json (exactly one of both) */
     const char *data;        /* training data PREFIX.bin/.idx ... */
     const char *ids;         /* ... or a file of whitespace-separated token ids (exactly one of both) */
