@@ -1,4 +1,4 @@
-/* lcextend export: .lcx -> Hugging Face directory or GGUF file. */
+/* lcextend export: a checkpoint of any form -> Hugging Face directory or GGUF file. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,9 +9,11 @@
 static const char *CMD = "export";
 
 static void help(void) {
-    printf("usage: lcextend export X.lcx --format hf|gguf --out PATH [--dtype D] [--shard-size SIZE]\n"
+    printf("usage: lcextend export CKPT --format hf|gguf --out PATH [--dtype D] [--shard-size SIZE]\n"
            "\n"
-           "Write the model of a checkpoint (its `param` tensors, any layout) as\n"
+           "Write the model of a checkpoint in any form (an .lcx directory: its `param` tensors, any layout; an HF\n"
+           "model directory, .safetensors file or index with config.json beside it; a .gguf file: dequantised,\n"
+           "q/k rows un-permuted, config from its metadata) as\n"
            "  hf    a Hugging Face directory: config.json (rope in the legacy rope_theta + rope_scaling form),\n"
            "        tokenizer files and generation_config.json copied through, model.safetensors or shards +\n"
            "        model.safetensors.index.json (written into PATH.tmp-*, renamed at the end)\n"
@@ -29,7 +31,8 @@ static void help(void) {
            "\n"
            "examples:\n"
            "  lcextend export run/step-002000 --format hf --out ./llama-32k --dtype bf16\n"
-           "  lcextend export llama.lcx --format gguf --out llama-32k-q8_0.gguf --dtype q8_0\n");
+           "  lcextend export llama.lcx --format gguf --out llama-32k-q8_0.gguf --dtype q8_0\n"
+           "  lcextend export SmolLM2-135M-Instruct.Q4_1.gguf --format hf --out smollm2-hf --dtype bf16\n");
 }
 
 static void warn(void *user, const char *msg) {

@@ -83,6 +83,8 @@ typedef struct lcx_source {
     lcx_ckpt *ckpt;           /* LCX */
     lcx_gguf_file *gguf;      /* GGUF */
     int owns_cfg;             /* private: cfg/params are ours (else the catalog's) */
+    const void *last_data;    /* private: mapped bytes of the tensor read last (lcx_source_release drops them) */
+    uint64_t last_bytes;
 } lcx_source;
 
 /* Files beside an HF config.json that travel with the model (tokenizer files, generation_config.json, chat

@@ -1,8 +1,11 @@
 /* source: reading a parameter whole, in Hugging Face layout, as any float dtype (source.h). Every form first
  * yields the tensor in its native dtype (mapped bytes, a decoded .lcx box, a dequantised GGUF block array), then
  * GGUF q/k rows are un-permuted, then the values are converted if another dtype was asked for. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "src/checkpoint/source.h"
 
@@ -28,6 +31,7 @@ lcx_status lcx_source_read(lcx_source *s, size_t i, lcx_dtype dt, void *dst) {
         nat = into;
     } else if (s->form == LCX_SOURCE_GGUF) {
         const lcx_gguf_tensor *gt = t->ref;
+        s->last_data = gt->data, s->last_bytes = gt->nbytes;
         if (t->stored == t->dtype) {
             nat = gt->data;
         } else { /* quantised: dequantised into float32 */
@@ -38,6 +42,7 @@ lcx_status lcx_source_read(lcx_source *s, size_t i, lcx_dtype dt, void *dst) {
         }
     } else {
         nat = ((const lcx_st_tensor *)t->ref)->data;
+        s->last_data = nat, s->last_bytes = nbytes;
     }
     if (t->qk_heads) { /* llama.cpp's pair order back to Hugging Face's half split */
         void *into = dt == t->dtype ? dst : (perm = malloc(nbytes + 1));
@@ -51,6 +56,8 @@ lcx_status lcx_source_read(lcx_source *s, size_t i, lcx_dtype dt, void *dst) {
         if (nat != dst && n) memcpy(dst, nat, (size_t)nbytes);
     } else if (dt == LCX_F32) {
         st = lcx_convert_to_f32(t->dtype, nat, dst, n);
+    } else if (t->dtype == LCX_F32) { /* e.g. dequantised GGUF to bf16: no float32 copy of a float32 tensor */
+        st = lcx_convert_from_f32(dt, nat, dst, n);
     } else {
         f32 = malloc(n * sizeof(float) + 1);
         LCX_FAIL_GOTO(!f32, LCX_ERR_OOM, done, "%s: tensor '%s': out of memory", s->path, t->name);
@@ -69,4 +76,12 @@ lcx_status lcx_source_read_f32(lcx_source *s, size_t i, float *dst) { return lcx
 
 void lcx_source_release(lcx_source *s) {
     if (s->ckpt) lcx_ckpt_release(s->ckpt);
+    if (s->last_data && s->last_bytes) { /* whole pages only: neighbouring tensors may share the edge pages */
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)s->last_data, b = a + s->last_bytes;
+        a = (a + page - 1) / page * page;
+        b = b / page * page;
+        if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED); /* read-only mapping: refaults from the file */
+    }
+    s->last_data = NULL;
+    s->last_bytes = 0;
 }
