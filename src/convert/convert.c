@@ -414,19 +414,12 @@ done:
 
 lcx_status lcx_import_gguf_file(const char *src, const char *out, const lcx_convert_opts *o); /* convert_gguf.c */
 
-static int has_gguf_magic(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char m[4] = {0};
-    size_t r = fread(m, 1, 4, f);
-    fclose(f);
-    return r == 4 && memcmp(m, "GGUF", 4) == 0;
-}
-
 lcx_status lcx_import(const char *src, const char *out, const lcx_convert_opts *o) {
-    struct stat sb;
-    LCX_FAIL_IF(stat(src, &sb) != 0, LCX_ERR_NOT_FOUND, "%s: %s", src, strerror(errno));
-    if (S_ISREG(sb.st_mode) && has_gguf_magic(src)) return lcx_import_gguf_file(src, out, o);
+    lcx_source_form form;
+    LCX_TRY(lcx_source_detect(src, &form)); /* the loader's forms, its one-line errors */
+    LCX_FAIL_IF(form == LCX_SOURCE_LCX, LCX_ERR_INVALID, "%s: already an .lcx checkpoint (lcextend reshard changes "
+                                                          "its layout)", src);
+    if (form == LCX_SOURCE_GGUF) return lcx_import_gguf_file(src, out, o);
     return import_hf(src, out, o);
 }
 
