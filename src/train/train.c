@@ -171,7 +171,8 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
         lcx_report_format_eta(mean_dt * (double)(sg->steps - state->step), eta, sizeof eta);
         if (ctx->run_tokens > state->tokens) { /* the rest of the run at this stage's speed (later stages are slower) */
             char r2[32];
-            lcx_report_format_eta(mean_dt / (double)global_step * (double)(ctx->run_tokens - state->tokens), r2, sizeof r2);
+            lcx_report_format_eta(mean_dt / (double)global_step * (double)(ctx->run_tokens - state->tokens), r2,
+                                  sizeof r2);
             snprintf(reta, sizeof reta, " (run %s+)", r2);
         }
         char what[48], detail[96];

@@ -163,7 +163,8 @@ static void check_dp(const lcx_tokdata *td, lcx_comm *g, int dp_size, int tag) {
     /* every replica of the group holds the same bits */
     uint64_t h = hash_bytes(w_a, n_a * sizeof *w_a), hs[64];
     CHECK_OK(lcx_comm_all_gather(g, NULL, &h, hs, 1, LCX_I64));
-    for (int r = 0; r < g->size; r++) CHECK_MSG(hs[r] == h, "DP=%d: rank %d's weights differ from rank %d's", dp_size, r, g->rank);
+    for (int r = 0; r < g->size; r++)
+        CHECK_MSG(hs[r] == h, "DP=%d: rank %d's weights differ from rank %d's", dp_size, r, g->rank);
     if (g_world_rank == 0)
         printf("DP=%d: %d steps, loss %.6f -> %.6f (clip %.3f); max relative difference of loss/norm %.2e, of "
                "weights (absolute) %.2e; rerun bit-identical\n",
@@ -181,7 +182,8 @@ static void check_ragged(lcx_comm *world) {
     int32_t *ids = malloc((size_t)R * SEQ * 4), *tgt = malloc((size_t)R * SEQ * 4);
     for (int i = 0; i < R * SEQ; i++) {
         ids[i] = (int32_t)((i * 31 + 7) % g_cfg.vocab_size);
-        tgt[i] = (i % 5 == 0 || i % SEQ > SEQ - 3 - i / SEQ) ? LCX_IGNORE_INDEX : (int32_t)((i * 17 + 3) % g_cfg.vocab_size);
+        int ignored = i % 5 == 0 || i % SEQ > SEQ - 3 - i / SEQ;
+        tgt[i] = ignored ? LCX_IGNORE_INDEX : (int32_t)((i * 17 + 3) % g_cfg.vocab_size);
     }
     lcx_adamw_opts o = lcx_adamw_opts_default();
     o.lr = 1e-2;
@@ -190,7 +192,8 @@ static void check_ragged(lcx_comm *world) {
     /* reference: every row, one micro-batch per rank's share */
     lcx_model *ref = new_model((int64_t)W * SEQ), *dp = new_model((int64_t)W * SEQ);
     lcx_batch *all = calloc((size_t)W, sizeof *all);
-    for (int r = 0, at = 0; r < W; at += r + 1, r++) all[r] = (lcx_batch){r + 1, SEQ, ids + at * SEQ, tgt + at * SEQ, NULL};
+    for (int r = 0, at = 0; r < W; at += r + 1, r++)
+        all[r] = (lcx_batch){r + 1, SEQ, ids + at * SEQ, tgt + at * SEQ, NULL};
     lcx_batch mine = {rows, SEQ, ids + row0 * SEQ, tgt + row0 * SEQ, NULL};
     lcx_step_result rr, rd;
     for (int s = 0; s < 2; s++) {
