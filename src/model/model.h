@@ -88,6 +88,7 @@ typedef struct lcx_step_result {
 } lcx_step_result;
 
 typedef struct lcx_model lcx_model;
+typedef struct lcx_comm lcx_comm; /* src/comm/comm.h */
 
 /* Allocate a model for cfg (validated config) with opts. Parameters are undefined until loaded or initialised. */
 lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lcx_model_opts *opts);
@@ -144,6 +145,15 @@ int64_t lcx_batch_count(const lcx_batch *b);
  * (bf16: round to nearest even). */
 lcx_status lcx_model_train_step(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
                                 lcx_step_result *res);
+/* The same step over a gradient group (docs/parallel.md "Data parallelism"; grad: the mesh's GRAD communicator,
+ * src/comm/comm.h). Every rank of grad calls it, each with its own micro-batches (their number may differ between
+ * ranks); the loss gradient is scaled by 1 / the counted targets of the whole
+ * group, the gradients are summed over the group in rank order (bit-identical on every rank and from run to
+ * run), the clipping norm is that of the summed gradients, and AdamW runs on every rank: the replicas stay
+ * identical. res: the group's mean loss and counted targets. grad NULL or of size 1: lcx_model_train_step,
+ * bit for bit. A failure on one rank is returned on every rank (the others name it). */
+lcx_status lcx_model_train_step_group(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
+                                      lcx_comm *grad, lcx_step_result *res);
 /* The optimizer half of a step on the gradients already in the grads buffer: global-norm clipping, AdamW,
  * stored-parameter refresh (res: grad_norm, clip_scale, step). */
 lcx_status lcx_model_optimizer_step(lcx_model *m, const lcx_adamw_opts *o, lcx_step_result *res);

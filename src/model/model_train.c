@@ -3,7 +3,11 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "src/model/model_dp.h"
 #include "src/model/model_internal.h"
+
+/* Elements per all-gather of the gradient sum: the scratch is group size x this many floats. */
+#define LCX_DP_CHUNK ((int64_t)1 << 20)
 
 /* Default exclusion rule (as the usual PyTorch param groups): decay 2-D weights (linear, embedding, lm_head);
  * norms and biases (1-D) get none. */
@@ -61,11 +65,9 @@ static lcx_status grad_sqnorm(lcx_model *m) {
     return m->be->sqnorm(m->x, &a);
 }
 
-lcx_status lcx_model_train_step(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
-                                lcx_step_result *res) {
-    LCX_FAIL_IF(!m->training, LCX_ERR_INVALID, "model: not built for training (opts.training = 0)");
-    LCX_FAIL_IF(n_micro < 1 || !micro, LCX_ERR_INVALID, "train step: no micro-batches");
-    LCX_TRY(check_hp(o));
+/* The step of one rank (grad NULL): what it was before data parallelism, bit for bit. */
+static lcx_status train_step_local(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
+                                   lcx_step_result *res) {
     lcx_peak_rss_reset();
     int64_t total = 0;
     for (int i = 0; i < n_micro; i++) total += lcx_batch_count(&micro[i]);
@@ -102,6 +104,75 @@ lcx_status lcx_model_train_step(lcx_model *m, const lcx_batch *micro, int n_micr
         res->peak_rss = lcx_peak_rss();
     }
     return LCX_OK;
+}
+
+/* Over a gradient group g (docs/parallel.md "Data parallelism"): the global count first (an exact int64 sum), so
+ * every rank scales its loss gradient by 1 / the group's counted targets; then each rank's micro-batches; then
+ * the loss sums, counts and failure flags gathered and added in rank order; the gradients summed in rank order
+ * (lcx_dp_sum_f32); the norm of the summed gradients (the global norm, the same bits on every rank) and AdamW.
+ * Every rank ends with the same weights. A rank whose micro-batch failed still joins the collectives, so the
+ * others return an error naming it instead of waiting for it. */
+static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
+                                   lcx_comm *g, lcx_step_result *res) {
+    lcx_peak_rss_reset();
+    int64_t total = 0;
+    for (int i = 0; i < n_micro; i++) total += lcx_batch_count(&micro[i]);
+    LCX_TRY(lcx_comm_all_reduce(g, NULL, &total, &total, 1, LCX_I64, LCX_COMM_SUM));
+    LCX_FAIL_IF(total == 0, LCX_ERR_INVALID,
+                "train step: no counted target in the batch of any of the %d ranks (all labels are %d)", g->size,
+                LCX_IGNORE_INDEX);
+    LCX_TRY(lcx_model_reserve_results(m, n_micro));
+    size_t res_bytes = sizeof(lcx_dev_results) + (size_t)n_micro * sizeof(lcx_loss_slot);
+    LCX_TRY(lcx_model_zero_grads(m));
+    LCX_TRY(m->be->zero(m->x, m->d_res, res_bytes));
+    float dscale = (float)(1.0 / (double)total);
+    lcx_status st = LCX_OK;
+    for (int i = 0; i < n_micro && st == LCX_OK; i++) {
+        st = lcx_model_fwd_bwd(m, &micro[i], dscale, &m->d_res->loss[i]);
+        if (st != LCX_OK) st = lcx_fail_context(st, "micro-batch %d: ", i);
+    }
+    double mine[2] = {0, 0}, sum[2];
+    lcx_dev_results *h = NULL;
+    if (st == LCX_OK) {
+        h = malloc(res_bytes);
+        st = h ? m->be->copy_d2h(m->x, h, m->d_res, res_bytes) : lcx_fail(LCX_ERR_OOM, "train step: out of memory");
+    }
+    if (st == LCX_OK)
+        for (int i = 0; i < n_micro; i++) { /* micro-batch order, as their sums were formed */
+            mine[0] += h->loss[i].loss_sum;
+            mine[1] += (double)h->loss[i].count;
+        }
+    free(h);
+    int failed = -1;
+    LCX_TRY(lcx_dp_sum_f64(g, mine, 2, st != LCX_OK, sum, &failed));
+    LCX_TRY(st);
+    LCX_FAIL_IF(failed >= 0, LCX_ERR_COMM, "train step: rank %d of the gradient group failed its micro-batches",
+                failed);
+    LCX_TRY(lcx_dp_sum_f32(g, m->be, m->x, m->grads, (int64_t)m->n_elems, LCX_DP_CHUNK));
+    LCX_TRY(grad_sqnorm(m));
+    double sq = 0;
+    LCX_TRY(m->be->copy_d2h(m->x, &sq, &m->d_res->grad_sq, sizeof sq));
+    LCX_TRY(apply_adamw(m, o, sq, res));
+    if (res) {
+        res->loss = sum[0] / sum[1];
+        res->n_tokens = (int64_t)sum[1];
+        res->peak_rss = lcx_peak_rss();
+    }
+    return LCX_OK;
+}
+
+lcx_status lcx_model_train_step_group(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
+                                      lcx_comm *grad, lcx_step_result *res) {
+    LCX_FAIL_IF(!m->training, LCX_ERR_INVALID, "model: not built for training (opts.training = 0)");
+    LCX_FAIL_IF(n_micro < 1 || !micro, LCX_ERR_INVALID, "train step: no micro-batches");
+    LCX_TRY(check_hp(o));
+    if (!grad || grad->size == 1) return train_step_local(m, micro, n_micro, o, res);
+    return train_step_group(m, micro, n_micro, o, grad, res);
+}
+
+lcx_status lcx_model_train_step(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
+                                lcx_step_result *res) {
+    return lcx_model_train_step_group(m, micro, n_micro, o, NULL, res);
 }
 
 lcx_status lcx_model_optimizer_step(lcx_model *m, const lcx_adamw_opts *o, lcx_step_result *res) {

@@ -62,7 +62,13 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
     LCX_FAIL_IF(rows > INT32_MAX / L || rows * L * A > INT32_MAX, LCX_ERR_INVALID,
                 "train: stage %d: %lld x %lld x %lld tokens per step is too many", sg->index + 1, (long long)A,
                 (long long)rows, (long long)L);
-    const int64_t per_micro = rows * L, per_step = per_micro * A;
+    const int64_t D = ctx->dp_size > 1 ? ctx->dp_size : 1, d = D > 1 ? ctx->dp_rank : 0;
+    LCX_FAIL_IF(d < 0 || d >= D || (D > 1 && !ctx->grad), LCX_ERR_INVALID,
+                "train: DP rank %lld of %lld (and a gradient group: %s)", (long long)d, (long long)D,
+                ctx->grad ? "given" : "none");
+    const int writer = !ctx->grad || ctx->grad->rank == 0; /* writes metrics and checkpoints */
+    /* per_step: this rank's tokens; the step trains on D times as many */
+    const int64_t per_micro = rows * L, per_step = per_micro * A, global_step = per_step * D;
     lcx_sampler_config sc;
     memset(&sc, 0, sizeof sc);
     sc.seq_len = (uint64_t)L;
@@ -102,8 +108,10 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
     mpath = malloc(mn);
     LCX_FAIL_GOTO(!mpath, LCX_ERR_OOM, done, "out of memory");
     snprintf(mpath, mn, "%s/metrics.jsonl", ctx->run_dir);
-    mf = fopen(mpath, "a");
-    LCX_FAIL_GOTO(!mf, LCX_ERR_IO, done, "%s: cannot open for appending", mpath);
+    if (writer) {
+        mf = fopen(mpath, "a");
+        LCX_FAIL_GOTO(!mf, LCX_ERR_IO, done, "%s: cannot open for appending", mpath);
+    }
     lcx_adamw_opts ao = lcx_adamw_opts_default();
     ao.max_grad_norm = sg->clip_norm;
     ao.weight_decay = sg->weight_decay;
@@ -114,12 +122,15 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
     double t_start = now_s(), tps_sum = 0;
     int64_t n_tps = 0, first = state->step;
     while (state->step < sg->steps) {
-        for (int64_t k = 0; k < A * rows; k++) {
+        /* the step's D x A x rows sequences in sample order; this rank keeps the d-th A x rows of them */
+        for (int64_t j = 0; j < D * A * rows; j++) {
             LCX_TRY_GOTO(lcx_sampler_next(smp, sample), done);
-            for (int64_t t = 0; t < L; t++) {
+            int64_t k = j - d * A * rows; /* a row of this rank's batch when 0 <= k < A * rows */
+            for (int64_t t = 0; t < L; t++) { /* every rank checks every sample: all of them fail together */
                 LCX_FAIL_GOTO(sample[t] >= (uint64_t)V || sample[t + 1] >= (uint64_t)V, LCX_ERR_INVALID, done,
                               "%s: token id %u is outside the model's vocabulary (%lld)", td->prefix,
                               sample[t] >= (uint64_t)V ? sample[t] : sample[t + 1], (long long)V);
+                if (k < 0 || k >= A * rows) continue;
                 ids[k * L + t] = (int32_t)sample[t];
                 tgt[k * L + t] = (int32_t)sample[t + 1];
             }
@@ -133,10 +144,10 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
         ao.lr = lcx_lr_at(&sg->lr, state->step);
         lcx_step_result r;
         double t0 = now_s();
-        LCX_TRY_GOTO(lcx_model_train_step(m, mb, (int)A, &ao, &r), done);
-        double dt = now_s() - t0, tps = (double)per_step / (dt > 0 ? dt : 1e-9);
+        LCX_TRY_GOTO(lcx_model_train_step_group(m, mb, (int)A, &ao, ctx->grad, &r), done);
+        double dt = now_s() - t0, tps = (double)global_step / (dt > 0 ? dt : 1e-9);
         state->step++;
-        state->tokens += per_step;
+        state->tokens += global_step;
         state->loss = r.loss;
         state->cursor = lcx_sampler_tell(smp);
         tps_sum += tps;
@@ -150,15 +161,18 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
                  "\"tokens\": %lld, \"tokens_per_s\": %.1f, \"peak_rss\": %llu, \"time\": %.4f}",
                  sg->index + 1, (long long)state->step, r.loss, ao.lr, r.grad_norm, r.clip_scale,
                  (long long)state->tokens, tps, (unsigned long long)r.peak_rss, dt);
-        fprintf(mf, "%s\n", rec);
-        fflush(mf);
+        if (mf) {
+            fprintf(mf, "%s\n", rec);
+            fflush(mf);
+        }
         lcx_report_event(ctx->report, "step", "%s", rec);
         double mean_dt = (now_s() - t_start) / (double)(state->step - first);
         char eta[32], reta[48] = "";
         lcx_report_format_eta(mean_dt * (double)(sg->steps - state->step), eta, sizeof eta);
         if (ctx->run_tokens > state->tokens) { /* the rest of the run at this stage's speed (later stages are slower) */
             char r2[32];
-            lcx_report_format_eta(mean_dt / (double)per_step * (double)(ctx->run_tokens - state->tokens), r2, sizeof r2);
+            lcx_report_format_eta(mean_dt / (double)global_step * (double)(ctx->run_tokens - state->tokens), r2,
+                                  sizeof r2);
             snprintf(reta, sizeof reta, " (run %s+)", r2);
         }
         char what[48], detail[96];
@@ -172,9 +186,11 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
                    "stage %d/%d step %lld/%lld loss %.6f lr %.4g grad_norm %.4f tokens/s %.1f ETA %s%s peak_rss %.1f MiB",
                    sg->index + 1, sg->n_stages, (long long)state->step, (long long)sg->steps, r.loss, ao.lr,
                    r.grad_norm, tps, eta, reta, r.peak_rss / 1048576.0);
-        int stop = lcx_train_interrupted();
+        int64_t stop = lcx_train_interrupted();
+        if (ctx->grad && ctx->grad->size > 1) /* a signal seen by any rank stops all of them after this step */
+            LCX_TRY_GOTO(lcx_comm_all_reduce(ctx->grad, NULL, &stop, &stop, 1, LCX_I64, LCX_COMM_MAX), done);
         if (state->step == sg->steps) state->stage_done = 1;
-        if (stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0)) {
+        if (writer && (stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0))) {
             double ts = now_s();
             LCX_TRY_GOTO(lcx_train_save(m, ctx, state, sg), done);
             lcx_report(ctx->report, LCX_REPORT_NOTE, "saved %s (%.2f s)", state->saved, now_s() - ts);

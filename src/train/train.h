@@ -32,6 +32,7 @@
 #include "src/train/lr_schedule.h"
 #include "src/model/model.h"
 #include "src/train/sampler.h"
+#include "src/comm/comm.h"
 #include "src/core/report.h"
 #include "src/core/status.h"
 
@@ -59,6 +60,12 @@ typedef struct lcx_train_ctx {
     const lcx_reporter *report;   /* step lines, progress, "step"/"saved" events (NULL: silent) */
     const json_t *run_info;       /* stored as "run" in the training state (may be NULL) */
     int64_t run_tokens;           /* tokens of the whole run (all stages), for a run ETA; 0 = stage ETA only */
+    /* Data parallelism (docs/parallel.md "Data parallelism"); zero: one rank. Each step draws dp_size x
+     * grad_accum x micro_seqs sequences from the one sample order, and DP rank d trains on the d-th
+     * grad_accum x micro_seqs of them; the gradients are reduced over grad (lcx_model_train_step_group). Only
+     * rank 0 of grad writes metrics.jsonl and checkpoints; a caught signal stops every rank after the same step. */
+    lcx_comm *grad;               /* the gradient group (CP x DP), NULL: no reduction */
+    int dp_rank, dp_size;         /* this rank's data slice; dp_size 0 or 1: all of the step's sequences */
 } lcx_train_ctx;
 
 typedef struct lcx_train_state {
