@@ -98,7 +98,7 @@ lcx_status lcx_comm_waitall(lcx_comm *c, int n, lcx_comm_request **reqs) {
 
 lcx_status lcx_comm_all_reduce(lcx_comm *c, lcx_exec *x, const void *send, void *recv, int64_t count,
                                lcx_dtype dt, lcx_comm_op op) {
-    size_t bs, br;
+    size_t bs = 0, br = 0; /* set by check_buf before use; gcc -O3 cannot see it */
     LCX_TRY(check_comm(c, "all_reduce"));
     LCX_TRY(check_op(op, "all_reduce"));
     LCX_TRY(check_buf(send, count, 1, dt, "all_reduce", "send", &bs));
@@ -110,7 +110,7 @@ lcx_status lcx_comm_all_reduce(lcx_comm *c, lcx_exec *x, const void *send, void 
 
 lcx_status lcx_comm_reduce_scatter(lcx_comm *c, lcx_exec *x, const void *send, void *recv, int64_t recv_count,
                                    lcx_dtype dt, lcx_comm_op op) {
-    size_t bs, br;
+    size_t bs = 0, br = 0; /* set by check_buf before use; gcc -O3 cannot see it */
     LCX_TRY(check_comm(c, "reduce_scatter"));
     LCX_TRY(check_op(op, "reduce_scatter"));
     LCX_TRY(check_buf(send, recv_count, c->size, dt, "reduce_scatter", "send", &bs));
@@ -121,7 +121,7 @@ lcx_status lcx_comm_reduce_scatter(lcx_comm *c, lcx_exec *x, const void *send, v
 
 lcx_status lcx_comm_all_gather(lcx_comm *c, lcx_exec *x, const void *send, void *recv, int64_t send_count,
                                lcx_dtype dt) {
-    size_t bs, br;
+    size_t bs = 0, br = 0; /* set by check_buf before use; gcc -O3 cannot see it */
     LCX_TRY(check_comm(c, "all_gather"));
     LCX_TRY(check_buf(send, send_count, 1, dt, "all_gather", "send", &bs));
     LCX_TRY(check_buf(recv, send_count, c->size, dt, "all_gather", "receive", &br));

@@ -18,14 +18,14 @@ static lcx_status chunks_of(int64_t seq_len, int cp, int c, size_t row_bytes, si
 }
 
 lcx_status lcx_cp_scatter_rows(int64_t seq_len, int cp, int c, const void *global, void *local, size_t row_bytes) {
-    size_t start[2], n;
+    size_t start[2] = {0, 0}, n = 0; /* set by chunks_of; gcc -O3 cannot see it */
     LCX_TRY(chunks_of(seq_len, cp, c, row_bytes, start, &n));
     for (int i = 0; i < 2; i++) memcpy((char *)local + i * n, (const char *)global + start[i], n);
     return LCX_OK;
 }
 
 lcx_status lcx_cp_gather_rows(int64_t seq_len, int cp, int c, const void *local, void *global, size_t row_bytes) {
-    size_t start[2], n;
+    size_t start[2] = {0, 0}, n = 0; /* set by chunks_of; gcc -O3 cannot see it */
     LCX_TRY(chunks_of(seq_len, cp, c, row_bytes, start, &n));
     for (int i = 0; i < 2; i++) memcpy((char *)global + start[i], (const char *)local + i * n, n);
     return LCX_OK;
