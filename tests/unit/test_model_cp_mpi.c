@@ -9,6 +9,9 @@
  * - the same call again gives bit-identical local gradients and loss;
  * - the recompute policy gives the same gradients as keep, bit for bit (the attention output is kept);
  * - a forward-only model (training 0) gives the same loss as the training model's forward;
+ * - bf16 activations: the CP gradients within 2e-2 of the single-rank bf16 model's, and no further from the
+ *   float32 reference than twice the single-rank bf16 model's own distance;
+ * - a CP communicator of one rank (lcx_comm_single): the ring with the own block only, vs the plain model;
  * - errors: a batch without targets, an odd local row, positions that are not this rank's chunks.
  * Tolerances (float32, another summation order than one causal attention over the row): loss sum 1e-5
  * relative, logits 1e-5 of the largest |logit|, each gradient 1e-5 of its largest |value|. */
@@ -23,7 +26,7 @@
 
 enum { NSEQ = 2, LG = 32, TG = NSEQ * LG };
 
-static lcx_model *make_model(int64_t max_tokens, lcx_comm *cp, int training, lcx_act_policy pol) {
+static lcx_model *make_model_dt(int64_t max_tokens, lcx_comm *cp, int training, lcx_act_policy pol, lcx_dtype adt) {
     char *dir = fx_path("qwen2", "models", "");
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
@@ -32,11 +35,16 @@ static lcx_model *make_model(int64_t max_tokens, lcx_comm *cp, int training, lcx
     o.training = training;
     o.policy = pol;
     o.cp_comm = cp;
+    o.act_dtype = adt;
     lcx_model *m = NULL;
     CHECK_OK(lcx_model_from_checkpoint(dir, &o, &m));
     free(dir);
     if (m) CHECK_OK(lcx_model_init_random(m, 4242, 0.08));
     return m;
+}
+
+static lcx_model *make_model(int64_t max_tokens, lcx_comm *cp, int training, lcx_act_policy pol) {
+    return make_model_dt(max_tokens, cp, training, pol, LCX_F32);
 }
 
 /* max |got - want| / max |want| */
@@ -67,7 +75,35 @@ static size_t n_grads(lcx_model *m) {
     return n;
 }
 
-static double worst_loss = 0, worst_logits = 0, worst_grad = 0;
+static double worst_loss = 0, worst_logits = 0, worst_grad = 0, worst_bf16 = 0, worst_bf16_cp = 0, worst_bf16_one = 0;
+
+/* A CP communicator of one rank: the ring with only the own block (three tasks), nothing sent. */
+static void check_cp1(void) {
+    lcx_comm *one = NULL;
+    CHECK_OK(lcx_comm_single(&one));
+    int32_t ids[LG];
+    for (int64_t t = 0; t < LG; t++) ids[t] = (int32_t)((t * 37 + 11) % 100);
+    int32_t tgt[LG];
+    for (int64_t t = 0; t < LG; t++) tgt[t] = t + 1 < LG ? ids[t + 1] : LCX_IGNORE_INDEX;
+    lcx_batch b = {.n_seq = 1, .seq_len = LG, .ids = ids, .targets = tgt};
+    lcx_model *ref = make_model(LG, NULL, 1, LCX_ACT_KEEP), *m = make_model(LG, one, 1, LCX_ACT_KEEP);
+    size_t ng = n_grads(ref);
+    float *gr = malloc(sizeof(float) * ng), *gc = malloc(sizeof(float) * ng);
+    double sr = 0, sc = 0;
+    CHECK_OK(lcx_model_zero_grads(ref));
+    CHECK_OK(lcx_model_forward_backward(ref, &b, 1.0f / (LG - 1), &sr, NULL));
+    grads_of(ref, gr);
+    CHECK_OK(lcx_model_zero_grads(m));
+    CHECK_OK(lcx_model_forward_backward(m, &b, 1.0f / (LG - 1), &sc, NULL));
+    grads_of(m, gc);
+    double e = scaled_err(gc, gr, (int64_t)ng);
+    CHECK_MSG(fabs(sc - sr) <= 1e-5 * fabs(sr) && e <= 1e-5, "cp=1: loss %.9g vs %.9g, gradients %.2e", sc, sr, e);
+    lcx_model_free(ref);
+    lcx_model_free(m);
+    free(gr);
+    free(gc);
+    one->impl->free(one); /* not lcx_comm_finalize: that would end MPI */
+}
 
 static void check_cp(lcx_comm *world, int cp) {
     lcx_mesh mesh;
@@ -170,6 +206,28 @@ static void check_cp(lcx_comm *world, int cp) {
         off += (size_t)n;
     }
 
+    /* bf16 activations (K|V travel as bf16, dK/dV as f32): the CP sum against the single-rank bf16 model, within
+     * bf16 rounding of the partial outputs (2e-2 of the largest value) */
+    lcx_model *rb = make_model_dt(TG, NULL, 1, LCX_ACT_KEEP, LCX_BF16), *mb = make_model_dt(T, g, 1, LCX_ACT_KEEP, LCX_BF16);
+    double sb = 0, sr = 0;
+    CHECK_OK(lcx_model_zero_grads(rb));
+    CHECK_OK(lcx_model_forward_backward(rb, &gb, dscale, &sr, NULL));
+    grads_of(rb, g2);
+    CHECK_OK(lcx_model_zero_grads(mb));
+    CHECK_OK(lcx_model_forward_backward(mb, &lb, dscale, &sb, NULL));
+    grads_of(mb, g3);
+    CHECK_OK(lcx_comm_all_reduce(g, NULL, g3, g3, (int64_t)ng, LCX_F32, LCX_COMM_SUM));
+    double eb = scaled_err(g3, g2, (int64_t)ng);
+    /* and no further from the f32 gradients than the single-rank bf16 model is (twice its error at most) */
+    double e_cp = scaled_err(g3, ref_g, (int64_t)ng), e_one = scaled_err(g2, ref_g, (int64_t)ng);
+    CHECK_MSG(fabs(sb - sr) <= 1e-2 * fabs(sr) && eb <= 2e-2 && e_cp <= 2 * e_one,
+              "cp=%d rank %d bf16: loss %.6g vs %.6g, gradients %.2e; vs f32: CP %.2e, one rank %.2e", cp, c, sb, sr,
+              eb, e_cp, e_one);
+    worst_bf16 = fmax(worst_bf16, eb), worst_bf16_cp = fmax(worst_bf16_cp, e_cp);
+    worst_bf16_one = fmax(worst_bf16_one, e_one);
+    lcx_model_free(rb);
+    lcx_model_free(mb);
+
     /* errors */
     lcx_batch bad = lb;
     bad.targets = NULL;
@@ -199,11 +257,13 @@ int main(void) {
         fprintf(stderr, "test_model_cp_mpi: needs 4 ranks, has %d\n", world->size);
         return 1;
     }
+    check_cp1();
     check_cp(world, 2);
     check_cp(world, 4);
     if (world->rank == 0)
-        printf("CP 2 and 4 vs one rank: worst loss %.2e (rel), logits %.2e, gradients %.2e (of the largest)\n",
-               worst_loss, worst_logits, worst_grad);
+        printf("CP 2 and 4 vs one rank: worst loss %.2e (rel), logits %.2e, gradients %.2e (of the largest); "
+               "bf16 activations: gradients %.2e vs one rank's bf16, %.2e vs f32 (one rank's bf16: %.2e)\n",
+               worst_loss, worst_logits, worst_grad, worst_bf16, worst_bf16_cp, worst_bf16_one);
     CHECK_OK(lcx_comm_finalize(world));
     return test_summary("test_model_cp_mpi");
 }
