@@ -41,6 +41,8 @@
 
 /* Activation policies (lcx_act_policy, lcx_act_policy_parse) are in src/model/act_policy.h. */
 
+struct lcx_comm; /* src/comm/comm.h */
+
 typedef struct lcx_model_opts {
     lcx_dtype param_dtype;       /* LCX_F32 or LCX_BF16 (stored parameters); 0 means LCX_F32 */
     int64_t max_tokens;          /* activation capacity: tokens per micro-batch (n_seq * seq_len), >= 1 */
@@ -56,6 +58,12 @@ typedef struct lcx_model_opts {
     lcx_dtype act_dtype;         /* activation storage: LCX_F32 or LCX_BF16 (docs/model.md "bf16 activations");
                                     0 means LCX_F32. Math stays float32; rstd, LSE, attention's dQ/dK/dV, the
                                     logits chunk and the loss, gradients and optimizer state stay float32 */
+    struct lcx_comm *cp_comm;    /* context parallelism (docs/model.md "Context parallelism"): the CP group, CP size
+                                    and this rank's place in it from the communicator (it must outlive the model).
+                                    A batch is then this rank's local tokens (lcx_cp_local_batch): rows of
+                                    seq_len = global row length / CP in local order, with their global positions
+                                    and targets; each layer's attention runs the ring over the group. NULL: one
+                                    rank, the whole sequence (no communication) */
 } lcx_model_opts;
 
 /* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */

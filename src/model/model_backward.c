@@ -59,7 +59,9 @@ lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, cons
     LCX_TRY(be->zero(m->x, m->dq, (size_t)(T * m->Q) * sizeof(float)));
     LCX_TRY(be->zero(m->x, m->dk, (size_t)(T * m->KV) * sizeof(float)));
     LCX_TRY(be->zero(m->x, m->dv, (size_t)(T * m->KV) * sizeof(float)));
-    for (int64_t s = 0; s < b->n_seq; s++) {
+    if (m->cp)
+        LCX_TRY(lcx_ring_attn_bwd(m, b, a->q, a->k, a->v, a->o, a->lse, m->dout, m->dq, m->dk, m->dv));
+    for (int64_t s = 0; s < b->n_seq && !m->cp; s++) {
         int64_t p0 = b->positions ? b->positions[s * S] : 0;
         lcx_attn_args aa = lcx_m_attn_args(m, S, p0);
         int64_t oq = s * S * m->Q, okv = s * S * m->KV;
@@ -118,6 +120,7 @@ lcx_status lcx_model_forward_backward(lcx_model *m, const lcx_batch *b, float ds
     LCX_TRY(m->be->zero(m->x, acc, sizeof r));
     LCX_TRY(lcx_model_fwd_bwd(m, b, dscale, acc));
     LCX_TRY(m->be->copy_d2h(m->x, &r, acc, sizeof r)); /* the one read of this call */
+    LCX_TRY(lcx_ring_reduce_loss(m, &r)); /* CP: the global sum and count on every rank */
     if (loss_sum) *loss_sum = r.loss_sum;
     if (count) *count = r.count;
     return LCX_OK;

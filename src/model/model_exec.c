@@ -102,6 +102,13 @@ size_t lcx_model_workspace(const lcx_model *m) {
         lcx_sqnorm_args sq = {.n = (int64_t)m->n_elems};
         need(&z, LCX_OP_SQNORM, &sq);
     }
+    if (m->cp) { /* the ring (model_ring.c): full-mask tasks up to a whole local row, and the LSE merge */
+        at.mask = LCX_MASK_FULL;
+        need(&z, LCX_OP_ATTENTION_FWD, &at);
+        if (m->training) need(&z, LCX_OP_ATTENTION_BWD, &at);
+        lcx_attn_merge_args mg = {.dt = adt, .n_rows = T, .n_heads = m->nh, .head_dim = m->hd};
+        need(&z, LCX_OP_ATTENTION_MERGE, &mg);
+    }
     return z.max;
 }
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/core/layout.h"
 #include "src/model/model_internal.h"
 
 int64_t lcx_batch_count(const lcx_batch *b) {
@@ -57,11 +58,21 @@ lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
     LCX_FAIL_IF(b->seq_len > m->max_tokens || b->n_seq > m->max_tokens / b->seq_len, LCX_ERR_INVALID,
                 "model: batch of %lld x %lld tokens exceeds the capacity of %lld tokens", (long long)b->n_seq,
                 (long long)b->seq_len, (long long)m->max_tokens);
+    /* CP: a row is this rank's 2 chunks of a global row cp times as long (model_ring.c) */
+    const int64_t cp = m->cp ? m->cp_size : 1, row_len = b->seq_len * cp;
+    if (m->cp) {
+        LCX_FAIL_IF(b->seq_len % 2, LCX_ERR_INVALID,
+                    "model: with context parallelism a local row is 2 chunks, so its length must be even, not %lld",
+                    (long long)b->seq_len);
+        LCX_FAIL_IF(!b->targets, LCX_ERR_INVALID,
+                    "model: with context parallelism the batch must carry its targets (formed in global order "
+                    "before the split: lcx_cp_local_batch)");
+    }
     /* Sliding-window attention is not implemented: fine as long as no row is longer than the window. */
-    LCX_FAIL_IF(m->cfg.sliding_window > 0 && b->seq_len > m->cfg.sliding_window, LCX_ERR_UNSUPPORTED,
+    LCX_FAIL_IF(m->cfg.sliding_window > 0 && row_len > m->cfg.sliding_window, LCX_ERR_UNSUPPORTED,
                 "model: %s sliding_window %lld is smaller than the sequence length %lld (sliding-window attention "
                 "is not implemented; train at <= %lld tokens or lift the window)",
-                lcx_arch_name(m->cfg.arch), (long long)m->cfg.sliding_window, (long long)b->seq_len,
+                lcx_arch_name(m->cfg.arch), (long long)m->cfg.sliding_window, (long long)row_len,
                 (long long)m->cfg.sliding_window);
     int64_t T = b->n_seq * b->seq_len, S = b->seq_len;
     const lcx_backend *be = m->be;
@@ -71,13 +82,27 @@ lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
                     "model: token %lld: id %d outside the vocabulary [0, %lld)", (long long)t, b->ids[t],
                     (long long)m->V);
     int32_t *pos = malloc((size_t)T * sizeof(int32_t)), *tgt = malloc((size_t)T * sizeof(int32_t));
-    LCX_FAIL_GOTO(!pos || !tgt, LCX_ERR_OOM, done, "model: out of memory");
+    int64_t *gpos = m->cp ? malloc((size_t)S * sizeof(int64_t)) : NULL; /* CP: local row -> global offset */
+    LCX_FAIL_GOTO(!pos || !tgt || (m->cp && !gpos), LCX_ERR_OOM, done, "model: out of memory");
+    if (gpos) LCX_TRY_GOTO(lcx_cp_positions(row_len, (int)cp, m->cp_rank, gpos), done);
     int64_t max_pos = 0, n = 0;
     for (int64_t s = 0; s < b->n_seq; s++) {
+        const int64_t base = gpos ? lcx_ring_row_base(m, b, s) : 0;
+        LCX_FAIL_GOTO(base < 0, LCX_ERR_INVALID, done,
+                      "model: row %lld: position %d of CP rank %d's first token would put the row's start at %lld < 0",
+                      (long long)s, b->positions[s * S], m->cp_rank, (long long)base);
+        /* the rope tables cover the whole global row, whichever chunks this rank holds */
+        if (gpos && base + row_len - 1 > max_pos) max_pos = base + row_len - 1;
         for (int64_t i = 0; i < S; i++) {
             int64_t t = s * S + i;
-            int64_t p = b->positions ? b->positions[t] : i;
-            if (b->positions) {
+            int64_t p = gpos ? base + gpos[i] : b->positions ? b->positions[t] : i;
+            if (gpos && b->positions) {
+                LCX_FAIL_GOTO(b->positions[t] != p, LCX_ERR_INVALID, done,
+                              "model: token %lld: position %d, but CP rank %d of %lld holds position %lld there "
+                              "(chunks %d and %lld of a row of %lld tokens from position %lld: lcx_cp_local_batch)",
+                              (long long)t, b->positions[t], m->cp_rank, (long long)cp, (long long)p, m->cp_rank,
+                              (long long)(2 * cp - 1 - m->cp_rank), (long long)row_len, (long long)base);
+            } else if (b->positions) {
                 LCX_FAIL_GOTO(p < 0, LCX_ERR_INVALID, done, "model: token %lld: position %lld < 0", (long long)t,
                               (long long)p);
                 LCX_FAIL_GOTO(i > 0 && p != (int64_t)b->positions[t - 1] + 1, LCX_ERR_INVALID, done,
@@ -102,6 +127,7 @@ lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
 done:
     free(pos);
     free(tgt);
+    free(gpos);
     return st;
 }
 
@@ -146,7 +172,9 @@ lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const
     }
     LCX_TRY(lcx_m_rope(m, 0, a->q, a->q, T, m->nh));
     LCX_TRY(lcx_m_rope(m, 0, a->k, a->k, T, m->nkv));
-    if (!skip_attention) {
+    if (!skip_attention && m->cp) {
+        LCX_TRY(lcx_ring_attn_fwd(m, b, a->q, a->k, a->v, a->o, a->lse));
+    } else if (!skip_attention) {
         for (int64_t s = 0; s < b->n_seq; s++) {
             int64_t p0 = b->positions ? b->positions[s * S] : 0;
             lcx_attn_args aa = lcx_m_attn_args(m, S, p0);
@@ -180,6 +208,7 @@ lcx_status lcx_model_forward(lcx_model *m, const lcx_batch *b, float *logits, do
     LCX_TRY(lcx_model_loss(m, T, 0, 0.0f, logits, &m->d_res->loss[0]));
     LCX_TRY(m->be->copy_d2h(m->x, &r, &m->d_res->loss[0], sizeof r));
     LCX_ASSERT(r.count == n);
+    LCX_TRY(lcx_ring_reduce_loss(m, &r)); /* CP: the global sum and count on every rank */
     if (loss_sum) *loss_sum = r.loss_sum;
     if (count) *count = r.count;
     return LCX_OK;

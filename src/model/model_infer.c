@@ -97,6 +97,8 @@ static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, void *kv_
         aa.n_k = n_past + T, aa.k_offset = 0;
         aa.q = w->q, aa.k = kv_k, aa.v = kv_v, aa.o = w->o, aa.lse = w->lse;
         LCX_TRY(m->be->attention_fwd(m->x, &aa));
+    } else if (m->cp) {
+        LCX_TRY(lcx_ring_attn_fwd(m, b, w->q, k, v, w->o, w->lse));
     } else {
         for (int64_t s = 0; s < b->n_seq; s++) {
             int64_t p0 = b->positions ? b->positions[s * S] : 0;

@@ -199,6 +199,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     c.base = m->acts_buf;
     c.used = 0;
     layout_acts(m, &c);
+    LCX_TRY_GOTO(lcx_ring_init(m, opts->cp_comm), fail);
     LCX_TRY_GOTO(lcx_model_exec_reserve(m), fail);
     {
         /* the ones vector is constant */
@@ -229,6 +230,7 @@ void lcx_model_free(lcx_model *m) {
         m->be->free(m->acts_buf);
         m->be->free(m->rope_cos);
         m->be->free(m->rope_sin);
+        lcx_ring_free(m);
     }
     lcx_model_exec_free(m);
     lcx_param_table_free(&m->tab);

@@ -2,6 +2,7 @@
 #ifndef LCX_MODEL_INTERNAL_H
 #define LCX_MODEL_INTERNAL_H
 
+#include "src/comm/comm.h"
 #include "src/model/model.h"
 
 /* Views of one layer's activations (T = tokens of the current batch, capacity max_tokens; Q = nh*hd,
@@ -99,6 +100,14 @@ struct lcx_model {
     float *rope_cos, *rope_sin; /* [rope_len, n_pairs] */
     float *inv_freq;          /* host [n_pairs]: the frequencies the tables were built from */
     double rope_attn;         /* and their attention factor */
+
+    /* context parallelism (model_ring.c; all NULL/0 without opts.cp_comm) */
+    lcx_comm *cp;             /* the CP group, or NULL */
+    int cp_size, cp_rank;
+    void *ring_mem;           /* one allocation: the two ring buffers, the partial output and its LSE */
+    char *ring_buf[2];        /* K | V (act [S, KV] each) | dK | dV (f32 [S, KV] each, training only) */
+    void *ring_o;             /* act [T, Q]: one task's partial output */
+    float *ring_lse;          /* f32 [T, nh]: its log-sum-exp */
 };
 
 /* Byte cursor over one allocation (c->base NULL: sizing pass only); every piece 64-byte aligned. */
@@ -174,6 +183,20 @@ lcx_status lcx_model_exec_reserve(lcx_model *m);
 void lcx_model_exec_free(lcx_model *m);
 /* Scratch bytes the exec's arena needs for every op call of the model at its capacity. */
 size_t lcx_model_workspace(const lcx_model *m);
+/* Context parallelism (model_ring.c). init: take opts.cp_comm and allocate the ring buffers (nothing without
+ * it); free: release them. row_base: global position of local row 0's chunk start minus chunk c's offset, i.e.
+ * the position the row's global sequence starts at (lcx_model_prepare has checked the positions). fwd: the
+ * ring attention of every row of b into o, lse (overwritten). bwd: dq += the ring's dQ; dk, dv = the gradient
+ * of this rank's own K/V (overwritten), after the reverse ring. */
+lcx_status lcx_ring_init(lcx_model *m, lcx_comm *cp);
+void lcx_ring_free(lcx_model *m);
+int64_t lcx_ring_row_base(const lcx_model *m, const lcx_batch *b, int64_t s);
+lcx_status lcx_ring_attn_fwd(lcx_model *m, const lcx_batch *b, const void *q, const void *k, const void *v, void *o,
+                             float *lse);
+lcx_status lcx_ring_attn_bwd(lcx_model *m, const lcx_batch *b, const void *q, const void *k, const void *v,
+                             const void *o, const float *lse, const void *dout, float *dq, float *dk, float *dv);
+/* With CP: sum a loss sum and count over the CP group (every rank then reports the global values). */
+lcx_status lcx_ring_reduce_loss(lcx_model *m, lcx_loss_slot *r);
 /* Make room for n loss slots in d_res (kept when large enough; contents are not kept). */
 lcx_status lcx_model_reserve_results(lcx_model *m, int64_t n);
 

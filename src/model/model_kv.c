@@ -25,6 +25,7 @@ lcx_status lcx_kv_cache_init(lcx_kv_cache **out, const lcx_model *m, int64_t cap
     LCX_FAIL_IF(!out || !m, LCX_ERR_INVALID, "kv cache: NULL argument");
     *out = NULL;
     LCX_FAIL_IF(m->training, LCX_ERR_INVALID, "kv cache: the model was built for training (opts.training = 1)");
+    LCX_FAIL_IF(m->cp, LCX_ERR_UNSUPPORTED, "kv cache: not with context parallelism (opts.cp_comm)");
     LCX_FAIL_IF(capacity < 1 || capacity > INT32_MAX, LCX_ERR_INVALID, "kv cache: capacity %lld out of range [1, 2^31)",
                 (long long)capacity);
     size_t half;
