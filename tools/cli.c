@@ -299,6 +299,13 @@ int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out
     lcx_status st = lcx_comm_world_init(&out->world);
     if (st != LCX_OK) return lcx_cli_report(cmd, st);
     const int rank0 = out->world->rank == 0, world = out->world->size;
+    if (tp > 1 || cp > 1) {
+        if (rank0)
+            fprintf(stderr, "lcextend %s: %s does not run in training yet (only data parallelism, --dp; lcextend "
+                            "plan can plan it)\n", cmd, tp > 1 ? "tensor parallelism (--tp > 1)" :
+                                                               "context parallelism (--cp > 1)");
+        goto fail; /* before the mesh: the clearer message */
+    }
     if (dp == 0) {
         if (world % (tp * cp) != 0) {
             if (rank0) fprintf(stderr, "lcextend %s: --tp %d x --cp %d does not divide the world of %d ranks\n",
@@ -316,13 +323,6 @@ int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out
         goto fail;
     }
     for (int i = 0; i < LCX_GROUP_COUNT && i < 4; i++) out->group[i] = g.group[i];
-    if (tp > 1 || cp > 1) {
-        if (rank0)
-            fprintf(stderr, "lcextend %s: %s does not run in training yet (only data parallelism, --dp; lcextend "
-                            "plan can plan it)\n", cmd, tp > 1 ? "tensor parallelism (--tp > 1)" :
-                                                               "context parallelism (--cp > 1)");
-        goto fail;
-    }
     out->dp_rank = g.coord.d;
     out->dp_size = dp;
     return LCX_CLI_RUN;
