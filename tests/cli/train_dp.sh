@@ -1,7 +1,8 @@
 # lcextend train under mpirun (docs/parallel.md "Data parallelism"): --dp 2 on 2 ranks gives the loss curve of one
 # process with the same global batch (--batch 2: the step's two sequences in the same sample order; rank d trains on
 # the d-th), one report, one metrics.jsonl; a mesh that does not match the world, --cp 2 and --tp 2 fail with one
-# line before anything is created; a rank killed mid-run ends the job, non-zero, within 60 s, naming the rank.
+# line before anything is created; the main command (lcextend CKPT --to N --dp 2) equals one process on a recipe
+# whose batches split evenly; a rank killed mid-run ends the job, non-zero, within 60 s, naming the rank.
 # Skips (77) without mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
@@ -60,6 +61,51 @@ mpi train "$model" --ids "$tmp/nope.txt" --seq 32 --steps 5 --out "$tmp/noids"
 check "a missing --ids under mpirun: fails" [ "$(rc)" -ne 0 ]
 check "a missing --ids: one line" [ "$(lines)" -eq 1 ]
 check "a missing --ids: nothing created" [ ! -e "$tmp/noids" ]
+
+# the main command, data-parallel: a recipe whose every stage has an even number of sequences per step, so 2 ranks
+# train on exactly the sequences of one process (the plan splits them: --dp changes micro_seqs, not the batch)
+cat >"$tmp/even.yaml" <<'YAML'
+name: even-test
+defaults:
+  method: yarn
+  factor: auto
+  steps: 2
+  lr: {peak: 1e-3, warmup_steps: 1, schedule: cosine, min_lr: 1e-4}
+  tokens_per_batch: 512
+  grad_accum: 1
+  eval_lengths: [64, 128]
+  save_interval: 1
+  activation: keep
+  clip_norm: 1.0
+  weight_decay: 0.0
+  seed: 7
+stages:
+  - seq_len: 128
+  - seq_len: 256
+YAML
+run "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e1" --quiet
+check "extend, one process ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+mpi "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2
+check "extend --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "extend --dp 2: the plan says DP 2" grep -q "TP 1 x CP 1 x DP 2" "$tmp/out"
+check "extend --dp 2: one plan" [ "$(grep -c '^layout:' "$tmp/out")" -eq 1 ]
+check "extend --dp 2: each stage reported once" [ "$(grep -c '^stage [12]/2 done' "$tmp/out")" -eq 2 ]
+check "extend --dp 2: one export" [ "$(grep -c '^exported' "$tmp/out")" -eq 1 ] && [ -f "$tmp/e2/hf/config.json" ]
+check "extend --dp 2: 4 step lines in metrics" [ "$(grep -c '"step"' "$tmp/e2/metrics.jsonl")" -eq 4 ]
+paste <(field "$tmp/e1/metrics.jsonl" loss) <(field "$tmp/e2/metrics.jsonl" loss) >"$tmp/elosses"
+check "extend: 4 losses each" [ "$(awk 'NF == 2' "$tmp/elosses" | wc -l)" -eq 4 ]
+while read -r a b; do check "extend loss $b (2 ranks) vs $a (one process), 1e-5" close "$b" "$a" 1e-5; done <"$tmp/elosses"
+# a failure on rank 0 alone (its export) reaches rank 1, which would otherwise wait for it: one line, non-zero
+rm -rf "$tmp/e2/hf" && echo x >"$tmp/e2/hf"
+MPIEXEC_TIMEOUT=60 mpi "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2 --resume
+check "rank 0's export fails: the job fails ($(rc))" [ "$(rc)" -ne 0 ]
+check "rank 0's export fails: one line naming it" [ "$(grep -c '^lcextend extend: .*e2/hf: already exists' "$tmp/err")" -eq 1 ]
+mpi "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e3" --cp 2
+check "extend --cp 2: refused, one line, nothing created" grep -q "does not run in training yet" "$tmp/err"
+check "extend --cp 2: one line" [ "$(lines)" -eq 1 ]
+check "extend --cp 2: nothing created" [ ! -e "$tmp/e3" ]
+run "$model" --to 256 --recipe "$tmp/even.yaml" --dry-run --cp 2 --dp 4
+check "extend --dry-run plans --cp 2 --dp 4 ($(head -c 300 "$tmp/err"))" grep -q "TP 1 x CP 2 x DP 4" "$tmp/out"
 
 # kill -9 of rank 1 mid-run: mpirun ends the job, non-zero, and names the rank
 ( "$MPIEXEC" --allow-run-as-root --oversubscribe -np 2 "$LCEXTEND" train "$model" --ids "$tmp/ids.txt" --seq 32 \
