@@ -77,7 +77,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
                   o->config);
     LCX_FAIL_GOTO(o->ckpt && !lcx_is_dir(o->ckpt) && !lcx_is_file(o->ckpt), LCX_ERR_NOT_FOUND, done,
                   "%s: no such checkpoint", o->ckpt);
-    if (lead && o->ckpt && !latest) { /* any form through the loader, its tensors checked before the run directory exists */
+    if (lead && o->ckpt && !latest) { /* any form through the loader, tensors checked before RUN exists */
         lcx_source *in = NULL;
         st = lcx_source_open(o->ckpt, 0, &in);
         if (st == LCX_OK) st = lcx_source_need_model(in, "training");
