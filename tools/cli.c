@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <string.h>
 
+#include "src/comm/comm.h"
 #include "src/core/fileio.h"
 #include "src/pipeline/run_common.h"
 #include "src/model/act_policy.h"
@@ -17,6 +18,7 @@ int lcx_cli_report(const char *cmd, lcx_status st) {
 }
 
 int lcx_cli_usage_error(const char *cmd, const char *fmt, ...) {
+    if (lcx_launch_rank() != 0) return LCX_EXIT_USAGE; /* every rank parses the same flags: rank 0 says it */
     va_list ap;
     fprintf(stderr, "lcextend %s: ", cmd);
     va_start(ap, fmt);
@@ -280,4 +282,76 @@ int lcx_cli_flag_given(int argc, char **argv, const char *name) {
     for (int i = 1; i < argc; i++)
         if (match_flag(argv[i], name)) return 1;
     return 0;
+}
+
+/* ---- the mesh of a training command ------------------------------------------------------------------------ */
+
+static void mesh_free(lcx_cli_mesh *mm) {
+    lcx_comm_groups g;
+    memset(&g, 0, sizeof g);
+    for (int i = 0; i < LCX_GROUP_COUNT; i++) g.group[i] = mm->group[i];
+    lcx_comm_groups_free(&g);
+    memset(mm->group, 0, sizeof mm->group);
+}
+
+int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out) {
+    memset(out, 0, sizeof *out);
+    lcx_status st = lcx_comm_world_init(&out->world);
+    if (st != LCX_OK) return lcx_cli_report(cmd, st);
+    const int rank0 = out->world->rank == 0, world = out->world->size;
+    if (tp > 1 || cp > 1) {
+        if (rank0)
+            fprintf(stderr, "lcextend %s: %s does not run in training yet (only data parallelism, --dp; lcextend "
+                            "plan can plan it)\n", cmd, tp > 1 ? "tensor parallelism (--tp > 1)" :
+                                                               "context parallelism (--cp > 1)");
+        goto fail; /* before the mesh: the clearer message */
+    }
+    if (dp == 0) {
+        if (world % (tp * cp) != 0) {
+            if (rank0) fprintf(stderr, "lcextend %s: --tp %d x --cp %d does not divide the world of %d ranks\n",
+                               cmd, tp, cp, world);
+            goto fail;
+        }
+        dp = world / (tp * cp);
+    }
+    lcx_mesh mesh;
+    lcx_comm_groups g;
+    if ((st = lcx_mesh_init(&mesh, tp, cp, dp)) == LCX_OK) st = lcx_comm_mesh(out->world, &mesh, &g);
+    if (st != LCX_OK) { /* the same message on every rank */
+        if (rank0) fprintf(stderr, "lcextend %s: %s (launch with mpirun -np %lld, or change --tp/--cp/--dp)\n", cmd,
+                           lcx_last_error(), (long long)tp * cp * dp);
+        goto fail;
+    }
+    for (int i = 0; i < LCX_GROUP_COUNT && i < 4; i++) out->group[i] = g.group[i];
+    out->dp_rank = g.coord.d;
+    out->dp_size = dp;
+    return LCX_CLI_RUN;
+fail:
+    mesh_free(out);
+    lcx_comm_finalize(out->world);
+    out->world = NULL;
+    return LCX_EXIT_FAIL;
+}
+
+lcx_comm *lcx_cli_mesh_grad(const lcx_cli_mesh *mm) {
+    return mm->world && mm->world->size > 1 ? mm->group[LCX_GROUP_GRAD] : NULL;
+}
+
+int lcx_cli_mesh_close(const char *cmd, lcx_cli_mesh *mm, lcx_status st) {
+    int code = LCX_EXIT_OK;
+    int64_t flag = st != LCX_OK && mm->world ? (int64_t)(mm->world->size - mm->world->rank) : 0;
+    if (mm->world && mm->world->size > 1 &&
+        lcx_comm_all_reduce(mm->world, NULL, &flag, &flag, 1, LCX_I64, LCX_COMM_MAX) != LCX_OK)
+        flag = 1;
+    if (st != LCX_OK) {
+        /* the lowest failing rank says why (the others' messages name it) */
+        if (!mm->world || mm->world->size - (int)flag == mm->world->rank) lcx_cli_report(cmd, st);
+        code = LCX_EXIT_FAIL;
+    } else if (flag) {
+        code = LCX_EXIT_FAIL;
+    }
+    mesh_free(mm);
+    lcx_comm_finalize(mm->world);
+    mm->world = NULL;
+    return code;
 }

@@ -3,6 +3,7 @@
  * after -> export), reporting through the terminal reporter. */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -48,15 +49,23 @@ static void help(void) {
            "  --keep N             checkpoints kept (default 2, 0 = all)\n"
            "  --quiet              no per-step lines on stdout\n"
            "\n"
+           "parallel (under mpirun; docs/parallel.md):\n"
+           "  --dp D               data-parallel ranks (default: the world / (tp x cp), i.e. every rank; 1 for\n"
+           "                       --dry-run): the plan's steps are split over D ranks, each trains on its share;\n"
+           "                       rank 0 alone evaluates, writes RUN and exports\n"
+           "  --tp T, --cp C       tensor / context parallel sizes (default 1): planned with --dry-run, refused for\n"
+           "                       training (not in training yet). The mesh must match the world: mpirun -np TxCxD\n"
+           "\n"
            "examples:\n"
            "  lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k\n"
-           "  lcextend ./Llama-3.1-8B --to 128k --recipe llama3-8k-128k --data pile --dry-run\n");
+           "  lcextend ./Llama-3.1-8B --to 128k --recipe llama3-8k-128k --data pile --dry-run\n"
+           "  mpirun -np 2 lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k --dp 2\n");
 }
 
 int lcx_cmd_extend(int argc, char **argv) {
     const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *data = NULL, *ids = NULL;
     const char *eval_data = NULL, *out_arg = NULL;
-    int resume = 0, dry = 0, gguf = 0, quiet = 0, keep = 2, pk_trials = -1, n_depths = 5;
+    int resume = 0, dry = 0, gguf = 0, quiet = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     lcx_plan_opts po;
@@ -78,6 +87,9 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_INT("--passkey", pk_trials, 0, 100000),
         LCX_FLAG_REALS("--depths", depths, n_depths, LCX_RECIPE_MAX_EVAL, 0, 1),
         LCX_FLAG_INT("--keep", keep, 0, 1 << 20),
+        LCX_FLAG_INT("--tp", tp, 1, 1 << 16),
+        LCX_FLAG_INT("--cp", cp, 1, 1 << 16),
+        LCX_FLAG_INT("--dp", dp, 1, 1 << 16),
         LCX_FLAG_POSITIVE("--tokens-per-s", po.tokens_per_s),
         LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),
         LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
@@ -96,6 +108,18 @@ int lcx_cmd_extend(int argc, char **argv) {
         po.has_method = 1;
     }
     if (!dry && !data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
+
+    /* a dry run only plans (any layout); training opens the mesh over the launcher's world */
+    lcx_cli_mesh mesh;
+    memset(&mesh, 0, sizeof mesh);
+    if (dry) {
+        po.tp = tp;
+        po.cp = cp;
+        po.dp = dp ? dp : 1;
+    } else {
+        if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, &mesh)) != LCX_CLI_RUN) return stop;
+        po.dp = mesh.dp_size;
+    }
 
     lcx_extend_options o;
     lcx_extend_options_default(&o);
@@ -117,10 +141,13 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.act_dtype = adt;
     o.keep = keep;
     o.quiet = quiet;
+    o.grad = lcx_cli_mesh_grad(&mesh);
+    o.dp_rank = mesh.dp_rank;
+    o.dp_size = mesh.dp_size;
     /* --quiet silences training's step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, 0);
     lcx_status st = lcx_extend_run(&o, &rep);
     if (st == LCX_OK) st = lcx_cli_flush_stdout();
-    return st == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, st);
+    return lcx_cli_mesh_close(CMD, &mesh, st);
 }

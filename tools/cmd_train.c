@@ -50,9 +50,16 @@ static void help(void) {
            "  --resume             continue RUN from its latest checkpoint (same flags)\n"
            "  --quiet              no per-step lines on stdout\n"
            "\n"
+           "parallel (under mpirun; docs/parallel.md):\n"
+           "  --dp D               data-parallel ranks (default: the world / (tp x cp), i.e. every rank): each\n"
+           "                       trains on its share of every step, a step is D x --accum x --batch sequences\n"
+           "  --tp T, --cp C       tensor / context parallel sizes (default 1; above 1 refused: not in training\n"
+           "                       yet). The mesh must match the world: mpirun -np (T x C x D)\n"
+           "\n"
            "examples:\n"
            "  lcextend train --config tiny.json --data corpus --seq 256 --steps 500 --lr 1e-3 --out run --export-hf tiny\n"
-           "  lcextend train tests/fixtures/models/llama_gqa --ids ids.txt --seq 32 --steps 6 --out run --save-every 3\n");
+           "  lcextend train tests/fixtures/models/llama_gqa --ids ids.txt --seq 32 --steps 6 --out run --save-every 3\n"
+           "  mpirun -np 2 lcextend train --config tiny.json --data corpus --seq 256 --steps 500 --out run --dp 2\n");
 }
 
 #define MAX_TOK 16
@@ -62,7 +69,7 @@ static const lcx_cli_word SCHEDULES[] = {{"cosine", LCX_LR_COSINE}, {"constant",
 int lcx_cmd_train(int argc, char **argv) {
     const char *ckpt = NULL, *config = NULL, *data = NULL, *ids = NULL, *out = NULL, *export_hf = NULL;
     const char *user_tok[MAX_TOK];
-    int n_user_tok = 0, resume = 0, quiet = 0;
+    int n_user_tok = 0, resume = 0, quiet = 0, tp = 1, cp = 1, dp = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
     double lr = 3e-4, min_lr = 0, clip = 1.0, wd = 0.01, init_std = 0.02;
     lcx_lr_kind sched = LCX_LR_COSINE;
@@ -72,6 +79,9 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_SWITCH("--resume", resume),
         LCX_FLAG_SWITCH("--quiet", quiet),
         LCX_FLAG_INT("--seq", seq, 2, INT32_MAX),
+        LCX_FLAG_INT("--tp", tp, 1, 1 << 16),
+        LCX_FLAG_INT("--cp", cp, 1, 1 << 16),
+        LCX_FLAG_INT("--dp", dp, 1, 1 << 16),
         LCX_FLAG_INT("--steps", steps, 1, INT64_C(1) << 40),
         LCX_FLAG_INT("--batch", batch, 1, 1 << 20),
         LCX_FLAG_INT("--accum", accum, 1, 1 << 20),
@@ -108,6 +118,9 @@ int lcx_cmd_train(int argc, char **argv) {
     if (min_lr > lr) return lcx_cli_usage_error(CMD, "--min-lr %g is above --lr %g", min_lr, lr);
     if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
 
+    lcx_cli_mesh mesh;
+    if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, &mesh)) != LCX_CLI_RUN) return stop;
+
     lcx_train_run_options o;
     lcx_train_run_options_default(&o);
     o.ckpt = ckpt;
@@ -137,10 +150,13 @@ int lcx_cmd_train(int argc, char **argv) {
     o.act_dtype = adt;
     o.resume = resume;
     o.quiet = quiet;
+    o.grad = lcx_cli_mesh_grad(&mesh);
+    o.dp_rank = mesh.dp_rank;
+    o.dp_size = mesh.dp_size;
     /* --quiet silences the step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, 0);
     lcx_status st = lcx_train_run(&o, &rep);
     if (st == LCX_OK) st = lcx_cli_flush_stdout();
-    return st == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, st);
+    return lcx_cli_mesh_close(CMD, &mesh, st);
 }

@@ -93,6 +93,8 @@ typedef struct lcx_step_result {
     double clip_scale;    /* factor applied to the gradients (1 when not clipped) */
     int64_t step;         /* optimizer step number after this step (1-based) */
     uint64_t peak_rss;    /* process peak RSS in bytes during this step (0 when unknown) */
+    double comm_s;        /* seconds in the gradient group's collectives (waits for the other ranks included);
+                             0 for a step of one rank */
 } lcx_step_result;
 
 typedef struct lcx_model lcx_model;

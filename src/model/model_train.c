@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "src/core/clock.h"
 #include "src/model/model_dp.h"
 #include "src/model/model_internal.h"
 
@@ -102,6 +103,7 @@ static lcx_status train_step_local(lcx_model *m, const lcx_batch *micro, int n_m
         res->loss = loss / (double)counted;
         res->n_tokens = counted;
         res->peak_rss = lcx_peak_rss();
+        res->comm_s = 0;
     }
     return LCX_OK;
 }
@@ -117,7 +119,9 @@ static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_m
     lcx_peak_rss_reset();
     int64_t total = 0;
     for (int i = 0; i < n_micro; i++) total += lcx_batch_count(&micro[i]);
+    double t0 = lcx_clock_s(), comm = 0; /* the collectives' time (res->comm_s) */
     LCX_TRY(lcx_comm_all_reduce(g, NULL, &total, &total, 1, LCX_I64, LCX_COMM_SUM));
+    comm += lcx_clock_s() - t0;
     LCX_FAIL_IF(total == 0, LCX_ERR_INVALID,
                 "train step: no counted target in the batch of any of the %d ranks (all labels are %d)", g->size,
                 LCX_IGNORE_INDEX);
@@ -144,11 +148,13 @@ static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_m
         }
     free(h);
     int failed = -1;
+    t0 = lcx_clock_s();
     LCX_TRY(lcx_dp_sum_f64(g, mine, 2, st != LCX_OK, sum, &failed));
     LCX_TRY(st);
     LCX_FAIL_IF(failed >= 0, LCX_ERR_COMM, "train step: rank %d of the gradient group failed its micro-batches",
                 failed);
-    LCX_TRY(lcx_dp_sum_f32(g, m->be, m->x, m->grads, (int64_t)m->n_elems, LCX_DP_CHUNK));
+    LCX_TRY(lcx_dp_sum_f32(g, m->be, m->x, m->grads, (int64_t)m->n_elems, LCX_DP_CHUNK)); /* ends with a sync */
+    comm += lcx_clock_s() - t0;
     LCX_TRY(grad_sqnorm(m));
     double sq = 0;
     LCX_TRY(m->be->copy_d2h(m->x, &sq, &m->d_res->grad_sq, sizeof sq));
@@ -157,6 +163,7 @@ static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_m
         res->loss = sum[0] / sum[1];
         res->n_tokens = (int64_t)sum[1];
         res->peak_rss = lcx_peak_rss();
+        res->comm_s = comm;
     }
     return LCX_OK;
 }

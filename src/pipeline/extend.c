@@ -95,8 +95,8 @@ static lcx_status prepare(extend_job *job, int *stop) {
     }
     LCX_TRY(extend_check_passkey_fit(job));
     LCX_TRY(lcx_tool_run_dir_check(job->out, o->resume, &job->latest));
-    LCX_FAIL_IF(!lcx_is_dir(job->out) && mkdir(job->out, 0777) != 0, LCX_ERR_IO, "%s: cannot create the run directory",
-                job->out);
+    LCX_FAIL_IF(job->lead && !lcx_is_dir(job->out) && mkdir(job->out, 0777) != 0, LCX_ERR_IO,
+                "%s: cannot create the run directory", job->out);
     return LCX_OK;
 }
 
@@ -105,8 +105,15 @@ static lcx_status import(extend_job *job) {
     const lcx_extend_options *o = job->o;
     LCX_TRY(lcx_tool_source_lcx(o->ckpt, job->out, &job->src));
     LCX_TRY(lcx_tool_ckpt_tokenizer_files(job->src, &job->tok, &job->n_tok));
-    if (o->ids) {
+    if (o->ids && job->lead) {
         LCX_TRY(lcx_tool_ids_open(o->ids, job->out, job->cfg.vocab_size, &job->td));
+        job->td_open = 1;
+    } else if (o->ids) { /* the lead converted it */
+        char *prefix = lcx_path_join(job->out, "ids");
+        LCX_FAIL_IF(!prefix, LCX_ERR_OOM, "out of memory");
+        lcx_status st = lcx_tokdata_open(prefix, &job->td);
+        free(prefix);
+        LCX_TRY(st);
         job->td_open = 1;
     }
     const lcx_plan *p = job->plan;
@@ -240,24 +247,46 @@ done:
     return st;
 }
 
+lcx_status extend_sync(extend_job *job, lcx_status st) {
+    if (!job->g || job->synced) return st;
+    st = lcx_tool_agree(job->g, st);
+    if (st != LCX_OK) job->synced = 1;
+    return st;
+}
+
+/* With data parallelism the ranks pass the same agreement points (extend_sync) on the way: the lead's import,
+ * the before-evaluation, each stage (its save and evaluation), the end (after-evaluation, export). A rank that
+ * fails between two points joins the next one with its failure (lcx_extend_run), so no rank waits for it. */
 static lcx_status run(extend_job *job) {
     int stop = 0, first = 0;
     LCX_TRY(prepare(job, &stop));
     if (stop) return LCX_OK;
+    if (!job->lead) LCX_TRY(extend_sync(job, LCX_OK)); /* RUN, the import and the ids are the lead's */
     LCX_TRY(import(job));
+    if (job->lead) LCX_TRY(extend_sync(job, LCX_OK));
     LCX_TRY(start_stage(job, &first));
     LCX_TRY(eval_setup(job));
-    if (job->full_eval && !lcx_is_file(job->before_json)) {
+    if (job->lead && job->full_eval && !lcx_is_file(job->before_json)) {
         lcx_report(job->r, LCX_REPORT_NOTE, "evaluating the input %s (rope unchanged) before training", job->o->ckpt);
         LCX_TRY(eval_side(job, "before", job->o->ckpt, job->src, &job->cfg, job->before_json, job->pk_before));
     }
+    LCX_TRY(extend_sync(job, LCX_OK));
     lcx_train_catch_signals();
     const lcx_plan *p = job->plan;
     job->load_from = job->latest ? job->latest : job->src;
     for (int i = first; i < p->n_stages; i++) {
         LCX_TRY(extend_stage_run(job, i, first));
+        LCX_TRY(extend_sync(job, LCX_OK)); /* the lead saved and evaluated the stage */
         job->load_from = job->state.saved;
-        if (lcx_train_interrupted() && i + 1 < p->n_stages) /* Ctrl-C during the evaluation: stop here */
+        if (!job->lead) { /* the lead's checkpoint */
+            free(job->peer_saved);
+            job->peer_saved = NULL;
+            LCX_TRY(lcx_train_latest(job->out, &job->peer_saved));
+            job->load_from = job->peer_saved;
+        }
+        int64_t intr = lcx_train_interrupted();
+        if (job->g) LCX_TRY(lcx_comm_all_reduce(job->g, NULL, &intr, &intr, 1, LCX_I64, LCX_COMM_MAX));
+        if (intr && i + 1 < p->n_stages) /* Ctrl-C during the evaluation: stop here */
             return lcx_fail(LCX_ERR_INTERRUPTED, "interrupted after stage %d; saved %s (continue with --resume)", i + 1,
                             job->state.saved);
         if (job->latest && i == first) { /* later stages load the stage's own final checkpoint */
@@ -265,8 +294,11 @@ static lcx_status run(extend_job *job) {
             job->latest = NULL;
         }
     }
-    if (job->full_eval) LCX_TRY(eval_after(job));
-    return export_result(job);
+    if (job->lead) {
+        if (job->full_eval) LCX_TRY(eval_after(job));
+        LCX_TRY(export_result(job));
+    }
+    return extend_sync(job, LCX_OK);
 }
 
 static void job_free(extend_job *job) {
@@ -293,19 +325,33 @@ static void job_free(extend_job *job) {
     free(job->out);
     free(job->src);
     free(job->latest);
+    free(job->peer_saved);
 }
 
 lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
     extend_job job;
     memset(&job, 0, sizeof job);
     job.o = o;
+    job.g = o->grad && o->grad->size > 1 ? o->grad : NULL;
+    job.lead = !job.g || job.g->rank == 0;
+    job.all_r = r;
+    job.lead_r = job.lead && r ? *r : (lcx_reporter){0}; /* only the lead says anything */
+    r = &job.lead_r;
     job.r = r;
     job.train_r = o->quiet ? lcx_tool_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
     job.pk_trials = o->passkey_trials;
     job.full_eval = o->eval_data || o->passkey_trials > 0;
     job.bos = -1;
     lcx_train_state_init(&job.state);
-    lcx_status st = run(&job);
+    lcx_status st = LCX_OK;
+    if (job.g)
+        LCX_FAIL_GOTO(o->dp_size != job.g->size || o->dp_rank != job.g->rank || o->plan.dp != o->dp_size,
+                      LCX_ERR_INVALID, done, "extend: DP rank %d of %d (plan dp %lld) does not match the gradient "
+                      "group's rank %d of %d", o->dp_rank, o->dp_size, (long long)o->plan.dp, job.g->rank,
+                      job.g->size);
+    st = run(&job);
+done:
+    if (st != LCX_OK) st = extend_sync(&job, st); /* the others learn it at their next agreement point */
     job_free(&job);
     return st;
 }

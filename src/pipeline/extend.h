@@ -60,6 +60,14 @@ typedef struct lcx_extend_options {
     int keep;              /* checkpoints kept (0 = all) */
     int quiet;             /* no training step lines, "saved" notes or progress states (the run's own notes and
                               results still go out) */
+    /* Data parallelism (docs/parallel.md "Data parallelism"): every rank of grad calls lcx_extend_run with the same
+     * options, plan.dp = dp_size (the plan's micro_seqs and grad_accum are then per rank). Rank 0 of grad checks,
+     * creates RUN, imports, evaluates, records and exports; every rank trains each stage on its share of the
+     * steps, the others wait for rank 0 at fixed points and start each stage from its checkpoint. Only rank 0
+     * says anything through the reporter; every rank returns the same success or failure (a failure only some
+     * ranks see while training ends the job with lcx_comm_abort). grad NULL (or of size 1): one rank. */
+    struct lcx_comm *grad;
+    int dp_rank, dp_size;
 } lcx_extend_options;
 
 /* The defaults of `lcextend CKPT --to N` without flags (ckpt, plan.target and data/ids still to fill). */

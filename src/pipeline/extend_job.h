@@ -41,7 +41,18 @@ typedef struct extend_job {
     lcx_eval_spec es;        /* the before/after evaluation: the last stage's eval lengths and stride */
     lcx_train_state state;
     const char *load_from;   /* the checkpoint the next stage starts from */
+    /* data parallelism (lcx_extend_options.grad) */
+    lcx_comm *g;             /* the gradient group when it has more than one rank, else NULL */
+    int lead;                /* rank 0 of g (or no g): checks, writes, evaluates, exports, reports */
+    int synced;              /* a failure already went through an agreement point: no more collectives */
+    const lcx_reporter *all_r; /* the caller's reporter, for a fatal message from any rank */
+    lcx_reporter lead_r;     /* r on the lead, silent elsewhere */
+    char *peer_saved;        /* not the lead: RUN's latest checkpoint after a stage (the lead's save) */
 } extend_job;
+
+/* extend.c */
+/* An agreement point of the ranks (lcx_tool_agree); a failure, this rank's or another's, is then known to all. */
+lcx_status extend_sync(extend_job *job, lcx_status st);
 
 /* extend_plan.c */
 /* Build the plan from job->cfg; estimate times from this machine when measure and no tokens_per_s; report it. */

@@ -195,8 +195,20 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.report = &job->train_r;
     ctx.run_info = job->run_info;
     ctx.run_tokens = (int64_t)p->total_tokens;
+    ctx.grad = job->g;
+    ctx.dp_rank = job->g ? job->o->dp_rank : 0;
+    ctx.dp_size = job->g ? job->o->dp_size : 1;
     lcx_train_summary sum;
-    LCX_TRY(lcx_train_stage_run(job->m, &job->td, &sg, &ctx, &job->state, &sum));
+    lcx_status st = lcx_train_stage_run(job->m, &job->td, &sg, &ctx, &job->state, &sum);
+    if (job->g && st != LCX_OK && st != LCX_ERR_INTERRUPTED) {
+        /* a failure some ranks may not share (the lead's save, its metrics): the others could be waiting in the
+         * next step's collectives, so the job ends here */
+        char msg[600];
+        snprintf(msg, sizeof msg, "stage %d: rank %d: %s: %s", i + 1, job->g->rank, lcx_status_name(st),
+                 lcx_last_error());
+        lcx_comm_abort(job->g, job->all_r, 1, msg);
+    }
+    LCX_TRY(st);
     lcx_report(job->r, LCX_REPORT_NOTE, "stage %d/%d done: loss %.6f, %.1f tokens/s, peak RSS %.1f MiB, saved %s",
                i + 1, p->n_stages, job->state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
                job->state.saved);
@@ -205,6 +217,6 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
                             lcx_run_json_number(job->state.loss), "tokens_per_s",
                             lcx_run_json_number(sum.mean_tokens_per_s), "peak_rss", (json_int_t)sum.peak_rss, "saved",
                             job->state.saved));
-    if (job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
+    if (job->lead && job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
     return LCX_OK;
 }

@@ -46,6 +46,25 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     int n_tok = 0;
     lcx_train_state state;
     lcx_train_state_init(&state);
+    /* Data parallelism: rank 0 of the group (the lead) checks, creates RUN, imports and converts first while the
+     * others wait at the first agreement; then every rank builds its replica (second agreement) and trains; the
+     * lead reports and exports (third). A rank that fails before an agreement point still joins the rest of them
+     * (at done), so no rank waits for it. */
+    lcx_comm *g = o->grad && o->grad->size > 1 ? o->grad : NULL;
+    const int lead = !g || o->grad->rank == 0;
+    int agreed = 0; /* agreement points passed (of 3) */
+    if (g) {
+        LCX_FAIL_GOTO(o->dp_size != g->size || o->dp_rank != g->rank, LCX_ERR_INVALID, done,
+                      "train: DP rank %d of %d does not match the gradient group's rank %d of %d", o->dp_rank,
+                      o->dp_size, g->rank, g->size);
+        if (!lead) {
+            agreed++;
+            LCX_TRY_GOTO(lcx_tool_agree(g, LCX_OK), done);
+        }
+    }
+    const lcx_reporter *all_r = r; /* every rank's: a fatal message of any rank */
+    lcx_reporter lead_r = lead && r ? *r : (lcx_reporter){0}; /* only the lead says anything else */
+    r = &lead_r;
 
     /* checks before any work */
     LCX_TRY_GOTO(lcx_tool_run_dir_check(o->out, o->resume, &latest), done);
@@ -58,14 +77,14 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
                   o->config);
     LCX_FAIL_GOTO(o->ckpt && !lcx_is_dir(o->ckpt) && !lcx_is_file(o->ckpt), LCX_ERR_NOT_FOUND, done,
                   "%s: no such checkpoint", o->ckpt);
-    if (o->ckpt && !latest) { /* any form through the loader, its tensors checked before the run directory exists */
+    if (lead && o->ckpt && !latest) { /* any form through the loader, tensors checked before RUN exists */
         lcx_source *in = NULL;
         st = lcx_source_open(o->ckpt, 0, &in);
         if (st == LCX_OK) st = lcx_source_need_model(in, "training");
         lcx_source_close(in);
         if (st != LCX_OK) goto done;
     }
-    if (!lcx_is_dir(o->out) && mkdir(o->out, 0777) != 0)
+    if (lead && !lcx_is_dir(o->out) && mkdir(o->out, 0777) != 0)
         LCX_FAIL_GOTO(1, LCX_ERR_IO, done, "%s: cannot create the run directory", o->out);
 
     /* the model: the run's latest checkpoint, a checkpoint, or a config with random weights */
@@ -96,8 +115,20 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     LCX_TRY_GOTO(lcx_config_sync_json(&cfg), done);
     if (o->ids) {
-        LCX_TRY_GOTO(lcx_tool_ids_open(o->ids, o->out, cfg.vocab_size, &td), done);
+        if (lead) {
+            LCX_TRY_GOTO(lcx_tool_ids_open(o->ids, o->out, cfg.vocab_size, &td), done);
+        } else { /* the lead converted it */
+            char *prefix = lcx_path_join(o->out, "ids");
+            LCX_FAIL_GOTO(!prefix, LCX_ERR_OOM, done, "out of memory");
+            st = lcx_tokdata_open(prefix, &td);
+            free(prefix);
+            if (st != LCX_OK) goto done;
+        }
         td_open = 1;
+    }
+    if (g && lead) { /* RUN, the import and the ids are there: the others may read them */
+        agreed++;
+        LCX_TRY_GOTO(lcx_tool_agree(g, LCX_OK), done);
     }
     /* tokenizer files: the checkpoint's, plus --tokenizer ones not already there by name */
     tok_all = calloc((size_t)(n_tok + o->n_tokenizer_files) + 1, sizeof *tok_all);
@@ -144,14 +175,23 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.keep_last = (int)o->keep;
     lcx_reporter train_r = o->quiet ? lcx_tool_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
     ctx.report = &train_r;
+    ctx.grad = g;
+    ctx.dp_rank = g ? o->dp_rank : 0;
+    ctx.dp_size = g ? o->dp_size : 1;
     if (latest)
         lcx_report(r, LCX_REPORT_NOTE, "resuming %s at step %lld/%lld (%lld tokens trained)", latest,
                    (long long)state.step, (long long)o->steps, (long long)state.tokens);
+    if (g) { /* every replica built */
+        agreed++;
+        LCX_TRY_GOTO(lcx_tool_agree(g, LCX_OK), done);
+    }
     uint64_t n_params = lcx_model_params(m)->total_numel;
+    char dp_text[32] = "";
+    if (g) snprintf(dp_text, sizeof dp_text, "%d ranks x ", g->size);
     lcx_report(r, LCX_REPORT_NOTE,
-               "train: %s, %llu parameters, seq %lld, %lld x %lld sequences per step, %lld steps, lr %g (%s)",
-               lcx_arch_name(cfg.arch), (unsigned long long)n_params, (long long)o->seq_len, (long long)o->accum,
-               (long long)o->batch, (long long)o->steps, o->lr, lcx_lr_kind_name(o->schedule));
+               "train: %s, %llu parameters, seq %lld, %s%lld x %lld sequences per step, %lld steps, lr %g (%s)",
+               lcx_arch_name(cfg.arch), (unsigned long long)n_params, (long long)o->seq_len, dp_text,
+               (long long)o->accum, (long long)o->batch, (long long)o->steps, o->lr, lcx_lr_kind_name(o->schedule));
     lcx_run_event(r, "train_start",
           json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s?}", "parameters", (json_int_t)n_params, "seq_len",
                     (json_int_t)o->seq_len, "steps", (json_int_t)o->steps, "micro_seqs", (json_int_t)o->batch,
@@ -159,7 +199,16 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
                     "resumed_from", latest));
     lcx_train_catch_signals();
     lcx_train_summary sum;
-    LCX_TRY_GOTO(lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum), done);
+    st = lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum);
+    if (g && st != LCX_OK && st != LCX_ERR_INTERRUPTED) {
+        /* a failure some ranks may not share (the lead's save, its metrics): the others could be waiting in the
+         * next step's collectives, so the job ends here */
+        char msg[600];
+        snprintf(msg, sizeof msg, "train: rank %d: %s: %s", g->rank, lcx_status_name(st), lcx_last_error());
+        lcx_comm_abort(g, all_r, 1, msg);
+    }
+    if (st != LCX_OK) goto done;
+    if (!lead) goto done;
     lcx_report(r, LCX_REPORT_RESULT,
                "done: %lld steps, final loss %.6f, mean tokens/s %.1f, peak RSS %.1f MiB, checkpoint %s",
                (long long)state.step, state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
@@ -177,6 +226,10 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         lcx_run_event(r, "export", json_pack("{s:s, s:s}", "format", "hf", "path", o->export_hf));
     }
 done:
+    while (g && agreed < 3) { /* this rank's outcome at each point it has not passed yet (the lead's export) */
+        agreed++;
+        st = lcx_tool_agree(g, st);
+    }
     lcx_model_free(m);
     lcx_config_free(&cfg);
     if (td_open) lcx_tokdata_close(&td);

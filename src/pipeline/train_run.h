@@ -22,6 +22,8 @@
 #include "src/model/act_policy.h"
 #include "src/train/lr_schedule.h"
 
+typedef struct lcx_comm lcx_comm; /* src/comm/comm.h */
+
 typedef struct lcx_train_run_options {
     const char *ckpt;        /* start from: any form of src/checkpoint/source.h (imported unless an .lcx) ... */
     const char *config;      /* ... or random weights for this config.json (exactly one of both) */
@@ -41,6 +43,14 @@ typedef struct lcx_train_run_options {
     lcx_dtype param_dtype, act_dtype;
     int resume;              /* continue from the run's latest checkpoint */
     int quiet;               /* no step lines, "saved" notes or progress states */
+    /* Data parallelism (docs/parallel.md "Data parallelism"): every rank of grad calls lcx_train_run with the same
+     * options. Rank 0 of grad checks, creates RUN, imports and converts first; the others wait for it, then read
+     * what it wrote. Only rank 0 writes metrics, checkpoints and the export and says anything that reaches the
+     * reporter; every rank returns the same success or failure (a failure that only some ranks see while
+     * training ends the job with lcx_comm_abort). --batch and --accum are per rank: a step trains on dp_size x
+     * accum x batch sequences. grad NULL (or of size 1): one rank. */
+    lcx_comm *grad;          /* the gradient group (src/comm/comm.h), NULL: one rank */
+    int dp_rank, dp_size;
 } lcx_train_run_options;
 
 /* The defaults of `lcextend train` (batch 1, accum 1, keep 2, seed 1234, lr 3e-4 cosine, clip 1, wd 0.01,

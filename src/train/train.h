@@ -5,9 +5,10 @@
  *
  * Run directory:
  *   RUN/metrics.jsonl      one JSON object per line: {"stage","step","loss","lr","grad_norm","clip","tokens",
- *                          "tokens_per_s","peak_rss","time"} per step, {"stage","eval_len","loss","ppl",...}
- *                          per evaluation (appended; after a resume the replayed steps appear again with the
- *                          same values)
+ *                          "tokens_per_s","peak_rss","time","comm_s","compute_s"} per step (time: the step's
+ *                          seconds; comm_s: those in the gradient group's collectives, waits included, 0 on one
+ *                          rank; compute_s: the rest), {"stage","eval_len","loss","ppl",...} per evaluation
+ *                          (appended; after a resume the replayed steps appear again with the same values)
  *   RUN/checkpoints/NAME   .lcx checkpoints (formats/lcx.h) with `latest`; NAME = sSS-stepNNNNNN. Each holds
  *                          role `param` (stored dtype), `master` (fp32, bf16 models only), `adam_m`, `adam_v`,
  *                          the stage's config.json, tokenizer files, and the training state (below).
