@@ -20,7 +20,8 @@
  * parameters.
  * Also, on the step directly: with a CP model no group means the CP group (bit-identical to passing the GRAD
  * group of mesh 1x4x1, the same ranks in the same order), and a group whose size is not a multiple of the CP
- * group's is refused. */
+ * group's is refused; the stage loop refuses CP without a GRAD group of CP x DP ranks or with a sequence length
+ * that is not a multiple of 2 CP. */
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
@@ -211,7 +212,7 @@ static void check_cpdp(lcx_comm *world, const lcx_tokdata *td, int cp, int dp) {
 
 /* The step directly on mesh 1x4x1: grad NULL is the CP group (bit for bit the GRAD group's step), and a group of
  * 2 ranks (the DP group of mesh 1x2x2) with a CP-4 model is refused before any communication. */
-static void check_step(lcx_comm *world) {
+static void check_step(lcx_comm *world, const lcx_tokdata *td) {
     lcx_mesh m4, m2;
     lcx_comm_groups g4, g2;
     CHECK_OK(lcx_mesh_init(&m4, 1, 4, 1));
@@ -238,6 +239,25 @@ static void check_step(lcx_comm *world) {
     CHECK_MSG(np == nq && memcmp(wp, wq, np * sizeof *wp) == 0, "CP=4: the step without a group differs from GRAD's");
     CHECK_FAILS(lcx_model_train_step_group(p, &lb, 1, &o, g2.group[LCX_GROUP_DP], &rp), LCX_ERR_INVALID,
                 "not a multiple");
+    /* the stage loop refuses CP without the GRAD group, or with a sequence length that is not a multiple of 2 CP */
+    lcx_train_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.run_dir = g_root;
+    ctx.model_config = g_cfg.json;
+    ctx.cp_rank = c, ctx.cp_size = cp;
+    lcx_train_stage sg = stage(1);
+    lcx_train_state state;
+    lcx_train_state_init(&state);
+    lcx_train_summary sum;
+    CHECK_FAILS(lcx_train_stage_run(p, td, &sg, &ctx, &state, &sum), LCX_ERR_INVALID, "needs a gradient group");
+    ctx.grad = g2.group[LCX_GROUP_GRAD];
+    ctx.dp_rank = g2.coord.d, ctx.dp_size = 2; /* a GRAD group of 4 is CP 4 x DP 1, not x 2 */
+    CHECK_FAILS(lcx_train_stage_run(p, td, &sg, &ctx, &state, &sum), LCX_ERR_INVALID, "needs a gradient group");
+    ctx.grad = g4.group[LCX_GROUP_GRAD];
+    ctx.dp_rank = 0, ctx.dp_size = 1;
+    sg.seq_len = 20;
+    CHECK_FAILS(lcx_train_stage_run(p, td, &sg, &ctx, &state, &sum), LCX_ERR_INVALID, "multiple of 8");
+    lcx_train_state_free(&state);
     free(wp);
     free(wq);
     lcx_model_free(p);
@@ -291,7 +311,7 @@ int main(void) {
 
     check_cpdp(world, &td, 2, 2); /* CP groups {0, 1}, {2, 3}; DP groups {0, 2}, {1, 3}; GRAD all four */
     check_cpdp(world, &td, 4, 1); /* CP = GRAD = all four */
-    check_step(world);
+    check_step(world, &td);
     if (world->rank == 0)
         printf("CP x DP vs one rank: worst loss %.2e (relative, tol %.0e), norm %.2e (tol %.0e), weights %.2e "
                "(absolute, tol %.0e)\n",
