@@ -161,7 +161,11 @@ lcx_status lcx_model_train_step(lcx_model *m, const lcx_batch *micro, int n_micr
  * group, the gradients are summed over the group in rank order (bit-identical on every rank and from run to
  * run), the clipping norm is that of the summed gradients, and AdamW runs on every rank: the replicas stay
  * identical. res: the group's mean loss and counted targets. grad NULL or of size 1: lcx_model_train_step,
- * bit for bit. A failure on one rank is returned on every rank (the others name it). */
+ * bit for bit. A failure on one rank is returned on every rank (the others name it).
+ * Context parallelism (opts.cp_comm of more than one rank): each rank passes its local micro-batches
+ * (lcx_cp_local_batch; the CP ranks of one DP rank the same sequences, the same number of micro-batches) and grad
+ * is the GRAD group (CP x DP; NULL: the CP group). The local loss sums and counts are summed once, over grad (not
+ * also over CP as lcx_model_forward_backward does), and the partial gradients of the CP ranks with the DP ranks'. */
 lcx_status lcx_model_train_step_group(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
                                       lcx_comm *grad, lcx_step_result *res);
 /* The optimizer half of a step on the gradients already in the grads buffer: global-norm clipping, AdamW,

@@ -173,6 +173,18 @@ lcx_status lcx_model_train_step_group(lcx_model *m, const lcx_batch *micro, int 
     LCX_FAIL_IF(!m->training, LCX_ERR_INVALID, "model: not built for training (opts.training = 0)");
     LCX_FAIL_IF(n_micro < 1 || !micro, LCX_ERR_INVALID, "train step: no micro-batches");
     LCX_TRY(check_hp(o));
+    /* CP (docs/parallel.md "Data parallelism"): a rank's micro-batches are its local tokens and its gradients a
+     * partial contribution, so the step reduces over a group that holds the CP group: the GRAD group (CP x DP).
+     * The model's own CP reduction of the loss (lcx_model_forward_backward) is not used here: lcx_model_fwd_bwd
+     * leaves the local sum and count, and the step's group sums them once. No group: the CP group (GRAD when
+     * DP is 1). */
+    if (m->cp && m->cp_size > 1) {
+        if (!grad || grad->size == 1) grad = m->cp;
+        LCX_FAIL_IF(grad->size % m->cp_size != 0, LCX_ERR_INVALID,
+                    "train step: the gradient group has %d ranks, not a multiple of the model's CP group (%d): pass "
+                    "the mesh's GRAD group (CP x DP)",
+                    grad->size, m->cp_size);
+    }
     if (!grad || grad->size == 1) return train_step_local(m, micro, n_micro, o, res);
     return train_step_group(m, micro, n_micro, o, grad, res);
 }

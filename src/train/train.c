@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/core/cp_perm.h"
+
 static volatile sig_atomic_t g_stop;
 
 /* First signal: finish the step and save. A second one: the default action (abort; a save in progress leaves
@@ -66,6 +68,14 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
     LCX_FAIL_IF(d < 0 || d >= D || (D > 1 && !ctx->grad), LCX_ERR_INVALID,
                 "train: DP rank %lld of %lld (and a gradient group: %s)", (long long)d, (long long)D,
                 ctx->grad ? "given" : "none");
+    /* CP: this rank's rows are Ll = L / C tokens of every sequence (lcx_cp_local_batch) */
+    const int64_t C = ctx->cp_size > 1 ? ctx->cp_size : 1, c = C > 1 ? ctx->cp_rank : 0, Ll = L / C;
+    LCX_FAIL_IF(c < 0 || c >= C || (C > 1 && (!ctx->grad || ctx->grad->size != C * D)) || L % (2 * C) != 0,
+                LCX_ERR_INVALID,
+                "train: CP rank %lld of %lld with %lld DP ranks needs a gradient group of %lld ranks (%s) and a "
+                "sequence length that is a multiple of %lld (%lld)",
+                (long long)c, (long long)C, (long long)D, (long long)(C * D),
+                ctx->grad ? "given one of another size" : "none given", (long long)(2 * C), (long long)L);
     const int writer = !ctx->grad || ctx->grad->rank == 0; /* writes metrics and checkpoints */
     /* per_step: this rank's tokens; the step trains on D times as many */
     const int64_t per_micro = rows * L, per_step = per_micro * A, global_step = per_step * D;
@@ -80,11 +90,14 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
     lcx_status st = LCX_OK;
     uint32_t *sample = malloc((size_t)(L + 1) * 4);
     int32_t *ids = malloc((size_t)per_step * 4), *tgt = malloc((size_t)per_step * 4);
+    /* CP: one whole row before its split, and the local positions */
+    int32_t *row = C > 1 ? malloc((size_t)L * 2 * 4) : NULL;
+    int32_t *pos = C > 1 ? malloc((size_t)(per_step / C) * 4) : NULL;
     lcx_batch *mb = calloc((size_t)A, sizeof *mb);
     FILE *mf = NULL;
     char *mpath = NULL;
-    LCX_FAIL_GOTO(!sample || !ids || !tgt || !mb, LCX_ERR_OOM, done, "train: out of memory for %lld tokens",
-                  (long long)per_step);
+    LCX_FAIL_GOTO(!sample || !ids || !tgt || !mb || (C > 1 && (!row || !pos)), LCX_ERR_OOM, done,
+                  "train: out of memory for %lld tokens", (long long)per_step);
     if (state->stage == sg->index && state->step > 0) {
         LCX_FAIL_GOTO(state->seq_len && (state->seq_len != sg->seq_len || state->stage_steps != sg->steps ||
                                          state->seed != sg->seed),
@@ -126,20 +139,28 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
         for (int64_t j = 0; j < D * A * rows; j++) {
             LCX_TRY_GOTO(lcx_sampler_next(smp, sample), done);
             int64_t k = j - d * A * rows; /* a row of this rank's batch when 0 <= k < A * rows */
+            const int mine = k >= 0 && k < A * rows;
+            int32_t *ri = C > 1 ? row : mine ? ids + k * L : NULL;
+            int32_t *rt = C > 1 ? row + L : mine ? tgt + k * L : NULL;
             for (int64_t t = 0; t < L; t++) { /* every rank checks every sample: all of them fail together */
                 LCX_FAIL_GOTO(sample[t] >= (uint64_t)V || sample[t + 1] >= (uint64_t)V, LCX_ERR_INVALID, done,
                               "%s: token id %u is outside the model's vocabulary (%lld)", td->prefix,
                               sample[t] >= (uint64_t)V ? sample[t] : sample[t + 1], (long long)V);
-                if (k < 0 || k >= A * rows) continue;
-                ids[k * L + t] = (int32_t)sample[t];
-                tgt[k * L + t] = (int32_t)sample[t + 1];
+                if (!mine) continue;
+                ri[t] = (int32_t)sample[t];
+                rt[t] = (int32_t)sample[t + 1];
             }
+            if (C > 1 && mine) /* targets formed in global order, then this rank's chunks */
+                LCX_TRY_GOTO(lcx_cp_local_batch(L, (int)C, (int)c, ri, rt, NULL, ids + k * Ll, tgt + k * Ll,
+                                                pos + k * Ll),
+                             done);
         }
         for (int64_t k = 0; k < A; k++) {
             mb[k].n_seq = rows;
-            mb[k].seq_len = L;
-            mb[k].ids = ids + k * per_micro;
-            mb[k].targets = tgt + k * per_micro;
+            mb[k].seq_len = Ll;
+            mb[k].ids = ids + k * rows * Ll;
+            mb[k].targets = tgt + k * rows * Ll;
+            mb[k].positions = C > 1 ? pos + k * rows * Ll : NULL;
         }
         ao.lr = lcx_lr_at(&sg->lr, state->step);
         lcx_step_result r;
@@ -218,6 +239,8 @@ done:
     free(sample);
     free(ids);
     free(tgt);
+    free(row);
+    free(pos);
     free(mb);
     lcx_sampler_free(smp);
     return st;

@@ -67,6 +67,11 @@ typedef struct lcx_train_ctx {
      * rank 0 of grad writes metrics.jsonl and checkpoints; a caught signal stops every rank after the same step. */
     lcx_comm *grad;               /* the gradient group (CP x DP), NULL: no reduction */
     int dp_rank, dp_size;         /* this rank's data slice; dp_size 0 or 1: all of the step's sequences */
+    /* Context parallelism (the model's opts.cp_comm); cp_size 0 or 1: none. The CP ranks of one DP rank take the
+     * same sequences and each trains on its local part of every row (lcx_cp_local_batch: seq_len / cp_size
+     * tokens, with their global targets and positions; seq_len a multiple of 2 x cp_size); grad is then the
+     * GRAD group (cp_size x dp_size ranks). */
+    int cp_rank, cp_size;
 } lcx_train_ctx;
 
 typedef struct lcx_train_state {
