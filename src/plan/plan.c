@@ -9,6 +9,7 @@
 
 #include "src/checkpoint/catalog.h"
 #include "src/checkpoint/model_params.h"
+#include "src/core/cp_ring.h"
 #include "src/core/units.h"
 
 /* ---- estimates ---------------------------------------------------------------------------------------------- */
@@ -323,6 +324,44 @@ static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe
     return LCX_OK;
 }
 
+/* Ring traffic per rank (lcx_plan_ring): the sends of rank 0's schedule (every rank sends the same) sized by
+ * lcx_cp_ring_msg_bytes. */
+static lcx_status plan_ring(const lcx_plan *p, lcx_plan_stage *ps) {
+    const lcx_mem_model *m = &p->model;
+    lcx_plan_ring *g = &ps->ring;
+    memset(g, 0, sizeof *g);
+    if (m->cp <= 1) return LCX_OK;
+    int cp = (int)m->cp;
+    g->block_len = ps->seq_len / m->cp;
+    g->kv_heads = m->kv_heads >= m->tp ? (m->kv_heads + m->tp - 1) / m->tp : 1;
+    g->steps = m->cp;
+    lcx_dtype dt = m->act_bytes == 4 ? LCX_F32 : LCX_BF16;
+    LCX_TRY(lcx_cp_ring_msg_bytes(LCX_CP_SEND_KV, g->kv_heads, m->head_dim, g->block_len, dt, &g->fwd_msg));
+    LCX_TRY(lcx_cp_ring_msg_bytes(LCX_CP_SEND_KV_DKV, g->kv_heads, m->head_dim, g->block_len, dt, &g->bwd_msg));
+    LCX_TRY(lcx_cp_ring_msg_bytes(LCX_CP_SEND_DKV, g->kv_heads, m->head_dim, g->block_len, dt, &g->ret_msg));
+    for (int dir = 0; dir < 2; dir++) {
+        for (int s = 0; s < cp; s++) {
+            lcx_cp_step st;
+            LCX_TRY(lcx_cp_ring_step(ps->seq_len, cp, 0, s, dir ? LCX_CP_BACKWARD : LCX_CP_FORWARD, &st));
+            g->fwd_sends += st.send == LCX_CP_SEND_KV;
+            g->bwd_sends += st.send == LCX_CP_SEND_KV_DKV;
+            g->ret_sends += st.send == LCX_CP_SEND_DKV;
+        }
+    }
+    g->seqs_per_rank = ps->micro_seqs * ps->grad_accum;
+    uint64_t a, b, c, t = 0;
+    int ovf = __builtin_mul_overflow((uint64_t)g->fwd_sends, g->fwd_msg, &a) ||
+              __builtin_mul_overflow((uint64_t)g->bwd_sends, g->bwd_msg, &b) ||
+              __builtin_mul_overflow((uint64_t)g->ret_sends, g->ret_msg, &c) || __builtin_add_overflow(a, b, &t) ||
+              __builtin_add_overflow(t, c, &t);
+    g->per_layer_seq = t;
+    ovf = ovf || __builtin_mul_overflow(t, (uint64_t)m->n_layers, &t) ||
+          __builtin_mul_overflow(t, (uint64_t)g->seqs_per_rank, &t);
+    LCX_FAIL_IF(ovf, LCX_ERR_INVALID, "plan: ring traffic of stage %lld overflows 64 bits", (long long)ps->seq_len);
+    g->per_step = t;
+    return LCX_OK;
+}
+
 static void plan_eval(const lcx_plan *p, const lcx_recipe_stage *s, lcx_plan_stage *ps) {
     ps->eval_stride = s->eval_stride;
     if (!s->eval_auto) {
@@ -408,6 +447,7 @@ lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, cons
         LCX_TRY_GOTO(plan_rope(p, cfg, r, &s, ps), fail);
         LCX_TRY_GOTO(plan_batch(p, r, &s, ps), fail);
         LCX_TRY_GOTO(plan_memory(p, r, &s, ps), fail);
+        LCX_TRY_GOTO(plan_ring(p, ps), fail);
         plan_eval(p, &s, ps);
         ps->flops = (double)ps->tokens * lcx_flops_per_token(&p->model, ps->seq_len);
         ps->time_s = o->tokens_per_s > 0 ? (double)ps->tokens / o->tokens_per_s : 0;
@@ -511,6 +551,9 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
                 sci(s->flops, fl, sizeof fl), human_time(s->time_s, tm, sizeof tm));
     }
     fprintf(f, "\n(batch = sequences per optimizer step x gradient accumulation; lr = peak, warm-up steps, schedule)\n");
+    if (p->opts.cp > 1)
+        fprintf(f, "(memory/dev and peak memory are per rank: each device runs one rank of TP x CP x DP and holds 1/CP of "
+                   "every sequence; ring = bytes each rank sends, recomputed layers rerun no attention)\n");
     for (int i = 0; i < p->n_stages; i++) {
         const lcx_plan_stage *s = &p->stages[i];
         fprintf(f, "stage %d: eval at", s->index);
@@ -528,6 +571,15 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
         if (s->mem.cp_buffers > 0) fprintf(f, ", ring %s", human_bytes(s->mem.cp_buffers, b2, sizeof b2));
         if (s->mem.host > 0) fprintf(f, "; host (offload) %s", human_bytes(s->mem.host, b3, sizeof b3));
         fprintf(f, "\n");
+        const lcx_plan_ring *g = &s->ring;
+        if (p->opts.cp > 1)
+            fprintf(f, "stage %d: ring per rank, per layer and sequence (%" PRId64 " tokens, %" PRId64 " kv heads): %" PRId64
+                       " steps each way; forward sends %" PRId64 " x %" PRIu64 " B (K|V), backward %" PRId64 " x %" PRIu64
+                       " B (K|V + fp32 dK|dV) + %" PRId64 " x %" PRIu64 " B (fp32 dK|dV); per optimizer step %s (%" PRId64
+                       " layers x %" PRId64 " sequences)\n",
+                    s->index, g->block_len, g->kv_heads, g->steps, g->fwd_sends, g->fwd_msg, g->bwd_sends, g->bwd_msg,
+                    g->ret_sends, g->ret_msg, human_bytes((double)g->per_step, b1, sizeof b1), m->n_layers,
+                    g->seqs_per_rank);
     }
     fprintf(f, "\ntotal: %d stage%s, %s tokens, %s FLOPs, time %s, peak memory %s per device\n", p->n_stages,
             p->n_stages == 1 ? "" : "s", human_count(p->total_tokens, b1, sizeof b1),
@@ -645,6 +697,25 @@ json_t *lcx_plan_json(const lcx_plan *p) {
             put(mem, "cp_buffers", json_real(s->mem.cp_buffers), &ok);
             put(mem, "total", json_real(s->mem.total), &ok);
             put(mem, "host", json_real(s->mem.host), &ok);
+        }
+        if (p->opts.cp > 1) {
+            const lcx_plan_ring *g = &s->ring;
+            json_t *rj = json_object();
+            put(j, "ring", rj, &ok);
+            if (rj) {
+                put(rj, "block_len", json_integer(g->block_len), &ok);
+                put(rj, "kv_heads", json_integer(g->kv_heads), &ok);
+                put(rj, "steps", json_integer(g->steps), &ok);
+                put(rj, "forward_sends", json_integer(g->fwd_sends), &ok);
+                put(rj, "forward_msg_bytes", json_integer((json_int_t)g->fwd_msg), &ok);
+                put(rj, "backward_sends", json_integer(g->bwd_sends), &ok);
+                put(rj, "backward_msg_bytes", json_integer((json_int_t)g->bwd_msg), &ok);
+                put(rj, "return_sends", json_integer(g->ret_sends), &ok);
+                put(rj, "return_msg_bytes", json_integer((json_int_t)g->ret_msg), &ok);
+                put(rj, "bytes_per_layer_sequence", json_integer((json_int_t)g->per_layer_seq), &ok);
+                put(rj, "sequences_per_rank", json_integer(g->seqs_per_rank), &ok);
+                put(rj, "bytes_per_step", json_integer((json_int_t)g->per_step), &ok);
+            }
         }
     }
     json_t *tot = json_object();

@@ -30,7 +30,7 @@ typedef struct lcx_mem_model {
     int64_t loss_chunk;     /* tokens per chunk of the chunked output projection + cross-entropy */
 } lcx_mem_model;
 
-/* Bytes per device (docs/plan.md "Memory"). */
+/* Bytes per device, i.e. per rank: each device runs one rank of TP x CP x DP (docs/plan.md "Memory"). */
 typedef struct lcx_mem_estimate {
     double weights, grads, master, optimizer; /* P/TP x (w, 4, 4 if w < 4, 8) */
     double activations;     /* stored for backward, all layers by policy + embedding/final norm */
@@ -68,6 +68,23 @@ typedef struct lcx_plan_opts {
 } lcx_plan_opts;
 void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, nothing else */
 
+/* Ring attention traffic of one stage, per rank (docs/plan.md "Ring traffic"). Message sizes come from
+ * lcx_cp_ring_msg_bytes, the sends per direction from the schedule (lcx_cp_ring_step), for one layer and one
+ * sequence: every rank sends the same. Recompute layers add nothing: the memory model (and the model) keep the
+ * attention output and LSE, so the attention forward, and with it the forward ring, is not rerun. */
+typedef struct lcx_plan_ring {
+    int64_t block_len;         /* rows of one sequence a rank holds: seq_len / CP */
+    int64_t kv_heads;          /* KV heads per rank: max(1, ceil(kv_heads / TP)) */
+    int64_t steps;             /* ring steps (compute steps) each way: CP */
+    int64_t fwd_sends, bwd_sends, ret_sends; /* messages per layer and sequence: CP-1 K|V, CP-1 K|V+dK|dV, 1 dK|dV */
+    uint64_t fwd_msg;          /* bytes of one forward message: K|V in the activation dtype */
+    uint64_t bwd_msg;          /* one backward message: K|V + float32 dK|dV */
+    uint64_t ret_msg;          /* the final backward message: float32 dK|dV back to the block's owner */
+    uint64_t per_layer_seq;    /* all messages of one layer and one sequence, forward + backward */
+    int64_t seqs_per_rank;     /* sequences a rank works on per optimizer step: micro_seqs x grad_accum */
+    uint64_t per_step;         /* bytes a rank sends per optimizer step: layers x seqs_per_rank x per_layer_seq */
+} lcx_plan_ring;
+
 typedef struct lcx_plan_stage {
     int index;                 /* 1-based */
     size_t recipe_stage;       /* which recipe stage it came from */
@@ -90,7 +107,8 @@ typedef struct lcx_plan_stage {
     uint64_t seed;
     double flops;              /* model FLOPs of the stage */
     double time_s;             /* tokens / tokens_per_s (0 when no throughput) */
-    lcx_mem_estimate mem;
+    lcx_mem_estimate mem;      /* per rank (= per device: every device runs one rank of TP x CP x DP) */
+    lcx_plan_ring ring;        /* CP > 1; all zero when CP = 1 */
 } lcx_plan_stage;
 
 #define LCX_PLAN_MAX_NOTES 16
@@ -122,10 +140,12 @@ lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, cons
                           lcx_plan **out);
 void lcx_plan_free(lcx_plan *p); /* NULL ok */
 
-/* The plan as a table (stages, rope, steps, tokens, lr, activation, memory, FLOPs, time) plus totals. */
+/* The plan as a table (stages, rope, steps, tokens, lr, activation, memory, FLOPs, time) plus totals; with
+ * CP > 1 also one ring-traffic line per stage and a line saying the memory figures are per rank. */
 void lcx_plan_print(const lcx_plan *p, FILE *f);
 /* The plan as JSON (new reference, NULL when out of memory). Each stage has "config": the rope keys
- * lcx_rope_export writes into config.json (rope_theta, rope_scaling, max_position_embeddings, ...). */
+ * lcx_rope_export writes into config.json (rope_theta, rope_scaling, max_position_embeddings, ...); with CP > 1
+ * also "ring" (the lcx_plan_ring fields). */
 json_t *lcx_plan_json(const lcx_plan *p);
 
 #endif
