@@ -552,8 +552,8 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
     }
     fprintf(f, "\n(batch = sequences per optimizer step x gradient accumulation; lr = peak, warm-up steps, schedule)\n");
     if (p->opts.cp > 1)
-        fprintf(f, "(memory/dev and peak memory are per rank: each device runs one rank of TP x CP x DP and holds 1/CP of "
-                   "every sequence; ring = bytes each rank sends, recomputed layers rerun no attention)\n");
+        fprintf(f, "(memory/dev and peak memory are per rank: each device runs one rank of TP x CP x DP and holds "
+                   "1/CP of every sequence; ring = bytes each rank sends, recomputed layers rerun no attention)\n");
     for (int i = 0; i < p->n_stages; i++) {
         const lcx_plan_stage *s = &p->stages[i];
         fprintf(f, "stage %d: eval at", s->index);
@@ -573,10 +573,10 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
         fprintf(f, "\n");
         const lcx_plan_ring *g = &s->ring;
         if (p->opts.cp > 1)
-            fprintf(f, "stage %d: ring per rank, per layer and sequence (%" PRId64 " tokens, %" PRId64 " kv heads): %" PRId64
-                       " steps each way; forward sends %" PRId64 " x %" PRIu64 " B (K|V), backward %" PRId64 " x %" PRIu64
-                       " B (K|V + fp32 dK|dV) + %" PRId64 " x %" PRIu64 " B (fp32 dK|dV); per optimizer step %s (%" PRId64
-                       " layers x %" PRId64 " sequences)\n",
+            fprintf(f, "stage %d: ring per rank, per layer and sequence (%" PRId64 " tokens, %" PRId64
+                       " kv heads): %" PRId64 " steps each way; forward sends %" PRId64 " x %" PRIu64
+                       " B (K|V), backward %" PRId64 " x %" PRIu64 " B (K|V + fp32 dK|dV) + %" PRId64 " x %" PRIu64
+                       " B (fp32 dK|dV); per optimizer step %s (%" PRId64 " layers x %" PRId64 " sequences)\n",
                     s->index, g->block_len, g->kv_heads, g->steps, g->fwd_sends, g->fwd_msg, g->bwd_sends, g->bwd_msg,
                     g->ret_sends, g->ret_msg, human_bytes((double)g->per_step, b1, sizeof b1), m->n_layers,
                     g->seqs_per_rank);
