@@ -1,7 +1,8 @@
 /* plan: stage expansion (8k -> 128k = 16k/32k/64k/128k with yarn factors 2/4/8/16 over L = 8k), re-extension
  * of extended models, recipe-specific rope (llama3 factor 8, abf theta schedule, --method override), batch and
- * step arithmetic, errors, the memory model against a hand computation, FLOPs against a brute-force count, and
- * lcx_lr_at against Hugging Face's schedule formulas evaluated in double. */
+ * step arithmetic, errors, the memory model against a hand computation, ring traffic per rank against the
+ * message sizes written out, FLOPs against a brute-force count, and lcx_lr_at against Hugging Face's schedule
+ * formulas evaluated in double. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +312,50 @@ static void test_memory(void) {
     CHECK(e.total == 8000 + 88576 + 143360 + 102400 + 16384);
 }
 
+/* Ring traffic per rank against the sizes written out here: one message is 2 (K and V) x KV heads per rank x
+ * head_dim x seq/CP rows x bytes (bf16 2, fp32 4; backward adds fp32 dK, dV), CP-1 forward and CP-1 backward
+ * sends then one dK|dV return per layer and sequence. Llama-3-8B shape: 8 KV heads, head_dim 4096/32 = 128. */
+static void test_ring(void) {
+    lcx_model_config cfg;
+    if (!load_cfg(&cfg, 8192, "\"rope_theta\": 500000.0")) return;
+    lcx_recipe *r = recipe("yarn-x2");
+    struct { int64_t tp, cp, dp; int act; int64_t kvh; } cases[] = {
+        {1, 1, 1, 2, 0}, {2, 4, 2, 2, 4}, {1, 2, 1, 4, 8}, {16, 8, 1, 2, 1}, /* TP 16 > 8 KV heads: one each */
+    };
+    for (size_t c = 0; r && c < sizeof cases / sizeof cases[0]; c++) {
+        lcx_plan_opts o;
+        lcx_plan_opts_default(&o);
+        o.target = 131072;
+        o.tp = cases[c].tp, o.cp = cases[c].cp, o.dp = cases[c].dp;
+        o.act_bytes = o.weight_bytes = cases[c].act;
+        lcx_plan *p = NULL;
+        CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+        for (int i = 0; p && i < p->n_stages; i++) {
+            const lcx_plan_stage *s = &p->stages[i];
+            const lcx_plan_ring *g = &s->ring;
+            if (o.cp == 1) {
+                CHECK(g->block_len == 0 && g->steps == 0 && g->fwd_msg == 0 && g->per_step == 0);
+                continue;
+            }
+            uint64_t blk = (uint64_t)(s->seq_len / o.cp), kvh = (uint64_t)cases[c].kvh, a = (uint64_t)o.act_bytes;
+            uint64_t kv = 2 * kvh * 128 * blk * a, kvd = 2 * kvh * 128 * blk * (a + 4), dkv = 2 * kvh * 128 * blk * 4;
+            CHECK_MSG(g->block_len == (int64_t)blk && g->kv_heads == cases[c].kvh && g->steps == o.cp,
+                      "case %zu stage %d: block %lld kv heads %lld steps %lld", c, i, (long long)g->block_len,
+                      (long long)g->kv_heads, (long long)g->steps);
+            CHECK(g->fwd_msg == kv && g->bwd_msg == kvd && g->ret_msg == dkv);
+            CHECK(g->fwd_sends == o.cp - 1 && g->bwd_sends == o.cp - 1 && g->ret_sends == 1);
+            uint64_t per = (uint64_t)(o.cp - 1) * (kv + kvd) + dkv;
+            CHECK(g->per_layer_seq == per);
+            CHECK(g->seqs_per_rank == s->seqs_per_step / o.dp);
+            CHECK(g->per_step == 32 * (uint64_t)(s->seqs_per_step / o.dp) * per);
+        }
+        if (p && o.cp == 4 && o.act_bytes == 2) /* 128k: 32k rows x 4 heads x 128 x 2 x 2 = 64 MiB per K|V message */
+            CHECK(p->stages[p->n_stages - 1].ring.fwd_msg == UINT64_C(64) << 20);
+        lcx_plan_free(p);
+    }
+    lcx_recipe_free(r);
+}
+
 /* FLOPs per token against a brute-force count of the matmuls of one training step on one sequence. */
 static void test_flops(void) {
     lcx_mem_model m = {.n_layers = 2, .hidden = 32, .ffn = 64, .heads = 4, .kv_heads = 2, .head_dim = 8,
@@ -440,6 +485,7 @@ int main(void) {
     test_abf_and_override();
     test_errors();
     test_memory();
+    test_ring();
     test_flops();
     test_lr();
     test_budget();
