@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `lcextend plan`: usage errors, the plan for the fixture model tests/fixtures/models/llama_gqa (context 64,
 # rope default) --to 256 and --to 1k with stage lengths and yarn factors derived by hand (x2 stages from 64:
-# factor = stage / 64), JSON output, recipe and method choices, and one-line errors before any work.
+# factor = stage / 64), JSON output, the ring traffic per rank of CP 4 and CP 2 plans against sizes computed
+# here from the config, recipe and method choices, and one-line errors before any work.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 model="$LCX_SRC/tests/fixtures/models/llama_gqa"
 
@@ -66,6 +67,36 @@ want=$(grep -o '"num_parameters": [0-9]*' "$model/expected_inspect.json")
 check "--json: parameter count as transformers counts it ($want)" grep -q "$want" "$tmp/out"
 run plan "$model/config.json" --to 1k
 check "CKPT as config.json: exit 0" [ "$(rc)" -eq 0 ]
+
+# CP 4: the ring traffic per rank, message sizes computed here from the config (block = seq/CP rows of the KV
+# heads; bf16 K|V = 2 bytes, fp32 dK|dV = 4), in the table and in the JSON; memory stated per rank
+cfgint() { grep -o "\"$1\": [0-9]*" "$model/config.json" | grep -o '[0-9]*$'; }
+kvh=$(cfgint num_key_value_heads) hd=$(cfgint head_dim) nl=$(cfgint num_hidden_layers)
+run plan "$model" --to 256 --cp 4
+check "--cp 4: exit 0" [ "$(rc)" -eq 0 ]
+check "--cp 4: memory per rank" grep -q "^(memory/dev and peak memory are per rank" "$tmp/out"
+cp "$tmp/out" "$tmp/cp4.txt"
+run plan "$model" --to 256 --cp 4 --json
+cp "$tmp/out" "$tmp/cp4.json"
+for st in 1:128 2:256; do
+    i=${st%%:*} S=${st#*:} blk=$((${st#*:} / 4))
+    kv=$((2 * kvh * hd * blk * 2)) kvd=$((2 * kvh * hd * blk * (2 + 4))) dkv=$((2 * kvh * hd * blk * 4))
+    check "--cp 4 stage $i ($S): forward 3 x $kv B, backward 3 x $kvd B + 1 x $dkv B" grep -q \
+        "^stage $i: ring per rank, per layer and sequence ($blk tokens, $kvh kv heads): 4 steps each way; forward sends 3 x $kv B (K|V), backward 3 x $kvd B (K|V + fp32 dK|dV) + 1 x $dkv B (fp32 dK|dV); per optimizer step .* ($nl layers x [0-9]* sequences)$" \
+        "$tmp/cp4.txt"
+    seqs=$(grep "^stage $i: ring" "$tmp/cp4.txt" | grep -o 'x [0-9]* sequences' | grep -o '[0-9]*')
+    step=$(( nl * seqs * (3 * kv + 3 * kvd + dkv) ))
+    # the JSON's ring object of stage i (keys sorted: backward_msg_bytes ... steps)
+    ring=$(awk -v n="$i" '/"index": /{k++} k==n && /"ring": \{/{r=1} r{print} r && /^ *\},?$/{exit}' "$tmp/cp4.json" | tr -d ' \n')
+    check "--cp 4 stage $i: JSON ring fields ($ring)" [ "$ring" = "\"ring\":{\"backward_msg_bytes\":$kvd,\"backward_sends\":3,\"block_len\":$blk,\"bytes_per_layer_sequence\":$((3 * kv + 3 * kvd + dkv)),\"bytes_per_step\":$step,\"forward_msg_bytes\":$kv,\"forward_sends\":3,\"kv_heads\":$kvh,\"return_msg_bytes\":$dkv,\"return_sends\":1,\"sequences_per_rank\":$seqs,\"steps\":4}," ]
+done
+run plan "$model" --to 256 --cp 2 --fp32
+check "--cp 2 --fp32: fp32 K|V (4 bytes), 1 forward send" grep -q \
+    "^stage 2: ring per rank, per layer and sequence (128 tokens, $kvh kv heads): 2 steps each way; forward sends 1 x $((2 * kvh * hd * 128 * 4)) B (K|V), backward 1 x $((2 * kvh * hd * 128 * 8)) B" "$tmp/out"
+run plan "$model" --to 256 --json
+check "CP 1: no ring in the JSON" bash -c "! grep -q '\"ring\"' '$tmp/out'"
+run plan "$model" --to 256
+check "CP 1: no ring lines" bash -c "! grep -q 'ring\|per rank' '$tmp/out'"
 
 # recipes and methods
 run plan "$model" --to 512 --recipe tiny-demo --fp32 --tokens-per-s 1000
