@@ -117,7 +117,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         po.cp = cp;
         po.dp = dp ? dp : 1;
     } else {
-        if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, &mesh)) != LCX_CLI_RUN) return stop;
+        if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, 0, &mesh)) != LCX_CLI_RUN) return stop;
         po.dp = mesh.dp_size;
     }
 
