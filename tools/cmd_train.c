@@ -62,7 +62,7 @@ static void help(void) {
            "  lcextend train --config tiny.json --data corpus --seq 256 --steps 500 --lr 1e-3 --out run --export-hf tiny\n"
            "  lcextend train tests/fixtures/models/llama_gqa --ids ids.txt --seq 32 --steps 6 --out run --save-every 3\n"
            "  mpirun -np 2 lcextend train --config tiny.json --data corpus --seq 256 --steps 500 --out run --dp 2\n"
-           "  mpirun -np 4 lcextend train --config tiny.json --data corpus --seq 4096 --steps 500 --out run --cp 2 --dp 2\n");
+           "  mpirun -np 4 lcextend train --config tiny.json --data corpus --seq 4096 --steps 500 --out r --cp 2\n");
 }
 
 #define MAX_TOK 16

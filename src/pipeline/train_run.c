@@ -38,8 +38,8 @@ void lcx_train_run_options_default(lcx_train_run_options *o) {
 static lcx_status check_mesh(const lcx_model_config *cfg, const lcx_train_run_options *o, int cp) {
     lcx_mesh mesh;
     LCX_TRY(lcx_mesh_init(&mesh, 1, cp, o->grad && o->grad->size > 1 ? o->dp_size : 1));
-    lcx_tp_dims dims = {.nh = cfg->num_attention_heads, .ng = cfg->num_key_value_heads, .d = cfg->head_dim, .H = cfg->hidden_size,
-                        .F = cfg->intermediate_size, .V = cfg->vocab_size};
+    lcx_tp_dims dims = {.nh = cfg->num_attention_heads, .ng = cfg->num_key_value_heads, .d = cfg->head_dim,
+                        .H = cfg->hidden_size, .F = cfg->intermediate_size, .V = cfg->vocab_size};
     return lcx_comm_check_mesh(&mesh, &dims, o->seq_len);
 }
 
