@@ -294,17 +294,24 @@ static void mesh_free(lcx_cli_mesh *mm) {
     memset(mm->group, 0, sizeof mm->group);
 }
 
-int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out) {
+int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, int cp_runs, lcx_cli_mesh *out) {
     memset(out, 0, sizeof *out);
     lcx_status st = lcx_comm_world_init(&out->world);
     if (st != LCX_OK) return lcx_cli_report(cmd, st);
     const int rank0 = out->world->rank == 0, world = out->world->size;
-    if (tp > 1 || cp > 1) {
+    if (tp > 1) {
         if (rank0)
-            fprintf(stderr, "lcextend %s: %s does not run in training yet (only data parallelism, --dp; lcextend "
-                            "plan can plan it)\n", cmd, tp > 1 ? "tensor parallelism (--tp > 1)" :
-                                                               "context parallelism (--cp > 1)");
+            fprintf(stderr, "lcextend %s: tensor parallelism (--tp > 1) does not run in training yet (data and "
+                            "context parallelism do, --dp and --cp with lcextend train; lcextend plan can plan "
+                            "it)\n", cmd);
         goto fail; /* before the mesh: the clearer message */
+    }
+    if (cp > 1 && !cp_runs) {
+        if (rank0)
+            fprintf(stderr, "lcextend %s: context parallelism (--cp > 1) does not run in the main command yet (its "
+                            "evaluations run on rank 0 alone; lcextend train --cp runs it, --dry-run plans it)\n",
+                    cmd);
+        goto fail;
     }
     if (dp == 0) {
         if (world % (tp * cp) != 0) {
@@ -325,6 +332,8 @@ int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out
     for (int i = 0; i < LCX_GROUP_COUNT && i < 4; i++) out->group[i] = g.group[i];
     out->dp_rank = g.coord.d;
     out->dp_size = dp;
+    out->cp_rank = g.coord.c;
+    out->cp_size = cp;
     return LCX_CLI_RUN;
 fail:
     mesh_free(out);
@@ -335,6 +344,10 @@ fail:
 
 lcx_comm *lcx_cli_mesh_grad(const lcx_cli_mesh *mm) {
     return mm->world && mm->world->size > 1 ? mm->group[LCX_GROUP_GRAD] : NULL;
+}
+
+lcx_comm *lcx_cli_mesh_cp(const lcx_cli_mesh *mm) {
+    return mm->world && mm->cp_size > 1 ? mm->group[LCX_GROUP_CP] : NULL;
 }
 
 int lcx_cli_mesh_close(const char *cmd, lcx_cli_mesh *mm, lcx_status st) {

@@ -54,7 +54,8 @@ static void help(void) {
            "                       --dry-run): the plan's steps are split over D ranks, each trains on its share;\n"
            "                       rank 0 alone evaluates, writes RUN and exports\n"
            "  --tp T, --cp C       tensor / context parallel sizes (default 1): planned with --dry-run, refused for\n"
-           "                       training (not in training yet). The mesh must match the world: mpirun -np TxCxD\n"
+           "                       training here (lcextend train runs --cp). The mesh must match the world:\n"
+           "                       mpirun -np TxCxD\n"
            "\n"
            "examples:\n"
            "  lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k\n"
@@ -117,7 +118,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         po.cp = cp;
         po.dp = dp ? dp : 1;
     } else {
-        if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, &mesh)) != LCX_CLI_RUN) return stop;
+        if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, 0, &mesh)) != LCX_CLI_RUN) return stop;
         po.dp = mesh.dp_size;
     }
 

@@ -53,13 +53,16 @@ static void help(void) {
            "parallel (under mpirun; docs/parallel.md):\n"
            "  --dp D               data-parallel ranks (default: the world / (tp x cp), i.e. every rank): each\n"
            "                       trains on its share of every step, a step is D x --accum x --batch sequences\n"
-           "  --tp T, --cp C       tensor / context parallel sizes (default 1; above 1 refused: not in training\n"
-           "                       yet). The mesh must match the world: mpirun -np (T x C x D)\n"
+           "  --cp C               context-parallel ranks (default 1): each holds --seq / C tokens of every\n"
+           "                       sequence (--seq a multiple of 2 C); C x D ranks train on the same sequences as D\n"
+           "  --tp T               tensor parallel size (default 1; above 1 refused: not in training yet)\n"
+           "                       The mesh must match the world: mpirun -np (T x C x D)\n"
            "\n"
            "examples:\n"
            "  lcextend train --config tiny.json --data corpus --seq 256 --steps 500 --lr 1e-3 --out run --export-hf tiny\n"
            "  lcextend train tests/fixtures/models/llama_gqa --ids ids.txt --seq 32 --steps 6 --out run --save-every 3\n"
-           "  mpirun -np 2 lcextend train --config tiny.json --data corpus --seq 256 --steps 500 --out run --dp 2\n");
+           "  mpirun -np 2 lcextend train --config tiny.json --data corpus --seq 256 --steps 500 --out run --dp 2\n"
+           "  mpirun -np 4 lcextend train --config tiny.json --data corpus --seq 4096 --steps 500 --out r --cp 2\n");
 }
 
 #define MAX_TOK 16
@@ -119,7 +122,7 @@ int lcx_cmd_train(int argc, char **argv) {
     if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
 
     lcx_cli_mesh mesh;
-    if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, &mesh)) != LCX_CLI_RUN) return stop;
+    if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, 1, &mesh)) != LCX_CLI_RUN) return stop;
 
     lcx_train_run_options o;
     lcx_train_run_options_default(&o);
@@ -153,6 +156,9 @@ int lcx_cmd_train(int argc, char **argv) {
     o.grad = lcx_cli_mesh_grad(&mesh);
     o.dp_rank = mesh.dp_rank;
     o.dp_size = mesh.dp_size;
+    o.cp_comm = lcx_cli_mesh_cp(&mesh);
+    o.cp_rank = mesh.cp_rank;
+    o.cp_size = mesh.cp_size;
     /* --quiet silences the step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, 0);

@@ -37,12 +37,13 @@ lcx_status lcx_tool_ckpt_tokenizer_files(const char *dir, char ***paths, int *n)
 void lcx_tool_strv_free(char **v, int n);
 
 struct lcx_train_state;
-/* Build a training model for cfg (max_tokens, policy, dtype) and load checkpoint dir into it (and its training
- * state into state when non-NULL). */
+struct lcx_comm;
+/* Build a training model for cfg (max_tokens, policy, dtype; cp_comm: the context-parallel group, NULL for none,
+ * max_tokens then the rank's local tokens) and load checkpoint dir into it (and its training state into state
+ * when non-NULL). */
 lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
                                    lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
-                                   struct lcx_train_state *state,
-                                   lcx_model **out);
+                                   struct lcx_comm *cp_comm, struct lcx_train_state *state, lcx_model **out);
 
 /* The run directory OUT before any work. With resume: OUT must be a directory holding a checkpoint, whose path
  * goes to *latest (heap); without: OUT must not already hold a run (checkpoints/latest). Creates nothing. Errors

@@ -10,6 +10,7 @@
 #include "formats/hf_config.h"
 #include "formats/tokdata.h"
 #include "src/checkpoint/source.h"
+#include "src/comm/mesh_check.h"
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
 #include "src/model/model.h"
@@ -33,6 +34,15 @@ void lcx_train_run_options_default(lcx_train_run_options *o) {
     o->act_dtype = LCX_F32;
 }
 
+/* The TP x CP x DP mesh (TP 1) against the model and the sequence length (lcx_comm_check_mesh). */
+static lcx_status check_mesh(const lcx_model_config *cfg, const lcx_train_run_options *o, int cp) {
+    lcx_mesh mesh;
+    LCX_TRY(lcx_mesh_init(&mesh, 1, cp, o->grad && o->grad->size > 1 ? o->dp_size : 1));
+    lcx_tp_dims dims = {.nh = cfg->num_attention_heads, .ng = cfg->num_key_value_heads, .d = cfg->head_dim,
+                        .H = cfg->hidden_size, .F = cfg->intermediate_size, .V = cfg->vocab_size};
+    return lcx_comm_check_mesh(&mesh, &dims, o->seq_len);
+}
+
 lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) {
     lcx_status st = LCX_OK;
     lcx_model_config cfg;
@@ -53,10 +63,20 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     lcx_comm *g = o->grad && o->grad->size > 1 ? o->grad : NULL;
     const int lead = !g || o->grad->rank == 0;
     int agreed = 0; /* agreement points passed (of 3) */
+    /* context parallelism: the CP group, its size and this rank's place in it */
+    lcx_comm *cpc = o->cp_comm && o->cp_size > 1 ? o->cp_comm : NULL;
+    const int cp = cpc ? o->cp_size : 1, cp_rank = cpc ? o->cp_rank : 0;
+    /* the same checks on every rank, before anything is created (the seq_len's split over CP, the mesh) */
+    LCX_FAIL_GOTO(o->cp_comm && o->cp_size > 1 && (o->cp_comm->size != o->cp_size || o->cp_comm->rank != o->cp_rank),
+                  LCX_ERR_INVALID, done, "train: CP rank %d of %d does not match the CP group's rank %d of %d",
+                  o->cp_rank, o->cp_size, o->cp_comm->rank, o->cp_comm->size);
+    lcx_cp_split split;
+    LCX_TRY_GOTO(lcx_cp_split_of(o->seq_len, cp, 0, &split), done);
+    LCX_FAIL_GOTO(cpc && !g, LCX_ERR_INVALID, done, "train: context parallelism needs the gradient group (CP x DP)");
     if (g) {
-        LCX_FAIL_GOTO(o->dp_size != g->size || o->dp_rank != g->rank, LCX_ERR_INVALID, done,
-                      "train: DP rank %d of %d does not match the gradient group's rank %d of %d", o->dp_rank,
-                      o->dp_size, g->rank, g->size);
+        LCX_FAIL_GOTO(o->dp_size * cp != g->size || o->dp_rank * cp + cp_rank != g->rank, LCX_ERR_INVALID, done,
+                      "train: CP rank %d of %d, DP rank %d of %d do not match the gradient group's rank %d of %d",
+                      cp_rank, cp, o->dp_rank, o->dp_size, g->rank, g->size);
         if (!lead) {
             agreed++;
             LCX_TRY_GOTO(lcx_tool_agree(g, LCX_OK), done);
@@ -97,17 +117,20 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     if (load_from) {
         LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), done);
-        LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, o->batch * o->seq_len, o->policy, o->param_dtype,
-                                            o->act_dtype, latest ? &state : NULL, &m),
+        LCX_TRY_GOTO(check_mesh(&cfg, o, cp), done);
+        LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, o->batch * o->seq_len / cp, o->policy,
+                                            o->param_dtype, o->act_dtype, cpc, latest ? &state : NULL, &m),
                      done);
         LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(load_from, &tok, &n_tok), done);
     } else {
         LCX_TRY_GOTO(lcx_config_load(o->config, &cfg), done);
+        LCX_TRY_GOTO(check_mesh(&cfg, o, cp), done);
         lcx_model_opts mo;
         memset(&mo, 0, sizeof mo);
         mo.param_dtype = o->param_dtype;
         mo.act_dtype = o->act_dtype;
-        mo.max_tokens = o->batch * o->seq_len;
+        mo.max_tokens = o->batch * o->seq_len / cp; /* the rank's local tokens */
+        mo.cp_comm = cpc;
         mo.training = 1;
         mo.policy = o->policy;
         LCX_TRY_GOTO(lcx_model_init(&m, &cfg, &mo), done);
@@ -178,6 +201,8 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.grad = g;
     ctx.dp_rank = g ? o->dp_rank : 0;
     ctx.dp_size = g ? o->dp_size : 1;
+    ctx.cp_rank = cp_rank;
+    ctx.cp_size = cp;
     if (latest)
         lcx_report(r, LCX_REPORT_NOTE, "resuming %s at step %lld/%lld (%lld tokens trained)", latest,
                    (long long)state.step, (long long)o->steps, (long long)state.tokens);
@@ -186,11 +211,12 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         LCX_TRY_GOTO(lcx_tool_agree(g, LCX_OK), done);
     }
     uint64_t n_params = lcx_model_params(m)->total_numel;
-    char dp_text[32] = "";
-    if (g) snprintf(dp_text, sizeof dp_text, "%d ranks x ", g->size);
+    char dp_text[32] = "", cp_text[64] = "";
+    if (g && o->dp_size > 1) snprintf(dp_text, sizeof dp_text, "%d ranks x ", o->dp_size);
+    if (cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", cp, (long long)(o->seq_len / cp));
     lcx_report(r, LCX_REPORT_NOTE,
-               "train: %s, %llu parameters, seq %lld, %s%lld x %lld sequences per step, %lld steps, lr %g (%s)",
-               lcx_arch_name(cfg.arch), (unsigned long long)n_params, (long long)o->seq_len, dp_text,
+               "train: %s, %llu parameters, seq %lld%s, %s%lld x %lld sequences per step, %lld steps, lr %g (%s)",
+               lcx_arch_name(cfg.arch), (unsigned long long)n_params, (long long)o->seq_len, cp_text, dp_text,
                (long long)o->accum, (long long)o->batch, (long long)o->steps, o->lr, lcx_lr_kind_name(o->schedule));
     lcx_run_event(r, "train_start",
           json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s?}", "parameters", (json_int_t)n_params, "seq_len",

@@ -51,6 +51,12 @@ typedef struct lcx_train_run_options {
      * accum x batch sequences. grad NULL (or of size 1): one rank. */
     lcx_comm *grad;          /* the gradient group (src/comm/comm.h), NULL: one rank */
     int dp_rank, dp_size;
+    /* Context parallelism (docs/parallel.md "Data parallelism", CP x DP): cp_comm is the CP group (NULL or
+     * cp_size 0/1: none); grad is then the GRAD group of cp_size x dp_size ranks, whose rank is cp_rank +
+     * cp_size x dp_rank. Each rank holds seq_len / cp_size tokens of every sequence (seq_len a multiple of 2
+     * cp_size, checked before any work); weights are replicated, so rank 0 of grad writes as above. */
+    lcx_comm *cp_comm;
+    int cp_rank, cp_size;
 } lcx_train_run_options;
 
 /* The defaults of `lcextend train` (batch 1, accum 1, keep 2, seed 1234, lr 3e-4 cosine, clip 1, wd 0.01,
