@@ -354,6 +354,7 @@ static void test_ring(void) {
         lcx_plan_free(p);
     }
     lcx_recipe_free(r);
+    lcx_config_free(&cfg);
 }
 
 /* FLOPs per token against a brute-force count of the matmuls of one training step on one sequence. */
