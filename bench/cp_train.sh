@@ -31,6 +31,13 @@ trap 'rm -rf "$out"' EXIT
 awk -v n=$(( (STEPS + 2) * (SEQ + 1) )) 'BEGIN { s = 7; for (i = 0; i < n; i++) {
     s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 8192 } }' >"$out/ids.txt"
 
+# ring bytes each rank sends per step (docs/plan.md "Ring traffic", float32 activations a = 4, one sequence, TP 1):
+# layers x [(C - 1) x 2 nkv d b a + (C - 1) x 2 nkv d b (a + 4) + 2 nkv d b 4], b = SEQ / C; 0 at C = 1
+jnum() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" "$CFG"; }
+ring_mib() { awk -v c="$1" -v s="$SEQ" -v l="$(jnum num_hidden_layers)" -v k="$(jnum num_key_value_heads)" \
+    -v d="$(jnum head_dim)" 'BEGIN { b = s / c; a = 4; x = 0
+    if (c > 1) x = l * ((c - 1) * 2 * k * d * b * a + (c - 1) * 2 * k * d * b * (a + 4) + 2 * k * d * b * 4)
+    printf "%.1f", x / 1048576 }'; }
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 # field FILE KEY: the KEY of steps 2..N
 field() { grep '"step"' "$1" | sed -n "2,\$s/.*\"$2\": \([^,}]*\).*/\1/p"; }
@@ -58,13 +65,13 @@ for C in $CPS; do
     eval "thr$C=$thr rss$C=${rss:-0}"
 done
 echo
-echo "| CP | ranks x threads | step time (s) | tokens/s | comm_s (s) | compute_s (s) | comm share | tokens/s vs CP 1 | step time vs CP 1 | peak RSS per rank (MiB) |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| CP | ranks x threads | step time (s) | tokens/s | comm_s (s) | compute_s (s) | comm share | tokens/s vs CP 1 | step time vs CP 1 | peak RSS per rank (MiB) | ring MiB sent per rank per step |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for C in $CPS; do
     v=t$C; [ -n "${!v:-}" ] || continue
     tpsv=tps$C; commv=comm$C; compv=comp$C; thrv=thr$C; rssv=rss$C
     awk -v c="$C" -v th="${!thrv}" -v t="${!v}" -v tps="${!tpsv}" -v cm="${!commv}" -v cp="${!compv}" -v r="${!rssv}" \
-        -v t1="${t1:-0}" -v tps1="${tps1:-0}" 'BEGIN {
-        printf "| %d | %d x %d | %.3f | %.0f | %.3f | %.3f | %.1f%% | %s | %s | %.1f |\n", c, c, th, t, tps, cm, cp,
-            100 * cm / t, (tps1 > 0 ? sprintf("%.2fx", tps / tps1) : "-"), (t1 > 0 ? sprintf("%.2fx", t / t1) : "-"), r / 1024 }'
+        -v rb="$(ring_mib "$C")" -v t1="${t1:-0}" -v tps1="${tps1:-0}" 'BEGIN {
+        printf "| %d | %d x %d | %.3f | %.0f | %.3f | %.3f | %.1f%% | %s | %s | %.1f | %s |\n", c, c, th, t, tps, cm, cp,
+            100 * cm / t, (tps1 > 0 ? sprintf("%.2fx", tps / tps1) : "-"), (t1 > 0 ? sprintf("%.2fx", t / t1) : "-"), r / 1024, rb }'
 done
