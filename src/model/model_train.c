@@ -66,18 +66,31 @@ static lcx_status grad_sqnorm(lcx_model *m) {
     return m->be->sqnorm(m->x, &a);
 }
 
+/* Counted targets (labels other than LCX_IGNORE_INDEX) over a step's micro-batches. */
+static int64_t counted_targets(const lcx_batch *micro, int n_micro) {
+    int64_t total = 0;
+    for (int i = 0; i < n_micro; i++) total += lcx_batch_count(&micro[i]);
+    return total;
+}
+
+/* A step's device state zeroed: the gradients and the results (norm + one loss slot per micro-batch), whose
+ * size goes to *res_bytes for the step's one read. */
+static lcx_status zero_step_state(lcx_model *m, int n_micro, size_t *res_bytes) {
+    LCX_TRY(lcx_model_reserve_results(m, n_micro));
+    *res_bytes = sizeof(lcx_dev_results) + (size_t)n_micro * sizeof(lcx_loss_slot);
+    LCX_TRY(lcx_model_zero_grads(m));
+    return m->be->zero(m->x, m->d_res, *res_bytes);
+}
+
 /* The step of one rank (grad NULL): what it was before data parallelism, bit for bit. */
 static lcx_status train_step_local(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
                                    lcx_step_result *res) {
     lcx_peak_rss_reset();
-    int64_t total = 0;
-    for (int i = 0; i < n_micro; i++) total += lcx_batch_count(&micro[i]);
+    int64_t total = counted_targets(micro, n_micro);
     LCX_FAIL_IF(total == 0, LCX_ERR_INVALID, "train step: no counted target in the batch (all labels are %d)",
                 LCX_IGNORE_INDEX);
-    LCX_TRY(lcx_model_reserve_results(m, n_micro));
-    size_t res_bytes = sizeof(lcx_dev_results) + (size_t)n_micro * sizeof(lcx_loss_slot);
-    LCX_TRY(lcx_model_zero_grads(m));
-    LCX_TRY(m->be->zero(m->x, m->d_res, res_bytes));
+    size_t res_bytes;
+    LCX_TRY(zero_step_state(m, n_micro, &res_bytes));
     /* loss normalised by the global count: micro-batch gradients add up to the gradient of the mean */
     float dscale = (float)(1.0 / (double)total);
     for (int i = 0; i < n_micro; i++) {
@@ -117,18 +130,15 @@ static lcx_status train_step_local(lcx_model *m, const lcx_batch *micro, int n_m
 static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_micro, const lcx_adamw_opts *o,
                                    lcx_comm *g, lcx_step_result *res) {
     lcx_peak_rss_reset();
-    int64_t total = 0;
-    for (int i = 0; i < n_micro; i++) total += lcx_batch_count(&micro[i]);
+    int64_t total = counted_targets(micro, n_micro);
     double t0 = lcx_clock_s(), comm = 0; /* the collectives' time (res->comm_s) */
     LCX_TRY(lcx_comm_all_reduce(g, NULL, &total, &total, 1, LCX_I64, LCX_COMM_SUM));
     comm += lcx_clock_s() - t0;
     LCX_FAIL_IF(total == 0, LCX_ERR_INVALID,
                 "train step: no counted target in the batch of any of the %d ranks (all labels are %d)", g->size,
                 LCX_IGNORE_INDEX);
-    LCX_TRY(lcx_model_reserve_results(m, n_micro));
-    size_t res_bytes = sizeof(lcx_dev_results) + (size_t)n_micro * sizeof(lcx_loss_slot);
-    LCX_TRY(lcx_model_zero_grads(m));
-    LCX_TRY(m->be->zero(m->x, m->d_res, res_bytes));
+    size_t res_bytes;
+    LCX_TRY(zero_step_state(m, n_micro, &res_bytes));
     float dscale = (float)(1.0 / (double)total);
     lcx_status st = LCX_OK;
     for (int i = 0; i < n_micro && st == LCX_OK; i++) {
