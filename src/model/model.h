@@ -37,6 +37,7 @@
 #include "src/checkpoint/source.h"
 #include "src/rope/rope.h"
 #include "src/model/act_policy.h"
+#include "src/core/layout.h"
 #include "src/core/status.h"
 
 /* Activation policies (lcx_act_policy, lcx_act_policy_parse) are in src/model/act_policy.h. */
@@ -175,11 +176,18 @@ lcx_status lcx_model_optimizer_step(lcx_model *m, const lcx_adamw_opts *o, lcx_s
 lcx_status lcx_model_zero_grads(lcx_model *m);
 
 /* ---- introspection ------------------------------------------------------------------------------------- */
+/* The parameter table: every tensor with its global shape (what checkpoints store). */
 const lcx_param_table *lcx_model_params(const lcx_model *m);
+/* What this rank holds of parameter i (docs/parallel.md "Tensor parallelism"): its box of the global tensor, the
+ * shape of its buffer (the box's, except vocab-parallel rows padded to Vp / TP, the padding rows zero and after
+ * the stored ones) and whether it is a replica (norms, replicated kv heads) and which one. Without tensor
+ * parallelism: the whole tensor, one replica. Every per-parameter accessor below (get/set param, master, grad,
+ * moments) reads or writes this rank's buffer: the product of out->local[] floats. */
+lcx_status lcx_model_param_slice(const lcx_model *m, size_t i, lcx_tp_slice *out);
 const lcx_model_config *lcx_model_config_of(const lcx_model *m);
 lcx_dtype lcx_model_param_dtype(const lcx_model *m);
 /* Host copies (float32) of parameter i's stored value / fp32 master (the stored value for bf16 inference) /
- * gradient; dst holds numel floats. */
+ * gradient; dst holds the floats of this rank's buffer (lcx_model_param_slice: the tensor's numel at TP 1). */
 lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst);
 lcx_status lcx_model_get_master(const lcx_model *m, size_t i, float *dst);
 lcx_status lcx_model_get_grad(const lcx_model *m, size_t i, float *dst);

@@ -89,6 +89,56 @@ static lcx_status alloc_f32(const lcx_backend *be, uint64_t n, float **out, cons
     return LCX_OK;
 }
 
+/* The tensor-parallel rule of each parameter kind (src/core/layout.h). */
+static lcx_weight_kind weight_kind(lcx_param_kind k) {
+    switch (k) {
+    case LCX_PARAM_EMBED: return LCX_W_EMBED;
+    case LCX_PARAM_ATTN_NORM: case LCX_PARAM_MLP_NORM: case LCX_PARAM_FINAL_NORM: return LCX_W_NORM;
+    case LCX_PARAM_Q: return LCX_W_Q_PROJ;
+    case LCX_PARAM_K: return LCX_W_K_PROJ;
+    case LCX_PARAM_V: return LCX_W_V_PROJ;
+    case LCX_PARAM_O: return LCX_W_O_PROJ;
+    case LCX_PARAM_Q_BIAS: return LCX_W_Q_BIAS;
+    case LCX_PARAM_K_BIAS: return LCX_W_K_BIAS;
+    case LCX_PARAM_V_BIAS: return LCX_W_V_BIAS;
+    case LCX_PARAM_O_BIAS: return LCX_W_O_BIAS;
+    case LCX_PARAM_Q_NORM: return LCX_W_Q_NORM;
+    case LCX_PARAM_K_NORM: return LCX_W_K_NORM;
+    case LCX_PARAM_GATE: return LCX_W_GATE_PROJ;
+    case LCX_PARAM_UP: return LCX_W_UP_PROJ;
+    case LCX_PARAM_DOWN: return LCX_W_DOWN_PROJ;
+    case LCX_PARAM_GATE_BIAS: return LCX_W_GATE_BIAS;
+    case LCX_PARAM_UP_BIAS: return LCX_W_UP_BIAS;
+    case LCX_PARAM_DOWN_BIAS: return LCX_W_DOWN_BIAS;
+    case LCX_PARAM_LM_HEAD: return LCX_W_LM_HEAD;
+    default: return LCX_W_UNKNOWN;
+    }
+}
+
+/* What TP rank r of T holds of every parameter, and its buffer's element count. */
+static lcx_status init_slices(lcx_model *m, int T, int r) {
+    m->slice = calloc(m->tab.n, sizeof *m->slice);
+    m->numel = calloc(m->tab.n, sizeof *m->numel);
+    LCX_FAIL_IF(!m->slice || !m->numel, LCX_ERR_OOM, "model: out of memory");
+    lcx_tp_dims d = {m->nh, m->nkv, m->hd, m->H, m->F, m->V};
+    for (size_t i = 0; i < m->tab.n; i++) {
+        const lcx_param_spec *s = &m->tab.params[i];
+        LCX_TRY(lcx_tp_slice_of(weight_kind(s->kind), &d, T, r, &m->slice[i]));
+        uint64_t n = 1;
+        for (int k = 0; k < m->slice[i].ndim; k++)
+            LCX_FAIL_IF(__builtin_mul_overflow(n, m->slice[i].local[k], &n), LCX_ERR_INVALID,
+                        "model: parameter %s too large", s->name);
+        m->numel[i] = n;
+    }
+    return LCX_OK;
+}
+
+lcx_status lcx_model_param_slice(const lcx_model *m, size_t i, lcx_tp_slice *out) {
+    LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
+    *out = m->slice[i];
+    return LCX_OK;
+}
+
 lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lcx_model_opts *opts) {
     LCX_FAIL_IF(!out || !cfg || !opts, LCX_ERR_INVALID, "model_init: NULL argument");
     *out = NULL;
@@ -125,6 +175,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     m->loss_chunk_cap = m->loss_chunk;
     m->ws.mlp_chunk = opts->mlp_chunk && opts->mlp_chunk < m->max_tokens ? opts->mlp_chunk : m->max_tokens;
     LCX_TRY_GOTO(lcx_param_table_init(&m->tab, cfg), fail);
+    LCX_TRY_GOTO(init_slices(m, 1, 0), fail);
     LCX_TRY_GOTO(lcx_rope_plan_init(&m->rope, &cfg->rope, cfg->head_dim, cfg->max_position_embeddings, NULL, NULL),
                  fail);
 
@@ -154,11 +205,11 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
         const lcx_param_spec *s = &m->tab.params[i];
         m->off[i] = (size_t)n;
         /* keep each tensor 64-byte aligned in both dtypes (32 elements) */
-        LCX_FAIL_GOTO(__builtin_add_overflow(n, (s->numel + 31) & ~(uint64_t)31, &n), LCX_ERR_INVALID, fail,
+        LCX_FAIL_GOTO(__builtin_add_overflow(n, (m->numel[i] + 31) & ~(uint64_t)31, &n), LCX_ERR_INVALID, fail,
                       "model: parameter count overflows");
         if (s->role == LCX_ROLE_NORM) {
             m->norm_off[i] = (size_t)m->n_norm_elems;
-            m->n_norm_elems += (s->numel + 15) & ~(uint64_t)15;
+            m->n_norm_elems += (m->numel[i] + 15) & ~(uint64_t)15;
         }
         if (s->layer >= 0) m->idx[(size_t)s->layer * LCX_PARAM_KIND_COUNT + s->kind] = (int64_t)i;
         else if (s->kind == LCX_PARAM_EMBED) m->embed_i = (int64_t)i;
@@ -234,6 +285,8 @@ void lcx_model_free(lcx_model *m) {
     }
     lcx_model_exec_free(m);
     lcx_param_table_free(&m->tab);
+    free(m->slice);
+    free(m->numel);
     free(m->policy);
     free(m->off);
     free(m->norm_off);
@@ -250,7 +303,7 @@ void lcx_model_free(lcx_model *m) {
  * numel uint16 (bf16 without a master copy). */
 static lcx_status set_param(lcx_model *m, size_t i, const float *src, uint16_t *scratch) {
     const lcx_param_spec *s = &m->tab.params[i];
-    size_t n = (size_t)s->numel;
+    size_t n = lcx_m_numel(m, i);
     uint16_t *p16 = (uint16_t *)lcx_m_param(m, (int64_t)i);
     if (m->master) {
         LCX_TRY(m->be->copy_h2d(m->x, m->master + m->off[i], src, n * sizeof(float)));
@@ -264,32 +317,42 @@ static lcx_status set_param(lcx_model *m, size_t i, const float *src, uint16_t *
     return LCX_OK;
 }
 
+static size_t lcx_max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Floats of the largest parameter, global or local. */
 static size_t max_numel(const lcx_model *m) {
     size_t mx = 0;
     for (size_t i = 0; i < m->tab.n; i++)
-        if (m->tab.params[i].numel > mx) mx = (size_t)m->tab.params[i].numel;
+        mx = lcx_max_size(mx, lcx_max_size((size_t)m->tab.params[i].numel, lcx_m_numel(m, i)));
     return mx;
 }
 
-/* Fill every parameter in table order: values(ctx, m, i, buf) writes parameter i's numel float32 values into buf,
- * then set_param stores them. Resets the step count. what names the caller in the out-of-memory message. */
+/* Fill every parameter in table order: values(ctx, m, i, buf) writes parameter i's numel float32 values (the
+ * whole global tensor) into buf, this rank's slice of them is cut out (padding rows zero) and set_param stores
+ * it. Resets the step count. what names the caller in the out-of-memory message. */
 typedef lcx_status (*param_values_fn)(void *ctx, const lcx_model *m, size_t i, float *buf);
 static lcx_status set_all_params(lcx_model *m, const char *what, param_values_fn values, void *ctx) {
-    float *buf = malloc(max_numel(m) * sizeof(float) + 1);
+    float *buf = malloc(max_numel(m) * sizeof(float) + 1), *mine = malloc(max_numel(m) * sizeof(float) + 1);
     uint16_t *scratch = malloc(max_numel(m) * sizeof(uint16_t) + 1);
-    if (!buf || !scratch) {
-        free(buf);
-        free(scratch);
-        return lcx_fail(LCX_ERR_OOM, "%s: out of memory", what);
-    }
     lcx_status st = LCX_OK;
+    LCX_FAIL_GOTO(!buf || !mine || !scratch, LCX_ERR_OOM, done, "%s: out of memory", what);
     for (size_t i = 0; i < m->tab.n; i++) {
         LCX_TRY_GOTO(values(ctx, m, i, buf), done);
-        LCX_TRY_GOTO(set_param(m, i, buf, scratch), done);
+        const lcx_tp_slice *sl = &m->slice[i];
+        const float *src = buf;
+        if (lcx_m_numel(m, i) != m->tab.params[i].numel || memcmp(&sl->box, &sl->global, sizeof sl->box) != 0) {
+            lcx_box local = sl->box; /* the buffer: the box's rows, then the padding rows */
+            for (int k = 0; k < sl->ndim; k++) local.shape[k] = sl->local[k];
+            memset(mine, 0, lcx_m_numel(m, i) * sizeof(float));
+            LCX_TRY_GOTO(lcx_box_copy(&sl->global, buf, &local, mine, sizeof(float), NULL), done);
+            src = mine;
+        }
+        LCX_TRY_GOTO(set_param(m, i, src, scratch), done);
     }
     m->step = 0;
 done:
     free(buf);
+    free(mine);
     free(scratch);
     return st;
 }
@@ -392,7 +455,7 @@ lcx_dtype lcx_model_param_dtype(const lcx_model *m) { return m->pdt; }
 
 lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
-    size_t n = (size_t)m->tab.params[i].numel;
+    size_t n = lcx_m_numel(m, i);
     if (m->pdt == LCX_F32) return m->be->copy_d2h(m->x, dst, lcx_m_param(m, (int64_t)i), n * 4);
     uint16_t *tmp = malloc(n * 2 + 1);
     LCX_FAIL_IF(!tmp, LCX_ERR_OOM, "model: out of memory");
@@ -405,19 +468,19 @@ lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst) {
 lcx_status lcx_model_get_master(const lcx_model *m, size_t i, float *dst) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     if (!m->master) return lcx_model_get_param(m, i, dst); /* bf16 inference: the stored value is all there is */
-    return m->be->copy_d2h(m->x, dst, m->master + m->off[i], (size_t)m->tab.params[i].numel * 4);
+    return m->be->copy_d2h(m->x, dst, m->master + m->off[i], lcx_m_numel(m, i) * 4);
 }
 
 lcx_status lcx_model_get_grad(const lcx_model *m, size_t i, float *dst) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     LCX_FAIL_IF(!m->grads, LCX_ERR_INVALID, "model: not built for training (no gradients)");
-    return m->be->copy_d2h(m->x, dst, m->grads + m->off[i], (size_t)m->tab.params[i].numel * 4);
+    return m->be->copy_d2h(m->x, dst, m->grads + m->off[i], lcx_m_numel(m, i) * 4);
 }
 
 lcx_status lcx_model_set_grad(lcx_model *m, size_t i, const float *src) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     LCX_FAIL_IF(!m->grads, LCX_ERR_INVALID, "model: not built for training (no gradients)");
-    return m->be->copy_h2d(m->x, m->grads + m->off[i], src, (size_t)m->tab.params[i].numel * 4);
+    return m->be->copy_h2d(m->x, m->grads + m->off[i], src, lcx_m_numel(m, i) * 4);
 }
 
 lcx_status lcx_model_set_loss_chunk(lcx_model *m, int64_t rows) {

@@ -3,6 +3,7 @@
 #define LCX_MODEL_INTERNAL_H
 
 #include "src/comm/comm.h"
+#include "src/core/layout.h"
 #include "src/model/model.h"
 
 /* Views of one layer's activations (T = tokens of the current batch, capacity max_tokens; Q = nh*hd,
@@ -54,7 +55,9 @@ struct lcx_model {
     lcx_dev_results *d_res;   /* device */
     int64_t res_cap;          /* loss slots in d_res */
     lcx_model_config cfg;     /* copy; json not owned (NULL) */
-    lcx_param_table tab;
+    lcx_param_table tab;      /* global shapes (what checkpoints hold) */
+    lcx_tp_slice *slice;      /* [tab.n] what this rank holds of each parameter (TP 1: the whole tensor) */
+    uint64_t *numel;          /* [tab.n] elements of this rank's buffer of each parameter (slice local shape) */
     lcx_rope_plan rope;
     lcx_dtype pdt;            /* stored parameter dtype */
     int training;
@@ -134,6 +137,8 @@ static inline void *lcx_m_param(const lcx_model *m, int64_t i) {
     return (char *)m->params + m->off[i] * (m->pdt == LCX_BF16 ? 2 : 4);
 }
 static inline float *lcx_m_grad(const lcx_model *m, int64_t i) { return m->grads + m->off[i]; }
+/* Elements of this rank's buffer of parameter i (its tensor-parallel slice; the whole tensor at TP 1). */
+static inline size_t lcx_m_numel(const lcx_model *m, size_t i) { return (size_t)m->numel[i]; }
 /* Element n of an act tensor p (in the model's activation dtype: byte offset n * lcx_act_size(adt)). */
 static inline void *lcx_m_at(const lcx_model *m, const void *p, int64_t n) {
     return (char *)(uintptr_t)p + (size_t)n * lcx_act_size(m->adt);

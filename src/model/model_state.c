@@ -8,7 +8,7 @@
 lcx_status lcx_model_get_moments(const lcx_model *m, size_t i, float *adam_m, float *adam_v) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     LCX_FAIL_IF(!m->adam_m || !m->adam_v, LCX_ERR_INVALID, "model: not built for training (no AdamW moments)");
-    size_t bytes = (size_t)m->tab.params[i].numel * 4;
+    size_t bytes = lcx_m_numel(m, i) * 4;
     LCX_TRY(m->be->copy_d2h(m->x, adam_m, m->adam_m + m->off[i], bytes));
     return m->be->copy_d2h(m->x, adam_v, m->adam_v + m->off[i], bytes);
 }
@@ -17,7 +17,7 @@ lcx_status lcx_model_set_state(lcx_model *m, size_t i, const float *master, cons
                                const float *adam_v) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     const lcx_param_spec *s = &m->tab.params[i];
-    size_t n = (size_t)s->numel;
+    size_t n = lcx_m_numel(m, i);
     uint16_t *p16 = (uint16_t *)lcx_m_param(m, (int64_t)i);
     if (m->master) {
         LCX_TRY(m->be->copy_h2d(m->x, m->master + m->off[i], master, n * sizeof(float)));

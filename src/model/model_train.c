@@ -43,7 +43,7 @@ static lcx_status apply_adamw(lcx_model *m, const lcx_adamw_opts *o, double sq, 
         const lcx_param_spec *s = &m->tab.params[i];
         size_t off = m->off[i];
         args.weight_decay = decays(s, o) ? o->weight_decay : 0.0;
-        args.n = (int64_t)s->numel;
+        args.n = (int64_t)lcx_m_numel(m, i);
         args.param = m->master + off, args.grad = m->grads + off, args.m = m->adam_m + off, args.v = m->adam_v + off;
         args.param_bf16 = m->pdt == LCX_BF16 ? (uint16_t *)lcx_m_param(m, (int64_t)i) : NULL;
         LCX_TRY(be->adamw(m->x, &args));
