@@ -294,7 +294,7 @@ static void mesh_free(lcx_cli_mesh *mm) {
     memset(mm->group, 0, sizeof mm->group);
 }
 
-int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, int cp_runs, lcx_cli_mesh *out) {
+int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out) {
     memset(out, 0, sizeof *out);
     lcx_status st = lcx_comm_world_init(&out->world);
     if (st != LCX_OK) return lcx_cli_report(cmd, st);
@@ -302,16 +302,8 @@ int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, int cp_runs, lcx_
     if (tp > 1) {
         if (rank0)
             fprintf(stderr, "lcextend %s: tensor parallelism (--tp > 1) does not run in training yet (data and "
-                            "context parallelism do, --dp and --cp with lcextend train; lcextend plan can plan "
-                            "it)\n", cmd);
+                            "context parallelism do, --dp and --cp; lcextend plan can plan it)\n", cmd);
         goto fail; /* before the mesh: the clearer message */
-    }
-    if (cp > 1 && !cp_runs) {
-        if (rank0)
-            fprintf(stderr, "lcextend %s: context parallelism (--cp > 1) does not run in the main command yet (its "
-                            "evaluations run on rank 0 alone; lcextend train --cp runs it, --dry-run plans it)\n",
-                    cmd);
-        goto fail;
     }
     if (dp == 0) {
         if (world % (tp * cp) != 0) {

@@ -173,8 +173,7 @@ lcx_status lcx_cli_flush_stdout(void);
 /* ---- the mesh of a training command (docs/parallel.md "Data parallelism") ----------------------------------
  * lcx_cli_mesh_open: the world from the launcher (lcx_comm_world_init, once), the TP x CP x DP mesh (dp 0: the
  * world / (tp * cp)) and its groups, checked before any work; TP above 1 refused (it does not run in training
- * yet), CP above 1 refused unless cp_runs (lcextend train runs it; the main command does not yet). Each problem is
- * one line printed by rank 0 only. Returns LCX_CLI_RUN, or the exit code.
+ * yet; both training commands run CP and DP). Each problem is one line printed by rank 0 only. Returns LCX_CLI_RUN, or the exit code.
  * lcx_cli_mesh_close: every rank learns the run's outcome (an all-reduce over the world); the lowest failing
  * rank prints its error line; the groups and the world are freed (MPI finalised). Returns the exit code. */
 typedef struct lcx_comm lcx_comm;
@@ -184,7 +183,7 @@ typedef struct lcx_cli_mesh {
     int dp_rank, dp_size;
     int cp_rank, cp_size;
 } lcx_cli_mesh;
-int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, int cp_runs, lcx_cli_mesh *out);
+int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out);
 int lcx_cli_mesh_close(const char *cmd, lcx_cli_mesh *mm, lcx_status st);
 /* The gradient group of an open mesh, NULL when the world is one rank. */
 lcx_comm *lcx_cli_mesh_grad(const lcx_cli_mesh *mm);

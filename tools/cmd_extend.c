@@ -52,15 +52,19 @@ static void help(void) {
            "parallel (under mpirun; docs/parallel.md):\n"
            "  --dp D               data-parallel ranks (default: the world / (tp x cp), i.e. every rank; 1 for\n"
            "                       --dry-run): the plan's steps are split over D ranks, each trains on its share;\n"
-           "                       rank 0 alone evaluates, writes RUN and exports\n"
-           "  --tp T, --cp C       tensor / context parallel sizes (default 1): planned with --dry-run, refused for\n"
-           "                       training here (lcextend train runs --cp). The mesh must match the world:\n"
-           "                       mpirun -np TxCxD\n"
+           "                       rank 0 alone writes RUN and exports\n"
+           "  --cp C               context-parallel ranks (default 1): every sequence is split over C ranks (ring\n"
+           "                       attention); every stage length must be a multiple of 2 x C. The stage\n"
+           "                       evaluations run on the C ranks of DP rank 0; the before/after evaluation\n"
+           "                       (and passkey) on rank 0 alone\n"
+           "  --tp T               tensor-parallel size (default 1): planned with --dry-run, refused for training.\n"
+           "                       The mesh must match the world: mpirun -np TxCxD\n"
            "\n"
            "examples:\n"
            "  lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k\n"
            "  lcextend ./Llama-3.1-8B --to 128k --recipe llama3-8k-128k --data pile --dry-run\n"
-           "  mpirun -np 2 lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k --dp 2\n");
+           "  mpirun -np 2 lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k --dp 2\n"
+           "  mpirun -np 4 lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k --cp 2 --dp 2\n");
 }
 
 int lcx_cmd_extend(int argc, char **argv) {
@@ -118,7 +122,9 @@ int lcx_cmd_extend(int argc, char **argv) {
         po.cp = cp;
         po.dp = dp ? dp : 1;
     } else {
-        if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, 0, &mesh)) != LCX_CLI_RUN) return stop;
+        if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, &mesh)) != LCX_CLI_RUN) return stop;
+        po.tp = tp;
+        po.cp = mesh.cp_size; /* the plan the run uses is the layout's: stage lengths multiples of 2 x CP */
         po.dp = mesh.dp_size;
     }
 
@@ -145,6 +151,9 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.grad = lcx_cli_mesh_grad(&mesh);
     o.dp_rank = mesh.dp_rank;
     o.dp_size = mesh.dp_size;
+    o.cp_comm = lcx_cli_mesh_cp(&mesh);
+    o.cp_rank = mesh.cp_rank;
+    o.cp_size = mesh.cp_size;
     /* --quiet silences training's step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, 0);

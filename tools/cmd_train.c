@@ -122,7 +122,7 @@ int lcx_cmd_train(int argc, char **argv) {
     if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
 
     lcx_cli_mesh mesh;
-    if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, 1, &mesh)) != LCX_CLI_RUN) return stop;
+    if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, &mesh)) != LCX_CLI_RUN) return stop;
 
     lcx_train_run_options o;
     lcx_train_run_options_default(&o);

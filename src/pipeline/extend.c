@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "formats/lcx.h"
+#include "src/comm/mesh_check.h"
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
 #include "src/pipeline/extend_eval.h"
@@ -61,6 +62,25 @@ static lcx_status check_ids(const char *ids, int64_t vocab) {
     return LCX_OK;
 }
 
+/* The TP x CP x DP mesh (TP 1) against the model and every stage's sequence length (lcx_comm_check_mesh; the
+ * recipe parser and the plan already refuse explicit stage lengths that 2 x CP does not divide). */
+static lcx_status check_mesh(const extend_job *job) {
+    const lcx_extend_options *o = job->o;
+    lcx_mesh mesh;
+    LCX_TRY(lcx_mesh_init(&mesh, 1, job->cp, job->g ? o->dp_size : 1));
+    const lcx_model_config *c = &job->cfg;
+    lcx_tp_dims dims = {.nh = c->num_attention_heads, .ng = c->num_key_value_heads, .d = c->head_dim,
+                        .H = c->hidden_size, .F = c->intermediate_size, .V = c->vocab_size};
+    for (int i = 0; i < job->plan->n_stages; i++) {
+        const lcx_plan_stage *ps = &job->plan->stages[i];
+        lcx_status st = lcx_comm_check_mesh(&mesh, &dims, ps->seq_len);
+        if (st != LCX_OK)
+            return lcx_fail_context(st, "stage %d/%d (seq %lld, cp %d): ", i + 1, job->plan->n_stages,
+                                    (long long)ps->seq_len, job->cp);
+    }
+    return LCX_OK;
+}
+
 /* Everything checkable before any work: config, recipe, plan, data, run directory. *stop: the dry run is over. */
 static lcx_status prepare(extend_job *job, int *stop) {
     const lcx_extend_options *o = job->o;
@@ -74,6 +94,7 @@ static lcx_status prepare(extend_job *job, int *stop) {
     job->cfg = job->input->cfg;
     LCX_TRY(lcx_recipe_open(o->recipe, 2 * o->plan.cp, &job->recipe));
     LCX_TRY(extend_plan(job, 1));
+    if (!o->dry_run) LCX_TRY(check_mesh(job));
     if (o->dry_run) {
         *stop = 1;
         return LCX_OK;
@@ -334,6 +355,9 @@ lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
     job.o = o;
     job.g = o->grad && o->grad->size > 1 ? o->grad : NULL;
     job.lead = !job.g || job.g->rank == 0;
+    job.cpc = o->cp_comm && o->cp_size > 1 ? o->cp_comm : NULL;
+    job.cp = job.cpc ? o->cp_size : 1;
+    job.cp_rank = job.cpc ? o->cp_rank : 0;
     job.all_r = r;
     job.lead_r = job.lead && r ? *r : (lcx_reporter){0}; /* only the lead says anything */
     r = &job.lead_r;
@@ -344,11 +368,20 @@ lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
     job.bos = -1;
     lcx_train_state_init(&job.state);
     lcx_status st = LCX_OK;
+    /* the same checks on every rank, before anything is created */
+    LCX_FAIL_GOTO(job.cpc && (job.cpc->size != job.cp || job.cpc->rank != job.cp_rank), LCX_ERR_INVALID, done,
+                  "extend: CP rank %d of %d does not match the CP group's rank %d of %d", job.cp_rank, job.cp,
+                  job.cpc->rank, job.cpc->size);
+    LCX_FAIL_GOTO(job.cpc && !job.g, LCX_ERR_INVALID, done,
+                  "extend: context parallelism needs the gradient group (CP x DP)");
+    LCX_FAIL_GOTO(!o->dry_run && o->plan.cp != job.cp, LCX_ERR_INVALID, done,
+                  "extend: the plan's cp %lld is not the CP group's size %d", (long long)o->plan.cp, job.cp);
     if (job.g)
-        LCX_FAIL_GOTO(o->dp_size != job.g->size || o->dp_rank != job.g->rank || o->plan.dp != o->dp_size,
-                      LCX_ERR_INVALID, done, "extend: DP rank %d of %d (plan dp %lld) does not match the gradient "
-                      "group's rank %d of %d", o->dp_rank, o->dp_size, (long long)o->plan.dp, job.g->rank,
-                      job.g->size);
+        LCX_FAIL_GOTO(o->dp_size * job.cp != job.g->size || o->dp_rank * job.cp + job.cp_rank != job.g->rank ||
+                          o->plan.dp != o->dp_size,
+                      LCX_ERR_INVALID, done, "extend: CP rank %d of %d, DP rank %d of %d (plan dp %lld) do not "
+                      "match the gradient group's rank %d of %d", job.cp_rank, job.cp, o->dp_rank, o->dp_size,
+                      (long long)o->plan.dp, job.g->rank, job.g->size);
     st = run(&job);
 done:
     if (st != LCX_OK) st = extend_sync(&job, st); /* the others learn it at their next agreement point */

@@ -68,6 +68,15 @@ typedef struct lcx_extend_options {
      * ranks see while training ends the job with lcx_comm_abort). grad NULL (or of size 1): one rank. */
     struct lcx_comm *grad;
     int dp_rank, dp_size;
+    /* Context parallelism (CP x DP, as lcx_train_run_options): cp_comm is the CP group (NULL or cp_size 0/1:
+     * none), plan.cp = cp_size, and grad is then the GRAD group of cp_size x dp_size ranks, whose rank is
+     * cp_rank + cp_size x dp_rank. Every stage trains on the model built over cp_comm (each rank holds seq_len /
+     * cp_size tokens of every sequence; every stage length a multiple of 2 cp_size, checked before any work);
+     * the stage evaluations run on the CP ranks of DP rank 0 (ring attention, the window losses summed over
+     * CP); the before/after evaluation and the passkey test run on rank 0 alone with a one-rank forward-only
+     * model while the others wait. */
+    struct lcx_comm *cp_comm;
+    int cp_rank, cp_size;
 } lcx_extend_options;
 
 /* The defaults of `lcextend CKPT --to N` without flags (ckpt, plan.target and data/ids still to fill). */

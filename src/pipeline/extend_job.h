@@ -48,6 +48,9 @@ typedef struct extend_job {
     const lcx_reporter *all_r; /* the caller's reporter, for a fatal message from any rank */
     lcx_reporter lead_r;     /* r on the lead, silent elsewhere */
     char *peer_saved;        /* not the lead: RUN's latest checkpoint after a stage (the lead's save) */
+    /* context parallelism (lcx_extend_options.cp_comm) */
+    lcx_comm *cpc;           /* the CP group when CP > 1, else NULL */
+    int cp, cp_rank;         /* its size (1: none) and this rank's place in it */
 } extend_job;
 
 /* extend.c */

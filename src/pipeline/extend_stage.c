@@ -112,9 +112,12 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     memset(&mo, 0, sizeof mo);
     mo.param_dtype = job->o->param_dtype;
     mo.act_dtype = job->o->act_dtype;
-    mo.max_tokens = ps->micro_seqs * ps->seq_len;
-    for (int e = 0; e < ps->n_eval; e++)
-        if (ps->eval_lengths[e] > mo.max_tokens && job->o->eval_data) mo.max_tokens = ps->eval_lengths[e];
+    mo.max_tokens = ps->micro_seqs * ps->seq_len / job->cp; /* the rank's local tokens */
+    for (int e = 0; e < ps->n_eval; e++) { /* the stage evaluation's windows (padded, split over CP) */
+        int64_t w = lcx_train_cp_window_tokens(ps->eval_lengths[e], job->cp);
+        if (w > mo.max_tokens && job->o->eval_data) mo.max_tokens = w;
+    }
+    mo.cp_comm = job->cpc;
     mo.training = 1;
     mo.policy = LCX_ACT_KEEP;
     mo.layer_policy = ps->activation;
@@ -136,7 +139,9 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     return st;
 }
 
-/* The stage's own evaluation at its eval lengths (the last stage's is part of the after-evaluation). */
+/* The stage's own evaluation at its eval lengths (the last stage's is part of the after-evaluation): the
+ * perplexities on the CP ranks of DP rank 0 (every window over the ring; one rank without CP), recorded by the
+ * lead. */
 static lcx_status stage_eval(extend_job *job, int i) {
     const lcx_plan_stage *ps = &job->plan->stages[i];
     int64_t lens[LCX_RECIPE_MAX_EVAL];
@@ -150,7 +155,17 @@ static lcx_status stage_eval(extend_job *job, int i) {
     pc.stride = ps->eval_stride;
     pc.bos_id = job->bos;
     pc.short_docs = LCX_PPL_SHORT_SKIP;
-    LCX_TRY(lcx_ppl_eval(&pc, job->docs, job->n_docs, lcx_train_window_score, job->m, res));
+    lcx_train_cp_scorer sc = {job->m, job->cp_rank, job->cp};
+    lcx_status st = lcx_ppl_eval(&pc, job->docs, job->n_docs, lcx_train_window_score_cp, &sc, res);
+    if (job->cpc && st != LCX_OK) {
+        /* the other CP ranks may be waiting in this window's ring: the job ends here */
+        char msg[600];
+        snprintf(msg, sizeof msg, "stage %d evaluation: rank %d: %s: %s", i + 1, job->g->rank, lcx_status_name(st),
+                 lcx_last_error());
+        lcx_comm_abort(job->g, job->all_r, 1, msg);
+    }
+    LCX_TRY(st);
+    if (!job->lead) return LCX_OK;
     return extend_record_stage_eval(job, i + 1, ps->seq_len, &pc, res);
 }
 
@@ -163,10 +178,13 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     lcx_model_free(job->m);
     job->m = NULL;
     LCX_TRY(stage_model(job, i, first));
+    char cp_text[64] = "";
+    if (job->cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", job->cp,
+                           (long long)(ps->seq_len / job->cp));
     lcx_report(job->r, LCX_REPORT_NOTE,
-               "stage %d/%d: seq %lld, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens", i + 1,
-               p->n_stages, (long long)ps->seq_len, lcx_rope_method_name(ps->method), (long long)ps->max_pos,
-               (long long)ps->steps, (long long)ps->tokens_per_step);
+               "stage %d/%d: seq %lld%s, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens", i + 1,
+               p->n_stages, (long long)ps->seq_len, cp_text, lcx_rope_method_name(ps->method),
+               (long long)ps->max_pos, (long long)ps->steps, (long long)ps->tokens_per_step);
     lcx_run_event(job->r, "stage_start",
                  json_pack("{s:i, s:i, s:I, s:s, s:I, s:I, s:I}", "stage", i + 1, "stages", p->n_stages, "seq_len",
                            (json_int_t)ps->seq_len, "method", lcx_rope_method_name(ps->method),
@@ -198,6 +216,8 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.grad = job->g;
     ctx.dp_rank = job->g ? job->o->dp_rank : 0;
     ctx.dp_size = job->g ? job->o->dp_size : 1;
+    ctx.cp_rank = job->cp_rank;
+    ctx.cp_size = job->cp;
     lcx_train_summary sum;
     lcx_status st = lcx_train_stage_run(job->m, &job->td, &sg, &ctx, &job->state, &sum);
     if (job->g && st != LCX_OK && st != LCX_ERR_INTERRUPTED) {
@@ -217,6 +237,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
                             lcx_run_json_number(job->state.loss), "tokens_per_s",
                             lcx_run_json_number(sum.mean_tokens_per_s), "peak_rss", (json_int_t)sum.peak_rss, "saved",
                             job->state.saved));
-    if (job->lead && job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
+    const int evaluates = job->lead || (job->cpc && job->o->dp_rank == 0); /* the lead's CP group */
+    if (evaluates && job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
     return LCX_OK;
 }

@@ -351,8 +351,9 @@ static lcx_status parse_stage(const pctx *c, const yaml_node_t *m, int is_stage,
             else {
                 LCX_TRY(get_length(c, v, key, &st_->seq_len));
                 if (st_->seq_len % c->divisor != 0)
-                    return kfail(c, v, key, "%lld is not a multiple of %lld (required by the parallel layout)",
-                                 (long long)st_->seq_len, (long long)c->divisor);
+                    return kfail(c, v, key, "%lld is not a multiple of %lld (%s: the parallel layout needs every "
+                                 "stage length to be a multiple of 2 x CP)", (long long)st_->seq_len,
+                                 (long long)c->divisor, what);
                 st_->seq_kind = LCX_SEQ_VALUE;
             }
             SET(LCX_RF_SEQ_LEN, v);

@@ -264,3 +264,35 @@ lcx_status lcx_train_window_score(void *model, const int32_t *tokens, int64_t n,
     for (int64_t i = 0; i < n - first; i++) nll[i] = sum / (double)count;
     return LCX_OK;
 }
+
+int64_t lcx_train_cp_window_tokens(int64_t n, int cp_size) {
+    int64_t cp = cp_size > 1 ? cp_size : 1, unit = 2 * cp;
+    return cp == 1 ? n : (n + unit - 1) / unit * unit / cp;
+}
+
+lcx_status lcx_train_window_score_cp(void *scorer, const int32_t *tokens, int64_t n, int64_t first, double *nll) {
+    const lcx_train_cp_scorer *s = scorer;
+    const int cp = s->cp_size > 1 ? s->cp_size : 1;
+    if (cp == 1) return lcx_train_window_score(s->model, tokens, n, first, nll);
+    LCX_FAIL_IF(n < 2 || first < 1 || first >= n, LCX_ERR_INVALID, "score: bad window (n %lld, first %lld)",
+                (long long)n, (long long)first);
+    const int64_t loc = lcx_train_cp_window_tokens(n, cp), np = loc * cp;
+    int32_t *buf = malloc((size_t)(2 * np + 3 * loc) * sizeof *buf);
+    LCX_FAIL_IF(!buf, LCX_ERR_OOM, "score: out of memory");
+    int32_t *ids = buf, *tgt = ids + np, *ids_l = tgt + np, *tgt_l = ids_l + loc, *pos_l = tgt_l + loc;
+    for (int64_t j = 0; j < np; j++) {
+        ids[j] = j < n ? tokens[j] : tokens[n - 1]; /* pad: after every scored position, never a target */
+        tgt[j] = j + 1 >= first && j + 1 < n ? tokens[j + 1] : LCX_IGNORE_INDEX;
+    }
+    double sum = 0;
+    int64_t count = 0;
+    lcx_status st = lcx_cp_local_batch(np, cp, s->cp_rank, ids, tgt, NULL, ids_l, tgt_l, pos_l);
+    lcx_batch b = {1, loc, ids_l, tgt_l, pos_l};
+    if (st == LCX_OK) st = lcx_model_forward(s->model, &b, NULL, &sum, &count); /* summed over CP */
+    free(buf);
+    LCX_TRY(st);
+    LCX_FAIL_IF(count != n - first, LCX_ERR_INVALID, "score: %lld targets counted over CP, expected %lld",
+                (long long)count, (long long)(n - first));
+    for (int64_t i = 0; i < n - first; i++) nll[i] = sum / (double)count;
+    return LCX_OK;
+}

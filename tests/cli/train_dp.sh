@@ -99,10 +99,6 @@ rm -rf "$tmp/e2/hf" && echo x >"$tmp/e2/hf"
 MPIEXEC_TIMEOUT=60 mpi "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2 --resume
 check "rank 0's export fails: the job fails ($(rc))" [ "$(rc)" -ne 0 ]
 check "rank 0's export fails: one line naming it" [ "$(grep -c '^lcextend extend: .*e2/hf: already exists' "$tmp/err")" -eq 1 ]
-mpi "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e3" --cp 2
-check "extend --cp 2: refused" grep -q "context parallelism (--cp > 1) does not run in the main command yet" "$tmp/err"
-check "extend --cp 2: one line" [ "$(lines)" -eq 1 ]
-check "extend --cp 2: nothing created" [ ! -e "$tmp/e3" ]
 run "$model" --to 256 --recipe "$tmp/even.yaml" --dry-run --cp 2 --dp 4
 check "extend --dry-run plans --cp 2 --dp 4 ($(head -c 300 "$tmp/err"))" grep -q "TP 1 x CP 2 x DP 4" "$tmp/out"
 
