@@ -21,7 +21,7 @@
  * Also, on the step directly: with a CP model no group means the CP group (bit-identical to passing the GRAD
  * group of mesh 1x4x1, the same ranks in the same order), and a group whose size is not a multiple of the CP
  * group's is refused; the stage loop refuses CP without a GRAD group of CP x DP ranks or with a sequence length
- * that is not a multiple of 2 CP. */
+ * that is not a multiple of 2 CP. And the window score of the stage evaluations over CP 2 and 4 (check_window_score). */
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
@@ -266,6 +266,37 @@ static void check_step(lcx_comm *world, const lcx_tokdata *td) {
     lcx_comm_groups_free(&g4);
 }
 
+/* lcx_train_window_score_cp (the main command's stage evaluations under CP): a window whose length 2 CP does not
+ * divide (padded), scored over the CP group of mesh 1xCPx(4/CP), gives every rank the mean NLL of the one-rank
+ * lcx_train_window_score of the same weights; measured 2.5e-9 (CP 2), 5.8e-10 (CP 4) relative (the ring's blocks merged by their
+ * log-sum-exp, the loss summed over CP), bound 1e-6. cp_size 1 is lcx_train_window_score itself. */
+static void check_window_score(lcx_comm *world, int cp) {
+    lcx_mesh mesh;
+    lcx_comm_groups g;
+    CHECK_OK(lcx_mesh_init(&mesh, 1, cp, 4 / cp));
+    CHECK_OK(lcx_comm_mesh(world, &mesh, &g));
+    enum { N = 45, FIRST = 7 };
+    int32_t ids[N];
+    for (int t = 0; t < N; t++) ids[t] = (int32_t)((t * 29 + 5) % g_cfg.vocab_size);
+    lcx_model *one = new_model(N, NULL);
+    lcx_model *cpm = new_model(lcx_train_cp_window_tokens(N, cp), g.group[LCX_GROUP_CP]);
+    CHECK(lcx_train_cp_window_tokens(N, cp) == (N + 2 * cp - 1) / (2 * cp) * 2);
+    double ref[N], got[N], same[N];
+    CHECK_OK(lcx_train_window_score(one, ids, N, FIRST, ref));
+    lcx_train_cp_scorer sc = {cpm, g.coord.c, cp}, sc1 = {one, 0, 1};
+    CHECK_OK(lcx_train_window_score_cp(&sc, ids, N, FIRST, got));
+    CHECK_OK(lcx_train_window_score_cp(&sc1, ids, N, FIRST, same));
+    CHECK(same[0] == ref[0]);
+    double rel = fabs(got[0] - ref[0]) / fabs(ref[0]);
+    CHECK_MSG(rel <= 1e-6, "CP %d window score %.9g vs one rank %.9g (relative %.2e)", cp, got[0], ref[0], rel);
+    CHECK(got[N - FIRST - 1] == got[0]);
+    if (world->rank == 0) printf("window score over CP %d vs one rank: %.2e relative (tol 1e-6)\n", cp, rel);
+    CHECK_FAILS(lcx_train_window_score_cp(&sc, ids, N, N, got), LCX_ERR_INVALID, "bad window");
+    lcx_model_free(one);
+    lcx_model_free(cpm);
+    lcx_comm_groups_free(&g);
+}
+
 int main(void) {
     omp_set_num_threads(1); /* 4 ranks share the machine's cores */
     lcx_comm *world = NULL;
@@ -312,6 +343,8 @@ int main(void) {
     check_cpdp(world, &td, 2, 2); /* CP groups {0, 1}, {2, 3}; DP groups {0, 2}, {1, 3}; GRAD all four */
     check_cpdp(world, &td, 4, 1); /* CP = GRAD = all four */
     check_step(world, &td);
+    check_window_score(world, 2);
+    check_window_score(world, 4);
     if (world->rank == 0)
         printf("CP x DP vs one rank: worst loss %.2e (relative, tol %.0e), norm %.2e (tol %.0e), weights %.2e "
                "(absolute, tol %.0e)\n",
