@@ -268,8 +268,8 @@ static void check_step(lcx_comm *world, const lcx_tokdata *td) {
 
 /* lcx_train_window_score_cp (the main command's stage evaluations under CP): a window whose length 2 CP does not
  * divide (padded), scored over the CP group of mesh 1xCPx(4/CP), gives every rank the mean NLL of the one-rank
- * lcx_train_window_score of the same weights; measured 2.5e-9 (CP 2), 5.8e-10 (CP 4) relative (the ring's blocks merged by their
- * log-sum-exp, the loss summed over CP), bound 1e-6. cp_size 1 is lcx_train_window_score itself. */
+ * lcx_train_window_score of the same weights; measured 2.5e-9 (CP 2), 5.8e-10 (CP 4) relative (the ring's blocks
+ * merged by their log-sum-exp, the loss summed over CP), bound 1e-6. cp_size 1 is lcx_train_window_score itself. */
 static void check_window_score(lcx_comm *world, int cp) {
     lcx_mesh mesh;
     lcx_comm_groups g;
