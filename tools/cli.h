@@ -173,7 +173,8 @@ lcx_status lcx_cli_flush_stdout(void);
 /* ---- the mesh of a training command (docs/parallel.md "Data parallelism") ----------------------------------
  * lcx_cli_mesh_open: the world from the launcher (lcx_comm_world_init, once), the TP x CP x DP mesh (dp 0: the
  * world / (tp * cp)) and its groups, checked before any work; TP above 1 refused (it does not run in training
- * yet; both training commands run CP and DP). Each problem is one line printed by rank 0 only. Returns LCX_CLI_RUN, or the exit code.
+ * yet; both training commands run CP and DP). Each problem is one line printed by rank 0 only. Returns
+ * LCX_CLI_RUN, or the exit code.
  * lcx_cli_mesh_close: every rank learns the run's outcome (an all-reduce over the world); the lowest failing
  * rank prints its error line; the groups and the world are freed (MPI finalised). Returns the exit code. */
 typedef struct lcx_comm lcx_comm;

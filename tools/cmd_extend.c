@@ -64,7 +64,8 @@ static void help(void) {
            "  lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k\n"
            "  lcextend ./Llama-3.1-8B --to 128k --recipe llama3-8k-128k --data pile --dry-run\n"
            "  mpirun -np 2 lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k --dp 2\n"
-           "  mpirun -np 4 lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k --cp 2 --dp 2\n");
+           "  mpirun -np 4 lcextend ./tiny-256 --to 2048 --recipe tiny-demo --data corpus --out tiny-2k \\\n"
+           "      --cp 2 --dp 2\n");
 }
 
 int lcx_cmd_extend(int argc, char **argv) {

@@ -21,7 +21,8 @@
  * Also, on the step directly: with a CP model no group means the CP group (bit-identical to passing the GRAD
  * group of mesh 1x4x1, the same ranks in the same order), and a group whose size is not a multiple of the CP
  * group's is refused; the stage loop refuses CP without a GRAD group of CP x DP ranks or with a sequence length
- * that is not a multiple of 2 CP. And the window score of the stage evaluations over CP 2 and 4 (check_window_score). */
+ * that is not a multiple of 2 CP. And the window score of the stage evaluations over CP 2 and 4
+ * (check_window_score). */
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
