@@ -4,7 +4,7 @@
 # The CP runs print one plan (the CP 2 layout, with the ring) and one report; every training loss and every stage
 # evaluation in metrics.jsonl (stage 1's evaluation runs over the CP ranks: padded windows over the ring) equals
 # the one-process run within 1e-5 relative; the before/after evaluation (rank 0 alone) gives the same perplexities
-# (before: the same bits) and passkey cells; the export is there. Refused before any work, one line, nothing
+# (before: the same bits) and passkey cells; the export is there; --resume continues a CP run exactly. Refused before any work, one line, nothing
 # created or printed on stdout: a stage length that 2 x CP does not divide, a mesh that does not match the world,
 # --tp 2. Skips (77) without mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -71,6 +71,16 @@ check "--cp 2: the plan is the CP 2 layout" grep -q "^layout:  TP 1 x CP 2 x DP 
 check "--cp 2: the plan shows the ring" grep -q "^stage 2: ring per rank, per layer and sequence (256 tokens" "$tmp/out"
 check "--cp 2: the stages name CP 2" [ "$(grep -c '^stage [12]/2: seq [0-9]* over CP 2' "$tmp/out")" -eq 2 ]
 same_run "$tmp/cp2" "--cp 2"
+
+# --resume under --cp 2 from stage 2's step-1 checkpoint: the unbroken run's last step and after-evaluation
+cp -r "$tmp/cp2" "$tmp/res" && rm -rf "$tmp/res/hf" "$tmp/res/eval/after.json" "$tmp/res/checkpoints/s02-step000002" && \
+    echo s02-step000001 >"$tmp/res/checkpoints/latest" && : >"$tmp/res/metrics.jsonl"
+mpi 2 "$tinym" "${args[@]}" --out "$tmp/res" --cp 2 --resume
+check "--cp 2 --resume ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "--cp 2 --resume: says so" grep -q "resuming from .*s02-step000001 (stage 2)" "$tmp/out"
+check "--cp 2 --resume: the last step and the after-evaluation as the unbroken run" \
+    [ "$(losses "$tmp/res/metrics.jsonl")" = "$(losses "$tmp/cp2/metrics.jsonl" | tail -n 3)" ]
+check "--cp 2 --resume: after.json as the unbroken run" [ "$(ppls "$tmp/res/eval/after.json")" = "$(ppls "$tmp/cp2/eval/after.json")" ]
 
 mpi 4 "$tinym" "${args[@]}" --out "$tmp/cd" --cp 2 --dp 2
 check "mpirun -np 4 --cp 2 --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
