@@ -224,16 +224,33 @@ typedef struct lcx_swiglu_args {
  * onehot(t_r)); ignored rows get dlogits 0 and no loss. The results stay on the device: *loss_sum += the sum of
  * loss_r in row order (double), *count += the rows not ignored. dscale lets the caller divide by the global
  * token count. A target outside [0, vocab) other than the ignore index is invalid input (validated on the host);
- * a backend treats it as ignored. */
+ * a backend treats it as ignored.
+ *
+ * Vocab-parallel rows (tensor parallelism, docs/parallel.md): each of tp ranks holds columns [vocab_start,
+ * vocab_start + vocab) of the global vocabulary, of which the first n_valid are real and the rest padding (never a
+ * target, masked out of every sum); targets are global ids. A full row never exists on one rank:
+ *   LCX_XENT_STATS: stats[r] = {max, sum of exp(x - max), x[target] or 0 when the target is not in this shard}
+ *     over this shard's valid columns of each counted row (max -inf and sum 0 for an empty shard; ignored rows
+ *     all 0); nothing else is written. The caller gathers the tp ranks' stats in rank order.
+ *   LCX_XENT_FINISH: stats holds the gathered stats [tp][n_rows][3]; the global max, sum of exponentials (ranks
+ *     combined in rank order, in double) and target logit give each row's loss, added to loss_sum/count exactly
+ *     as the whole-row op does (every rank adds the same values), and dlogits of this shard (padding columns 0).
+ * LCX_XENT_WHOLE (0): the whole row is here (vocab_start, n_valid, tp, stats unused). */
+typedef enum lcx_xent_phase { LCX_XENT_WHOLE = 0, LCX_XENT_STATS, LCX_XENT_FINISH } lcx_xent_phase;
 typedef struct lcx_xent_args {
     lcx_dtype dt;               /* act dtype of logits and dlogits */
-    int64_t n_rows, vocab;
+    int64_t n_rows, vocab;      /* vocab: the columns of logits (a shard's, with padding, when vocab-parallel) */
     float dscale;
     const void *logits;         /* act [n_rows, vocab] */
     const int32_t *targets;     /* [n_rows] */
     void *dlogits;              /* act [n_rows, vocab] (may alias logits; NULL: loss only) */
     double *loss_sum;           /* [1] device, accumulated */
     int64_t *count;             /* [1] device, accumulated */
+    lcx_xent_phase phase;       /* vocab-parallel phases (above); 0: whole rows */
+    int tp;                     /* ranks sharing the vocabulary (FINISH: stats rows), >= 1 */
+    int64_t vocab_start;        /* global id of column 0 */
+    int64_t n_valid;            /* real columns (0 .. vocab); the rest is padding */
+    double *stats;              /* device: STATS writes [n_rows][3], FINISH reads [tp][n_rows][3] */
 } lcx_xent_args;
 
 /* One AdamW step, in this order (torch.optim.AdamW): g = grad_scale * grad; p -= lr * weight_decay * p;

@@ -15,6 +15,16 @@ size_t lcx_cpu_cross_entropy_ws(const lcx_xent_args *a) {
     return lcx_cpu_ws_add(rows, lcx_cpu_ws_mul(lcx_cpu_ws_part(a->vocab, sizeof(float)), lcx_cpu_threads()));
 }
 
+/* Sum of exp(x[j] - mx) over n columns: float exp, double sum over 8 lanes in a fixed order (as row_xent). */
+static inline double sum_exp(const float *x, int64_t n, float mx) {
+    double se8[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) se8[l] += (double)lcx_cpu_expf(x[j + l] - mx);
+    for (; j < n; j++) se8[j & 7] += (double)lcx_cpu_expf(x[j] - mx);
+    return ((se8[0] + se8[1]) + (se8[2] + se8[3])) + ((se8[4] + se8[5]) + (se8[6] + se8[7]));
+}
+
 /* One row: returns its loss; writes dx (may alias x, NULL: loss only). */
 static inline double row_xent(const float *x, float *dx, int32_t t, int64_t vocab, float dscale) {
     if (!counted(t, vocab)) {
@@ -25,12 +35,7 @@ static inline double row_xent(const float *x, float *dx, int32_t t, int64_t voca
     float mx = x[0];
     for (int64_t j = 1; j < vocab; j++) mx = x[j] > mx ? x[j] : mx;
     /* exp in float (vectorised, 2 ulp), summed in double over 8 lanes in a fixed order */
-    double se8[8] = {0};
-    int64_t j = 0;
-    for (; j + 8 <= vocab; j += 8)
-        for (int l = 0; l < 8; l++) se8[l] += (double)lcx_cpu_expf(x[j + l] - mx);
-    for (; j < vocab; j++) se8[j & 7] += (double)lcx_cpu_expf(x[j] - mx);
-    double se = ((se8[0] + se8[1]) + (se8[2] + se8[3])) + ((se8[4] + se8[5]) + (se8[6] + se8[7]));
+    double se = sum_exp(x, vocab, mx);
     double lse = mx + log(se);
     double loss = lse - (double)x[t]; /* read before dlogits (which may alias logits) is written */
     if (dx) {
@@ -42,6 +47,89 @@ static inline double row_xent(const float *x, float *dx, int32_t t, int64_t voca
     return loss;
 }
 
+/* LCX_XENT_STATS of one row: {max, sum exp(x - max), target logit} over the shard's n_valid columns. */
+static inline void row_stats(const float *x, int64_t t, int64_t n_valid, double *st) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n_valid; j++) mx = x[j] > mx ? x[j] : mx;
+    st[0] = mx;
+    st[1] = n_valid > 0 ? sum_exp(x, n_valid, mx) : 0.0;
+    st[2] = t >= 0 && t < n_valid ? (double)x[t] : 0.0;
+}
+
+/* LCX_XENT_FINISH of one row (t: the target's column here, or outside [0, n_valid) when another rank holds it):
+ * the global log-sum-exp from the tp ranks' stats (rank order), dx over this shard; returns the loss. */
+static inline double row_finish(const float *x, float *dx, int64_t t, int64_t vocab, int64_t n_valid, float dscale,
+                                const double *stats, int tp, int64_t n_rows) {
+    double gmx = -INFINITY, xt = 0.0;
+    for (int r = 0; r < tp; r++) gmx = stats[(int64_t)r * n_rows * 3] > gmx ? stats[(int64_t)r * n_rows * 3] : gmx;
+    double se = 0.0;
+    for (int r = 0; r < tp; r++) {
+        const double *s = stats + (int64_t)r * n_rows * 3;
+        if (s[1] > 0) se += s[1] * exp(s[0] - gmx);
+        xt += s[2];
+    }
+    double lse = gmx + log(se);
+    if (dx) {
+        const float mx = (float)gmx; /* every rank's max is a float: gmx is one of them */
+        float w = (float)((double)dscale / se);
+        for (int64_t j = 0; j < n_valid; j++) dx[j] = w * lcx_cpu_expf(x[j] - mx);
+        for (int64_t j = n_valid; j < vocab; j++) dx[j] = 0.0f;
+        if (t >= 0 && t < n_valid) dx[t] = (float)((double)dscale * (exp(xt - lse) - 1.0));
+    }
+    return lse - xt;
+}
+
+/* The vocab-parallel phases (f32 logits: the model's loss chunk is always float32). */
+static lcx_status xent_shard(lcx_exec *x, const lcx_xent_args *a) {
+    const int64_t n_rows = a->n_rows, vocab = a->vocab, v0 = a->vocab_start, nv = a->n_valid;
+    LCX_FAIL_IF(a->dt != LCX_F32, LCX_ERR_UNSUPPORTED, "cross_entropy: vocab-parallel phases take F32 logits, not %s",
+                lcx_dtype_name(a->dt));
+    LCX_FAIL_IF(a->phase != LCX_XENT_STATS && a->phase != LCX_XENT_FINISH, LCX_ERR_INVALID,
+                "cross_entropy: unknown phase %d", (int)a->phase);
+    LCX_FAIL_IF(nv < 0 || nv > vocab || v0 < 0 || a->tp < 1, LCX_ERR_INVALID,
+                "cross_entropy: bad vocab shard (start %lld, %lld valid of %lld columns, tp %d)", (long long)v0,
+                (long long)nv, (long long)vocab, a->tp);
+    LCX_CPU_NEED(a->stats, n_rows, "cross_entropy");
+    const float *logits = a->logits;
+    const int32_t *tg = a->targets;
+    if (a->phase == LCX_XENT_STATS) {
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n_rows; r++) {
+            double *st = a->stats + r * 3;
+            if (tg[r] < 0) st[0] = st[1] = st[2] = 0.0; /* ignored: never read */
+            else row_stats(logits + r * vocab, (int64_t)tg[r] - v0, nv, st);
+        }
+        return LCX_OK;
+    }
+    LCX_FAIL_IF(a->loss_sum == NULL || a->count == NULL, LCX_ERR_INVALID, "cross_entropy: NULL loss_sum or count");
+    LCX_TRY(lcx_exec_need(x, lcx_cpu_cross_entropy_ws(a), "cross_entropy"));
+    if (n_rows == 0) return LCX_OK;
+    lcx_cpu_carve c = {x->scratch};
+    double *row_loss = lcx_cpu_take(&c, lcx_cpu_ws_part(n_rows, sizeof(double)));
+    float *dlogits = a->dlogits;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n_rows; r++) {
+        float *dx = dlogits ? dlogits + r * vocab : NULL;
+        row_loss[r] = 0.0;
+        if (tg[r] < 0) { /* ignored */
+            if (dx)
+                for (int64_t j = 0; j < vocab; j++) dx[j] = 0.0f;
+            continue;
+        }
+        row_loss[r] = row_finish(logits + r * vocab, dx, (int64_t)tg[r] - v0, vocab, nv, a->dscale, a->stats + r * 3,
+                                 a->tp, n_rows);
+    }
+    double sum = 0.0; /* fixed row order, as the whole-row op */
+    int64_t cnt = 0;
+    for (int64_t r = 0; r < n_rows; r++) {
+        sum += row_loss[r];
+        cnt += tg[r] >= 0;
+    }
+    *a->loss_sum += sum;
+    *a->count += cnt;
+    return LCX_OK;
+}
+
 lcx_status lcx_cpu_cross_entropy(lcx_exec *x, const lcx_xent_args *a) {
     LCX_CPU_ARGS(x, a, "cross_entropy");
     const int64_t n_rows = a->n_rows, vocab = a->vocab;
@@ -50,9 +138,10 @@ lcx_status lcx_cpu_cross_entropy(lcx_exec *x, const lcx_xent_args *a) {
     LCX_FAIL_IF(n_rows < 0 || vocab <= 0, LCX_ERR_INVALID, "cross_entropy: bad sizes rows=%lld vocab=%lld",
                 (long long)n_rows, (long long)vocab);
     LCX_TRY(lcx_cpu_act_check(a->dt, "cross_entropy"));
-    LCX_FAIL_IF(a->loss_sum == NULL || a->count == NULL, LCX_ERR_INVALID, "cross_entropy: NULL loss_sum or count");
     LCX_CPU_NEED(a->logits, n_rows, "cross_entropy");
     LCX_CPU_NEED(targets, n_rows, "cross_entropy");
+    if (a->phase != LCX_XENT_WHOLE) return xent_shard(x, a);
+    LCX_FAIL_IF(a->loss_sum == NULL || a->count == NULL, LCX_ERR_INVALID, "cross_entropy: NULL loss_sum or count");
     LCX_TRY(lcx_exec_need(x, lcx_cpu_cross_entropy_ws(a), "cross_entropy"));
     if (n_rows == 0) return LCX_OK;
     lcx_cpu_carve c = {x->scratch};

@@ -65,6 +65,10 @@ typedef struct lcx_model_opts {
                                     seq_len = global row length / CP in local order, with their global positions
                                     and targets; each layer's attention runs the ring over the group. NULL: one
                                     rank, the whole sequence (no communication) */
+    struct lcx_comm *tp_comm;    /* tensor parallelism (docs/parallel.md "Tensor parallelism"): the TP group (it must
+                                    outlive the model). Each rank holds its slice of every parameter
+                                    (lcx_model_param_slice) and computes its heads, its part of the MLP and its
+                                    vocabulary rows; training models only. NULL: every parameter whole */
 } lcx_model_opts;
 
 /* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */

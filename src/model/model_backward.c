@@ -50,6 +50,7 @@ lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, cons
     LCX_TRY(lcx_m_swiglu_bwd(m, m->dact, a->gate, a->up, m->dgate, m->dup, T * F));
     LCX_TRY(linear_bwd(m, m->dgate, a->xn2, T, H, F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), dxn, 0.0f));
     LCX_TRY(linear_bwd(m, m->dup, a->xn2, T, H, F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), dxn, 1.0f));
+    LCX_TRY(lcx_tp_sum(m, dxn, T * H)); /* column-parallel: each TP rank's input gradient is partial */
     LCX_TRY(lcx_m_rmsnorm_bwd(m, dxn, a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->rstd2, dxn,
                               lcx_m_grad(m, IDX(LCX_PARAM_MLP_NORM)), T, H));
     LCX_TRY(lcx_m_add(m, dres, dxn, dres, T * H)); /* dres = d h */
@@ -89,6 +90,7 @@ lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, cons
     LCX_TRY(linear_bwd(m, d, a->xn1, T, H, m->KV, IDX(LCX_PARAM_K), IDX(LCX_PARAM_K_BIAS), dxn, 1.0f));
     LCX_TRY(act_of(m, m->dv, T * m->KV, &d));
     LCX_TRY(linear_bwd(m, d, a->xn1, T, H, m->KV, IDX(LCX_PARAM_V), IDX(LCX_PARAM_V_BIAS), dxn, 1.0f));
+    LCX_TRY(lcx_tp_sum(m, dxn, T * H));
     LCX_TRY(lcx_m_rmsnorm_bwd(m, dxn, a->x_in, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), a->rstd1, dxn,
                               lcx_m_grad(m, IDX(LCX_PARAM_ATTN_NORM)), T, H));
     LCX_TRY(lcx_m_add(m, dres, dxn, dres, T * H)); /* dres = d x_in */
@@ -108,8 +110,9 @@ lcx_status lcx_model_fwd_bwd(lcx_model *m, const lcx_batch *b, float dscale, lcx
         if (m->policy[l] == LCX_ACT_RECOMPUTE) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 1));
         LCX_TRY(lcx_layer_backward(m, l, &m->layer[l], b));
     }
-    lcx_embedding_args e = {.dt = m->adt, .n_tokens = T, .n_rows = m->V, .dim = m->H, .vocab_start = 0,
-                            .n_vocab = m->V, .ids = m->d_ids, .dout = m->dres, .dweight = lcx_m_grad(m, m->embed_i)};
+    lcx_embedding_args e = {.dt = m->adt, .n_tokens = T, .n_rows = m->Vl, .dim = m->H, .vocab_start = m->v0,
+                            .n_vocab = m->Vl * m->tp_size, .ids = m->d_ids, .dout = m->dres,
+                            .dweight = lcx_m_grad(m, m->embed_i)};
     return m->be->embedding_bwd(m->x, &e);
 }
 

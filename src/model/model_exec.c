@@ -44,7 +44,7 @@ static void need_matmul(sizing *z, int ta, int tb, int64_t m, int64_t n, int64_t
  * A call missing here fails with the arena-size message, which the model tests would show. */
 size_t lcx_model_workspace(const lcx_model *m) {
     sizing z = {m->x, 0};
-    const int64_t T = m->max_tokens, C = m->loss_chunk_cap, H = m->H, V = m->V;
+    const int64_t T = m->max_tokens, C = m->loss_chunk_cap, H = m->H, V = m->Vl;
     const lcx_dtype adt = m->adt, pdt = m->pdt, f32 = LCX_F32;
     const int64_t norms[][2] = {{T, H}, {T * m->nh, m->hd}, {T * m->nkv, m->hd}};
     for (int i = 0; i < 3; i++) {
@@ -68,6 +68,8 @@ size_t lcx_model_workspace(const lcx_model *m) {
     need_matmul(&z, 0, 1, C, V, H, adt, pdt, f32);
     lcx_xent_args xe = {.dt = f32, .n_rows = C, .vocab = V};
     need(&z, LCX_OP_CROSS_ENTROPY, &xe);
+    xe.phase = LCX_XENT_FINISH, xe.tp = m->tp_size, xe.n_valid = V;
+    if (m->tp_size > 1) need(&z, LCX_OP_CROSS_ENTROPY, &xe);
     if (m->training) {
         need_matmul(&z, 0, 0, C, H, V, f32, pdt, adt);
         need_matmul(&z, 1, 0, V, H, C, f32, adt, f32);
@@ -85,7 +87,8 @@ size_t lcx_model_workspace(const lcx_model *m) {
         lcx_cast_args ca = {.n = T * heads[i] * m->hd, .src_dt = f32, .dst_dt = adt};
         need(&z, LCX_OP_CAST, &ca);
     }
-    lcx_embedding_args em = {.dt = adt, .n_tokens = T, .n_rows = V, .dim = H, .n_vocab = V, .w_dtype = pdt};
+    lcx_embedding_args em = {.dt = adt, .n_tokens = T, .n_rows = V, .dim = H, .n_vocab = V * m->tp_size,
+                             .w_dtype = pdt};
     need(&z, LCX_OP_EMBEDDING_FWD, &em);
     lcx_swiglu_args sw = {.dt = adt, .n = T * m->F};
     need(&z, LCX_OP_SWIGLU_FWD, &sw);

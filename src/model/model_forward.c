@@ -132,10 +132,12 @@ done:
 }
 
 lcx_status lcx_model_embed(lcx_model *m, int64_t T) {
-    lcx_embedding_args a = {.dt = m->adt, .n_tokens = T, .n_rows = m->V, .dim = m->H, .vocab_start = 0,
-                            .n_vocab = m->V, .ids = m->d_ids, .w_dtype = m->pdt,
+    /* vocab-parallel: each TP rank looks up the ids in its rows (zero elsewhere) and the ranks' rows are summed */
+    lcx_embedding_args a = {.dt = m->adt, .n_tokens = T, .n_rows = m->Vl, .dim = m->H, .vocab_start = m->v0,
+                            .n_vocab = m->Vl * m->tp_size, .ids = m->d_ids, .w_dtype = m->pdt,
                             .weight = lcx_m_param(m, m->embed_i), .out = m->resid[0]};
-    return m->be->embedding_fwd(m->x, &a);
+    LCX_TRY(m->be->embedding_fwd(m->x, &a));
+    return lcx_tp_sum(m, m->resid[0], T * m->H);
 }
 
 lcx_status lcx_linear_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, int64_t out, int64_t wi, int64_t bi,
@@ -150,6 +152,22 @@ lcx_status lcx_linear_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, in
     LCX_TRY(m->be->matmul(m->x, &a));
     if (bi < 0) return LCX_OK;
     /* y += ones[T, 1] bias[1, out]: one exact add per element, through the backend's matmul */
+    memset(&a, 0, sizeof a);
+    a.m = T, a.n = out, a.k = 1, a.batch = 1, a.alpha = 1.0f, a.beta = 1.0f;
+    a.a_dtype = LCX_F32, a.a = m->ones;
+    a.b_dtype = m->pdt, a.b = lcx_m_param(m, bi);
+    a.c_dtype = m->adt, a.c = y;
+    return m->be->matmul(m->x, &a);
+}
+
+lcx_status lcx_row_parallel_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, int64_t out, int64_t wi,
+                                int64_t bi, void *y) {
+    if (m->tp_size == 1) return lcx_linear_fwd(m, x, T, in, out, wi, bi, y);
+    /* each TP rank's partial product over its input columns, summed; the (replicated) bias added once after */
+    LCX_TRY(lcx_linear_fwd(m, x, T, in, out, wi, -1, y));
+    LCX_TRY(lcx_tp_sum(m, y, T * out));
+    if (bi < 0) return LCX_OK;
+    lcx_matmul_args a;
     memset(&a, 0, sizeof a);
     a.m = T, a.n = out, a.k = 1, a.batch = 1, a.alpha = 1.0f, a.beta = 1.0f;
     a.a_dtype = LCX_F32, a.a = m->ones;
@@ -184,14 +202,14 @@ lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const
             LCX_TRY(m->be->attention_fwd(m->x, &aa));
         }
     }
-    LCX_TRY(lcx_linear_fwd(m, a->o, T, m->Q, H, IDX(LCX_PARAM_O), IDX(LCX_PARAM_O_BIAS), a->h));
+    LCX_TRY(lcx_row_parallel_fwd(m, a->o, T, m->Q, H, IDX(LCX_PARAM_O), IDX(LCX_PARAM_O_BIAS), a->h));
     LCX_TRY(lcx_m_add(m, a->x_in, a->h, a->h, T * H));
     LCX_TRY(lcx_m_rmsnorm_fwd(m, a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->xn2, a->rstd2, T, H));
     LCX_TRY(lcx_linear_fwd(m, a->xn2, T, H, m->F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), a->gate));
     LCX_TRY(lcx_linear_fwd(m, a->xn2, T, H, m->F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), a->up));
     LCX_TRY(lcx_m_swiglu_fwd(m, a->gate, a->up, a->act, T * m->F));
     void *out = m->resid[l + 1];
-    LCX_TRY(lcx_linear_fwd(m, a->act, T, m->F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), out));
+    LCX_TRY(lcx_row_parallel_fwd(m, a->act, T, m->F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), out));
     LCX_TRY(lcx_m_add(m, a->h, out, out, T * H));
 #undef IDX
     return LCX_OK;

@@ -67,7 +67,7 @@ static void layout_acts(lcx_model *m, cursor *c) {
     m->d_ids = (int32_t *)take(c, T, sizeof(int32_t));
     m->d_tgt = (int32_t *)take(c, T, sizeof(int32_t));
     m->d_pos = (int32_t *)take(c, T, sizeof(int32_t));
-    m->logit_chunk = TAKEF(c, m->loss_chunk_cap * m->V);
+    m->logit_chunk = TAKEF(c, m->loss_chunk_cap * m->Vl);
     if (m->training) {
         m->dres = TAKEA(c, T * m->H);
         m->dxn = TAKEA(c, T * m->H);
@@ -133,6 +133,21 @@ static lcx_status init_slices(lcx_model *m, int T, int r) {
     return LCX_OK;
 }
 
+/* The layer sizes this rank computes with: its q heads, kv heads (one shared head when TP exceeds them), part of
+ * the intermediate size and vocabulary rows, as the slices of q_proj, k_proj, gate_proj and the embedding say. */
+static void local_sizes(lcx_model *m) {
+    m->Vl = m->V, m->v0 = 0;
+    if (m->tp_size == 1) return;
+    const lcx_tp_slice *q = &m->slice[lcx_m_idx(m, 0, LCX_PARAM_Q)], *k = &m->slice[lcx_m_idx(m, 0, LCX_PARAM_K)];
+    const lcx_tp_slice *g = &m->slice[lcx_m_idx(m, 0, LCX_PARAM_GATE)], *e = &m->slice[m->embed_i];
+    m->nh = (int64_t)q->local[0] / m->hd;
+    m->nkv = (int64_t)k->local[0] / m->hd;
+    m->Q = m->nh * m->hd, m->KV = m->nkv * m->hd;
+    m->F = (int64_t)g->local[0];
+    m->Vl = (int64_t)e->local[0];
+    m->v0 = m->tp_rank * m->Vl; /* not box.start: a shard of padding rows only stores nothing */
+}
+
 lcx_status lcx_model_param_slice(const lcx_model *m, size_t i, lcx_tp_slice *out) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     *out = m->slice[i];
@@ -175,7 +190,10 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     m->loss_chunk_cap = m->loss_chunk;
     m->ws.mlp_chunk = opts->mlp_chunk && opts->mlp_chunk < m->max_tokens ? opts->mlp_chunk : m->max_tokens;
     LCX_TRY_GOTO(lcx_param_table_init(&m->tab, cfg), fail);
-    LCX_TRY_GOTO(init_slices(m, 1, 0), fail);
+    LCX_TRY_GOTO(lcx_tp_init(m, opts->tp_comm), fail);
+    LCX_FAIL_GOTO(m->tp_size > 1 && !m->training, LCX_ERR_UNSUPPORTED, fail,
+                  "model: tensor parallelism runs in training models (forward-only passes take the whole model)");
+    LCX_TRY_GOTO(init_slices(m, m->tp_size, m->tp_rank), fail);
     LCX_TRY_GOTO(lcx_rope_plan_init(&m->rope, &cfg->rope, cfg->head_dim, cfg->max_position_embeddings, NULL, NULL),
                  fail);
 
@@ -220,6 +238,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     if (m->tab.tied) m->lm_head_i = m->embed_i;
     LCX_ASSERT(m->lm_head_i >= 0);
     m->n_elems = n;
+    local_sizes(m);
 
     size_t pbytes;
     LCX_FAIL_GOTO(!lcx_mul_size((size_t)n, pdt == LCX_BF16 ? 2 : 4, &pbytes), LCX_ERR_OOM, fail, "model: too large");
@@ -251,6 +270,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     c.used = 0;
     layout_acts(m, &c);
     LCX_TRY_GOTO(lcx_ring_init(m, opts->cp_comm), fail);
+    LCX_TRY_GOTO(lcx_tp_alloc(m), fail);
     LCX_TRY_GOTO(lcx_model_exec_reserve(m), fail);
     {
         /* the ones vector is constant */
@@ -282,6 +302,7 @@ void lcx_model_free(lcx_model *m) {
         m->be->free(m->rope_cos);
         m->be->free(m->rope_sin);
         lcx_ring_free(m);
+        lcx_tp_free(m);
     }
     lcx_model_exec_free(m);
     lcx_param_table_free(&m->tab);

@@ -61,7 +61,8 @@ struct lcx_model {
     lcx_rope_plan rope;
     lcx_dtype pdt;            /* stored parameter dtype */
     int training;
-    int64_t L, H, nh, nkv, hd, Q, KV, F, V;
+    int64_t L, H, nh, nkv, hd, Q, KV, F, V; /* nh, nkv, Q, KV, F: this rank's (TP) share; V: the whole vocabulary */
+    int64_t Vl, v0;           /* vocabulary rows held here (Vp / TP, padding included) and the first one's id */
     int64_t max_tokens, loss_chunk, loss_chunk_cap;
     lcx_act_policy *policy;   /* [L] */
 
@@ -111,6 +112,13 @@ struct lcx_model {
     char *ring_buf[2];        /* K | V (act [S, KV] each) | dK | dV (f32 [S, KV] each, training only) */
     void *ring_o;             /* act [T, Q]: one task's partial output */
     float *ring_lse;          /* f32 [T, nh]: its log-sum-exp */
+
+    /* tensor parallelism (model_tp.c; NULL/1 without opts.tp_comm) */
+    lcx_comm *tp;             /* the TP group, or NULL */
+    int tp_size, tp_rank;
+    void *tp_mem;             /* one allocation: the gather scratch and the loss statistics */
+    void *tp_gather;          /* TP x the largest summed buffer */
+    double *tp_stats;         /* f64 [C][3] this rank's loss-chunk statistics, then [TP][C][3] gathered */
 };
 
 /* Byte cursor over one allocation (c->base NULL: sizing pass only); every piece 64-byte aligned. */
@@ -181,6 +189,10 @@ lcx_status lcx_model_fwd_bwd(lcx_model *m, const lcx_batch *b, float dscale, lcx
 /* y[T, out] (=|+=) x[T, in] W^T (+ bias) for parameter index wi (bias index bi or -1). */
 lcx_status lcx_linear_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, int64_t out, int64_t wi, int64_t bi,
                           void *y);
+/* The same for a row-parallel layer (o_proj, down_proj): with TP, x W^T over this rank's input columns, summed
+ * over the TP group, then the bias (model_forward.c). */
+lcx_status lcx_row_parallel_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, int64_t out, int64_t wi,
+                                int64_t bi, void *y);
 /* The model's exec (model_exec.c): taken from opts or created (init, before any buffer), arena and result slots
  * sized once the shapes are known (reserve), released last (free). */
 lcx_status lcx_model_exec_init(lcx_model *m, const lcx_model_opts *opts);
@@ -200,6 +212,22 @@ lcx_status lcx_ring_attn_fwd(lcx_model *m, const lcx_batch *b, const void *q, co
                              float *lse);
 lcx_status lcx_ring_attn_bwd(lcx_model *m, const lcx_batch *b, const void *q, const void *k, const void *v,
                              const void *o, const float *lse, const void *dout, float *dq, float *dk, float *dv);
+/* Tensor parallelism (model_tp.c). init: take opts.tp_comm (before the sizes are made local); alloc: the scratch
+ * (after them); free. sum: buf[0..n) (act) = the sum over the TP group of every rank's buf, in rank order (no-op
+ * without TP). loss_chunk: the vocab-parallel cross-entropy of c rows (rows r0.. of the batch) of the logits in
+ * logit_chunk ([c, Vl] f32), dlogits in place with backward. reduce_grads: sum the gradients that are partial on
+ * each rank (q_norm/k_norm, replicated kv heads) over their sharers, once per optimizer step. grad_sqnorm_local:
+ * add this rank's share of the squared gradient norm (its slices, each replicated box by its first replica) into
+ * d_res->grad_sq; sum_host: *v = the sum over TP of every rank's *v in rank order (the global norm from the
+ * shares; the same bits on every rank). */
+lcx_status lcx_tp_init(lcx_model *m, lcx_comm *tp);
+lcx_status lcx_tp_alloc(lcx_model *m);
+void lcx_tp_free(lcx_model *m);
+lcx_status lcx_tp_sum(lcx_model *m, void *buf, int64_t n);
+lcx_status lcx_tp_loss_chunk(lcx_model *m, int64_t c, float dscale, int backward, lcx_loss_slot *acc, int64_t r0);
+lcx_status lcx_tp_reduce_grads(lcx_model *m);
+lcx_status lcx_tp_grad_sqnorm_local(lcx_model *m);
+lcx_status lcx_tp_sum_host(lcx_model *m, double *v);
 /* With CP: sum a loss sum and count over the CP group (every rank then reports the global values). */
 lcx_status lcx_ring_reduce_loss(lcx_model *m, lcx_loss_slot *r);
 /* Make room for n loss slots in d_res (kept when large enough; contents are not kept). */

@@ -7,6 +7,9 @@
 lcx_status lcx_model_emit_logits(lcx_model *m, int64_t T, int64_t first_row, lcx_logits_fn fn, void *user) {
     const lcx_backend *be = m->be;
     int64_t H = m->H, V = m->V, C = m->loss_chunk;
+    LCX_FAIL_IF(m->tp_size > 1, LCX_ERR_UNSUPPORTED,
+                "model: whole logits rows do not exist with tensor parallelism (each rank holds %lld of %lld)",
+                (long long)m->Vl, (long long)m->V);
     LCX_TRY(lcx_m_rmsnorm_fwd(m, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->xf, m->rstdf, T, H));
     float *host = malloc((size_t)C * (size_t)V * sizeof(float)); /* C x V was allocated at init: no overflow */
     LCX_FAIL_IF(!host, LCX_ERR_OOM, "no memory for %lld x %lld logits", (long long)C, (long long)V);

@@ -8,7 +8,10 @@
 
 lcx_status lcx_model_loss(lcx_model *m, int64_t T, int backward, float dscale, float *logits, lcx_loss_slot *acc) {
     const lcx_backend *be = m->be;
-    int64_t H = m->H, V = m->V, C = m->loss_chunk;
+    int64_t H = m->H, V = m->Vl, C = m->loss_chunk; /* V: the vocabulary rows here (all without TP) */
+    LCX_FAIL_IF(logits && m->tp_size > 1, LCX_ERR_UNSUPPORTED,
+                "model: whole logits rows do not exist with tensor parallelism (each rank holds %lld of %lld)",
+                (long long)m->Vl, (long long)m->V);
     LCX_TRY(lcx_m_rmsnorm_fwd(m, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->xf, m->rstdf, T, H));
     const void *w = lcx_m_param(m, m->lm_head_i);
     void *dxf = m->dxn; /* act [T, H] */
@@ -23,10 +26,14 @@ lcx_status lcx_model_loss(lcx_model *m, int64_t T, int backward, float dscale, f
         LCX_TRY(be->matmul(m->x, &a));
         if (logits) LCX_TRY(be->copy_d2h(m->x, logits + r0 * V, m->logit_chunk, (size_t)(c * V) * sizeof(float)));
         /* the chunk's loss sum and count add up on the device: nothing is read back here */
-        lcx_xent_args xa = {.dt = LCX_F32, .n_rows = c, .vocab = V, .dscale = dscale, .logits = m->logit_chunk,
-                            .targets = m->d_tgt + r0, .dlogits = backward ? m->logit_chunk : NULL,
-                            .loss_sum = &acc->loss_sum, .count = &acc->count};
-        LCX_TRY(be->cross_entropy(m->x, &xa));
+        if (m->tp_size > 1) { /* vocab-parallel: row statistics combined over TP */
+            LCX_TRY(lcx_tp_loss_chunk(m, c, dscale, backward, acc, r0));
+        } else {
+            lcx_xent_args xa = {.dt = LCX_F32, .n_rows = c, .vocab = V, .dscale = dscale, .logits = m->logit_chunk,
+                                .targets = m->d_tgt + r0, .dlogits = backward ? m->logit_chunk : NULL,
+                                .loss_sum = &acc->loss_sum, .count = &acc->count};
+            LCX_TRY(be->cross_entropy(m->x, &xa));
+        }
         if (!backward) continue;
         /* dX[r0:r0+c] = dlogits W */
         memset(&a, 0, sizeof a);
@@ -43,6 +50,7 @@ lcx_status lcx_model_loss(lcx_model *m, int64_t T, int backward, float dscale, f
         a.c_dtype = LCX_F32, a.c = lcx_m_grad(m, m->lm_head_i);
         LCX_TRY(be->matmul(m->x, &a));
     }
+    if (backward) LCX_TRY(lcx_tp_sum(m, dxf, T * H)); /* each TP rank's dX is over its vocabulary rows */
     if (backward)
         LCX_TRY(lcx_m_rmsnorm_bwd(m, dxf, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->rstdf, m->dres,
                                   lcx_m_grad(m, m->final_norm_i), T, H));

@@ -59,9 +59,15 @@ static lcx_status apply_adamw(lcx_model *m, const lcx_adamw_opts *o, double sq, 
     return LCX_OK;
 }
 
-/* The gradients' squared norm into d_res->grad_sq (zeroed first): one sqnorm over the whole grads buffer. */
+/* The gradients' squared norm into d_res->grad_sq (zeroed first): one sqnorm over the whole grads buffer. With
+ * tensor parallelism the gradients that are partial on each rank are summed over their sharers first, and
+ * d_res->grad_sq gets this rank's share only (lcx_tp_sum_host makes it global once read). */
 static lcx_status grad_sqnorm(lcx_model *m) {
     LCX_TRY(m->be->zero(m->x, &m->d_res->grad_sq, sizeof(double)));
+    if (m->tp_size > 1) {
+        LCX_TRY(lcx_tp_reduce_grads(m));
+        return lcx_tp_grad_sqnorm_local(m);
+    }
     lcx_sqnorm_args a = {(int64_t)m->n_elems, m->grads, &m->d_res->grad_sq};
     return m->be->sqnorm(m->x, &a);
 }
@@ -111,6 +117,7 @@ static lcx_status train_step_local(lcx_model *m, const lcx_batch *micro, int n_m
     double sq = h->grad_sq;
     free(h);
     LCX_TRY(st);
+    LCX_TRY(lcx_tp_sum_host(m, &sq));
     LCX_TRY(apply_adamw(m, o, sq, res));
     if (res) {
         res->loss = loss / (double)counted;
@@ -168,6 +175,7 @@ static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_m
     LCX_TRY(grad_sqnorm(m));
     double sq = 0;
     LCX_TRY(m->be->copy_d2h(m->x, &sq, &m->d_res->grad_sq, sizeof sq));
+    LCX_TRY(lcx_tp_sum_host(m, &sq));
     LCX_TRY(apply_adamw(m, o, sq, res));
     if (res) {
         res->loss = sum[0] / sum[1];
@@ -210,5 +218,6 @@ lcx_status lcx_model_optimizer_step(lcx_model *m, const lcx_adamw_opts *o, lcx_s
     LCX_TRY(grad_sqnorm(m));
     double sq = 0;
     LCX_TRY(m->be->copy_d2h(m->x, &sq, &m->d_res->grad_sq, sizeof sq));
+    LCX_TRY(lcx_tp_sum_host(m, &sq));
     return apply_adamw(m, o, sq, res);
 }

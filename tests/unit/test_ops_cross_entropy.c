@@ -2,7 +2,9 @@
  * dlogits = dscale * d(sum of losses)/dlogits checked by central differences, chunking (the chunks' sums equal
  * the whole; dlogits identical), in-place dlogits, large logits, targets outside the vocabulary counted as
  * ignored (never validated by the op). Loss sum and count are device results that accumulate (+=): the test
- * zeroes them and reads them back. bf16 logits, the workspace and a too small arena. */
+ * zeroes them and reads them back. bf16 logits, the workspace and a too small arena. The vocab-parallel phases
+ * (STATS on every shard, FINISH with the gathered stats) against the whole-row op, for tp = 1..5 shards of a
+ * vocabulary padded to a multiple of tp (including a shard of padding only). */
 #include "ops_common.h"
 
 typedef struct ctx {
@@ -33,6 +35,54 @@ static lcx_status xent(lcx_dtype dt, const void *x, const int32_t *tg, void *dx,
     lcx_xent_args a = {.dt = dt, .n_rows = R, .vocab = V, .dscale = dscale, .logits = x, .targets = tg,
                        .dlogits = dx, .loss_sum = loss, .count = count};
     return op_exact(X, LCX_OP_CROSS_ENTROPY, &a);
+}
+
+/* The rows split into tp vocab shards of ceil(V / tp) columns (the last ones padded with garbage the op must
+ * mask), STATS per shard, stats gathered in rank order, FINISH per shard: loss and count like the whole-row op,
+ * dlogits equal to its columns within float rounding, padding columns 0. */
+static void check_vocab_parallel(const float *x, const int32_t *tg, int64_t R, int64_t V, float dscale, int tp,
+                                 double want_loss, int64_t want_count, const float *want_dx) {
+    const int64_t per = (V + tp - 1) / tp;
+    double *stats = malloc(sizeof(double) * 3 * (size_t)(R * tp));
+    float *sx = malloc(sizeof(float) * (size_t)(R * per * tp)), *sdx = malloc(sizeof(float) * (size_t)(R * per));
+    for (int r = 0; r < tp; r++) /* shard r: columns [r per, r per + per), garbage where past V */
+        for (int64_t i = 0; i < R; i++)
+            for (int64_t j = 0; j < per; j++) {
+                int64_t g = r * per + j;
+                sx[(r * R + i) * per + j] = g < V ? x[i * V + g] : 1e30f;
+            }
+    for (int r = 0; r < tp; r++) {
+        int64_t nv = V - r * per < 0 ? 0 : V - r * per > per ? per : V - r * per;
+        lcx_xent_args a = {.dt = LCX_F32, .n_rows = R, .vocab = per, .logits = sx + r * R * per, .targets = tg,
+                           .phase = LCX_XENT_STATS, .tp = tp, .vocab_start = r * per, .n_valid = nv,
+                           .stats = stats + (int64_t)r * R * 3};
+        CHECK_OK(op_exact(X, LCX_OP_CROSS_ENTROPY, &a));
+    }
+    double worst = 0;
+    for (int r = 0; r < tp; r++) {
+        int64_t nv = V - r * per < 0 ? 0 : V - r * per > per ? per : V - r * per;
+        double loss = 0;
+        int64_t count = 0;
+        lcx_xent_args a = {.dt = LCX_F32, .n_rows = R, .vocab = per, .dscale = dscale, .logits = sx + r * R * per,
+                           .targets = tg, .dlogits = sdx, .loss_sum = &loss, .count = &count,
+                           .phase = LCX_XENT_FINISH, .tp = tp, .vocab_start = r * per, .n_valid = nv, .stats = stats};
+        CHECK_OK(op_exact(X, LCX_OP_CROSS_ENTROPY, &a));
+        CHECK(count == want_count);
+        CHECK(fabs(loss - want_loss) <= 1e-6 * fabs(want_loss));
+        for (int64_t i = 0; i < R; i++)
+            for (int64_t j = 0; j < per; j++) {
+                int64_t g = r * per + j;
+                float d = sdx[i * per + j];
+                if (g >= V) {
+                    CHECK(d == 0.0f);
+                    continue;
+                }
+                double e = fabs((double)d - want_dx[i * V + g]);
+                if (e > worst) worst = e;
+            }
+    }
+    CHECK(worst <= 1e-6 * dscale); /* dlogits are dscale * probabilities: 1e-6 of the largest possible */
+    free(stats); free(sx); free(sdx);
 }
 
 int main(void) {
@@ -152,6 +202,31 @@ int main(void) {
         check_arena_short(X, LCX_OP_CROSS_ENTROPY, &a, &short_checked);
         CHECK(short_checked == 2);
         free(xh); free(dh); free(xw); free(d32);
+    }
+    for (int tp = 1; tp <= 5; tp++) { /* V = 101: tp 4 pads 3 columns; tp 5 has 21-column shards */
+        double wl = 0;
+        int64_t wc = 0;
+        float *wdx = malloc(sizeof(float) * (size_t)n);
+        CHECK_OK(xent(LCX_F32, x, tg, wdx, R, V, dscale, &wl, &wc));
+        check_vocab_parallel(x, tg, R, V, dscale, tp, wl, wc, wdx);
+        free(wdx);
+    }
+    { /* a shard of padding only: V = 5 over tp 4 (2 columns each: rank 3 holds 6, 7) */
+        const int64_t v5 = 5;
+        float *x5 = rand_f32(4 * v5, -3, 3), *d5 = malloc(sizeof(float) * 4 * v5);
+        int32_t t5[4] = {0, 4, LCX_IGNORE_INDEX, 2};
+        double wl = 0;
+        int64_t wc = 0;
+        CHECK_OK(xent(LCX_F32, x5, t5, d5, 4, v5, 0.25f, &wl, &wc));
+        check_vocab_parallel(x5, t5, 4, v5, 0.25f, 4, wl, wc, d5);
+        free(x5); free(d5);
+    }
+    {
+        lcx_xent_args a = {.dt = LCX_BF16, .n_rows = 1, .vocab = V, .logits = x, .targets = tg, .phase = LCX_XENT_STATS,
+                           .tp = 2, .n_valid = V, .stats = (double[3]){0}};
+        CHECK_FAILS(X->be->cross_entropy(X, &a), LCX_ERR_UNSUPPORTED, "vocab-parallel phases take F32");
+        a.dt = LCX_F32, a.n_valid = V + 1;
+        CHECK_FAILS(X->be->cross_entropy(X, &a), LCX_ERR_INVALID, "bad vocab shard");
     }
     CHECK_FAILS(xent(LCX_F32, x, tg, dc, 2, V, 1.0f, NULL, &c2), LCX_ERR_INVALID, "NULL loss_sum");
     CHECK_FAILS(xent(LCX_F16, x, tg, dc, 2, V, 1.0f, &l2, &c2), LCX_ERR_UNSUPPORTED, "activation dtype F16");

@@ -1,0 +1,147 @@
+/* model_tp: tensor parallelism inside the model (Megatron-style, docs/parallel.md "Tensor parallelism"). Each
+ * rank of the TP group (opts.tp_comm) holds its heads of q/k/v/o, its part of the MLP's intermediate size and its
+ * rows of the (padded) vocabulary; the layer code runs on those local sizes and meets the other ranks at four
+ * kinds of points, all here:
+ *   - the sum of partial results: the row-parallel o_proj and down_proj outputs and the vocab-parallel embedding
+ *     in the forward, the column-parallel layers' input gradients (before each RMSNorm backward) and the
+ *     vocab-parallel loss's dX in the backward;
+ *   - the vocab-parallel cross-entropy's row statistics (max, sum of exponentials, target logit), gathered;
+ *   - once per optimizer step, the gradients of parameters every rank holds but sees only part of (Qwen3's
+ *     q_norm/k_norm, kv heads replicated when TP exceeds them), summed over the ranks that share them;
+ *   - the global gradient norm: each rank's own slices plus the replicated parameters once.
+ * Every sum is an all-gather added in rank order ((x_0 + x_1) + x_2 ...), so every TP rank holds the same bits
+ * (replicated norms stay identical without being synchronised) and a rerun repeats them. The all-gather needs TP
+ * times the buffer as scratch; a NCCL all-reduce takes its place on the GPU. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/model/model_internal.h"
+
+lcx_status lcx_tp_init(lcx_model *m, lcx_comm *tp) {
+    m->tp_size = 1, m->tp_rank = 0;
+    if (!tp) return LCX_OK;
+    LCX_FAIL_IF(tp->size < 1 || tp->rank < 0 || tp->rank >= tp->size, LCX_ERR_INVALID,
+                "model: TP communicator rank %d of %d", tp->rank, tp->size);
+    m->tp = tp, m->tp_size = tp->size, m->tp_rank = tp->rank;
+    return LCX_OK;
+}
+
+lcx_status lcx_tp_alloc(lcx_model *m) {
+    if (!m->tp || m->tp_size == 1) return LCX_OK;
+    const int64_t T = m->max_tokens, C = m->loss_chunk_cap;
+    size_t es = lcx_act_size(m->adt);
+    /* the largest summed tensor is [T, H] (act) and every parameter's gradient (f32): scratch for TP of them */
+    size_t big = (size_t)(T * m->H) * es, g = 0;
+    for (size_t i = 0; i < m->tab.n; i++)
+        if (lcx_m_numel(m, i) * 4 > g) g = lcx_m_numel(m, i) * 4;
+    if (g > big) big = g;
+    lcx_cursor c = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        m->tp_gather = lcx_cursor_take(&c, m->tp_size, big);
+        m->tp_stats = lcx_cursor_take(&c, C * 3 * (m->tp_size + 1), sizeof(double)); /* mine, then the gathered */
+        if (pass) break;
+        LCX_FAIL_IF(c.overflow, LCX_ERR_OOM, "model: TP scratch overflows for %lld tokens", (long long)T);
+        LCX_TRY(m->be->alloc(c.used, &m->tp_mem));
+        c.base = m->tp_mem, c.used = 0;
+    }
+    return LCX_OK;
+}
+
+void lcx_tp_free(lcx_model *m) {
+    if (m->be) m->be->free(m->tp_mem);
+    m->tp_mem = NULL;
+}
+
+/* buf[0..n) of dtype dt (device) = the sum over the ranks in `members` (bit r set: TP rank r; all: every rank)
+ * of their buf, added in rank order. */
+static lcx_status sum_members(lcx_model *m, void *buf, int64_t n, lcx_dtype dt, uint64_t members) {
+    const lcx_backend *be = m->be;
+    size_t es = dt == LCX_F32 ? 4 : 2, bytes = (size_t)n * es;
+    char *all = m->tp_gather;
+    LCX_TRY(lcx_comm_all_gather(m->tp, m->x, buf, all, n, dt));
+    int first = 1;
+    for (int r = 0; r < m->tp_size; r++) {
+        if (!(members >> r & 1)) continue;
+        if (first) LCX_TRY(be->copy_d2d(m->x, buf, all + (size_t)r * bytes, bytes));
+        else {
+            lcx_elementwise_args a = {dt, n, 1.0f, buf, all + (size_t)r * bytes, buf};
+            LCX_TRY(be->add(m->x, &a));
+        }
+        first = 0;
+    }
+    return LCX_OK;
+}
+
+lcx_status lcx_tp_sum(lcx_model *m, void *buf, int64_t n) {
+    if (!m->tp || m->tp_size == 1) return LCX_OK;
+    return sum_members(m, buf, n, m->adt, ~(uint64_t)0);
+}
+
+lcx_status lcx_tp_loss_chunk(lcx_model *m, int64_t c, float dscale, int backward, lcx_loss_slot *acc,
+                             int64_t r0) {
+    const lcx_backend *be = m->be;
+    double *mine = m->tp_stats, *all = m->tp_stats + m->loss_chunk_cap * 3;
+    int64_t nv = m->V - m->v0;
+    nv = nv < 0 ? 0 : nv > m->Vl ? m->Vl : nv;
+    lcx_xent_args xa = {.dt = LCX_F32, .n_rows = c, .vocab = m->Vl, .dscale = dscale, .logits = m->logit_chunk,
+                        .targets = m->d_tgt + r0, .phase = LCX_XENT_STATS, .tp = m->tp_size,
+                        .vocab_start = m->v0, .n_valid = nv, .stats = mine};
+    LCX_TRY(be->cross_entropy(m->x, &xa));
+    /* [tp][c][3]: the stats of each rank's shard in rank order (c rows of this chunk, not the capacity) */
+    LCX_TRY(lcx_comm_all_gather(m->tp, m->x, mine, all, c * 3, LCX_F64));
+    xa.phase = LCX_XENT_FINISH, xa.stats = all;
+    xa.dlogits = backward ? m->logit_chunk : NULL;
+    xa.loss_sum = &acc->loss_sum, xa.count = &acc->count;
+    return be->cross_entropy(m->x, &xa);
+}
+
+/* Ranks sharing parameter i's box that compute only part of its gradient: bit r set for each. 0: the gradient is
+ * complete on every rank (its own slice, or a replica whose inputs and output gradient are the same on every rank:
+ * the layer norms, o_proj's and down_proj's biases). */
+static uint64_t partial_sharers(const lcx_model *m, size_t i) {
+    const lcx_param_kind k = m->tab.params[i].kind;
+    const uint64_t every = m->tp_size >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->tp_size) - 1;
+    if (k == LCX_PARAM_Q_NORM || k == LCX_PARAM_K_NORM) return every; /* per-head weights shared by all heads */
+    const lcx_tp_slice *s = &m->slice[i];
+    if (s->replicas <= 1 || !(k == LCX_PARAM_K || k == LCX_PARAM_V || k == LCX_PARAM_K_BIAS || k == LCX_PARAM_V_BIAS))
+        return 0;
+    /* replicated kv head: the replicas consecutive TP ranks, this one at replica_index among them */
+    int first = m->tp_rank - s->replica_index;
+    uint64_t bits = 0;
+    for (int r = first; r < first + s->replicas; r++) bits |= (uint64_t)1 << r;
+    return bits;
+}
+
+lcx_status lcx_tp_reduce_grads(lcx_model *m) {
+    if (!m->tp || m->tp_size == 1) return LCX_OK;
+    /* which parameters are partial depends on their kind and the layout only: the same list on every rank, so
+     * every rank joins the same gathers in the same order */
+    for (size_t i = 0; i < m->tab.n; i++) {
+        uint64_t who = partial_sharers(m, i);
+        if (who) LCX_TRY(sum_members(m, lcx_m_grad(m, (int64_t)i), (int64_t)lcx_m_numel(m, i), LCX_F32, who));
+    }
+    return LCX_OK;
+}
+
+lcx_status lcx_tp_grad_sqnorm_local(lcx_model *m) {
+    /* this rank's share: its own slices and the first replica of each shared box, in parameter order */
+    for (size_t i = 0; i < m->tab.n; i++) {
+        if (m->slice[i].replica_index != 0) continue;
+        lcx_sqnorm_args a = {(int64_t)lcx_m_numel(m, i), lcx_m_grad(m, (int64_t)i), &m->d_res->grad_sq};
+        LCX_TRY(m->be->sqnorm(m->x, &a));
+    }
+    return LCX_OK;
+}
+
+lcx_status lcx_tp_sum_host(lcx_model *m, double *v) {
+    if (!m->tp || m->tp_size == 1) return LCX_OK;
+    double *all = malloc((size_t)m->tp_size * sizeof(double));
+    LCX_FAIL_IF(!all, LCX_ERR_OOM, "model: out of memory");
+    lcx_status st = lcx_comm_all_gather(m->tp, NULL, v, all, 1, LCX_F64);
+    if (st == LCX_OK) {
+        *v = all[0];
+        for (int r = 1; r < m->tp_size; r++) *v += all[r];
+    }
+    free(all);
+    return st;
+}
