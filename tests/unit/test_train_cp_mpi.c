@@ -32,6 +32,7 @@
 
 #include "formats/tokdata.h"
 #include "src/comm/comm.h"
+#include "src/core/clock.h"
 #include "src/core/cp_perm.h"
 #include "src/train/train.h"
 #include "test_util.h"
@@ -230,8 +231,13 @@ static void check_step(lcx_comm *world, const lcx_tokdata *td) {
     o.max_grad_norm = 0.3;
     lcx_model *p = new_model(S, g4.group[LCX_GROUP_CP]), *q = new_model(S, g4.group[LCX_GROUP_CP]);
     lcx_step_result rp, rq;
+    double t0 = lcx_clock_s();
     CHECK_OK(lcx_model_train_step_group(p, &lb, 1, &o, g4.group[LCX_GROUP_GRAD], &rp));
+    double dt = lcx_clock_s() - t0;
     CHECK_OK(lcx_model_train_step_group(q, &lb, 1, &o, NULL, &rq));
+    /* the ring's waits are timed (a wait of MPI never takes no time) and are part of the step */
+    CHECK_MSG(rp.ring_wait_s > 0 && rp.ring_wait_s <= dt && rq.ring_wait_s > 0, "CP=4: ring_wait_s %g, %g (step %g s)",
+              rp.ring_wait_s, rq.ring_wait_s, dt);
     CHECK(rp.n_tokens == SEQ - SEQ / 5 - (SEQ % 5 > 2) && rq.n_tokens == rp.n_tokens);
     CHECK(rp.loss == rq.loss && rp.grad_norm == rq.grad_norm);
     size_t np = 0, nq = 0;
