@@ -96,6 +96,9 @@ typedef struct lcx_train_summary {
     int64_t steps_run;            /* steps executed by this call */
     double last_loss, mean_tokens_per_s, seconds;
     uint64_t peak_rss;
+    int agreed;                   /* the returned failure came back on every rank of the gradient group at the same
+                                     point (rank 0's metrics file or a save failed), with the failing rank's message
+                                     as "rank R: ...": no rank waits for another, the job need not be aborted */
 } lcx_train_summary;
 
 /* Run (or continue) stage st on data td. When state->stage == st->index and state->step > 0 (a loaded
