@@ -100,6 +100,8 @@ typedef struct lcx_step_result {
     uint64_t peak_rss;    /* process peak RSS in bytes during this step (0 when unknown) */
     double comm_s;        /* seconds in the gradient group's collectives (waits for the other ranks included);
                              0 for a step of one rank */
+    double ring_wait_s;   /* seconds blocked waiting for the CP ring's K/V messages (forward and backward), i.e.
+                             the ring transfer not hidden behind attention compute; outside comm_s; 0 without CP */
 } lcx_step_result;
 
 typedef struct lcx_model lcx_model;

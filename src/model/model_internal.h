@@ -112,6 +112,7 @@ struct lcx_model {
     char *ring_buf[2];        /* K | V (act [S, KV] each) | dK | dV (f32 [S, KV] each, training only) */
     void *ring_o;             /* act [T, Q]: one task's partial output */
     float *ring_lse;          /* f32 [T, nh]: its log-sum-exp */
+    double ring_wait_s;       /* seconds blocked in the ring's waits since the step began (model_train.c resets) */
 
     /* tensor parallelism (model_tp.c; NULL/1 without opts.tp_comm) */
     lcx_comm *tp;             /* the TP group, or NULL */

@@ -10,6 +10,7 @@
  * the send after it (the message carries the accumulator the compute has just updated). */
 #include <string.h>
 
+#include "src/core/clock.h"
 #include "src/core/cp_ring.h"
 #include "src/core/layout.h"
 #include "src/model/model_internal.h"
@@ -57,9 +58,14 @@ static lcx_status post(lcx_model *m, int send, void *buf, size_t bytes, int peer
                 : lcx_comm_irecv(m->cp, m->x, buf, words, LCX_BF16, peer, tag, rq);
 }
 
-/* Wait for the n posted requests (all of them, also after a failure: each is waited exactly once). */
+/* Wait for the n posted requests (all of them, also after a failure: each is waited exactly once). The time
+ * blocked here is the transfer the compute did not hide (m->ring_wait_s, reported per step). */
 static lcx_status wait_all(lcx_model *m, lcx_comm_request **rq, int n) {
-    return n ? lcx_comm_waitall(m->cp, n, rq) : LCX_OK;
+    if (!n) return LCX_OK;
+    double t0 = lcx_clock_s();
+    lcx_status st = lcx_comm_waitall(m->cp, n, rq);
+    m->ring_wait_s += lcx_clock_s() - t0;
+    return st;
 }
 
 /* The attention call of task tk of a row (q, o, lse at the row's first local token; the held block at blk). */

@@ -79,10 +79,11 @@ static int64_t counted_targets(const lcx_batch *micro, int n_micro) {
     return total;
 }
 
-/* A step's device state zeroed: the gradients and the results (norm + one loss slot per micro-batch), whose
- * size goes to *res_bytes for the step's one read. */
+/* A step's state zeroed: the gradients and the results (norm + one loss slot per micro-batch), whose size goes
+ * to *res_bytes for the step's one read, and the ring's wait time. */
 static lcx_status zero_step_state(lcx_model *m, int n_micro, size_t *res_bytes) {
     LCX_TRY(lcx_model_reserve_results(m, n_micro));
+    m->ring_wait_s = 0; /* the ring's waits are counted per step (res->ring_wait_s) */
     *res_bytes = sizeof(lcx_dev_results) + (size_t)n_micro * sizeof(lcx_loss_slot);
     LCX_TRY(lcx_model_zero_grads(m));
     return m->be->zero(m->x, m->d_res, *res_bytes);
@@ -124,6 +125,7 @@ static lcx_status train_step_local(lcx_model *m, const lcx_batch *micro, int n_m
         res->n_tokens = counted;
         res->peak_rss = lcx_peak_rss();
         res->comm_s = 0;
+        res->ring_wait_s = m->ring_wait_s;
     }
     return LCX_OK;
 }
@@ -182,6 +184,7 @@ static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_m
         res->n_tokens = (int64_t)sum[1];
         res->peak_rss = lcx_peak_rss();
         res->comm_s = comm;
+        res->ring_wait_s = m->ring_wait_s;
     }
     return LCX_OK;
 }

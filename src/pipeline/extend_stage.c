@@ -218,11 +218,11 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.dp_size = job->g ? job->o->dp_size : 1;
     ctx.cp_rank = job->cp_rank;
     ctx.cp_size = job->cp;
-    lcx_train_summary sum;
+    lcx_train_summary sum = {0}; /* read below also when the stage failed before filling it */
     lcx_status st = lcx_train_stage_run(job->m, &job->td, &sg, &ctx, &job->state, &sum);
-    if (job->g && st != LCX_OK && st != LCX_ERR_INTERRUPTED) {
-        /* a failure some ranks may not share (the lead's save, its metrics): the others could be waiting in the
-         * next step's collectives, so the job ends here */
+    if (job->g && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
+        /* a failure some ranks may not share (one not returned by all of them together, sum.agreed): the others
+         * could be waiting in the next step's collectives, so the job ends here */
         char msg[600];
         snprintf(msg, sizeof msg, "stage %d: rank %d: %s: %s", i + 1, job->g->rank, lcx_status_name(st),
                  lcx_last_error());

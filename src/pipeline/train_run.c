@@ -224,11 +224,11 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
                     "grad_accum", (json_int_t)o->accum, "lr", o->lr, "schedule", lcx_lr_kind_name(o->schedule),
                     "resumed_from", latest));
     lcx_train_catch_signals();
-    lcx_train_summary sum;
+    lcx_train_summary sum = {0}; /* read below also when the stage failed before filling it */
     st = lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum);
-    if (g && st != LCX_OK && st != LCX_ERR_INTERRUPTED) {
-        /* a failure some ranks may not share (the lead's save, its metrics): the others could be waiting in the
-         * next step's collectives, so the job ends here */
+    if (g && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
+        /* a failure some ranks may not share (one not returned by all of them together, sum.agreed): the others
+         * could be waiting in the next step's collectives, so the job ends here */
         char msg[600];
         snprintf(msg, sizeof msg, "train: rank %d: %s: %s", g->rank, lcx_status_name(st), lcx_last_error());
         lcx_comm_abort(g, all_r, 1, msg);

@@ -45,6 +45,28 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* An agreement point of the gradient group g after work that only some ranks do (rank 0's metrics file and
+ * saves): every rank passes its outcome; when any failed, every rank returns the lowest failing rank's status
+ * and message, prefixed "rank R: " (R its world rank), and sets *agreed: the ranks stop together, so the caller
+ * need not abort the job, and the rank that prints the run's error line prints the cause. */
+static lcx_status agree(lcx_comm *g, lcx_status st, int *agreed) {
+    if (!g || g->size <= 1) return st;
+    int64_t info[3] = {st != LCX_OK ? (int64_t)(g->size - g->rank) : 0, 0, 0}; /* max: the lowest failing rank */
+    LCX_TRY(lcx_comm_all_reduce(g, NULL, info, info, 1, LCX_I64, LCX_COMM_MAX));
+    if (!info[0]) return LCX_OK;
+    const int origin = g->size - (int)info[0];
+    char msg[512] = "";
+    if (g->rank == origin) {
+        info[1] = (int64_t)st, info[2] = g->world_rank;
+        snprintf(msg, sizeof msg, "%s", lcx_last_error());
+    }
+    LCX_TRY(lcx_comm_broadcast(g, NULL, &info[1], 2, LCX_I64, origin));
+    LCX_TRY(lcx_comm_broadcast(g, NULL, msg, sizeof msg / 8, LCX_I64, origin));
+    msg[sizeof msg - 1] = 0;
+    *agreed = 1;
+    return lcx_fail((lcx_status)info[1], "rank %lld: %s", (long long)info[2], msg);
+}
+
 static lcx_status check_stage(const lcx_train_stage *sg, const lcx_model *m) {
     LCX_FAIL_IF(sg->seq_len < 2 || sg->steps < 1 || sg->micro_seqs < 1 || sg->grad_accum < 1 ||
                     sg->save_interval < 0,
@@ -123,8 +145,9 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
     snprintf(mpath, mn, "%s/metrics.jsonl", ctx->run_dir);
     if (writer) {
         mf = fopen(mpath, "a");
-        LCX_FAIL_GOTO(!mf, LCX_ERR_IO, done, "%s: cannot open for appending", mpath);
+        if (!mf) st = lcx_fail(LCX_ERR_IO, "%s: cannot open for appending", mpath);
     }
+    LCX_TRY_GOTO(agree(ctx->grad, st, &sum->agreed), done);
     lcx_adamw_opts ao = lcx_adamw_opts_default();
     ao.max_grad_norm = sg->clip_norm;
     ao.weight_decay = sg->weight_decay;
@@ -180,10 +203,10 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
         snprintf(rec, sizeof rec,
                  "{\"stage\": %d, \"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"clip\": %.6g, "
                  "\"tokens\": %lld, \"tokens_per_s\": %.1f, \"peak_rss\": %llu, \"time\": %.4f, "
-                 "\"comm_s\": %.4f, \"compute_s\": %.4f}",
+                 "\"comm_s\": %.4f, \"compute_s\": %.4f, \"ring_wait_s\": %.4f}",
                  sg->index + 1, (long long)state->step, r.loss, ao.lr, r.grad_norm, r.clip_scale,
                  (long long)state->tokens, tps, (unsigned long long)r.peak_rss, dt, r.comm_s,
-                 dt > r.comm_s ? dt - r.comm_s : 0.0);
+                 dt > r.comm_s ? dt - r.comm_s : 0.0, r.ring_wait_s);
         if (mf) {
             fprintf(mf, "%s\n", rec);
             fflush(mf);
@@ -213,9 +236,11 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
         if (ctx->grad && ctx->grad->size > 1) /* a signal seen by any rank stops all of them after this step */
             LCX_TRY_GOTO(lcx_comm_all_reduce(ctx->grad, NULL, &stop, &stop, 1, LCX_I64, LCX_COMM_MAX), done);
         if (state->step == sg->steps) state->stage_done = 1;
-        if (writer && (stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0))) {
-            double ts = now_s();
-            LCX_TRY_GOTO(lcx_train_save(m, ctx, state, sg), done);
+        const int save = stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0);
+        double ts = now_s();
+        if (save) /* the same on every rank; only the writer saves, and the others learn its outcome */
+            LCX_TRY_GOTO(agree(ctx->grad, writer ? lcx_train_save(m, ctx, state, sg) : LCX_OK, &sum->agreed), done);
+        if (writer && save) {
             lcx_report(ctx->report, LCX_REPORT_NOTE, "saved %s (%.2f s)", state->saved, now_s() - ts);
             json_t *ev = json_pack("{s:s, s:I}", "path", state->saved, "step", (json_int_t)state->step);
             char *evs = ev ? json_dumps(ev, JSON_COMPACT) : NULL;

@@ -5,9 +5,11 @@
  *
  * Run directory:
  *   RUN/metrics.jsonl      one JSON object per line: {"stage","step","loss","lr","grad_norm","clip","tokens",
- *                          "tokens_per_s","peak_rss","time","comm_s","compute_s"} per step (time: the step's
- *                          seconds; comm_s: those in the gradient group's collectives, waits included, 0 on one
- *                          rank; compute_s: the rest), {"stage","eval_len","loss","ppl",...} per evaluation
+ *                          "tokens_per_s","peak_rss","time","comm_s","compute_s","ring_wait_s"} per step (time:
+ *                          the step's seconds; comm_s: those in the gradient group's collectives, waits included,
+ *                          0 on one rank; compute_s: the rest; ring_wait_s: the part of compute_s blocked waiting
+ *                          for the CP ring's K/V messages, the transfer not hidden behind attention, 0 without
+ *                          CP), {"stage","eval_len","loss","ppl",...} per evaluation
  *                          (appended; after a resume the replayed steps appear again with the same values)
  *   RUN/checkpoints/NAME   .lcx checkpoints (formats/lcx.h) with `latest`; NAME = sSS-stepNNNNNN. Each holds
  *                          role `param` (stored dtype), `master` (fp32, bf16 models only), `adam_m`, `adam_v`,
@@ -94,6 +96,9 @@ typedef struct lcx_train_summary {
     int64_t steps_run;            /* steps executed by this call */
     double last_loss, mean_tokens_per_s, seconds;
     uint64_t peak_rss;
+    int agreed;                   /* the returned failure came back on every rank of the gradient group at the same
+                                     point (rank 0's metrics file or a save failed), with the failing rank's message
+                                     as "rank R: ...": no rank waits for another, the job need not be aborted */
 } lcx_train_summary;
 
 /* Run (or continue) stage st on data td. When state->stage == st->index and state->step > 0 (a loaded

@@ -37,6 +37,10 @@ check "one 'done:' line" [ "$(grep -c '^done:' "$tmp/out")" -eq 1 ]
 check "one step line per step" [ "$(grep -c '^stage 1/1 step' "$tmp/out")" -eq 5 ]
 check "5 metrics lines (rank 0 only)" [ "$(grep -c '"step"' "$tmp/cp2/metrics.jsonl")" -eq 5 ]
 same_losses "$tmp/one" "$tmp/cp2" "--cp 2"
+# the ring's waits are part of the step's compute_s (outside the collectives' comm_s)
+paste <(field "$tmp/cp2/metrics.jsonl" ring_wait_s) <(field "$tmp/cp2/metrics.jsonl" compute_s) >"$tmp/waits"
+check "ring_wait_s on every step" [ "$(awk 'NF == 2' "$tmp/waits" | wc -l)" -eq 5 ]
+check "ring_wait_s <= compute_s ($(tr '\n\t' '; ' <"$tmp/waits"))" awk '$1 > $2 + 1e-4 { exit 1 }' "$tmp/waits"
 check "the loss moves (lr 1e-2)" [ "$(sed -n 1p "$tmp/losses" | cut -f1)" != "$(sed -n 5p "$tmp/losses" | cut -f1)" ]
 check "checkpoints 3 and 5, and the export" [ -d "$tmp/cp2/checkpoints/s01-step000003" ] && \
     [ -d "$tmp/cp2/checkpoints/s01-step000005" ] && [ -f "$tmp/cp2-hf/model.safetensors" ]

@@ -31,11 +31,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "formats/tokdata.h"
-#include "src/comm/comm.h"
+#include "src/core/clock.h"
 #include "src/core/cp_perm.h"
-#include "src/train/train.h"
-#include "test_util.h"
 
 #define STEPS 4
 #define SEQ 32
@@ -45,77 +42,9 @@
 #define NORM_TOL 2e-5
 #define W_TOL 1e-4
 #define EPS 1e-6
+#include "train_mpi_fixture.h"
 
-static lcx_model_config g_cfg;
-static char g_root[512];
-static int g_world_rank;
 static double g_worst_loss, g_worst_norm, g_worst_w;
-
-static lcx_model *new_model(int64_t max_tokens, lcx_comm *cp) {
-    lcx_model_opts o;
-    memset(&o, 0, sizeof o);
-    o.param_dtype = LCX_F32;
-    o.max_tokens = max_tokens;
-    o.training = 1;
-    o.cp_comm = cp;
-    lcx_model *m = NULL;
-    CHECK_OK(lcx_model_init(&m, &g_cfg, &o));
-    if (m) CHECK_OK(lcx_model_init_random(m, 11, 0.05));
-    return m;
-}
-
-static lcx_train_stage stage(int64_t micro_seqs) {
-    lcx_train_stage s;
-    memset(&s, 0, sizeof s);
-    s.n_stages = 1;
-    s.seq_len = SEQ;
-    s.steps = STEPS;
-    s.micro_seqs = micro_seqs;
-    s.grad_accum = ACCUM;
-    s.lr.kind = LCX_LR_CONSTANT;
-    s.lr.peak = 1e-2;
-    s.lr.total_steps = STEPS;
-    s.clip_norm = 0.3; /* below the gradient norms of this model: clipping is active */
-    s.weight_decay = 0.1;
-    s.seed = 5;
-    s.eps = EPS;
-    s.save_interval = 0;
-    return s;
-}
-
-/* What the stage reports per step (on every rank, writer or not). */
-typedef struct run_log {
-    int n;
-    double loss[STEPS], norm[STEPS], clip[STEPS];
-    long long tokens[STEPS];
-} run_log;
-static double field(const char *json, const char *key) {
-    const char *p = strstr(json, key);
-    return p ? strtod(p + strlen(key), NULL) : NAN;
-}
-static void on_event(void *user, const char *name, const char *json) {
-    run_log *l = user;
-    if (strcmp(name, "step") != 0 || l->n >= STEPS) return;
-    l->loss[l->n] = field(json, "\"loss\": ");
-    l->norm[l->n] = field(json, "\"grad_norm\": ");
-    l->clip[l->n] = field(json, "\"clip\": ");
-    l->tokens[l->n] = (long long)field(json, "\"tokens\": ");
-    l->n++;
-}
-
-static float *masters(lcx_model *m, size_t *n_out) {
-    const lcx_param_table *t = lcx_model_params(m);
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++) n += t->params[i].numel;
-    float *w = malloc(n * sizeof *w);
-    size_t o = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        CHECK_OK(lcx_model_get_master(m, i, w + o));
-        o += t->params[i].numel;
-    }
-    *n_out = n;
-    return w;
-}
 
 /* One stage run (groups NULL: the one-rank reference); returns the final master weights (malloc'd). */
 static float *train(const lcx_tokdata *td, const char *name, const lcx_comm_groups *gs, int64_t micro_seqs,
@@ -148,13 +77,6 @@ static float *train(const lcx_tokdata *td, const char *name, const lcx_comm_grou
     lcx_train_state_free(&state);
     lcx_model_free(m);
     return w;
-}
-
-static uint64_t hash_bytes(const void *p, size_t n) {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
 }
 
 /* Mesh 1 x cp x dp against the reference run on this rank alone. */
@@ -231,8 +153,13 @@ static void check_step(lcx_comm *world, const lcx_tokdata *td) {
     o.max_grad_norm = 0.3;
     lcx_model *p = new_model(S, g4.group[LCX_GROUP_CP]), *q = new_model(S, g4.group[LCX_GROUP_CP]);
     lcx_step_result rp, rq;
+    double t0 = lcx_clock_s();
     CHECK_OK(lcx_model_train_step_group(p, &lb, 1, &o, g4.group[LCX_GROUP_GRAD], &rp));
+    double dt = lcx_clock_s() - t0;
     CHECK_OK(lcx_model_train_step_group(q, &lb, 1, &o, NULL, &rq));
+    /* the ring's waits are timed (a wait of MPI never takes no time) and are part of the step */
+    CHECK_MSG(rp.ring_wait_s > 0 && rp.ring_wait_s <= dt && rq.ring_wait_s > 0, "CP=4: ring_wait_s %g, %g (step %g s)",
+              rp.ring_wait_s, rq.ring_wait_s, dt);
     CHECK(rp.n_tokens == SEQ - SEQ / 5 - (SEQ % 5 > 2) && rq.n_tokens == rp.n_tokens);
     CHECK(rp.loss == rq.loss && rp.grad_norm == rq.grad_norm);
     size_t np = 0, nq = 0;
@@ -307,39 +234,8 @@ int main(void) {
         fprintf(stderr, "test_train_cp_mpi: needs 4 ranks, has %d\n", world->size);
         return 1;
     }
-    g_world_rank = world->rank;
-    char cfgp[512];
-    snprintf(cfgp, sizeof cfgp, "%s/tests/fixtures/models/llama_gqa/config.json", LCX_SOURCE_DIR);
-    CHECK_OK(lcx_config_load(cfgp, &g_cfg));
-    CHECK_OK(lcx_config_sync_json(&g_cfg));
-    /* one scratch directory, named by rank 0 */
-    if (world->rank == 0) {
-        snprintf(g_root, sizeof g_root, "%s/test_train_cp_mpi.XXXXXX", LCX_BINARY_DIR);
-        CHECK(mkdtemp(g_root) != NULL);
-    }
-    CHECK_OK(lcx_comm_broadcast(world, NULL, g_root, sizeof g_root / 8, LCX_I64, 0));
-
-    /* data: written by rank 0, read by all */
-    char prefix[600];
-    snprintf(prefix, sizeof prefix, "%s/data", g_root);
-    if (world->rank == 0) {
-        lcx_tokdata_writer w;
-        memset(&w, 0, sizeof w);
-        CHECK_OK(lcx_tokdata_writer_open(&w, prefix, LCX_TOKDATA_U16));
-        uint64_t r = 777;
-        for (int d = 0; d < 9; d++) {
-            uint32_t ids[120];
-            size_t n = 35 + (size_t)(d * 10);
-            for (size_t i = 0; i < n; i++)
-                r = r * 6364136223846793005ull + 1442695040888963407ull,
-                ids[i] = (uint32_t)((r >> 33) % (uint64_t)g_cfg.vocab_size);
-            CHECK_OK(lcx_tokdata_writer_add(&w, ids, n));
-        }
-        CHECK_OK(lcx_tokdata_writer_commit(&w));
-    }
-    CHECK_OK(lcx_comm_barrier(world, NULL));
     lcx_tokdata td;
-    CHECK_OK(lcx_tokdata_open(prefix, &td));
+    fixture_open(world, "test_train_cp_mpi", 35, 10, &td);
 
     check_cpdp(world, &td, 2, 2); /* CP groups {0, 1}, {2, 3}; DP groups {0, 2}, {1, 3}; GRAD all four */
     check_cpdp(world, &td, 4, 1); /* CP = GRAD = all four */
@@ -351,18 +247,5 @@ int main(void) {
                "(absolute, tol %.0e)\n",
                g_worst_loss, REL_TOL, g_worst_norm, NORM_TOL, g_worst_w, W_TOL);
 
-    lcx_tokdata_close(&td);
-    lcx_config_free(&g_cfg);
-    /* every rank's verdict: the job fails if any rank failed */
-    int64_t bad = test_failures_ ? 1 : 0;
-    CHECK_OK(lcx_comm_all_reduce(world, NULL, &bad, &bad, 1, LCX_I64, LCX_COMM_MAX));
-    CHECK_OK(lcx_comm_barrier(world, NULL));
-    if (world->rank == 0) {
-        char cmd[700];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-        CHECK(system(cmd) == 0);
-    }
-    lcx_comm_finalize(world);
-    CHECK(bad == 0);
-    return test_summary("test_train_cp_mpi");
+    return fixture_close(world, &td, "test_train_cp_mpi");
 }

@@ -20,10 +20,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "formats/tokdata.h"
-#include "src/comm/comm.h"
-#include "src/train/train.h"
-#include "test_util.h"
 
 #define STEPS 4
 #define SEQ 16
@@ -31,61 +27,7 @@
 #define REL_TOL 2e-6
 #define W_TOL 1e-4
 #define EPS 1e-6
-
-static lcx_model_config g_cfg;
-static char g_root[512];
-static int g_world_rank;
-
-static lcx_model *new_model(int64_t max_tokens) {
-    lcx_model_opts o;
-    memset(&o, 0, sizeof o);
-    o.param_dtype = LCX_F32;
-    o.max_tokens = max_tokens;
-    o.training = 1;
-    lcx_model *m = NULL;
-    CHECK_OK(lcx_model_init(&m, &g_cfg, &o));
-    if (m) CHECK_OK(lcx_model_init_random(m, 11, 0.05));
-    return m;
-}
-
-static lcx_train_stage stage(int64_t micro_seqs) {
-    lcx_train_stage s;
-    memset(&s, 0, sizeof s);
-    s.n_stages = 1;
-    s.seq_len = SEQ;
-    s.steps = STEPS;
-    s.micro_seqs = micro_seqs;
-    s.grad_accum = ACCUM;
-    s.lr.kind = LCX_LR_CONSTANT;
-    s.lr.peak = 1e-2;
-    s.lr.total_steps = STEPS;
-    s.clip_norm = 0.3; /* below the gradient norms of this model: clipping is active */
-    s.weight_decay = 0.1;
-    s.seed = 5;
-    s.eps = EPS;
-    s.save_interval = 0;
-    return s;
-}
-
-/* What the stage reports per step (on every rank, writer or not). */
-typedef struct run_log {
-    int n;
-    double loss[STEPS], norm[STEPS], clip[STEPS];
-    long long tokens[STEPS];
-} run_log;
-static double field(const char *json, const char *key) {
-    const char *p = strstr(json, key);
-    return p ? strtod(p + strlen(key), NULL) : NAN;
-}
-static void on_event(void *user, const char *name, const char *json) {
-    run_log *l = user;
-    if (strcmp(name, "step") != 0 || l->n >= STEPS) return;
-    l->loss[l->n] = field(json, "\"loss\": ");
-    l->norm[l->n] = field(json, "\"grad_norm\": ");
-    l->clip[l->n] = field(json, "\"clip\": ");
-    l->tokens[l->n] = (long long)field(json, "\"tokens\": ");
-    l->n++;
-}
+#include "train_mpi_fixture.h"
 
 /* One stage run; returns the final master weights (malloc'd, all parameters back to back). */
 static float *train(const lcx_tokdata *td, const char *name, lcx_comm *grad, int dp_rank, int dp_size,
@@ -104,32 +46,16 @@ static float *train(const lcx_tokdata *td, const char *name, lcx_comm *grad, int
     ctx.dp_rank = dp_rank;
     ctx.dp_size = dp_size;
     lcx_train_stage sg = stage(micro_seqs);
-    lcx_model *m = new_model(micro_seqs * SEQ);
+    lcx_model *m = new_model(micro_seqs * SEQ, NULL);
     lcx_train_state state;
     lcx_train_state_init(&state);
     lcx_train_summary sum;
     CHECK_OK(lcx_train_stage_run(m, td, &sg, &ctx, &state, &sum));
     CHECK(log->n == STEPS);
-    const lcx_param_table *t = lcx_model_params(m);
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++) n += t->params[i].numel;
-    float *w = malloc(n * sizeof *w);
-    size_t o = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        CHECK_OK(lcx_model_get_master(m, i, w + o));
-        o += t->params[i].numel;
-    }
-    *n_out = n;
+    float *w = masters(m, n_out);
     lcx_train_state_free(&state);
     lcx_model_free(m);
     return w;
-}
-
-static uint64_t hash_bytes(const void *p, size_t n) {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
 }
 
 /* DP = dp_size over the mesh's gradient group g, against the reference run on this rank alone. */
@@ -190,7 +116,7 @@ static void check_ragged(lcx_comm *world) {
     o.max_grad_norm = 0.3;
     int row0 = g_world_rank * (g_world_rank + 1) / 2, rows = g_world_rank + 1;
     /* reference: every row, one micro-batch per rank's share */
-    lcx_model *ref = new_model((int64_t)W * SEQ), *dp = new_model((int64_t)W * SEQ);
+    lcx_model *ref = new_model((int64_t)W * SEQ, NULL), *dp = new_model((int64_t)W * SEQ, NULL);
     lcx_batch *all = calloc((size_t)W, sizeof *all);
     for (int r = 0, at = 0; r < W; at += r + 1, r++)
         all[r] = (lcx_batch){r + 1, SEQ, ids + at * SEQ, tgt + at * SEQ, NULL};
@@ -202,6 +128,7 @@ static void check_ragged(lcx_comm *world) {
         CHECK(rr.n_tokens == rd.n_tokens);
         CHECK_REL(rd.loss, rr.loss, REL_TOL);
         CHECK_REL(rd.grad_norm, rr.grad_norm, REL_TOL);
+        CHECK(rr.ring_wait_s == 0 && rd.ring_wait_s == 0); /* no CP: no ring */
     }
     float *a = malloc(4096 * 4), *b = malloc(4096 * 4);
     const lcx_param_table *t = lcx_model_params(ref);
@@ -216,7 +143,7 @@ static void check_ragged(lcx_comm *world) {
     /* a group of one rank: the one-rank step bit for bit */
     lcx_comm *one = NULL;
     CHECK_OK(lcx_comm_single(&one));
-    lcx_model *p = new_model((int64_t)W * SEQ), *q = new_model((int64_t)W * SEQ);
+    lcx_model *p = new_model((int64_t)W * SEQ, NULL), *q = new_model((int64_t)W * SEQ, NULL);
     CHECK_OK(lcx_model_train_step(p, &mine, 1, &o, &rr));
     CHECK_OK(lcx_model_train_step_group(q, &mine, 1, &o, one, &rd));
     CHECK(rr.loss == rd.loss && rr.grad_norm == rd.grad_norm);
@@ -244,39 +171,8 @@ int main(void) {
     lcx_comm *world = NULL;
     CHECK_OK(lcx_comm_world_init(&world));
     if (!world) return test_summary("test_train_dp_mpi");
-    g_world_rank = world->rank;
-    char cfgp[512];
-    snprintf(cfgp, sizeof cfgp, "%s/tests/fixtures/models/llama_gqa/config.json", LCX_SOURCE_DIR);
-    CHECK_OK(lcx_config_load(cfgp, &g_cfg));
-    CHECK_OK(lcx_config_sync_json(&g_cfg));
-    /* one scratch directory, named by rank 0 */
-    if (world->rank == 0) {
-        snprintf(g_root, sizeof g_root, "%s/test_train_dp_mpi.XXXXXX", LCX_BINARY_DIR);
-        CHECK(mkdtemp(g_root) != NULL);
-    }
-    CHECK_OK(lcx_comm_broadcast(world, NULL, g_root, sizeof g_root / 8, LCX_I64, 0));
-
-    /* data: written by rank 0, read by all */
-    char prefix[600];
-    snprintf(prefix, sizeof prefix, "%s/data", g_root);
-    if (world->rank == 0) {
-        lcx_tokdata_writer w;
-        memset(&w, 0, sizeof w);
-        CHECK_OK(lcx_tokdata_writer_open(&w, prefix, LCX_TOKDATA_U16));
-        uint64_t r = 777;
-        for (int d = 0; d < 9; d++) {
-            uint32_t ids[100];
-            size_t n = 25 + (size_t)(d * 8);
-            for (size_t i = 0; i < n; i++)
-                r = r * 6364136223846793005ull + 1442695040888963407ull,
-                ids[i] = (uint32_t)((r >> 33) % (uint64_t)g_cfg.vocab_size);
-            CHECK_OK(lcx_tokdata_writer_add(&w, ids, n));
-        }
-        CHECK_OK(lcx_tokdata_writer_commit(&w));
-    }
-    CHECK_OK(lcx_comm_barrier(world, NULL));
     lcx_tokdata td;
-    CHECK_OK(lcx_tokdata_open(prefix, &td));
+    fixture_open(world, "test_train_dp_mpi", 25, 8, &td);
 
     /* DP = 2: mesh tp=2 cp=1 dp=2, gradient groups {0, 2} and {1, 3} (same t) */
     lcx_comm_groups g2, g4;
@@ -291,18 +187,5 @@ int main(void) {
 
     check_ragged(world);
 
-    lcx_tokdata_close(&td);
-    lcx_config_free(&g_cfg);
-    /* every rank's verdict: the job fails if any rank failed */
-    int64_t bad = test_failures_ ? 1 : 0;
-    CHECK_OK(lcx_comm_all_reduce(world, NULL, &bad, &bad, 1, LCX_I64, LCX_COMM_MAX));
-    CHECK_OK(lcx_comm_barrier(world, NULL));
-    if (world->rank == 0) {
-        char cmd[700];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-        CHECK(system(cmd) == 0);
-    }
-    lcx_comm_finalize(world);
-    CHECK(bad == 0);
-    return test_summary("test_train_dp_mpi");
+    return fixture_close(world, &td, "test_train_dp_mpi");
 }
