@@ -76,7 +76,9 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
                 "sequence length that is a multiple of %lld (%lld)",
                 (long long)c, (long long)C, (long long)D, (long long)(C * D),
                 ctx->grad ? "given one of another size" : "none given", (long long)(2 * C), (long long)L);
-    const int writer = !ctx->grad || ctx->grad->rank == 0; /* writes metrics and checkpoints */
+    const int writer = !ctx->grad || ctx->grad->rank == 0; /* writes metrics, reports saves */
+    /* a group: every rank of the world takes part in each save (lcx_train_save) */
+    const int collective = (ctx->grad && ctx->grad->size > 1) || (ctx->world && ctx->world->size > 1);
     /* per_step: this rank's tokens; the step trains on D times as many */
     const int64_t per_micro = rows * L, per_step = per_micro * A, global_step = per_step * D;
     lcx_sampler_config sc;
@@ -213,15 +215,20 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
         if (ctx->grad && ctx->grad->size > 1) /* a signal seen by any rank stops all of them after this step */
             LCX_TRY_GOTO(lcx_comm_all_reduce(ctx->grad, NULL, &stop, &stop, 1, LCX_I64, LCX_COMM_MAX), done);
         if (state->step == sg->steps) state->stage_done = 1;
-        if (writer && (stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0))) {
+        /* every rank saves its own pieces when there is a group (docs/lcx-format.md "Who writes what") */
+        const int save_now =
+            stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0);
+        if (save_now && (writer || collective)) {
             double ts = now_s();
             LCX_TRY_GOTO(lcx_train_save(m, ctx, state, sg), done);
-            lcx_report(ctx->report, LCX_REPORT_NOTE, "saved %s (%.2f s)", state->saved, now_s() - ts);
-            json_t *ev = json_pack("{s:s, s:I}", "path", state->saved, "step", (json_int_t)state->step);
-            char *evs = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-            if (evs) lcx_report_event(ctx->report, "saved", "%s", evs);
-            free(evs);
-            json_decref(ev);
+            if (writer) {
+                lcx_report(ctx->report, LCX_REPORT_NOTE, "saved %s (%.2f s)", state->saved, now_s() - ts);
+                json_t *ev = json_pack("{s:s, s:I}", "path", state->saved, "step", (json_int_t)state->step);
+                char *evs = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+                if (evs) lcx_report_event(ctx->report, "saved", "%s", evs);
+                free(evs);
+                json_decref(ev);
+            }
         }
         if (stop && !state->stage_done) {
             lcx_report_progress_end(ctx->report);
