@@ -53,6 +53,8 @@ static void help(void) {
            "  --dp D               data-parallel ranks (default: the world / (tp x cp), i.e. every rank; 1 for\n"
            "                       --dry-run): the plan's steps are split over D ranks, each trains on its share;\n"
            "                       rank 0 alone evaluates, writes RUN and exports\n"
+           "  --zero1              shard the AdamW moments over the D ranks (ZeRO-1): each holds 1/D of them; the\n"
+           "                       same numbers as without it; every rank writes its checkpoint pieces\n"
            "  --tp T, --cp C       tensor / context parallel sizes (default 1): planned with --dry-run, refused for\n"
            "                       training here (lcextend train runs --cp). The mesh must match the world:\n"
            "                       mpirun -np TxCxD\n"
@@ -66,7 +68,7 @@ static void help(void) {
 int lcx_cmd_extend(int argc, char **argv) {
     const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *data = NULL, *ids = NULL;
     const char *eval_data = NULL, *out_arg = NULL;
-    int resume = 0, dry = 0, gguf = 0, quiet = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
+    int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     lcx_plan_opts po;
@@ -76,6 +78,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_SWITCH("--dry-run", dry),
         LCX_FLAG_SWITCH("--gguf", gguf),
         LCX_FLAG_SWITCH("--quiet", quiet),
+        LCX_FLAG_SWITCH("--zero1", zero1),
         /* the text too: the default run directory is named after it */
         {.name = "--to", .kind = LCX_CLI_LENGTH, .to.length = &po.target, .lo = 1, .hi = INT64_C(1) << 34,
          .text = &to},
@@ -145,6 +148,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.grad = lcx_cli_mesh_grad(&mesh);
     o.dp_rank = mesh.dp_rank;
     o.dp_size = mesh.dp_size;
+    o.zero1 = zero1;
     /* --quiet silences training's step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, 0);

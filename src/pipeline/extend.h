@@ -68,6 +68,7 @@ typedef struct lcx_extend_options {
      * ranks see while training ends the job with lcx_comm_abort). grad NULL (or of size 1): one rank. */
     struct lcx_comm *grad;
     int dp_rank, dp_size;
+    int zero1;             /* ZeRO-1: AdamW moments sharded over grad (lcx_train_run_options.zero1) */
 } lcx_extend_options;
 
 /* The defaults of `lcextend CKPT --to N` without flags (ckpt, plan.target and data/ids still to fill). */

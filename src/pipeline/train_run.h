@@ -57,6 +57,10 @@ typedef struct lcx_train_run_options {
      * cp_size, checked before any work); weights are replicated, so rank 0 of grad writes as above. */
     lcx_comm *cp_comm;
     int cp_rank, cp_size;
+    /* ZeRO-1 (docs/parallel.md "Data parallelism"): the AdamW moments sharded over grad (opts.zero_comm); the
+     * weights and every number the run computes are the same as without it. Every rank then writes its own
+     * pieces of each checkpoint. No effect on one rank. */
+    int zero1;
 } lcx_train_run_options;
 
 /* The defaults of `lcextend train` (batch 1, accum 1, keep 2, seed 1234, lr 3e-4 cosine, clip 1, wd 0.01,
