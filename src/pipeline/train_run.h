@@ -45,8 +45,8 @@ typedef struct lcx_train_run_options {
     int quiet;               /* no step lines, "saved" notes or progress states */
     /* Data parallelism (docs/parallel.md "Data parallelism"): every rank of grad calls lcx_train_run with the same
      * options. Rank 0 of grad checks, creates RUN, imports and converts first; the others wait for it, then read
-     * what it wrote. Only rank 0 writes metrics, checkpoints and the export and says anything that reaches the
-     * reporter; every rank returns the same success or failure (a failure that only some ranks see while
+     * what it wrote. Only rank 0 writes metrics and the export (every rank its own pieces of each checkpoint,
+     * committed by rank 0) and says anything that reaches the reporter; every rank returns the same success or failure (a failure that only some ranks see while
      * training ends the job with lcx_comm_abort). --batch and --accum are per rank: a step trains on dp_size x
      * accum x batch sequences. grad NULL (or of size 1): one rank. */
     lcx_comm *grad;          /* the gradient group (src/comm/comm.h), NULL: one rank */

@@ -64,7 +64,7 @@ typedef struct lcx_train_ctx {
     /* Data parallelism (docs/parallel.md "Data parallelism"); zero: one rank. Each step draws dp_size x
      * grad_accum x micro_seqs sequences from the one sample order, and DP rank d trains on the d-th
      * grad_accum x micro_seqs of them; the gradients are reduced over grad (lcx_model_train_step_group). Only
-     * rank 0 of grad writes metrics.jsonl and checkpoints; a caught signal stops every rank after the same step. */
+     * rank 0 of grad writes metrics.jsonl (every rank its pieces of each checkpoint); a caught signal stops every rank after the same step. */
     lcx_comm *grad;               /* the gradient group (CP x DP), NULL: no reduction */
     int dp_rank, dp_size;         /* this rank's data slice; dp_size 0 or 1: all of the step's sequences */
     /* Context parallelism (the model's opts.cp_comm); cp_size 0 or 1: none. The CP ranks of one DP rank take the
