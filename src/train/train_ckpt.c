@@ -154,8 +154,11 @@ done:
     return st;
 }
 
-/* Every rank's piece list (texts, or a failure: len -1) gathered; *failed = the lowest failing rank or -1. On
- * rank 0, all[r] = rank r's parsed list (rank 0's own is mine). */
+#define LIST_TAG 4103
+
+/* Every rank's piece list (texts, or a failure: len -1): the lengths all-gathered, so every rank knows *failed = the
+ * lowest failing rank or -1; then, when none failed, the texts sent to rank 0, where all[r] = rank r's parsed list
+ * (rank 0's own is mine). */
 static lcx_status gather_lists(lcx_comm *w, const char *mine, json_t **all, int *failed) {
     const int W = w->size;
     int64_t len = mine ? (int64_t)strlen(mine) : -1, *lens = malloc((size_t)W * sizeof *lens);
@@ -170,18 +173,30 @@ static lcx_status gather_lists(lcx_comm *w, const char *mine, json_t **all, int 
         if (lens[r] > mx) mx = lens[r];
     }
     if (*failed >= 0) goto done;
-    int64_t words = mx / 8 + 1; /* NUL-terminated, in 8-byte words (the communicator's i64) */
-    buf = calloc((size_t)words, 8);
-    got = malloc((size_t)(words * W) * 8);
-    LCX_FAIL_GOTO(!buf || !got, LCX_ERR_OOM, done, "checkpoint save: out of memory for the piece lists");
-    memcpy(buf, mine, (size_t)len);
-    LCX_TRY_GOTO(lcx_comm_all_gather(w, NULL, buf, got, words, LCX_I64), done);
-    if (w->rank == 0)
-        for (int r = 0; r < W; r++) {
-            json_error_t e;
-            all[r] = json_loads((const char *)(got + (int64_t)r * words), 0, &e);
-            LCX_FAIL_GOTO(!all[r], LCX_ERR_FORMAT, done, "checkpoint save: rank %d's piece list: %s", r, e.text);
-        }
+    /* the bytes go to rank 0 only (point to point: each list's own length, NUL-terminated, in 8-byte words) */
+    if (w->rank != 0) {
+        int64_t words = len / 8 + 1;
+        buf = calloc((size_t)words, 8);
+        LCX_FAIL_GOTO(!buf, LCX_ERR_OOM, done, "checkpoint save: out of memory for the piece list");
+        memcpy(buf, mine, (size_t)len);
+        lcx_comm_request *rq = NULL;
+        LCX_TRY_GOTO(lcx_comm_isend(w, NULL, buf, words, LCX_I64, 0, LIST_TAG, &rq), done);
+        LCX_TRY_GOTO(lcx_comm_wait(w, rq), done);
+        goto done;
+    }
+    all[0] = json_loads(mine, 0, NULL);
+    LCX_FAIL_GOTO(!all[0], LCX_ERR_OOM, done, "checkpoint save: out of memory for rank 0's piece list");
+    got = malloc((size_t)(mx / 8 + 1) * 8);
+    LCX_FAIL_GOTO(!got, LCX_ERR_OOM, done, "checkpoint save: out of memory for the piece lists");
+    for (int r = 1; r < W; r++) { /* every sender's message is received, even after a bad one */
+        lcx_comm_request *rq = NULL;
+        lcx_status sr = lcx_comm_irecv(w, NULL, got, lens[r] / 8 + 1, LCX_I64, r, LIST_TAG, &rq);
+        if (sr == LCX_OK) sr = lcx_comm_wait(w, rq);
+        json_error_t e;
+        if (sr == LCX_OK && !(all[r] = json_loadb((const char *)got, (size_t)lens[r], 0, &e)))
+            sr = lcx_fail(LCX_ERR_FORMAT, "checkpoint save: rank %d's piece list: %s", r, e.text);
+        if (st == LCX_OK) st = sr;
+    }
 done:
     free(lens);
     free(buf);
@@ -241,21 +256,20 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
         free(mine);
         mine = NULL;
     }
-    if (world) {
+    if (world) { /* every rank goes on to the outcome's broadcast below, failed or not: no rank is left waiting */
         int failed = -1;
         lcx_status sg = gather_lists(world, mine, lists, &failed);
-        if (st != LCX_OK) goto done; /* this rank's own failure */
-        LCX_TRY_GOTO(sg, done);
-        LCX_FAIL_GOTO(failed >= 0, LCX_ERR_IO, done, "rank %d of %d failed to write its pieces (nothing committed)",
-                      failed, W);
-    } else {
-        LCX_TRY_GOTO(st, done);
+        if (st == LCX_OK) st = sg;
+        if (st == LCX_OK && failed >= 0)
+            st = lcx_fail(LCX_ERR_IO, "rank %d of %d failed to write its pieces (nothing committed)", failed, W);
+    } else if (st == LCX_OK) {
         lists[0] = json_loads(mine, 0, NULL);
-        LCX_FAIL_GOTO(!lists[0], LCX_ERR_OOM, done, "out of memory");
+        if (!lists[0]) st = lcx_fail(LCX_ERR_OOM, "out of memory");
     }
-    /* rank 0: tokenizer files, manifest, commit; then every rank learns the outcome */
-    int64_t ok = 1;
-    if (me == 0) {
+    /* rank 0: tokenizer files, manifest, commit, only when every rank succeeded; then every rank learns the
+     * outcome */
+    int64_t ok = st == LCX_OK;
+    if (me == 0 && st == LCX_OK) {
         tok = calloc((size_t)ctx->n_tokenizer + 1, sizeof *tok);
         if (!tok) st = lcx_fail(LCX_ERR_OOM, "out of memory");
         for (int i = 0; st == LCX_OK && i < ctx->n_tokenizer; i++) {
@@ -282,9 +296,11 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
         ok = st == LCX_OK;
     }
     if (world) {
+        int64_t mine_ok = st == LCX_OK;
         lcx_status sb = lcx_comm_broadcast(world, NULL, &ok, 1, LCX_I64, 0);
         if (st == LCX_OK) st = sb;
-        if (st == LCX_OK && !ok) st = lcx_fail(LCX_ERR_IO, "rank 0 could not finalize or commit the checkpoint");
+        if (st == LCX_OK && mine_ok && !ok)
+            st = lcx_fail(LCX_ERR_IO, "rank 0 could not finalize or commit the checkpoint (nothing committed)");
     }
     LCX_TRY_GOTO(st, done);
     free(s->saved);

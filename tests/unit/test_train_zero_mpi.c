@@ -11,8 +11,9 @@
  *        B1 = DP 4 with ZeRO-1 and B2 = one rank without a group (other summation orders: losses within REL_TOL,
  *             weights within W_TOL of A's, the tolerances of test_train_cp_mpi),
  *      with the same global batch (4 sequences per step) and the same sample order.
- *   3. A save whose part on one rank fails (ctx.test_fail_save) fails on every rank, commits nothing and leaves
- *      `latest` naming the previous checkpoint; the next save succeeds. */
+ *   3. A save whose part on one rank fails (ctx.test_fail_save: rank 2, then rank 0) fails on every rank, commits
+ *      nothing and leaves `latest` naming the previous checkpoint; the next save succeeds and removes the failed
+ *      saves' directories. */
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
@@ -269,22 +270,27 @@ static void check_failed_save(const lcx_tokdata *td) {
     ctx.grad = gs.group[LCX_GROUP_GRAD];
     ctx.world = g_world;
     ctx.dp_rank = gs.coord.d, ctx.dp_size = 4;
-    ctx.test_fail_save = 3; /* world rank 2 */
     lcx_train_stage sg = stage(1, 0);
     lcx_train_state st;
     lcx_train_state_init(&st);
     st.step = STEPS + 1;
-    CHECK_FAILS(lcx_train_save(m, &ctx, &st, &sg), LCX_ERR_IO, "rank 2");
-    CHECK_OK(lcx_train_latest(dir, &latest));
-    CHECK_MSG(latest && strstr(latest, "s01-step000004") != NULL, "after a failed save latest is %s",
-              latest ? latest : "(none)");
-    free(latest);
-    latest = NULL;
-    struct stat sb;
     char bad[700];
-    snprintf(bad, sizeof bad, "%s/checkpoints/s01-step%06d", dir, STEPS + 1);
-    CHECK_MSG(stat(bad, &sb) != 0, "a failed save committed %s", bad);
-    CHECK_OK(lcx_comm_barrier(g_world, NULL));
+    for (int k = 0; k < 2; k++) { /* world rank 2, then rank 0 (the one that would commit) */
+        const int victim = k == 0 ? 2 : 0;
+        char needle[32];
+        snprintf(needle, sizeof needle, "rank %d", victim);
+        ctx.test_fail_save = victim + 1;
+        CHECK_FAILS(lcx_train_save(m, &ctx, &st, &sg), LCX_ERR_IO, needle);
+        CHECK_OK(lcx_train_latest(dir, &latest));
+        CHECK_MSG(latest && strstr(latest, "s01-step000004") != NULL, "after a save failed on rank %d latest is %s",
+                  victim, latest ? latest : "(none)");
+        free(latest);
+        latest = NULL;
+        struct stat sb;
+        snprintf(bad, sizeof bad, "%s/checkpoints/s01-step%06d", dir, STEPS + 1);
+        CHECK_MSG(stat(bad, &sb) != 0, "a save failed on rank %d committed %s", victim, bad);
+        CHECK_OK(lcx_comm_barrier(g_world, NULL));
+    }
     ctx.test_fail_save = 0;
     CHECK_OK(lcx_train_save(m, &ctx, &st, &sg));
     CHECK_OK(lcx_train_latest(dir, &latest));
@@ -296,7 +302,7 @@ static void check_failed_save(const lcx_tokdata *td) {
     for (struct dirent *e; d && (e = readdir(d));) tmp_left += strstr(e->d_name, ".tmp-") != NULL;
     if (d) closedir(d);
     CHECK_MSG(tmp_left == 0, "%d leftover tmp directories", tmp_left);
-    if (g_world_rank == 0) printf("a save failing on rank 2 failed on every rank; latest kept step %d\n", STEPS);
+    if (g_world_rank == 0) printf("a save failing on rank 2 / rank 0 failed on every rank; latest kept step %d\n", STEPS);
     free(latest);
     lcx_train_state_free(&st);
     lcx_model_free(m);
