@@ -57,6 +57,8 @@ static void help(void) {
            "                       attention); every stage length must be a multiple of 2 x C. The stage\n"
            "                       evaluations run on the C ranks of DP rank 0; the before/after evaluation\n"
            "                       (and passkey) on rank 0 alone\n"
+           "  --zero1              shard the AdamW moments over the C x D ranks (ZeRO-1): each holds 1/(CD) of them;\n"
+           "                       the same numbers as without it; every rank writes its checkpoint pieces\n"
            "  --tp T               tensor-parallel size (default 1): planned with --dry-run, refused for training.\n"
            "                       The mesh must match the world: mpirun -np TxCxD\n"
            "\n"
@@ -71,7 +73,7 @@ static void help(void) {
 int lcx_cmd_extend(int argc, char **argv) {
     const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *data = NULL, *ids = NULL;
     const char *eval_data = NULL, *out_arg = NULL;
-    int resume = 0, dry = 0, gguf = 0, quiet = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
+    int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     lcx_plan_opts po;
@@ -81,6 +83,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_SWITCH("--dry-run", dry),
         LCX_FLAG_SWITCH("--gguf", gguf),
         LCX_FLAG_SWITCH("--quiet", quiet),
+        LCX_FLAG_SWITCH("--zero1", zero1),
         /* the text too: the default run directory is named after it */
         {.name = "--to", .kind = LCX_CLI_LENGTH, .to.length = &po.target, .lo = 1, .hi = INT64_C(1) << 34,
          .text = &to},
@@ -155,6 +158,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.cp_comm = lcx_cli_mesh_cp(&mesh);
     o.cp_rank = mesh.cp_rank;
     o.cp_size = mesh.cp_size;
+    o.zero1 = zero1;
     /* --quiet silences training's step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, 0);

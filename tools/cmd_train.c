@@ -55,6 +55,8 @@ static void help(void) {
            "                       trains on its share of every step, a step is D x --accum x --batch sequences\n"
            "  --cp C               context-parallel ranks (default 1): each holds --seq / C tokens of every\n"
            "                       sequence (--seq a multiple of 2 C); C x D ranks train on the same sequences as D\n"
+           "  --zero1              shard the AdamW moments over the C x D ranks (ZeRO-1): each holds 1/(C x D)\n"
+           "                       of them; the same numbers as without it; every rank writes its checkpoint pieces\n"
            "  --tp T               tensor parallel size (default 1; above 1 refused: not in training yet)\n"
            "                       The mesh must match the world: mpirun -np (T x C x D)\n"
            "\n"
@@ -72,7 +74,7 @@ static const lcx_cli_word SCHEDULES[] = {{"cosine", LCX_LR_COSINE}, {"constant",
 int lcx_cmd_train(int argc, char **argv) {
     const char *ckpt = NULL, *config = NULL, *data = NULL, *ids = NULL, *out = NULL, *export_hf = NULL;
     const char *user_tok[MAX_TOK];
-    int n_user_tok = 0, resume = 0, quiet = 0, tp = 1, cp = 1, dp = 0;
+    int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, tp = 1, cp = 1, dp = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
     double lr = 3e-4, min_lr = 0, clip = 1.0, wd = 0.01, init_std = 0.02;
     lcx_lr_kind sched = LCX_LR_COSINE;
@@ -81,6 +83,7 @@ int lcx_cmd_train(int argc, char **argv) {
     const lcx_cli_flag flags[] = {
         LCX_FLAG_SWITCH("--resume", resume),
         LCX_FLAG_SWITCH("--quiet", quiet),
+        LCX_FLAG_SWITCH("--zero1", zero1),
         LCX_FLAG_INT("--seq", seq, 2, INT32_MAX),
         LCX_FLAG_INT("--tp", tp, 1, 1 << 16),
         LCX_FLAG_INT("--cp", cp, 1, 1 << 16),
@@ -159,6 +162,7 @@ int lcx_cmd_train(int argc, char **argv) {
     o.cp_comm = lcx_cli_mesh_cp(&mesh);
     o.cp_rank = mesh.cp_rank;
     o.cp_size = mesh.cp_size;
+    o.zero1 = zero1;
     /* --quiet silences the step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, 0);

@@ -69,6 +69,12 @@ typedef struct lcx_model_opts {
                                     outlive the model). Each rank holds its slice of every parameter
                                     (lcx_model_param_slice) and computes its heads, its part of the MLP and its
                                     vocabulary rows; training models only. NULL: every parameter whole */
+    struct lcx_comm *zero_comm;  /* ZeRO-1 (docs/parallel.md "Data parallelism"): the gradient group (GRAD: CP x DP)
+                                    the AdamW moments are sharded over; it must outlive the model and be the group
+                                    every training step is given. Rank r of D holds the moments of rows
+                                    [r R / D, (r+1) R / D) of each parameter's local buffer (R = its dim 0) and
+                                    updates only those; the weights stay whole on every rank. NULL or one rank:
+                                    every rank holds all moments */
 } lcx_model_opts;
 
 /* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */
@@ -202,6 +208,13 @@ lcx_status lcx_model_set_grad(lcx_model *m, size_t i, const float *src);
 /* Set the loss chunk (rows per chunk, >= 1) without reallocating beyond the capacity given at init (a larger
  * chunk than the init one fails). */
 lcx_status lcx_model_set_loss_chunk(lcx_model *m, int64_t rows);
+/* The rows of parameter i's local buffer (dim 0 of lcx_model_param_slice's local shape; a 1-D buffer's rows are
+ * its elements) whose AdamW moments this rank holds: [*row0, *row0 + *rows). ZeRO-1 (opts.zero_comm of D > 1
+ * ranks): rank r's [r R / D, (r+1) R / D); otherwise all R rows. lcx_model_get_moments and lcx_model_set_state
+ * (src/model/model_state.h) read and write these rows only. */
+lcx_status lcx_model_moment_rows(const lcx_model *m, size_t i, uint64_t *row0, uint64_t *rows);
+/* The ranks the moments are sharded over: opts.zero_comm's size under ZeRO-1, else 1. */
+int lcx_model_moment_shards(const lcx_model *m);
 /* Bytes of each buffer family (params, master, grads, moments, activations). */
 typedef struct lcx_model_memory {
     size_t params, master, grads, moments, acts;

@@ -251,13 +251,15 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     } else {
         m->master = (float *)m->params;
     }
+    LCX_TRY_GOTO(lcx_zero_init(m, opts->zero_comm), fail); /* the moments' rows (all of them without ZeRO-1) */
     if (m->training) {
+        uint64_t nm = m->n_moment_elems;
         LCX_TRY_GOTO(alloc_f32(m->be, n, &m->grads, "gradients"), fail);
-        LCX_TRY_GOTO(alloc_f32(m->be, n, &m->adam_m, "AdamW m"), fail);
-        LCX_TRY_GOTO(alloc_f32(m->be, n, &m->adam_v, "AdamW v"), fail);
+        LCX_TRY_GOTO(alloc_f32(m->be, nm, &m->adam_m, "AdamW m"), fail);
+        LCX_TRY_GOTO(alloc_f32(m->be, nm, &m->adam_v, "AdamW v"), fail);
         LCX_TRY_GOTO(m->be->zero(m->x, m->grads, (size_t)n * 4), fail);
-        LCX_TRY_GOTO(m->be->zero(m->x, m->adam_m, (size_t)n * 4), fail);
-        LCX_TRY_GOTO(m->be->zero(m->x, m->adam_v, (size_t)n * 4), fail);
+        LCX_TRY_GOTO(m->be->zero(m->x, m->adam_m, (size_t)nm * 4), fail);
+        LCX_TRY_GOTO(m->be->zero(m->x, m->adam_v, (size_t)nm * 4), fail);
     }
 
     cursor c = {NULL, 0, 0};
@@ -308,6 +310,7 @@ void lcx_model_free(lcx_model *m) {
     lcx_param_table_free(&m->tab);
     free(m->slice);
     free(m->numel);
+    lcx_zero_free(m);
     free(m->policy);
     free(m->off);
     free(m->norm_off);
@@ -518,7 +521,7 @@ lcx_model_memory lcx_model_memory_of(const lcx_model *m) {
     r.master = (m->pdt == LCX_BF16 && m->master ? (size_t)m->n_elems * 4 : 0) + (size_t)m->n_norm_elems * 4 *
                (m->pdt == LCX_BF16); /* master + f32 norm copies */
     r.grads = m->grads ? (size_t)m->n_elems * 4 : 0;
-    r.moments = m->adam_m ? (size_t)m->n_elems * 8 : 0;
+    r.moments = m->adam_m ? (size_t)m->n_moment_elems * 8 : 0; /* ZeRO-1: this rank's rows */
     r.acts = m->acts_bytes;
     return r;
 }

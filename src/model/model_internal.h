@@ -120,6 +120,13 @@ struct lcx_model {
     void *tp_mem;             /* one allocation: the gather scratch and the loss statistics */
     void *tp_gather;          /* TP x the largest summed buffer */
     double *tp_stats;         /* f64 [C][3] this rank's loss-chunk statistics, then [TP][C][3] gathered */
+
+    /* ZeRO-1 (model_zero.c): AdamW moments sharded over opts.zero_comm (NULL/0 without it) */
+    lcx_comm *zero;           /* the gradient group the moments are sharded over, or NULL */
+    int zero_size, zero_rank;
+    uint64_t *zrow0, *zrows;  /* [tab.n] this rank's rows of each parameter's local buffer (all rows: no ZeRO) */
+    size_t *moff;             /* [tab.n] element offset of each parameter's moments in adam_m / adam_v */
+    uint64_t n_moment_elems;  /* elements of adam_m and adam_v each */
 };
 
 /* Byte cursor over one allocation (c->base NULL: sizing pass only); every piece 64-byte aligned. */
@@ -231,6 +238,23 @@ lcx_status lcx_tp_grad_sqnorm_local(lcx_model *m);
 lcx_status lcx_tp_sum_host(lcx_model *m, double *v);
 /* With CP: sum a loss sum and count over the CP group (every rank then reports the global values). */
 lcx_status lcx_ring_reduce_loss(lcx_model *m, lcx_loss_slot *r);
+/* ZeRO-1 (model_zero.c). init: the row ranges and moment offsets of every parameter (every row, offsets = off,
+ * without a group of more than one rank); called before the moments are allocated. range: elements [*e0, *e1) of
+ * parameter i's local buffer whose moments this rank holds, and their offset in adam_m / adam_v. */
+lcx_status lcx_zero_init(lcx_model *m, lcx_comm *g);
+void lcx_zero_free(lcx_model *m);
+void lcx_zero_range(const lcx_model *m, size_t i, uint64_t *e0, uint64_t *e1, size_t *moff);
+/* The sharded half of a group step (m->zero set, g the same group): reduce_scatter leaves, in this rank's rows of
+ * grads, the sum over g of every rank's gradients added in rank order (the bits lcx_dp_sum_f32 gives them);
+ * sqnorm gives the squared norm of the summed gradients (each rank's rows, then the ranks' sums in rank order);
+ * all_gather copies every rank's updated rows of the master weights to every rank and refreshes the stored
+ * parameters (bf16 rounding) and the norm weights' float32 copies. */
+lcx_status lcx_zero_reduce_scatter(lcx_model *m);
+lcx_status lcx_zero_sqnorm(lcx_model *m, double *sq);
+/* The unsharded group step's norm, formed as ZeRO-1 forms it (so both give the same double): for each rank q of
+ * D the squared norm of q's rows of the summed gradients, then the D sums in rank order. */
+lcx_status lcx_zero_group_sqnorm(lcx_model *m, int D, double *sq);
+lcx_status lcx_zero_all_gather(lcx_model *m);
 /* Make room for n loss slots in d_res (kept when large enough; contents are not kept). */
 lcx_status lcx_model_reserve_results(lcx_model *m, int64_t n);
 

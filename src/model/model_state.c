@@ -8,9 +8,12 @@
 lcx_status lcx_model_get_moments(const lcx_model *m, size_t i, float *adam_m, float *adam_v) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     LCX_FAIL_IF(!m->adam_m || !m->adam_v, LCX_ERR_INVALID, "model: not built for training (no AdamW moments)");
-    size_t bytes = lcx_m_numel(m, i) * 4;
-    LCX_TRY(m->be->copy_d2h(m->x, adam_m, m->adam_m + m->off[i], bytes));
-    return m->be->copy_d2h(m->x, adam_v, m->adam_v + m->off[i], bytes);
+    uint64_t e0, e1;
+    size_t mo;
+    lcx_zero_range(m, i, &e0, &e1, &mo); /* this rank's rows (all of them without ZeRO-1) */
+    size_t bytes = (size_t)(e1 - e0) * 4;
+    LCX_TRY(m->be->copy_d2h(m->x, adam_m, m->adam_m + mo, bytes));
+    return m->be->copy_d2h(m->x, adam_v, m->adam_v + mo, bytes);
 }
 
 lcx_status lcx_model_set_state(lcx_model *m, size_t i, const float *master, const float *adam_m,
@@ -34,8 +37,12 @@ lcx_status lcx_model_set_state(lcx_model *m, size_t i, const float *master, cons
         LCX_TRY(lcx_m_cast(m, p16, LCX_BF16, m->normw + m->norm_off[i], LCX_F32, (int64_t)n));
     if (adam_m || adam_v) {
         LCX_FAIL_IF(!m->adam_m || !m->adam_v, LCX_ERR_INVALID, "model: not built for training (no AdamW moments)");
-        if (adam_m) LCX_TRY(m->be->copy_h2d(m->x, m->adam_m + m->off[i], adam_m, n * 4));
-        if (adam_v) LCX_TRY(m->be->copy_h2d(m->x, m->adam_v + m->off[i], adam_v, n * 4));
+        uint64_t e0, e1;
+        size_t mo;
+        lcx_zero_range(m, i, &e0, &e1, &mo);
+        size_t nb = (size_t)(e1 - e0) * 4;
+        if (adam_m && nb) LCX_TRY(m->be->copy_h2d(m->x, m->adam_m + mo, adam_m, nb));
+        if (adam_v && nb) LCX_TRY(m->be->copy_h2d(m->x, m->adam_v + mo, adam_v, nb));
     }
     return LCX_OK;
 }

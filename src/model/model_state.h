@@ -8,11 +8,13 @@
 
 #include "src/model/model.h"
 
-/* Host copies (float32, numel each) of parameter i's AdamW first / second moments. Fails when the model was not
- * built for training. */
+/* Host copies (float32) of parameter i's AdamW first / second moments: the rows this rank holds
+ * (lcx_model_moment_rows: every row of its buffer, numel floats, without ZeRO-1; rows x row length with it). Fails
+ * when the model was not built for training. */
 lcx_status lcx_model_get_moments(const lcx_model *m, size_t i, float *adam_m, float *adam_v);
 /* Overwrite parameter i: master (and the stored value: f32 copy, or bf16 round-to-nearest-even of the master,
- * exactly what an optimizer step writes) and, when non-NULL, its moments (training models only). */
+ * exactly what an optimizer step writes) and, when non-NULL, its moments (training models only; the rows this
+ * rank holds, as lcx_model_get_moments gives them). */
 lcx_status lcx_model_set_state(lcx_model *m, size_t i, const float *master, const float *adam_m,
                                const float *adam_v);
 /* Optimizer steps taken (AdamW bias correction uses it); set it when restoring a saved state. */

@@ -42,12 +42,17 @@ static lcx_status apply_adamw(lcx_model *m, const lcx_adamw_opts *o, double sq, 
     for (size_t i = 0; i < m->tab.n; i++) {
         const lcx_param_spec *s = &m->tab.params[i];
         size_t off = m->off[i];
+        /* the elements whose moments this rank holds: all of them, or its rows under ZeRO-1 (model_zero.c) */
+        uint64_t e0, e1;
+        size_t mo;
+        lcx_zero_range(m, i, &e0, &e1, &mo);
         args.weight_decay = decays(s, o) ? o->weight_decay : 0.0;
-        args.n = (int64_t)lcx_m_numel(m, i);
-        args.param = m->master + off, args.grad = m->grads + off, args.m = m->adam_m + off, args.v = m->adam_v + off;
-        args.param_bf16 = m->pdt == LCX_BF16 ? (uint16_t *)lcx_m_param(m, (int64_t)i) : NULL;
-        LCX_TRY(be->adamw(m->x, &args));
-        if (args.param_bf16 && s->role == LCX_ROLE_NORM)
+        args.n = (int64_t)(e1 - e0);
+        args.param = m->master + off + e0, args.grad = m->grads + off + e0;
+        args.m = m->adam_m + mo, args.v = m->adam_v + mo;
+        args.param_bf16 = m->pdt == LCX_BF16 ? (uint16_t *)lcx_m_param(m, (int64_t)i) + e0 : NULL;
+        if (args.n) LCX_TRY(be->adamw(m->x, &args));
+        if (args.param_bf16 && s->role == LCX_ROLE_NORM && !m->zero) /* ZeRO-1: after the all-gather */
             LCX_TRY(lcx_m_cast(m, args.param_bf16, LCX_BF16, m->normw + m->norm_off[i], LCX_F32, args.n));
     }
     LCX_TRY(be->sync(m->x));
@@ -130,6 +135,26 @@ static lcx_status train_step_local(lcx_model *m, const lcx_batch *micro, int n_m
     return LCX_OK;
 }
 
+/* The ZeRO-1 half of a group step after the micro-batches (model_zero.c): reduce-scatter of the gradients to each
+ * rank's rows, the global norm from the ranks' rows, AdamW on this rank's rows, all-gather of the updated rows.
+ * Bit-identical weights to the unsharded step (the same additions and the same AdamW per element); the norm's
+ * double may differ in its last bits (its partial sums are grouped by rank), which reaches the weights only
+ * through the float32 clipping coefficient. t0: when the collectives started (comm_s). */
+static lcx_status zero_update(lcx_model *m, const lcx_adamw_opts *o, lcx_step_result *res, double *comm, double t0) {
+    LCX_TRY(lcx_zero_reduce_scatter(m)); /* ends with a sync */
+    LCX_TRY(lcx_tp_reduce_grads(m)); /* TP: sums whole buffers; only this rank's rows are read from here on */
+    double sq = 0, t1 = lcx_clock_s();
+    *comm += t1 - t0;
+    LCX_TRY(lcx_zero_sqnorm(m, &sq));
+    LCX_TRY(lcx_tp_sum_host(m, &sq));
+    *comm += lcx_clock_s() - t1;
+    LCX_TRY(apply_adamw(m, o, sq, res));
+    t1 = lcx_clock_s();
+    LCX_TRY(lcx_zero_all_gather(m));
+    *comm += lcx_clock_s() - t1;
+    return LCX_OK;
+}
+
 /* Over a gradient group g (docs/parallel.md "Data parallelism"): the global count first (an exact int64 sum), so
  * every rank scales its loss gradient by 1 / the group's counted targets; then each rank's micro-batches; then
  * the loss sums, counts and failure flags gathered and added in rank order; the gradients summed in rank order
@@ -172,13 +197,17 @@ static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_m
     LCX_TRY(st);
     LCX_FAIL_IF(failed >= 0, LCX_ERR_COMM, "train step: rank %d of the gradient group failed its micro-batches",
                 failed);
-    LCX_TRY(lcx_dp_sum_f32(g, m->be, m->x, m->grads, (int64_t)m->n_elems, LCX_DP_CHUNK)); /* ends with a sync */
-    comm += lcx_clock_s() - t0;
-    LCX_TRY(grad_sqnorm(m));
-    double sq = 0;
-    LCX_TRY(m->be->copy_d2h(m->x, &sq, &m->d_res->grad_sq, sizeof sq));
-    LCX_TRY(lcx_tp_sum_host(m, &sq));
-    LCX_TRY(apply_adamw(m, o, sq, res));
+    if (m->zero) { /* ZeRO-1 (model_zero.c): each rank sums, clips and updates its rows only */
+        LCX_TRY(zero_update(m, o, res, &comm, t0));
+    } else {
+        LCX_TRY(lcx_dp_sum_f32(g, m->be, m->x, m->grads, (int64_t)m->n_elems, LCX_DP_CHUNK)); /* ends with a sync */
+        LCX_TRY(lcx_tp_reduce_grads(m)); /* TP: the gradients partial on each TP rank, summed over their sharers */
+        comm += lcx_clock_s() - t0;
+        double sq = 0; /* grouped by the ZeRO-1 rows of each rank: the same double with ZeRO-1 on or off */
+        LCX_TRY(lcx_zero_group_sqnorm(m, g->size, &sq));
+        LCX_TRY(lcx_tp_sum_host(m, &sq)); /* TP: the ranks' shares of the norm */
+        LCX_TRY(apply_adamw(m, o, sq, res));
+    }
     if (res) {
         res->loss = sum[0] / sum[1];
         res->n_tokens = (int64_t)sum[1];
@@ -206,6 +235,11 @@ lcx_status lcx_model_train_step_group(lcx_model *m, const lcx_batch *micro, int 
                     "the mesh's GRAD group (CP x DP)",
                     grad->size, m->cp_size);
     }
+    if (m->zero) /* ZeRO-1: the step's group must be the one the moments are sharded over */
+        LCX_FAIL_IF(!grad || grad->size != m->zero_size || grad->rank != m->zero_rank, LCX_ERR_INVALID,
+                    "train step: the model's AdamW moments are sharded over a group of %d ranks (ZeRO-1, rank %d) "
+                    "but the step was given %s of %d ranks",
+                    m->zero_size, m->zero_rank, grad ? "a gradient group" : "no group", grad ? grad->size : 1);
     if (!grad || grad->size == 1) return train_step_local(m, micro, n_micro, o, res);
     return train_step_group(m, micro, n_micro, o, grad, res);
 }
@@ -218,6 +252,8 @@ lcx_status lcx_model_train_step(lcx_model *m, const lcx_batch *micro, int n_micr
 lcx_status lcx_model_optimizer_step(lcx_model *m, const lcx_adamw_opts *o, lcx_step_result *res) {
     LCX_FAIL_IF(!m->training, LCX_ERR_INVALID, "model: not built for training (opts.training = 0)");
     LCX_TRY(check_hp(o));
+    LCX_FAIL_IF(m->zero, LCX_ERR_INVALID,
+                "optimizer step: the model's AdamW moments are sharded (ZeRO-1): use lcx_model_train_step_group");
     LCX_TRY(grad_sqnorm(m));
     double sq = 0;
     LCX_TRY(m->be->copy_d2h(m->x, &sq, &m->d_res->grad_sq, sizeof sq));

@@ -77,6 +77,7 @@ typedef struct lcx_extend_options {
      * model while the others wait. */
     struct lcx_comm *cp_comm;
     int cp_rank, cp_size;
+    int zero1;             /* ZeRO-1: AdamW moments sharded over grad (lcx_train_run_options.zero1) */
 } lcx_extend_options;
 
 /* The defaults of `lcextend CKPT --to N` without flags (ckpt, plan.target and data/ids still to fill). */

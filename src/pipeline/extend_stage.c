@@ -121,6 +121,7 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     mo.training = 1;
     mo.policy = LCX_ACT_KEEP;
     mo.layer_policy = ps->activation;
+    mo.zero_comm = job->o->zero1 ? job->g : NULL; /* ZeRO-1: this rank's rows of the moments */
     LCX_TRY(lcx_model_init(&job->m, &job->scfg, &mo));
     lcx_train_state ls;
     lcx_train_state_init(&ls);

@@ -43,7 +43,8 @@ struct lcx_comm;
  * when non-NULL). */
 lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
                                    lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
-                                   struct lcx_comm *cp_comm, struct lcx_train_state *state, lcx_model **out);
+                                   struct lcx_comm *cp_comm, struct lcx_comm *zero_comm,
+                                   struct lcx_train_state *state, lcx_model **out);
 
 /* The run directory OUT before any work. With resume: OUT must be a directory holding a checkpoint, whose path
  * goes to *latest (heap); without: OUT must not already hold a run (checkpoints/latest). Creates nothing. Errors

@@ -119,7 +119,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), done);
         LCX_TRY_GOTO(check_mesh(&cfg, o, cp), done);
         LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, o->batch * o->seq_len / cp, o->policy,
-                                            o->param_dtype, o->act_dtype, cpc, latest ? &state : NULL, &m),
+                                            o->param_dtype, o->act_dtype, cpc, o->zero1 ? g : NULL, latest ? &state : NULL, &m),
                      done);
         LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(load_from, &tok, &n_tok), done);
     } else {
@@ -131,6 +131,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         mo.act_dtype = o->act_dtype;
         mo.max_tokens = o->batch * o->seq_len / cp; /* the rank's local tokens */
         mo.cp_comm = cpc;
+        mo.zero_comm = o->zero1 ? g : NULL;
         mo.training = 1;
         mo.policy = o->policy;
         LCX_TRY_GOTO(lcx_model_init(&m, &cfg, &mo), done);

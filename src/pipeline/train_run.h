@@ -45,8 +45,8 @@ typedef struct lcx_train_run_options {
     int quiet;               /* no step lines, "saved" notes or progress states */
     /* Data parallelism (docs/parallel.md "Data parallelism"): every rank of grad calls lcx_train_run with the same
      * options. Rank 0 of grad checks, creates RUN, imports and converts first; the others wait for it, then read
-     * what it wrote. Only rank 0 writes metrics, checkpoints and the export and says anything that reaches the
-     * reporter; every rank returns the same success or failure (a failure that only some ranks see while
+     * what it wrote. Only rank 0 writes metrics and the export (every rank its own pieces of each checkpoint,
+     * committed by rank 0) and says anything that reaches the reporter; every rank returns the same success or failure (a failure that only some ranks see while
      * training ends the job with lcx_comm_abort). --batch and --accum are per rank: a step trains on dp_size x
      * accum x batch sequences. grad NULL (or of size 1): one rank. */
     lcx_comm *grad;          /* the gradient group (src/comm/comm.h), NULL: one rank */
@@ -57,6 +57,10 @@ typedef struct lcx_train_run_options {
      * cp_size, checked before any work); weights are replicated, so rank 0 of grad writes as above. */
     lcx_comm *cp_comm;
     int cp_rank, cp_size;
+    /* ZeRO-1 (docs/parallel.md "Data parallelism"): the AdamW moments sharded over grad (opts.zero_comm); the
+     * weights and every number the run computes are the same as without it. Every rank then writes its own
+     * pieces of each checkpoint. No effect on one rank. */
+    int zero1;
 } lcx_train_run_options;
 
 /* The defaults of `lcextend train` (batch 1, accum 1, keep 2, seed 1234, lr 3e-4 cosine, clip 1, wd 0.01,

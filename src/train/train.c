@@ -98,7 +98,11 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
                 "sequence length that is a multiple of %lld (%lld)",
                 (long long)c, (long long)C, (long long)D, (long long)(C * D),
                 ctx->grad ? "given one of another size" : "none given", (long long)(2 * C), (long long)L);
-    const int writer = !ctx->grad || ctx->grad->rank == 0; /* writes metrics and checkpoints */
+    /* every rank of the job: the world when given (with TP the GRAD group is one TP rank's share of it) */
+    lcx_comm *everyone = ctx->world && ctx->world->size > 1 ? ctx->world : ctx->grad;
+    const int writer = !everyone || everyone->rank == 0; /* writes metrics, reports saves */
+    /* a group: every rank of the world takes part in each save (lcx_train_save) */
+    const int collective = (ctx->grad && ctx->grad->size > 1) || (ctx->world && ctx->world->size > 1);
     /* per_step: this rank's tokens; the step trains on D times as many */
     const int64_t per_micro = rows * L, per_step = per_micro * A, global_step = per_step * D;
     lcx_sampler_config sc;
@@ -147,7 +151,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
         mf = fopen(mpath, "a");
         if (!mf) st = lcx_fail(LCX_ERR_IO, "%s: cannot open for appending", mpath);
     }
-    LCX_TRY_GOTO(agree(ctx->grad, st, &sum->agreed), done);
+    LCX_TRY_GOTO(agree(everyone, st, &sum->agreed), done);
     lcx_adamw_opts ao = lcx_adamw_opts_default();
     ao.max_grad_norm = sg->clip_norm;
     ao.weight_decay = sg->weight_decay;
@@ -233,20 +237,24 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
                    sg->index + 1, sg->n_stages, (long long)state->step, (long long)sg->steps, r.loss, ao.lr,
                    r.grad_norm, tps, eta, reta, r.peak_rss / 1048576.0);
         int64_t stop = lcx_train_interrupted();
-        if (ctx->grad && ctx->grad->size > 1) /* a signal seen by any rank stops all of them after this step */
-            LCX_TRY_GOTO(lcx_comm_all_reduce(ctx->grad, NULL, &stop, &stop, 1, LCX_I64, LCX_COMM_MAX), done);
+        if (everyone && everyone->size > 1) /* a signal seen by any rank stops all of them after this step */
+            LCX_TRY_GOTO(lcx_comm_all_reduce(everyone, NULL, &stop, &stop, 1, LCX_I64, LCX_COMM_MAX), done);
         if (state->step == sg->steps) state->stage_done = 1;
-        const int save = stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0);
-        double ts = now_s();
-        if (save) /* the same on every rank; only the writer saves, and the others learn its outcome */
-            LCX_TRY_GOTO(agree(ctx->grad, writer ? lcx_train_save(m, ctx, state, sg) : LCX_OK, &sum->agreed), done);
-        if (writer && save) {
-            lcx_report(ctx->report, LCX_REPORT_NOTE, "saved %s (%.2f s)", state->saved, now_s() - ts);
-            json_t *ev = json_pack("{s:s, s:I}", "path", state->saved, "step", (json_int_t)state->step);
-            char *evs = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-            if (evs) lcx_report_event(ctx->report, "saved", "%s", evs);
-            free(evs);
-            json_decref(ev);
+        /* every rank saves its own pieces when there is a group (docs/lcx-format.md "Who writes what"); the save
+         * is an agreement point: every rank returns the lowest failing rank's cause */
+        const int save_now =
+            stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0);
+        if (save_now && (writer || collective)) {
+            double ts = now_s();
+            LCX_TRY_GOTO(agree(everyone, lcx_train_save(m, ctx, state, sg), &sum->agreed), done);
+            if (writer) {
+                lcx_report(ctx->report, LCX_REPORT_NOTE, "saved %s (%.2f s)", state->saved, now_s() - ts);
+                json_t *ev = json_pack("{s:s, s:I}", "path", state->saved, "step", (json_int_t)state->step);
+                char *evs = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+                if (evs) lcx_report_event(ctx->report, "saved", "%s", evs);
+                free(evs);
+                json_decref(ev);
+            }
         }
         if (stop && !state->stage_done) {
             lcx_report_progress_end(ctx->report);

@@ -66,7 +66,7 @@ typedef struct lcx_train_ctx {
     /* Data parallelism (docs/parallel.md "Data parallelism"); zero: one rank. Each step draws dp_size x
      * grad_accum x micro_seqs sequences from the one sample order, and DP rank d trains on the d-th
      * grad_accum x micro_seqs of them; the gradients are reduced over grad (lcx_model_train_step_group). Only
-     * rank 0 of grad writes metrics.jsonl and checkpoints; a caught signal stops every rank after the same step. */
+     * rank 0 of grad writes metrics.jsonl (every rank its pieces of each checkpoint); a caught signal stops every rank after the same step. */
     lcx_comm *grad;               /* the gradient group (CP x DP), NULL: no reduction */
     int dp_rank, dp_size;         /* this rank's data slice; dp_size 0 or 1: all of the step's sequences */
     /* Context parallelism (the model's opts.cp_comm); cp_size 0 or 1: none. The CP ranks of one DP rank take the
@@ -74,6 +74,14 @@ typedef struct lcx_train_ctx {
      * tokens, with their global targets and positions; seq_len a multiple of 2 x cp_size); grad is then the
      * GRAD group (cp_size x dp_size ranks). */
     int cp_rank, cp_size;
+    /* Checkpoints in the layout (docs/lcx-format.md "Who writes what"): with a gradient group of more than one
+     * rank every rank of world calls lcx_train_save and writes its own pieces (data-<world rank>.bin): params
+     * and master by rank 0 of each GRAD group (replica 0 of its TP slice), the AdamW moments by every rank for
+     * its ZeRO-1 rows (lcx_model_moment_rows; without ZeRO-1 with the params). world NULL: the gradient group
+     * (the world while TP is 1). */
+    lcx_comm *world;
+    int test_fail_save;           /* tests: 1 + the world rank whose part of every save fails after it wrote its
+                                     data file (0: none) */
 } lcx_train_ctx;
 
 typedef struct lcx_train_state {
@@ -108,7 +116,11 @@ typedef struct lcx_train_summary {
 lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_train_stage *st,
                                const lcx_train_ctx *ctx, lcx_train_state *state, lcx_train_summary *sum);
 
-/* Save the model and state as RUN/checkpoints/NAME (atomically, then `latest` + pruning); state->saved is set. */
+/* Save the model and state as RUN/checkpoints/NAME (atomically, then `latest` + pruning); state->saved is set.
+ * With a gradient group of more than one rank (or ctx->world) every rank of the world calls it: rank 0 creates
+ * the directory and shares its path, each rank writes and fsyncs its pieces, the piece lists are gathered to
+ * rank 0, which finalizes and commits only when every rank succeeded; every rank returns the same outcome (a
+ * failure names the lowest failing rank), and a failed save never moves `latest`. */
 lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_train_state *state,
                           const lcx_train_stage *st);
 
@@ -116,7 +128,9 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
 lcx_status lcx_train_ckpt_config(const char *dir, lcx_model_config *cfg);
 /* Load weights (and master/moments/step/state when the checkpoint has them; a checkpoint without them, e.g. an
  * import, gives master = weights, zero moments, step 0, state at stage 0 step 0) into m, whose shapes must match.
- * A forward-only model (training = 0) gets the weights only. state may be NULL. */
+ * A forward-only model (training = 0) gets the weights only. state may be NULL. Each rank reads exactly its own
+ * boxes (lcx_ckpt_read_box): params and master of its TP slice (lcx_model_param_slice), moments of its ZeRO-1
+ * rows (lcx_model_moment_rows), so a checkpoint saved in any layout loads into any other. */
 lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state);
 
 /* `latest` checkpoint of a run directory (heap path), LCX_ERR_NOT_FOUND if none. */

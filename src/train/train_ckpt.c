@@ -52,91 +52,276 @@ static json_t *state_json(const lcx_model *m, const lcx_train_ctx *ctx, const lc
     return j;
 }
 
-static lcx_status put_f32(lcx_ckpt_writer *w, const lcx_param_spec *p, const char *role, lcx_dtype dt,
-                          const float *src, void *scratch) {
-    lcx_box box = lcx_box_full(p->shape.ndim, p->shape.dims);
+/* This rank's buffer of parameter i: its TP slice (box of the global tensor, buffer shape, replica), the rows of
+ * its buffer (dim 0; a 1-D buffer's rows are its elements), the floats per row and the box's rows (the buffer's
+ * first box_rows rows are stored; vocab padding rows follow). */
+typedef struct param_part {
+    lcx_tp_slice sl;
+    uint64_t rows, row_len, box_rows, numel;
+    uint64_t mrow0, mrows; /* the rows whose moments this rank holds */
+} param_part;
+
+static lcx_status part_of(const lcx_model *m, size_t i, param_part *p) {
+    LCX_TRY(lcx_model_param_slice(m, i, &p->sl));
+    p->numel = 1;
+    for (int k = 0; k < p->sl.ndim; k++) p->numel *= p->sl.local[k];
+    p->rows = p->sl.ndim >= 1 ? p->sl.local[0] : 1;
+    p->row_len = p->rows ? p->numel / p->rows : 0;
+    p->box_rows = p->sl.ndim >= 1 ? p->sl.box.shape[0] : 1;
+    return lcx_model_moment_rows(m, i, &p->mrow0, &p->mrows);
+}
+
+/* The box of the stored rows among the moment rows of this rank (empty when they are all padding). */
+static lcx_box moment_box(const param_part *p) {
+    lcx_box b = p->sl.box;
+    if (b.ndim >= 1) {
+        uint64_t r1 = p->mrow0 + p->mrows < p->box_rows ? p->mrow0 + p->mrows : p->box_rows;
+        b.start[0] += p->mrow0;
+        b.shape[0] = r1 > p->mrow0 ? r1 - p->mrow0 : 0;
+    }
+    return b;
+}
+
+static uint64_t box_elems(const lcx_box *b) {
+    uint64_t n = 1;
+    for (int k = 0; k < b->ndim; k++) n *= b->shape[k];
+    return n;
+}
+
+static lcx_status put_box(lcx_ckpt_writer *w, const lcx_param_spec *p, const char *role, lcx_dtype dt,
+                          const lcx_box *box, const float *src, void *scratch) {
+    uint64_t n = box_elems(box);
+    if (n == 0) return LCX_OK;
     const void *data = src;
     if (dt != LCX_F32) {
-        LCX_TRY(lcx_convert_from_f32(dt, src, scratch, (size_t)p->numel));
+        LCX_TRY(lcx_convert_from_f32(dt, src, scratch, (size_t)n));
         data = scratch;
     }
-    return lcx_ckpt_writer_put(w, p->name, role, dt, p->shape.ndim, p->shape.dims, &box, data);
+    return lcx_ckpt_writer_put(w, p->name, role, dt, p->shape.ndim, p->shape.dims, box, data);
+}
+
+/* The world of a save: ctx->world, else the gradient group when it has more than one rank, else none. */
+static lcx_comm *save_world(const lcx_train_ctx *ctx) {
+    if (ctx->world && ctx->world->size > 1) return ctx->world;
+    return ctx->grad && ctx->grad->size > 1 ? ctx->grad : NULL;
+}
+
+/* This rank's pieces into data-<rank>.bin of tmp; *text = its piece list (JSON, heap). */
+static lcx_status write_pieces(lcx_model *m, const lcx_train_ctx *ctx, const char *tmp, int rank, char **text) {
+    const lcx_param_table *tab = lcx_model_params(m);
+    const int first = !ctx->grad || ctx->grad->rank == 0; /* the first rank of its GRAD group */
+    const int sharded = lcx_model_moment_shards(m) > 1;
+    size_t mx = 0;
+    for (size_t i = 0; i < tab->n; i++) {
+        param_part pp;
+        LCX_TRY(part_of(m, i, &pp));
+        if ((size_t)pp.numel > mx) mx = (size_t)pp.numel;
+    }
+    float *a = malloc(mx * 4 + 4), *b = malloc(mx * 4 + 4), *c = malloc(mx * 4 + 4);
+    lcx_ckpt_writer *w = NULL;
+    json_t *rj = NULL;
+    lcx_status st = LCX_OK;
+    LCX_FAIL_GOTO(!a || !b || !c, LCX_ERR_OOM, done, "checkpoint save: out of memory");
+    LCX_TRY_GOTO(lcx_ckpt_writer_open(tmp, rank, NULL, &w), done);
+    lcx_dtype pdt = lcx_model_param_dtype(m);
+    for (size_t i = 0; i < tab->n; i++) {
+        const lcx_param_spec *p = &tab->params[i];
+        param_part pp;
+        LCX_TRY_GOTO(part_of(m, i, &pp), done);
+        const int params = first && pp.sl.replica_index == 0, moments = sharded ? pp.sl.replica_index == 0 : params;
+        if (params) {
+            LCX_TRY_GOTO(lcx_model_get_master(m, i, a), done);
+            /* the stored weights are the master rounded (bf16) or the master itself (f32) */
+            LCX_TRY_GOTO(put_box(w, p, "param", pdt, &pp.sl.box, a, b), done);
+            if (pdt != LCX_F32) LCX_TRY_GOTO(put_box(w, p, "master", LCX_F32, &pp.sl.box, a, NULL), done);
+        }
+        if (moments) {
+            lcx_box mb = moment_box(&pp);
+            LCX_TRY_GOTO(lcx_model_get_moments(m, i, b, c), done);
+            LCX_TRY_GOTO(put_box(w, p, "adam_m", LCX_F32, &mb, b, NULL), done);
+            LCX_TRY_GOTO(put_box(w, p, "adam_v", LCX_F32, &mb, c, NULL), done);
+        }
+    }
+    LCX_TRY_GOTO(lcx_ckpt_writer_close(w, &rj), done);
+    *text = json_dumps(rj, JSON_COMPACT);
+    LCX_FAIL_GOTO(!*text, LCX_ERR_OOM, done, "checkpoint save: out of memory for rank %d's piece list", rank);
+done:
+    lcx_ckpt_writer_free(w);
+    json_decref(rj);
+    free(a);
+    free(b);
+    free(c);
+    return st;
+}
+
+#define LIST_TAG 4103
+
+/* Every rank's piece list (texts, or a failure: len -1): the lengths all-gathered, so every rank knows *failed = the
+ * lowest failing rank or -1; then, when none failed, the texts sent to rank 0, where all[r] = rank r's parsed list
+ * (rank 0's own is mine). */
+static lcx_status gather_lists(lcx_comm *w, const char *mine, json_t **all, int *failed) {
+    const int W = w->size;
+    int64_t len = mine ? (int64_t)strlen(mine) : -1, *lens = malloc((size_t)W * sizeof *lens);
+    int64_t *buf = NULL, *got = NULL;
+    lcx_status st = LCX_OK;
+    LCX_FAIL_GOTO(!lens, LCX_ERR_OOM, done, "checkpoint save: out of memory");
+    LCX_TRY_GOTO(lcx_comm_all_gather(w, NULL, &len, lens, 1, LCX_I64), done);
+    int64_t mx = 0;
+    *failed = -1;
+    for (int r = 0; r < W; r++) {
+        if (lens[r] < 0 && *failed < 0) *failed = r;
+        if (lens[r] > mx) mx = lens[r];
+    }
+    if (*failed >= 0) goto done;
+    /* the bytes go to rank 0 only (point to point: each list's own length, NUL-terminated, in 8-byte words) */
+    if (w->rank != 0) {
+        int64_t words = len / 8 + 1;
+        buf = calloc((size_t)words, 8);
+        LCX_FAIL_GOTO(!buf, LCX_ERR_OOM, done, "checkpoint save: out of memory for the piece list");
+        memcpy(buf, mine, (size_t)len);
+        lcx_comm_request *rq = NULL;
+        LCX_TRY_GOTO(lcx_comm_isend(w, NULL, buf, words, LCX_I64, 0, LIST_TAG, &rq), done);
+        LCX_TRY_GOTO(lcx_comm_wait(w, rq), done);
+        goto done;
+    }
+    all[0] = json_loads(mine, 0, NULL);
+    LCX_FAIL_GOTO(!all[0], LCX_ERR_OOM, done, "checkpoint save: out of memory for rank 0's piece list");
+    got = malloc((size_t)(mx / 8 + 1) * 8);
+    LCX_FAIL_GOTO(!got, LCX_ERR_OOM, done, "checkpoint save: out of memory for the piece lists");
+    for (int r = 1; r < W; r++) { /* every sender's message is received, even after a bad one */
+        lcx_comm_request *rq = NULL;
+        lcx_status sr = lcx_comm_irecv(w, NULL, got, lens[r] / 8 + 1, LCX_I64, r, LIST_TAG, &rq);
+        if (sr == LCX_OK) sr = lcx_comm_wait(w, rq);
+        json_error_t e;
+        if (sr == LCX_OK && !(all[r] = json_loadb((const char *)got, (size_t)lens[r], 0, &e)))
+            sr = lcx_fail(LCX_ERR_FORMAT, "checkpoint save: rank %d's piece list: %s", r, e.text);
+        if (st == LCX_OK) st = sr;
+    }
+done:
+    free(lens);
+    free(buf);
+    free(got);
+    return st;
 }
 
 lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_train_state *state,
                           const lcx_train_stage *stage) {
     lcx_train_state *s = (lcx_train_state *)state;
+    lcx_comm *world = save_world(ctx);
+    const int W = world ? world->size : 1, me = world ? world->rank : 0;
     char name[64];
     snprintf(name, sizeof name, "s%02d-step%06lld", state->stage + 1, (long long)state->step);
     char *parent = join(ctx->run_dir, "checkpoints");
     LCX_FAIL_IF(!parent, LCX_ERR_OOM, "out of memory");
-    mkdir(parent, 0777);
-    char *tmp = NULL, *final = NULL;
-    lcx_ckpt_writer *w = NULL;
-    json_t *rank = NULL, *tstate = NULL;
-    const lcx_param_table *tab = lcx_model_params(m);
-    size_t mx = 0;
-    for (size_t i = 0; i < tab->n; i++)
-        if (tab->params[i].numel > mx) mx = (size_t)tab->params[i].numel;
-    float *a = malloc(mx * 4 + 4), *b = malloc(mx * 4 + 4), *c = malloc(mx * 4 + 4);
+    char *tmp = NULL, *final = NULL, *mine = NULL;
+    json_t **lists = calloc((size_t)W, sizeof *lists), *tstate = NULL;
     const char **tok = NULL;
     lcx_status st = LCX_OK;
-    LCX_FAIL_GOTO(!a || !b || !c, LCX_ERR_OOM, done, "checkpoint save: out of memory");
+    LCX_FAIL_GOTO(!lists, LCX_ERR_OOM, done, "out of memory");
     final = join(parent, name);
     LCX_FAIL_GOTO(!final, LCX_ERR_OOM, done, "out of memory");
-    struct stat sb;
-    if (stat(final, &sb) == 0) { /* already saved at this exact position (e.g. interval == stage end) */
+    /* rank 0 decides: already saved at this exact position (e.g. interval == stage end), or a new directory whose
+     * path every rank gets. hdr: 0 new, 1 already saved, 2 rank 0 failed */
+    int64_t share[1 + 4096 / 8];
+    memset(share, 0, sizeof share);
+    if (me == 0) {
+        mkdir(parent, 0777);
+        struct stat sb;
+        if (stat(final, &sb) == 0) share[0] = 1;
+        else if ((st = lcx_ckpt_tmpdir_create(parent, name, &tmp)) != LCX_OK) share[0] = 2;
+        else if (strlen(tmp) >= sizeof share - 8) {
+            st = lcx_fail(LCX_ERR_INVALID, "checkpoint directory path too long: %s", tmp);
+            share[0] = 2;
+        } else memcpy(share + 1, tmp, strlen(tmp));
+    }
+    if (world) { /* not LCX_TRY_GOTO: that would overwrite rank 0's own failure with the broadcast's success */
+        lcx_status sb = lcx_comm_broadcast(world, NULL, share, (int64_t)(sizeof share / 8), LCX_I64, 0);
+        if (sb != LCX_OK) {
+            st = sb;
+            goto done;
+        }
+    }
+    if (share[0] == 1) {
         free(s->saved);
         s->saved = final;
         final = NULL;
         goto done;
     }
-    LCX_TRY_GOTO(lcx_ckpt_tmpdir_create(parent, name, &tmp), done);
-    LCX_TRY_GOTO(lcx_ckpt_writer_open(tmp, 0, NULL, &w), done);
-    lcx_dtype pdt = lcx_model_param_dtype(m);
-    for (size_t i = 0; i < tab->n; i++) {
-        const lcx_param_spec *p = &tab->params[i];
-        LCX_TRY_GOTO(lcx_model_get_master(m, i, a), done);
-        /* the stored weights are the master rounded (bf16) or the master itself (f32) */
-        LCX_TRY_GOTO(put_f32(w, p, "param", pdt, a, b), done);
-        if (pdt != LCX_F32) LCX_TRY_GOTO(put_f32(w, p, "master", LCX_F32, a, NULL), done);
-        LCX_TRY_GOTO(lcx_model_get_moments(m, i, b, c), done);
-        LCX_TRY_GOTO(put_f32(w, p, "adam_m", LCX_F32, b, NULL), done);
-        LCX_TRY_GOTO(put_f32(w, p, "adam_v", LCX_F32, c, NULL), done);
+    if (share[0] == 2) {
+        if (me != 0) st = lcx_fail(LCX_ERR_IO, "rank 0 could not create the checkpoint directory");
+        goto done;
     }
-    LCX_TRY_GOTO(lcx_ckpt_writer_close(w, &rank), done);
-    tok = calloc((size_t)ctx->n_tokenizer + 1, sizeof *tok);
-    LCX_FAIL_GOTO(!tok, LCX_ERR_OOM, done, "out of memory");
-    for (int i = 0; i < ctx->n_tokenizer; i++) {
-        tok[i] = base_name(ctx->tokenizer_paths[i]);
-        LCX_TRY_GOTO(lcx_ckpt_copy_file(tmp, ctx->tokenizer_paths[i], tok[i]), done);
+    if (me != 0) {
+        tmp = strdup((const char *)(share + 1));
+        LCX_FAIL_GOTO(!tmp, LCX_ERR_OOM, done, "out of memory");
     }
-    tstate = state_json(m, ctx, state, stage);
-    LCX_FAIL_GOTO(!tstate, LCX_ERR_OOM, done, "out of memory for the training state");
-    lcx_ckpt_meta meta;
-    memset(&meta, 0, sizeof meta);
-    meta.model_config = ctx->model_config;
-    meta.training_state = tstate;
-    meta.tp = meta.cp = meta.dp = 1;
-    meta.tokenizer_files = tok;
-    meta.n_tokenizer_files = ctx->n_tokenizer;
-    LCX_TRY_GOTO(lcx_ckpt_finalize(tmp, &meta, &rank, 1), done);
-    LCX_TRY_GOTO(lcx_ckpt_commit(tmp, parent, name, ctx->keep_last), done);
+    st = write_pieces(m, ctx, tmp, me, &mine);
+    if (st == LCX_OK && ctx->test_fail_save == me + 1)
+        st = lcx_fail(LCX_ERR_IO, "rank %d: test_fail_save: this rank's part of the save fails", me);
+    if (st != LCX_OK) {
+        free(mine);
+        mine = NULL;
+    }
+    if (world) { /* every rank goes on to the outcome's broadcast below, failed or not: no rank is left waiting */
+        int failed = -1;
+        lcx_status sg = gather_lists(world, mine, lists, &failed);
+        if (st == LCX_OK) st = sg;
+        if (st == LCX_OK && failed >= 0)
+            st = lcx_fail(LCX_ERR_IO, "rank %d of %d failed to write its pieces (nothing committed)", failed, W);
+    } else if (st == LCX_OK) {
+        lists[0] = json_loads(mine, 0, NULL);
+        if (!lists[0]) st = lcx_fail(LCX_ERR_OOM, "out of memory");
+    }
+    /* rank 0: tokenizer files, manifest, commit, only when every rank succeeded; then every rank learns the
+     * outcome */
+    int64_t ok = st == LCX_OK;
+    if (me == 0 && st == LCX_OK) {
+        tok = calloc((size_t)ctx->n_tokenizer + 1, sizeof *tok);
+        if (!tok) st = lcx_fail(LCX_ERR_OOM, "out of memory");
+        for (int i = 0; st == LCX_OK && i < ctx->n_tokenizer; i++) {
+            tok[i] = base_name(ctx->tokenizer_paths[i]);
+            st = lcx_ckpt_copy_file(tmp, ctx->tokenizer_paths[i], tok[i]);
+        }
+        if (st == LCX_OK) {
+            tstate = state_json(m, ctx, state, stage);
+            if (!tstate) st = lcx_fail(LCX_ERR_OOM, "out of memory for the training state");
+        }
+        if (st == LCX_OK) {
+            lcx_ckpt_meta meta;
+            memset(&meta, 0, sizeof meta);
+            meta.model_config = ctx->model_config;
+            meta.training_state = tstate;
+            meta.tp = 1;
+            meta.cp = ctx->cp_size > 1 ? ctx->cp_size : 1;
+            meta.dp = ctx->dp_size > 1 ? ctx->dp_size : 1;
+            meta.tokenizer_files = tok;
+            meta.n_tokenizer_files = ctx->n_tokenizer;
+            st = lcx_ckpt_finalize(tmp, &meta, lists, W);
+        }
+        if (st == LCX_OK) st = lcx_ckpt_commit(tmp, parent, name, ctx->keep_last);
+        ok = st == LCX_OK;
+    }
+    if (world) {
+        int64_t mine_ok = st == LCX_OK;
+        lcx_status sb = lcx_comm_broadcast(world, NULL, &ok, 1, LCX_I64, 0);
+        if (st == LCX_OK) st = sb;
+        if (st == LCX_OK && mine_ok && !ok)
+            st = lcx_fail(LCX_ERR_IO, "rank 0 could not finalize or commit the checkpoint (nothing committed)");
+    }
+    LCX_TRY_GOTO(st, done);
     free(s->saved);
     s->saved = final;
     final = NULL;
 done:
-    if (st != LCX_OK) lcx_fail_context(st, "saving checkpoint %s/%s: ", parent, name);
-    lcx_ckpt_writer_free(w);
-    json_decref(rank);
+    if (st != LCX_OK) lcx_fail_context(st, "saving checkpoint %s/%s (rank %d): ", parent, name, me);
+    for (int r = 0; lists && r < W; r++) json_decref(lists[r]);
+    free(lists);
     json_decref(tstate);
     free(tok);
+    free(mine);
     free(tmp);
     free(final);
     free(parent);
-    free(a);
-    free(b);
-    free(c);
     return st;
 }
 
@@ -166,9 +351,9 @@ done:
     return st;
 }
 
-/* Read tensor (name, role) whole as float32 into dst (n elements); *found = 0 when absent. */
-static lcx_status read_f32(lcx_ckpt *ck, const lcx_param_spec *p, const char *role, float *dst, void *scratch,
-                           int *found) {
+/* Read the box of tensor (name, role) as float32 into dst (the box's elements); *found = 0 when absent. */
+static lcx_status read_f32(lcx_ckpt *ck, const lcx_param_spec *p, const char *role, const lcx_box *box, float *dst,
+                           void *scratch, int *found) {
     const lcx_ckpt_tensor *t = lcx_ckpt_find(ck, p->name, role);
     *found = t != NULL;
     if (!t) return LCX_OK;
@@ -178,10 +363,11 @@ static lcx_status read_f32(lcx_ckpt *ck, const lcx_param_spec *p, const char *ro
                 p->name, role);
     LCX_FAIL_IF(!lcx_dtype_is_float_loadable(t->dtype), LCX_ERR_UNSUPPORTED, "%s: tensor '%s' (%s): dtype %s",
                 lcx_ckpt_dir(ck), p->name, role, lcx_dtype_name(t->dtype));
-    lcx_box box = lcx_box_full(t->ndim, t->shape);
-    if (t->dtype == LCX_F32) return lcx_ckpt_read_box(ck, p->name, role, &box, dst);
-    LCX_TRY(lcx_ckpt_read_box(ck, p->name, role, &box, scratch));
-    return lcx_convert_to_f32(t->dtype, scratch, dst, (size_t)p->numel);
+    uint64_t n = box_elems(box);
+    if (n == 0) return LCX_OK;
+    if (t->dtype == LCX_F32) return lcx_ckpt_read_box(ck, p->name, role, box, dst);
+    LCX_TRY(lcx_ckpt_read_box(ck, p->name, role, box, scratch));
+    return lcx_convert_to_f32(t->dtype, scratch, dst, (size_t)n);
 }
 
 static int64_t jint(const json_t *o, const char *k) {
@@ -194,8 +380,15 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
     LCX_TRY(lcx_ckpt_open(dir, &ck));
     const lcx_param_table *tab = lcx_model_params(m);
     size_t mx = 0;
-    for (size_t i = 0; i < tab->n; i++)
-        if (tab->params[i].numel > mx) mx = (size_t)tab->params[i].numel;
+    for (size_t i = 0; i < tab->n; i++) {
+        param_part pp;
+        lcx_status s0 = part_of(m, i, &pp);
+        if (s0 != LCX_OK) {
+            lcx_ckpt_free(ck);
+            return s0;
+        }
+        if ((size_t)pp.numel > mx) mx = (size_t)pp.numel;
+    }
     float *w = malloc(mx * 4 + 4), *am = malloc(mx * 4 + 4), *av = malloc(mx * 4 + 4);
     void *scratch = malloc(mx * 8 + 8);
     lcx_status st = LCX_OK;
@@ -204,8 +397,12 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
     for (size_t i = 0; i < tab->n; i++) {
         const lcx_param_spec *p = &tab->params[i];
         int f_master, f_param, f_m, f_v;
-        LCX_TRY_GOTO(read_f32(ck, p, "master", w, scratch, &f_master), done);
-        if (!f_master) LCX_TRY_GOTO(read_f32(ck, p, "param", w, scratch, &f_param), done);
+        /* this rank's TP box; the buffer's rows past it (vocab padding) stay zero */
+        param_part pp;
+        LCX_TRY_GOTO(part_of(m, i, &pp), done);
+        memset(w, 0, (size_t)pp.numel * 4);
+        LCX_TRY_GOTO(read_f32(ck, p, "master", &pp.sl.box, w, scratch, &f_master), done);
+        if (!f_master) LCX_TRY_GOTO(read_f32(ck, p, "param", &pp.sl.box, w, scratch, &f_param), done);
         else f_param = 1;
         LCX_FAIL_GOTO(!f_param, LCX_ERR_FORMAT, done, "%s: tensor '%s' is missing", dir, p->name);
         if (!moments) { /* a forward-only model: weights only */
@@ -213,11 +410,16 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
             lcx_ckpt_release(ck);
             continue;
         }
-        LCX_TRY_GOTO(read_f32(ck, p, "adam_m", am, scratch, &f_m), done);
-        LCX_TRY_GOTO(read_f32(ck, p, "adam_v", av, scratch, &f_v), done);
+        /* the moments of this rank's rows (ZeRO-1) or all rows, whatever partition the saver used */
+        lcx_box mb = moment_box(&pp);
+        size_t mbytes = (size_t)(pp.mrows * pp.row_len) * 4;
+        memset(am, 0, mbytes);
+        memset(av, 0, mbytes);
+        LCX_TRY_GOTO(read_f32(ck, p, "adam_m", &mb, am, scratch, &f_m), done);
+        LCX_TRY_GOTO(read_f32(ck, p, "adam_v", &mb, av, scratch, &f_v), done);
         if (!f_m || !f_v) { /* a plain model checkpoint: fresh optimizer */
-            memset(am, 0, (size_t)p->numel * 4);
-            memset(av, 0, (size_t)p->numel * 4);
+            memset(am, 0, mbytes);
+            memset(av, 0, mbytes);
         }
         LCX_TRY_GOTO(lcx_model_set_state(m, i, w, am, av), done);
         lcx_ckpt_release(ck);

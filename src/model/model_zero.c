@@ -1,0 +1,298 @@
+/* model_zero: ZeRO-1, the AdamW moments sharded over the gradient group (docs/parallel.md "Data parallelism").
+ *
+ * Rank r of D holds the moments of rows [r R / D, (r+1) R / D) of every parameter's local buffer (R = dim 0 of
+ * its tensor-parallel slice, lcx_model_param_slice; the rows of a 1-D buffer are its elements), so optimizer
+ * state pieces are boxes of the global tensor (docs/lcx-format.md "Who writes what"). A step:
+ *   1. reduce-scatter: every rank sends each peer that peer's rows of its gradients; each rank adds the D
+ *      contributions to its rows in rank order ((g_0 + g_1) + g_2) + ... with the backend's add, exactly the
+ *      element-wise additions of lcx_dp_sum_f32, so its rows hold the same bits as the unsharded sum;
+ *   2. the squared norm of the summed gradients: each rank's rows (parameter order), then the ranks' sums in rank
+ *      order (lcx_dp_sum_f64): the same double on every rank;
+ *   3. AdamW on this rank's rows only (model_train.c apply_adamw, through lcx_zero_range);
+ *   4. all-gather: every rank sends its updated rows of the master weights to every peer; bf16 parameters and the
+ *      norm weights' float32 copies are then refreshed from the master on every rank.
+ * The exchanges run over batches of consecutive parameters of about ZERO_CHUNK elements (a larger parameter is a
+ * batch of its own), so the scratch is the batch's gradients packed per destination plus D x this rank's rows
+ * of it. Point-to-point messages (isend/irecv) carry the variable row counts; every rank derives every size from
+ * the same partition, so no size travels. */
+#include <stdlib.h>
+
+#include "src/model/model_internal.h"
+
+#define ZERO_CHUNK ((uint64_t)1 << 22)
+#define ZERO_TAG_RS 4101
+#define ZERO_TAG_AG 4102
+
+static uint64_t rows_of(const lcx_model *m, size_t i) {
+    return m->slice[i].ndim >= 1 ? m->slice[i].local[0] : 1;
+}
+static uint64_t row_len(const lcx_model *m, size_t i) {
+    uint64_t r = rows_of(m, i);
+    return r ? lcx_m_numel(m, i) / r : 0;
+}
+/* Rows [*r0, *r1) of parameter i held by rank q of D. */
+static void part_of(const lcx_model *m, size_t i, int q, int D, uint64_t *r0, uint64_t *r1) {
+    uint64_t R = rows_of(m, i);
+    *r0 = R * (uint64_t)q / (uint64_t)D;
+    *r1 = R * (uint64_t)(q + 1) / (uint64_t)D;
+}
+static void part(const lcx_model *m, size_t i, int q, uint64_t *r0, uint64_t *r1) {
+    part_of(m, i, q, m->zero_size, r0, r1);
+}
+
+lcx_status lcx_zero_init(lcx_model *m, lcx_comm *g) {
+    m->zrow0 = calloc(m->tab.n, sizeof *m->zrow0);
+    m->zrows = calloc(m->tab.n, sizeof *m->zrows);
+    m->moff = calloc(m->tab.n, sizeof *m->moff);
+    LCX_FAIL_IF(!m->zrow0 || !m->zrows || !m->moff, LCX_ERR_OOM, "model: out of memory");
+    if (g && g->size > 1 && m->training) {
+        m->zero = g;
+        m->zero_size = g->size;
+        m->zero_rank = g->rank;
+    }
+    uint64_t n = 0;
+    for (size_t i = 0; i < m->tab.n; i++) {
+        if (!m->zero) {
+            m->zrow0[i] = 0;
+            m->zrows[i] = rows_of(m, i);
+            m->moff[i] = m->off[i];
+            continue;
+        }
+        uint64_t r0, r1;
+        part(m, i, m->zero_rank, &r0, &r1);
+        m->zrow0[i] = r0;
+        m->zrows[i] = r1 - r0;
+        m->moff[i] = (size_t)n;
+        n += ((r1 - r0) * row_len(m, i) + 31) & ~(uint64_t)31; /* 64-byte aligned, as the other families */
+    }
+    m->n_moment_elems = m->zero ? n : m->n_elems;
+    return LCX_OK;
+}
+
+void lcx_zero_free(lcx_model *m) {
+    free(m->zrow0);
+    free(m->zrows);
+    free(m->moff);
+}
+
+void lcx_zero_range(const lcx_model *m, size_t i, uint64_t *e0, uint64_t *e1, size_t *moff) {
+    uint64_t rl = row_len(m, i);
+    *e0 = m->zrow0[i] * rl;
+    *e1 = (m->zrow0[i] + m->zrows[i]) * rl;
+    *moff = m->moff[i];
+}
+
+lcx_status lcx_model_moment_rows(const lcx_model *m, size_t i, uint64_t *row0, uint64_t *rows) {
+    LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
+    *row0 = m->zrow0[i];
+    *rows = m->zrows[i];
+    return LCX_OK;
+}
+
+int lcx_model_moment_shards(const lcx_model *m) { return m->zero ? m->zero_size : 1; }
+
+/* The next batch of parameters from i0: [i0, *i1), at least one, about ZERO_CHUNK elements. */
+static size_t batch_end(const lcx_model *m, size_t i0) {
+    uint64_t n = 0;
+    size_t i = i0;
+    while (i < m->tab.n && (i == i0 || n + lcx_m_numel(m, i) <= ZERO_CHUNK)) n += lcx_m_numel(m, i++);
+    return i;
+}
+/* Elements rank q holds of parameters [i0, i1). */
+static uint64_t batch_elems(const lcx_model *m, size_t i0, size_t i1, int q) {
+    uint64_t n = 0;
+    for (size_t i = i0; i < i1; i++) {
+        uint64_t r0, r1;
+        part(m, i, q, &r0, &r1);
+        n += (r1 - r0) * row_len(m, i);
+    }
+    return n;
+}
+/* Copy rank q's rows of parameters [i0, i1) between buf (each parameter at m->off) and packed (back to back). */
+static lcx_status pack(lcx_model *m, float *buf, size_t i0, size_t i1, int q, float *packed, int to_packed) {
+    uint64_t at = 0;
+    for (size_t i = i0; i < i1; i++) {
+        uint64_t r0, r1, rl = row_len(m, i);
+        part(m, i, q, &r0, &r1);
+        size_t bytes = (size_t)((r1 - r0) * rl) * sizeof(float);
+        float *p = buf + m->off[i] + r0 * rl;
+        if (bytes) LCX_TRY(to_packed ? m->be->copy_d2d(m->x, packed + at, p, bytes)
+                                     : m->be->copy_d2d(m->x, p, packed + at, bytes));
+        at += (r1 - r0) * rl;
+    }
+    return LCX_OK;
+}
+
+typedef struct zero_scratch {
+    float *a, *b;   /* a: the batch packed per destination (reduce-scatter) / this rank's rows (gather);
+                       b: D x this rank's rows (reduce-scatter) / the batch packed per source (gather) */
+    lcx_comm_request **req;
+} zero_scratch;
+
+static lcx_status scratch_init(lcx_model *m, zero_scratch *s) {
+    uint64_t mx_all = 0, mx_d = 0;
+    for (size_t i0 = 0; i0 < m->tab.n;) {
+        size_t i1 = batch_end(m, i0);
+        uint64_t all = 0, mine = batch_elems(m, i0, i1, m->zero_rank);
+        for (int q = 0; q < m->zero_size; q++) all += batch_elems(m, i0, i1, q);
+        if (all > mx_all) mx_all = all;
+        if (mine * (uint64_t)m->zero_size > mx_d) mx_d = mine * (uint64_t)m->zero_size;
+        i0 = i1;
+    }
+    uint64_t mx = mx_all > mx_d ? mx_all : mx_d;
+    s->a = s->b = NULL;
+    s->req = calloc((size_t)m->zero_size * 2, sizeof *s->req);
+    LCX_FAIL_IF(!s->req, LCX_ERR_OOM, "ZeRO-1: out of memory");
+    lcx_status st = m->be->alloc((size_t)(mx + 1) * sizeof(float), (void **)&s->a);
+    if (st == LCX_OK) st = m->be->alloc((size_t)(mx + 1) * sizeof(float), (void **)&s->b);
+    return st;
+}
+
+static lcx_status scratch_free(lcx_model *m, zero_scratch *s, lcx_status st) {
+    lcx_status s2 = m->be->sync(m->x); /* the queue must have passed the scratch */
+    if (st == LCX_OK) st = s2;
+    m->be->free(s->a);
+    m->be->free(s->b);
+    free(s->req);
+    return st;
+}
+
+static lcx_status rs_batch(lcx_model *m, zero_scratch *s, size_t i0, size_t i1) {
+    const int D = m->zero_size, me = m->zero_rank;
+    lcx_comm *g = m->zero;
+    const uint64_t mine = batch_elems(m, i0, i1, me);
+    uint64_t at = 0, my_at = 0;
+    for (int q = 0; q < D; q++) { /* a = the gradients' rows of rank 0, then rank 1, ... */
+        if (q == me) my_at = at;
+        LCX_TRY(pack(m, m->grads, i0, i1, q, s->a + at, 1));
+        at += batch_elems(m, i0, i1, q);
+    }
+    LCX_TRY(m->be->sync(m->x));
+    int nr = 0;
+    lcx_status st = LCX_OK;
+    at = 0;
+    for (int q = 0; q < D && st == LCX_OK; q++) {
+        uint64_t nq = batch_elems(m, i0, i1, q);
+        if (q != me && mine)
+            st = lcx_comm_irecv(g, m->x, s->b + (uint64_t)q * mine, (int64_t)mine, LCX_F32, q, ZERO_TAG_RS,
+                                &s->req[nr++]);
+        if (st == LCX_OK && q != me && nq)
+            st = lcx_comm_isend(g, m->x, s->a + at, (int64_t)nq, LCX_F32, q, ZERO_TAG_RS, &s->req[nr++]);
+        at += nq;
+    }
+    lcx_status sw = lcx_comm_waitall(g, nr, s->req);
+    if (st == LCX_OK) st = sw;
+    LCX_TRY(st);
+    if (!mine) return LCX_OK;
+    /* b[q] = rank q's contribution to this rank's rows; sum in rank order into b[0], as lcx_dp_sum_f32 does */
+    if (me == 0) LCX_TRY(m->be->copy_d2d(m->x, s->b, s->a + my_at, (size_t)mine * sizeof(float)));
+    for (int q = 1; q < D; q++) {
+        const float *src = q == me ? s->a + my_at : s->b + (uint64_t)q * mine;
+        lcx_elementwise_args e = {LCX_F32, (int64_t)mine, 1.0f, s->b, src, s->b};
+        LCX_TRY(m->be->add(m->x, &e));
+    }
+    return pack(m, m->grads, i0, i1, me, s->b, 0);
+}
+
+lcx_status lcx_zero_reduce_scatter(lcx_model *m) {
+    LCX_FAIL_IF(!m->zero, LCX_ERR_INVALID, "ZeRO-1: the model was built without opts.zero_comm");
+    zero_scratch s;
+    lcx_status st = scratch_init(m, &s);
+    for (size_t i0 = 0; i0 < m->tab.n && st == LCX_OK;) {
+        size_t i1 = batch_end(m, i0);
+        st = rs_batch(m, &s, i0, i1);
+        i0 = i1;
+    }
+    if (st != LCX_OK) st = lcx_fail_context(st, "ZeRO-1 reduce-scatter (rank %d of %d): ", m->zero_rank, m->zero_size);
+    return scratch_free(m, &s, st);
+}
+
+/* The squared norm of rank q of D's rows of every gradient (parameter order, one sqnorm per parameter). */
+static lcx_status rows_sqnorm(lcx_model *m, int q, int D, double *out) {
+    LCX_TRY(m->be->zero(m->x, &m->d_res->grad_sq, sizeof(double)));
+    for (size_t i = 0; i < m->tab.n; i++) {
+        uint64_t r0, r1, rl = row_len(m, i);
+        part_of(m, i, q, D, &r0, &r1);
+        /* TP: a box held by several TP ranks counts once, by its first replica (lcx_tp_sum_host adds the shares) */
+        if (r1 == r0 || (m->tp_size > 1 && m->slice[i].replica_index != 0)) continue;
+        lcx_sqnorm_args a = {(int64_t)((r1 - r0) * rl), m->grads + m->off[i] + r0 * rl, &m->d_res->grad_sq};
+        LCX_TRY(m->be->sqnorm(m->x, &a));
+    }
+    return m->be->copy_d2h(m->x, out, &m->d_res->grad_sq, sizeof *out);
+}
+
+lcx_status lcx_zero_group_sqnorm(lcx_model *m, int D, double *sq) {
+    for (int q = 0; q < D; q++) {
+        double s = 0;
+        LCX_TRY(rows_sqnorm(m, q, D, &s));
+        *sq = q == 0 ? s : *sq + s;
+    }
+    return LCX_OK;
+}
+
+lcx_status lcx_zero_sqnorm(lcx_model *m, double *sq) {
+    double mine = 0;
+    LCX_TRY(rows_sqnorm(m, m->zero_rank, m->zero_size, &mine));
+    /* the ranks' sums in rank order: the same double on every rank (host doubles, no failure flag to carry) */
+    double *all = malloc((size_t)m->zero_size * sizeof *all);
+    LCX_FAIL_IF(!all, LCX_ERR_OOM, "ZeRO-1: out of memory");
+    lcx_status st = lcx_comm_all_gather(m->zero, NULL, &mine, all, 1, LCX_F64);
+    if (st == LCX_OK) {
+        *sq = all[0];
+        for (int r = 1; r < m->zero_size; r++) *sq += all[r];
+    }
+    free(all);
+    return st;
+}
+
+static lcx_status ag_batch(lcx_model *m, zero_scratch *s, size_t i0, size_t i1) {
+    const int D = m->zero_size, me = m->zero_rank;
+    lcx_comm *g = m->zero;
+    const uint64_t mine = batch_elems(m, i0, i1, me);
+    LCX_TRY(pack(m, m->master, i0, i1, me, s->a, 1));
+    LCX_TRY(m->be->sync(m->x));
+    int nr = 0;
+    lcx_status st = LCX_OK;
+    uint64_t at = 0;
+    for (int q = 0; q < D && st == LCX_OK; q++) {
+        uint64_t nq = batch_elems(m, i0, i1, q);
+        if (q != me && nq)
+            st = lcx_comm_irecv(g, m->x, s->b + at, (int64_t)nq, LCX_F32, q, ZERO_TAG_AG, &s->req[nr++]);
+        if (st == LCX_OK && q != me && mine)
+            st = lcx_comm_isend(g, m->x, s->a, (int64_t)mine, LCX_F32, q, ZERO_TAG_AG, &s->req[nr++]);
+        at += nq;
+    }
+    lcx_status sw = lcx_comm_waitall(g, nr, s->req);
+    if (st == LCX_OK) st = sw;
+    LCX_TRY(st);
+    at = 0;
+    for (int q = 0; q < D; q++) {
+        if (q != me) LCX_TRY(pack(m, m->master, i0, i1, q, s->b + at, 0));
+        at += batch_elems(m, i0, i1, q);
+    }
+    return LCX_OK;
+}
+
+lcx_status lcx_zero_all_gather(lcx_model *m) {
+    LCX_FAIL_IF(!m->zero, LCX_ERR_INVALID, "ZeRO-1: the model was built without opts.zero_comm");
+    zero_scratch s;
+    lcx_status st = scratch_init(m, &s);
+    for (size_t i0 = 0; i0 < m->tab.n && st == LCX_OK;) {
+        size_t i1 = batch_end(m, i0);
+        st = ag_batch(m, &s, i0, i1);
+        i0 = i1;
+    }
+    if (st != LCX_OK) st = lcx_fail_context(st, "ZeRO-1 all-gather (rank %d of %d): ", m->zero_rank, m->zero_size);
+    st = scratch_free(m, &s, st);
+    LCX_TRY(st);
+    if (m->pdt != LCX_BF16) return LCX_OK; /* f32: the master is the stored parameter */
+    /* bf16: the stored parameters are the master rounded to nearest even, as the AdamW kernel writes them */
+    for (size_t i = 0; i < m->tab.n; i++) {
+        uint16_t *p16 = (uint16_t *)lcx_m_param(m, (int64_t)i);
+        int64_t n = (int64_t)lcx_m_numel(m, i);
+        LCX_TRY(lcx_m_cast(m, m->master + m->off[i], LCX_F32, p16, LCX_BF16, n));
+        if (m->tab.params[i].role == LCX_ROLE_NORM)
+            LCX_TRY(lcx_m_cast(m, p16, LCX_BF16, m->normw + m->norm_off[i], LCX_F32, n));
+    }
+    return m->be->sync(m->x);
+}
