@@ -16,7 +16,9 @@
  *   - final master weights (this rank's box) within W_TOL of the reference's;
  *   - replicas agree bit for bit: the GRAD group's ranks, and the TP ranks holding the same box (norms, replicated
  *     KV heads) — gathered over the world and compared;
- *   - a rerun of the parallel run repeats every loss and weight bit for bit.
+ *   - a rerun of the parallel run repeats every loss and weight bit for bit;
+ *   - with ZeRO-1 on top (AdamW moments sharded over the GRAD group: TP 2 x CP 2, TP 2 x CP 2 x DP 2, TP 2 x DP 2)
+ *     every loss, norm and weight is the same bits as without it.
  * Tolerances: float32 sums in another order (a rank's GEMMs cover its heads / columns / vocabulary rows, partial
  * sums are added over TP in rank order, the loss's log-sum-exp combines the shards' statistics; with CP the ring's
  * blocks). Measured (printed by rank 0): step-1 gradients <= ~1e-6 of their largest value (GRAD_TOL 1e-5, the
@@ -94,7 +96,8 @@ static void make_step_batch(batch_data *b, int n_micro, int64_t vocab, int step)
             }
 }
 
-static lcx_model *new_model(const lcx_model_config *cfg, int64_t max_tokens, lcx_comm *tp, lcx_comm *cp) {
+static lcx_model *new_model_z(const lcx_model_config *cfg, int64_t max_tokens, lcx_comm *tp, lcx_comm *cp,
+                              lcx_comm *zero) {
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
     o.param_dtype = LCX_F32;
@@ -103,10 +106,14 @@ static lcx_model *new_model(const lcx_model_config *cfg, int64_t max_tokens, lcx
     o.training = 1;
     o.tp_comm = tp;
     o.cp_comm = cp;
+    o.zero_comm = zero;
     lcx_model *m = NULL;
     CHECK_OK(lcx_model_init(&m, cfg, &o));
     if (m) CHECK_OK(lcx_model_init_random(m, 77, 0.08));
     return m;
+}
+static lcx_model *new_model(const lcx_model_config *cfg, int64_t max_tokens, lcx_comm *tp, lcx_comm *cp) {
+    return new_model_z(cfg, max_tokens, tp, cp, NULL);
 }
 
 static void snapshot(lcx_model *m, float ***out, run_out *r, int grads) {
@@ -121,13 +128,15 @@ static void snapshot(lcx_model *m, float ***out, run_out *r, int grads) {
     }
 }
 
-/* STEPS steps. gs NULL: the one-rank reference on all DP x ACCUM micro-batches. */
-static void train(const lcx_model_config *cfg, const lcx_comm_groups *gs, int dp, run_out *r) {
+/* STEPS steps. gs NULL: the one-rank reference on all DP x ACCUM micro-batches. zero: the AdamW moments sharded
+ * over the GRAD group (ZeRO-1). */
+static void train_z(const lcx_model_config *cfg, const lcx_comm_groups *gs, int dp, int zero, run_out *r) {
     memset(r, 0, sizeof *r);
     int cp = gs ? gs->mesh.cp : 1, d = gs ? gs->coord.d : 0, c = gs ? gs->coord.c : 0;
     int n_micro = gs ? ACCUM : dp * ACCUM, first = gs ? d * ACCUM : 0;
-    lcx_model *m = new_model(cfg, MSEQ * SEQ / cp, gs ? gs->group[LCX_GROUP_TP] : NULL,
-                             gs && cp > 1 ? gs->group[LCX_GROUP_CP] : NULL);
+    lcx_model *m = new_model_z(cfg, MSEQ * SEQ / cp, gs ? gs->group[LCX_GROUP_TP] : NULL,
+                               gs && cp > 1 ? gs->group[LCX_GROUP_CP] : NULL,
+                               gs && zero ? gs->group[LCX_GROUP_GRAD] : NULL);
     if (!m) return;
     lcx_adamw_opts o = lcx_adamw_opts_default();
     o.lr = 1e-2, o.weight_decay = 0.1, o.max_grad_norm = 0.3, o.eps = 1e-6;
@@ -155,6 +164,9 @@ static void train(const lcx_model_config *cfg, const lcx_comm_groups *gs, int dp
     }
     snapshot(m, &r->master, r, 0);
     lcx_model_free(m);
+}
+static void train(const lcx_model_config *cfg, const lcx_comm_groups *gs, int dp, run_out *r) {
+    train_z(cfg, gs, dp, 0, r);
 }
 
 /* max |got - want[box]| / max |want[box]| over this rank's box (padding rows: got must be 0) */
@@ -211,7 +223,8 @@ static void check_replicas(lcx_comm *world, const lcx_model_config *cfg, const l
     lcx_model_free(m);
 }
 
-static void check_case(lcx_comm *world, const char *fixture, int64_t vocab, int sub, int tp, int cp, int dp) {
+static void check_case(lcx_comm *world, const char *fixture, int64_t vocab, int sub, int tp, int cp, int dp,
+                       int zero) {
     char path[600];
     snprintf(path, sizeof path, "%s/tests/fixtures/models/%s/config.json", LCX_SOURCE_DIR, fixture);
     lcx_model_config cfg;
@@ -229,11 +242,17 @@ static void check_case(lcx_comm *world, const char *fixture, int64_t vocab, int 
     train(&cfg, NULL, dp, &ref);
     train(&cfg, &gs, dp, &par);
     train(&cfg, &gs, dp, &again);
+    run_out z; /* ZeRO-1 on top (the moments sharded over GRAD): the same steps bit for bit */
+    memset(&z, 0, sizeof z);
+    if (zero) train_z(&cfg, &gs, dp, 1, &z);
+    int zero_same = 1;
+    for (int s = 0; zero && s < STEPS; s++) zero_same &= z.loss[s] == par.loss[s] && z.norm[s] == par.norm[s];
     lcx_model *m = new_model(&cfg, MSEQ * SEQ / cp, gs.group[LCX_GROUP_TP], cp > 1 ? gs.group[LCX_GROUP_CP] : NULL);
     double wg = 0, ww = 0;
     for (size_t i = 0; m && i < par.n_params; i++) {
         lcx_tp_slice s;
         CHECK_OK(lcx_model_param_slice(m, i, &s));
+        if (zero && z.master) zero_same &= memcmp(z.master[i], par.master[i], local_numel(&s) * sizeof(float)) == 0;
         wg = fmax(wg, box_err(&s, par.grad1[i], ref.grad1[i], 0));
         ww = fmax(ww, box_err(&s, par.master[i], ref.master[i], 1));
         CHECK(memcmp(par.master[i], again.master[i], local_numel(&s) * sizeof(float)) == 0);
@@ -253,10 +272,13 @@ static void check_case(lcx_comm *world, const char *fixture, int64_t vocab, int 
     CHECK(wl <= REL_TOL);
     CHECK(wn <= NORM_TOL);
     check_replicas(w, &cfg, &gs, &par);
+    CHECK(zero_same);
+    run_out_free(&z);
     if (world->rank == 0)
         printf("%s%s TP %d x CP %d x DP %d: step-1 gradients %.2e (of the largest), loss/norm %.2e; over %d steps "
-               "loss %.2e, norm %.2e, weights %.2e (abs)\n",
-               fixture, vocab ? " (vocab 253)" : "", tp, cp, dp, wg, s1, STEPS, wl, wn, ww);
+               "loss %.2e, norm %.2e, weights %.2e (abs)%s\n",
+               fixture, vocab ? " (vocab 253)" : "", tp, cp, dp, wg, s1, STEPS, wl, wn, ww,
+               !zero ? "" : zero_same ? "; ZeRO-1: bit-identical" : "; ZeRO-1: DIFFERENT");
     g_worst_grad = fmax(g_worst_grad, wg), g_worst_step1 = fmax(g_worst_step1, s1);
     g_worst_loss = fmax(g_worst_loss, wl), g_worst_norm = fmax(g_worst_norm, wn), g_worst_w = fmax(g_worst_w, ww);
     run_out_free(&ref);
@@ -277,12 +299,12 @@ int main(void) {
         fprintf(stderr, "test_train_tp_mpi: needs %d ranks, has %d\n", TEST_RANKS, world->size);
         return 1;
     }
-    check_case(world, "qwen2", 0, 2, 2, 1, 1);
-    check_case(world, "llama_gqa", 0, 4, 2, 2, 1);
-    check_case(world, "llama_gqa", 253, 4, 2, 2, 1);
-    check_case(world, "qwen2", 0, 8, 2, 2, 2);
-    check_case(world, "qwen3", 0, 4, 2, 1, 2);
-    check_case(world, "qwen3", 0, 8, 4, 2, 1);
+    check_case(world, "qwen2", 0, 2, 2, 1, 1, 0);
+    check_case(world, "llama_gqa", 0, 4, 2, 2, 1, 1);
+    check_case(world, "llama_gqa", 253, 4, 2, 2, 1, 0);
+    check_case(world, "qwen2", 0, 8, 2, 2, 2, 1);
+    check_case(world, "qwen3", 0, 4, 2, 1, 2, 1);
+    check_case(world, "qwen3", 0, 8, 4, 2, 1, 0);
     if (world->rank == 0)
         printf("worst: step-1 gradients %.2e, step-1 loss/norm %.2e, loss %.2e, norm %.2e, weights %.2e\n",
                g_worst_grad, g_worst_step1, g_worst_loss, g_worst_norm, g_worst_w);
