@@ -522,6 +522,10 @@ static lcx_status parse_post(lcx_tokenizer *t, const jctx *c, json_t *n, const c
         json_array_foreach(ids, k, idv) {
             if (!json_is_integer(idv) || json_integer_value(idv) < 0 || json_integer_value(idv) >= (1ll << 31))
                 return lcx_fail(LCX_ERR_FORMAT, "%s: %s.special_tokens['%s'].ids: bad id", c->file, where, name);
+            if ((uint64_t)json_integer_value(idv) >= t->id_limit) /* it would be written out as a token */
+                return lcx_fail(LCX_ERR_FORMAT, "%s: %s.special_tokens['%s'].ids: %lld is not below %zu, the number "
+                                "of vocabulary and added-token entries (the limit on ids)", c->file, where, name,
+                                (long long)json_integer_value(idv), t->id_limit);
             if (seen_a) LCX_TRY(push_u32(&t->tmpl_post, &t->n_tmpl_post, (uint32_t)json_integer_value(idv)));
             else LCX_TRY(push_u32(&t->tmpl_pre, &t->n_tmpl_pre, (uint32_t)json_integer_value(idv)));
         }
