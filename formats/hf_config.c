@@ -305,6 +305,27 @@ static lcx_status parse_sliding_window(const char *label, const json_t *root, lc
 
 /* ---- the whole config -------------------------------------------------------------------------------------- */
 
+/* What a later command would refuse, refused here (docs/reliability.md "Parsers and validation"): the rope
+ * needs a positive base and an even rotary dimension (lcx_rope_plan_init), token ids index the vocabulary. */
+static lcx_status check_semantics(const char *label, const lcx_model_config *c) {
+    const lcx_rope_params *r = &c->rope;
+    LCX_FAIL_IF(!(r->theta > 0), LCX_ERR_INVALID, "%s: key 'rope_theta': must be positive, got %g", label, r->theta);
+    LCX_FAIL_IF(!(r->partial_rotary_factor > 0 && r->partial_rotary_factor <= 1), LCX_ERR_INVALID,
+                "%s: key 'partial_rotary_factor': %g is not in (0, 1]", label, r->partial_rotary_factor);
+    int64_t rot = (int64_t)((double)c->head_dim * r->partial_rotary_factor); /* as transformers: int() */
+    LCX_FAIL_IF(rot < 2 || rot % 2, LCX_ERR_INVALID,
+                "%s: key 'partial_rotary_factor': rotary dimension %lld (head_dim %lld x %g) must be even and >= 2",
+                label, (long long)rot, (long long)c->head_dim, r->partial_rotary_factor);
+    LCX_FAIL_IF(c->bos_token_id >= c->vocab_size, LCX_ERR_INVALID,
+                "%s: key 'bos_token_id': %lld is not below vocab_size %lld", label, (long long)c->bos_token_id,
+                (long long)c->vocab_size);
+    for (int i = 0; i < c->n_eos; i++)
+        LCX_FAIL_IF(c->eos_token_ids[i] >= c->vocab_size, LCX_ERR_INVALID,
+                    "%s: key 'eos_token_id': %lld is not below vocab_size %lld", label, (long long)c->eos_token_ids[i],
+                    (long long)c->vocab_size);
+    return LCX_OK;
+}
+
 static lcx_status parse_fields(const char *label, json_t *root, lcx_model_config *c) {
     LCX_FAIL_IF(!json_is_object(root), LCX_ERR_FORMAT, "%s: expected a JSON object at the top level, got %s",
                 label, json_kind(root));
@@ -406,7 +427,7 @@ static lcx_status parse_fields(const char *label, json_t *root, lcx_model_config
     }
     LCX_TRY(parse_sliding_window(label, root, c));
     LCX_TRY(parse_rope(label, root, &c->rope));
-    return LCX_OK;
+    return check_semantics(label, c);
 }
 
 lcx_status lcx_config_parse(const char *label, const char *text, size_t len, lcx_model_config *cfg) {

@@ -1,9 +1,10 @@
-/* lcextend verify: check a .lcx checkpoint's manifest and every piece's checksum. */
+/* lcextend verify: check that a .lcx checkpoint loads (config, tensor set and shapes) and every piece's checksum. */
 #include <stdio.h>
 
 #include "cli.h"
 #include "commands.h"
 #include "formats/lcx.h"
+#include "src/checkpoint/source.h"
 
 static const char *CMD = "verify";
 
@@ -12,8 +13,10 @@ static void help(void) {
            "\n"
            "Check a native checkpoint: the manifest's consistency (types, shapes, boxes inside shapes, no\n"
            "overlapping pieces, parameters covered exactly once, offsets inside files of the recorded size,\n"
-           "tokenizer files present), then read every piece and check its XXH3 checksum (and zstd's frame\n"
-           "checksum and length). Exit 0 when everything holds, 1 naming the first problem.\n"
+           "tokenizer files present), that it loads as a model (its model config passes the same checks as\n"
+           "import's, every parameter the config implies is stored with its shape, nothing extra), then read\n"
+           "every piece and check its XXH3 checksum (and zstd's frame checksum and length). Exit 0 when\n"
+           "everything holds, 1 naming the first problem.\n"
            "\n"
            "examples:\n"
            "  lcextend verify run/step-001000\n"
@@ -28,6 +31,7 @@ int lcx_cmd_verify(int argc, char **argv) {
     if (!path) return lcx_cli_usage_error(CMD, "missing the checkpoint to verify");
     lcx_ckpt *ck = NULL;
     lcx_status st = lcx_ckpt_open(path, &ck);
+    if (st == LCX_OK) st = lcx_source_check_lcx(path); /* loadable: config and tensor set, before the long part */
     if (st == LCX_OK) st = lcx_ckpt_verify(ck);
     if (st != LCX_OK) {
         lcx_ckpt_free(ck);

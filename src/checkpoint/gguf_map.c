@@ -149,7 +149,28 @@ static lcx_status llama3_from_freqs(const lcx_gguf_file *f, const lcx_gguf_tenso
     return st;
 }
 
-/* The metadata -> config.json rebuild; the tensor-derived facts come from lcx_gguf_config_json. */
+/* A float the config needs: finite and > 0 (jansson drops a NaN or an infinity silently, and a later default
+ * would stand in for it; a negative value would only fail at the first command that builds the rope). */
+static lcx_status positive_f32(const lcx_gguf_file *f, const char *key, float v) {
+    LCX_FAIL_IF(!isfinite(v) || !(v > 0), LCX_ERR_FORMAT, "%s: key '%s': must be a positive finite number, got %g",
+                f->path, key, (double)v);
+    return LCX_OK;
+}
+
+/* An optional token id: absent leaves *out at -1; present, it must index the vocabulary. */
+static lcx_status token_id(const lcx_gguf_file *f, const char *key, uint64_t n_vocab, int64_t *out) {
+    *out = -1;
+    if (!lcx_gguf_find_kv(f, key)) return LCX_OK;
+    LCX_TRY(lcx_gguf_get_i64(f, key, out));
+    LCX_FAIL_IF(*out < 0 || (uint64_t)*out >= n_vocab, LCX_ERR_FORMAT,
+                "%s: key '%s': %lld is not a token id below the vocabulary size %llu", f->path, key, (long long)*out,
+                (unsigned long long)n_vocab);
+    return LCX_OK;
+}
+
+/* The metadata -> config.json rebuild; the tensor-derived facts come from lcx_gguf_config_json. Every value is
+ * checked here, where it is read, so import refuses what score or tokenize would refuse later; the integer
+ * fields' ranges and divisibility are the config validator's (lcx_config_parse), which every source runs. */
 static lcx_status gguf_config(const lcx_gguf_file *f, const lcx_gguf_tensor *embd, int tied, int qbias,
                               int obias, int mbias, lcx_dtype dtype, json_t **out, int *permuted) {
     char *arch = NULL, kb[128];
@@ -175,13 +196,25 @@ static lcx_status gguf_config(const lcx_gguf_file *f, const lcx_gguf_tensor *emb
     if (lcx_gguf_find_kv(f, K("attention.head_count_kv"))) LCX_TRY(lcx_gguf_get_u64(f, K("attention.head_count_kv"), &ng));
     else ng = nh;
     if (lcx_gguf_find_kv(f, K("rope.freq_base"))) LCX_TRY(lcx_gguf_get_f32(f, K("rope.freq_base"), &theta));
+    LCX_TRY(positive_f32(f, K("attention.layer_norm_rms_epsilon"), eps));
+    LCX_TRY(positive_f32(f, K("rope.freq_base"), theta));
     LCX_FAIL_IF(nh == 0 || nh > 65536 || H > ((uint64_t)1 << 20), LCX_ERR_FORMAT, "%s: implausible head count / hidden size",
                 f->path);
     if (lcx_gguf_find_kv(f, K("attention.key_length"))) LCX_TRY(lcx_gguf_get_u64(f, K("attention.key_length"), &kl));
     uint64_t hd = kl ? kl : H / nh;
     if (lcx_gguf_find_kv(f, K("rope.dimension_count"))) LCX_TRY(lcx_gguf_get_u64(f, K("rope.dimension_count"), &rot));
     else rot = hd;
+    /* rope rotates pairs of the first rot dimensions of a head */
+    LCX_FAIL_IF(rot < 2 || rot % 2 || rot > hd, LCX_ERR_FORMAT,
+                "%s: key '%s': %llu must be even, >= 2 and at most the head dimension %llu", f->path,
+                K("rope.dimension_count"), (unsigned long long)rot, (unsigned long long)hd);
     lcx_shape es = lcx_gguf_tensor_shape(embd);
+    /* token ids must index the tokenizer's vocabulary (tokenize refuses them otherwise), else the embedding's */
+    const lcx_gguf_kv *toks = lcx_gguf_find_kv(f, "tokenizer.ggml.tokens");
+    uint64_t n_vocab = toks && toks->type == LCX_GGUF_ARRAY ? toks->count : (uint64_t)es.dims[0];
+    int64_t bos, eos;
+    LCX_TRY(token_id(f, "tokenizer.ggml.bos_token_id", n_vocab, &bos));
+    LCX_TRY(token_id(f, "tokenizer.ggml.eos_token_id", n_vocab, &eos));
     json_t *c = json_object();
     LCX_FAIL_IF(!c, LCX_ERR_OOM, "out of memory");
     lcx_arch a = is_llama ? LCX_ARCH_LLAMA : !strcmp(ga, "qwen2") ? LCX_ARCH_QWEN2 : LCX_ARCH_QWEN3;
@@ -207,11 +240,8 @@ static lcx_status gguf_config(const lcx_gguf_file *f, const lcx_gguf_tensor *emb
     lcx_status st = LCX_OK;
     if (is_llama && qbias != obias) st = lcx_fail(LCX_ERR_UNSUPPORTED, "%s: q/k/v biases without an output bias (or the reverse) "
                                       "have no llama config", f->path);
-    int64_t v;
-    if (lcx_gguf_find_kv(f, "tokenizer.ggml.bos_token_id") && lcx_gguf_get_i64(f, "tokenizer.ggml.bos_token_id", &v) == LCX_OK)
-        json_object_set_new(c, "bos_token_id", json_integer(v));
-    if (lcx_gguf_find_kv(f, "tokenizer.ggml.eos_token_id") && lcx_gguf_get_i64(f, "tokenizer.ggml.eos_token_id", &v) == LCX_OK)
-        json_object_set_new(c, "eos_token_id", json_integer(v));
+    if (bos >= 0) json_object_set_new(c, "bos_token_id", json_integer(bos));
+    if (eos >= 0) json_object_set_new(c, "eos_token_id", json_integer(eos));
     /* rope scaling */
     json_t *rs = json_object();
     const lcx_gguf_tensor *rf = lcx_gguf_find_tensor(f, "rope_freqs.weight");
@@ -222,6 +252,7 @@ static lcx_status gguf_config(const lcx_gguf_file *f, const lcx_gguf_tensor *emb
     } else if (st == LCX_OK && type && (strcmp(type, "linear") == 0 || strcmp(type, "yarn") == 0)) {
         float factor;
         st = lcx_gguf_get_f32(f, K("rope.scaling.factor"), &factor);
+        if (st == LCX_OK) st = positive_f32(f, K("rope.scaling.factor"), factor);
         json_object_set_new(rs, "rope_type", json_string(type));
         if (st == LCX_OK) json_object_set_new(rs, "factor", json_real(f32_to_decimal(factor)));
         if (st == LCX_OK && strcmp(type, "yarn") == 0) {

@@ -209,6 +209,15 @@ void lcx_source_close(lcx_source *s) {
     free(s);
 }
 
+lcx_status lcx_source_check_lcx(const char *path) {
+    lcx_source *s = NULL;
+    lcx_status st = lcx_source_open(path, 0, &s);
+    if (st == LCX_OK && s->form != LCX_SOURCE_LCX)
+        st = lcx_fail(LCX_ERR_FORMAT, "%s: not an .lcx checkpoint (it is a %s)", path, lcx_source_form_name(s->form));
+    lcx_source_close(s);
+    return st;
+}
+
 lcx_status lcx_source_need_model(const lcx_source *s, const char *what) {
     LCX_FAIL_IF(!s->has_config, LCX_ERR_INVALID, "%s: no model config (%s): %s needs one", s->path,
                 s->form == LCX_SOURCE_LCX ? "the manifest has none" : "no config.json beside the tensors", what);

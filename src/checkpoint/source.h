@@ -101,6 +101,12 @@ void lcx_source_close(lcx_source *s); /* NULL ok */
  * tensors: what commands that build a model check first. */
 lcx_status lcx_source_need_model(const lcx_source *s, const char *what);
 
+/* Check that the .lcx checkpoint at path loads as a model (what verify and reshard run before anything else):
+ * its manifest's model config passes the one config validator (lcx_config_parse) and every parameter of the
+ * table it implies is stored with that shape and a float-loadable dtype, nothing extra (the matching of
+ * lcx_source_open). A checkpoint saved without a config has only its manifest checked. */
+lcx_status lcx_source_check_lcx(const char *path);
+
 /* Parameter i (table order) whole, in Hugging Face layout, as dt: tensor_of[i].dtype copies the values as they
  * are, any other float dtype of lcx_convert_from_f32 (F32, BF16, F16) converts through float32. dst holds
  * params[i].numel values of dt. Memory: at most two temporary copies of the tensor. Not thread-safe for an .lcx

@@ -453,6 +453,11 @@ static void rs_done(void *ctx, void *ts, const cv_item *it) {
 lcx_status lcx_reshard(const char *src, const char *out, const lcx_convert_opts *o) {
     lcx_ckpt *ck = NULL;
     LCX_TRY(lcx_ckpt_open(src, &ck));
+    lcx_status chk = lcx_source_check_lcx(src); /* a copy of an unloadable checkpoint is no use to anyone */
+    if (chk != LCX_OK) {
+        lcx_ckpt_free(ck);
+        return chk;
+    }
     lcx_status st = LCX_OK;
     int n = lcx_ckpt_tensor_count(ck), nf = lcx_ckpt_tokenizer_file_count(ck);
     cv_item *items = calloc((size_t)n + 1, sizeof *items);

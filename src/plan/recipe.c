@@ -110,6 +110,9 @@ static lcx_status unknown_key(const pctx *c, const yaml_node_t *kn, const char *
 /* Walk a mapping: every key a plain string, no duplicates. */
 static lcx_status check_mapping(const pctx *c, const yaml_node_t *m, const char *key, const char *what) {
     if (m->type != YAML_MAPPING_NODE) return kfail(c, m, key, "expected %s (a mapping), got %s", what, node_kind(m));
+    ptrdiff_t n = m->data.mapping.pairs.top - m->data.mapping.pairs.start;
+    if (n > LCX_RECIPE_MAX_KEYS) /* the duplicate check below is quadratic */
+        return kfail(c, m, key, "%s has %td keys, more than the limit of %d", what, n, LCX_RECIPE_MAX_KEYS);
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
         if (k->type != YAML_SCALAR_NODE)
@@ -620,6 +623,46 @@ static lcx_status syntax_error(const char *label, const yaml_parser_t *p) {
                     (int)p->problem_mark.column + 1);
 }
 
+/* A first pass over the events, before the document is built: libyaml's scanner checks every open flow level
+ * for each token (quadratic in the nesting depth) and the document API has no depth limit, so refuse deep
+ * nesting and huge node counts here, after at most a bounded amount of work. */
+static lcx_status check_bounds(const char *label, const char *text, size_t len) {
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) return lcx_fail(LCX_ERR_OOM, "out of memory (yaml parser)");
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    lcx_status st = LCX_OK;
+    long depth = 0, nodes = 0;
+    for (int done = 0; !done && st == LCX_OK;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) {
+            st = syntax_error(label, &p);
+            break;
+        }
+        int line = (int)ev.start_mark.line + 1;
+        switch (ev.type) {
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            if (++depth > LCX_RECIPE_MAX_DEPTH)
+                st = lcx_fail(LCX_ERR_FORMAT, "%s:%d: nesting deeper than %d levels (the limit for a recipe)", label,
+                              line, LCX_RECIPE_MAX_DEPTH);
+            /* fall through */
+        case YAML_SCALAR_EVENT:
+        case YAML_ALIAS_EVENT:
+            if (st == LCX_OK && ++nodes > LCX_RECIPE_MAX_NODES)
+                st = lcx_fail(LCX_ERR_FORMAT, "%s:%d: more than %d YAML nodes (the limit for a recipe)", label, line,
+                              LCX_RECIPE_MAX_NODES);
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT: depth--; break;
+        case YAML_STREAM_END_EVENT: done = 1; break;
+        default: break;
+        }
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&p);
+    return st;
+}
+
 static void free_block(lcx_recipe_stage *s) {
     free(s->short_factor);
     free(s->long_factor);
@@ -708,7 +751,11 @@ lcx_status lcx_recipe_parse(const char *label, const char *text, size_t len, int
     }
     yaml_parser_t parser;
     yaml_document_t doc;
-    lcx_status st = LCX_OK;
+    lcx_status st = check_bounds(label, text, len);
+    if (st != LCX_OK) {
+        lcx_recipe_free(r);
+        return st;
+    }
     if (!yaml_parser_initialize(&parser)) {
         lcx_recipe_free(r);
         return lcx_fail(LCX_ERR_OOM, "out of memory (yaml parser)");

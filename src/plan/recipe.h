@@ -43,6 +43,11 @@ typedef enum lcx_theta_kind { LCX_THETA_AUTO = 0, LCX_THETA_VALUE, LCX_THETA_PER
 #define LCX_RECIPE_MAX_EVAL 32
 #define LCX_RECIPE_MAX_STAGES 64
 #define LCX_RECIPE_MAX_LAYERS 4096
+/* Parser bounds (docs/reliability.md "Parsers and validation"): a recipe is a few levels deep and a mapping
+ * has a few dozen keys; libyaml's scanner costs O(depth) per token, the duplicate-key check O(keys^2). */
+#define LCX_RECIPE_MAX_DEPTH 16
+#define LCX_RECIPE_MAX_KEYS 64
+#define LCX_RECIPE_MAX_NODES (1 << 19)
 
 typedef struct lcx_recipe_stage {
     uint32_t set;                 /* which fields this block gives (resolved stage: all) */

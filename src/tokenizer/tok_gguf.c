@@ -172,6 +172,7 @@ lcx_status lcx_tokenizer_from_gguf(const lcx_gguf_vocab *v, const char *name, lc
         t->fuse_unk = 1;
     }
     t->has_decoder = 1;
+    t->id_limit = v->n_tokens; /* ids are the array's indices */
     for (size_t i = 0; i < v->n_tokens; i++) {
         const char *s = v->tokens[i];
         size_t len = v->token_lens[i];

@@ -106,6 +106,7 @@ struct lcx_tokenizer {
     uint32_t *id_len;
     uint8_t *id_flags;  /* bit0: added token, bit1: special */
     size_t n_ids;
+    size_t id_limit;    /* ids must be below this (the file's entry count): the table above is sized by ids */
     /* BPE model */
     tok_strmap vocab;   /* model vocab; for byte-level pipelines keyed by the raw bytes the token stands for */
     tok_pairmap merges;

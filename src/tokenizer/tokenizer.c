@@ -57,10 +57,13 @@ static char *dupn(const char *s, size_t n) {
 
 /* Record the string of an id (for decoding and queries). */
 lcx_status tok_set_id(lcx_tokenizer *t, uint32_t id, const char *s, size_t len) {
-    if (id == UINT32_MAX || id >= (1u << 31)) return lcx_fail(LCX_ERR_FORMAT, "token id %u is out of range", id);
+    if (id >= t->id_limit) /* callers check first and name the entry; this keeps the table bounded */
+        return lcx_fail(LCX_ERR_FORMAT, "%s: token id %u is not below %zu, the number of entries", t->name, id,
+                        t->id_limit);
     if (id >= t->n_ids) {
         size_t nn = t->n_ids ? t->n_ids : 1024;
         while (nn <= id) nn *= 2;
+        if (nn > t->id_limit) nn = t->id_limit;
         char **ps = realloc(t->id_str, nn * sizeof *ps);
         if (ps) t->id_str = ps;
         uint32_t *pl = realloc(t->id_len, nn * sizeof *pl);
@@ -385,6 +388,9 @@ static lcx_status parse_model(lcx_tokenizer *t, const jctx *c, json_t *m) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1ll << 31))
             return lcx_fail(LCX_ERR_FORMAT, "%s: model.vocab['%s']: expected an id in [0, 2^31)", c->file, key);
         uint32_t id = (uint32_t)json_integer_value(v);
+        if (id >= t->id_limit)
+            return lcx_fail(LCX_ERR_FORMAT, "%s: model.vocab['%s']: id %u is not below %zu, the number of vocabulary "
+                            "and added-token entries (the limit on ids)", c->file, key, id, t->id_limit);
         if (id < t->n_ids && t->id_str[id])
             return lcx_fail(LCX_ERR_FORMAT, "%s: model.vocab: id %u is used by both '%s' and '%s'", c->file, id,
                             t->id_str[id], key);
@@ -459,6 +465,9 @@ static lcx_status parse_added(lcx_tokenizer *t, const jctx *c, json_t *arr) {
         if (!a->content) return lcx_fail(LCX_ERR_OOM, "added token");
         a->len = len;
         t->n_added++;
+        if (a->id >= t->id_limit)
+            return lcx_fail(LCX_ERR_FORMAT, "%s: %s.id: %u is not below %zu, the number of vocabulary and added-token "
+                            "entries (the limit on ids)", c->file, w, a->id, t->id_limit);
         /* An added token may shadow a model token of the same id: decoding uses the added content, like
          * tokenizers does. */
         LCX_TRY(tok_set_id(t, a->id, s, len));
@@ -513,6 +522,10 @@ static lcx_status parse_post(lcx_tokenizer *t, const jctx *c, json_t *n, const c
         json_array_foreach(ids, k, idv) {
             if (!json_is_integer(idv) || json_integer_value(idv) < 0 || json_integer_value(idv) >= (1ll << 31))
                 return lcx_fail(LCX_ERR_FORMAT, "%s: %s.special_tokens['%s'].ids: bad id", c->file, where, name);
+            if ((uint64_t)json_integer_value(idv) >= t->id_limit) /* it would be written out as a token */
+                return lcx_fail(LCX_ERR_FORMAT, "%s: %s.special_tokens['%s'].ids: %lld is not below %zu, the number "
+                                "of vocabulary and added-token entries (the limit on ids)", c->file, where, name,
+                                (long long)json_integer_value(idv), t->id_limit);
             if (seen_a) LCX_TRY(push_u32(&t->tmpl_post, &t->n_tmpl_post, (uint32_t)json_integer_value(idv)));
             else LCX_TRY(push_u32(&t->tmpl_pre, &t->n_tmpl_pre, (uint32_t)json_integer_value(idv)));
         }
@@ -646,6 +659,11 @@ static lcx_status from_json_doc(lcx_tokenizer *t, const jctx *c, json_t *root) {
     if (!model) return lcx_fail(LCX_ERR_FORMAT, "%s: missing 'model'", c->file);
     LCX_TRY(parse_pre(t, c, json_object_get(root, "pre_tokenizer"), "pre_tokenizer"));
     LCX_TRY(parse_normalizer(t, c, json_object_get(root, "normalizer"), "normalizer"));
+    /* Every id has an entry, so no id is needed at or above the entry count: this bounds the id table by the
+     * file's size, not by the largest number written in it. */
+    json_t *vocab = json_is_object(model) ? json_object_get(model, "vocab") : NULL;
+    json_t *added = json_object_get(root, "added_tokens");
+    t->id_limit = (json_is_object(vocab) ? json_object_size(vocab) : 0) + (json_is_array(added) ? json_array_size(added) : 0);
     LCX_TRY(parse_model(t, c, model));
     LCX_TRY(parse_added(t, c, json_object_get(root, "added_tokens")));
     LCX_TRY(parse_post(t, c, json_object_get(root, "post_processor"), "post_processor"));

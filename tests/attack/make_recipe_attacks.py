@@ -90,6 +90,12 @@ CASES = {
                    "key 'steps': expected an integer, got no value"),
     "unknown_lr_key": ("defaults:\n  lr: {peak: 1e-5, warmpu_steps: 3}\nstages:\n  - {seq_len: 16k, steps: 10}\n", 2,
                        "key 'warmpu_steps': unknown key in lr (did you mean 'warmup_steps'?)"),
+    # parser bounds (issue 18): depth 17 under the limit of 16; 65 keys in one mapping over the limit of 64
+    "too_deep": ("stages:\n  - {seq_len: 16k, steps: 10}\ndefaults:\n  x: " + "[" * 15 + "]" * 15 + "\n", 4,
+                 "nesting deeper than 16 levels (the limit for a recipe)"),
+    "too_many_keys": ("stages:\n  - {seq_len: 16k, steps: 10}\ndefaults:\n" +
+                      "".join(f"  k{i}: 1\n" for i in range(65)), 4,
+                      "key 'defaults': defaults has 65 keys, more than the limit of 64"),
     "non_scalar_key": ("stages:\n  - {seq_len: 16k, steps: 10, [a]: 1}\n", 2,
                        "key 'stages': stages[0] keys must be plain names, got a list"),
 }

@@ -70,12 +70,12 @@ static void test_fields(void) {
     CHECK_OK(parse_llama("\"num_key_value_heads\": null, \"head_dim\": null, \"rms_norm_eps\": 1e-05, "
                          "\"hidden_act\": \"silu\", \"tie_word_embeddings\": true, \"attention_bias\": true, "
                          "\"mlp_bias\": true, \"torch_dtype\": \"bfloat16\", \"bos_token_id\": 1, "
-                         "\"eos_token_id\": [2, 32000], \"pad_token_id\": null",
+                         "\"eos_token_id\": [2, 255], \"pad_token_id\": null",
                          &c));
     CHECK(c.num_key_value_heads == 4 && c.head_dim == 16);
     CHECK(c.rms_norm_eps == 1e-5 && c.tie_word_embeddings && c.qkv_bias && c.o_bias && c.mlp_bias);
     CHECK(c.dtype == LCX_BF16 && c.bos_token_id == 1 && c.n_eos == 2);
-    CHECK(c.eos_token_ids[0] == 2 && c.eos_token_ids[1] == 32000);
+    CHECK(c.eos_token_ids[0] == 2 && c.eos_token_ids[1] == 255);
     lcx_config_free(&c);
 
     /* v5 "dtype" wins over "torch_dtype"; eos as a plain int; an integer rms_norm_eps is a number */
@@ -283,6 +283,15 @@ static void test_errors(void) {
                 "key 'num_key_value_heads': 3 does not divide num_attention_heads 4");
     CHECK_FAILS(llama_fail("\"num_key_value_heads\": 0"), LCX_ERR_INVALID, "key 'num_key_value_heads': must be positive");
     CHECK_FAILS(llama_fail("\"head_dim\": -1"), LCX_ERR_INVALID, "key 'head_dim': must be positive");
+    /* what a later command would refuse (rope plan, tokenize) is refused by the validator (issue 18) */
+    CHECK_FAILS(llama_fail("\"rope_theta\": -10000.0"), LCX_ERR_INVALID, "key 'rope_theta': must be positive, got -10000");
+    CHECK_FAILS(llama_fail("\"rope_theta\": 0"), LCX_ERR_INVALID, "key 'rope_theta': must be positive, got 0");
+    CHECK_FAILS(llama_fail("\"partial_rotary_factor\": 1.5"), LCX_ERR_INVALID, "key 'partial_rotary_factor': 1.5 is not in (0, 1]");
+    CHECK_FAILS(llama_fail("\"head_dim\": 6, \"partial_rotary_factor\": 0.5"), LCX_ERR_INVALID,
+                "rotary dimension 3 (head_dim 6 x 0.5) must be even and >= 2");
+    CHECK_FAILS(llama_fail("\"bos_token_id\": 256"), LCX_ERR_INVALID, "key 'bos_token_id': 256 is not below vocab_size 256");
+    CHECK_FAILS(llama_fail("\"eos_token_id\": [1, 4294967296]"), LCX_ERR_INVALID,
+                "key 'eos_token_id': 4294967296 is not below vocab_size 256");
     CHECK_FAILS(parse_fail("{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 64, "
                            "\"intermediate_size\": 160, \"num_hidden_layers\": 2, \"num_attention_heads\": 5, "
                            "\"max_position_embeddings\": 2048}"),

@@ -149,6 +149,16 @@ static void test_errors(void) {
                 LCX_ERR_FORMAT, "id 0 is used by both");
     CHECK_FAILS(from_str("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -1}, \"merges\": []}}"), LCX_ERR_FORMAT,
                 "model.vocab['a']: expected an id");
+    /* ids index a table: bounded by the entries, not by the largest id written (issue 18: 2^27 took 3.4 GB) */
+    CHECK_FAILS(from_str("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 134217728}, \"merges\": []}}"),
+                LCX_ERR_FORMAT, "model.vocab['b']: id 134217728 is not below 2, the number of vocabulary and added-token");
+    CHECK_FAILS(from_str("{\"added_tokens\": [{\"id\": 2147483647, \"content\": \"x\"}], " BPE_OK "}"),
+                LCX_ERR_FORMAT, "added_tokens[0].id: 2147483647 is not below 4");
+    CHECK_OK(from_str("{\"added_tokens\": [{\"id\": 3, \"content\": \"x\"}], " BPE_OK "}")); /* just past the vocab */
+    CHECK_FAILS(from_str("{\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
+                         "{\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], "
+                         "\"special_tokens\": {\"<s>\": {\"ids\": [3]}}}, " BPE_OK "}"),
+                LCX_ERR_FORMAT, "special_tokens['<s>'].ids: 3 is not below 3");
     CHECK_FAILS(from_str("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a  b\"]}}"),
                 LCX_ERR_FORMAT, "is not two tokens separated by one space");
     CHECK_FAILS(from_str("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], \"unk_token\": \"<unk>\"}}"),
