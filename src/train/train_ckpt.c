@@ -8,6 +8,7 @@
 
 #include "formats/hf_config.h"
 #include "formats/lcx.h"
+#include "src/core/outpath.h"
 #include "src/model/model_state.h"
 #include "src/train/train.h"
 
@@ -109,7 +110,7 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
     LCX_FAIL_GOTO(!tok, LCX_ERR_OOM, done, "out of memory");
     for (int i = 0; i < ctx->n_tokenizer; i++) {
         tok[i] = base_name(ctx->tokenizer_paths[i]);
-        LCX_TRY_GOTO(lcx_ckpt_copy_file(tmp, ctx->tokenizer_paths[i], tok[i]), done);
+        LCX_TRY_GOTO(lcx_ckpt_copy_file(tmp, ctx->tokenizer_paths[i], 0, tok[i]), done);
     }
     tstate = state_json(m, ctx, state, stage);
     LCX_FAIL_GOTO(!tstate, LCX_ERR_OOM, done, "out of memory for the training state");
@@ -128,6 +129,9 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
 done:
     if (st != LCX_OK) lcx_fail_context(st, "saving checkpoint %s/%s: ", parent, name);
     lcx_ckpt_writer_free(w);
+    /* A failed save (a full disk) must not keep its space: after a failed commit the temporary may already be
+     * the checkpoint (then it is gone from tmp and this does nothing). */
+    if (st != LCX_OK && tmp) lcx_out_remove_temp(tmp);
     json_decref(rank);
     json_decref(tstate);
     free(tok);
