@@ -383,10 +383,11 @@ static lcx_status import_hf(const char *src, const char *out, const lcx_convert_
     for (size_t i = 0; i < nside; i++) {
         char *p = lcx_path_join(dir, lcx_hf_side_files[i]);
         LCX_FAIL_GOTO(!p, LCX_ERR_OOM, done, "out of memory");
-        if (!lcx_is_file(p)) {
-            free(p);
-            continue;
-        }
+        int present = 0;
+        st = lcx_optional_input(p, 0, &present); /* a FIFO or directory there is refused, not skipped */
+        if (st != LCX_OK || !present) free(p);
+        if (st != LCX_OK) goto done;
+        if (!present) continue;
         t.src_paths[t.n_files] = p;
         t.names[t.n_files] = strdup(lcx_hf_side_files[i]);
         LCX_FAIL_GOTO(!t.names[t.n_files], LCX_ERR_OOM, done, "out of memory");

@@ -45,6 +45,17 @@ lcx_status lcx_check_input(const char *path, int flags, uint64_t *size) {
     return LCX_OK;
 }
 
+lcx_status lcx_optional_input(const char *path, int flags, int *present) {
+    *present = 0;
+    lcx_status st = lcx_check_input(path, flags, NULL);
+    if (st == LCX_ERR_NOT_FOUND) {
+        lcx_clear_error();
+        return LCX_OK;
+    }
+    *present = st == LCX_OK;
+    return st;
+}
+
 lcx_status lcx_read_input(const char *path, int flags, size_t max_bytes, char **buf, size_t *len) {
     *buf = NULL;
     *len = 0;

@@ -17,6 +17,9 @@
 lcx_status lcx_open_input(const char *path, int flags, int *fd, uint64_t *size);
 /* Open, check and close; *size (may be NULL) gets the size. */
 lcx_status lcx_check_input(const char *path, int flags, uint64_t *size);
+/* An input that may be absent (a side file such as generation_config.json): *present 0 when nothing is there
+ * (or a dangling link), 1 for a regular file; anything else there (a FIFO, a directory) is an error. */
+lcx_status lcx_optional_input(const char *path, int flags, int *present);
 /* Read a whole file into a NUL-terminated heap buffer; fails if larger than max_bytes. */
 lcx_status lcx_read_input(const char *path, int flags, size_t max_bytes, char **buf, size_t *len);
 lcx_status lcx_read_file(const char *path, size_t max_bytes, char **buf, size_t *len); /* flags 0 */
