@@ -172,7 +172,8 @@ lcx_status lcx_gguf_writer_add_tensor_lazy(lcx_gguf_writer *w, const char *name,
                                            const lcx_shape *shape, lcx_dtype src_dtype, lcx_gguf_fetch_fn fetch,
                                            lcx_gguf_release_fn release, void *user, size_t key);
 
-/* Write the file atomically: tensor offsets laid out in order, each padded to the alignment (as llama.cpp
+/* Write the file atomically to a new path (anything already there, or appearing meanwhile, is refused, never
+ * replaced: src/core/outpath.h): tensor offsets laid out in order, each padded to the alignment (as llama.cpp
  * requires). The writer may be written again or freed afterwards. */
 lcx_status lcx_gguf_writer_write(lcx_gguf_writer *w, const char *path);
 

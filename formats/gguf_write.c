@@ -368,7 +368,7 @@ lcx_status lcx_gguf_writer_write(lcx_gguf_writer *w, const char *path) {
     o.buf = malloc(o.cap);
     o.af.fd = -1;
     LCX_FAIL_GOTO(!f32 || !conv || !o.buf, LCX_ERR_OOM, done, "%s: out of memory", path);
-    LCX_TRY_GOTO(lcx_atomic_open(path, &o.af), done);
+    LCX_TRY_GOTO(lcx_atomic_open_new(path, &o.af), done); /* never replaces what is at path */
 
     int custom_align = w->alignment != LCX_GGUF_DEFAULT_ALIGNMENT;
     LCX_TRY_GOTO(out_write(&o, "GGUF", 4), fail);

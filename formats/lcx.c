@@ -324,13 +324,13 @@ static lcx_status parse_manifest(lcx_ckpt *ck) {
         ck->file_sizes[i] = size;
         ck->n_files = (int)i + 1;
         LCX_FAIL_IF(!ck->file_names[i] || !ck->file_paths[i], LCX_ERR_OOM, "out of memory");
-        struct stat sb;
-        LCX_FAIL_IF(stat(ck->file_paths[i], &sb) != 0, errno == ENOENT ? LCX_ERR_NOT_FOUND : LCX_ERR_IO,
-                    "%s: data file missing: %s", ck->file_paths[i], strerror(errno));
-        LCX_FAIL_IF(!S_ISREG(sb.st_mode), LCX_ERR_FORMAT, "%s: not a regular file", ck->file_paths[i]);
-        LCX_FAIL_IF((uint64_t)sb.st_size != size, LCX_ERR_FORMAT,
-                    "%s: file is %lld bytes but the manifest says %llu (truncated or modified)", ck->file_paths[i],
-                    (long long)sb.st_size, (unsigned long long)size);
+        uint64_t have;
+        lcx_status fst = lcx_check_input(ck->file_paths[i], LCX_IN_OWN, &have);
+        LCX_FAIL_IF(fst == LCX_ERR_NOT_FOUND, fst, "%s: data file missing", ck->file_paths[i]);
+        LCX_TRY(fst);
+        LCX_FAIL_IF(have != size, LCX_ERR_FORMAT,
+                    "%s: file is %llu bytes but the manifest says %llu (truncated or modified)", ck->file_paths[i],
+                    (unsigned long long)have, (unsigned long long)size);
     }
 
     const json_t *tok = json_object_get(root, "tokenizer_files");
@@ -342,13 +342,23 @@ static lcx_status parse_manifest(lcx_ckpt *ck) {
         const char *name = json_string_value(json_array_get(tok, i));
         LCX_FAIL_IF(!name || !lcx_ckpt_safe_name(name), LCX_ERR_FORMAT,
                     "%s: tokenizer_files[%zu] must be a plain file name", ck->mpath, i);
+        /* A side file is neither the manifest nor a data file, and is listed once: a copy (reshard, export)
+         * would otherwise write one name twice. */
+        LCX_FAIL_IF(strcmp(name, LCX_CKPT_MANIFEST) == 0 || file_index(ck, name) >= 0, LCX_ERR_FORMAT,
+                    "%s: tokenizer_files[%zu] '%s' names the manifest or a data file", ck->mpath, i, name);
+        for (int j = 0; j < ck->n_tok; j++)
+            LCX_FAIL_IF(strcmp(ck->tok[j], name) == 0, LCX_ERR_FORMAT, "%s: tokenizer file '%s' listed twice",
+                        ck->mpath, name);
         ck->tok[i] = strdup(name);
-        ck->n_tok = (int)i + 1;
         LCX_FAIL_IF(!ck->tok[i], LCX_ERR_OOM, "out of memory");
+        ck->n_tok = (int)i + 1;
         char *p = lcx_path_join(ck->dir, name);
-        int ok = p && lcx_is_file(p);
+        LCX_FAIL_IF(!p, LCX_ERR_OOM, "out of memory");
+        lcx_status st = lcx_check_input(p, LCX_IN_OWN, NULL);
         free(p);
-        LCX_FAIL_IF(!ok, LCX_ERR_NOT_FOUND, "%s: tokenizer file '%s' is missing from the checkpoint", ck->mpath, name);
+        if (st == LCX_ERR_NOT_FOUND)
+            return lcx_fail(st, "%s: tokenizer file '%s' is missing from the checkpoint", ck->mpath, name);
+        LCX_TRY(st);
     }
 
     const json_t *tensors = json_object_get(root, "tensors");
@@ -405,7 +415,7 @@ lcx_status lcx_ckpt_open(const char *dir, lcx_ckpt **out) {
     LCX_FAIL_GOTO(!lcx_is_dir(dir), LCX_ERR_NOT_FOUND, fail, "%s: no such checkpoint directory", dir);
     char *text = NULL;
     size_t len = 0;
-    LCX_TRY_GOTO(lcx_read_file(ck->mpath, (size_t)1 << 30, &text, &len), fail);
+    LCX_TRY_GOTO(lcx_read_input(ck->mpath, LCX_IN_OWN, (size_t)1 << 30, &text, &len), fail);
     json_error_t err;
     ck->root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     free(text);
@@ -481,7 +491,7 @@ const char *lcx_ckpt_file_name(const lcx_ckpt *ck, int i) {
 
 static lcx_status map_file(lcx_ckpt *ck, int f) {
     if (ck->mapped[f]) return LCX_OK;
-    LCX_TRY(lcx_map_file(ck->file_paths[f], &ck->maps[f]));
+    LCX_TRY(lcx_map_input(ck->file_paths[f], LCX_IN_OWN, &ck->maps[f]));
     ck->mapped[f] = 1;
     if ((uint64_t)ck->maps[f].size != ck->file_sizes[f])
         return lcx_fail(LCX_ERR_FORMAT, "%s: file is %zu bytes but the manifest says %llu (modified since open)",

@@ -7,7 +7,7 @@
  *               lcx_ckpt_writer_close(w, &rank_json)                  -> gather rank_json (json_dumps) on rank 0
  *   rank 0:     lcx_ckpt_copy_file(tmp, "tokenizer.json", ...); lcx_ckpt_finalize(tmp, &meta, all_rank_json, n);
  *               lcx_ckpt_commit(tmp, parent, "step-100", keep_last)
- * A crash anywhere before the commit's rename leaves only a NAME.tmp-* directory that the next commit removes;
+ * A crash anywhere before the commit's rename leaves only a NAME.tmp-* directory that the next save removes;
  * `latest` always names a complete checkpoint.
  *
  * Loading: lcx_ckpt_open(dir) checks the whole manifest (shapes, boxes inside shapes, no overlapping pieces,
@@ -44,7 +44,8 @@ typedef struct lcx_ckpt_write_opts {
 
 void lcx_ckpt_write_opts_default(lcx_ckpt_write_opts *o);
 
-/* Create parent/NAME.tmp-<random>/ (parent must exist, parent/NAME must not). NAME: letters, digits, '.', '_', '-', not starting with
+/* Create parent/NAME.tmp-<host>-<pid>-<random>/ (src/core/outpath.h; stale ones of killed saves are removed
+ * first; parent must exist, parent/NAME must not). NAME: letters, digits, '.', '_', '-', not starting with
  * '.', not "latest", without ".tmp-". *tmp_dir is heap-allocated. */
 lcx_status lcx_ckpt_tmpdir_create(const char *parent, const char *name, char **tmp_dir);
 
@@ -64,8 +65,9 @@ lcx_status lcx_ckpt_writer_close(lcx_ckpt_writer *w, json_t **rank_json);
 /* Closes (without fsync) and frees; NULL is a no-op. A writer freed before close leaves its file behind. */
 void lcx_ckpt_writer_free(lcx_ckpt_writer *w);
 
-/* Copy a file (e.g. tokenizer.json) into the checkpoint directory as dst_name (a plain file name), fsynced. */
-lcx_status lcx_ckpt_copy_file(const char *tmp_dir, const char *src_path, const char *dst_name);
+/* Copy a file (e.g. tokenizer.json) into the checkpoint directory as dst_name (a plain file name), fsynced.
+ * src_flags: how the source is opened (src/core/fileio.h; LCX_IN_OWN when it is a file of an .lcx). */
+lcx_status lcx_ckpt_copy_file(const char *tmp_dir, const char *src_path, int src_flags, const char *dst_name);
 
 typedef struct lcx_ckpt_meta {
     const json_t *model_config;   /* HF config.json object, stored as is (NULL = null) */

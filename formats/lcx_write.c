@@ -13,6 +13,7 @@
 #include "formats/lcx.h"
 #include "formats/lcx_internal.h"
 #include "src/core/fileio.h"
+#include "src/core/outpath.h"
 
 #define PIECE_ALIGN 64 /* stored pieces start 64-byte aligned so raw mmap views are aligned for any dtype */
 
@@ -22,18 +23,6 @@ void lcx_ckpt_write_opts_default(lcx_ckpt_write_opts *o) {
     o->level = 1; /* on bf16 weights level 1 + shuffle beat level 3 in ratio and speed (docs/benchmarks.md) */
     o->threads = 0;
     o->max_piece_bytes = (uint64_t)256 << 20;
-}
-
-static unsigned long long random_u64(void) {
-    static unsigned long long counter;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    unsigned long long x = (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 30) ^
-                           ((unsigned long long)getpid() << 16) ^ (++counter * 0x9E3779B97F4A7C15ull);
-    x ^= x >> 33; /* splitmix finaliser */
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
 }
 
 static int valid_ckpt_name(const char *name) {
@@ -47,26 +36,12 @@ lcx_status lcx_ckpt_tmpdir_create(const char *parent, const char *name, char **t
                 "without '.tmp-')",
                 name);
     LCX_FAIL_IF(!lcx_is_dir(parent), LCX_ERR_NOT_FOUND, "%s: checkpoint parent directory does not exist", parent);
-    size_t n = strlen(parent) + strlen(name) + 32;
-    char *p = malloc(n);
+    char *p = lcx_path_join(parent, name);
     LCX_FAIL_IF(!p, LCX_ERR_OOM, "out of memory");
-    /* Refuse before any data is written rather than at commit time. */
-    snprintf(p, n, "%s/%s", parent, name);
+    /* Refuse before any data is written rather than at commit time; the temporary removes stale ones first. */
     struct stat sb;
-    if (lstat(p, &sb) == 0) {
-        lcx_status st = lcx_fail(LCX_ERR_INVALID, "%s: a checkpoint with this name already exists", p);
-        free(p);
-        return st;
-    }
-    for (int tries = 0; tries < 16; tries++) {
-        snprintf(p, n, "%s/%s.tmp-%08llx", parent, name, random_u64() & 0xffffffffull);
-        if (mkdir(p, 0755) == 0) {
-            *tmp_dir = p;
-            return LCX_OK;
-        }
-        if (errno != EEXIST) break;
-    }
-    lcx_status st = lcx_fail(LCX_ERR_IO, "%s: cannot create a temporary checkpoint directory: %s", p, strerror(errno));
+    lcx_status st = lstat(p, &sb) == 0 ? lcx_fail(LCX_ERR_INVALID, "%s: already exists (refusing to overwrite)", p)
+                                       : lcx_out_temp_dir(p, tmp_dir);
     free(p);
     return st;
 }
@@ -253,16 +228,16 @@ lcx_status lcx_ckpt_writer_close(lcx_ckpt_writer *w, json_t **rank_json) {
 
 /* ---- directory-level steps ------------------------------------------------------------------------------- */
 
-lcx_status lcx_ckpt_copy_file(const char *tmp_dir, const char *src_path, const char *dst_name) {
+lcx_status lcx_ckpt_copy_file(const char *tmp_dir, const char *src_path, int src_flags, const char *dst_name) {
     LCX_FAIL_IF(!lcx_ckpt_safe_name(dst_name) || strcmp(dst_name, LCX_CKPT_MANIFEST) == 0, LCX_ERR_INVALID,
                 "'%s' is not a valid file name inside a checkpoint", dst_name);
     char *dst = lcx_path_join(tmp_dir, dst_name);
     LCX_FAIL_IF(!dst, LCX_ERR_OOM, "out of memory");
     lcx_status st = LCX_OK;
-    int in = open(src_path, O_RDONLY | O_CLOEXEC), out = -1;
+    int in = -1, out = -1;
     char *buf = NULL;
-    LCX_FAIL_GOTO(in < 0, errno == ENOENT ? LCX_ERR_NOT_FOUND : LCX_ERR_IO, done, "%s: cannot open: %s", src_path,
-                  strerror(errno));
+    uint64_t size;
+    LCX_TRY_GOTO(lcx_open_input(src_path, src_flags, &in, &size), done);
     out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     LCX_FAIL_GOTO(out < 0, LCX_ERR_IO, done, "%s: cannot create: %s", dst, strerror(errno));
     buf = malloc(1 << 20);
@@ -384,6 +359,9 @@ lcx_status lcx_ckpt_finalize(const char *tmp_dir, const lcx_ckpt_meta *meta, jso
         free(p);
         LCX_FAIL_GOTO(!ok, LCX_ERR_NOT_FOUND, done, "%s: tokenizer file '%s' was not copied in (lcx_ckpt_copy_file)",
                       tmp_dir, name);
+        for (int j = 0; j < i; j++)
+            LCX_FAIL_GOTO(strcmp(meta->tokenizer_files[j], name) == 0, LCX_ERR_INVALID, done,
+                          "%s: tokenizer file '%s' listed twice", tmp_dir, name);
         json_array_append_new(tok, json_string(name));
     }
     LCX_TRY_GOTO(merge_tensors(rank_json, n_ranks, &tensors), done);
@@ -440,10 +418,8 @@ static int remove_flat_dir(const char *parent, const char *name) {
     if (!only_files(path)) return free(path), 0;
     char *victim = path;
     if (!strstr(name, ".tmp-")) {
-        size_t n = strlen(path) + 40;
-        victim = malloc(n);
+        victim = lcx_out_temp_name(path); /* owned by us: removable by a later sweep if we die midway */
         if (!victim) return free(path), 0;
-        snprintf(victim, n, "%s.tmp-del-%08llx", path, random_u64() & 0xffffffffull);
         if (rename(path, victim) != 0) return free(victim), free(path), 0;
         if (victim != path) free(path);
     }
@@ -491,6 +467,10 @@ static lcx_status prune(const char *parent, const char *keep_name, int keep_last
         char *p = lcx_path_join(parent, nm);
         if (!p) continue;
         if (strstr(nm, ".tmp-")) { /* leftovers of crashed saves, prunes or `latest` updates */
+            if (!lcx_out_temp_stale(nm)) { /* its owner may still be writing it */
+                free(p);
+                continue;
+            }
             if (ns == scap) {
                 scap = scap ? 2 * scap : 8;
                 char **s = realloc(stale, scap * sizeof *s);
@@ -546,12 +526,7 @@ lcx_status lcx_ckpt_commit(const char *tmp_dir, const char *parent, const char *
     char *target = lcx_path_join(parent, name);
     LCX_FAIL_IF(!target, LCX_ERR_OOM, "out of memory");
     lcx_status st = LCX_OK;
-    struct stat sb;
-    LCX_FAIL_GOTO(lstat(target, &sb) == 0, LCX_ERR_INVALID, done, "%s: a checkpoint with this name already exists",
-                  target);
-    LCX_FAIL_GOTO(rename(tmp_dir, target) != 0, LCX_ERR_IO, done, "%s: cannot rename %s into place: %s", target,
-                  tmp_dir, strerror(errno));
-    LCX_TRY_GOTO(lcx_fsync_dir(parent), done);
+    LCX_TRY_GOTO(lcx_out_claim(tmp_dir, target), done);
     /* From here the new checkpoint is complete and durable; `latest` moves to it atomically. */
     char *latest = lcx_path_join(parent, LCX_CKPT_LATEST);
     size_t n = strlen(name);
@@ -574,13 +549,7 @@ lcx_status lcx_ckpt_publish(const char *tmp_dir, const char *parent, const char 
     LCX_FAIL_IF(!valid_ckpt_name(name), LCX_ERR_INVALID, "checkpoint name '%s' is not a plain name", name);
     char *target = lcx_path_join(parent, name);
     LCX_FAIL_IF(!target, LCX_ERR_OOM, "out of memory");
-    lcx_status st = LCX_OK;
-    struct stat sb;
-    LCX_FAIL_GOTO(lstat(target, &sb) == 0, LCX_ERR_INVALID, done, "%s: already exists", target);
-    LCX_FAIL_GOTO(rename(tmp_dir, target) != 0, LCX_ERR_IO, done, "%s: cannot rename %s into place: %s", target,
-                  tmp_dir, strerror(errno));
-    st = lcx_fsync_dir(parent);
-done:
+    lcx_status st = lcx_out_claim(tmp_dir, target);
     free(target);
     return st;
 }

@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "src/core/outpath.h"
 
 static const uint8_t MAGIC[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
 #define HEADER_BYTES 34u /* magic 9 + version 8 + dtype 1 + counts 16 */
@@ -182,8 +185,9 @@ lcx_status lcx_tokdata_read(const lcx_tokdata *td, uint64_t i, uint64_t start, u
 }
 
 /* ---- writer ----------------------------------------------------------------------------------------------- */
-lcx_status lcx_tokdata_writer_open(lcx_tokdata_writer *w, const char *prefix, lcx_tokdata_dtype dtype) {
+static lcx_status writer_open(lcx_tokdata_writer *w, const char *prefix, lcx_tokdata_dtype dtype, int noreplace) {
     memset(w, 0, sizeof *w);
+    w->noreplace = noreplace;
     w->dtype = dtype;
     w->itemsize = lcx_tokdata_dtype_size(dtype);
     if (!w->itemsize || dtype == LCX_TOKDATA_F32 || dtype == LCX_TOKDATA_F64)
@@ -197,11 +201,21 @@ lcx_status lcx_tokdata_writer_open(lcx_tokdata_writer *w, const char *prefix, lc
         memset(w, 0, sizeof *w);
         return lcx_fail(LCX_ERR_OOM, "tokdata writer");
     }
-    lcx_status st = lcx_atomic_open(bp, &w->bin);
+    /* Both outputs must be new (checked before any work); each is claimed without replacing at commit. */
+    lcx_status st = noreplace ? lcx_out_absent(w->idx_path) : LCX_OK;
+    if (st == LCX_OK) st = noreplace ? lcx_atomic_open_new(bp, &w->bin) : lcx_atomic_open(bp, &w->bin);
     free(bp);
     if (st != LCX_OK) { free(w->idx_path); free(w->buf); memset(w, 0, sizeof *w); return st; }
     w->open = 1;
     return LCX_OK;
+}
+
+lcx_status lcx_tokdata_writer_open(lcx_tokdata_writer *w, const char *prefix, lcx_tokdata_dtype dtype) {
+    return writer_open(w, prefix, dtype, 0);
+}
+
+lcx_status lcx_tokdata_writer_create(lcx_tokdata_writer *w, const char *prefix, lcx_tokdata_dtype dtype) {
+    return writer_open(w, prefix, dtype, 1);
 }
 
 static lcx_status flush(lcx_tokdata_writer *w) {
@@ -268,9 +282,17 @@ lcx_status lcx_tokdata_writer_commit(lcx_tokdata_writer *w) {
         for (size_t i = 0; i < S; i++) { memcpy(p + 8 * i, &ptr, 8); ptr += (int64_t)w->sizes[i] * (int64_t)w->itemsize; }
         p += 8 * S;
         for (size_t i = 0; i < D; i++) { int64_t x = (int64_t)i; memcpy(p + 8 * i, &x, 8); }
-        st = lcx_atomic_commit(&w->bin);
+        char *bin_path = strdup(w->bin.path);
+        if (!bin_path) st = lcx_fail(LCX_ERR_OOM, "out of memory");
+        if (st == LCX_OK) st = lcx_atomic_commit(&w->bin);
+        else lcx_atomic_abort(&w->bin);
         w->open = 0; /* the bin file is committed or (on failure) already removed by the atomic writer */
-        if (st == LCX_OK) st = lcx_write_file_atomic(w->idx_path, idx, len);
+        if (st == LCX_OK) {
+            st = w->noreplace ? lcx_write_file_new(w->idx_path, idx, len)
+                              : lcx_write_file_atomic(w->idx_path, idx, len);
+            if (st != LCX_OK && w->noreplace) unlink(bin_path); /* no half dataset: the .bin we just claimed goes too */
+        }
+        free(bin_path);
     }
     free(idx);
     if (w->open) lcx_atomic_abort(&w->bin);

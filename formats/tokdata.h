@@ -73,9 +73,14 @@ typedef struct lcx_tokdata_writer {
     uint8_t *buf;        /* write buffer */
     size_t buf_n, buf_cap;
     int open;
+    int noreplace; /* writer_create */
 } lcx_tokdata_writer;
 
 lcx_status lcx_tokdata_writer_open(lcx_tokdata_writer *w, const char *prefix, lcx_tokdata_dtype dtype);
+/* The same for a command's output (lcextend tokenize): PREFIX.bin and PREFIX.idx must not exist, and neither
+ * replaces anything that appears meanwhile (src/core/outpath.h). writer_open replaces: files we own (a run's
+ * ids in its run directory). */
+lcx_status lcx_tokdata_writer_create(lcx_tokdata_writer *w, const char *prefix, lcx_tokdata_dtype dtype);
 /* Append a document of n ids (ids must fit the dtype; n < 2^31). */
 lcx_status lcx_tokdata_writer_add(lcx_tokdata_writer *w, const uint32_t *ids, size_t n);
 /* Write the .idx and move both files into place. The writer is closed afterwards (success or not). */

@@ -47,7 +47,9 @@ lcx_status lcx_source_detect(const char *path, lcx_source_form *form) {
                 errno == ENOENT ? "no such file or directory" : strerror(errno));
     if (S_ISDIR(sb.st_mode)) {
         char *m = lcx_path_join(path, LCX_CKPT_MANIFEST), *c = lcx_path_join(path, "config.json");
-        int oom = !m || !c, is_lcx = m && lcx_is_file(m), is_hf = c && lcx_is_file(c);
+        /* Anything named manifest.json makes it an .lcx: the reader then refuses a FIFO or link by name. */
+        struct stat mb;
+        int oom = !m || !c, is_lcx = m && lstat(m, &mb) == 0, is_hf = c && lcx_is_file(c);
         free(m);
         free(c);
         LCX_FAIL_IF(oom, LCX_ERR_OOM, "%s: out of memory", path);
@@ -153,9 +155,12 @@ static lcx_status open_hf(lcx_source *s, unsigned flags, int config_file) {
     LCX_FAIL_GOTO(!s->tokenizer_path, LCX_ERR_OOM, done, "%s: out of memory", s->path);
     for (size_t i = 0; i < lcx_hf_n_side_files; i++) {
         char *p = lcx_path_join(dir, lcx_hf_side_files[i]);
-        if (p && !lcx_is_file(p)) {
-            free(p);
-            continue;
+        int present = 1;
+        if (p) {
+            st = lcx_optional_input(p, 0, &present); /* a FIFO or directory there is refused, not skipped */
+            if (st != LCX_OK || !present) free(p);
+            if (st != LCX_OK) goto done;
+            if (!present) continue;
         }
         LCX_TRY_GOTO(lcx_source_add_side_file(s, p), done);
     }

@@ -14,6 +14,7 @@
 #include "src/checkpoint/catalog.h"
 #include "src/checkpoint/source.h" /* lcx_hf_side_files */
 #include "src/core/fileio.h"
+#include "src/core/outpath.h"
 #include "src/core/units.h"
 
 void lcx_convert_opts_default(lcx_convert_opts *o) {
@@ -39,12 +40,6 @@ lcx_status cv_split_path(const char *path, char **parent, char **base) {
         *base = *parent = NULL;
         return lcx_fail(LCX_ERR_OOM, "out of memory");
     }
-    return LCX_OK;
-}
-
-lcx_status cv_check_absent(const char *path) {
-    struct stat sb;
-    LCX_FAIL_IF(lstat(path, &sb) == 0, LCX_ERR_INVALID, "%s: already exists (refusing to overwrite)", path);
     return LCX_OK;
 }
 
@@ -263,7 +258,7 @@ lcx_status cv_write_lcx(const cv_source *src, cv_item *items, size_t n, const cv
         if (fit == 0) p.chunk_bytes = o->max_memory / 2 ? o->max_memory / 2 : 1;
     }
 
-    LCX_TRY_GOTO(cv_check_absent(t->out), done);
+    LCX_TRY_GOTO(lcx_out_absent(t->out), done);
     LCX_TRY_GOTO(cv_split_path(t->out, &parent, &base), done);
     LCX_TRY_GOTO(lcx_ckpt_tmpdir_create(parent, base, &tmp), done);
     p.tmp = tmp;
@@ -286,7 +281,7 @@ lcx_status cv_write_lcx(const cv_source *src, cv_item *items, size_t n, const cv
         st = lcx_fail(p.st, "%s", p.msg);
         goto done;
     }
-    for (int i = 0; i < t->n_files; i++) LCX_TRY_GOTO(lcx_ckpt_copy_file(tmp, t->src_paths[i], t->names[i]), done);
+    for (int i = 0; i < t->n_files; i++) LCX_TRY_GOTO(lcx_ckpt_copy_file(tmp, t->src_paths[i], t->src_flags, t->names[i]), done);
     lcx_ckpt_meta meta = {.model_config = t->config, .training_state = t->training_state, .tp = o->tp,
                           .cp = o->cp, .dp = o->dp, .kv_layout = kv_layout,
                           .tokenizer_files = (const char *const *)t->names, .n_tokenizer_files = t->n_files};
@@ -295,7 +290,7 @@ lcx_status cv_write_lcx(const cv_source *src, cv_item *items, size_t n, const cv
     free(tmp);
     tmp = NULL;
 done:
-    if (tmp) lcx_remove_flat_dir(tmp); /* nothing under the output name on failure */
+    if (tmp) lcx_out_remove_temp(tmp); /* nothing under the output name on failure */
     if (p.rank_json)
         for (int i = 0; i < nthreads; i++) json_decref(p.rank_json[i]);
     free(p.rank_json);
@@ -388,10 +383,11 @@ static lcx_status import_hf(const char *src, const char *out, const lcx_convert_
     for (size_t i = 0; i < nside; i++) {
         char *p = lcx_path_join(dir, lcx_hf_side_files[i]);
         LCX_FAIL_GOTO(!p, LCX_ERR_OOM, done, "out of memory");
-        if (!lcx_is_file(p)) {
-            free(p);
-            continue;
-        }
+        int present = 0;
+        st = lcx_optional_input(p, 0, &present); /* a FIFO or directory there is refused, not skipped */
+        if (st != LCX_OK || !present) free(p);
+        if (st != LCX_OK) goto done;
+        if (!present) continue;
         t.src_paths[t.n_files] = p;
         t.names[t.n_files] = strdup(lcx_hf_side_files[i]);
         LCX_FAIL_GOTO(!t.names[t.n_files], LCX_ERR_OOM, done, "out of memory");
@@ -461,7 +457,8 @@ lcx_status lcx_reshard(const char *src, const char *out, const lcx_convert_opts 
     lcx_status st = LCX_OK;
     int n = lcx_ckpt_tensor_count(ck), nf = lcx_ckpt_tokenizer_file_count(ck);
     cv_item *items = calloc((size_t)n + 1, sizeof *items);
-    cv_target t = {.out = out, .config = lcx_ckpt_model_config(ck), .training_state = lcx_ckpt_training_state(ck)};
+    cv_target t = {.out = out, .config = lcx_ckpt_model_config(ck), .training_state = lcx_ckpt_training_state(ck),
+                   .src_flags = LCX_IN_OWN};
     t.src_paths = calloc((size_t)nf + 1, sizeof *t.src_paths);
     t.names = calloc((size_t)nf + 1, sizeof *t.names);
     size_t ni = 0;

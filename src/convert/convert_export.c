@@ -10,6 +10,7 @@
 #include "src/convert/convert_internal.h"
 #include "formats/safetensors.h"
 #include "src/core/fileio.h"
+#include "src/core/outpath.h"
 #include "src/checkpoint/model_params.h"
 #include "src/checkpoint/source.h"
 
@@ -47,10 +48,10 @@ static void hf_release(void *user, size_t k) {
     lcx_source_release(ex->src);
 }
 
-static lcx_status copy_file(const char *from, const char *to) {
+static lcx_status copy_file(const char *from, int flags, const char *to) {
     char *buf = NULL;
     size_t len = 0;
-    LCX_TRY(lcx_read_file(from, (size_t)1 << 31, &buf, &len));
+    LCX_TRY(lcx_read_input(from, flags, (size_t)1 << 31, &buf, &len));
     lcx_status st = lcx_write_file_atomic(to, buf, len);
     free(buf);
     return st;
@@ -86,17 +87,10 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
         if (same && lcx_dtype_is_compute(list[0].dtype)) cfg->dtype = list[0].dtype;
     }
 
-    LCX_TRY_GOTO(cv_check_absent(out), done);
+    LCX_TRY_GOTO(lcx_out_absent(out), done);
     LCX_TRY_GOTO(cv_split_path(out, &parent, &base), done);
     LCX_FAIL_GOTO(!lcx_is_dir(parent), LCX_ERR_NOT_FOUND, done, "%s: directory does not exist", parent);
-    tmp = malloc(strlen(out) + 16);
-    LCX_FAIL_GOTO(!tmp, LCX_ERR_OOM, done, "out of memory");
-    sprintf(tmp, "%s.tmp-XXXXXX", out);
-    if (!mkdtemp(tmp)) {
-        free(tmp);
-        tmp = NULL;
-        LCX_FAIL_GOTO(1, LCX_ERR_IO, done, "%s: cannot create a temporary directory: %s", out, strerror(errno));
-    }
+    LCX_TRY_GOTO(lcx_out_temp_dir(out, &tmp), done);
 
     /* Shards as huggingface_hub splits them (see lcx_st_write_sharded), computed up front from the sizes. */
     uint64_t max_shard = o->shard_bytes ? o->shard_bytes : LCX_ST_DEFAULT_SHARD_BYTES;
@@ -180,22 +174,16 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
         if (strcmp(f, LCX_GGUF_TOKENIZER_FILE) == 0) continue; /* GGUF tokenizer KVs: only GGUF export uses them */
         free(path);
         path = lcx_path_join(tmp, f);
-        st = path ? copy_file(from, path) : lcx_fail(LCX_ERR_OOM, "out of memory");
+        st = path ? copy_file(from, s->form == LCX_SOURCE_LCX ? LCX_IN_OWN : 0, path)
+                  : lcx_fail(LCX_ERR_OOM, "out of memory");
         if (st != LCX_OK) goto done;
     }
-    /* mkdtemp made it 0700; give it the mode a plain mkdir would have */
-    mode_t um = umask(0);
-    umask(um);
-    LCX_FAIL_GOTO(chmod(tmp, 0777 & ~um) != 0, LCX_ERR_IO, done, "%s: chmod failed: %s", tmp, strerror(errno));
     LCX_TRY_GOTO(lcx_fsync_dir(tmp), done);
-    LCX_TRY_GOTO(cv_check_absent(out), done);
-    LCX_FAIL_GOTO(rename(tmp, out) != 0, LCX_ERR_IO, done, "%s: cannot rename %s into place: %s", out, tmp,
-                  strerror(errno));
+    LCX_TRY_GOTO(lcx_out_claim(tmp, out), done);
     free(tmp);
     tmp = NULL;
-    st = lcx_fsync_dir(parent);
 done:
-    if (tmp) lcx_remove_flat_dir(tmp);
+    if (tmp) lcx_out_remove_temp(tmp);
     free(ex_index);
     free(ex_dtype);
     free(part);

@@ -9,6 +9,7 @@
 #include "src/convert/convert_internal.h"
 #include "formats/gguf.h"
 #include "src/core/fileio.h"
+#include "src/core/outpath.h"
 #include "src/checkpoint/gguf_map.h"
 #include "src/checkpoint/model_params.h"
 #include "src/checkpoint/source.h"
@@ -184,10 +185,9 @@ lcx_status lcx_import_gguf_file(const char *src, const char *out, const lcx_conv
     cv_target t = {.out = out, .config = config};
     if (ntok) {
         LCX_TRY_GOTO(cv_split_path(out, &parent, &base), done);
-        tokpath = malloc(strlen(out) + 32);
+        tokpath = lcx_out_temp_name(out); /* a temporary like any other: a killed import's is swept */
         LCX_FAIL_GOTO(!tokpath, LCX_ERR_OOM, done, "out of memory");
-        sprintf(tokpath, "%s.tokenizer-%ld.gguf", out, (long)getpid());
-        LCX_TRY_GOTO(cv_check_absent(out), done);
+        LCX_TRY_GOTO(lcx_out_absent(out), done);
         LCX_TRY_GOTO(lcx_gguf_writer_write(tw, tokpath), done);
         tok_written = 1;
         tokname = strdup(LCX_GGUF_TOKENIZER_FILE);
@@ -302,7 +302,7 @@ lcx_status lcx_export_gguf(const char *src, const char *out, const lcx_convert_o
                   "GGUF export: %s rope has no llama.cpp equivalent (re-extend with yarn, pi or llama3 first)",
                   lcx_rope_type_name(plan.type));
     n = tab.n;
-    LCX_TRY_GOTO(cv_check_absent(out), done);
+    LCX_TRY_GOTO(lcx_out_absent(out), done);
 
     LCX_TRY_GOTO(lcx_gguf_writer_init(&w, 0), done);
     LCX_TRY_GOTO(lcx_gguf_writer_add_str(w, "general.architecture", ga), done);

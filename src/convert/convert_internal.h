@@ -38,6 +38,7 @@ typedef struct cv_target {
     const json_t *training_state;
     int n_files;                   /* files copied in: src_paths[i] -> names[i] */
     char **src_paths, **names;
+    int src_flags;                 /* how src_paths are opened: LCX_IN_OWN for an .lcx's files */
 } cv_target;
 
 /* Write items from src into t->out in layout o->tp x o->cp x o->dp with a thread pool. */
@@ -50,8 +51,6 @@ lcx_status cv_config_from_json(const json_t *j, const char *label, lcx_model_con
 void cv_tp_dims(const lcx_model_config *cfg, lcx_tp_dims *d);
 /* Split a path into a heap dirname and basename; fails for an empty base. */
 lcx_status cv_split_path(const char *path, char **parent, char **base);
-/* Fail (LCX_ERR_INVALID) if path exists. */
-lcx_status cv_check_absent(const char *path);
 void cv_items_free(cv_item *items, size_t n);
 
 /* GGUF export: add tokenizer.ggml.* KVs (model, pre, tokens, token_type, merges, add_bos/eos_token) built from the

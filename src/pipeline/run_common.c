@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "formats/lcx.h"
 #include "formats/tokdata.h"
@@ -17,7 +18,8 @@
 
 int lcx_tool_is_lcx(const char *path) {
     char *m = lcx_path_join(path, LCX_CKPT_MANIFEST);
-    int r = m && lcx_is_dir(path) && lcx_is_file(m);
+    struct stat sb; /* anything named manifest.json: the .lcx reader refuses a FIFO or link there by name */
+    int r = m && lcx_is_dir(path) && lstat(m, &sb) == 0;
     free(m);
     return r;
 }

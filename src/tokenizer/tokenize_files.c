@@ -213,7 +213,7 @@ lcx_status lcx_tokenize_files(const lcx_tokenize_options *o, const lcx_reporter 
     }
     source src = {maps, is_jsonl, o->n_inputs, o->blank_line_split, 0, 0, 0, 0};
 
-    LCX_TRY_GOTO(lcx_tokdata_writer_open(&w, o->output, dtype), out);
+    LCX_TRY_GOTO(lcx_tokdata_writer_create(&w, o->output, dtype), out);
     encs = calloc((size_t)nthreads, sizeof *encs);
     ids = calloc(batch_cap, sizeof *ids);
     sts = calloc(batch_cap, sizeof *sts);

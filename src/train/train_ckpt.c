@@ -8,6 +8,7 @@
 
 #include "formats/hf_config.h"
 #include "formats/lcx.h"
+#include "src/core/outpath.h"
 #include "src/model/model_state.h"
 #include "src/train/train.h"
 
@@ -280,7 +281,7 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
         if (!tok) st = lcx_fail(LCX_ERR_OOM, "out of memory");
         for (int i = 0; st == LCX_OK && i < ctx->n_tokenizer; i++) {
             tok[i] = base_name(ctx->tokenizer_paths[i]);
-            st = lcx_ckpt_copy_file(tmp, ctx->tokenizer_paths[i], tok[i]);
+            st = lcx_ckpt_copy_file(tmp, ctx->tokenizer_paths[i], 0, tok[i]);
         }
         if (st == LCX_OK) {
             tstate = state_json(m, ctx, state, stage);
@@ -314,6 +315,10 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
     final = NULL;
 done:
     if (st != LCX_OK) lcx_fail_context(st, "saving checkpoint %s/%s (rank %d): ", parent, name, me);
+    /* A failed save (a full disk) must not keep its space: rank 0 created the temporary and removes it once every
+     * rank has passed the outcome (after a failed commit it may already be the checkpoint: then this does
+     * nothing). */
+    if (st != LCX_OK && tmp && me == 0) lcx_out_remove_temp(tmp);
     for (int r = 0; lists && r < W; r++) json_decref(lists[r]);
     free(lists);
     json_decref(tstate);

@@ -23,6 +23,7 @@ FX="$LCX_SRC/tests/fixtures/tokenizer"
 cp "$FX/cli_input.txt" "$tmp/in.txt"
 printf '\n\nIn 1611, 12345 men said: "I'"'"'LL go" - don'"'"'t they?\n\n  x  \t y <|end_of_text|> caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac 99\n' >>"$tmp/in.txt"
 same_ids() { # same_ids TOKENIZER_A TOKENIZER_B: tokenize in.txt with both, compare the datasets
+    rm -f "$tmp"/[ab].bin "$tmp"/[ab].idx # tokenize never overwrites
     "$LCEXTEND" tokenize --tokenizer "$1" --input "$tmp/in.txt" --split blank-line --output "$tmp/a" --quiet &&
         "$LCEXTEND" tokenize --tokenizer "$2" --input "$tmp/in.txt" --split blank-line --output "$tmp/b" --quiet &&
         cmp -s "$tmp/a.bin" "$tmp/b.bin" && cmp -s "$tmp/a.idx" "$tmp/b.idx" && [ -s "$tmp/a.bin" ]

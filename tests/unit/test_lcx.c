@@ -152,7 +152,7 @@ static void write_layout(const char *parent, const char *name, int tp, int cp, c
     }
     char tokpath[300];
     snprintf(tokpath, sizeof tokpath, "%s/tokenizer.json", workdir);
-    CHECK_OK(lcx_ckpt_copy_file(tmp, tokpath, "tokenizer.json"));
+    CHECK_OK(lcx_ckpt_copy_file(tmp, tokpath, 0, "tokenizer.json"));
     const char *tok[] = {"tokenizer.json"};
     json_t *state = json_pack("{s:i, s:i, s:[i,i]}", "step", 100 * tp + cp, "tokens", 4096, "rng", 1, 2);
     lcx_ckpt_meta meta = {.model_config = model_config, .training_state = state, .tp = tp, .cp = cp, .dp = 1,

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "formats/gguf.h"
 #include "src/tokenizer/tokenizer.h"
@@ -16,6 +17,7 @@ enum {
 
 /* The vocabulary of test_gguf_llama_by_hand, as a GGUF file, with one defect `mut`. */
 static lcx_status write_vocab(const char *path, int mut) {
+    unlink(path); /* the GGUF writer never replaces: a rerun of this test starts from no file */
     static const char *toks[] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "ab", "\xE2\x96\x81" "a",
                                  "\xE2\x96\x81" "ab"};
     float scores[] = {0, 0, 0, -1, -2, -3, -4, -5, -6};

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The inputs and outputs rules (docs/reliability.md "Inputs and outputs"), as the commands keep them: a FIFO or a
+# symlink inside an .lcx is refused at once (no hang, no leak), a Hugging Face cache directory of symlinks still
+# loads, odd tokenizer_files entries are refused, nothing at --out is ever replaced (not even what appears during a
+# run, not by a concurrent run), tokenize refuses existing outputs, and a killed run's temporaries go with the next.
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+check_shows_err=1
+tiny="$LCX_SRC/recipes/tiny/model"
+litter() { compgen -G "$1.tmp-*" >/dev/null; } # litter OUT: some OUT.tmp-* exists
+no_litter() { ! litter "$1"; }
+# fast_one_line_error WHAT CMD...: lcextend CMD fails within 10 s with one line on stderr
+fast_one_line_error() {
+    local what=$1; shift
+    timeout 10 "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"
+    check "$what: no hang (rc $(rc))" [ "$(rc)" -ne 124 ]
+    check "$what: fails" [ "$(rc)" -ne 0 ]
+    check "$what: one-line error" one_line_err
+}
+
+run import "$tiny" --out "$tmp/a.lcx"
+check "import the tiny model" [ "$(rc)" -eq 0 ]
+
+# ---- inputs -------------------------------------------------------------------------------------------------
+mkdir "$tmp/fifo.lcx" && mkfifo "$tmp/fifo.lcx/manifest.json"
+for c in "verify $tmp/fifo.lcx" "export $tmp/fifo.lcx --format hf --out $tmp/fx" "reshard $tmp/fifo.lcx --out $tmp/fr"; do
+    # shellcheck disable=SC2086
+    fast_one_line_error "FIFO manifest: $c" $c
+    check "FIFO manifest: $c: names the manifest" grep -q "manifest.json: not a regular file" "$tmp/err"
+done
+check "FIFO manifest: no output" [ ! -e "$tmp/fx" ] && [ ! -e "$tmp/fr" ]
+
+# A symlinked tokenizer.json or data file: refused by every reader, the target never copied out.
+echo '{"secret": 1}' >"$tmp/secret.json"
+cp -r "$tmp/a.lcx" "$tmp/tok.lcx" && ln -sf "$tmp/secret.json" "$tmp/tok.lcx/tokenizer.json"
+cp -r "$tmp/a.lcx" "$tmp/data.lcx" && mv "$tmp/data.lcx/data-0.bin" "$tmp/outside.bin" &&
+    ln -s "$tmp/outside.bin" "$tmp/data.lcx/data-0.bin"
+for ck in tok data; do
+    fast_one_line_error "symlinked $ck file: verify" verify "$tmp/$ck.lcx"
+    check "symlinked $ck file: verify says symlink" grep -q "is a symlink" "$tmp/err"
+    fast_one_line_error "symlinked $ck file: export hf" export "$tmp/$ck.lcx" --format hf --out "$tmp/$ck.hf"
+    fast_one_line_error "symlinked $ck file: export gguf" export "$tmp/$ck.lcx" --format gguf --out "$tmp/$ck.gguf"
+    fast_one_line_error "symlinked $ck file: reshard" reshard "$tmp/$ck.lcx" --out "$tmp/$ck.r.lcx"
+    check "symlinked $ck file: nothing written" [ ! -e "$tmp/$ck.hf" ] && [ ! -e "$tmp/$ck.gguf" ] &&
+        [ ! -e "$tmp/$ck.r.lcx" ]
+done
+
+# tokenizer_files naming the manifest, a data file or a file twice
+for odd in manifest.json data-0.bin tokenizer.json; do
+    cp -r "$tmp/a.lcx" "$tmp/odd.lcx"
+    python3 -c "import json,sys; p=sys.argv[1]; j=json.load(open(p)); j['tokenizer_files'].append(sys.argv[2]); json.dump(j, open(p, 'w'))" \
+        "$tmp/odd.lcx/manifest.json" "$odd"
+    fast_one_line_error "tokenizer_files + $odd: verify" verify "$tmp/odd.lcx"
+    check "tokenizer_files + $odd: names it" grep -q "$odd" "$tmp/err"
+    fast_one_line_error "tokenizer_files + $odd: export" export "$tmp/odd.lcx" --format hf --out "$tmp/odd.hf"
+    fast_one_line_error "tokenizer_files + $odd: reshard" reshard "$tmp/odd.lcx" --out "$tmp/odd.r.lcx"
+    check "tokenizer_files + $odd: nothing written" [ ! -e "$tmp/odd.hf" ] && [ ! -e "$tmp/odd.r.lcx" ]
+    rm -rf "$tmp/odd.lcx"
+done
+
+# The Hugging Face cache layout: snapshots/<rev>/FILE -> ../../blobs/<hash>. Still loads; a link to a FIFO does not hang.
+hub="$tmp/hub/models--tiny"
+mkdir -p "$hub/blobs" "$hub/snapshots/rev1"
+for f in "$tiny"/*; do
+    h=$(sha256sum "$f" | cut -c1-40)
+    cp "$f" "$hub/blobs/$h"
+    ln -s "../../blobs/$h" "$hub/snapshots/rev1/$(basename "$f")"
+done
+run import "$hub/snapshots/rev1" --out "$tmp/hub.lcx"
+check "HF cache layout (symlinks to blobs): import (rc $(rc))" [ "$(rc)" -eq 0 ]
+run verify "$tmp/hub.lcx"
+check "HF cache layout: the import verifies" [ "$(rc)" -eq 0 ]
+check "HF cache layout: the import holds files, not links" [ -z "$(find "$tmp/hub.lcx" -type l)" ]
+run export "$hub/snapshots/rev1" --format gguf --out "$tmp/hub.gguf"
+check "HF cache layout: export gguf (rc $(rc))" [ "$(rc)" -eq 0 ]
+mkfifo "$hub/blobs/fifo" && ln -sf ../../blobs/fifo "$hub/snapshots/rev1/tokenizer.json"
+fast_one_line_error "HF link to a FIFO: import" import "$hub/snapshots/rev1" --out "$tmp/hubfifo.lcx"
+check "HF link to a FIFO: not a regular file" grep -q "not a regular file" "$tmp/err"
+
+# ---- outputs ------------------------------------------------------------------------------------------------
+# Two concurrent exports to one path: exactly one wins, the other says so, the file is whole.
+for round in 1 2 3 4 5; do
+    o="$tmp/race$round.gguf"
+    "$LCEXTEND" export "$tmp/a.lcx" --format gguf --out "$o" >/dev/null 2>"$tmp/e1" & p1=$!
+    "$LCEXTEND" export "$tmp/a.lcx" --format gguf --out "$o" >/dev/null 2>"$tmp/e2" & p2=$!
+    wait $p1; r1=$?; wait $p2; r2=$?
+    check "race $round: exactly one export wins (rc $r1 $r2)" [ $((r1 == 0)) -ne $((r2 == 0)) ]
+    check "race $round: the loser says the path exists" grep -q "already exists" "$tmp/e1" "$tmp/e2"
+    check "race $round: no temporaries" no_litter "$o"
+done
+run export "$tmp/a.lcx" --format gguf --out "$tmp/ref.gguf"
+check "race: the winner's file equals a lone export" cmp -s "$tmp/race1.gguf" "$tmp/ref.gguf"
+
+# Something at --out (file, dangling symlink, directory) is never replaced or followed.
+echo keep >"$tmp/keep"
+ln -s "$tmp/nowhere" "$tmp/dangling.gguf"
+ln -s "$tmp/keep" "$tmp/link.gguf"
+mkdir "$tmp/dir.out"
+for o in keep dangling.gguf link.gguf dir.out; do
+    fast_one_line_error "existing --out $o: export gguf" export "$tmp/a.lcx" --format gguf --out "$tmp/$o"
+    fast_one_line_error "existing --out $o: export hf" export "$tmp/a.lcx" --format hf --out "$tmp/$o"
+    fast_one_line_error "existing --out $o: reshard" reshard "$tmp/a.lcx" --out "$tmp/$o"
+done
+check "existing --out: the file is untouched" [ "$(cat "$tmp/keep")" = keep ]
+check "existing --out: nothing created through the dangling link" [ ! -e "$tmp/nowhere" ]
+
+# A file appearing at --out while the command runs (created the moment its temporary shows): refused, kept.
+caught=0
+for trial in $(seq 1 20); do
+    o="$tmp/appear$trial.lcx"
+    "$LCEXTEND" reshard "$tmp/a.lcx" --out "$o" --max-memory 1 --threads 1 >/dev/null 2>"$tmp/err" & pid=$!
+    while kill -0 $pid 2>/dev/null && ! litter "$o"; do :; done
+    if (set -C; echo mine >"$o") 2>/dev/null; then
+        wait $pid; r=$?
+        if litter "$o" || [ $r -ne 0 ]; then # the run had not finished when the file appeared
+            caught=$((caught + 1))
+            check "appearing --out: reshard fails (rc $r)" [ $r -ne 0 ]
+            check "appearing --out: says it exists" grep -q "already exists" "$tmp/err"
+            check "appearing --out: the file is kept" [ "$(cat "$o")" = mine ]
+        fi
+    else
+        wait $pid
+    fi
+    check "appearing --out: no temporaries" no_litter "$o"
+    [ $caught -ge 2 ] && break
+done
+check "appearing --out: a file appeared mid-run at least once in 20 trials" [ $caught -ge 1 ]
+
+# tokenize refuses an existing PREFIX.bin or PREFIX.idx (or a symlink there) and writes nothing.
+printf 'hello world\n\nsecond document\n' >"$tmp/in.txt"
+for ext in bin idx; do
+    for kind in file link; do
+        rm -f "$tmp/ds".*
+        if [ $kind = file ]; then echo keep >"$tmp/ds.$ext"; else ln -s "$tmp/keep" "$tmp/ds.$ext"; fi
+        fast_one_line_error "tokenize over a $kind at PREFIX.$ext" tokenize --tokenizer "$tiny/tokenizer.json" \
+            --input "$tmp/in.txt" --split blank-line --output "$tmp/ds"
+        check "tokenize over a $kind at PREFIX.$ext: says it exists" grep -q "already exists" "$tmp/err"
+        check "tokenize over a $kind at PREFIX.$ext: kept" [ "$(cat "$tmp/ds.$ext")" = keep ]
+        check "tokenize over a $kind at PREFIX.$ext: no other output" [ "$(ls "$tmp"/ds.* | wc -l)" -eq 1 ]
+    done
+done
+check "tokenize: the linked file is untouched" [ "$(cat "$tmp/keep")" = keep ]
+
+# kill -9 mid-run leaves OUT.tmp-*; the next run to the same --out removes it (its owner is gone).
+for c in reshard export; do
+    killed=0
+    for trial in $(seq 1 20); do
+        o="$tmp/killed-$c$trial"
+        if [ $c = reshard ]; then
+            "$LCEXTEND" reshard "$tmp/a.lcx" --out "$o" --max-memory 1 --threads 1 >/dev/null 2>&1 & pid=$!
+        else
+            "$LCEXTEND" export "$tmp/a.lcx" --format hf --out "$o" >/dev/null 2>&1 & pid=$!
+        fi
+        while kill -0 $pid 2>/dev/null && ! litter "$o"; do :; done
+        kill -9 $pid 2>/dev/null
+        wait $pid 2>/dev/null
+        litter "$o" || continue
+        killed=$((killed + 1))
+        rm -rf "$o" # a kill after the claim leaves a whole output: start again either way
+        if [ $c = reshard ]; then run reshard "$tmp/a.lcx" --out "$o"; else run export "$tmp/a.lcx" --format hf --out "$o"; fi
+        check "kill -9 during $c, then a rerun: rerun ok (rc $(rc))" [ "$(rc)" -eq 0 ]
+        check "kill -9 during $c, then a rerun: no OUT.tmp-* left" no_litter "$o"
+        [ $killed -ge 2 ] && break
+    done
+    check "kill -9 during $c: a kill landed mid-run at least once in 20 trials" [ $killed -ge 1 ]
+done
+
+echo "io_safety: $([ $fail = 0 ] && echo ok || echo FAILED)"
+exit $fail
