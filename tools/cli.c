@@ -299,12 +299,6 @@ int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out
     lcx_status st = lcx_comm_world_init(&out->world);
     if (st != LCX_OK) return lcx_cli_report(cmd, st);
     const int rank0 = out->world->rank == 0, world = out->world->size;
-    if (tp > 1 && strcmp(cmd, "train") != 0) {
-        if (rank0)
-            fprintf(stderr, "lcextend %s: tensor parallelism (--tp > 1) does not run in training yet (data and "
-                            "context parallelism do, --dp and --cp; lcextend plan can plan it)\n", cmd);
-        goto fail; /* before the mesh: the clearer message */
-    }
     if (dp == 0) {
         if (world % (tp * cp) != 0) {
             if (rank0) fprintf(stderr, "lcextend %s: --tp %d x --cp %d does not divide the world of %d ranks\n",
