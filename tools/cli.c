@@ -299,12 +299,6 @@ int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out
     lcx_status st = lcx_comm_world_init(&out->world);
     if (st != LCX_OK) return lcx_cli_report(cmd, st);
     const int rank0 = out->world->rank == 0, world = out->world->size;
-    if (tp > 1) {
-        if (rank0)
-            fprintf(stderr, "lcextend %s: tensor parallelism (--tp > 1) does not run in training yet (data and "
-                            "context parallelism do, --dp and --cp; lcextend plan can plan it)\n", cmd);
-        goto fail; /* before the mesh: the clearer message */
-    }
     if (dp == 0) {
         if (world % (tp * cp) != 0) {
             if (rank0) fprintf(stderr, "lcextend %s: --tp %d x --cp %d does not divide the world of %d ranks\n",
@@ -326,6 +320,8 @@ int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out
     out->dp_size = dp;
     out->cp_rank = g.coord.c;
     out->cp_size = cp;
+    out->tp_rank = g.coord.t;
+    out->tp_size = tp;
     return LCX_CLI_RUN;
 fail:
     mesh_free(out);
@@ -340,6 +336,14 @@ lcx_comm *lcx_cli_mesh_grad(const lcx_cli_mesh *mm) {
 
 lcx_comm *lcx_cli_mesh_cp(const lcx_cli_mesh *mm) {
     return mm->world && mm->cp_size > 1 ? mm->group[LCX_GROUP_CP] : NULL;
+}
+
+lcx_comm *lcx_cli_mesh_tp(const lcx_cli_mesh *mm) {
+    return mm->world && mm->tp_size > 1 ? mm->group[LCX_GROUP_TP] : NULL;
+}
+
+lcx_comm *lcx_cli_mesh_world(const lcx_cli_mesh *mm) {
+    return mm->world && mm->world->size > 1 ? mm->world : NULL;
 }
 
 int lcx_cli_mesh_close(const char *cmd, lcx_cli_mesh *mm, lcx_status st) {

@@ -172,8 +172,8 @@ lcx_status lcx_cli_flush_stdout(void);
 
 /* ---- the mesh of a training command (docs/parallel.md "Data parallelism") ----------------------------------
  * lcx_cli_mesh_open: the world from the launcher (lcx_comm_world_init, once), the TP x CP x DP mesh (dp 0: the
- * world / (tp * cp)) and its groups, checked before any work; TP above 1 refused (it does not run in training
- * yet; both training commands run CP and DP). Each problem is one line printed by rank 0 only. Returns
+ * world / (tp * cp)) and its groups, checked before any work (both training commands run TP, CP and DP; the
+ * model's heads against TP are the pipeline's check). Each problem is one line printed by rank 0 only. Returns
  * LCX_CLI_RUN, or the exit code.
  * lcx_cli_mesh_close: every rank learns the run's outcome (an all-reduce over the world); the lowest failing
  * rank prints its error line; the groups and the world are freed (MPI finalised). Returns the exit code. */
@@ -183,6 +183,7 @@ typedef struct lcx_cli_mesh {
     lcx_comm *group[4];       /* the lcx_comm_groups communicators (TP, CP, DP, GRAD) */
     int dp_rank, dp_size;
     int cp_rank, cp_size;
+    int tp_rank, tp_size;
 } lcx_cli_mesh;
 int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out);
 int lcx_cli_mesh_close(const char *cmd, lcx_cli_mesh *mm, lcx_status st);
@@ -190,5 +191,9 @@ int lcx_cli_mesh_close(const char *cmd, lcx_cli_mesh *mm, lcx_status st);
 lcx_comm *lcx_cli_mesh_grad(const lcx_cli_mesh *mm);
 /* The context-parallel group of an open mesh, NULL when CP is 1. */
 lcx_comm *lcx_cli_mesh_cp(const lcx_cli_mesh *mm);
+/* The tensor-parallel group of an open mesh, NULL when TP is 1. */
+lcx_comm *lcx_cli_mesh_tp(const lcx_cli_mesh *mm);
+/* The whole job of an open mesh, NULL when it is one rank. */
+lcx_comm *lcx_cli_mesh_world(const lcx_cli_mesh *mm);
 
 #endif

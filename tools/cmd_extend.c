@@ -59,7 +59,10 @@ static void help(void) {
            "                       (and passkey) on rank 0 alone\n"
            "  --zero1              shard the AdamW moments over the C x D ranks (ZeRO-1): each holds 1/(CD) of them;\n"
            "                       the same numbers as without it; every rank writes its checkpoint pieces\n"
-           "  --tp T               tensor-parallel size (default 1): planned with --dry-run, refused for training.\n"
+           "  --tp T               tensor-parallel ranks (default 1): every stage's model holds 1/T of the heads,\n"
+           "                       the MLP and the vocabulary on each rank (T divides the query heads and the MLP;\n"
+           "                       KV heads fewer than T are replicated); the stage evaluations run on every TP\n"
+           "                       rank of them; the export reads the whole tensors from the final checkpoint.\n"
            "                       The mesh must match the world: mpirun -np TxCxD\n"
            "\n"
            "examples:\n"
@@ -159,6 +162,10 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.cp_rank = mesh.cp_rank;
     o.cp_size = mesh.cp_size;
     o.zero1 = zero1;
+    o.world = lcx_cli_mesh_world(&mesh);
+    o.tp_comm = lcx_cli_mesh_tp(&mesh);
+    o.tp_rank = mesh.tp_rank;
+    o.tp_size = mesh.tp_size;
     /* --quiet silences training's step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, 0);

@@ -57,14 +57,17 @@ static void help(void) {
            "                       sequence (--seq a multiple of 2 C); C x D ranks train on the same sequences as D\n"
            "  --zero1              shard the AdamW moments over the C x D ranks (ZeRO-1): each holds 1/(C x D)\n"
            "                       of them; the same numbers as without it; every rank writes its checkpoint pieces\n"
-           "  --tp T               tensor parallel size (default 1; above 1 refused: not in training yet)\n"
+           "  --tp T               tensor-parallel ranks (default 1): each holds 1/T of the heads, the MLP and the\n"
+           "                       vocabulary (T divides the query heads and the MLP; KV heads fewer than T are\n"
+           "                       replicated); the same numbers as one process; checkpoints load in any layout.\n"
            "                       The mesh must match the world: mpirun -np (T x C x D)\n"
            "\n"
            "examples:\n"
            "  lcextend train --config tiny.json --data corpus --seq 256 --steps 500 --lr 1e-3 --out run --export-hf tiny\n"
            "  lcextend train tests/fixtures/models/llama_gqa --ids ids.txt --seq 32 --steps 6 --out run --save-every 3\n"
            "  mpirun -np 2 lcextend train --config tiny.json --data corpus --seq 256 --steps 500 --out run --dp 2\n"
-           "  mpirun -np 4 lcextend train --config tiny.json --data corpus --seq 4096 --steps 500 --out r --cp 2\n");
+           "  mpirun -np 4 lcextend train --config tiny.json --data corpus --seq 4096 --steps 500 --out r --cp 2\n"
+           "  mpirun -np 4 lcextend train --config tiny.json --data corpus --seq 4096 --steps 500 --out r --tp 2 --cp 2\n");
 }
 
 #define MAX_TOK 16
@@ -163,6 +166,10 @@ int lcx_cmd_train(int argc, char **argv) {
     o.cp_rank = mesh.cp_rank;
     o.cp_size = mesh.cp_size;
     o.zero1 = zero1;
+    o.world = lcx_cli_mesh_world(&mesh);
+    o.tp_comm = lcx_cli_mesh_tp(&mesh);
+    o.tp_rank = mesh.tp_rank;
+    o.tp_size = mesh.tp_size;
     /* --quiet silences the step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, 0);

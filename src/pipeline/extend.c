@@ -62,12 +62,12 @@ static lcx_status check_ids(const char *ids, int64_t vocab) {
     return LCX_OK;
 }
 
-/* The TP x CP x DP mesh (TP 1) against the model and every stage's sequence length (lcx_comm_check_mesh; the
+/* The TP x CP x DP mesh against the model and every stage's sequence length (lcx_comm_check_mesh; the
  * recipe parser and the plan already refuse explicit stage lengths that 2 x CP does not divide). */
 static lcx_status check_mesh(const extend_job *job) {
     const lcx_extend_options *o = job->o;
     lcx_mesh mesh;
-    LCX_TRY(lcx_mesh_init(&mesh, 1, job->cp, job->g ? o->dp_size : 1));
+    LCX_TRY(lcx_mesh_init(&mesh, job->tp, job->cp, job->g ? o->dp_size : 1));
     const lcx_model_config *c = &job->cfg;
     lcx_tp_dims dims = {.nh = c->num_attention_heads, .ng = c->num_key_value_heads, .d = c->head_dim,
                         .H = c->hidden_size, .F = c->intermediate_size, .V = c->vocab_size};
@@ -75,8 +75,10 @@ static lcx_status check_mesh(const extend_job *job) {
         const lcx_plan_stage *ps = &job->plan->stages[i];
         lcx_status st = lcx_comm_check_mesh(&mesh, &dims, ps->seq_len);
         if (st != LCX_OK)
-            return lcx_fail_context(st, "stage %d/%d (seq %lld, cp %d): ", i + 1, job->plan->n_stages,
-                                    (long long)ps->seq_len, job->cp);
+            return job->tp > 1 ? lcx_fail_context(st, "stage %d/%d (seq %lld, tp %d, cp %d): ", i + 1,
+                                                  job->plan->n_stages, (long long)ps->seq_len, job->tp, job->cp)
+                               : lcx_fail_context(st, "stage %d/%d (seq %lld, cp %d): ", i + 1, job->plan->n_stages,
+                                                  (long long)ps->seq_len, job->cp);
     }
     return LCX_OK;
 }
@@ -269,8 +271,8 @@ done:
 }
 
 lcx_status extend_sync(extend_job *job, lcx_status st) {
-    if (!job->g || job->synced) return st;
-    st = lcx_tool_agree(job->g, st);
+    if (!job->all || job->synced) return st;
+    st = lcx_tool_agree(job->all, st);
     if (st != LCX_OK) job->synced = 1;
     return st;
 }
@@ -306,7 +308,7 @@ static lcx_status run(extend_job *job) {
             job->load_from = job->peer_saved;
         }
         int64_t intr = lcx_train_interrupted();
-        if (job->g) LCX_TRY(lcx_comm_all_reduce(job->g, NULL, &intr, &intr, 1, LCX_I64, LCX_COMM_MAX));
+        if (job->all) LCX_TRY(lcx_comm_all_reduce(job->all, NULL, &intr, &intr, 1, LCX_I64, LCX_COMM_MAX));
         if (intr && i + 1 < p->n_stages) /* Ctrl-C during the evaluation: stop here */
             return lcx_fail(LCX_ERR_INTERRUPTED, "interrupted after stage %d; saved %s (continue with --resume)", i + 1,
                             job->state.saved);
@@ -354,7 +356,10 @@ lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
     memset(&job, 0, sizeof job);
     job.o = o;
     job.g = o->grad && o->grad->size > 1 ? o->grad : NULL;
-    job.lead = !job.g || job.g->rank == 0;
+    job.all = o->world && o->world->size > 1 ? o->world : job.g;
+    job.lead = !job.all || job.all->rank == 0;
+    job.tpc = o->tp_comm && o->tp_size > 1 ? o->tp_comm : NULL;
+    job.tp = job.tpc ? o->tp_size : 1;
     job.cpc = o->cp_comm && o->cp_size > 1 ? o->cp_comm : NULL;
     job.cp = job.cpc ? o->cp_size : 1;
     job.cp_rank = job.cpc ? o->cp_rank : 0;
@@ -374,6 +379,15 @@ lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
                   job.cpc->rank, job.cpc->size);
     LCX_FAIL_GOTO(job.cpc && !job.g, LCX_ERR_INVALID, done,
                   "extend: context parallelism needs the gradient group (CP x DP)");
+    LCX_FAIL_GOTO(job.tpc && (job.tpc->size != job.tp || job.tpc->rank != o->tp_rank || !job.all ||
+                              job.all->size != job.tp * (job.g ? job.g->size : 1)),
+                  LCX_ERR_INVALID, done,
+                  "extend: TP rank %d of %d does not match the TP group's rank %d of %d and a world of %d ranks "
+                  "(TP x the gradient group's %d)",
+                  o->tp_rank, job.tp, job.tpc->rank, job.tpc->size, job.all ? job.all->size : 1,
+                  job.g ? job.g->size : 1);
+    LCX_FAIL_GOTO(!o->dry_run && o->plan.tp != job.tp, LCX_ERR_INVALID, done,
+                  "extend: the plan's tp %lld is not the TP group's size %d", (long long)o->plan.tp, job.tp);
     LCX_FAIL_GOTO(!o->dry_run && o->plan.cp != job.cp, LCX_ERR_INVALID, done,
                   "extend: the plan's cp %lld is not the CP group's size %d", (long long)o->plan.cp, job.cp);
     if (job.g)

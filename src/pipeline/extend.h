@@ -78,6 +78,15 @@ typedef struct lcx_extend_options {
     struct lcx_comm *cp_comm;
     int cp_rank, cp_size;
     int zero1;             /* ZeRO-1: AdamW moments sharded over grad (lcx_train_run_options.zero1) */
+    /* Tensor parallelism (TP x CP x DP, as lcx_train_run_options): world is the whole job (NULL or one rank:
+     * grad is the job), tp_comm the TP group (NULL or tp_size 0/1: none), plan.tp = tp_size; grad is then the
+     * GRAD group of this rank's TP coordinate. Rank 0 of world is the lead; the agreement points are over world;
+     * every stage's model holds this rank's TP slices; the stage evaluations run on every TP rank of the CP ranks
+     * of DP rank 0; the before/after evaluation, the passkey test and the export stay on the lead (one-rank
+     * forward-only model, whole tensors read from the checkpoint). */
+    struct lcx_comm *world;
+    struct lcx_comm *tp_comm;
+    int tp_rank, tp_size;
 } lcx_extend_options;
 
 /* The defaults of `lcextend CKPT --to N` without flags (ckpt, plan.target and data/ids still to fill). */

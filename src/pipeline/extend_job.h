@@ -43,7 +43,8 @@ typedef struct extend_job {
     const char *load_from;   /* the checkpoint the next stage starts from */
     /* data parallelism (lcx_extend_options.grad) */
     lcx_comm *g;             /* the gradient group when it has more than one rank, else NULL */
-    int lead;                /* rank 0 of g (or no g): checks, writes, evaluates, exports, reports */
+    lcx_comm *all;           /* every rank of the job: the world when given (TP > 1), else g */
+    int lead;                /* rank 0 of all (or no all): checks, writes, evaluates, exports, reports */
     int synced;              /* a failure already went through an agreement point: no more collectives */
     const lcx_reporter *all_r; /* the caller's reporter, for a fatal message from any rank */
     lcx_reporter lead_r;     /* r on the lead, silent elsewhere */
@@ -51,6 +52,9 @@ typedef struct extend_job {
     /* context parallelism (lcx_extend_options.cp_comm) */
     lcx_comm *cpc;           /* the CP group when CP > 1, else NULL */
     int cp, cp_rank;         /* its size (1: none) and this rank's place in it */
+    /* tensor parallelism (lcx_extend_options.tp_comm) */
+    lcx_comm *tpc;           /* the TP group when TP > 1, else NULL */
+    int tp;                  /* its size (1: none) */
 } extend_job;
 
 /* extend.c */

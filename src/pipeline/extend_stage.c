@@ -118,6 +118,7 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
         if (w > mo.max_tokens && job->o->eval_data) mo.max_tokens = w;
     }
     mo.cp_comm = job->cpc;
+    mo.tp_comm = job->tpc;
     mo.training = 1;
     mo.policy = LCX_ACT_KEEP;
     mo.layer_policy = ps->activation;
@@ -141,8 +142,8 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
 }
 
 /* The stage's own evaluation at its eval lengths (the last stage's is part of the after-evaluation): the
- * perplexities on the CP ranks of DP rank 0 (every window over the ring; one rank without CP), recorded by the
- * lead. */
+ * perplexities on the CP ranks of DP rank 0 (every window over the ring; one rank without CP) and every TP rank
+ * of those (the training model's forward over TP), recorded by the lead. */
 static lcx_status stage_eval(extend_job *job, int i) {
     const lcx_plan_stage *ps = &job->plan->stages[i];
     int64_t lens[LCX_RECIPE_MAX_EVAL];
@@ -158,12 +159,12 @@ static lcx_status stage_eval(extend_job *job, int i) {
     pc.short_docs = LCX_PPL_SHORT_SKIP;
     lcx_train_cp_scorer sc = {job->m, job->cp_rank, job->cp};
     lcx_status st = lcx_ppl_eval(&pc, job->docs, job->n_docs, lcx_train_window_score_cp, &sc, res);
-    if (job->cpc && st != LCX_OK) {
-        /* the other CP ranks may be waiting in this window's ring: the job ends here */
+    if ((job->cpc || job->tpc) && st != LCX_OK) {
+        /* the other CP or TP ranks may be waiting in this window's ring or collectives: the job ends here */
         char msg[600];
-        snprintf(msg, sizeof msg, "stage %d evaluation: rank %d: %s: %s", i + 1, job->g->rank, lcx_status_name(st),
+        snprintf(msg, sizeof msg, "stage %d evaluation: rank %d: %s: %s", i + 1, job->all->rank, lcx_status_name(st),
                  lcx_last_error());
-        lcx_comm_abort(job->g, job->all_r, 1, msg);
+        lcx_comm_abort(job->all, job->all_r, 1, msg);
     }
     LCX_TRY(st);
     if (!job->lead) return LCX_OK;
@@ -179,9 +180,10 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     lcx_model_free(job->m);
     job->m = NULL;
     LCX_TRY(stage_model(job, i, first));
-    char cp_text[64] = "";
+    char cp_text[96] = "";
     if (job->cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", job->cp,
                            (long long)(ps->seq_len / job->cp));
+    if (job->tpc) snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d", job->tp);
     lcx_report(job->r, LCX_REPORT_NOTE,
                "stage %d/%d: seq %lld%s, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens", i + 1,
                p->n_stages, (long long)ps->seq_len, cp_text, lcx_rope_method_name(ps->method),
@@ -219,15 +221,17 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.dp_size = job->g ? job->o->dp_size : 1;
     ctx.cp_rank = job->cp_rank;
     ctx.cp_size = job->cp;
+    ctx.world = job->all;
+    ctx.tp_size = job->tp;
     lcx_train_summary sum = {0}; /* read below also when the stage failed before filling it */
     lcx_status st = lcx_train_stage_run(job->m, &job->td, &sg, &ctx, &job->state, &sum);
-    if (job->g && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
+    if (job->all && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
         /* a failure some ranks may not share (one not returned by all of them together, sum.agreed): the others
          * could be waiting in the next step's collectives, so the job ends here */
         char msg[600];
-        snprintf(msg, sizeof msg, "stage %d: rank %d: %s: %s", i + 1, job->g->rank, lcx_status_name(st),
+        snprintf(msg, sizeof msg, "stage %d: rank %d: %s: %s", i + 1, job->all->rank, lcx_status_name(st),
                  lcx_last_error());
-        lcx_comm_abort(job->g, job->all_r, 1, msg);
+        lcx_comm_abort(job->all, job->all_r, 1, msg);
     }
     LCX_TRY(st);
     lcx_report(job->r, LCX_REPORT_NOTE, "stage %d/%d done: loss %.6f, %.1f tokens/s, peak RSS %.1f MiB, saved %s",
@@ -238,7 +242,8 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
                             lcx_run_json_number(job->state.loss), "tokens_per_s",
                             lcx_run_json_number(sum.mean_tokens_per_s), "peak_rss", (json_int_t)sum.peak_rss, "saved",
                             job->state.saved));
-    const int evaluates = job->lead || (job->cpc && job->o->dp_rank == 0); /* the lead's CP group */
+    /* the lead's CP group, and every TP rank of it */
+    const int evaluates = job->lead || ((job->cpc || job->tpc) && (job->g ? job->o->dp_rank : 0) == 0);
     if (evaluates && job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
     return LCX_OK;
 }

@@ -168,11 +168,12 @@ done:
 
 lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
                                    lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
-                                   struct lcx_comm *cp_comm, struct lcx_comm *zero_comm,
+                                   struct lcx_comm *cp_comm, struct lcx_comm *tp_comm, struct lcx_comm *zero_comm,
                                    struct lcx_train_state *state, lcx_model **out) {
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
     o.cp_comm = cp_comm;
+    o.tp_comm = tp_comm;
     o.zero_comm = zero_comm; /* ZeRO-1: the moments of this rank's rows only */
     o.param_dtype = dtype;
     o.act_dtype = act_dtype;

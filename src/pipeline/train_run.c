@@ -34,10 +34,10 @@ void lcx_train_run_options_default(lcx_train_run_options *o) {
     o->act_dtype = LCX_F32;
 }
 
-/* The TP x CP x DP mesh (TP 1) against the model and the sequence length (lcx_comm_check_mesh). */
-static lcx_status check_mesh(const lcx_model_config *cfg, const lcx_train_run_options *o, int cp) {
+/* The TP x CP x DP mesh against the model and the sequence length (lcx_comm_check_mesh). */
+static lcx_status check_mesh(const lcx_model_config *cfg, const lcx_train_run_options *o, int tp, int cp) {
     lcx_mesh mesh;
-    LCX_TRY(lcx_mesh_init(&mesh, 1, cp, o->grad && o->grad->size > 1 ? o->dp_size : 1));
+    LCX_TRY(lcx_mesh_init(&mesh, tp, cp, o->grad && o->grad->size > 1 ? o->dp_size : 1));
     lcx_tp_dims dims = {.nh = cfg->num_attention_heads, .ng = cfg->num_key_value_heads, .d = cfg->head_dim,
                         .H = cfg->hidden_size, .F = cfg->intermediate_size, .V = cfg->vocab_size};
     return lcx_comm_check_mesh(&mesh, &dims, o->seq_len);
@@ -56,12 +56,17 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     int n_tok = 0;
     lcx_train_state state;
     lcx_train_state_init(&state);
-    /* Data parallelism: rank 0 of the group (the lead) checks, creates RUN, imports and converts first while the
+    /* Data parallelism: rank 0 of the job (the lead) checks, creates RUN, imports and converts first while the
      * others wait at the first agreement; then every rank builds its replica (second agreement) and trains; the
      * lead reports and exports (third). A rank that fails before an agreement point still joins the rest of them
-     * (at done), so no rank waits for it. */
+     * (at done), so no rank waits for it. The job (all): the world when given, else the gradient group (with TP
+     * the gradient group is one TP coordinate's share of the world). */
     lcx_comm *g = o->grad && o->grad->size > 1 ? o->grad : NULL;
-    const int lead = !g || o->grad->rank == 0;
+    lcx_comm *all = o->world && o->world->size > 1 ? o->world : g;
+    const int lead = !all || all->rank == 0;
+    /* tensor parallelism: the TP group and its size */
+    lcx_comm *tpc = o->tp_comm && o->tp_size > 1 ? o->tp_comm : NULL;
+    const int tp = tpc ? o->tp_size : 1;
     int agreed = 0; /* agreement points passed (of 3) */
     /* context parallelism: the CP group, its size and this rank's place in it */
     lcx_comm *cpc = o->cp_comm && o->cp_size > 1 ? o->cp_comm : NULL;
@@ -73,14 +78,18 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     lcx_cp_split split;
     LCX_TRY_GOTO(lcx_cp_split_of(o->seq_len, cp, 0, &split), done);
     LCX_FAIL_GOTO(cpc && !g, LCX_ERR_INVALID, done, "train: context parallelism needs the gradient group (CP x DP)");
-    if (g) {
+    LCX_FAIL_GOTO(tpc && (tpc->size != tp || tpc->rank != o->tp_rank || !all || all->size != tp * (g ? g->size : 1)),
+                  LCX_ERR_INVALID, done,
+                  "train: TP rank %d of %d does not match the TP group's rank %d of %d and a world of %d ranks "
+                  "(TP x the gradient group's %d)",
+                  o->tp_rank, tp, tpc->rank, tpc->size, all ? all->size : 1, g ? g->size : 1);
+    if (g)
         LCX_FAIL_GOTO(o->dp_size * cp != g->size || o->dp_rank * cp + cp_rank != g->rank, LCX_ERR_INVALID, done,
                       "train: CP rank %d of %d, DP rank %d of %d do not match the gradient group's rank %d of %d",
                       cp_rank, cp, o->dp_rank, o->dp_size, g->rank, g->size);
-        if (!lead) {
-            agreed++;
-            LCX_TRY_GOTO(lcx_tool_agree(g, LCX_OK), done);
-        }
+    if (all && !lead) {
+        agreed++;
+        LCX_TRY_GOTO(lcx_tool_agree(all, LCX_OK), done);
     }
     const lcx_reporter *all_r = r; /* every rank's: a fatal message of any rank */
     lcx_reporter lead_r = lead && r ? *r : (lcx_reporter){0}; /* only the lead says anything else */
@@ -104,6 +113,26 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         lcx_source_close(in);
         if (st != LCX_OK) goto done;
     }
+    if (tpc) { /* the heads, the MLP and the vocabulary against TP, before anything is created */
+        if (latest || o->ckpt) {
+            lcx_source *in = NULL;
+            st = lcx_source_open(latest ? latest : o->ckpt, LCX_SOURCE_CONFIG_ONLY, &in);
+            if (st == LCX_OK && !in->has_config)
+                st = lcx_fail(LCX_ERR_INVALID, "%s: no model config: training needs one", in->path);
+            if (st == LCX_OK) st = check_mesh(&in->cfg, o, tp, cp);
+            lcx_source_close(in);
+        } else {
+            lcx_model_config c0;
+            memset(&c0, 0, sizeof c0);
+            st = lcx_config_load(o->config, &c0);
+            if (st == LCX_OK) st = check_mesh(&c0, o, tp, cp);
+            lcx_config_free(&c0);
+        }
+        if (st != LCX_OK) {
+            lcx_fail_context(st, "--tp %d: ", tp);
+            goto done;
+        }
+    }
     if (lead && !lcx_is_dir(o->out) && mkdir(o->out, 0777) != 0)
         LCX_FAIL_GOTO(1, LCX_ERR_IO, done, "%s: cannot create the run directory", o->out);
 
@@ -117,20 +146,21 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     if (load_from) {
         LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), done);
-        LCX_TRY_GOTO(check_mesh(&cfg, o, cp), done);
+        LCX_TRY_GOTO(check_mesh(&cfg, o, tp, cp), done);
         LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, o->batch * o->seq_len / cp, o->policy,
-                                            o->param_dtype, o->act_dtype, cpc, o->zero1 ? g : NULL, latest ? &state : NULL, &m),
+                                            o->param_dtype, o->act_dtype, cpc, tpc, o->zero1 ? g : NULL, latest ? &state : NULL, &m),
                      done);
         LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(load_from, &tok, &n_tok), done);
     } else {
         LCX_TRY_GOTO(lcx_config_load(o->config, &cfg), done);
-        LCX_TRY_GOTO(check_mesh(&cfg, o, cp), done);
+        LCX_TRY_GOTO(check_mesh(&cfg, o, tp, cp), done);
         lcx_model_opts mo;
         memset(&mo, 0, sizeof mo);
         mo.param_dtype = o->param_dtype;
         mo.act_dtype = o->act_dtype;
         mo.max_tokens = o->batch * o->seq_len / cp; /* the rank's local tokens */
         mo.cp_comm = cpc;
+        mo.tp_comm = tpc;
         mo.zero_comm = o->zero1 ? g : NULL;
         mo.training = 1;
         mo.policy = o->policy;
@@ -150,9 +180,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         }
         td_open = 1;
     }
-    if (g && lead) { /* RUN, the import and the ids are there: the others may read them */
+    if (all && lead) { /* RUN, the import and the ids are there: the others may read them */
         agreed++;
-        LCX_TRY_GOTO(lcx_tool_agree(g, LCX_OK), done);
+        LCX_TRY_GOTO(lcx_tool_agree(all, LCX_OK), done);
     }
     /* tokenizer files: the checkpoint's, plus --tokenizer ones not already there by name */
     tok_all = calloc((size_t)(n_tok + o->n_tokenizer_files) + 1, sizeof *tok_all);
@@ -204,17 +234,20 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.dp_size = g ? o->dp_size : 1;
     ctx.cp_rank = cp_rank;
     ctx.cp_size = cp;
+    ctx.world = all;
+    ctx.tp_size = tp;
     if (latest)
         lcx_report(r, LCX_REPORT_NOTE, "resuming %s at step %lld/%lld (%lld tokens trained)", latest,
                    (long long)state.step, (long long)o->steps, (long long)state.tokens);
-    if (g) { /* every replica built */
+    if (all) { /* every replica built */
         agreed++;
-        LCX_TRY_GOTO(lcx_tool_agree(g, LCX_OK), done);
+        LCX_TRY_GOTO(lcx_tool_agree(all, LCX_OK), done);
     }
     uint64_t n_params = lcx_model_params(m)->total_numel;
-    char dp_text[32] = "", cp_text[64] = "";
+    char dp_text[32] = "", cp_text[96] = "";
     if (g && o->dp_size > 1) snprintf(dp_text, sizeof dp_text, "%d ranks x ", o->dp_size);
     if (cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", cp, (long long)(o->seq_len / cp));
+    if (tpc) snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d", tp);
     lcx_report(r, LCX_REPORT_NOTE,
                "train: %s, %llu parameters, seq %lld%s, %s%lld x %lld sequences per step, %lld steps, lr %g (%s)",
                lcx_arch_name(cfg.arch), (unsigned long long)n_params, (long long)o->seq_len, cp_text, dp_text,
@@ -227,12 +260,12 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     lcx_train_catch_signals();
     lcx_train_summary sum = {0}; /* read below also when the stage failed before filling it */
     st = lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum);
-    if (g && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
+    if (all && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
         /* a failure some ranks may not share (one not returned by all of them together, sum.agreed): the others
          * could be waiting in the next step's collectives, so the job ends here */
         char msg[600];
-        snprintf(msg, sizeof msg, "train: rank %d: %s: %s", g->rank, lcx_status_name(st), lcx_last_error());
-        lcx_comm_abort(g, all_r, 1, msg);
+        snprintf(msg, sizeof msg, "train: rank %d: %s: %s", all->rank, lcx_status_name(st), lcx_last_error());
+        lcx_comm_abort(all, all_r, 1, msg);
     }
     if (st != LCX_OK) goto done;
     if (!lead) goto done;
@@ -253,9 +286,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         lcx_run_event(r, "export", json_pack("{s:s, s:s}", "format", "hf", "path", o->export_hf));
     }
 done:
-    while (g && agreed < 3) { /* this rank's outcome at each point it has not passed yet (the lead's export) */
+    while (all && agreed < 3) { /* this rank's outcome at each point it has not passed yet (the lead's export) */
         agreed++;
-        st = lcx_tool_agree(g, st);
+        st = lcx_tool_agree(all, st);
     }
     lcx_model_free(m);
     lcx_config_free(&cfg);

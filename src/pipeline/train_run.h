@@ -61,6 +61,16 @@ typedef struct lcx_train_run_options {
      * weights and every number the run computes are the same as without it. Every rank then writes its own
      * pieces of each checkpoint. No effect on one rank. */
     int zero1;
+    /* Tensor parallelism (docs/parallel.md "Tensor parallelism", TP x CP x DP): world is the whole job (every rank
+     * calls lcx_train_run; NULL or one rank: grad is the job), tp_comm the TP group (NULL or tp_size 0/1: none),
+     * given to the model (opts.tp_comm: each rank holds its TP slice of every parameter). grad is then the GRAD
+     * group of this rank's TP coordinate (cp_size x dp_size ranks). Rank 0 of world is the lead (checks, creates
+     * RUN, imports, reports, exports); the agreement points are over world; every rank writes its pieces of each
+     * checkpoint (the manifest's layout says tp_size), and the export reads the whole tensors back from the
+     * committed checkpoint. */
+    lcx_comm *world;
+    lcx_comm *tp_comm;
+    int tp_rank, tp_size;
 } lcx_train_run_options;
 
 /* The defaults of `lcextend train` (batch 1, accum 1, keep 2, seed 1234, lr 3e-4 cosine, clip 1, wd 0.01,

@@ -80,6 +80,8 @@ typedef struct lcx_train_ctx {
      * its ZeRO-1 rows (lcx_model_moment_rows; without ZeRO-1 with the params). world NULL: the gradient group
      * (the world while TP is 1). */
     lcx_comm *world;
+    int tp_size;                  /* the model's TP size (opts.tp_comm), recorded as the manifest's layout; 0 or 1:
+                                     none */
     int test_fail_save;           /* tests: 1 + the world rank whose part of every save fails after it wrote its
                                      data file (0: none) */
 } lcx_train_ctx;

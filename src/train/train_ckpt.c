@@ -292,7 +292,7 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
             memset(&meta, 0, sizeof meta);
             meta.model_config = ctx->model_config;
             meta.training_state = tstate;
-            meta.tp = 1;
+            meta.tp = ctx->tp_size > 1 ? ctx->tp_size : 1;
             meta.cp = ctx->cp_size > 1 ? ctx->cp_size : 1;
             meta.dp = ctx->dp_size > 1 ? ctx->dp_size : 1;
             meta.tokenizer_files = tok;

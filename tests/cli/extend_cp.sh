@@ -1,12 +1,14 @@
-# The main command (lcextend CKPT --to N) context-parallel under mpirun (docs/extend.md "Data parallelism
-# (mpirun)", docs/parallel.md): the bundled tiny model (context 256) --to 512 in two stages (384, 512) with
-# --eval-data and the passkey test, run in one process, with --cp 2 on 2 ranks and with --cp 2 --dp 2 on 4 ranks.
+# The main command (lcextend CKPT --to N) context- and tensor-parallel under mpirun (docs/extend.md "Parallel
+# training (mpirun)", docs/parallel.md): the bundled tiny model (context 256) --to 512 in two stages (384, 512) with
+# --eval-data and the passkey test, run in one process, with --cp 2 on 2 ranks, with --cp 2 --dp 2 on 4 ranks and
+# with --tp 2 --cp 2 on 4 ranks (stage 1's evaluation then runs on every TP rank of the CP ranks; the checkpoints'
+# layout says tp 2; the export, read whole from the final checkpoint, scores as one process's within 1e-5).
 # The CP runs print one plan (the CP 2 layout, with the ring) and one report; every training loss and every stage
 # evaluation in metrics.jsonl (stage 1's evaluation runs over the CP ranks: padded windows over the ring) equals
 # the one-process run within 1e-5 relative; the before/after evaluation (rank 0 alone) gives the same perplexities
 # (before: the same bits) and passkey cells; the export is there; --resume continues a CP run exactly. Refused before any work, one line, nothing
 # created or printed on stdout: a stage length that 2 x CP does not divide, a mesh that does not match the world,
-# --tp 2. Skips (77) without mpirun.
+# a --tp that does not divide the heads. Skips (77) without mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -87,6 +89,17 @@ check "mpirun -np 4 --cp 2 --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--cp 2 --dp 2: the plan is that layout" grep -q "^layout:  TP 1 x CP 2 x DP 2" "$tmp/out"
 same_run "$tmp/cd" "--cp 2 --dp 2"
 
+mpi 4 "$tinym" "${args[@]}" --out "$tmp/tc" --tp 2 --cp 2
+check "mpirun -np 4 --tp 2 --cp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "--tp 2 --cp 2: the plan is that layout" grep -q "^layout:  TP 2 x CP 2 x DP 1" "$tmp/out"
+check "--tp 2 --cp 2: the stages name CP 2 and TP 2" \
+    [ "$(grep -c '^stage [12]/2: seq [0-9]* over CP 2 ([0-9]* tokens per rank), TP 2' "$tmp/out")" -eq 2 ]
+same_run "$tmp/tc" "--tp 2 --cp 2"
+check "--tp 2 --cp 2: the checkpoints' layout says tp 2" grep -q '"tp": 2' "$tmp/tc/checkpoints/s02-step000002/manifest.json"
+score() { "$LCEXTEND" score "$1" --ids "$tmp/ids.txt" 2>&1 | sed -n 's/^loss: *//p'; }
+s1=$(score "$tmp/one/hf") s2=$(score "$tmp/tc/hf")
+check "--tp 2 --cp 2: the export scores ${s2:-?} as one process's ${s1:-?}, 1e-5" close "${s2:-0}" "${s1:-1}" 1e-5
+
 # refused before any work: one lcextend line, nothing created, nothing on stdout
 refused() { # WHAT PATTERN
     check "$1: fails" [ "$(rc)" -ne 0 ]
@@ -104,8 +117,8 @@ mpi 2 "$tinym" "${args[@]}" --out "$tmp/bad" --cp 2 --dp 2
 refused "--cp 2 --dp 2 on 2 ranks" "mesh tp=1 cp=2 dp=2 needs 4 ranks, but the world has 2"
 mpi 2 "$tinym" "${args[@]}" --out "$tmp/bad" --cp 4
 refused "--cp 4 on 2 ranks" "does not divide the world of 2 ranks"
-mpi 2 "$tinym" "${args[@]}" --out "$tmp/bad" --tp 2
-refused "--tp 2" "tensor parallelism (--tp > 1) does not run in training yet"
+mpi 4 "$tinym" "${args[@]}" --out "$tmp/bad" --tp 4
+refused "--tp 4 (6 heads)" "--tp 4 does not divide num_attention_heads 6"
 
 [ $fail -eq 0 ] && echo "extend_cp: all checks passed"
 exit $fail

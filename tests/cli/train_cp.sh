@@ -1,5 +1,5 @@
-# lcextend train, context parallel under mpirun (docs/parallel.md "Data parallelism", docs/extend.md "Data
-# parallelism (mpirun)"): --cp 2 on 2 ranks gives the loss curve of one process (each rank holds 16 of every
+# lcextend train, context parallel under mpirun (docs/parallel.md "Data parallelism", docs/extend.md "Parallel
+# training (mpirun)"): --cp 2 on 2 ranks gives the loss curve of one process (each rank holds 16 of every
 # sequence's 32 tokens), --cp 2 --dp 2 on 4 ranks that of one process with --batch 2; one report, one metrics.jsonl;
 # --resume continues a CP run; a --seq that 2 x CP does not divide fails with one line before anything is created
 # (the main command under --cp: tests/cli/extend_cp.sh). Skips (77) without mpirun.

@@ -1,7 +1,7 @@
 # lcextend train under mpirun (docs/parallel.md "Data parallelism"): --dp 2 on 2 ranks gives the loss curve of one
 # process with the same global batch (--batch 2: the step's two sequences in the same sample order; rank d trains on
-# the d-th), one report, one metrics.jsonl; a mesh that does not match the world and --tp 2 fail with one line
-# before anything is created (--cp: tests/cli/train_cp.sh); the main command (lcextend CKPT --to N --dp 2) equals one process on a recipe
+# the d-th), one report, one metrics.jsonl; a mesh that does not match the world (--dp 3, --tp 4) fails with one
+# line before anything is created (--cp: tests/cli/train_cp.sh, --tp: tests/cli/train_tp.sh); the main command (lcextend CKPT --to N --dp 2) equals one process on a recipe
 # whose batches split evenly; a rank killed mid-run ends the job, non-zero, within 60 s, naming the rank.
 # Skips (77) without mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -49,11 +49,11 @@ check "--dp 3 on 2 ranks: fails" [ "$(rc)" -ne 0 ]
 check "--dp 3: one line" [ "$(lines)" -eq 1 ]
 check "--dp 3: names the numbers" grep -q "dp=3 needs 3 ranks, but the world has 2" "$tmp/err"
 check "--dp 3: nothing created" [ ! -e "$tmp/bad3" ]
-mpi train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --out "$tmp/badp" --tp 2
-check "--tp 2: fails" [ "$(rc)" -ne 0 ]
-check "--tp 2: one line" [ "$(lines)" -eq 1 ]
-check "--tp 2: not in training yet" grep -q "tensor parallelism (--tp > 1) does not run in training yet" "$tmp/err"
-check "--tp 2: nothing created" [ ! -e "$tmp/badp" ]
+mpi train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --out "$tmp/badp" --tp 4
+check "--tp 4 on 2 ranks: fails" [ "$(rc)" -ne 0 ]
+check "--tp 4 on 2 ranks: one line" [ "$(lines)" -eq 1 ]
+check "--tp 4 on 2 ranks: names the world" grep -q "tp 4 x --cp 1 does not divide the world of 2 ranks" "$tmp/err"
+check "--tp 4 on 2 ranks: nothing created" [ ! -e "$tmp/badp" ]
 run train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --out "$tmp/badp" --cp 2
 check "--cp 2 on one process: the mesh does not fit" grep -q "does not divide the world of 1 ranks" "$tmp/err"
 check "--cp 2 on one process: one line" one_line_err
