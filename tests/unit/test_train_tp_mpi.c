@@ -1,9 +1,10 @@
-/* Tensor parallelism in training (8 ranks), alone and with context and data parallelism: the training step
+/* Tensor parallelism in training (8 ranks), alone and with context and data parallelism (and, on the same GQA 4:1
+ * model, CP 2, CP 4 and DP 2 without TP, so the whole list of layouts meets one reference): the training step
  * (lcx_model_train_step_group) of a model built with the mesh's TP group (opts.tp_comm) and CP group, over the GRAD
  * group, against one rank training on all the sequences with the whole model (every rank runs the reference itself,
  * without communicating). Cases (TEST_RANKS ranks, split into independent worlds where the mesh is smaller):
- *   - qwen2's shape (4 query heads on 1 KV head: GQA 4:1, q/k/v biases), TP 2: the KV head is replicated on both
- *     ranks, its gradient summed over them; four independent 2-rank worlds;
+ *   - qwen2's shape (4 query heads on 1 KV head: GQA 4:1, q/k/v biases): CP 2, CP 4, DP 2, TP 2 (the KV head
+ *     replicated on both ranks, its gradient summed over them), TP 2 x CP 2, in independent 2- or 4-rank worlds;
  *   - llama_gqa's shape (4 on 2), TP 2 x CP 2, and with a vocabulary of 253 (padded to 254: a padding row masked
  *     in the loss), two 4-rank worlds;
  *   - qwen2's shape, TP 2 x CP 2 x DP 2 on all 8 ranks;
@@ -299,7 +300,12 @@ int main(void) {
         fprintf(stderr, "test_train_tp_mpi: needs %d ranks, has %d\n", TEST_RANKS, world->size);
         return 1;
     }
+    /* the list on one GQA 4:1 model: CP 2, CP 4, TP 2, TP 2 x CP 2, DP 2, TP 2 x CP 2 x DP 2 */
+    check_case(world, "qwen2", 0, 2, 1, 2, 1, 0);
+    check_case(world, "qwen2", 0, 4, 1, 4, 1, 0);
     check_case(world, "qwen2", 0, 2, 2, 1, 1, 0);
+    check_case(world, "qwen2", 0, 4, 2, 2, 1, 1);
+    check_case(world, "qwen2", 0, 2, 1, 1, 2, 1);
     check_case(world, "llama_gqa", 0, 4, 2, 2, 1, 1);
     check_case(world, "llama_gqa", 253, 4, 2, 2, 1, 0);
     check_case(world, "qwen2", 0, 8, 2, 2, 2, 1);
