@@ -293,6 +293,7 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
             meta.model_config = ctx->model_config;
             meta.training_state = tstate;
             meta.tp = ctx->tp_size > 1 ? ctx->tp_size : 1;
+            meta.kv_layout = lcx_model_config_of(m)->num_key_value_heads < meta.tp ? "replicated" : "split";
             meta.cp = ctx->cp_size > 1 ? ctx->cp_size : 1;
             meta.dp = ctx->dp_size > 1 ? ctx->dp_size : 1;
             meta.tokenizer_files = tok;

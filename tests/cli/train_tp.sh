@@ -86,6 +86,7 @@ same_losses "$tmp/one" "$tmp/tp2" "--tp 2"
 check "the loss moves (lr 1e-2)" [ "$(sed -n 1p "$tmp/losses" | cut -f1)" != "$(sed -n 5p "$tmp/losses" | cut -f1)" ]
 ck="$tmp/tp2/checkpoints/s01-step000002"
 check "--tp 2: the manifest's layout says tp 2" [ "$(manifest_tp "$ck")" = 2 ]
+check "--tp 2: 1 kv head on 2 ranks: kv_layout replicated" grep -q '"kv_layout": *"replicated"' "$ck/manifest.json"
 check "--tp 2: one data file per rank" [ -f "$ck/data-0.bin" ] && [ -f "$ck/data-1.bin" ]
 check "--tp 2: the checkpoint verifies" verifies "$ck"
 same_export "$tmp/one-hf/model.safetensors" "$tmp/tp2-hf/model.safetensors" "--tp 2"
