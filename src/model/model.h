@@ -104,8 +104,10 @@ typedef struct lcx_step_result {
     double clip_scale;    /* factor applied to the gradients (1 when not clipped) */
     int64_t step;         /* optimizer step number after this step (1-based) */
     uint64_t peak_rss;    /* process peak RSS in bytes during this step (0 when unknown) */
-    double comm_s;        /* seconds in the gradient group's collectives (waits for the other ranks included);
-                             0 for a step of one rank */
+    double comm_s;        /* seconds in the collectives of the gradient group and of the TP group (waits for the
+                             other ranks included); 0 for a step of one rank */
+    double tp_comm_s;     /* the part of comm_s in the TP group's collectives (the layers' partial sums, the loss
+                             statistics, the partial gradients and the norm's shares); 0 without TP */
     double ring_wait_s;   /* seconds blocked waiting for the CP ring's K/V messages (forward and backward), i.e.
                              the ring transfer not hidden behind attention compute; outside comm_s; 0 without CP */
 } lcx_step_result;

@@ -120,6 +120,7 @@ struct lcx_model {
     void *tp_mem;             /* one allocation: the gather scratch and the loss statistics */
     void *tp_gather;          /* TP x the largest summed buffer */
     double *tp_stats;         /* f64 [C][3] this rank's loss-chunk statistics, then [TP][C][3] gathered */
+    double tp_comm_s;         /* seconds in the TP group's collectives since the step began (model_train.c resets) */
 
     /* ZeRO-1 (model_zero.c): AdamW moments sharded over opts.zero_comm (NULL/0 without it) */
     lcx_comm *zero;           /* the gradient group the moments are sharded over, or NULL */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/core/clock.h"
 #include "src/model/model_internal.h"
 
 lcx_status lcx_tp_init(lcx_model *m, lcx_comm *tp) {
@@ -58,7 +59,9 @@ static lcx_status sum_members(lcx_model *m, void *buf, int64_t n, lcx_dtype dt, 
     const lcx_backend *be = m->be;
     size_t es = dt == LCX_F32 ? 4 : 2, bytes = (size_t)n * es;
     char *all = m->tp_gather;
+    double t0 = lcx_clock_s();
     LCX_TRY(lcx_comm_all_gather(m->tp, m->x, buf, all, n, dt));
+    m->tp_comm_s += lcx_clock_s() - t0;
     int first = 1;
     for (int r = 0; r < m->tp_size; r++) {
         if (!(members >> r & 1)) continue;
@@ -88,7 +91,9 @@ lcx_status lcx_tp_loss_chunk(lcx_model *m, int64_t c, float dscale, int backward
                         .vocab_start = m->v0, .n_valid = nv, .stats = mine};
     LCX_TRY(be->cross_entropy(m->x, &xa));
     /* [tp][c][3]: the stats of each rank's shard in rank order (c rows of this chunk, not the capacity) */
+    double t0 = lcx_clock_s();
     LCX_TRY(lcx_comm_all_gather(m->tp, m->x, mine, all, c * 3, LCX_F64));
+    m->tp_comm_s += lcx_clock_s() - t0;
     xa.phase = LCX_XENT_FINISH, xa.stats = all;
     xa.dlogits = backward ? m->logit_chunk : NULL;
     xa.loss_sum = &acc->loss_sum, xa.count = &acc->count;
@@ -137,7 +142,9 @@ lcx_status lcx_tp_sum_host(lcx_model *m, double *v) {
     if (!m->tp || m->tp_size == 1) return LCX_OK;
     double *all = malloc((size_t)m->tp_size * sizeof(double));
     LCX_FAIL_IF(!all, LCX_ERR_OOM, "model: out of memory");
+    double t0 = lcx_clock_s();
     lcx_status st = lcx_comm_all_gather(m->tp, NULL, v, all, 1, LCX_F64);
+    m->tp_comm_s += lcx_clock_s() - t0;
     if (st == LCX_OK) {
         *v = all[0];
         for (int r = 1; r < m->tp_size; r++) *v += all[r];

@@ -89,6 +89,7 @@ static int64_t counted_targets(const lcx_batch *micro, int n_micro) {
 static lcx_status zero_step_state(lcx_model *m, int n_micro, size_t *res_bytes) {
     LCX_TRY(lcx_model_reserve_results(m, n_micro));
     m->ring_wait_s = 0; /* the ring's waits are counted per step (res->ring_wait_s) */
+    m->tp_comm_s = 0;   /* and the TP group's collectives (res->tp_comm_s) */
     *res_bytes = sizeof(lcx_dev_results) + (size_t)n_micro * sizeof(lcx_loss_slot);
     LCX_TRY(lcx_model_zero_grads(m));
     return m->be->zero(m->x, m->d_res, *res_bytes);
@@ -129,7 +130,8 @@ static lcx_status train_step_local(lcx_model *m, const lcx_batch *micro, int n_m
         res->loss = loss / (double)counted;
         res->n_tokens = counted;
         res->peak_rss = lcx_peak_rss();
-        res->comm_s = 0;
+        res->comm_s = m->tp_comm_s; /* one gradient rank: only the TP group communicates */
+        res->tp_comm_s = m->tp_comm_s;
         res->ring_wait_s = m->ring_wait_s;
     }
     return LCX_OK;
@@ -192,6 +194,7 @@ static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_m
         }
     free(h);
     int failed = -1;
+    const double tp_layers = m->tp_comm_s; /* the TP collectives inside the micro-batches (outside comm's windows) */
     t0 = lcx_clock_s();
     LCX_TRY(lcx_dp_sum_f64(g, mine, 2, st != LCX_OK, sum, &failed));
     LCX_TRY(st);
@@ -212,7 +215,8 @@ static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_m
         res->loss = sum[0] / sum[1];
         res->n_tokens = (int64_t)sum[1];
         res->peak_rss = lcx_peak_rss();
-        res->comm_s = comm;
+        res->comm_s = comm + tp_layers; /* comm's windows hold the step's later TP collectives */
+        res->tp_comm_s = m->tp_comm_s;
         res->ring_wait_s = m->ring_wait_s;
     }
     return LCX_OK;
