@@ -1,5 +1,6 @@
 /* backend registry (name -> table) and the exec helpers shared by every backend. The CUDA table registers here
- * once kernels/cuda implements the whole contract; until then only the CPU reference is offered. */
+ * once kernels/cuda implements the whole contract (matmul and attention are missing, docs/cuda.md); until then
+ * only the CPU reference is offered, and the op tests reach the CUDA table through lcx_backend_cuda_partial(). */
 #include "kernels/backend.h"
 
 #include <stdio.h>

@@ -1,0 +1,235 @@
+/* The CUDA backend's parts that test_backend_ops_cuda does not reach (label cuda, exit 77 without a device):
+ *  - contexts, memory and events: alloc(0) gives a freeable pointer; h2d, zero, d2d, d2h round trips; an event
+ *    recorded on one queue orders a copy on another (event_wait), event_sync;
+ *  - the stubs of the next step (matmul, attention_fwd/bwd) fail with LCX_ERR_UNSUPPORTED and one line naming them;
+ *  - the vocab-parallel cross-entropy (STATS per shard, stats gathered in rank order, FINISH per shard) against
+ *    the CPU backend on the same inputs: stats, loss, count and dlogits;
+ *  - determinism: sqnorm and the whole-row cross-entropy give the same bits on a second run.
+ * Written without a GPU at hand (docs/cuda.md): the first GPU session runs it. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_runtime_info.h"
+#include "test_util.h"
+
+static const lcx_backend *BE;
+static lcx_exec *X;
+
+static uint64_t rng = 0x1234567ull;
+static double uni(double lo, double hi) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * (double)(rng >> 11) * 0x1p-53;
+}
+
+/* A device copy of n bytes of host memory (NULL host: uninitialised). */
+static void *up(const void *host, size_t n) {
+    void *d = NULL;
+    CHECK_OK(BE->alloc(n, &d));
+    if (d && host) CHECK_OK(BE->copy_h2d(X, d, host, n));
+    return d;
+}
+static void down(void *host, const void *dev, size_t n) { CHECK_OK(BE->copy_d2h(X, host, dev, n)); }
+
+/* Call op on the CUDA table with an arena of its workspace. */
+static lcx_status run_op(lcx_op op, const void *args, lcx_status (*fn)(lcx_exec *, const void *)) {
+    size_t ws = lcx_exec_workspace(X, op, args);
+    if (ws) CHECK_OK(lcx_exec_reserve(X, ws));
+    lcx_status st = fn(X, args);
+    if (st == LCX_OK) st = BE->sync(X);
+    return st;
+}
+static lcx_status xent_fn(lcx_exec *x, const void *a) { return BE->cross_entropy(x, a); }
+static lcx_status sqnorm_fn(lcx_exec *x, const void *a) { return BE->sqnorm(x, a); }
+
+static void test_memory_and_events(void) {
+    void *z = NULL;
+    CHECK_OK(BE->alloc(0, &z));
+    CHECK(z != NULL);
+    BE->free(z);
+    BE->free(NULL);
+
+    enum { N = 1000 };
+    float h[N], back[N];
+    for (int i = 0; i < N; i++) h[i] = (float)i - 0.5f;
+    float *a = up(h, sizeof h), *b = up(NULL, sizeof h), *c = up(NULL, sizeof h);
+    CHECK_OK(BE->zero(X, b, sizeof h));
+    down(back, b, sizeof back);
+    int zeros = 0;
+    for (int i = 0; i < N; i++) zeros += back[i] == 0.0f;
+    CHECK(zeros == N);
+
+    /* a -> b on X, event; Y waits for it and copies b -> c */
+    lcx_exec *Y = NULL;
+    CHECK_OK(lcx_exec_create(BE, &Y));
+    lcx_event *e = NULL;
+    CHECK_OK(BE->event_create(&e));
+    if (Y && e) {
+        CHECK_OK(BE->copy_d2d(X, b, a, sizeof h));
+        CHECK_OK(BE->event_record(X, e));
+        CHECK_OK(BE->event_wait(Y, e));
+        CHECK_OK(BE->copy_d2d(Y, c, b, sizeof h));
+        CHECK_OK(BE->event_sync(e));
+        CHECK_OK(BE->sync(Y));
+        down(back, c, sizeof back);
+        CHECK(memcmp(back, h, sizeof h) == 0);
+    }
+    BE->event_free(e);
+    BE->event_free(NULL);
+    lcx_exec_free(Y);
+    BE->free(a);
+    BE->free(b);
+    BE->free(c);
+}
+
+static void test_stubs(void) {
+    lcx_matmul_args mm = {.m = 1, .n = 1, .k = 1, .batch = 1};
+    CHECK_FAILS(BE->matmul(X, &mm), LCX_ERR_UNSUPPORTED, "matmul: not implemented");
+    lcx_attn_args at = {.n_q = 1, .n_k = 1, .n_heads = 1, .n_kv_heads = 1, .head_dim = 8};
+    CHECK_FAILS(BE->attention_fwd(X, &at), LCX_ERR_UNSUPPORTED, "attention_fwd: not implemented");
+    CHECK_FAILS(BE->attention_bwd(X, &at), LCX_ERR_UNSUPPORTED, "attention_bwd: not implemented");
+}
+
+/* STATS on tp shards of a padded vocabulary, then FINISH, on the CUDA table and on the CPU (host pointers). */
+static void test_vocab_parallel(int tp) {
+    const int64_t R = 37, V = 101, per = (V + tp - 1) / tp;
+    const float dscale = 1.0f / 123.0f;
+    int32_t tg[37];
+    for (int64_t r = 0; r < R; r++) tg[r] = r % 5 == 4 ? LCX_IGNORE_INDEX : (int32_t)(uni(0, 1) * (double)V);
+    float *sx = malloc(sizeof(float) * (size_t)(R * per * tp));
+    for (int s = 0; s < tp; s++)
+        for (int64_t i = 0; i < R; i++)
+            for (int64_t j = 0; j < per; j++)
+                sx[(s * R + i) * per + j] = s * per + j < V ? (float)uni(-8, 8) : 1e30f; /* padding: masked */
+    const size_t nstats = (size_t)(3 * R * tp), nshard = (size_t)(R * per);
+    double *st_cpu = calloc(nstats, sizeof(double)), *st_gpu = calloc(nstats, sizeof(double));
+    float *dx_cpu = malloc(sizeof(float) * nshard), *dx_gpu = malloc(sizeof(float) * nshard);
+    float *d_x = up(sx, sizeof(float) * (size_t)(R * per * tp));
+    float *d_dx = up(NULL, sizeof(float) * nshard);
+    int32_t *d_tg = up(tg, sizeof tg);
+    double *d_st = up(NULL, sizeof(double) * nstats), *d_loss = up(NULL, sizeof(double));
+    int64_t *d_count = up(NULL, sizeof(int64_t));
+    lcx_exec *cpu = NULL;
+    CHECK_OK(lcx_exec_create(lcx_backend_cpu(), &cpu));
+    if (!d_x || !d_dx || !d_tg || !d_st || !d_loss || !d_count || !cpu) return;
+    for (int s = 0; s < tp; s++) {
+        int64_t nv = V - s * per < 0 ? 0 : V - s * per > per ? per : V - s * per;
+        lcx_xent_args a = {.dt = LCX_F32, .n_rows = R, .vocab = per, .targets = tg, .phase = LCX_XENT_STATS,
+                           .tp = tp, .vocab_start = s * per, .n_valid = nv};
+        a.logits = sx + s * R * per;
+        a.stats = st_cpu + s * R * 3;
+        CHECK_OK(lcx_exec_reserve(cpu, lcx_exec_workspace(cpu, LCX_OP_CROSS_ENTROPY, &a) + 64));
+        CHECK_OK(lcx_backend_cpu()->cross_entropy(cpu, &a));
+        a.logits = d_x + s * R * per;
+        a.targets = d_tg;
+        a.stats = d_st + s * R * 3;
+        CHECK_OK(run_op(LCX_OP_CROSS_ENTROPY, &a, xent_fn));
+    }
+    down(st_gpu, d_st, sizeof(double) * nstats);
+    double worst = 0;
+    for (size_t i = 0; i < nstats; i++) {
+        double e = st_cpu[i] == st_gpu[i] ? 0 : fabs(st_cpu[i] - st_gpu[i]) / (fabs(st_cpu[i]) + 1e-300);
+        if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e;
+    }
+    CHECK_MSG(worst <= 1e-5, "tp %d: stats differ from the CPU's by %.3g (relative)", tp, worst);
+    for (int s = 0; s < tp; s++) { /* FINISH with the gathered stats (the CPU's: the same input for both) */
+        int64_t nv = V - s * per < 0 ? 0 : V - s * per > per ? per : V - s * per;
+        double loss_cpu = 0.5, loss_gpu = 0.5;
+        int64_t count_cpu = 3, count_gpu = 3;
+        lcx_xent_args a = {.dt = LCX_F32, .n_rows = R, .vocab = per, .dscale = dscale, .targets = tg,
+                           .phase = LCX_XENT_FINISH, .tp = tp, .vocab_start = s * per, .n_valid = nv};
+        a.logits = sx + s * R * per;
+        a.dlogits = dx_cpu;
+        a.stats = st_cpu;
+        a.loss_sum = &loss_cpu;
+        a.count = &count_cpu;
+        CHECK_OK(lcx_exec_reserve(cpu, lcx_exec_workspace(cpu, LCX_OP_CROSS_ENTROPY, &a) + 64));
+        CHECK_OK(lcx_backend_cpu()->cross_entropy(cpu, &a));
+        CHECK_OK(BE->copy_h2d(X, d_st, st_cpu, sizeof(double) * nstats));
+        CHECK_OK(BE->copy_h2d(X, d_loss, &loss_gpu, sizeof loss_gpu));
+        CHECK_OK(BE->copy_h2d(X, d_count, &count_gpu, sizeof count_gpu));
+        a.logits = d_x + s * R * per;
+        a.dlogits = d_dx;
+        a.targets = d_tg;
+        a.stats = d_st;
+        a.loss_sum = d_loss;
+        a.count = d_count;
+        CHECK_OK(run_op(LCX_OP_CROSS_ENTROPY, &a, xent_fn));
+        down(&loss_gpu, d_loss, sizeof loss_gpu);
+        down(&count_gpu, d_count, sizeof count_gpu);
+        down(dx_gpu, d_dx, sizeof(float) * nshard);
+        CHECK_MSG(count_gpu == count_cpu, "tp %d shard %d: count %lld, CPU %lld", tp, s, (long long)count_gpu,
+                  (long long)count_cpu);
+        CHECK_MSG(fabs(loss_gpu - loss_cpu) <= 1e-9 * fabs(loss_cpu), "tp %d shard %d: loss %.17g, CPU %.17g", tp, s,
+                  loss_gpu, loss_cpu);
+        double wd = 0;
+        for (size_t i = 0; i < nshard; i++) {
+            double e = fabs((double)dx_gpu[i] - dx_cpu[i]);
+            if (e > wd || isnan(e)) wd = isnan(e) ? INFINITY : e;
+        }
+        CHECK_MSG(wd <= 1e-6 * dscale, "tp %d shard %d: dlogits differ from the CPU's by %.3g", tp, s, wd);
+    }
+    lcx_exec_free(cpu);
+    BE->free(d_x); BE->free(d_dx); BE->free(d_tg); BE->free(d_st); BE->free(d_loss); BE->free(d_count);
+    free(sx); free(st_cpu); free(st_gpu); free(dx_cpu); free(dx_gpu);
+}
+
+/* Two runs of the same reductions give the same bits. */
+static void test_determinism(void) {
+    const int64_t n = 3 * 1000 * 1000 + 17;
+    float *h = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) h[i] = (float)uni(-1, 1);
+    float *d = up(h, sizeof(float) * (size_t)n);
+    double *out = up(NULL, sizeof(double));
+    double r[2] = {0, 0};
+    for (int k = 0; k < 2 && d && out; k++) {
+        CHECK_OK(BE->zero(X, out, sizeof(double)));
+        lcx_sqnorm_args a = {.n = n, .x = d, .out = out};
+        CHECK_OK(run_op(LCX_OP_SQNORM, &a, sqnorm_fn));
+        down(&r[k], out, sizeof(double));
+    }
+    CHECK_MSG(memcmp(&r[0], &r[1], sizeof(double)) == 0, "sqnorm: %.17g then %.17g", r[0], r[1]);
+    double want = 0;
+    for (int64_t i = 0; i < n; i++) want += (double)h[i] * h[i];
+    CHECK_MSG(fabs(r[0] - want) <= 1e-12 * want, "sqnorm %.17g, host %.17g", r[0], want);
+
+    /* whole-row cross-entropy, 300 rows of 5000 logits: loss sums bit-identical */
+    const int64_t R = 300, V = 5000;
+    int32_t tg[300];
+    for (int64_t i = 0; i < R; i++) tg[i] = (int32_t)(i * 7919 % V);
+    int32_t *d_tg = up(tg, sizeof tg);
+    double *d_loss = up(NULL, sizeof(double));
+    int64_t *d_count = up(NULL, sizeof(int64_t));
+    double loss[2] = {0, 0};
+    for (int k = 0; k < 2 && d && d_tg && d_loss && d_count; k++) {
+        CHECK_OK(BE->zero(X, d_loss, sizeof(double)));
+        CHECK_OK(BE->zero(X, d_count, sizeof(int64_t)));
+        lcx_xent_args a = {.dt = LCX_F32, .n_rows = R, .vocab = V, .dscale = 1.0f, .logits = d, .targets = d_tg,
+                           .loss_sum = d_loss, .count = d_count};
+        CHECK_OK(run_op(LCX_OP_CROSS_ENTROPY, &a, xent_fn));
+        down(&loss[k], d_loss, sizeof(double));
+    }
+    CHECK_MSG(memcmp(&loss[0], &loss[1], sizeof(double)) == 0, "cross_entropy: %.17g then %.17g", loss[0], loss[1]);
+    BE->free(d); BE->free(out); BE->free(d_tg); BE->free(d_loss); BE->free(d_count);
+    free(h);
+}
+
+int main(void) {
+    BE = lcx_backend_get("cuda");
+    if (!BE) BE = lcx_backend_cuda_partial(); /* compiled, not registered until its table is complete */
+    if (!BE || !BE->available() || lcx_cuda_device_count() == 0) {
+        printf("test_exec_cuda: no CUDA backend or no device, skipped\n");
+        return 77;
+    }
+    CHECK_OK(lcx_exec_create(BE, &X));
+    if (!X) return test_summary("test_exec_cuda");
+    test_memory_and_events();
+    test_stubs();
+    for (int tp = 1; tp <= 4; tp++) test_vocab_parallel(tp);
+    test_determinism();
+    lcx_exec_free(X);
+    return test_summary("test_exec_cuda");
+}
