@@ -397,6 +397,7 @@ lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
                       "match the gradient group's rank %d of %d", job.cp_rank, job.cp, o->dp_rank, o->dp_size,
                       (long long)o->plan.dp, job.g->rank, job.g->size);
     st = run(&job);
+    lcx_train_release_signals(); /* a signal after the run (mpirun ending the job) must not claim a save */
 done:
     if (st != LCX_OK) st = extend_sync(&job, st); /* the others learn it at their next agreement point */
     job_free(&job);

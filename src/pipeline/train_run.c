@@ -260,6 +260,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     lcx_train_catch_signals();
     lcx_train_summary sum = {0}; /* read below also when the stage failed before filling it */
     st = lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum);
+    lcx_train_release_signals(); /* training is over: a signal now (mpirun ending the job) must not claim a save */
     if (all && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
         /* a failure some ranks may not share (one not returned by all of them together, sum.agreed): the others
          * could be waiting in the next step's collectives, so the job ends here */

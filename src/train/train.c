@@ -36,6 +36,11 @@ void lcx_train_catch_signals(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+void lcx_train_release_signals(void) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+}
+
 int lcx_train_interrupted(void) { return g_stop != 0; }
 void lcx_train_clear_interrupt(void) { g_stop = 0; }
 

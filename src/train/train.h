@@ -160,6 +160,8 @@ int64_t lcx_train_cp_window_tokens(int64_t n, int cp_size);
 
 /* SIGINT / SIGTERM set a flag checked after each step (installed once; idempotent). */
 void lcx_train_catch_signals(void);
+/* Back to the default actions once training is over (a signal then ends the process, as before the run). */
+void lcx_train_release_signals(void);
 int lcx_train_interrupted(void);
 /* Clear the flag (tests, or a caller that handled the stop). */
 void lcx_train_clear_interrupt(void);
