@@ -13,6 +13,7 @@ lcx_status lcx_act_policy_parse(const char *s, lcx_act_policy *out) {
     for (int i = 0; i < LCX_ACT_POLICY_COUNT; i++)
         if (s && strcmp(s, POLICY_NAMES[i]) == 0) return *out = (lcx_act_policy)i, LCX_OK;
     if (s && strcmp(s, "recompute_offload") == 0) return *out = LCX_ACT_RECOMPUTE_OFFLOAD, LCX_OK;
-    return lcx_fail(LCX_ERR_INVALID, "unknown activation policy '%s' (expected keep, recompute, offload or recompute+offload)",
+    return lcx_fail(LCX_ERR_INVALID,
+                    "unknown activation policy '%s' (expected keep, recompute, offload or recompute+offload)",
                     s ? s : "(null)");
 }
