@@ -37,7 +37,7 @@ static void help(void) {
            "  --warmup N           warm-up steps (default 0); --schedule cosine|constant (default cosine)\n"
            "  --clip X             max gradient norm (default 1, 0 = off); --wd X weight decay (default 0.01)\n"
            "  --dtype f32|bf16     stored weights (default f32; master weights are f32)\n"
-           "  --policy P           activations: keep | recompute | offload (default keep)\n"
+           "  --policy P           activations: keep | recompute | offload | recompute+offload (default keep)\n"
            "  --activations A      activation storage: f32 | bf16 (default f32; math, loss, gradients and\n"
            "                       optimizer state stay f32). Not recorded in RUN: a --resume may change it (the\n"
            "                       saved state is f32 either way; only bit-identity with an unbroken run is lost)\n"

@@ -8,7 +8,10 @@
 typedef enum lcx_act_policy {
     LCX_ACT_KEEP = 0,   /* store what backward needs */
     LCX_ACT_RECOMPUTE,  /* store the layer input (+ attention output and LSE); rerun the layer in backward */
-    LCX_ACT_OFFLOAD,    /* keep, copied to host memory between forward and backward (same as keep on CPU) */
+    LCX_ACT_OFFLOAD,    /* keep, copied to a host pool right after the forward and fetched back ahead of the
+                           backward (docs/model.md "Activation policy (per layer)") */
+    LCX_ACT_RECOMPUTE_OFFLOAD, /* recompute whose stored tensors (layer input, attention output, LSE) are
+                                  offloaded as offload's are */
     LCX_ACT_AUTO,       /* recipes only: the planner chooses per layer from the memory budget */
     LCX_ACT_COUNT
 } lcx_act_policy;
@@ -16,10 +19,18 @@ typedef enum lcx_act_policy {
 /* The concrete policies a model runs are those below AUTO. */
 #define LCX_ACT_POLICY_COUNT LCX_ACT_AUTO
 
-/* "keep", "recompute", "offload", "auto"; "?" otherwise. */
+/* "keep", "recompute", "offload", "recompute+offload", "auto"; "?" otherwise. */
 const char *lcx_act_policy_name(lcx_act_policy p);
 
-/* Parse a concrete policy (keep, recompute, offload); "auto" and anything else is an error. */
+/* Parse a concrete policy (keep, recompute, offload, recompute+offload, also spelled recompute_offload);
+ * "auto" and anything else is an error. */
 lcx_status lcx_act_policy_parse(const char *s, lcx_act_policy *out);
+
+/* 1 for the policies that rerun the layer forward in backward (recompute, recompute+offload), resp. that move
+ * the stored tensors to the host pool (offload, recompute+offload). */
+static inline int lcx_act_recomputes(lcx_act_policy p) {
+    return p == LCX_ACT_RECOMPUTE || p == LCX_ACT_RECOMPUTE_OFFLOAD;
+}
+static inline int lcx_act_offloads(lcx_act_policy p) { return p == LCX_ACT_OFFLOAD || p == LCX_ACT_RECOMPUTE_OFFLOAD; }
 
 #endif

@@ -23,7 +23,8 @@
  * Activation policy per layer (docs/parallel.md "Memory"): KEEP stores everything backward needs; RECOMPUTE
  * stores the layer
  * input plus the attention output and its log-sum-exp and reruns the rest of the layer forward in backward
- * (same kernels, same order: bit-identical gradients); OFFLOAD behaves as KEEP on the CPU backend. */
+ * (same kernels, same order: bit-identical gradients); OFFLOAD stores what KEEP stores in a host pool between
+ * forward and backward, RECOMPUTE_OFFLOAD what RECOMPUTE stores (model_offload.c): bit-identical too. */
 #ifndef LCX_MODEL_H
 #define LCX_MODEL_H
 
@@ -59,6 +60,8 @@ typedef struct lcx_model_opts {
     lcx_dtype act_dtype;         /* activation storage: LCX_F32 or LCX_BF16 (docs/model.md "bf16 activations");
                                     0 means LCX_F32. Math stays float32; rstd, LSE, attention's dQ/dK/dV, the
                                     logits chunk and the loss, gradients and optimizer state stay float32 */
+    int offload_prefetch;        /* layers an offloaded layer's tensors are fetched ahead of its backward; 0 means 1
+                                    (docs/model.md "Activation policy (per layer)") */
     struct lcx_comm *cp_comm;    /* context parallelism (docs/model.md "Context parallelism"): the CP group, CP size
                                     and this rank's place in it from the communicator (it must outlive the model).
                                     A batch is then this rank's local tokens (lcx_cp_local_batch): rows of
@@ -110,6 +113,9 @@ typedef struct lcx_step_result {
                              statistics, the partial gradients and the norm's shares); 0 without TP */
     double ring_wait_s;   /* seconds blocked waiting for the CP ring's K/V messages (forward and backward), i.e.
                              the ring transfer not hidden behind attention compute; outside comm_s; 0 without CP */
+    double offload_wait_s; /* seconds the compute waited for offloaded activations fetched back for the backward
+                              (the transfer not hidden behind compute); 0 without offload (and ~0 on the CPU,
+                              whose copies are synchronous) */
 } lcx_step_result;
 
 typedef struct lcx_model lcx_model;
@@ -220,8 +226,29 @@ int lcx_model_moment_shards(const lcx_model *m);
 /* Bytes of each buffer family (params, master, grads, moments, activations). */
 typedef struct lcx_model_memory {
     size_t params, master, grads, moments, acts;
+    size_t offload_device;  /* the offload device pool: (prefetch depth + 2) slots of the largest offloaded layer's
+                               stored bytes (0 without an offload or recompute+offload layer) */
+    size_t offload_host;    /* the offload host pool: every offloaded layer's stored bytes (pinned on a GPU) */
 } lcx_model_memory;
 lcx_model_memory lcx_model_memory_of(const lcx_model *m);
+
+/* The offload pools' accounting (docs/model.md "Activation policy (per layer)"): bytes of offloaded layers'
+ * stored tensors held in the device pool and in the host pool, and their high-water marks since the model was
+ * built (lcx_model_offload_reset: since then). A layer's stored bytes are its layer input plus what its policy
+ * stores (each tensor rounded up to 64 bytes). With every layer offloaded and prefetch depth d the device
+ * high-water mark is max(2, d + 1) layers' stored bytes: 2 in the forward (the running layer and the next
+ * layer's input), d + 1 in the backward (the running layer and d fetched ahead); the host one is all layers'. */
+typedef struct lcx_offload_stats {
+    int n_layers;           /* layers with policy offload or recompute+offload */
+    int prefetch;           /* prefetch depth */
+    int slots;              /* device pool slots (prefetch + 2) */
+    size_t slot_bytes;      /* one slot: the largest offloaded layer's stored bytes */
+    size_t device_used, device_hwm; /* device pool: bytes held now and at most */
+    size_t host_used, host_hwm;     /* host pool: the same */
+    double wait_s;          /* seconds the compute waited for fetches since the step began */
+} lcx_offload_stats;
+lcx_offload_stats lcx_model_offload_stats(const lcx_model *m);
+void lcx_model_offload_reset(lcx_model *m); /* high-water marks = bytes held now, wait_s = 0 */
 
 /* Bytes of the activation buffer (lcx_model_memory_of(m).acts) of a model built with opts->training == 0, for
  * T = opts->max_tokens tokens (docs/model.md "Forward-only passes"), each piece rounded up to 64 bytes:

@@ -102,13 +102,27 @@ lcx_status lcx_model_fwd_bwd(lcx_model *m, const lcx_batch *b, float dscale, lcx
     LCX_FAIL_IF(!m->training, LCX_ERR_INVALID, "model: not built for training (opts.training = 0)");
     LCX_TRY(lcx_model_prepare(m, b, NULL));
     int64_t T = b->n_seq * b->seq_len;
-    LCX_TRY(lcx_model_embed(m, T));
-    for (int l = 0; l < m->L; l++) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 0));
+    LCX_TRY(lcx_model_embed(m, T)); /* with offload: into layer 0's slot */
+    for (int l = 0; l < m->L; l++) {
+        LCX_TRY(lcx_offload_fwd_pre(m, l));
+        LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 0));
+        LCX_TRY(lcx_offload_fwd_post(m, l, 1));
+    }
     LCX_TRY(lcx_model_loss(m, T, 1, dscale, NULL, acc));
     for (int l = (int)m->L - 1; l >= 0; l--) {
-        /* recompute: rebuild everything but the attention output/LSE (kept) into the shared scratch */
-        if (m->policy[l] == LCX_ACT_RECOMPUTE) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 1));
+        LCX_TRY(lcx_offload_bwd_pre(m, l)); /* offloaded: fetch this layer and the next ones back */
+        /* recompute: rebuild everything but the attention output/LSE (kept) into the shared scratch. The rerun
+         * also writes the layer's output, which nothing reads again: into resid[l+1] as in the forward, or, when
+         * layer l+1's input slot has gone back to the offload pool, into dxn (free until the layer's backward) */
+        if (lcx_act_recomputes(m->policy[l])) {
+            void *next = m->resid[l + 1];
+            if (l + 1 < m->L && lcx_act_offloads(m->policy[l + 1])) m->resid[l + 1] = m->dxn;
+            lcx_status st = lcx_layer_forward(m, l, &m->layer[l], b, 1);
+            m->resid[l + 1] = next;
+            LCX_TRY(st);
+        }
         LCX_TRY(lcx_layer_backward(m, l, &m->layer[l], b));
+        LCX_TRY(lcx_offload_bwd_post(m, l));
     }
     lcx_embedding_args e = {.dt = m->adt, .n_tokens = T, .n_rows = m->Vl, .dim = m->H, .vocab_start = m->v0,
                             .n_vocab = m->Vl * m->tp_size, .ids = m->d_ids, .dout = m->dres,

@@ -132,6 +132,7 @@ done:
 }
 
 lcx_status lcx_model_embed(lcx_model *m, int64_t T) {
+    LCX_TRY(lcx_offload_begin(m)); /* a new pass: resid[0] is layer 0's slot when it is offloaded */
     /* vocab-parallel: each TP rank looks up the ids in its rows (zero elsewhere) and the ranks' rows are summed */
     lcx_embedding_args a = {.dt = m->adt, .n_tokens = T, .n_rows = m->Vl, .dim = m->H, .vocab_start = m->v0,
                             .n_vocab = m->Vl * m->tp_size, .ids = m->d_ids, .w_dtype = m->pdt,

@@ -127,8 +127,16 @@ static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, void *kv_
 }
 
 lcx_status lcx_model_layers_fwd(lcx_model *m, const lcx_batch *b) {
-    for (int l = 0; l < m->L; l++)
-        LCX_TRY(m->training ? lcx_layer_forward(m, l, &m->layer[l], b, 0) : infer_layer(m, l, b, NULL, NULL, 0));
+    for (int l = 0; l < m->L; l++) {
+        if (!m->training) {
+            LCX_TRY(infer_layer(m, l, b, NULL, NULL, 0));
+            continue;
+        }
+        /* offloaded layers run in the offload pool's slots, and nothing is kept for a backward */
+        LCX_TRY(lcx_offload_fwd_pre(m, l));
+        LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 0));
+        LCX_TRY(lcx_offload_fwd_post(m, l, 0));
+    }
     return LCX_OK;
 }
 

@@ -20,7 +20,7 @@ typedef lcx_cursor cursor;
 #define TAKEF(c, n) ((float *)take((c), (n), sizeof(float)))
 #define TAKEA(c, n) take((c), (n), lcx_act_size(m->adt)) /* act tensor (the model's activation dtype) */
 
-static void take_full(lcx_model *m, cursor *c, lcx_layer_acts *a, int64_t T) {
+void lcx_layer_take_full(lcx_model *m, cursor *c, lcx_layer_acts *a, int64_t T) {
     a->xn1 = TAKEA(c, T * m->H);
     a->rstd1 = TAKEF(c, T);
     if (m->cfg.qk_norm) {
@@ -50,13 +50,15 @@ static void layout_acts(lcx_model *m, cursor *c) {
     lcx_layer_acts scratch;
     memset(&scratch, 0, sizeof scratch);
     int any_recompute = 0;
-    for (int l = 0; l < m->L; l++) any_recompute |= m->policy[l] == LCX_ACT_RECOMPUTE;
-    if (any_recompute) take_full(m, c, &scratch, T);
-    for (int64_t l = 0; l <= m->L; l++) m->resid[l] = TAKEA(c, T * m->H);
+    for (int l = 0; l < m->L; l++) any_recompute |= lcx_act_recomputes(m->policy[l]);
+    if (any_recompute) lcx_layer_take_full(m, c, &scratch, T);
+    /* offloaded layers' stored tensors (their input included) live in the offload pools (model_offload.c) */
+    for (int64_t l = 0; l <= m->L; l++) m->resid[l] = l < m->L && lcx_act_offloads(m->policy[l]) ? NULL : TAKEA(c, T * m->H);
     for (int l = 0; l < m->L; l++) {
         lcx_layer_acts *a = &m->layer[l];
-        if (m->policy[l] == LCX_ACT_RECOMPUTE) *a = scratch;
-        else take_full(m, c, a, T);
+        if (lcx_act_recomputes(m->policy[l])) *a = scratch;
+        if (lcx_act_offloads(m->policy[l])) continue;
+        if (m->policy[l] != LCX_ACT_RECOMPUTE) lcx_layer_take_full(m, c, a, T);
         a->x_in = m->resid[l];
         a->o = TAKEA(c, T * m->Q);
         a->lse = TAKEF(c, T * m->nh);
@@ -211,8 +213,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
         LCX_FAIL_GOTO((unsigned)p >= LCX_ACT_POLICY_COUNT, LCX_ERR_INVALID, fail,
                       "model: layer %d: activation policy %s (the planner resolves auto before building a model)", l,
                       lcx_act_policy_name(p));
-        /* offload has no host/device distinction on the CPU backend: it is keep there */
-        m->policy[l] = p == LCX_ACT_RECOMPUTE ? LCX_ACT_RECOMPUTE : LCX_ACT_KEEP;
+        m->policy[l] = p;
     }
 
     /* parameter offsets and (layer, kind) index */
@@ -271,6 +272,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     c.base = m->acts_buf;
     c.used = 0;
     layout_acts(m, &c);
+    LCX_TRY_GOTO(lcx_offload_init(m, opts->offload_prefetch), fail);
     LCX_TRY_GOTO(lcx_ring_init(m, opts->cp_comm), fail);
     LCX_TRY_GOTO(lcx_tp_alloc(m), fail);
     LCX_TRY_GOTO(lcx_model_exec_reserve(m), fail);
@@ -305,6 +307,7 @@ void lcx_model_free(lcx_model *m) {
         m->be->free(m->rope_sin);
         lcx_ring_free(m);
         lcx_tp_free(m);
+        lcx_offload_free(m);
     }
     lcx_model_exec_free(m);
     lcx_param_table_free(&m->tab);
@@ -523,6 +526,8 @@ lcx_model_memory lcx_model_memory_of(const lcx_model *m) {
     r.grads = m->grads ? (size_t)m->n_elems * 4 : 0;
     r.moments = m->adam_m ? (size_t)m->n_moment_elems * 8 : 0; /* ZeRO-1: this rank's rows */
     r.acts = m->acts_bytes;
+    r.offload_device = m->offl.n ? m->offl.slot_bytes * (size_t)m->offl.n_slots : 0;
+    r.offload_host = m->offl.host_bytes;
     return r;
 }
 

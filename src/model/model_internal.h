@@ -47,6 +47,33 @@ typedef struct lcx_infer_ws {
     void *xn2, *gate, *up;    /* act [C, H], [C, F], [C, F]: one MLP chunk (SwiGLU output over gate) */
 } lcx_infer_ws;
 
+/* Activation offload (model_offload.c; docs/model.md "Activation policy (per layer)"). The stored tensors of an
+ * offload layer (everything backward reads: layer input, lcx_layer_acts' own tensors, attention output, LSE) or
+ * of a recompute+offload layer (layer input, attention output, LSE) live in a slot of the device pool while the
+ * layer runs; right after its forward they are copied to the layer's host buffer on the copy queue xc and the
+ * slot goes back to the pool; the backward fetches them into a free slot `depth` layers ahead. Slot s is reused
+ * only after free_ev[s] (the compute queue's last use, or the copy out of it) and read by compute only after
+ * ready_ev[s] (the copy into it). Bytes held are accounted per pool (used, high-water mark). */
+typedef struct lcx_offload {
+    int n;                    /* offloaded layers (0: nothing below is allocated) */
+    int depth;                /* prefetch depth (>= 1): layers fetched ahead of the backward */
+    int n_slots;              /* device slots: depth + 2 */
+    size_t slot_bytes;        /* the largest offloaded layer's stored bytes */
+    size_t *bytes;            /* [L] each offloaded layer's stored bytes (0 for the others) */
+    void *dev;                /* device pool: n_slots x slot_bytes, one backend allocation */
+    char *host_mem;           /* host pool: the offloaded layers' buffers back to back */
+    size_t host_bytes;
+    char **host;              /* [L] layer l's host buffer (NULL when not offloaded) */
+    int *slot_of;             /* [L] the slot layer l's tensors are in, -1 when not on the device */
+    int *holder;              /* [n_slots] the layer a slot holds, -1 free */
+    uint64_t *freed_at;       /* [n_slots] release tick (the least recently released free slot is taken) */
+    uint64_t tick;
+    lcx_exec *xc;             /* the copy queue */
+    lcx_event **ready_ev, **free_ev; /* [n_slots] */
+    size_t dev_used, dev_hwm, host_used, host_hwm;
+    double wait_s;            /* seconds the compute queue waited for fetches since the step began */
+} lcx_offload;
+
 struct lcx_model {
     const lcx_backend *be;
     lcx_exec *x;              /* every op runs on it; its arena holds lcx_model_workspace() bytes */
@@ -121,6 +148,8 @@ struct lcx_model {
     void *tp_gather;          /* TP x the largest summed buffer */
     double *tp_stats;         /* f64 [C][3] this rank's loss-chunk statistics, then [TP][C][3] gathered */
     double tp_comm_s;         /* seconds in the TP group's collectives since the step began (model_train.c resets) */
+
+    lcx_offload offl;         /* activation offload (model_offload.c) */
 
     /* ZeRO-1 (model_zero.c): AdamW moments sharded over opts.zero_comm (NULL/0 without it) */
     lcx_comm *zero;           /* the gradient group the moments are sharded over, or NULL */
@@ -256,6 +285,23 @@ lcx_status lcx_zero_sqnorm(lcx_model *m, double *sq);
  * D the squared norm of q's rows of the summed gradients, then the D sums in rank order. */
 lcx_status lcx_zero_group_sqnorm(lcx_model *m, int D, double *sq);
 lcx_status lcx_zero_all_gather(lcx_model *m);
+/* The full stored set of one layer (everything but x_in, o, lse) from cursor c (model_init.c). */
+void lcx_layer_take_full(lcx_model *m, lcx_cursor *c, lcx_layer_acts *a, int64_t T);
+/* Activation offload (model_offload.c). init: after the activations' layout (m->policy, max_tokens set), size and
+ * allocate the pools, the copy queue and the events (nothing without an offloaded layer); free. begin: a new
+ * forward (every slot free, the host buffers unused), layer 0's slot taken when it is offloaded (the embedding
+ * writes its input). fwd_pre(l): the next layer's slot (layer l writes its input). fwd_post(l, store): layer l's
+ * tensors to its host buffer (store = 0, a forward without backward: dropped) and its slot back to the pool.
+ * bwd_pre(l): fetch layers l .. l-depth not on the device, then make the compute queue wait for layer l's.
+ * bwd_post(l): layer l's slot back to the pool. next_input(l): where a recomputed layer l may write its output
+ * (resid[l+1], or free scratch when layer l+1's input slot is gone). */
+lcx_status lcx_offload_init(lcx_model *m, int depth);
+void lcx_offload_free(lcx_model *m);
+lcx_status lcx_offload_begin(lcx_model *m);
+lcx_status lcx_offload_fwd_pre(lcx_model *m, int l);
+lcx_status lcx_offload_fwd_post(lcx_model *m, int l, int store);
+lcx_status lcx_offload_bwd_pre(lcx_model *m, int l);
+lcx_status lcx_offload_bwd_post(lcx_model *m, int l);
 /* Make room for n loss slots in d_res (kept when large enough; contents are not kept). */
 lcx_status lcx_model_reserve_results(lcx_model *m, int64_t n);
 

@@ -40,18 +40,24 @@ void lcx_mem_estimate_compute(const lcx_mem_model *m, int64_t seq_len, int64_t m
     e->optimizer = P * 8;
     double T = (double)seq_len * (double)micro_seqs / (double)m->cp; /* tokens per device per micro-batch */
     double keep = lcx_mem_layer_keep(m), rec = lcx_mem_layer_recompute(m);
-    int any_rec = 0, any_off = 0;
-    double stored = 0;
+    int any_rec = 0;
+    double stored = 0, slot = 0; /* slot: the largest offloaded layer's stored bytes per token */
     for (int64_t l = 0; l < m->n_layers; l++) {
         switch (policy[l]) {
         case LCX_ACT_RECOMPUTE: stored += rec, any_rec = 1; break;
-        case LCX_ACT_OFFLOAD: e->host += T * keep, any_off = 1; break;
+        case LCX_ACT_OFFLOAD: e->host += T * keep, slot = keep; break;
+        case LCX_ACT_RECOMPUTE_OFFLOAD:
+            e->host += T * rec, any_rec = 1;
+            if (slot < rec) slot = rec;
+            break;
         default: stored += keep; break;
         }
     }
     /* embedding output and final-norm output (+ its rstd) */
     e->activations = T * stored + T * (2.0 * m->act_bytes * (double)m->hidden + 4);
-    e->workspace = T * keep * (1 + any_rec + any_off);
+    /* the recompute scratch (one layer), and the offload device pool: 2 slots in flight at prefetch depth 1
+     * (docs/model.md "Activation policy (per layer)") */
+    e->workspace = T * keep * (1 + any_rec) + 2 * T * slot;
     double chunk = (double)(m->loss_chunk < T ? m->loss_chunk : (int64_t)T);
     e->logits = chunk * per_tp(m->vocab, m->tp) * 4 * 2;
     if (m->cp > 1) e->cp_buffers = 8.0 * T * per_tp(m->kv_heads, m->tp) * (double)m->head_dim * m->act_bytes;
@@ -310,7 +316,7 @@ static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe
     for (int64_t l = 0; l < L; l++) {
         ps->n_keep += ps->activation[l] == LCX_ACT_KEEP;
         ps->n_recompute += ps->activation[l] == LCX_ACT_RECOMPUTE;
-        ps->n_offload += ps->activation[l] == LCX_ACT_OFFLOAD;
+        ps->n_offload += lcx_act_offloads(ps->activation[l]);
     }
     if (p->opts.mem_budget > 0 && ps->mem.total > p->opts.mem_budget)
         return lcx_fail(LCX_ERR_INVALID,

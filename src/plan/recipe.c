@@ -278,18 +278,19 @@ static lcx_status parse_activation(const pctx *c, const yaml_node_t *v, lcx_reci
         LCX_FAIL_IF(!a, LCX_ERR_OOM, "out of memory");
         for (ptrdiff_t i = 0; i < cnt; i++) {
             yaml_node_t *it = yaml_document_get_node(c->doc, v->data.sequence.items.start[i]);
-            int found = -1;
-            if (it->type == YAML_SCALAR_NODE)
-                for (int j = 0; j < LCX_ACT_POLICY_COUNT; j++) /* a per-layer list names concrete policies */
-                    if (!strcmp(scalar(it), lcx_act_policy_name((lcx_act_policy)j))) found = j;
-            if (found < 0) {
+            lcx_act_policy found = LCX_ACT_COUNT; /* a per-layer list names concrete policies */
+            if (it->type == YAML_SCALAR_NODE && lcx_act_policy_parse(scalar(it), &found) != LCX_OK) {
+                lcx_clear_error();
+                found = LCX_ACT_COUNT;
+            }
+            if (found == LCX_ACT_COUNT) {
                 char shown[48];
                 free(a);
-                return kfail(c, it, key, "layer %td: expected keep, recompute or offload, got '%s'", i,
+                return kfail(c, it, key, "layer %td: expected keep, recompute, offload or recompute+offload, got '%s'", i,
                              it->type == YAML_SCALAR_NODE ? lcx_printable(scalar(it), shown, sizeof shown)
                                                           : node_kind(it));
             }
-            a[i] = (lcx_act_policy)found;
+            a[i] = found;
         }
         free(st_->activation_list);
         st_->activation_list = a;
@@ -297,16 +298,21 @@ static lcx_status parse_activation(const pctx *c, const yaml_node_t *v, lcx_reci
         SET(LCX_RF_ACTIVATION, v);
         return LCX_OK;
     }
-    LCX_TRY(want_scalar(c, v, key, "keep, recompute, offload, auto or a per-layer list"));
-    for (int j = 0; j < LCX_ACT_COUNT; j++)
-        if (!strcmp(scalar(v), lcx_act_policy_name((lcx_act_policy)j))) {
-            st_->activation = (lcx_act_policy)j;
-            st_->n_activation = 0;
-            SET(LCX_RF_ACTIVATION, v);
-            return LCX_OK;
-        }
+    LCX_TRY(want_scalar(c, v, key, "keep, recompute, offload, recompute+offload, auto or a per-layer list"));
+    lcx_act_policy p = LCX_ACT_AUTO;
+    if (strcmp(scalar(v), "auto") != 0 && lcx_act_policy_parse(scalar(v), &p) != LCX_OK) {
+        lcx_clear_error();
+        p = LCX_ACT_COUNT;
+    }
+    if (p != LCX_ACT_COUNT) {
+        st_->activation = p;
+        st_->n_activation = 0;
+        SET(LCX_RF_ACTIVATION, v);
+        return LCX_OK;
+    }
     char shown[48];
-    return kfail(c, v, key, "unknown policy '%s' (expected keep, recompute, offload, auto or a per-layer list)",
+    return kfail(c, v, key,
+                 "unknown policy '%s' (expected keep, recompute, offload, recompute+offload, auto or a per-layer list)",
                  lcx_printable(scalar(v), shown, sizeof shown));
 }
 

@@ -23,7 +23,7 @@
 #include "src/rope/rope.h"
 #include "src/core/status.h"
 
-/* lcx_act_policy (keep, recompute, offload, auto) is in src/model/act_policy.h. */
+/* lcx_act_policy (keep, recompute, offload, recompute+offload, auto) is in src/model/act_policy.h. */
 
 /* Fields a stage (or the defaults block) may set; bit (1u << field) of lcx_recipe_stage.set. */
 typedef enum lcx_recipe_field {

@@ -208,14 +208,15 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
         if (r.peak_rss > sum->peak_rss) sum->peak_rss = r.peak_rss;
         sum->steps_run++;
         sum->last_loss = r.loss;
-        char rec[512];
+        char rec[768];
         snprintf(rec, sizeof rec,
                  "{\"stage\": %d, \"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"clip\": %.6g, "
                  "\"tokens\": %lld, \"tokens_per_s\": %.1f, \"peak_rss\": %llu, \"time\": %.4f, "
-                 "\"comm_s\": %.4f, \"compute_s\": %.4f, \"ring_wait_s\": %.4f, \"tp_comm_s\": %.4f}",
+                 "\"comm_s\": %.4f, \"compute_s\": %.4f, \"ring_wait_s\": %.4f, \"tp_comm_s\": %.4f, "
+                 "\"offload_wait_s\": %.4f}",
                  sg->index + 1, (long long)state->step, r.loss, ao.lr, r.grad_norm, r.clip_scale,
                  (long long)state->tokens, tps, (unsigned long long)r.peak_rss, dt, r.comm_s,
-                 dt > r.comm_s ? dt - r.comm_s : 0.0, r.ring_wait_s, r.tp_comm_s);
+                 dt > r.comm_s ? dt - r.comm_s : 0.0, r.ring_wait_s, r.tp_comm_s, r.offload_wait_s);
         if (mf) {
             fprintf(mf, "%s\n", rec);
             fflush(mf);

@@ -5,12 +5,14 @@
  *
  * Run directory:
  *   RUN/metrics.jsonl      one JSON object per line: {"stage","step","loss","lr","grad_norm","clip","tokens",
- *                          "tokens_per_s","peak_rss","time","comm_s","compute_s","ring_wait_s","tp_comm_s"} per
+ *                          "tokens_per_s","peak_rss","time","comm_s","compute_s","ring_wait_s","tp_comm_s",
+ *                          "offload_wait_s"} per
  *                          step (time: the step's seconds; comm_s: those in the collectives of the gradient group
  *                          and the TP group, waits included, 0 on one rank; compute_s: the rest; ring_wait_s: the
  *                          part of compute_s blocked waiting for the CP ring's K/V messages, the transfer not
  *                          hidden behind attention, 0 without CP; tp_comm_s: the part of comm_s in the TP group's
- *                          collectives, 0 without TP), {"stage","eval_len","loss","ppl",...} per evaluation
+ *                          collectives, 0 without TP; offload_wait_s: the part of compute_s waiting for
+ *                          offloaded activations fetched back, 0 without offload), {"stage","eval_len","loss","ppl",...} per evaluation
  *                          (appended; after a resume the replayed steps appear again with the same values)
  *   RUN/checkpoints/NAME   .lcx checkpoints (formats/lcx.h) with `latest`; NAME = sSS-stepNNNNNN. Each holds
  *                          role `param` (stored dtype), `master` (fp32, bf16 models only), `adam_m`, `adam_v`,

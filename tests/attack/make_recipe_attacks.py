@@ -81,7 +81,7 @@ CASES = {
     "longrope_without_lists": ("stages:\n  - {seq_len: 16k, steps: 10, method: longrope}\n", 2,
                                "key 'method': stages[0]: longrope needs short_factor and long_factor lists"),
     "activation_list_bad": ("defaults:\n  activation: [keep, sometimes]\nstages:\n  - {seq_len: 16k, steps: 10}\n",
-                            2, "key 'activation': layer 1: expected keep, recompute or offload, got 'sometimes'"),
+                            2, "key 'activation': layer 1: expected keep, recompute, offload or recompute+offload, got 'sometimes'"),
     "eval_lengths_bad": ("defaults:\n  eval_lengths: [4k, -1]\nstages:\n  - {seq_len: 16k, steps: 10}\n", 2,
                          "key 'eval_lengths': '-1' is not a length"),
     "number_nan": ("defaults:\n  clip_norm: .nan\nstages:\n  - {seq_len: 16k, steps: 10}\n", 2,

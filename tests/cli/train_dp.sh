@@ -23,8 +23,8 @@ check "one 'done:' line on stdout" [ "$(grep -c '^done:' "$tmp/out")" -eq 1 ]
 check "one step line per step" [ "$(grep -c '^stage 1/1 step' "$tmp/out")" -eq 5 ]
 check "the header says 2 ranks" grep -q "2 ranks x 1 x 1 sequences per step" "$tmp/out"
 check "5 metrics lines (rank 0 only)" [ "$(grep -c '"step"' "$tmp/two/metrics.jsonl")" -eq 5 ]
-check "metrics: comm_s, compute_s, ring_wait_s and tp_comm_s" \
-    grep -q '"comm_s": [0-9.]*, "compute_s": [0-9.]*, "ring_wait_s": [0-9.]*, "tp_comm_s": 0.0000}' "$tmp/two/metrics.jsonl"
+check "metrics: comm_s, compute_s, ring_wait_s, tp_comm_s and offload_wait_s" \
+    grep -q '"comm_s": [0-9.]*, "compute_s": [0-9.]*, "ring_wait_s": [0-9.]*, "tp_comm_s": 0.0000, "offload_wait_s": 0.0000}' "$tmp/two/metrics.jsonl"
 check "one process: comm_s 0" [ "$(field "$tmp/one/metrics.jsonl" comm_s | sort -u)" = "0.0000" ]
 check "no CP: ring_wait_s 0" [ "$(field "$tmp/two/metrics.jsonl" ring_wait_s | sort -u)" = "0.0000" ]
 check "the same tokens per step" [ "$(field "$tmp/two/metrics.jsonl" tokens)" = "$(field "$tmp/one/metrics.jsonl" tokens)" ]

@@ -306,10 +306,16 @@ static void test_memory(void) {
     CHECK(e.weights == 2000 && e.grads == 2000 && e.master == 0 && e.optimizer == 4000);
     CHECK(e.activations == 128.0 * 560 + 128.0 * 132);
     CHECK(e.host == 128.0 * 560);
-    CHECK(e.workspace == 128.0 * 560 * 2); /* backward + one prefetched layer */
+    CHECK(e.workspace == 128.0 * 560 * 3); /* backward + the offload device pool's 2 slots */
     CHECK(e.logits == 100.0 * 128 * 8);    /* V/TP = 128 */
     CHECK(e.cp_buffers == 8.0 * 128 * 1 * 8 * 2);
-    CHECK(e.total == 8000 + 88576 + 143360 + 102400 + 16384);
+    CHECK(e.total == 8000 + 88576 + 215040 + 102400 + 16384);
+    /* recompute+offload: A_rec per token to the host, a 2-slot pool of A_rec, the recompute scratch */
+    lcx_act_policy pol3[2] = {LCX_ACT_RECOMPUTE_OFFLOAD, LCX_ACT_KEEP};
+    lcx_mem_estimate_compute(&m, 128, 2, pol3, &e);
+    CHECK(e.activations == 128.0 * 560 + 128.0 * 132);
+    CHECK(e.host == 128.0 * lcx_mem_layer_recompute(&m));
+    CHECK(e.workspace == 128.0 * 560 * 2 + 2 * 128.0 * lcx_mem_layer_recompute(&m));
 }
 
 /* Ring traffic per rank against the sizes written out here: one message is 2 (K and V) x KV heads per rank x
