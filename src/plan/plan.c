@@ -598,9 +598,10 @@ static int better(const lcx_plan_candidate *a, const lcx_plan_candidate *b) {
     return a->peak < b->peak;
 }
 
-/* One layout: the layout rules (lcx_comm_check_mesh on every stage length), then for each loss chunk the plan
- * with the searched policies; the candidate keeps the chunk that fits with the best throughput (else the one
- * needing the least memory). */
+/* One layout: the layout rules (lcx_comm_check_mesh on every stage length), then for each loss chunk (largest
+ * first) the plan with the searched policies; the candidate keeps the largest chunk that fits with the best
+ * throughput (a smaller chunk only when it lets more layers keep their activations), else the one needing the
+ * least memory. */
 static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, int64_t tp,
                        int64_t cp, int64_t dp, lcx_plan_candidate *c) {
     memset(c, 0, sizeof *c);
@@ -630,7 +631,7 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
         t.fits = p->peak_memory <= o->mem_budget && (o->host_budget <= 0 || p->host_peak <= o->host_budget);
         t.tokens_per_s = t.fits ? p->predicted_tokens_per_s : 0;
         lcx_plan_free(p);
-        int take = !c->valid || (t.fits && !c->fits) || (t.fits && c->fits && better(&t, c)) ||
+        int take = !c->valid || (t.fits && !c->fits) || (t.fits && c->fits && t.tokens_per_s > c->tokens_per_s) ||
                    (!t.fits && !c->fits && t.peak < c->peak);
         if (take) *c = t;
     }
@@ -641,9 +642,10 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
     char b1[48], b2[48], b3[48], l1[64], l2[64];
     const lcx_plan_candidate *ch = &s->cand[s->chosen];
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
-             "search: %d layouts of %lld devices (TP x CP x DP), %d meet the layout rules, %d fit %s per device; "
+             "search: %d layout%s of %lld device%s (TP x CP x DP), %d meet%s the layout rules, %d fit%s %s per device; "
              "loss chunk %s; activations %s; per-layer policy of auto stages from recompute/offload/keep",
-             s->n_candidates, (long long)s->gpus, s->n_valid, s->n_fit, human_bytes(budget, b1, sizeof b1),
+             s->n_candidates, s->n_candidates == 1 ? "" : "s", (long long)s->gpus, s->gpus == 1 ? "" : "s", s->n_valid,
+             s->n_valid == 1 ? "s" : "", s->n_fit, s->n_fit == 1 ? "s" : "", human_bytes(budget, b1, sizeof b1),
              o->loss_chunk > 0 ? "as given" : "4096, 1024 or 256",
              p->opts.act_bytes == 2 ? "bf16" : "fp32");
     const lcx_plan_cost *k = &p->cost;
