@@ -8,11 +8,32 @@
 #include "cli.h"
 #include "commands.h"
 #include "kernels/backend.h"
+#include "src/checkpoint/source.h"
 #include "src/pipeline/extend.h"
+#include "src/plan/plan.h"
 #include "src/plan/recipe.h"
 #include "src/rope/rope.h"
 
 static const char *CMD = "extend";
+
+/* --gpus without --dry-run: the layout must be known before the mesh opens, so search it here from CKPT's config
+ * (the run's plan searches again with the layout kept and prints the explanation). */
+static lcx_status search_layout(const char *ckpt, const char *recipe, const lcx_plan_opts *po, int *tp, int *cp,
+                                int *dp) {
+    lcx_source *src = NULL;
+    lcx_recipe *r = NULL;
+    lcx_plan *p = NULL;
+    lcx_status st = lcx_source_open(ckpt, LCX_SOURCE_CONFIG_FILE, &src);
+    if (st == LCX_OK && !src->has_config)
+        st = lcx_fail(LCX_ERR_NOT_FOUND, "%s: no config.json beside it: the layout search needs the model config", ckpt);
+    if (st == LCX_OK) st = lcx_recipe_open(recipe, 2 * (po->cp ? po->cp : 1), &r);
+    if (st == LCX_OK) st = lcx_plan_build(&src->cfg, r, po, &p);
+    if (st == LCX_OK) *tp = (int)p->opts.tp, *cp = (int)p->opts.cp, *dp = (int)p->opts.dp;
+    lcx_plan_free(p);
+    lcx_recipe_free(r);
+    lcx_source_close(src);
+    return st;
+}
 
 static void help(void) {
     printf("usage: lcextend CKPT --to N (--data PREFIX | --ids FILE) [options]\n"
@@ -46,6 +67,12 @@ static void help(void) {
            "  --activations A      activation storage while training: f32 | bf16 (default f32; the plan's memory\n"
            "                       estimate follows it; the before/after evaluations run in f32)\n"
            "  --tokens-per-s X     throughput for the time estimate\n"
+           "  --gpus N             search the layout for N devices with --gpu-memory SIZE each (lcextend plan --help,\n"
+           "                       docs/plan.md \"Layout search\"): TP x CP x DP = N and the per-layer policies of\n"
+           "                       'auto' stages for the best predicted throughput that fits; --tp/--cp/--dp given\n"
+           "                       are kept; activations bf16 unless --activations; without --dry-run the world\n"
+           "                       (mpirun -np) must be N\n"
+           "  --gpu-memory SIZE    memory per device for --gpus, e.g. 80GB\n"
            "  --keep N             checkpoints kept (default 2, 0 = all)\n"
            "  --quiet              no per-step lines on stdout\n"
            "\n"
@@ -79,6 +106,8 @@ int lcx_cmd_extend(int argc, char **argv) {
     int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
+    int64_t gpus = 0;
+    uint64_t gpu_memory = 0;
     lcx_plan_opts po;
     lcx_plan_opts_default(&po);
     const lcx_cli_flag flags[] = {
@@ -105,10 +134,17 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_POSITIVE("--tokens-per-s", po.tokens_per_s),
         LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),
         LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
+        LCX_FLAG_INT("--gpus", gpus, 1, 65536),
+        LCX_FLAG_SIZE("--gpu-memory", gpu_memory, LCX_BYTES_BINARY),
     };
     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), NULL, NULL};
     int stop = lcx_cli_parse(&spec, argc, argv);
     if (stop != LCX_CLI_RUN) return stop;
+    if (gpus && !gpu_memory)
+        return lcx_cli_usage_error(CMD, "flag --gpus: give --gpu-memory SIZE (the memory per device) to search a "
+                                        "layout for %lld devices", (long long)gpus);
+    if (gpu_memory && !gpus) return lcx_cli_usage_error(CMD, "flag --gpu-memory: only with --gpus N");
+    if (gpus && !lcx_cli_flag_given(argc, argv, "--activations")) adt = LCX_BF16; /* the search's default */
     po.weight_bytes = pdt == LCX_BF16 ? 2 : 4;
     po.act_bytes = (int)lcx_act_size(adt); /* the plan's memory estimate follows --activations */
     if (!to) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
@@ -124,12 +160,29 @@ int lcx_cmd_extend(int argc, char **argv) {
     /* a dry run only plans (any layout); training opens the mesh over the launcher's world */
     lcx_cli_mesh mesh;
     memset(&mesh, 0, sizeof mesh);
-    if (dry) {
+    if (gpus) {
+        /* the search: --tp/--cp/--dp given are kept, the rest searched */
+        po.gpus = gpus;
+        po.mem_budget = (double)gpu_memory;
+        po.tp = lcx_cli_flag_given(argc, argv, "--tp") ? tp : 0;
+        po.cp = lcx_cli_flag_given(argc, argv, "--cp") ? cp : 0;
+        po.dp = dp;
+        po.loss_chunk = 4096; /* training's loss chunk is not the plan's to choose yet */
+        if (!dry) {
+            lcx_status st = search_layout(ckpt, recipe, &po, &tp, &cp, &dp);
+            if (st != LCX_OK) return lcx_cli_report(CMD, st);
+            po.tp = tp, po.cp = cp, po.dp = dp; /* the run's plan searches again within this layout */
+        }
+    }
+    if (dry && gpus) {
+        /* po is the search's */
+    } else if (dry) {
         po.tp = tp;
         po.cp = cp;
         po.dp = dp ? dp : 1;
     } else {
         if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, &mesh)) != LCX_CLI_RUN) return stop;
+        /* with --gpus, tp x cp x dp = N: opening the mesh checks the world is N ranks */
         po.tp = tp;
         po.cp = mesh.cp_size; /* the plan the run uses is the layout's: stage lengths multiples of 2 x CP */
         po.dp = mesh.dp_size;

@@ -37,6 +37,12 @@ static void help(void) {
            "  --tp N, --cp N, --dp N   parallel layout (default 1 each); lengths must be multiples of 2 x CP\n"
            "  --memory SIZE       memory budget per device, e.g. 80G, 24GiB, 512M (binary units); activation\n"
            "                      'auto' then keeps as many layers as fit, and a plan that does not fit fails\n"
+           "  --gpus N            search the layout for N devices (docs/plan.md \"Layout search\"): TP x CP x DP = N,\n"
+           "                      the loss chunk and the per-layer policy of 'auto' stages, for the best predicted\n"
+           "                      throughput that fits --gpu-memory; --tp/--cp/--dp/--loss-chunk given are kept;\n"
+           "                      prints why it chose the layout and the runner-up, or why nothing fits\n"
+           "  --gpu-memory SIZE   the memory per device for --gpus (the same budget as --memory)\n"
+           "  --host-memory SIZE  with --gpus: pinned host memory per device that offload may use (default no limit)\n"
            "  --tokens-per-s X    training throughput (tokens/s, all devices) for time estimates\n"
            "  --fp32              fp32 weights and activations (CPU backend) instead of bf16 + fp32 master\n"
            "  --loss-chunk N      tokens per chunk of the chunked loss (default 4096)\n"
@@ -46,6 +52,7 @@ static void help(void) {
            "examples:\n"
            "  lcextend plan ./Llama-3.1-8B-base --to 128k\n"
            "  lcextend plan ./Llama-3.1-8B-base --to 128k --recipe llama3-8k-128k --tp 8 --cp 4 --memory 80G\n"
+           "  lcextend plan ./Llama-3.1-8B-base --to 128k --gpus 8 --gpu-memory 80GB\n"
            "  lcextend plan ./tiny --to 2048 --recipe tiny-demo --fp32 --tokens-per-s 1000\n"
            "  lcextend plan ./model --to 64k --recipe my-recipe.yaml --method pi --json\n"
            "  lcextend plan SmolLM2-135M-Instruct.Q4_1.gguf --to 32k\n");
@@ -54,9 +61,10 @@ static void help(void) {
 int lcx_cmd_plan(int argc, char **argv) {
     const char *path = NULL, *recipe = "yarn-x2", *method = NULL;
     int as_json = 0, fp32 = 0;
-    uint64_t memory = 0;
+    uint64_t memory = 0, host_memory = 0;
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
+    o.tp = o.cp = o.dp = o.loss_chunk = 0; /* 0 = not given: searched with --gpus, else the defaults below */
     const lcx_cli_flag flags[] = {
         LCX_FLAG_SWITCH("--json", as_json),
         LCX_FLAG_SWITCH("--fp32", fp32),
@@ -67,6 +75,9 @@ int lcx_cmd_plan(int argc, char **argv) {
         LCX_FLAG_INT("--cp", o.cp, 1, 65536),
         LCX_FLAG_INT("--dp", o.dp, 1, 65536),
         LCX_FLAG_SIZE("--memory", memory, LCX_BYTES_BINARY),
+        LCX_FLAG_SIZE("--gpu-memory", memory, LCX_BYTES_BINARY),
+        LCX_FLAG_INT("--gpus", o.gpus, 1, 65536),
+        LCX_FLAG_SIZE("--host-memory", host_memory, LCX_BYTES_BINARY),
         LCX_FLAG_POSITIVE("--tokens-per-s", o.tokens_per_s),
         LCX_FLAG_LENGTH("--loss-chunk", o.loss_chunk, 1, INT64_C(1) << 34),
     };
@@ -75,6 +86,17 @@ int lcx_cmd_plan(int argc, char **argv) {
     if (stop != LCX_CLI_RUN) return stop;
     if (fp32) o.weight_bytes = o.act_bytes = 4;
     if (memory) o.mem_budget = (double)memory;
+    if (host_memory) o.host_budget = (double)host_memory;
+    if (!o.gpus) {
+        if (!o.tp) o.tp = 1;
+        if (!o.cp) o.cp = 1;
+        if (!o.dp) o.dp = 1;
+        if (!o.loss_chunk) o.loss_chunk = 4096;
+        if (host_memory) return lcx_cli_usage_error(CMD, "flag --host-memory: only with --gpus (the layout search)");
+    } else if (!memory) {
+        return lcx_cli_usage_error(CMD, "flag --gpus: give --gpu-memory SIZE (the memory per device) to search a "
+                                        "layout for %lld devices", (long long)o.gpus);
+    }
     if (!path) return lcx_cli_usage_error(CMD, "missing CKPT");
     if (!o.target) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
     if (method) {
@@ -92,7 +114,7 @@ int lcx_cmd_plan(int argc, char **argv) {
     lcx_status st = lcx_source_open(path, LCX_SOURCE_CONFIG_FILE, &src);
     if (st == LCX_OK && !src->has_config)
         st = lcx_fail(LCX_ERR_NOT_FOUND, "%s: no config.json beside it: the plan needs the model config", path);
-    if (st == LCX_OK) st = lcx_recipe_open(recipe, 2 * o.cp, &r);
+    if (st == LCX_OK) st = lcx_recipe_open(recipe, 2 * (o.cp ? o.cp : 1), &r);
     if (st == LCX_OK) st = lcx_plan_build(&src->cfg, r, &o, &p);
     if (st == LCX_OK) {
         if (as_json) {

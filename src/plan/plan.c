@@ -9,6 +9,7 @@
 
 #include "src/checkpoint/catalog.h"
 #include "src/checkpoint/model_params.h"
+#include "src/comm/mesh_check.h"
 #include "src/core/cp_ring.h"
 #include "src/core/units.h"
 
@@ -29,8 +30,10 @@ double lcx_mem_layer_recompute(const lcx_mem_model *m) {
     return m->act_bytes * ((double)m->hidden + nh * (double)m->head_dim) + 4 * nh;
 }
 
-void lcx_mem_estimate_compute(const lcx_mem_model *m, int64_t seq_len, int64_t micro_seqs,
-                              const lcx_act_policy *policy, lcx_mem_estimate *e) {
+/* The estimate from the number of layers of each concrete policy (counts[LCX_ACT_POLICY_COUNT]): every part of
+ * the model depends on the counts only, not on which layer runs which policy. */
+static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t micro_seqs, const int *counts,
+                                lcx_mem_estimate *e) {
     memset(e, 0, sizeof *e);
     double P = (double)m->n_params / (double)m->tp;
     double w = m->weight_bytes;
@@ -40,19 +43,12 @@ void lcx_mem_estimate_compute(const lcx_mem_model *m, int64_t seq_len, int64_t m
     e->optimizer = P * 8;
     double T = (double)seq_len * (double)micro_seqs / (double)m->cp; /* tokens per device per micro-batch */
     double keep = lcx_mem_layer_keep(m), rec = lcx_mem_layer_recompute(m);
-    int any_rec = 0;
-    double stored = 0, slot = 0; /* slot: the largest offloaded layer's stored bytes per token */
-    for (int64_t l = 0; l < m->n_layers; l++) {
-        switch (policy[l]) {
-        case LCX_ACT_RECOMPUTE: stored += rec, any_rec = 1; break;
-        case LCX_ACT_OFFLOAD: e->host += T * keep, slot = keep; break;
-        case LCX_ACT_RECOMPUTE_OFFLOAD:
-            e->host += T * rec, any_rec = 1;
-            if (slot < rec) slot = rec;
-            break;
-        default: stored += keep; break;
-        }
-    }
+    const double n_ro = counts[LCX_ACT_RECOMPUTE_OFFLOAD];
+    int any_rec = counts[LCX_ACT_RECOMPUTE] > 0 || n_ro > 0;
+    double stored = counts[LCX_ACT_KEEP] * keep + counts[LCX_ACT_RECOMPUTE] * rec;
+    e->host = counts[LCX_ACT_OFFLOAD] * T * keep + n_ro * T * rec;
+    /* the largest offloaded layer's stored bytes per token (an offload slot) */
+    double slot = counts[LCX_ACT_OFFLOAD] > 0 ? keep : n_ro > 0 ? rec : 0;
     /* embedding output and final-norm output (+ its rstd) */
     e->activations = T * stored + T * (2.0 * m->act_bytes * (double)m->hidden + 4);
     /* the recompute scratch (one layer), and the offload device pool: 2 slots in flight at prefetch depth 1
@@ -63,6 +59,24 @@ void lcx_mem_estimate_compute(const lcx_mem_model *m, int64_t seq_len, int64_t m
     if (m->cp > 1) e->cp_buffers = 8.0 * T * per_tp(m->kv_heads, m->tp) * (double)m->head_dim * m->act_bytes;
     e->total = e->weights + e->grads + e->master + e->optimizer + e->activations + e->workspace + e->logits +
                e->cp_buffers;
+}
+
+static void policy_counts(const lcx_act_policy *policy, int64_t n_layers, int *counts) {
+    for (int i = 0; i < LCX_ACT_POLICY_COUNT; i++) counts[i] = 0;
+    for (int64_t l = 0; l < n_layers; l++) {
+        lcx_act_policy a = policy[l] == LCX_ACT_RECOMPUTE || policy[l] == LCX_ACT_OFFLOAD ||
+                                   policy[l] == LCX_ACT_RECOMPUTE_OFFLOAD
+                               ? policy[l]
+                               : LCX_ACT_KEEP;
+        counts[a]++;
+    }
+}
+
+void lcx_mem_estimate_compute(const lcx_mem_model *m, int64_t seq_len, int64_t micro_seqs,
+                              const lcx_act_policy *policy, lcx_mem_estimate *e) {
+    int counts[LCX_ACT_POLICY_COUNT];
+    policy_counts(policy, m->n_layers, counts);
+    mem_estimate_counts(m, seq_len, micro_seqs, counts, e);
 }
 
 double lcx_matmul_params(const lcx_mem_model *m) {
@@ -83,6 +97,41 @@ void lcx_plan_opts_default(lcx_plan_opts *o) {
     o->weight_bytes = 2;
     o->act_bytes = 2;
     o->loss_chunk = 4096;
+    o->dev_flops = 400e12;
+    o->link_bytes_s = 150e9;
+    o->host_bytes_s = 25e9;
+}
+
+/* ---- throughput model (docs/plan.md "Throughput model") ---------------------------------------------------- */
+double lcx_plan_step_time(const lcx_plan_opts *o, const lcx_mem_model *m, int64_t dp, int64_t seq_len,
+                          int64_t seqs_per_rank, uint64_t ring_per_step, const int *counts, lcx_plan_cost *out) {
+    lcx_plan_cost c;
+    memset(&c, 0, sizeof c);
+    double R = o->dev_flops > 0 ? o->dev_flops : 400e12;
+    double B = o->link_bytes_s > 0 ? o->link_bytes_s : 150e9;
+    double Bh = o->host_bytes_s > 0 ? o->host_bytes_s : 25e9;
+    double L = (double)m->n_layers, tp = (double)m->tp;
+    /* recompute+offload layers rerun their forward like recompute ones and move the recompute bytes */
+    double n_ro = counts[LCX_ACT_RECOMPUTE_OFFLOAD];
+    double n_rec = counts[LCX_ACT_RECOMPUTE] + n_ro, n_off = counts[LCX_ACT_OFFLOAD];
+    double tokens = (double)seqs_per_rank * (double)seq_len / (double)m->cp; /* per device per step */
+    double layer_mm = (lcx_matmul_params(m) - (double)m->vocab * (double)m->hidden) / L;
+    /* model FLOPs + the recomputed layers' extra forward (matmuls only: the attention is not rerun), over TP */
+    c.compute = tokens * (lcx_flops_per_token(m, seq_len) + 2.0 * layer_mm * n_rec) / tp / R;
+    /* two all-reduces of [tokens x H] per layer forward, two backward, two more per recomputed layer (ring) */
+    if (m->tp > 1)
+        c.tp = (4 * L + 2 * n_rec) * 2.0 * (tp - 1) / tp * tokens * (double)m->hidden * m->act_bytes / B;
+    c.cp = (double)ring_per_step / B;
+    double G = (double)(m->cp * dp); /* the gradient group: every rank holding the same shard */
+    if (G > 1) c.grad = 2.0 * (G - 1) / G * (double)m->n_params / tp * 4 / B;
+    /* offload: each layer's kept activations go to the host and back; only what a layer's compute cannot hide */
+    double xfer = 2.0 * tokens * lcx_mem_layer_keep(m) / Bh, layer_s = c.compute / L;
+    if (xfer > layer_s) c.offload = n_off * (xfer - layer_s);
+    double xfer_ro = 2.0 * tokens * lcx_mem_layer_recompute(m) / Bh;
+    if (xfer_ro > layer_s) c.offload += n_ro * (xfer_ro - layer_s);
+    c.total = c.compute + c.tp + c.cp + c.grad + c.offload;
+    if (out) *out = c;
+    return c.total;
 }
 
 void lcx_plan_free(lcx_plan *p) {
@@ -91,6 +140,7 @@ void lcx_plan_free(lcx_plan *p) {
     free(p->stages);
     free(p->recipe_name);
     free(p->recipe_label);
+    free(p->search);
     free(p);
 }
 
@@ -287,6 +337,64 @@ static lcx_status plan_batch(lcx_plan *p, const lcx_recipe *r, const lcx_recipe_
     return LCX_OK;
 }
 
+/* ---- per-layer policies of an `activation: auto` stage in a layout search ----------------------------------- */
+static const lcx_act_policy SEARCH_POLICIES[] = LCX_PLAN_SEARCH_POLICIES;
+enum { N_SEARCH_POLICIES = (int)(sizeof SEARCH_POLICIES / sizeof SEARCH_POLICIES[0]) };
+
+typedef struct comp_search {
+    const lcx_plan *p;
+    const lcx_plan_stage *ps;
+    int cnt[N_SEARCH_POLICIES];          /* layers per SEARCH_POLICIES entry, in layer order */
+    int best[N_SEARCH_POLICIES], least[N_SEARCH_POLICIES];
+    double best_s, least_total, least_s;
+    int have_best, have_least;
+} comp_search;
+
+static void comp_eval(comp_search *c) {
+    int counts[LCX_ACT_POLICY_COUNT] = {0};
+    for (int i = 0; i < N_SEARCH_POLICIES; i++) counts[SEARCH_POLICIES[i]] += c->cnt[i];
+    lcx_mem_estimate e;
+    mem_estimate_counts(&c->p->model, c->ps->seq_len, c->ps->micro_seqs, counts, &e);
+    double t = lcx_plan_step_time(&c->p->opts, &c->p->model, c->p->opts.dp, c->ps->seq_len,
+                                  c->ps->micro_seqs * c->ps->grad_accum, c->ps->ring.per_step, counts, NULL);
+    int fits = e.total <= c->p->opts.mem_budget && (c->p->opts.host_budget <= 0 || e.host <= c->p->opts.host_budget);
+    /* strict comparisons: the first composition in enumeration order wins a tie (deterministic) */
+    if (fits && (!c->have_best || t < c->best_s)) {
+        memcpy(c->best, c->cnt, sizeof c->best);
+        c->best_s = t, c->have_best = 1;
+    }
+    if (!c->have_least || e.total < c->least_total || (e.total == c->least_total && t < c->least_s)) {
+        memcpy(c->least, c->cnt, sizeof c->least);
+        c->least_total = e.total, c->least_s = t, c->have_least = 1;
+    }
+}
+
+static void comp_visit(comp_search *c, int i, int left) {
+    if (i == N_SEARCH_POLICIES - 1) {
+        c->cnt[i] = left;
+        comp_eval(c);
+        return;
+    }
+    for (int k = 0; k <= left; k++) {
+        c->cnt[i] = k;
+        comp_visit(c, i + 1, left - k);
+    }
+}
+
+/* Every split of the layers over SEARCH_POLICIES (the memory and the time depend on the counts only): the
+ * fastest that fits, else the one needing the least memory (the search then reports the layout as not fitting). */
+static void search_policies(const lcx_plan *p, lcx_plan_stage *ps) {
+    comp_search c;
+    memset(&c, 0, sizeof c);
+    c.p = p, c.ps = ps;
+    comp_visit(&c, 0, (int)p->model.n_layers);
+    const int *pick = c.have_best ? c.best : c.least;
+    int64_t l = 0;
+    for (int i = 0; i < N_SEARCH_POLICIES; i++)
+        for (int k = 0; k < pick[i]; k++) ps->activation[l++] = SEARCH_POLICIES[i];
+    lcx_mem_estimate_compute(&p->model, ps->seq_len, ps->micro_seqs, ps->activation, &ps->mem);
+}
+
 static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe_stage *s, lcx_plan_stage *ps) {
     const lcx_mem_model *m = &p->model;
     int64_t L = m->n_layers;
@@ -302,6 +410,8 @@ static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe
     } else if (s->activation != LCX_ACT_AUTO) {
         for (int64_t l = 0; l < L; l++) ps->activation[l] = s->activation;
         lcx_mem_estimate_compute(m, ps->seq_len, ps->micro_seqs, ps->activation, &ps->mem);
+    } else if (p->searching) {
+        search_policies(p, ps);
     } else if (p->opts.mem_budget > 0) {
         /* fewest recomputed layers (from the first) that fit */
         for (int64_t k = 0; k <= L; k++) {
@@ -318,7 +428,7 @@ static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe
         ps->n_recompute += ps->activation[l] == LCX_ACT_RECOMPUTE;
         ps->n_offload += lcx_act_offloads(ps->activation[l]);
     }
-    if (p->opts.mem_budget > 0 && ps->mem.total > p->opts.mem_budget)
+    if (!p->searching && p->opts.mem_budget > 0 && ps->mem.total > p->opts.mem_budget)
         return lcx_fail(LCX_ERR_INVALID,
                         "%s:%d: stage %s needs %.2f GiB per device (%lld keep, %lld recompute, %lld offload layers; "
                         "micro-batch %lld x %lld tokens, CP %lld), above the budget %.2f GiB: raise --cp, lower "
@@ -382,7 +492,8 @@ static void plan_eval(const lcx_plan *p, const lcx_recipe_stage *s, lcx_plan_sta
     ps->n_eval = n;
 }
 
-lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, lcx_plan **out) {
+static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, int searching,
+                           lcx_plan **out) {
     *out = NULL;
     char b1[32], b2[32];
     LCX_FAIL_IF(o->tp < 1 || o->cp < 1 || o->dp < 1, LCX_ERR_INVALID, "plan: tp, cp and dp must be >= 1");
@@ -400,6 +511,7 @@ lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, cons
     lcx_param_table table;
     memset(&table, 0, sizeof table);
     p->opts = *o;
+    p->searching = searching;
     p->arch = cfg->arch;
     p->rope_in = cfg->rope;
     p->max_pos_in = cfg->max_position_embeddings;
@@ -452,8 +564,8 @@ lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, cons
         ps->seed = s.seed;
         LCX_TRY_GOTO(plan_rope(p, cfg, r, &s, ps), fail);
         LCX_TRY_GOTO(plan_batch(p, r, &s, ps), fail);
+        LCX_TRY_GOTO(plan_ring(p, ps), fail); /* before the policies: the search costs the ring */
         LCX_TRY_GOTO(plan_memory(p, r, &s, ps), fail);
-        LCX_TRY_GOTO(plan_ring(p, ps), fail);
         plan_eval(p, &s, ps);
         ps->flops = (double)ps->tokens * lcx_flops_per_token(&p->model, ps->seq_len);
         ps->time_s = o->tokens_per_s > 0 ? (double)ps->tokens / o->tokens_per_s : 0;
@@ -461,7 +573,17 @@ lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, cons
         p->total_flops += ps->flops;
         p->total_time_s += ps->time_s;
         if (ps->mem.total > p->peak_memory) p->peak_memory = ps->mem.total;
+        if (ps->mem.host > p->host_peak) p->host_peak = ps->mem.host;
+        int counts[LCX_ACT_POLICY_COUNT];
+        policy_counts(ps->activation, p->model.n_layers, counts);
+        ps->step_s = lcx_plan_step_time(o, &p->model, o->dp, ps->seq_len, ps->micro_seqs * ps->grad_accum,
+                                        ps->ring.per_step, counts, &ps->step_cost);
+        double k = (double)ps->steps;
+        p->cost.compute += k * ps->step_cost.compute, p->cost.tp += k * ps->step_cost.tp;
+        p->cost.cp += k * ps->step_cost.cp, p->cost.grad += k * ps->step_cost.grad;
+        p->cost.offload += k * ps->step_cost.offload, p->cost.total += k * ps->step_cost.total;
     }
+    p->predicted_tokens_per_s = p->cost.total > 0 ? p->total_tokens / p->cost.total : 0;
     free(pend);
     lcx_param_table_free(&table);
     *out = p;
@@ -471,6 +593,189 @@ fail:
     lcx_param_table_free(&table);
     lcx_plan_free(p);
     return st;
+}
+
+/* ---- layout search (docs/plan.md "Layout search") ---------------------------------------------------------- */
+static const char *human_bytes(double x, char *buf, size_t cap);
+static const char *human_count(double x, char *buf, size_t cap);
+
+static const char *layout_str(const lcx_plan_candidate *c, char *buf, size_t cap) {
+    snprintf(buf, cap, "TP %lld x CP %lld x DP %lld", (long long)c->tp, (long long)c->cp, (long long)c->dp);
+    return buf;
+}
+
+/* Better candidate: higher predicted throughput, then less peak memory; an exact tie keeps the earlier one. */
+static int better(const lcx_plan_candidate *a, const lcx_plan_candidate *b) {
+    if (a->tokens_per_s != b->tokens_per_s) return a->tokens_per_s > b->tokens_per_s;
+    return a->peak < b->peak;
+}
+
+/* One layout: the layout rules (lcx_comm_check_mesh on every stage length), then for each loss chunk (largest
+ * first) the plan with the searched policies; the candidate keeps the largest chunk that fits with the best
+ * throughput (a smaller chunk only when it lets more layers keep their activations), else the one needing the
+ * least memory. */
+static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, int64_t tp,
+                       int64_t cp, int64_t dp, lcx_plan_candidate *c) {
+    memset(c, 0, sizeof *c);
+    c->tp = tp, c->cp = cp, c->dp = dp;
+    static const int64_t chunks[] = {4096, 1024, 256};
+    int n_chunks = o->loss_chunk > 0 ? 1 : (int)(sizeof chunks / sizeof chunks[0]);
+    lcx_tp_dims dims = {cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, cfg->hidden_size,
+                        cfg->intermediate_size, cfg->vocab_size};
+    for (int k = 0; k < n_chunks; k++) {
+        lcx_plan_opts oc = *o;
+        oc.gpus = 0, oc.tp = tp, oc.cp = cp, oc.dp = dp;
+        oc.loss_chunk = o->loss_chunk > 0 ? o->loss_chunk : chunks[k];
+        lcx_plan *p = NULL;
+        lcx_status st = build_one(cfg, r, &oc, 1, &p);
+        lcx_mesh mesh = {(int)tp, (int)cp, (int)dp, (int)(tp * cp * dp)};
+        for (int i = 0; st == LCX_OK && i < p->n_stages; i++) st = lcx_comm_check_mesh(&mesh, &dims, p->stages[i].seq_len);
+        if (st != LCX_OK) {
+            snprintf(c->reason, sizeof c->reason, "%s", lcx_last_error());
+            lcx_plan_free(p);
+            return; /* the layout rules do not depend on the chunk */
+        }
+        lcx_plan_candidate t = *c;
+        t.valid = 1;
+        t.loss_chunk = oc.loss_chunk;
+        t.peak = p->peak_memory;
+        t.host_peak = p->host_peak;
+        t.fits = p->peak_memory <= o->mem_budget && (o->host_budget <= 0 || p->host_peak <= o->host_budget);
+        t.tokens_per_s = t.fits ? p->predicted_tokens_per_s : 0;
+        lcx_plan_free(p);
+        int take = !c->valid || (t.fits && !c->fits) || (t.fits && c->fits && t.tokens_per_s > c->tokens_per_s) ||
+                   (!t.fits && !c->fits && t.peak < c->peak);
+        if (take) *c = t;
+    }
+}
+
+static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_opts *o) {
+    double budget = o->mem_budget;
+    char b1[48], b2[48], b3[48], l1[64], l2[64];
+    const lcx_plan_candidate *ch = &s->cand[s->chosen];
+    snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
+             "search: %d layout%s of %lld device%s (TP x CP x DP), %d meet%s the layout rules, %d fit%s %s per device; "
+             "loss chunk %s; activations %s; per-layer policy of auto stages from recompute/offload/keep",
+             s->n_candidates, s->n_candidates == 1 ? "" : "s", (long long)s->gpus, s->gpus == 1 ? "" : "s", s->n_valid,
+             s->n_valid == 1 ? "s" : "", s->n_fit, s->n_fit == 1 ? "s" : "", human_bytes(budget, b1, sizeof b1),
+             o->loss_chunk > 0 ? "as given" : "4096, 1024 or 256",
+             p->opts.act_bytes == 2 ? "bf16" : "fp32");
+    const lcx_plan_cost *k = &p->cost;
+    double tot = k->total > 0 ? k->total : 1;
+    snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
+             "chosen: %s, loss chunk %lld: predicted %s tokens/s, peak %s per device (%.0f%% of the budget); time "
+             "split: compute %.0f%%, TP all-reduce %.0f%%, CP ring %.0f%%, gradient all-reduce %.0f%%, offload wait "
+             "%.0f%%",
+             layout_str(ch, l1, sizeof l1), (long long)ch->loss_chunk, human_count(ch->tokens_per_s, b2, sizeof b2),
+             human_bytes(ch->peak, b3, sizeof b3), 100 * ch->peak / budget, 100 * k->compute / tot,
+             100 * k->tp / tot, 100 * k->cp / tot, 100 * k->grad / tot, 100 * k->offload / tot);
+    if (s->runner_up >= 0) {
+        const lcx_plan_candidate *ru = &s->cand[s->runner_up];
+        snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
+                 "runner-up: %s, loss chunk %lld: %s tokens/s (%.1f%% slower), peak %s per device",
+                 layout_str(ru, l2, sizeof l2), (long long)ru->loss_chunk, human_count(ru->tokens_per_s, b2, sizeof b2),
+                 100 * (1 - ru->tokens_per_s / ch->tokens_per_s), human_bytes(ru->peak, b3, sizeof b3));
+    } else {
+        snprintf(s->lines[s->n_lines++], sizeof s->lines[0], "runner-up: none (the only layout that fits)");
+    }
+    /* the layouts that do not fit or break a rule, compactly */
+    char *line = s->lines[s->n_lines];
+    size_t cap = sizeof s->lines[0], n = 0;
+    int any = 0;
+    for (int i = 0; i < s->n_candidates && n + 1 < cap; i++) {
+        const lcx_plan_candidate *c = &s->cand[i];
+        if (c->fits) continue;
+        int w = snprintf(line + n, cap - n, "%s%lldx%lldx%lld %s", any ? ", " : "rejected (TPxCPxDP): ",
+                         (long long)c->tp, (long long)c->cp, (long long)c->dp,
+                         c->valid ? human_bytes(c->peak, b1, sizeof b1) : "breaks a layout rule");
+        if (w < 0 || (size_t)w >= cap - n) {
+            line[n] = 0;
+            break;
+        }
+        n += (size_t)w, any = 1;
+    }
+    if (any) s->n_lines++;
+}
+
+static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o,
+                              lcx_plan **out) {
+    char b1[48], b2[48], l1[64];
+    LCX_FAIL_IF(o->mem_budget <= 0, LCX_ERR_INVALID,
+                "plan: a layout search over %lld devices needs a memory budget per device", (long long)o->gpus);
+    LCX_FAIL_IF(o->gpus > 65536, LCX_ERR_INVALID, "plan: %lld devices, above 65536", (long long)o->gpus);
+    for (int64_t f = 0, v[3] = {o->tp, o->cp, o->dp}; f < 3; f++)
+        LCX_FAIL_IF(v[f] < 0 || (v[f] > 0 && o->gpus % v[f] != 0), LCX_ERR_INVALID,
+                    "plan: --%s %lld does not divide --gpus %lld", f == 0 ? "tp" : f == 1 ? "cp" : "dp",
+                    (long long)v[f], (long long)o->gpus);
+    lcx_plan_search_info *s = calloc(1, sizeof *s);
+    LCX_FAIL_IF(!s, LCX_ERR_OOM, "out of memory");
+    s->gpus = o->gpus;
+    s->chosen = s->runner_up = -1;
+    for (int64_t tp = 1; tp <= o->gpus; tp++) {
+        if (o->gpus % tp || (o->tp && tp != o->tp)) continue;
+        for (int64_t cp = 1; cp <= o->gpus / tp; cp++) {
+            if ((o->gpus / tp) % cp || (o->cp && cp != o->cp)) continue;
+            int64_t dp = o->gpus / tp / cp;
+            if ((o->dp && dp != o->dp) || s->n_candidates >= LCX_PLAN_MAX_CANDIDATES) continue;
+            lcx_plan_candidate *c = &s->cand[s->n_candidates];
+            try_layout(cfg, r, o, tp, cp, dp, c);
+            s->n_valid += c->valid, s->n_fit += c->fits;
+            if (c->fits) {
+                if (s->chosen < 0 || better(c, &s->cand[s->chosen])) s->runner_up = s->chosen, s->chosen = s->n_candidates;
+                else if (s->runner_up < 0 || better(c, &s->cand[s->runner_up])) s->runner_up = s->n_candidates;
+            }
+            s->n_candidates++;
+        }
+    }
+    if (s->n_candidates == 0) {
+        free(s);
+        return lcx_fail(LCX_ERR_INVALID, "plan: no layout of %lld devices has TP %lld x CP %lld x DP %lld (0 = any)",
+                        (long long)o->gpus, (long long)o->tp, (long long)o->cp, (long long)o->dp);
+    }
+    if (s->n_valid == 0) {
+        lcx_status st = lcx_fail(LCX_ERR_INVALID, "plan: none of the %d layouts of %lld devices meets the layout rules "
+                                 "(TP %lld x CP %lld x DP %lld: %s)", s->n_candidates, (long long)o->gpus,
+                                 (long long)s->cand[0].tp, (long long)s->cand[0].cp, (long long)s->cand[0].dp,
+                                 s->cand[0].reason);
+        free(s);
+        return st;
+    }
+    if (s->chosen < 0) {
+        int least = -1;
+        for (int i = 0; i < s->n_candidates; i++)
+            if (s->cand[i].valid && (least < 0 || s->cand[i].peak < s->cand[least].peak)) least = i;
+        const lcx_plan_candidate *c = &s->cand[least];
+        int host = o->host_budget > 0 && c->peak <= o->mem_budget;
+        lcx_status st = lcx_fail(
+            LCX_ERR_INVALID,
+            "plan: nothing fits %lld device%s of %s: the smallest layout (%s, loss chunk %lld, least-memory "
+            "policies) needs %s per device%s%s",
+            (long long)o->gpus, o->gpus == 1 ? "" : "s", human_bytes(o->mem_budget, b1, sizeof b1),
+            layout_str(c, l1, sizeof l1), (long long)c->loss_chunk, human_bytes(c->peak, b2, sizeof b2),
+            host ? " and more pinned host memory than the host budget" : "",
+            s->n_valid < s->n_candidates ? " (other layouts break the layout rules)" : "");
+        free(s);
+        return st;
+    }
+    const lcx_plan_candidate *ch = &s->cand[s->chosen];
+    lcx_plan_opts oc = *o;
+    oc.gpus = 0, oc.tp = ch->tp, oc.cp = ch->cp, oc.dp = ch->dp, oc.loss_chunk = ch->loss_chunk;
+    lcx_plan *p = NULL;
+    lcx_status st = build_one(cfg, r, &oc, 1, &p);
+    if (st != LCX_OK) {
+        free(s);
+        return st;
+    }
+    p->opts.gpus = o->gpus;
+    explain(s, p, o);
+    p->search = s;
+    *out = p;
+    return LCX_OK;
+}
+
+lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, lcx_plan **out) {
+    if (o->gpus > 0) return plan_search(cfg, r, o, out);
+    return build_one(cfg, r, o, 0, out);
 }
 
 /* ---- output ----------------------------------------------------------------------------------------------- */
@@ -536,11 +841,13 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
     fprintf(f, "recipe:  %s (%s)\n", p->recipe_name, p->recipe_label);
     if (p->opts.has_method) fprintf(f, "method:  %s (--method, overrides the recipe)\n", lcx_rope_method_name(p->opts.method));
     fprintf(f, "layout:  TP %" PRId64 " x CP %" PRId64 " x DP %" PRId64 ", weights %s, activations %s; budget %s; "
-               "throughput %s\n\n",
+               "throughput %s\n",
             p->opts.tp, p->opts.cp, p->opts.dp, p->opts.weight_bytes == 2 ? "bf16 (+fp32 master)" : "fp32",
             p->opts.act_bytes == 2 ? "bf16" : "fp32",
             p->opts.mem_budget > 0 ? human_bytes(p->opts.mem_budget, b4, sizeof b4) : "none",
             p->opts.tokens_per_s > 0 ? human_count(p->opts.tokens_per_s, b5, sizeof b5) : "not given");
+    for (int i = 0; p->search && i < p->search->n_lines; i++) fprintf(f, "%s\n", p->search->lines[i]);
+    fprintf(f, "\n");
     fprintf(f, "%-5s %-7s %-26s %-8s %7s %9s %-9s %-28s %-10s %11s %9s %8s\n", "stage", "length", "rope", "max_pos",
             "steps", "tokens", "batch", "lr", "activation", "memory/dev", "FLOPs", "time");
     for (int i = 0; i < p->n_stages; i++) {
@@ -601,6 +908,22 @@ static void push(json_t *a, json_t *v, int *ok) {
     if (!v || json_array_append_new(a, v) != 0) *ok = 0;
 }
 
+static json_t *candidate_json(const lcx_plan_candidate *c, int *ok) {
+    json_t *j = json_object();
+    if (!j) return NULL;
+    put(j, "tp", json_integer(c->tp), ok);
+    put(j, "cp", json_integer(c->cp), ok);
+    put(j, "dp", json_integer(c->dp), ok);
+    put(j, "valid", json_boolean(c->valid), ok);
+    put(j, "fits", json_boolean(c->fits), ok);
+    put(j, "loss_chunk", c->valid ? json_integer(c->loss_chunk) : json_null(), ok);
+    put(j, "peak_memory", c->valid ? json_real(c->peak) : json_null(), ok);
+    put(j, "host_memory", c->valid ? json_real(c->host_peak) : json_null(), ok);
+    put(j, "tokens_per_s", c->fits ? json_real(c->tokens_per_s) : json_null(), ok);
+    put(j, "reason", c->valid ? json_null() : json_string(c->reason), ok);
+    return j;
+}
+
 json_t *lcx_plan_json(const lcx_plan *p) {
     int ok = 1;
     json_t *o = json_object();
@@ -641,6 +964,35 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(lay, "loss_chunk", json_integer(p->opts.loss_chunk), &ok);
         put(lay, "memory_budget", p->opts.mem_budget > 0 ? json_real(p->opts.mem_budget) : json_null(), &ok);
         put(lay, "tokens_per_s", p->opts.tokens_per_s > 0 ? json_real(p->opts.tokens_per_s) : json_null(), &ok);
+    }
+    if (p->search) {
+        const lcx_plan_search_info *si = p->search;
+        json_t *sj = json_object();
+        put(o, "search", sj, &ok);
+        if (sj) {
+            put(sj, "gpus", json_integer(si->gpus), &ok);
+            put(sj, "memory_budget", json_real(p->opts.mem_budget), &ok);
+            put(sj, "host_budget", p->opts.host_budget > 0 ? json_real(p->opts.host_budget) : json_null(), &ok);
+            json_t *cands = json_array();
+            put(sj, "candidates", cands, &ok);
+            for (int i = 0; cands && i < si->n_candidates; i++) push(cands, candidate_json(&si->cand[i], &ok), &ok);
+            put(sj, "chosen", candidate_json(&si->cand[si->chosen], &ok), &ok);
+            put(sj, "runner_up", si->runner_up >= 0 ? candidate_json(&si->cand[si->runner_up], &ok) : json_null(), &ok);
+            put(sj, "predicted_tokens_per_s", json_real(p->predicted_tokens_per_s), &ok);
+            json_t *cost = json_object();
+            put(sj, "predicted_seconds", cost, &ok);
+            if (cost) {
+                put(cost, "compute", json_real(p->cost.compute), &ok);
+                put(cost, "tp_allreduce", json_real(p->cost.tp), &ok);
+                put(cost, "cp_ring", json_real(p->cost.cp), &ok);
+                put(cost, "grad_allreduce", json_real(p->cost.grad), &ok);
+                put(cost, "offload_wait", json_real(p->cost.offload), &ok);
+                put(cost, "total", json_real(p->cost.total), &ok);
+            }
+            json_t *ex = json_array();
+            put(sj, "explanation", ex, &ok);
+            for (int i = 0; ex && i < si->n_lines; i++) push(ex, json_string(si->lines[i]), &ok);
+        }
     }
     json_t *stages = json_array();
     put(o, "stages", stages, &ok);

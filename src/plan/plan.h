@@ -65,8 +65,58 @@ typedef struct lcx_plan_opts {
     double tokens_per_s;       /* training throughput for time estimates; 0 = none */
     int weight_bytes, act_bytes;
     int64_t loss_chunk;
+    /* Layout search (docs/plan.md "Layout search"): gpus > 0 searches TP x CP x DP = gpus, the loss chunk and the
+     * per-layer policy of every `activation: auto` stage for the best predicted throughput that fits mem_budget
+     * (required). tp, cp, dp, loss_chunk: 0 = searched, > 0 = kept as given. gpus = 0: no search (all >= 1). */
+    int64_t gpus;
+    double host_budget;        /* pinned host bytes per device for offload; 0 = not limited */
+    double dev_flops;          /* throughput model: sustained FLOP/s of one device (default 400e12) */
+    double link_bytes_s;       /* TP / CP / gradient collectives, bytes/s per device (default 150e9) */
+    double host_bytes_s;       /* device <-> host copies for offload, bytes/s (default 25e9) */
 } lcx_plan_opts;
-void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, nothing else */
+void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, no search, model rates */
+
+/* The policies the search assigns to the layers of an `activation: auto` stage, in layer order: the first policy
+ * takes the first layers (recompute, then offload, then keep: the transfer of the last layers cannot be hidden).
+ * A new policy is one more entry here plus its bytes in lcx_mem_estimate_compute and its cost in the
+ * throughput model (plan.c step_time). */
+#define LCX_PLAN_SEARCH_POLICIES {LCX_ACT_RECOMPUTE, LCX_ACT_OFFLOAD, LCX_ACT_KEEP}
+
+/* One layout the search considered. */
+typedef struct lcx_plan_candidate {
+    int64_t tp, cp, dp, loss_chunk;
+    int valid;                 /* the layout rules hold and the plan builds */
+    int fits;                  /* every stage fits the budget (device and host) */
+    double peak;               /* the plan's peak bytes per device (with the least-memory policies when !fits) */
+    double host_peak;          /* pinned host bytes per device (offload) */
+    double tokens_per_s;       /* predicted throughput, all devices (fits only) */
+    char reason[200];          /* !valid: the rule broken */
+} lcx_plan_candidate;
+
+#define LCX_PLAN_MAX_CANDIDATES 256
+
+typedef struct lcx_plan_search_info {
+    int64_t gpus;
+    int n_candidates, n_valid, n_fit;
+    lcx_plan_candidate cand[LCX_PLAN_MAX_CANDIDATES];
+    int chosen, runner_up;     /* indices into cand; runner_up -1 when only one fits */
+    int n_lines;
+    char lines[8][512];        /* the explanation (lcx_plan_print prints them, the JSON has them) */
+} lcx_plan_search_info;
+
+/* Predicted seconds of one optimizer step of a planned stage on every device (docs/plan.md "Throughput model"):
+ * compute (model FLOPs + recompute's extra forward) / dev_flops + TP all-reduces + CP ring + gradient
+ * all-reduce over link_bytes_s + the offload transfer not hidden behind a layer's compute. */
+typedef struct lcx_plan_cost {
+    double compute, tp, cp, grad, offload; /* seconds of each term */
+    double total;                          /* their sum */
+} lcx_plan_cost;
+/* policy_counts[LCX_ACT_POLICY_COUNT]: layers per concrete policy. dp: data-parallel size (the gradient
+ * all-reduce runs over CP x DP). seqs_per_rank: sequences one rank works on per step (micro_seqs x grad_accum).
+ * out may be NULL. Returns out->total. */
+double lcx_plan_step_time(const lcx_plan_opts *o, const lcx_mem_model *m, int64_t dp, int64_t seq_len,
+                          int64_t seqs_per_rank, uint64_t ring_per_step, const int *policy_counts,
+                          lcx_plan_cost *out);
 
 /* Ring attention traffic of one stage, per rank (docs/plan.md "Ring traffic"). Message sizes come from
  * lcx_cp_ring_msg_bytes, the sends per direction from the schedule (lcx_cp_ring_step), for one layer and one
@@ -109,6 +159,8 @@ typedef struct lcx_plan_stage {
     double time_s;             /* tokens / tokens_per_s (0 when no throughput) */
     lcx_mem_estimate mem;      /* per rank (= per device: every device runs one rank of TP x CP x DP) */
     lcx_plan_ring ring;        /* CP > 1; all zero when CP = 1 */
+    double step_s;             /* predicted seconds per optimizer step (lcx_plan_step_time) */
+    lcx_plan_cost step_cost;   /* its terms */
 } lcx_plan_stage;
 
 #define LCX_PLAN_MAX_NOTES 16
@@ -129,9 +181,16 @@ typedef struct lcx_plan {
     double total_tokens, total_flops, total_time_s, peak_memory;
     int n_notes;
     char notes[LCX_PLAN_MAX_NOTES][256]; /* warnings (rope warnings, skipped stages, ...) */
+    double predicted_tokens_per_s; /* total tokens / sum of steps x step_s (the throughput model) */
+    lcx_plan_cost cost;            /* sum over stages of steps x each term (seconds) */
+    double host_peak;              /* the largest stage's pinned host bytes per device (offload) */
+    lcx_plan_search_info *search;  /* opts.gpus > 0: the layouts considered and the explanation; else NULL */
+    int searching;                 /* internal: a search candidate (auto stages get the searched policies) */
 } lcx_plan;
 
-/* Build the plan. Errors (LCX_ERR_INVALID, one line, naming the recipe FILE:LINE where a recipe value is at
+/* Build the plan; with opts.gpus > 0 search the layout first (opts.mem_budget required): the plan of the
+ * candidate with the best predicted throughput among those that fit, with p->search explaining the choice;
+ * nothing fits: LCX_ERR_INVALID naming the smallest peak any layout needs and the budget. Errors (LCX_ERR_INVALID, one line, naming the recipe FILE:LINE where a recipe value is at
  * fault): --to not longer than the current context, --to not a multiple of 2*CP, target not reachable by the
  * recipe (explicit stages end below it, or it falls between two of them), per-layer activation list of the
  * wrong length, longrope lists of the wrong length, warm-up longer than the stage, a sequence per step that

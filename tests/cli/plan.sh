@@ -156,4 +156,55 @@ bad_flag "--loss-chunk '4k ' is not a length" plan "$model" --to 1k --loss-chunk
 bad_flag "flag --json takes no value" plan "$model" --to 1k --json=yes
 bad_flag "unexpected argument 'again' (one CKPT only)" plan "$model" again --to 1k
 
+# the layout search: Llama-3.1-8B's shape (hidden 4096, 32 layers, 32/8 heads, ffn 14336, vocab 128256, rope llama3
+# factor 8 over 8k) --to 128k on 8 x 80 GB: a layout of 8 devices that fits, the explanation, the JSON, the same
+# answer twice; --tp kept; the main command's --dry-run plans the same; an impossible target refused on one line
+l8b="$tmp/llama-3.1-8b"
+mkdir -p "$l8b"
+cat >"$l8b/config.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256, "hidden_size": 4096,
+ "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+ "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": false,
+ "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 8192, "rope_type": "llama3"}}
+JSON
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB
+check "search 8B 128k 8x80GB: exit 0" [ "$(rc)" -eq 0 ]
+cp "$tmp/out" "$tmp/search1.txt"
+check "search: 10 layouts considered" grep -q "^search: 10 layouts of 8 devices (TP x CP x DP), 10 meet the layout rules, [1-9][0-9]* fit 80.00 GiB per device" "$tmp/out"
+lay=$(grep -o '^layout:  TP [0-9]* x CP [0-9]* x DP [0-9]*' "$tmp/out" | grep -o '[0-9]*' | tr '\n' ' ')
+set -- $lay
+check "search: TP $1 x CP $2 x DP $3 = 8 devices" [ "$(( $1 * $2 * $3 ))" -eq 8 ]
+check "search: TP $1 divides 32 heads, 8 kv heads and 14336" [ $((32 % $1 + 8 % $1 + 14336 % $1)) -eq 0 ]
+check "search: 2 CP divides 128k" [ $((131072 % (2 * $2))) -eq 0 ]
+check "search: the chosen line names the layout" grep -q "^chosen: TP $1 x CP $2 x DP $3, loss chunk [0-9]*: predicted .* tokens/s, peak .* GiB per device" "$tmp/out"
+check "search: a runner-up" grep -q "^runner-up: TP [0-9]* x CP [0-9]* x DP [0-9]*, .* slower" "$tmp/out"
+peak=$(grep -o 'peak memory [0-9.]* GiB per device' "$tmp/out" | grep -o '[0-9.]*')
+check "search: peak $peak GiB <= 80 GiB" awk -v p="$peak" 'BEGIN { exit !(p > 0 && p <= 80) }'
+check "search: every stage within the budget" awk '/^[0-9]+ / { v = $(NF-3); u = $(NF-2); if (u != "GiB" || v > 80) bad = 1 } END { exit bad }' "$tmp/out"
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB
+check "search: deterministic (same output twice)" cmp -s "$tmp/out" "$tmp/search1.txt"
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --json
+check "search --json: exit 0" [ "$(rc)" -eq 0 ]
+check "search --json: the chosen layout" bash -c "tr -d ' \n' <'$tmp/out' | grep -q '\"chosen\":{\"cp\":$2,\"dp\":$3,\"fits\":true,'"
+check "search --json: the explanation" bash -c "tr -d '\n' <'$tmp/out' | grep -q '\"explanation\": *\[ *\"search: 10 layouts'"
+check "search --json: the layout object" bash -c "tr -d ' \n' <'$tmp/out' | grep -q '\"layout\":{\"activation_bytes\":2,\"cp\":$2,\"dp\":$3,'"
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --tp 4
+check "search --tp 4: kept" grep -q "^layout:  TP 4 x CP [12] x DP [12]," "$tmp/out"
+check "search --tp 4: two layouts" grep -q "^search: 2 layouts of 8 devices" "$tmp/out"
+run "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --dry-run
+check "main command --gpus --dry-run: exit 0" [ "$(rc)" -eq 0 ]
+check "main command --gpus --dry-run: searched" grep -q "^search: 10 layouts of 8 devices" "$tmp/out"
+run plan "$l8b" --to 16m --gpus 1 --gpu-memory 24GB
+check "16m on 1 x 24GB: exit 1" [ "$(rc)" -eq 1 ]
+check "16m on 1 x 24GB: says why with the numbers" grep -q "nothing fits 1 device of 24.00 GiB: the smallest layout (TP 1 x CP 1 x DP 1, loss chunk [0-9]*, least-memory policies) needs [0-9.]* TiB per device" "$tmp/err"
+check "16m on 1 x 24GB: one line" one_line_err
+run plan "$l8b" --to 128k --gpus 8
+check "--gpus without --gpu-memory: exit 2" [ "$(rc)" -eq 2 ]
+check "--gpus without --gpu-memory: says so" grep -q "flag --gpus: give --gpu-memory SIZE" "$tmp/err"
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --tp 3
+check "--tp 3 with --gpus 8: exit 1" [ "$(rc)" -eq 1 ]
+check "--tp 3 with --gpus 8: says so" grep -q "\-\-tp 3 does not divide --gpus 8" "$tmp/err"
+bad_flag "--gpus '0' is not an integer in [1, 65536]" plan "$model" --to 1k --gpus 0 --gpu-memory 1G
+
 exit $fail

@@ -13,6 +13,7 @@
 #include "src/train/lr_schedule.h"
 #include "src/checkpoint/catalog.h"
 #include "src/plan/plan.h"
+#include "src/core/layout.h"
 #include "test_util.h"
 
 /* Llama-3-8B-like dimensions; rope given by the caller as a JSON fragment. */
@@ -486,6 +487,128 @@ static void test_budget(void) {
     lcx_config_free(&cfg);
 }
 
+/* The layout search (docs/plan.md "Layout search"): Llama-3.1-8B (the shape above, rope llama3 factor 8 over 8k)
+ * --to 128k on 8 x 80 GB picks a layout the memory model says fits, checked here from the rules and the memory
+ * model directly; the choice is the fastest fitting candidate, deterministic, kept constraints; an impossible
+ * target is refused with the numbers on one line. */
+static lcx_status search(const lcx_model_config *cfg, const lcx_recipe *r, int64_t target, int64_t gpus,
+                         double budget, int64_t tp, lcx_plan **p) {
+    lcx_plan_opts o;
+    lcx_plan_opts_default(&o);
+    o.target = target;
+    o.gpus = gpus;
+    o.mem_budget = budget;
+    o.tp = tp, o.cp = 0, o.dp = 0, o.loss_chunk = 0;
+    return lcx_plan_build(cfg, r, &o, p);
+}
+
+static void test_search(void) {
+    lcx_model_config cfg;
+    if (!load_cfg(&cfg, 131072,
+                  "\"rope_theta\": 500000.0, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                  "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"))
+        return;
+    lcx_recipe *r = recipe("yarn-x2");
+    if (!r) return;
+    const double GiB = 1073741824.0, budget = 80 * GiB;
+    lcx_plan *p = NULL, *q = NULL;
+    CHECK_OK(search(&cfg, r, 131072, 8, budget, 0, &p));
+    if (p) {
+        const lcx_plan_search_info *s = p->search;
+        CHECK(s != NULL);
+        CHECK(p->opts.tp * p->opts.cp * p->opts.dp == 8);
+        CHECK(p->stages[p->n_stages - 1].seq_len == 131072);
+        /* the layout rules, independently */
+        lcx_tp_dims dims = {32, 8, 128, 4096, 14336, 128256};
+        CHECK_OK(lcx_tp_check(&dims, (int)p->opts.tp));
+        for (int i = 0; i < p->n_stages; i++) {
+            const lcx_plan_stage *st = &p->stages[i];
+            CHECK(st->seq_len % (2 * p->opts.cp) == 0);
+            /* every stage fits: the memory model recomputed from the chosen policies */
+            lcx_mem_estimate e;
+            lcx_mem_estimate_compute(&p->model, st->seq_len, st->micro_seqs, st->activation, &e);
+            CHECK_REL(e.total, st->mem.total, 1e-12);
+            CHECK_MSG(e.total <= budget, "stage %d needs %.2f GiB", st->index, e.total / GiB);
+        }
+        CHECK(p->peak_memory <= budget);
+        /* the chosen one is the fastest that fits; the runner-up is the next */
+        if (s) {
+            CHECK(s->n_candidates == 10); /* (tp, cp) pairs with tp x cp | 8 */
+            CHECK(s->chosen >= 0 && s->cand[s->chosen].fits);
+            CHECK(s->cand[s->chosen].tp == p->opts.tp && s->cand[s->chosen].cp == p->opts.cp);
+            for (int i = 0; i < s->n_candidates; i++) {
+                if (!s->cand[i].fits) CHECK(!s->cand[i].valid || s->cand[i].peak > budget);
+                else CHECK(s->cand[i].tokens_per_s <= s->cand[s->chosen].tokens_per_s);
+            }
+            CHECK(s->runner_up >= 0 && s->cand[s->runner_up].tokens_per_s <= s->cand[s->chosen].tokens_per_s);
+            CHECK(s->n_lines >= 3 && !strncmp(s->lines[1], "chosen: TP ", 11) &&
+                  !strncmp(s->lines[2], "runner-up: TP ", 14));
+            CHECK_REL(p->predicted_tokens_per_s, s->cand[s->chosen].tokens_per_s, 1e-12);
+        }
+        /* TP 1 cannot hold 8B's weights, grads, master and Adam state (18 bytes x 8.03G > 80 GiB) */
+        CHECK(p->opts.tp >= 2);
+        /* JSON: the chosen layout and the explanation */
+        json_t *j = lcx_plan_json(p);
+        json_t *ch = j ? json_object_get(json_object_get(j, "search"), "chosen") : NULL;
+        CHECK(ch && json_integer_value(json_object_get(ch, "tp")) == p->opts.tp &&
+              json_integer_value(json_object_get(ch, "cp")) == p->opts.cp &&
+              json_integer_value(json_object_get(ch, "dp")) == p->opts.dp);
+        json_t *ex = j ? json_object_get(json_object_get(j, "search"), "explanation") : NULL;
+        CHECK(ex && json_array_size(ex) >= 3);
+        json_decref(j);
+    }
+    /* deterministic: the same search again gives the same layout, chunk, policies and figures */
+    CHECK_OK(search(&cfg, r, 131072, 8, budget, 0, &q));
+    if (p && q) {
+        CHECK(q->opts.tp == p->opts.tp && q->opts.cp == p->opts.cp && q->opts.dp == p->opts.dp &&
+              q->opts.loss_chunk == p->opts.loss_chunk && q->peak_memory == p->peak_memory);
+        CHECK(q->predicted_tokens_per_s == p->predicted_tokens_per_s);
+        for (int i = 0; i < p->n_stages && i < q->n_stages; i++)
+            CHECK(!memcmp(p->stages[i].activation, q->stages[i].activation,
+                          (size_t)p->model.n_layers * sizeof *p->stages[i].activation));
+        CHECK(!memcmp(p->search->lines, q->search->lines, sizeof p->search->lines));
+    }
+    lcx_plan_free(q);
+    q = NULL;
+    /* a given --tp is kept */
+    CHECK_OK(search(&cfg, r, 131072, 8, budget, 4, &q));
+    if (q) CHECK(q->opts.tp == 4 && q->opts.cp * q->opts.dp == 2 && q->search->n_candidates == 2);
+    lcx_plan_free(q);
+    q = NULL;
+    CHECK_FAILS(search(&cfg, r, 131072, 8, budget, 3, &q), LCX_ERR_INVALID, "--tp 3 does not divide --gpus 8");
+    /* impossible: 16m on one 24 GB device; one line naming the budget and the smallest need */
+    CHECK_FAILS(search(&cfg, r, 16777216, 1, 24 * GiB, 0, &q), LCX_ERR_INVALID,
+                "nothing fits 1 device of 24.00 GiB: the smallest layout (TP 1 x CP 1 x DP 1");
+    CHECK(strstr(lcx_last_error(), " TiB per device") && !strchr(lcx_last_error(), '\n'));
+    CHECK(q == NULL);
+    /* a search needs a budget */
+    CHECK_FAILS(search(&cfg, r, 131072, 8, 0, 0, &q), LCX_ERR_INVALID, "needs a memory budget");
+    lcx_plan_free(p);
+    lcx_recipe_free(r);
+}
+
+/* The throughput model's terms against a hand computation (TP 2, CP 2, DP 2, bf16, 4 layers: 1 recompute,
+ * 1 offload, 2 keep). */
+static void test_step_time(void) {
+    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096};
+    lcx_plan_opts o;
+    lcx_plan_opts_default(&o);
+    int counts[LCX_ACT_POLICY_COUNT] = {0};
+    counts[LCX_ACT_KEEP] = 2, counts[LCX_ACT_RECOMPUTE] = 1, counts[LCX_ACT_OFFLOAD] = 1;
+    int64_t S = 1024, seqs = 3;
+    lcx_plan_cost c;
+    double t = lcx_plan_step_time(&o, &m, 2, S, seqs, 1000000, counts, &c);
+    double tokens = 3.0 * 1024 / 2;
+    double layer_mm = 64.0 * 4 * 16 * 2 + 64.0 * 2 * 16 * 2 + 3 * 64.0 * 128;
+    CHECK_REL(c.compute, tokens * (lcx_flops_per_token(&m, S) + 2 * layer_mm) / 2 / 400e12, 1e-12);
+    CHECK_REL(c.tp, (4 * 4 + 2) * 2.0 * 0.5 * tokens * 64 * 2 / 150e9, 1e-12);
+    CHECK_REL(c.cp, 1e6 / 150e9, 1e-12);
+    CHECK_REL(c.grad, 2.0 * 3 / 4 * 100000 / 2 * 4 / 150e9, 1e-12);
+    double xfer = 2 * tokens * lcx_mem_layer_keep(&m) / 25e9;
+    CHECK_NEAR(c.offload, xfer > c.compute / 4 ? xfer - c.compute / 4 : 0, 1e-18);
+    CHECK_REL(t, c.compute + c.tp + c.cp + c.grad + c.offload, 1e-12);
+}
+
 int main(void) {
     test_geometric_yarn();
     test_reextension();
@@ -496,5 +619,7 @@ int main(void) {
     test_flops();
     test_lr();
     test_budget();
+    test_search();
+    test_step_time();
     return test_summary("test_plan");
 }
