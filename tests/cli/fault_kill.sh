@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# kill -9 at random points (docs/reliability.md "Kills and full disks"): import, reshard, export --format hf,
+# export --format gguf and a training save, TRIALS times each (default 20; LCX_FAULT_TRIALS overrides). After each
+# kill the output is either absent or valid (an .lcx passes `lcextend verify`; an HF directory or GGUF file equals
+# an unkilled run's byte for byte; a run's `latest` and every checkpoint in it verify), and after the next run to
+# the same output (a rerun; for training `--resume`, or a fresh run where no checkpoint was committed yet) the
+# output is valid and no OUT.tmp-* is left. Kill points: odd trials wait a random time in [0, T] after the start (T
+# = an unkilled run's wall time, measured here, so the points follow the machine's speed), even trials wait until
+# the temporary appears and then a random time in [0, T/2] (inside the write). Prints the outcome counts per
+# command, as recorded in docs/reliability.md.
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+TRIALS=${LCX_FAULT_TRIALS:-20}
+tiny="$LCX_SRC/recipes/tiny/model"
+gqa="$LCX_SRC/tests/fixtures/models/llama_gqa"
+RANDOM=${LCX_FAULT_SEED:-18} # reproducible kill points (for a given machine speed)
+litter() { compgen -G "$1.tmp-*" >/dev/null; }
+now_ms() { date +%s%3N; }
+# start_op OP OUT [FLAG]: start OP writing OUT in the background (pid in $pid: lcextend itself, exec'd)
+start_op() {
+    case $1 in
+    import) exec "$LCEXTEND" import "$tiny" --out "$2" ;;
+    reshard) exec "$LCEXTEND" reshard "$tmp/a.lcx" --out "$2" --tp 2 --threads 1 ;;
+    hf) exec "$LCEXTEND" export "$tmp/a.lcx" --format hf --out "$2" ;;
+    gguf) exec "$LCEXTEND" export "$tmp/a.lcx" --format gguf --out "$2" ;;
+    train) exec "$LCEXTEND" train "$gqa" --ids "$tmp/ids.txt" --seq 32 --steps 6 --save-every 1 --keep 2 --out "$2" \
+        --quiet ${3:-} ;;
+    esac >/dev/null 2>"$tmp/op.err" &
+    pid=$!
+}
+# valid OP OUT: OUT is a whole output of OP
+valid() {
+    case $1 in
+    import | reshard) "$LCEXTEND" verify "$2" >/dev/null 2>&1 ;;
+    hf) diff -r "$2" "$tmp/ref.hf" >/dev/null ;;
+    gguf) cmp -s "$2" "$tmp/ref.gguf" ;;
+    train)
+        local c ok=0
+        [ -f "$2/checkpoints/latest" ] || return 0 # no checkpoint committed yet: nothing to check
+        "$LCEXTEND" verify "$2/checkpoints/$(cat "$2/checkpoints/latest")" >/dev/null 2>"$tmp/verify.err" || ok=1
+        for c in "$2"/checkpoints/s01-*; do
+            case $c in *.tmp-*) continue ;; esac
+            "$LCEXTEND" verify "$c" >/dev/null 2>>"$tmp/verify.err" || ok=1
+        done
+        return $ok
+        ;;
+    esac
+}
+# train_litter RUN: a temporary in RUN/checkpoints
+train_litter() { compgen -G "$1/checkpoints/*.tmp-*" >/dev/null; }
+last_loss() { tail -n 1 "$1/metrics.jsonl" | sed 's/.*"loss": \([^,]*\),.*/\1/'; }
+
+run import "$tiny" --out "$tmp/a.lcx"
+check "import the tiny model" [ "$(rc)" -eq 0 ]
+awk 'BEGIN { s = 7; for (i = 0; i < 2500; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } }' >"$tmp/ids.txt"
+# References and the wall time of an unkilled run of each.
+declare -A T
+for op in import reshard hf gguf train; do
+    t0=$(now_ms)
+    start_op $op "$tmp/ref.$op"
+    wait $pid
+    check "unkilled $op (rc $?)" valid $op "$tmp/ref.$op"
+    T[$op]=$(($(now_ms) - t0 + 1))
+done
+ref_loss=$(last_loss "$tmp/ref.train")
+
+# A resumed run whose --keep prunes the checkpoint it resumed from still saves (its tokenizer files came from
+# there: found by these kills, fixed in src/train/train_ckpt.c).
+start_op train "$tmp/keep" "--keep 0"
+wait $pid
+rm -rf "$tmp/keep/checkpoints/s01-step00000"[456]
+printf 's01-step000003\n' >"$tmp/keep/checkpoints/latest"
+start_op train "$tmp/keep" --resume
+wait $pid
+check "resume from step 3 with --keep 2 (the resumed checkpoint pruned at step 5) saves on (rc $?: $(head -c 300 "$tmp/op.err"))" \
+    [ "$(cat "$tmp/keep/checkpoints/latest")" = s01-step000006 ]
+check "resume with --keep 2: the loss curve ends as an unbroken run's" [ "$(last_loss "$tmp/keep")" = "$ref_loss" ]
+
+summary=""
+for op in ${LCX_FAULT_OPS:-import reshard hf gguf train}; do
+    mid=0 finished=0 present=0 absent=0
+    for trial in $(seq 1 "$TRIALS"); do
+        o="$tmp/k-$op-$trial"
+        start_op $op "$o"
+        if [ $((trial % 2)) = 1 ]; then
+            delay=$((RANDOM % T[$op]))
+        else
+            if [ $op = train ]; then
+                while kill -0 $pid 2>/dev/null && ! train_litter "$o"; do :; done
+            else
+                while kill -0 $pid 2>/dev/null && ! litter "$o"; do :; done
+            fi
+            delay=$((RANDOM % (T[$op] / 2 + 1)))
+        fi
+        sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
+        kill -9 $pid 2>/dev/null
+        wait $pid 2>/dev/null
+        r=$?
+        if [ $r = 137 ]; then mid=$((mid + 1)); else finished=$((finished + 1)); fi
+        check "$op trial $trial: finished runs succeed (rc $r: $(head -c 200 "$tmp/op.err"))" [ $r = 137 -o $r = 0 ]
+        if [ $op = train ]; then
+            if [ -f "$o/checkpoints/latest" ]; then present=$((present + 1)); else absent=$((absent + 1)); fi
+            check "$op trial $trial (rc $r): the committed checkpoints verify ($(ls "$o/checkpoints" 2>&1 | tr '\n' ' '))" valid train "$o"
+            [ $fail = 1 ] && head -c 300 "$tmp/verify.err"
+            if [ -f "$o/checkpoints/latest" ]; then start_op train "$o" --resume; else start_op train "$o"; fi
+            wait $pid
+            r=$?
+            check "$op trial $trial: the next run succeeds (rc $r: $(head -c 200 "$tmp/op.err"))" [ $r = 0 ]
+            check "$op trial $trial: after it, every checkpoint verifies" valid train "$o"
+            check "$op trial $trial: after it, the loss curve ends as an unbroken run's" \
+                [ "$(last_loss "$o")" = "$ref_loss" ]
+            check "$op trial $trial: no temporaries after the next run" eval '! train_litter "$o"'
+        else
+            had=0
+            if [ -e "$o" ]; then
+                had=1
+                present=$((present + 1))
+                check "$op trial $trial (rc $r): the output is whole" valid $op "$o"
+            else
+                absent=$((absent + 1))
+            fi
+            start_op $op "$o"
+            wait $pid
+            r=$?
+            if [ $had = 1 ]; then
+                check "$op trial $trial: a rerun over the whole output refuses it (rc $r)" grep -q "already exists" "$tmp/op.err"
+            else
+                check "$op trial $trial: the rerun succeeds (rc $r: $(head -c 200 "$tmp/op.err"))" [ $r = 0 ]
+            fi
+            check "$op trial $trial: after the rerun the output is whole" valid $op "$o"
+            check "$op trial $trial: no OUT.tmp-* after the rerun" eval '! litter "$o"'
+        fi
+        rm -rf "$o"
+    done
+    line="$op: $TRIALS trials, ${T[$op]} ms unkilled; killed mid-run $mid, finished first $finished; output after the kill: none $absent, whole $present"
+    echo "$line"
+    summary="$summary$line"$'\n'
+    check "$op: at least a quarter of the kills landed mid-run ($mid of $TRIALS)" [ $((mid * 4)) -ge "$TRIALS" ]
+done
+
+echo "fault_kill: $([ $fail = 0 ] && echo ok || echo FAILED)"
+exit $fail
