@@ -229,7 +229,13 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
     if (me == 0) {
         mkdir(parent, 0777);
         struct stat sb;
-        if (stat(final, &sb) == 0) share[0] = 1;
+        if (stat(final, &sb) == 0) {
+            /* Saved at this position already: by this run (interval == stage end), or by one killed after it
+             * claimed the checkpoint and before it moved `latest` (the same bytes: training is deterministic).
+             * `latest` names it either way. */
+            share[0] = 1;
+            if ((st = lcx_ckpt_set_latest(parent, name)) != LCX_OK) share[0] = 2;
+        }
         else if ((st = lcx_ckpt_tmpdir_create(parent, name, &tmp)) != LCX_OK) share[0] = 2;
         else if (strlen(tmp) >= sizeof share - 8) {
             st = lcx_fail(LCX_ERR_INVALID, "checkpoint directory path too long: %s", tmp);
