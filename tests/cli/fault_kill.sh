@@ -74,6 +74,14 @@ wait $pid
 check "resume from step 3 with --keep 2 (the resumed checkpoint pruned at step 5) saves on (rc $?: $(head -c 300 "$tmp/op.err"))" \
     [ "$(cat "$tmp/keep/checkpoints/latest")" = s01-step000006 ]
 check "resume with --keep 2: the loss curve ends as an unbroken run's" [ "$(last_loss "$tmp/keep")" = "$ref_loss" ]
+# Killed after claiming the step-6 checkpoint, before moving latest: the resume from step 5 finds step 6 saved and
+# points latest at it (it used to stay at step 5; fixed in src/train/train_ckpt.c).
+printf 's01-step000005\n' >"$tmp/keep/checkpoints/latest"
+start_op train "$tmp/keep" --resume
+wait $pid
+check "a checkpoint claimed but not yet latest: the resume succeeds (rc $?)" [ -s "$tmp/keep/checkpoints/latest" ]
+check "a checkpoint claimed but not yet latest: latest names it after the resume" \
+    [ "$(cat "$tmp/keep/checkpoints/latest")" = s01-step000006 ]
 
 summary=""
 for op in ${LCX_FAULT_OPS:-import reshard hf gguf train}; do
@@ -106,6 +114,8 @@ for op in ${LCX_FAULT_OPS:-import reshard hf gguf train}; do
             r=$?
             check "$op trial $trial: the next run succeeds (rc $r: $(head -c 200 "$tmp/op.err"))" [ $r = 0 ]
             check "$op trial $trial: after it, every checkpoint verifies" valid train "$o"
+            check "$op trial $trial: after it, latest names the last step ($(cat "$o/checkpoints/latest"))" \
+                [ "$(cat "$o/checkpoints/latest")" = s01-step000006 ]
             check "$op trial $trial: after it, the loss curve ends as an unbroken run's" \
                 [ "$(last_loss "$o")" = "$ref_loss" ]
             check "$op trial $trial: no temporaries after the next run" eval '! train_litter "$o"'
