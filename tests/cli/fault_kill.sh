@@ -4,10 +4,11 @@
 # kill the output is either absent or valid (an .lcx passes `lcextend verify`; an HF directory or GGUF file equals
 # an unkilled run's byte for byte; a run's `latest` and every checkpoint in it verify), and after the next run to
 # the same output (a rerun; for training `--resume`, or a fresh run where no checkpoint was committed yet) the
-# output is valid and no OUT.tmp-* is left. Kill points: odd trials wait a random time in [0, T] after the start (T
-# = an unkilled run's wall time, measured here, so the points follow the machine's speed), even trials wait until
-# the temporary appears and then a random time in [0, T/2] (inside the write). Prints the outcome counts per
-# command, as recorded in docs/reliability.md.
+# output is valid and no OUT.tmp-* is left. Kill points, in turn: a random time in [0, T] after the start (T = an
+# unkilled run's wall time, measured here, so the points follow the machine's speed); a random time in [0, W] after
+# the temporary appears (W = the unkilled run's time from then to its end: inside the write); and the moment the
+# temporary appears (the process stopped there, then killed: a kill inside the operation on any machine). Prints
+# the outcome counts per command, as recorded in docs/reliability.md.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 TRIALS=${LCX_FAULT_TRIALS:-20}
 tiny="$LCX_SRC/recipes/tiny/model"
@@ -47,19 +48,31 @@ valid() {
 }
 # train_litter RUN: a temporary in RUN/checkpoints
 train_litter() { compgen -G "$1/checkpoints/*.tmp-*" >/dev/null; }
+# wait_temp OP OUT: until OP's temporary for OUT shows (or the process ends)
+wait_temp() {
+    if [ $1 = train ]; then
+        while kill -0 $pid 2>/dev/null && ! train_litter "$2"; do :; done
+    else
+        while kill -0 $pid 2>/dev/null && ! litter "$2"; do :; done
+    fi
+}
+sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 last_loss() { tail -n 1 "$1/metrics.jsonl" | sed 's/.*"loss": \([^,]*\),.*/\1/'; }
 
 run import "$tiny" --out "$tmp/a.lcx"
 check "import the tiny model" [ "$(rc)" -eq 0 ]
 awk 'BEGIN { s = 7; for (i = 0; i < 2500; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } }' >"$tmp/ids.txt"
-# References and the wall time of an unkilled run of each.
-declare -A T
+# References, the wall time T of an unkilled run of each and W, the time from its temporary's appearance to its end.
+declare -A T W
 for op in import reshard hf gguf train; do
     t0=$(now_ms)
     start_op $op "$tmp/ref.$op"
+    wait_temp $op "$tmp/ref.$op"
+    t1=$(now_ms)
     wait $pid
     check "unkilled $op (rc $?)" valid $op "$tmp/ref.$op"
-    T[$op]=$(($(now_ms) - t0 + 1))
+    t2=$(now_ms)
+    T[$op]=$((t2 - t0 + 1)) W[$op]=$((t2 - t1 + 1))
 done
 ref_loss=$(last_loss "$tmp/ref.train")
 
@@ -89,17 +102,11 @@ for op in ${LCX_FAULT_OPS:-import reshard hf gguf train}; do
     for trial in $(seq 1 "$TRIALS"); do
         o="$tmp/k-$op-$trial"
         start_op $op "$o"
-        if [ $((trial % 2)) = 1 ]; then
-            delay=$((RANDOM % T[$op]))
-        else
-            if [ $op = train ]; then
-                while kill -0 $pid 2>/dev/null && ! train_litter "$o"; do :; done
-            else
-                while kill -0 $pid 2>/dev/null && ! litter "$o"; do :; done
-            fi
-            delay=$((RANDOM % (T[$op] / 2 + 1)))
-        fi
-        sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
+        case $((trial % 3)) in
+        0) sleep_ms $((RANDOM % T[$op])) ;;                          # anywhere, reading included
+        1) wait_temp $op "$o"; sleep_ms $((RANDOM % W[$op])) ;;      # inside the write
+        2) wait_temp $op "$o"; kill -STOP $pid 2>/dev/null ;;        # the moment the temporary appears
+        esac
         kill -9 $pid 2>/dev/null
         wait $pid 2>/dev/null
         r=$?
@@ -141,7 +148,7 @@ for op in ${LCX_FAULT_OPS:-import reshard hf gguf train}; do
         fi
         rm -rf "$o"
     done
-    line="$op: $TRIALS trials, ${T[$op]} ms unkilled; killed mid-run $mid, finished first $finished; output after the kill: none $absent, whole $present"
+    line="$op: $TRIALS trials, unkilled ${T[$op]} ms (writing ${W[$op]} ms); killed mid-run $mid, finished first $finished; output after the kill: none $absent, whole $present"
     echo "$line"
     summary="$summary$line"$'\n'
     check "$op: at least a quarter of the kills landed mid-run ($mid of $TRIALS)" [ $((mid * 4)) -ge "$TRIALS" ]
