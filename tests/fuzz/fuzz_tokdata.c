@@ -30,10 +30,20 @@ static void require(int cond, const char *what) {
     }
 }
 
+static void cleanup(void) { /* at exit: the private directory goes */
+    char p[128];
+    snprintf(p, sizeof p, "%s/ds.idx", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/ds.bin", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!dir[0]) {
         snprintf(dir, sizeof dir, "/tmp/fuzz_tokdata.XXXXXX");
         if (!mkdtemp(dir)) abort();
+        atexit(cleanup);
         snprintf(prefix, sizeof prefix, "%s/ds", dir);
     }
     size_t li = size;

@@ -21,10 +21,18 @@ static void require(int cond, const char *what) {
     }
 }
 
+static void cleanup(void) { /* at exit: the private directory goes */
+    char p[128];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!dir[0]) {
         snprintf(dir, sizeof dir, "/tmp/fuzz_tokjson.XXXXXX");
         if (!mkdtemp(dir)) abort();
+        atexit(cleanup);
         snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     }
     FILE *f = fopen(path, "wb");
