@@ -406,7 +406,8 @@ lcx_status lcx_gguf_writer_write(lcx_gguf_writer *w, const char *path) {
         if (st == LCX_OK) st = write_tensor_data(&o, &t, f32, conv);
         if (t.fetch && t.release && t.numel) t.release(t.user, t.key);
         if (st != LCX_OK) {
-            lcx_fail_context(st, "%s: ", path);
+            if (strncmp(lcx_last_error(), path, strlen(path)) != 0) /* a write failure names the file already */
+                lcx_fail_context(st, "%s: ", path);
             goto fail;
         }
         LCX_TRY_GOTO(out_pad(&o, w->alignment), fail);

@@ -89,6 +89,10 @@ lcx_status lcx_ckpt_finalize(const char *tmp_dir, const lcx_ckpt_meta *meta, jso
  * directories) are ever removed. */
 lcx_status lcx_ckpt_commit(const char *tmp_dir, const char *parent, const char *name, int keep_last);
 
+/* Point parent/latest at parent/name (atomic), an existing complete checkpoint: a save that finds its checkpoint
+ * already there (claimed by a run killed before it moved `latest`, then resumed from an older one). */
+lcx_status lcx_ckpt_set_latest(const char *parent, const char *name);
+
 /* For a standalone checkpoint (import, reshard: no run directory around it): rename tmp_dir to parent/name (must
  * not exist yet) and fsync parent. No `latest` file, no pruning. */
 lcx_status lcx_ckpt_publish(const char *tmp_dir, const char *parent, const char *name);

@@ -528,20 +528,27 @@ lcx_status lcx_ckpt_commit(const char *tmp_dir, const char *parent, const char *
     lcx_status st = LCX_OK;
     LCX_TRY_GOTO(lcx_out_claim(tmp_dir, target), done);
     /* From here the new checkpoint is complete and durable; `latest` moves to it atomically. */
+    LCX_TRY_GOTO(lcx_ckpt_set_latest(parent, name), done);
+    st = prune(parent, name, keep_last);
+done:
+    free(target);
+    return st;
+}
+
+lcx_status lcx_ckpt_set_latest(const char *parent, const char *name) {
+    LCX_FAIL_IF(!valid_ckpt_name(name), LCX_ERR_INVALID, "checkpoint name '%s' is not a plain name", name);
     char *latest = lcx_path_join(parent, LCX_CKPT_LATEST);
     size_t n = strlen(name);
     char *line = malloc(n + 2);
-    LCX_FAIL_GOTO(!latest || !line, LCX_ERR_OOM, done_latest, "out of memory");
+    lcx_status st = LCX_OK;
+    LCX_FAIL_GOTO(!latest || !line, LCX_ERR_OOM, done, "out of memory");
     memcpy(line, name, n);
     line[n] = '\n';
     line[n + 1] = '\0';
-    LCX_TRY_GOTO(lcx_write_file_atomic(latest, line, n + 1), done_latest);
-    st = prune(parent, name, keep_last);
-done_latest:
+    st = lcx_write_file_atomic(latest, line, n + 1);
+done:
     free(latest);
     free(line);
-done:
-    free(target);
     return st;
 }
 

@@ -1,5 +1,6 @@
 /* train_ckpt: training checkpoints of a run directory (src/train/train.h): model weights, fp32 master, AdamW moments
  * and the training state in one .lcx directory. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,7 +229,13 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
     if (me == 0) {
         mkdir(parent, 0777);
         struct stat sb;
-        if (stat(final, &sb) == 0) share[0] = 1;
+        if (stat(final, &sb) == 0) {
+            /* Saved at this position already: by this run (interval == stage end), or by one killed after it
+             * claimed the checkpoint and before it moved `latest` (the same bytes: training is deterministic).
+             * `latest` names it either way. */
+            share[0] = 1;
+            if ((st = lcx_ckpt_set_latest(parent, name)) != LCX_OK) share[0] = 2;
+        }
         else if ((st = lcx_ckpt_tmpdir_create(parent, name, &tmp)) != LCX_OK) share[0] = 2;
         else if (strlen(tmp) >= sizeof share - 8) {
             st = lcx_fail(LCX_ERR_INVALID, "checkpoint directory path too long: %s", tmp);
@@ -281,7 +288,21 @@ lcx_status lcx_train_save(lcx_model *m, const lcx_train_ctx *ctx, const lcx_trai
         if (!tok) st = lcx_fail(LCX_ERR_OOM, "out of memory");
         for (int i = 0; st == LCX_OK && i < ctx->n_tokenizer; i++) {
             tok[i] = base_name(ctx->tokenizer_paths[i]);
-            st = lcx_ckpt_copy_file(tmp, ctx->tokenizer_paths[i], 0, tok[i]);
+            /* The source may be gone: a resumed run's tokenizer files are those of the checkpoint it resumed
+             * from, which keep_last prunes once newer saves exist. Then the copy in the last checkpoint this run
+             * wrote or loaded (kept until this save commits; the same bytes) is the source. */
+            struct stat tb;
+            char *own = NULL;
+            if (lstat(ctx->tokenizer_paths[i], &tb) != 0 && errno == ENOENT && s->saved) {
+                own = join(s->saved, tok[i]);
+                if (own && lstat(own, &tb) != 0) {
+                    free(own);
+                    own = NULL;
+                }
+            }
+            st = own ? lcx_ckpt_copy_file(tmp, own, LCX_IN_OWN, tok[i])
+                     : lcx_ckpt_copy_file(tmp, ctx->tokenizer_paths[i], 0, tok[i]);
+            free(own);
         }
         if (st == LCX_OK) {
             tstate = state_json(m, ctx, state, stage);
