@@ -15,11 +15,18 @@
 
 static char dir[] = "test_outpath.XXXXXX";
 
-static char *at(const char *name) { /* leaked: a test */
-    char *p = lcx_path_join(dir, name);
-    if (!p) abort();
-    return p;
+/* Every path the test makes, freed at the end (the sanitizer pass checks for leaks). */
+static char *g_paths[64];
+static int g_n_paths;
+static char *keep_path(char *p) {
+    if (!p || g_n_paths == (int)(sizeof g_paths / sizeof g_paths[0])) abort();
+    return g_paths[g_n_paths++] = p;
 }
+static void free_paths(void) {
+    while (g_n_paths > 0) free(g_paths[--g_n_paths]);
+}
+
+static char *at(const char *name) { return keep_path(lcx_path_join(dir, name)); }
 
 static void put(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -61,7 +68,7 @@ int main(void) {
     CHECK_FAILS(lcx_optional_input(fifo, 0, &present), LCX_ERR_FORMAT, "not a regular file");
 
     /* claims: never replace what is there */
-    char *out = at("out"), *t1 = lcx_out_temp_name(out), *t2 = lcx_out_temp_name(out);
+    char *out = at("out"), *t1 = keep_path(lcx_out_temp_name(out)), *t2 = keep_path(lcx_out_temp_name(out));
     CHECK(t1 && t2 && strcmp(t1, t2) != 0 && strstr(t1, "out.tmp-"));
     put(t1, "first");
     put(t2, "second");
@@ -79,6 +86,7 @@ int main(void) {
     char *d1 = NULL, *dout = at("dirout");
     CHECK(mkdir(dout, 0700) == 0);
     CHECK_OK(lcx_out_temp_dir(at("dirnew"), &d1));
+    keep_path(d1);
     CHECK_FAILS(lcx_out_claim(d1, dout), LCX_ERR_INVALID, "already exists"); /* an empty directory is not replaced */
     CHECK_OK(lcx_out_claim(d1, at("dirnew")));
     CHECK_FAILS(lcx_out_absent(dangling), LCX_ERR_INVALID, "already exists");
@@ -92,7 +100,7 @@ int main(void) {
     snprintf(name, sizeof name, "sw.tmp-%s-%ld-0000abcd", host, dead);
     char *stale_dir = at(name);
     CHECK(mkdir(stale_dir, 0700) == 0);
-    put(lcx_path_join(stale_dir, "data-0.bin"), "junk");
+    put(keep_path(lcx_path_join(stale_dir, "data-0.bin")), "junk");
     snprintf(name, sizeof name, "sw.tmp-%s-%ld-0000abce", host, dead);
     char *stale_file = at(name);
     put(stale_file, "junk");
@@ -114,11 +122,13 @@ int main(void) {
     CHECK(mkdir(stale2, 0700) == 0);
     CHECK_OK(lcx_out_temp_dir(at("sw"), &d2));
     CHECK(!exists(stale2) && d2 && exists(d2));
+    keep_path(d2);
     lcx_out_remove_temp(d2);
     CHECK(!exists(d2));
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    free_paths();
     return test_summary("test_outpath");
 }
