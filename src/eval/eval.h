@@ -171,6 +171,8 @@ lcx_status lcx_ppl_from_json(const json_t *root, const char *what, lcx_ppl_resul
 json_t *lcx_passkey_to_json(const lcx_passkey_result *r);
 /* Atomically write a JSON value (indent 2, trailing newline). */
 lcx_status lcx_eval_json_write(const char *path, const json_t *value);
+/* The same, never replacing anything at path (a user's output: docs/reliability.md "Outputs"). */
+lcx_status lcx_eval_json_write_new(const char *path, const json_t *value);
 
 typedef struct lcx_plot_series {
     const char *name; /* legend text */

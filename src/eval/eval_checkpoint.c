@@ -9,6 +9,7 @@
 
 #include "src/checkpoint/source.h"
 #include "src/core/fileio.h"
+#include "src/core/outpath.h"
 #include "src/eval/eval.h"
 #include "src/eval/eval_run.h"
 #include "src/model/model.h"
@@ -82,6 +83,11 @@ static const char *base_name(const char *path, char *buf) {
 lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r) {
     lcx_status st = LCX_OK;
     LCX_FAIL_IF(o->n_compare > MAX_COMPARE, LCX_ERR_INVALID, "more than %d --compare files", MAX_COMPARE);
+    /* the user's outputs are never replaced (docs/reliability.md "Outputs"): refused before any work, and written
+     * with a claim that fails if something appeared meanwhile */
+    const char *outs[3] = {o->json_out, o->svg_out, o->pk_svg};
+    for (int i = 0; i < 3; i++)
+        if (outs[i]) LCX_TRY(lcx_out_absent(outs[i]));
     LCX_FAIL_IF(o->n_lengths > MAX_LIST || o->n_pk_lengths > MAX_LIST, LCX_ERR_INVALID, "more than %d lengths",
                 MAX_LIST);
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST];
@@ -167,7 +173,7 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
         char title[300];
         snprintf(title, sizeof title, "passkey retrieval (%s): %s", md == LCX_PASSKEY_GREEDY ? "greedy" : "loglik", series);
         st = lcx_svg_passkey_heatmap(&pk, md, title, &svg);
-        if (st == LCX_OK) st = lcx_svg_write(o->pk_svg, svg);
+        if (st == LCX_OK) st = lcx_write_file_new(o->pk_svg, svg, strlen(svg));
         free(svg);
         svg = NULL;
         if (st != LCX_OK) goto done;
@@ -215,11 +221,11 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
             ns++;
         }
         st = lcx_svg_ppl_plot(ser, ns, "perplexity vs context length", &svg);
-        if (st == LCX_OK) st = lcx_svg_write(o->svg_out, svg);
+        if (st == LCX_OK) st = lcx_write_file_new(o->svg_out, svg, strlen(svg));
         if (st != LCX_OK) goto done;
     }
     if (o->json_out) {
-        st = lcx_eval_json_write(o->json_out, root);
+        st = lcx_eval_json_write_new(o->json_out, root);
         if (st != LCX_OK) goto done;
     }
 done:

@@ -175,7 +175,7 @@ json_t *lcx_passkey_to_json(const lcx_passkey_result *r) {
     return root;
 }
 
-lcx_status lcx_eval_json_write(const char *path, const json_t *value) {
+static lcx_status json_write(const char *path, const json_t *value, int replace) {
     LCX_FAIL_IF(!path || !value, LCX_ERR_INVALID, "eval: no path or no JSON value to write");
     char *text = json_dumps(value, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     LCX_FAIL_IF(!text, LCX_ERR_OOM, "%s: could not serialize the results", path);
@@ -187,7 +187,10 @@ lcx_status lcx_eval_json_write(const char *path, const json_t *value) {
     }
     buf[n] = '\n';
     buf[n + 1] = '\0';
-    lcx_status st = lcx_write_file_atomic(path, buf, n + 1);
+    lcx_status st = replace ? lcx_write_file_atomic(path, buf, n + 1) : lcx_write_file_new(path, buf, n + 1);
     free(buf);
     return st;
 }
+
+lcx_status lcx_eval_json_write(const char *path, const json_t *value) { return json_write(path, value, 1); }
+lcx_status lcx_eval_json_write_new(const char *path, const json_t *value) { return json_write(path, value, 0); }

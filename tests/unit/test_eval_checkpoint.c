@@ -59,11 +59,25 @@ int main(void) {
     CHECK(lcx_is_file(svg));
     recorder_free(&rc);
 
+    /* the outputs are the user's now: a second run to them is refused before any work, and they stay as they were */
+    char *before = NULL;
+    size_t before_len = 0;
+    CHECK_OK(lcx_read_file(json, 1 << 20, &before, &before_len));
+    CHECK_FAILS(lcx_eval_checkpoint(&o, NULL), LCX_ERR_INVALID, "eval.json: already exists (refusing to overwrite)");
+    o.json_out = NULL;
+    CHECK_FAILS(lcx_eval_checkpoint(&o, NULL), LCX_ERR_INVALID, "ppl.svg: already exists (refusing to overwrite)");
+    char *after = NULL;
+    size_t after_len = 0;
+    CHECK_OK(lcx_read_file(json, 1 << 20, &after, &after_len));
+    CHECK(before && after && before_len == after_len && memcmp(before, after, before_len) == 0);
+    free(before);
+    free(after);
+
     /* the passkey test needs a tokenizer; the fixture has none */
     o.trials = 1;
+    o.json_out = o.svg_out = NULL;
     CHECK_FAILS(lcx_eval_checkpoint(&o, NULL), LCX_ERR_NOT_FOUND, "tokenizer");
     o.trials = 0;
-    o.json_out = o.svg_out = NULL;
     CHECK_OK(lcx_eval_checkpoint(&o, NULL));
     return test_summary("test_eval_checkpoint");
 }
