@@ -303,8 +303,8 @@ void lcx_layer_take_full(lcx_model *m, lcx_cursor *c, lcx_layer_acts *a, int64_t
  * writes its input). fwd_pre(l): the next layer's slot (layer l writes its input). fwd_post(l, store): layer l's
  * tensors to its host buffer (store = 0, a forward without backward: dropped) and its slot back to the pool.
  * bwd_pre(l): fetch layers l .. l-depth not on the device, then make the compute queue wait for layer l's.
- * bwd_post(l): layer l's slot back to the pool. next_input(l): where a recomputed layer l may write its output
- * (resid[l+1], or free scratch when layer l+1's input slot is gone). */
+ * bwd_post(l): layer l's slot back to the pool. (A recomputed layer's rerun stops at xn2 and writes no output, so
+ * it needs no slot of layer l+1.) */
 lcx_status lcx_offload_init(lcx_model *m, int depth);
 void lcx_offload_free(lcx_model *m);
 lcx_status lcx_offload_begin(lcx_model *m);
