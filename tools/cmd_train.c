@@ -38,6 +38,9 @@ static void help(void) {
            "  --clip X             max gradient norm (default 1, 0 = off); --wd X weight decay (default 0.01)\n"
            "  --dtype f32|bf16     stored weights (default f32; master weights are f32)\n"
            "  --policy P           activations: keep | recompute | offload | recompute+offload (default keep)\n"
+           "  --mlp-tile N         run the MLP in tiles of N tokens (e.g. 4k; default: all tokens at once): with\n"
+           "                       recompute no [tokens x intermediate] buffer exists; gradients change in the\n"
+           "                       last bits only\n"
            "  --activations A      activation storage: f32 | bf16 (default f32; math, loss, gradients and\n"
            "                       optimizer state stay f32). Not recorded in RUN: a --resume may change it (the\n"
            "                       saved state is f32 either way; only bit-identity with an unbroken run is lost)\n"
@@ -78,6 +81,7 @@ int lcx_cmd_train(int argc, char **argv) {
     const char *ckpt = NULL, *config = NULL, *data = NULL, *ids = NULL, *out = NULL, *export_hf = NULL;
     const char *user_tok[MAX_TOK];
     int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, tp = 1, cp = 1, dp = 0;
+    int64_t mlp_tile = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
     double lr = 3e-4, min_lr = 0, clip = 1.0, wd = 0.01, init_std = 0.02;
     lcx_lr_kind sched = LCX_LR_COSINE;
@@ -88,6 +92,7 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_SWITCH("--quiet", quiet),
         LCX_FLAG_SWITCH("--zero1", zero1),
         LCX_FLAG_INT("--seq", seq, 2, INT32_MAX),
+        LCX_FLAG_LENGTH("--mlp-tile", mlp_tile, 1, INT32_MAX),
         LCX_FLAG_INT("--tp", tp, 1, 1 << 16),
         LCX_FLAG_INT("--cp", cp, 1, 1 << 16),
         LCX_FLAG_INT("--dp", dp, 1, 1 << 16),
@@ -155,6 +160,7 @@ int lcx_cmd_train(int argc, char **argv) {
     o.init_std = init_std;
     o.schedule = sched;
     o.policy = policy;
+    o.mlp_tile = mlp_tile;
     o.param_dtype = pdt;
     o.act_dtype = adt;
     o.resume = resume;

@@ -34,6 +34,7 @@ static void help(void) {
            "  --dtype f32|bf16     stored weights (default f32; master weights are always f32)\n"
            "  --activations A      activation storage: f32 | bf16 (default f32; math, loss and gradients stay f32)\n"
            "  --chunk N            rows per loss chunk (default 256)\n"
+           "  --mlp-tile N         rows per MLP tile (e.g. 1k; default: all rows at once)\n"
            "  --seed N             random seed (default 1)\n"
            "  --help               this help\n"
            "\n"
@@ -57,6 +58,7 @@ static uint64_t mix(uint64_t *s) {
 
 int lcx_cmd_train_steps(int argc, char **argv) {
     const char *ckpt = NULL, *config = NULL, *ids_path = NULL;
+    int64_t mlp_tile = 0;
     int64_t steps = 3, seq = 128, batch = 1, micro = 1, chunk = 256, seed = 1;
     lcx_adamw_opts ao = lcx_adamw_opts_default();
     lcx_act_policy policy = LCX_ACT_KEEP;
@@ -67,6 +69,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
         LCX_FLAG_INT("--batch", batch, 1, 1 << 20),
         LCX_FLAG_INT("--micro", micro, 1, 1 << 20),
         LCX_FLAG_INT("--chunk", chunk, 1, INT32_MAX),
+        LCX_FLAG_LENGTH("--mlp-tile", mlp_tile, 1, INT32_MAX),
         LCX_FLAG_INT("--seed", seed, 0, INT64_MAX),
         LCX_FLAG_REAL("--lr", ao.lr, 0, 1e3),
         LCX_FLAG_REAL("--wd", ao.weight_decay, 0, 1e3),
@@ -89,6 +92,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     o.act_dtype = adt;
     o.max_tokens = batch * seq;
     o.loss_chunk = chunk;
+    o.mlp_chunk = mlp_tile;
     o.training = 1;
     o.policy = policy;
     lcx_model *m = NULL;

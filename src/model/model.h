@@ -23,7 +23,8 @@
  * Activation policy per layer (docs/parallel.md "Memory"): KEEP stores everything backward needs; RECOMPUTE
  * stores the layer
  * input plus the attention output and its log-sum-exp and reruns the rest of the layer forward in backward
- * (same kernels, same order: bit-identical gradients); OFFLOAD stores what KEEP stores in a host pool between
+ * (same kernels, same order: bit-identical gradients; the MLP's intermediates are recomputed per MLP tile);
+ * OFFLOAD stores what KEEP stores in a host pool between
  * forward and backward, RECOMPUTE_OFFLOAD what RECOMPUTE stores (model_offload.c): bit-identical too. */
 #ifndef LCX_MODEL_H
 #define LCX_MODEL_H
@@ -56,7 +57,8 @@ typedef struct lcx_model_opts {
     lcx_exec *exec;              /* queue the model runs on; NULL: the model creates and owns one on backend. A
                                     given exec is not freed with the model; its arena is grown (never shrunk) to
                                     what the model needs, so several models may share one queue */
-    int64_t mlp_chunk;           /* forward-only models: rows per MLP chunk, 0 = all rows at once (see below) */
+    int64_t mlp_chunk;           /* rows per MLP tile, 0 (or >= max_tokens) = all rows at once: forward-only models
+                                    (see below) and training models (docs/model.md "Tiled MLP in training") */
     lcx_dtype act_dtype;         /* activation storage: LCX_F32 or LCX_BF16 (docs/model.md "bf16 activations");
                                     0 means LCX_F32. Math stays float32; rstd, LSE, attention's dQ/dK/dV, the
                                     logits chunk and the loss, gradients and optimizer state stay float32 */
@@ -147,7 +149,11 @@ lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opt
  * temporaries no longer grow with the tokens (O(tokens x hidden) in all); its GEMMs then have other shapes and
  * the CPU backend's thread split and OpenBLAS's register blocking make the last bits differ (docs/model.md
  * "Forward-only passes": relative differences ~1e-7).
- * Training models keep their per-layer buffers (what lcx_model_forward_backward needs). */
+ * Training models keep their per-layer buffers (what lcx_model_forward_backward needs); there opts.mlp_chunk = C
+ * runs the MLP forward and backward in row tiles of C: a recompute (or recompute+offload) layer's gate/up/SwiGLU
+ * exist for one tile only (recomputed tile by tile in the backward) and the backward's dgate/dup/dact are [C, F]
+ * for every layer, so with recompute no [tokens x intermediate] buffer exists; keep and offload layers still
+ * store theirs [tokens, F]. Gradients equal the untiled ones to float tolerance (docs/model.md). */
 
 /* Forward only. *loss_sum / *count: summed next-token loss and counted targets (may be NULL). logits: host
  * [n_tokens, vocab] float32 filled chunk by chunk, or NULL (then no seq x vocab buffer exists anywhere). */

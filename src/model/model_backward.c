@@ -45,12 +45,21 @@ lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, cons
     int64_t T = b->n_seq * b->seq_len, S = b->seq_len, H = m->H, F = m->F;
     void *dres = m->dres, *dxn = m->dxn;
 #define IDX(k) lcx_m_idx(m, l, (k))
-    /* MLP: x_out = h + down(swiglu(gate(xn2), up(xn2))) */
-    LCX_TRY(linear_bwd(m, dres, a->act, T, F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), m->dact, 0.0f));
-    LCX_TRY(lcx_m_swiglu_bwd(m, m->dact, a->gate, a->up, m->dgate, m->dup, T * F));
-    LCX_TRY(linear_bwd(m, m->dgate, a->xn2, T, H, F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), dxn, 0.0f));
-    LCX_TRY(linear_bwd(m, m->dup, a->xn2, T, H, F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), dxn, 1.0f));
-    LCX_TRY(lcx_tp_sum(m, dxn, T * H)); /* column-parallel: each TP rank's input gradient is partial */
+    /* MLP: x_out = h + down(swiglu(gate(xn2), up(xn2))), in row tiles of mlp_tile (one tile of T rows without
+     * opts.mlp_chunk): a recompute layer's tile intermediates are recomputed here, the weight gradients accumulate
+     * over the tiles, each tile writes its rows of dxn */
+    for (int64_t r0 = 0; r0 < T; r0 += m->mlp_tile) {
+        int64_t c = T - r0 < m->mlp_tile ? T - r0 : m->mlp_tile;
+        void *gate = NULL, *up = NULL, *act = NULL, *dy = lcx_m_at(m, dres, r0 * H), *dx = lcx_m_at(m, dxn, r0 * H);
+        const void *x = lcx_m_at(m, a->xn2, r0 * H);
+        LCX_TRY(lcx_mlp_tile(m, l, a, r0, c, lcx_act_recomputes(m->policy[l]), &gate, &up, &act));
+        LCX_TRY(linear_bwd(m, dy, act, c, F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), m->dact, 0.0f));
+        LCX_TRY(lcx_m_swiglu_bwd(m, m->dact, gate, up, m->dgate, m->dup, c * F));
+        LCX_TRY(linear_bwd(m, m->dgate, x, c, H, F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), dx, 0.0f));
+        LCX_TRY(linear_bwd(m, m->dup, x, c, H, F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), dx, 1.0f));
+    }
+    LCX_TRY(lcx_tp_sum(m, dxn, T * H)); /* column-parallel: each TP rank's input gradient is partial (once, after
+                                          every tile: the same calls on every rank) */
     LCX_TRY(lcx_m_rmsnorm_bwd(m, dxn, a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->rstd2, dxn,
                               lcx_m_grad(m, IDX(LCX_PARAM_MLP_NORM)), T, H));
     LCX_TRY(lcx_m_add(m, dres, dxn, dres, T * H)); /* dres = d h */
@@ -111,16 +120,10 @@ lcx_status lcx_model_fwd_bwd(lcx_model *m, const lcx_batch *b, float dscale, lcx
     LCX_TRY(lcx_model_loss(m, T, 1, dscale, NULL, acc));
     for (int l = (int)m->L - 1; l >= 0; l--) {
         LCX_TRY(lcx_offload_bwd_pre(m, l)); /* offloaded: fetch this layer and the next ones back */
-        /* recompute: rebuild everything but the attention output/LSE (kept) into the shared scratch. The rerun
-         * also writes the layer's output, which nothing reads again: into resid[l+1] as in the forward, or, when
-         * layer l+1's input slot has gone back to the offload pool, into dxn (free until the layer's backward) */
-        if (lcx_act_recomputes(m->policy[l])) {
-            void *next = m->resid[l + 1];
-            if (l + 1 < m->L && lcx_act_offloads(m->policy[l + 1])) m->resid[l + 1] = m->dxn;
-            lcx_status st = lcx_layer_forward(m, l, &m->layer[l], b, 1);
-            m->resid[l + 1] = next;
-            LCX_TRY(st);
-        }
+        /* recompute: rebuild everything but the attention output/LSE (kept) up to the MLP norm's output into the
+         * shared scratch; the backward recomputes each MLP tile's intermediates, and the layer's output, which
+         * nothing reads again, is not written (layer l+1's input slot may be back in the offload pool) */
+        if (lcx_act_recomputes(m->policy[l])) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 1));
         LCX_TRY(lcx_layer_backward(m, l, &m->layer[l], b));
         LCX_TRY(lcx_offload_bwd_post(m, l));
     }

@@ -177,7 +177,26 @@ lcx_status lcx_row_parallel_fwd(lcx_model *m, const void *x, int64_t T, int64_t 
     return m->be->matmul(m->x, &a);
 }
 
-lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b, int skip_attention) {
+/* model_internal.h */
+lcx_status lcx_mlp_tile(lcx_model *m, int l, const lcx_layer_acts *a, int64_t r0, int64_t c, int compute,
+                        void **gate, void **up, void **act) {
+    const int64_t H = m->H, F = m->F, off = lcx_act_recomputes(m->policy[l]) ? 0 : r0 * F;
+    void *g = lcx_m_at(m, a->gate, off), *u = lcx_m_at(m, a->up, off), *s = lcx_m_at(m, a->act, off);
+    if (compute) {
+#define IDX(k) lcx_m_idx(m, l, (k))
+        const void *x = lcx_m_at(m, a->xn2, r0 * H);
+        LCX_TRY(lcx_linear_fwd(m, x, c, H, F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), g));
+        LCX_TRY(lcx_linear_fwd(m, x, c, H, F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), u));
+        LCX_TRY(lcx_m_swiglu_fwd(m, g, u, s, c * F));
+#undef IDX
+    }
+    if (gate) *gate = g;
+    if (up) *up = u;
+    if (act) *act = s;
+    return LCX_OK;
+}
+
+lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b, int recompute) {
     int64_t T = b->n_seq * b->seq_len, S = b->seq_len, H = m->H;
 #define IDX(k) lcx_m_idx(m, l, (k))
     LCX_TRY(lcx_m_rmsnorm_fwd(m, a->x_in, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), a->xn1, a->rstd1, T, H));
@@ -191,9 +210,9 @@ lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const
     }
     LCX_TRY(lcx_m_rope(m, 0, a->q, a->q, T, m->nh));
     LCX_TRY(lcx_m_rope(m, 0, a->k, a->k, T, m->nkv));
-    if (!skip_attention && m->cp) {
+    if (!recompute && m->cp) {
         LCX_TRY(lcx_ring_attn_fwd(m, b, a->q, a->k, a->v, a->o, a->lse));
-    } else if (!skip_attention) {
+    } else if (!recompute) {
         for (int64_t s = 0; s < b->n_seq; s++) {
             int64_t p0 = b->positions ? b->positions[s * S] : 0;
             lcx_attn_args aa = lcx_m_attn_args(m, S, p0);
@@ -206,12 +225,15 @@ lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const
     LCX_TRY(lcx_row_parallel_fwd(m, a->o, T, m->Q, H, IDX(LCX_PARAM_O), IDX(LCX_PARAM_O_BIAS), a->h));
     LCX_TRY(lcx_m_add(m, a->x_in, a->h, a->h, T * H));
     LCX_TRY(lcx_m_rmsnorm_fwd(m, a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->xn2, a->rstd2, T, H));
-    LCX_TRY(lcx_linear_fwd(m, a->xn2, T, H, m->F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), a->gate));
-    LCX_TRY(lcx_linear_fwd(m, a->xn2, T, H, m->F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), a->up));
-    LCX_TRY(lcx_m_swiglu_fwd(m, a->gate, a->up, a->act, T * m->F));
-    void *out = m->resid[l + 1];
-    LCX_TRY(lcx_row_parallel_fwd(m, a->act, T, m->F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), out));
-    LCX_TRY(lcx_m_add(m, a->h, out, out, T * H));
+    if (recompute) return LCX_OK; /* the backward recomputes each MLP tile from xn2 */
+    /* the MLP in row tiles of mlp_tile (one tile of T rows without opts.mlp_chunk): out = h + down(act) */
+    for (int64_t r0 = 0; r0 < T; r0 += m->mlp_tile) {
+        int64_t c = T - r0 < m->mlp_tile ? T - r0 : m->mlp_tile;
+        void *act = NULL, *h = lcx_m_at(m, a->h, r0 * H), *out = lcx_m_at(m, m->resid[l + 1], r0 * H);
+        LCX_TRY(lcx_mlp_tile(m, l, a, r0, c, 1, NULL, NULL, &act));
+        LCX_TRY(lcx_row_parallel_fwd(m, act, c, m->F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), out));
+        LCX_TRY(lcx_m_add(m, h, out, out, c * H));
+    }
 #undef IDX
     return LCX_OK;
 }

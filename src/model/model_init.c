@@ -20,7 +20,7 @@ typedef lcx_cursor cursor;
 #define TAKEF(c, n) ((float *)take((c), (n), sizeof(float)))
 #define TAKEA(c, n) take((c), (n), lcx_act_size(m->adt)) /* act tensor (the model's activation dtype) */
 
-void lcx_layer_take_full(lcx_model *m, cursor *c, lcx_layer_acts *a, int64_t T) {
+void lcx_layer_take_full(lcx_model *m, cursor *c, lcx_layer_acts *a, int64_t T, int64_t Tf) {
     a->xn1 = TAKEA(c, T * m->H);
     a->rstd1 = TAKEF(c, T);
     if (m->cfg.qk_norm) {
@@ -35,9 +35,9 @@ void lcx_layer_take_full(lcx_model *m, cursor *c, lcx_layer_acts *a, int64_t T) 
     a->h = TAKEA(c, T * m->H);
     a->xn2 = TAKEA(c, T * m->H);
     a->rstd2 = TAKEF(c, T);
-    a->gate = TAKEA(c, T * m->F);
-    a->up = TAKEA(c, T * m->F);
-    a->act = TAKEA(c, T * m->F);
+    a->gate = TAKEA(c, Tf * m->F);
+    a->up = TAKEA(c, Tf * m->F);
+    a->act = TAKEA(c, Tf * m->F);
 }
 
 /* Lay out the activations (c->base NULL: sizing pass only). */
@@ -51,14 +51,15 @@ static void layout_acts(lcx_model *m, cursor *c) {
     memset(&scratch, 0, sizeof scratch);
     int any_recompute = 0;
     for (int l = 0; l < m->L; l++) any_recompute |= lcx_act_recomputes(m->policy[l]);
-    if (any_recompute) lcx_layer_take_full(m, c, &scratch, T);
+    /* the recompute scratch: one layer's tensors, of which the MLP's gate/up/act for one tile only */
+    if (any_recompute) lcx_layer_take_full(m, c, &scratch, T, m->mlp_tile);
     /* offloaded layers' stored tensors (their input included) live in the offload pools (model_offload.c) */
     for (int64_t l = 0; l <= m->L; l++) m->resid[l] = l < m->L && lcx_act_offloads(m->policy[l]) ? NULL : TAKEA(c, T * m->H);
     for (int l = 0; l < m->L; l++) {
         lcx_layer_acts *a = &m->layer[l];
         if (lcx_act_recomputes(m->policy[l])) *a = scratch;
         if (lcx_act_offloads(m->policy[l])) continue;
-        if (m->policy[l] != LCX_ACT_RECOMPUTE) lcx_layer_take_full(m, c, a, T);
+        if (m->policy[l] != LCX_ACT_RECOMPUTE) lcx_layer_take_full(m, c, a, T, T);
         a->x_in = m->resid[l];
         a->o = TAKEA(c, T * m->Q);
         a->lse = TAKEF(c, T * m->nh);
@@ -77,9 +78,9 @@ static void layout_acts(lcx_model *m, cursor *c) {
         m->dk = TAKEF(c, T * m->KV);
         m->dv = TAKEF(c, T * m->KV);
         m->dout = TAKEA(c, T * m->Q);
-        m->dgate = TAKEA(c, T * m->F);
-        m->dup = TAKEA(c, T * m->F);
-        m->dact = TAKEA(c, T * m->F);
+        m->dgate = TAKEA(c, m->mlp_tile * m->F); /* the MLP backward runs tile by tile */
+        m->dup = TAKEA(c, m->mlp_tile * m->F);
+        m->dact = TAKEA(c, m->mlp_tile * m->F);
     }
 }
 
@@ -191,6 +192,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     if (m->loss_chunk > m->max_tokens) m->loss_chunk = m->max_tokens;
     m->loss_chunk_cap = m->loss_chunk;
     m->ws.mlp_chunk = opts->mlp_chunk && opts->mlp_chunk < m->max_tokens ? opts->mlp_chunk : m->max_tokens;
+    m->mlp_tile = m->ws.mlp_chunk;
     LCX_TRY_GOTO(lcx_param_table_init(&m->tab, cfg), fail);
     LCX_TRY_GOTO(lcx_tp_init(m, opts->tp_comm), fail);
     LCX_FAIL_GOTO(m->tp_size > 1 && !m->training, LCX_ERR_UNSUPPORTED, fail,

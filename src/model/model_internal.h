@@ -21,7 +21,7 @@ typedef struct lcx_layer_acts {
     void *h;              /* [T, H] residual after attention */
     void *xn2;            /* [T, H] */
     float *rstd2;         /* [T] */
-    void *gate, *up, *act; /* [T, F] */
+    void *gate, *up, *act; /* [T, F]; recompute layers: [mlp_tile, F], one MLP tile's (shared scratch) */
 } lcx_layer_acts;
 
 /* Results that stay on the device until read once per call or step: the gradients' squared norm and the loss
@@ -91,6 +91,8 @@ struct lcx_model {
     int64_t L, H, nh, nkv, hd, Q, KV, F, V; /* nh, nkv, Q, KV, F: this rank's (TP) share; V: the whole vocabulary */
     int64_t Vl, v0;           /* vocabulary rows held here (Vp / TP, padding included) and the first one's id */
     int64_t max_tokens, loss_chunk, loss_chunk_cap;
+    int64_t mlp_tile;         /* rows per MLP tile (opts.mlp_chunk, <= max_tokens; max_tokens = untiled): the MLP
+                                 runs rows [r0, r0 + mlp_tile) at a time (docs/model.md "Tiled MLP") */
     lcx_act_policy *policy;   /* [L] */
 
     /* parameter families (device) */
@@ -122,7 +124,7 @@ struct lcx_model {
     void *dres, *dxn;         /* act [T, H] */
     float *dq, *dk, *dv;      /* f32 [T, Q], [T, KV], [T, KV]: attention_bwd's accumulators */
     void *dout;               /* act [T, Q]: attention's output gradient, then dq/dk/dv cast to adt (KV <= Q) */
-    void *dgate, *dup, *dact; /* act [T, F] */
+    void *dgate, *dup, *dact; /* act [mlp_tile, F]: one MLP tile's */
 
     lcx_infer_ws ws;          /* forward-only models: the shared working set (else zero) */
 
@@ -216,9 +218,16 @@ lcx_status lcx_model_emit_logits(lcx_model *m, int64_t T, int64_t first_row, lcx
 /* Validate and upload ids/positions/targets, (re)build the rope tables; *count = counted targets. */
 lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count);
 lcx_status lcx_model_embed(lcx_model *m, int64_t T);
-/* Layer forward into a (skip_attention: o/lse already hold the attention result; used by recompute). */
-lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b, int skip_attention);
+/* Layer forward into a. recompute (the rerun before a recompute layer's backward): o/lse already hold the
+ * attention result, and the rerun stops at the MLP norm's output xn2 (the backward recomputes each MLP tile's
+ * gate/up/act itself; the layer output is not written). */
+lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b, int recompute);
 lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b);
+/* Rows [r0, r0 + c) of layer l's MLP intermediates (model_forward.c): rows r0.. of a's gate/up/act for a layer
+ * that stores them, the one-tile scratch of a recompute layer; computed from rows r0.. of xn2 when compute
+ * (gate, up, SwiGLU). Any of gate/up/act may be NULL. */
+lcx_status lcx_mlp_tile(lcx_model *m, int l, const lcx_layer_acts *a, int64_t r0, int64_t c, int compute,
+                        void **gate, void **up, void **act);
 /* Final norm + lm_head + cross-entropy in chunks. With backward: dres = gradient wrt resid[L], lm_head grads
  * accumulated. logits: optional host [T, V] output. The loss sum and count accumulate into the device slot acc. */
 lcx_status lcx_model_loss(lcx_model *m, int64_t T, int backward, float dscale, float *logits, lcx_loss_slot *acc);
@@ -285,16 +294,17 @@ lcx_status lcx_zero_sqnorm(lcx_model *m, double *sq);
  * D the squared norm of q's rows of the summed gradients, then the D sums in rank order. */
 lcx_status lcx_zero_group_sqnorm(lcx_model *m, int D, double *sq);
 lcx_status lcx_zero_all_gather(lcx_model *m);
-/* The full stored set of one layer (everything but x_in, o, lse) from cursor c (model_init.c). */
-void lcx_layer_take_full(lcx_model *m, lcx_cursor *c, lcx_layer_acts *a, int64_t T);
+/* The full stored set of one layer (everything but x_in, o, lse) from cursor c (model_init.c): T rows, the MLP's
+ * gate/up/act Tf rows (T for a layer that stores them, mlp_tile for the recompute scratch). */
+void lcx_layer_take_full(lcx_model *m, lcx_cursor *c, lcx_layer_acts *a, int64_t T, int64_t Tf);
 /* Activation offload (model_offload.c). init: after the activations' layout (m->policy, max_tokens set), size and
  * allocate the pools, the copy queue and the events (nothing without an offloaded layer); free. begin: a new
  * forward (every slot free, the host buffers unused), layer 0's slot taken when it is offloaded (the embedding
  * writes its input). fwd_pre(l): the next layer's slot (layer l writes its input). fwd_post(l, store): layer l's
  * tensors to its host buffer (store = 0, a forward without backward: dropped) and its slot back to the pool.
  * bwd_pre(l): fetch layers l .. l-depth not on the device, then make the compute queue wait for layer l's.
- * bwd_post(l): layer l's slot back to the pool. next_input(l): where a recomputed layer l may write its output
- * (resid[l+1], or free scratch when layer l+1's input slot is gone). */
+ * bwd_post(l): layer l's slot back to the pool. (A recomputed layer's rerun stops at xn2 and writes no output, so
+ * it needs no slot of layer l+1.) */
 lcx_status lcx_offload_init(lcx_model *m, int depth);
 void lcx_offload_free(lcx_model *m);
 lcx_status lcx_offload_begin(lcx_model *m);

@@ -19,7 +19,7 @@ static size_t bind(lcx_model *m, int l, char *base) {
     const int64_t T = m->max_tokens;
     const size_t as = lcx_act_size(m->adt);
     a->x_in = lcx_cursor_take(&c, T * m->H, as);
-    if (m->policy[l] == LCX_ACT_OFFLOAD) lcx_layer_take_full(m, &c, a, T);
+    if (m->policy[l] == LCX_ACT_OFFLOAD) lcx_layer_take_full(m, &c, a, T, T);
     a->o = lcx_cursor_take(&c, T * m->Q, as);
     a->lse = (float *)lcx_cursor_take(&c, T * m->nh, sizeof(float));
     m->resid[l] = a->x_in;

@@ -167,7 +167,7 @@ done:
 }
 
 lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
-                                   lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
+                                   int64_t mlp_tile, lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
                                    struct lcx_comm *cp_comm, struct lcx_comm *tp_comm, struct lcx_comm *zero_comm,
                                    struct lcx_train_state *state, lcx_model **out) {
     lcx_model_opts o;
@@ -178,6 +178,7 @@ lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg,
     o.param_dtype = dtype;
     o.act_dtype = act_dtype;
     o.max_tokens = max_tokens;
+    o.mlp_chunk = mlp_tile;
     o.training = 1;
     o.policy = policy;
     *out = NULL;

@@ -147,8 +147,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     if (load_from) {
         LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), done);
         LCX_TRY_GOTO(check_mesh(&cfg, o, tp, cp), done);
-        LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, o->batch * o->seq_len / cp, o->policy,
-                                            o->param_dtype, o->act_dtype, cpc, tpc, o->zero1 ? g : NULL, latest ? &state : NULL, &m),
+        LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, o->batch * o->seq_len / cp, o->mlp_tile,
+                                            o->policy, o->param_dtype, o->act_dtype, cpc, tpc, o->zero1 ? g : NULL,
+                                            latest ? &state : NULL, &m),
                      done);
         LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(load_from, &tok, &n_tok), done);
     } else {
@@ -164,6 +165,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         mo.zero_comm = o->zero1 ? g : NULL;
         mo.training = 1;
         mo.policy = o->policy;
+        mo.mlp_chunk = o->mlp_tile;
         LCX_TRY_GOTO(lcx_model_init(&m, &cfg, &mo), done);
         LCX_TRY_GOTO(lcx_model_init_random(m, (uint64_t)o->seed, o->init_std), done);
     }

@@ -40,6 +40,8 @@ typedef struct lcx_train_run_options {
     double lr, min_lr, clip, weight_decay, init_std;
     lcx_lr_kind schedule;
     lcx_act_policy policy;
+    int64_t mlp_tile;        /* rows per MLP tile of the model (opts.mlp_chunk; 0 = untiled; docs/model.md "Tiled
+                                MLP in training"). Not recorded in RUN: changes the last bits only */
     lcx_dtype param_dtype, act_dtype;
     int resume;              /* continue from the run's latest checkpoint */
     int quiet;               /* no step lines, "saved" notes or progress states */

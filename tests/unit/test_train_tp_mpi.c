@@ -18,6 +18,8 @@
  *   - replicas agree bit for bit: the GRAD group's ranks, and the TP ranks holding the same box (norms, replicated
  *     KV heads) — gathered over the world and compared;
  *   - a rerun of the parallel run repeats every loss and weight bit for bit;
+ *   - the tiled MLP (opts.mlp_chunk 5 with recompute on TP 2 x DP 2 qwen3, 7 with recompute+offload on TP 2 x
+ *     CP 2 llama_gqa: ragged last tiles) against the same untiled reference, within the same bounds;
  *   - with ZeRO-1 on top (AdamW moments sharded over the GRAD group: TP 2 x CP 2, TP 2 x CP 2 x DP 2, TP 2 x DP 2)
  *     every loss, norm and weight is the same bits as without it.
  * Tolerances: float32 sums in another order (a rank's GEMMs cover its heads / columns / vocabulary rows, partial
@@ -49,6 +51,9 @@
 #define W_TOL 1e-4
 
 static double g_worst_grad, g_worst_step1, g_worst_loss, g_worst_norm, g_worst_w;
+/* the parallel models' MLP tile (opts.mlp_chunk, 0: untiled) and activation policy; the reference stays untiled */
+static int64_t g_tile;
+static lcx_act_policy g_policy;
 
 typedef struct run_out {
     double loss[STEPS], norm[STEPS];
@@ -108,6 +113,7 @@ static lcx_model *new_model_z(const lcx_model_config *cfg, int64_t max_tokens, l
     o.tp_comm = tp;
     o.cp_comm = cp;
     o.zero_comm = zero;
+    if (tp) o.mlp_chunk = g_tile, o.policy = g_policy;
     lcx_model *m = NULL;
     CHECK_OK(lcx_model_init(&m, cfg, &o));
     if (m) CHECK_OK(lcx_model_init_random(m, 77, 0.08));
@@ -275,10 +281,13 @@ static void check_case(lcx_comm *world, const char *fixture, int64_t vocab, int 
     check_replicas(w, &cfg, &gs, &par);
     CHECK(zero_same);
     run_out_free(&z);
+    char tile[48] = "";
+    if (g_tile) snprintf(tile, sizeof tile, ", MLP tile %lld (%s)", (long long)g_tile, lcx_act_policy_name(g_policy));
     if (world->rank == 0)
-        printf("%s%s TP %d x CP %d x DP %d: step-1 gradients %.2e (of the largest), loss/norm %.2e; over %d steps "
+        printf("%s%s TP %d x CP %d x DP %d%s: step-1 gradients %.2e (of the largest), loss/norm %.2e; over %d steps "
                "loss %.2e, norm %.2e, weights %.2e (abs)%s\n",
-               fixture, vocab ? " (vocab 253)" : "", tp, cp, dp, wg, s1, STEPS, wl, wn, ww,
+               fixture, vocab ? " (vocab 253)" : "", tp, cp, dp, tile, wg, s1, STEPS, wl,
+               wn, ww,
                !zero ? "" : zero_same ? "; ZeRO-1: bit-identical" : "; ZeRO-1: DIFFERENT");
     g_worst_grad = fmax(g_worst_grad, wg), g_worst_step1 = fmax(g_worst_step1, s1);
     g_worst_loss = fmax(g_worst_loss, wl), g_worst_norm = fmax(g_worst_norm, wn), g_worst_w = fmax(g_worst_w, ww);
@@ -311,6 +320,12 @@ int main(void) {
     check_case(world, "qwen2", 0, 8, 2, 2, 2, 1);
     check_case(world, "qwen3", 0, 4, 2, 1, 2, 1);
     check_case(world, "qwen3", 0, 8, 4, 2, 1, 0);
+    /* the tiled MLP (docs/model.md "Tiled MLP in training"): down_proj's TP sum per tile, ragged last tiles */
+    g_tile = 5, g_policy = LCX_ACT_RECOMPUTE;
+    check_case(world, "qwen3", 0, 4, 2, 1, 2, 1);
+    g_tile = 7, g_policy = LCX_ACT_RECOMPUTE_OFFLOAD;
+    check_case(world, "llama_gqa", 0, 4, 2, 2, 1, 0);
+    g_tile = 0, g_policy = LCX_ACT_KEEP;
     if (world->rank == 0)
         printf("worst: step-1 gradients %.2e, step-1 loss/norm %.2e, loss %.2e, norm %.2e, weights %.2e\n",
                g_worst_grad, g_worst_step1, g_worst_loss, g_worst_norm, g_worst_w);
