@@ -63,9 +63,12 @@ static double pass_peak(const lcx_model_config *cfg, int64_t T, int64_t mlp_chun
 
 int main(void) {
     /* big blocks from mmap, returned to the system on free: each pass starts from the same resident set; no
-     * transparent huge pages (they would make the resident set grow in 2 MiB steps) */
+     * transparent huge pages (they would make the resident set grow in 2 MiB steps). The threshold is below the
+     * smallest length-dependent buffer (at 256 tokens a [T, H] row block is exactly 64 KiB): at 64 KiB whether
+     * such a block came from the brk heap depended on the heap's state, and builds that differ only in their
+     * layout measured 1451 or 1525 bytes/token for the chunked MLP (model 1428); at 16 KiB 1429-1449 */
     prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
-    mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+    mallopt(M_MMAP_THRESHOLD, 16 * 1024);
     mallopt(M_TRIM_THRESHOLD, 64 * 1024);
     char *dir = fx_path("llama_gqa", "models", "");
     lcx_catalog *c = NULL;
