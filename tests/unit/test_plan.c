@@ -509,7 +509,10 @@ static void test_search(void) {
                   "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"))
         return;
     lcx_recipe *r = recipe("yarn-x2");
-    if (!r) return;
+    if (!r) {
+        lcx_config_free(&cfg);
+        return;
+    }
     const double GiB = 1073741824.0, budget = 80 * GiB;
     lcx_plan *p = NULL, *q = NULL;
     CHECK_OK(search(&cfg, r, 131072, 8, budget, 0, &p));
@@ -585,6 +588,7 @@ static void test_search(void) {
     CHECK_FAILS(search(&cfg, r, 131072, 8, 0, 0, &q), LCX_ERR_INVALID, "needs a memory budget");
     lcx_plan_free(p);
     lcx_recipe_free(r);
+    lcx_config_free(&cfg);
 }
 
 /* The throughput model's terms against a hand computation (TP 2, CP 2, DP 2, bf16, 4 layers: 1 recompute,
