@@ -66,7 +66,7 @@ static float *train(const lcx_tokdata *td, const char *name, const lcx_comm_grou
         ctx.dp_rank = gs->coord.d, ctx.dp_size = gs->mesh.dp;
         ctx.cp_rank = gs->coord.c, ctx.cp_size = cp;
     }
-    lcx_train_stage sg = stage(micro_seqs);
+    lcx_train_stage sg = stage(micro_seqs, 0);
     lcx_model *m = new_model(micro_seqs * SEQ / cp, gs ? gs->group[LCX_GROUP_CP] : NULL);
     lcx_train_state state;
     lcx_train_state_init(&state);
@@ -173,7 +173,7 @@ static void check_step(lcx_comm *world, const lcx_tokdata *td) {
     ctx.run_dir = g_root;
     ctx.model_config = g_cfg.json;
     ctx.cp_rank = c, ctx.cp_size = cp;
-    lcx_train_stage sg = stage(1);
+    lcx_train_stage sg = stage(1, 0);
     lcx_train_state state;
     lcx_train_state_init(&state);
     lcx_train_summary sum;

@@ -45,7 +45,7 @@ static float *train(const lcx_tokdata *td, const char *name, lcx_comm *grad, int
     ctx.grad = grad;
     ctx.dp_rank = dp_rank;
     ctx.dp_size = dp_size;
-    lcx_train_stage sg = stage(micro_seqs);
+    lcx_train_stage sg = stage(micro_seqs, 0);
     lcx_model *m = new_model(micro_seqs * SEQ, NULL);
     lcx_train_state state;
     lcx_train_state_init(&state);

@@ -38,48 +38,9 @@
 #define W_TOL 1e-4
 #define EPS 1e-6
 
-static lcx_model_config g_cfg;
-static char g_root[512];
-static int g_world_rank;
+#include "train_mpi_fixture.h"
+
 static lcx_comm *g_world;
-
-static lcx_train_stage stage(int64_t micro_seqs, int64_t save_interval) {
-    lcx_train_stage s;
-    memset(&s, 0, sizeof s);
-    s.n_stages = 1;
-    s.seq_len = SEQ;
-    s.steps = STEPS;
-    s.micro_seqs = micro_seqs;
-    s.grad_accum = ACCUM;
-    s.lr.kind = LCX_LR_CONSTANT;
-    s.lr.peak = 1e-2;
-    s.lr.total_steps = STEPS;
-    s.clip_norm = 0.3; /* below the gradient norms of this model: clipping is active */
-    s.weight_decay = 0.1;
-    s.seed = 5;
-    s.eps = EPS;
-    s.save_interval = save_interval;
-    return s;
-}
-
-typedef struct run_log {
-    int n;
-    double loss[STEPS], norm[STEPS];
-} run_log;
-static double field(const char *json, const char *key) {
-    const char *p = strstr(json, key);
-    return p ? strtod(p + strlen(key), NULL) : NAN;
-}
-static void on_event(void *user, const char *name, const char *json) {
-    run_log *l = user;
-    if (strcmp(name, "step") != 0 || l->n >= STEPS) return;
-    /* the step number decides the slot: a resumed run logs its later steps only */
-    int step = (int)field(json, "\"step\": ");
-    if (step < 1 || step > STEPS) return;
-    l->loss[step - 1] = field(json, "\"loss\": ");
-    l->norm[step - 1] = field(json, "\"grad_norm\": ");
-    l->n++;
-}
 
 typedef struct run_opts {
     int cp, dp;          /* mesh 1 x cp x dp over the world; 0: one rank, no group */
@@ -138,10 +99,7 @@ static void train(const lcx_tokdata *td, const char *name, const run_opts *ro, r
     else CHECK_OK(lcx_model_init_random(m, 11, 0.05));
     lcx_train_summary sum;
     CHECK_OK(lcx_train_stage_run(m, td, &sg, &ctx, &state, &sum));
-    const lcx_param_table *t = lcx_model_params(m);
-    for (size_t i = 0; i < t->n; i++) out->n += t->params[i].numel;
-    out->w = malloc(out->n * sizeof *out->w);
-    for (size_t i = 0, o2 = 0; i < t->n; o2 += t->params[i].numel, i++) CHECK_OK(lcx_model_get_master(m, i, out->w + o2));
+    out->w = masters(m, &out->n);
     out->moments = lcx_model_memory_of(m).moments;
     lcx_train_state_free(&state);
     lcx_model_free(m);
@@ -179,9 +137,7 @@ static void check_zero(const lcx_tokdata *td, int cp, int dp) {
     CHECK_MSG(ratio < 1.0 / D + 0.05, "CP %d x DP %d: moment bytes %zu with ZeRO-1, %zu without (ratio %.3f)", cp, dp,
               on.moments, off.moments, ratio);
     /* the replicas agree: the weights' hash is the same on every rank */
-    uint64_t h = 1469598103934665603ull, hs[8];
-    const unsigned char *b = (const unsigned char *)on.w;
-    for (size_t i = 0; i < on.n * sizeof *on.w; i++) h = (h ^ b[i]) * 1099511628211ull;
+    uint64_t h = hash_bytes(on.w, on.n * sizeof *on.w), hs[8];
     CHECK_OK(lcx_comm_all_gather(g_world, NULL, &h, hs, 1, LCX_I64));
     for (int r = 0; r < g_world->size; r++) CHECK_MSG(hs[r] == h, "ZeRO-1: rank %d's weights differ", r);
     if (g_world_rank == 0)
@@ -315,58 +271,18 @@ int main(void) {
     CHECK_OK(lcx_comm_world_init(&world));
     if (!world) return test_summary("test_train_zero_mpi");
     g_world = world;
-    g_world_rank = world->rank;
     if (world->size != 4) {
         if (world->rank == 0) printf("test_train_zero_mpi needs 4 ranks (has %d): skipped\n", world->size);
         lcx_comm_finalize(world);
         return 77;
     }
-    char cfgp[512];
-    snprintf(cfgp, sizeof cfgp, "%s/tests/fixtures/models/llama_gqa/config.json", LCX_SOURCE_DIR);
-    CHECK_OK(lcx_config_load(cfgp, &g_cfg));
-    CHECK_OK(lcx_config_sync_json(&g_cfg));
-    if (world->rank == 0) {
-        snprintf(g_root, sizeof g_root, "%s/test_train_zero_mpi.XXXXXX", LCX_BINARY_DIR);
-        CHECK(mkdtemp(g_root) != NULL);
-    }
-    CHECK_OK(lcx_comm_broadcast(world, NULL, g_root, sizeof g_root / 8, LCX_I64, 0));
-    char prefix[600];
-    snprintf(prefix, sizeof prefix, "%s/data", g_root);
-    if (world->rank == 0) {
-        lcx_tokdata_writer w;
-        memset(&w, 0, sizeof w);
-        CHECK_OK(lcx_tokdata_writer_open(&w, prefix, LCX_TOKDATA_U16));
-        uint64_t r = 777;
-        for (int d = 0; d < 9; d++) {
-            uint32_t ids[100];
-            size_t n = 40 + (size_t)(d * 6);
-            for (size_t i = 0; i < n; i++)
-                r = r * 6364136223846793005ull + 1442695040888963407ull,
-                ids[i] = (uint32_t)((r >> 33) % (uint64_t)g_cfg.vocab_size);
-            CHECK_OK(lcx_tokdata_writer_add(&w, ids, n));
-        }
-        CHECK_OK(lcx_tokdata_writer_commit(&w));
-    }
-    CHECK_OK(lcx_comm_barrier(world, NULL));
     lcx_tokdata td;
-    CHECK_OK(lcx_tokdata_open(prefix, &td));
+    fixture_open(world, "test_train_zero_mpi", 40, 6, &td);
 
     check_zero(&td, 1, 4);
     check_zero(&td, 2, 2);
     check_resume(&td);
     check_failed_save(&td);
 
-    lcx_tokdata_close(&td);
-    lcx_config_free(&g_cfg);
-    int64_t bad = test_failures_ ? 1 : 0;
-    CHECK_OK(lcx_comm_all_reduce(world, NULL, &bad, &bad, 1, LCX_I64, LCX_COMM_MAX));
-    CHECK_OK(lcx_comm_barrier(world, NULL));
-    if (world->rank == 0 && bad == 0) {
-        char cmd[700];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-        CHECK(system(cmd) == 0);
-    }
-    lcx_comm_finalize(world);
-    CHECK(bad == 0);
-    return test_summary("test_train_zero_mpi");
+    return fixture_close(world, &td, "test_train_zero_mpi");
 }

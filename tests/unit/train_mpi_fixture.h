@@ -1,4 +1,4 @@
-/* train_mpi_fixture: what test_train_dp_mpi.c and test_train_cp_mpi.c share: the llama_gqa fixture's config, a
+/* train_mpi_fixture: what test_train_dp_mpi.c, test_train_cp_mpi.c and test_train_zero_mpi.c share: the llama_gqa fixture's config, a
  * scratch directory named by rank 0, a small tokenised data set written by rank 0, a float32 training model, the
  * stage both train, the per-step log read from the reporter's "step" events, the final master weights, a hash to
  * compare ranks' weights, and the end of the test (every rank's verdict, cleanup, MPI finalised).
@@ -34,7 +34,9 @@ static inline lcx_model *new_model(int64_t max_tokens, lcx_comm *cp) {
     return m;
 }
 
-static inline lcx_train_stage stage(int64_t micro_seqs) {
+/* The stage every test trains: STEPS AdamW steps with clipping active; a save every save_interval steps (0: the
+ * stage's end only). */
+static inline lcx_train_stage stage(int64_t micro_seqs, int64_t save_interval) {
     lcx_train_stage s;
     memset(&s, 0, sizeof s);
     s.n_stages = 1;
@@ -49,7 +51,7 @@ static inline lcx_train_stage stage(int64_t micro_seqs) {
     s.weight_decay = 0.1;
     s.seed = 5;
     s.eps = EPS;
-    s.save_interval = 0;
+    s.save_interval = save_interval;
     return s;
 }
 
@@ -66,10 +68,13 @@ static inline double field(const char *json, const char *key) {
 static inline void on_event(void *user, const char *name, const char *json) {
     run_log *l = user;
     if (strcmp(name, "step") != 0 || l->n >= STEPS) return;
-    l->loss[l->n] = field(json, "\"loss\": ");
-    l->norm[l->n] = field(json, "\"grad_norm\": ");
-    l->clip[l->n] = field(json, "\"clip\": ");
-    l->tokens[l->n] = (long long)field(json, "\"tokens\": ");
+    /* the step number decides the slot: a resumed run logs its later steps only */
+    int step = (int)field(json, "\"step\": ");
+    if (step < 1 || step > STEPS) return;
+    l->loss[step - 1] = field(json, "\"loss\": ");
+    l->norm[step - 1] = field(json, "\"grad_norm\": ");
+    l->clip[step - 1] = field(json, "\"clip\": ");
+    l->tokens[step - 1] = (long long)field(json, "\"tokens\": ");
     l->n++;
 }
 
