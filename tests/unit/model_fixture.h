@@ -11,6 +11,7 @@
 
 #include "src/core/fileio.h"
 #include "src/model/model.h"
+#include "test_util.h"
 
 /* Logits rows handed out by a forward (lcx_logits_fn): row r is stored at r + base of logits [cap][vocab];
  * seen counts the rows received. */
@@ -92,6 +93,20 @@ static inline double fx_number(const char *model, const char *sub, const char *f
     double r = json_is_number(v) ? json_number_value(v) : NAN;
     json_decref(j);
     return r;
+}
+
+/* All of m's gradients, concatenated in parameter order (malloc'd); *n_out their count. */
+static inline float *fx_all_grads(lcx_model *m, size_t *n_out) {
+    const lcx_param_table *t = lcx_model_params(m);
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++) n += (size_t)t->params[i].numel;
+    float *g = malloc(n * sizeof(float)), *p = g;
+    for (size_t i = 0; i < t->n; i++) {
+        CHECK_OK(lcx_model_get_grad(m, i, p));
+        p += t->params[i].numel;
+    }
+    *n_out = n;
+    return g;
 }
 
 /* ||a - b|| / ||b|| in double. */

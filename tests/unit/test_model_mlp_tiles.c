@@ -54,16 +54,7 @@ static float *grads_of(lcx_model *m, const lcx_batch *b, size_t *n_out, double *
     double ls = 0;
     CHECK_OK(lcx_model_forward_backward(m, b, (float)(1.0 / (double)count), &ls, NULL));
     *loss = ls / (double)count;
-    const lcx_param_table *t = lcx_model_params(m);
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++) n += (size_t)t->params[i].numel;
-    float *g = malloc(n * sizeof(float)), *p = g;
-    for (size_t i = 0; i < t->n; i++) {
-        CHECK_OK(lcx_model_get_grad(m, i, p));
-        p += t->params[i].numel;
-    }
-    *n_out = n;
-    return g;
+    return fx_all_grads(m, n_out);
 }
 
 static size_t r64(size_t bytes) { return (bytes + 63) / 64 * 64; }

@@ -49,16 +49,7 @@ static lcx_model *make(const lcx_model_config *cfg, lcx_dtype adt, const lcx_act
 static float *grads(lcx_model *m, const lcx_batch *b, size_t *n_out, double *loss) {
     CHECK_OK(lcx_model_zero_grads(m));
     CHECK_OK(lcx_model_forward_backward(m, b, 1.0f / (float)lcx_batch_count(b), loss, NULL));
-    const lcx_param_table *t = lcx_model_params(m);
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++) n += (size_t)t->params[i].numel;
-    float *g = malloc(n * sizeof(float)), *p = g;
-    for (size_t i = 0; i < t->n; i++) {
-        CHECK_OK(lcx_model_get_grad(m, i, p));
-        p += t->params[i].numel;
-    }
-    *n_out = n;
-    return g;
+    return fx_all_grads(m, n_out);
 }
 
 /* The schedule's high-water marks for policies pol at prefetch depth d (bytes[l] = 0: not offloaded). */

@@ -30,20 +30,6 @@ static lcx_model *open_fx(const char *name, int64_t max_tokens, int64_t chunk, l
     return m;
 }
 
-/* All gradients, concatenated in parameter order (malloc'd). */
-static float *all_grads(lcx_model *m, size_t *n_out) {
-    const lcx_param_table *t = lcx_model_params(m);
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++) n += (size_t)t->params[i].numel;
-    float *g = malloc(n * sizeof(float)), *p = g;
-    for (size_t i = 0; i < t->n; i++) {
-        CHECK_OK(lcx_model_get_grad(m, i, p));
-        p += t->params[i].numel;
-    }
-    *n_out = n;
-    return g;
-}
-
 static float *grads_of(lcx_model *m, const lcx_batch *b, int nb, size_t *n, double *loss) {
     CHECK_OK(lcx_model_zero_grads(m));
     int64_t total = 0;
@@ -55,7 +41,7 @@ static float *grads_of(lcx_model *m, const lcx_batch *b, int nb, size_t *n, doub
         ls += l;
     }
     *loss = ls / (double)total;
-    return all_grads(m, n);
+    return fx_all_grads(m, n);
 }
 
 static void test_policies(const char *name) {
