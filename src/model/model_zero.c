@@ -17,6 +17,7 @@
  * the same partition, so no size travels. */
 #include <stdlib.h>
 
+#include "src/model/model_dp.h"
 #include "src/model/model_internal.h"
 
 #define ZERO_CHUNK ((uint64_t)1 << 22)
@@ -233,16 +234,8 @@ lcx_status lcx_zero_group_sqnorm(lcx_model *m, int D, double *sq) {
 lcx_status lcx_zero_sqnorm(lcx_model *m, double *sq) {
     double mine = 0;
     LCX_TRY(rows_sqnorm(m, m->zero_rank, m->zero_size, &mine));
-    /* the ranks' sums in rank order: the same double on every rank (host doubles, no failure flag to carry) */
-    double *all = malloc((size_t)m->zero_size * sizeof *all);
-    LCX_FAIL_IF(!all, LCX_ERR_OOM, "ZeRO-1: out of memory");
-    lcx_status st = lcx_comm_all_gather(m->zero, NULL, &mine, all, 1, LCX_F64);
-    if (st == LCX_OK) {
-        *sq = all[0];
-        for (int r = 1; r < m->zero_size; r++) *sq += all[r];
-    }
-    free(all);
-    return st;
+    int failed = -1; /* every rank reached here: no failure flag to carry */
+    return lcx_dp_sum_f64(m->zero, &mine, 1, 0, sq, &failed); /* rank order: the same double on every rank */
 }
 
 static lcx_status ag_batch(lcx_model *m, zero_scratch *s, size_t i0, size_t i1) {
