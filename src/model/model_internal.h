@@ -263,17 +263,15 @@ lcx_status lcx_ring_attn_bwd(lcx_model *m, const lcx_batch *b, const void *q, co
  * (after them); free. sum: buf[0..n) (act) = the sum over the TP group of every rank's buf, in rank order (no-op
  * without TP). loss_chunk: the vocab-parallel cross-entropy of c rows (rows r0.. of the batch) of the logits in
  * logit_chunk ([c, Vl] f32), dlogits in place with backward. reduce_grads: sum the gradients that are partial on
- * each rank (q_norm/k_norm, replicated kv heads) over their sharers, once per optimizer step. grad_sqnorm_local:
- * add this rank's share of the squared gradient norm (its slices, each replicated box by its first replica) into
- * d_res->grad_sq; sum_host: *v = the sum over TP of every rank's *v in rank order (the global norm from the
- * shares; the same bits on every rank). */
+ * each rank (q_norm/k_norm, replicated kv heads) over their sharers, once per optimizer step. sum_host: *v = the
+ * sum over TP of every rank's *v in rank order (the global norm from the ranks' shares, lcx_rows_sqnorm_queue;
+ * the same bits on every rank). */
 lcx_status lcx_tp_init(lcx_model *m, lcx_comm *tp);
 lcx_status lcx_tp_alloc(lcx_model *m);
 void lcx_tp_free(lcx_model *m);
 lcx_status lcx_tp_sum(lcx_model *m, void *buf, int64_t n);
 lcx_status lcx_tp_loss_chunk(lcx_model *m, int64_t c, float dscale, int backward, lcx_loss_slot *acc, int64_t r0);
 lcx_status lcx_tp_reduce_grads(lcx_model *m);
-lcx_status lcx_tp_grad_sqnorm_local(lcx_model *m);
 lcx_status lcx_tp_sum_host(lcx_model *m, double *v);
 /* With CP: sum a loss sum and count over the CP group (every rank then reports the global values). */
 lcx_status lcx_ring_reduce_loss(lcx_model *m, lcx_loss_slot *r);
@@ -293,6 +291,10 @@ lcx_status lcx_zero_sqnorm(lcx_model *m, double *sq);
 /* The unsharded group step's norm, formed as ZeRO-1 forms it (so both give the same double): for each rank q of
  * D the squared norm of q's rows of the summed gradients, then the D sums in rank order. */
 lcx_status lcx_zero_group_sqnorm(lcx_model *m, int D, double *sq);
+/* Queue into d_res->grad_sq (zeroed first) the squared norm of rank q of D's rows of every gradient, parameter
+ * order, one sqnorm per parameter; with TP a box held by several TP ranks counts only on its first replica. D 1:
+ * this rank's share of the norm of whole parameters (lcx_tp_sum_host adds the TP ranks' shares). */
+lcx_status lcx_rows_sqnorm_queue(lcx_model *m, int q, int D);
 lcx_status lcx_zero_all_gather(lcx_model *m);
 /* The full stored set of one layer (everything but x_in, o, lse) from cursor c (model_init.c): T rows, the MLP's
  * gate/up/act Tf rows (T for a layer that stores them, mlp_tile for the recompute scratch). */

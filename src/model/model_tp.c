@@ -129,16 +129,6 @@ lcx_status lcx_tp_reduce_grads(lcx_model *m) {
     return LCX_OK;
 }
 
-lcx_status lcx_tp_grad_sqnorm_local(lcx_model *m) {
-    /* this rank's share: its own slices and the first replica of each shared box, in parameter order */
-    for (size_t i = 0; i < m->tab.n; i++) {
-        if (m->slice[i].replica_index != 0) continue;
-        lcx_sqnorm_args a = {(int64_t)lcx_m_numel(m, i), lcx_m_grad(m, (int64_t)i), &m->d_res->grad_sq};
-        LCX_TRY(m->be->sqnorm(m->x, &a));
-    }
-    return LCX_OK;
-}
-
 lcx_status lcx_tp_sum_host(lcx_model *m, double *v) {
     if (!m->tp || m->tp_size == 1) return LCX_OK;
     double sum = 0, t0 = lcx_clock_s();

@@ -71,7 +71,7 @@ static lcx_status grad_sqnorm(lcx_model *m) {
     LCX_TRY(m->be->zero(m->x, &m->d_res->grad_sq, sizeof(double)));
     if (m->tp_size > 1) {
         LCX_TRY(lcx_tp_reduce_grads(m));
-        return lcx_tp_grad_sqnorm_local(m);
+        return lcx_rows_sqnorm_queue(m, 0, 1); /* whole parameters, each replicated box once */
     }
     lcx_sqnorm_args a = {(int64_t)m->n_elems, m->grads, &m->d_res->grad_sq};
     return m->be->sqnorm(m->x, &a);

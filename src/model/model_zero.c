@@ -208,8 +208,8 @@ lcx_status lcx_zero_reduce_scatter(lcx_model *m) {
     return scratch_free(m, &s, st);
 }
 
-/* The squared norm of rank q of D's rows of every gradient (parameter order, one sqnorm per parameter). */
-static lcx_status rows_sqnorm(lcx_model *m, int q, int D, double *out) {
+/* model_internal.h */
+lcx_status lcx_rows_sqnorm_queue(lcx_model *m, int q, int D) {
     LCX_TRY(m->be->zero(m->x, &m->d_res->grad_sq, sizeof(double)));
     for (size_t i = 0; i < m->tab.n; i++) {
         uint64_t r0, r1, rl = row_len(m, i);
@@ -219,6 +219,12 @@ static lcx_status rows_sqnorm(lcx_model *m, int q, int D, double *out) {
         lcx_sqnorm_args a = {(int64_t)((r1 - r0) * rl), m->grads + m->off[i] + r0 * rl, &m->d_res->grad_sq};
         LCX_TRY(m->be->sqnorm(m->x, &a));
     }
+    return LCX_OK;
+}
+
+/* The squared norm of rank q of D's rows of every gradient, read back. */
+static lcx_status rows_sqnorm(lcx_model *m, int q, int D, double *out) {
+    LCX_TRY(lcx_rows_sqnorm_queue(m, q, D));
     return m->be->copy_d2h(m->x, out, &m->d_res->grad_sq, sizeof *out);
 }
 
