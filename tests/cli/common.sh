@@ -22,6 +22,14 @@ check() {
 # run ARGS...: lcextend ARGS with stdout in $tmp/out, stderr in $tmp/err, exit status for rc.
 run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
 rc() { cat "$tmp/rc"; }
+# mpi NP ARGS...: lcextend ARGS under mpirun ($MPIEXEC, from CMake) with NP ranks (as root, oversubscribing the
+# cores), outputs as run's. A script that uses it names MPIEXEC itself (its skip line): that gives it the mpi label.
+mpi() {
+    local np=$1; shift
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+        "$MPIEXEC" --allow-run-as-root --oversubscribe -np "$np" "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"
+    echo $? >"$tmp/rc"
+}
 # the last run wrote exactly one line on stderr
 one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
 # fails COMMAND...: true when COMMAND fails (its stdout dropped)

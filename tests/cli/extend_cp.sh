@@ -13,11 +13,6 @@
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-mpi() {
-    local np=$1; shift
-    "$MPIEXEC" --allow-run-as-root --oversubscribe -np "$np" "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"
-    echo $? >"$tmp/rc"
-}
 check_shows_err=1
 tinym="$LCX_SRC/recipes/tiny/model"
 lines() { grep -c '^lcextend' "$tmp/err"; }

@@ -6,11 +6,6 @@
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-mpi() {
-    local np=$1; shift
-    "$MPIEXEC" --allow-run-as-root --oversubscribe -np "$np" "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"
-    echo $? >"$tmp/rc"
-}
 check_shows_err=1
 model="$LCX_SRC/tests/fixtures/models/llama_gqa"
 awk 'BEGIN { s = 7; for (i = 0; i < 2500; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } }' >"$tmp/ids.txt"

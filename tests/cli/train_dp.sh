@@ -7,7 +7,6 @@
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-mpi() { "$MPIEXEC" --allow-run-as-root --oversubscribe -np 2 "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
 check_shows_err=1
 model="$LCX_SRC/tests/fixtures/models/llama_gqa"
 awk 'BEGIN { s = 7; for (i = 0; i < 2500; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } }' >"$tmp/ids.txt"
@@ -16,7 +15,7 @@ field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1"; }
 # one process, 2 sequences per step, against 2 ranks of 1 sequence each
 run train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --batch 2 --lr 1e-2 --out "$tmp/one" --quiet --export-hf "$tmp/one-hf"
 check "one process ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
-mpi train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --lr 1e-2 --out "$tmp/two" --dp 2 --export-hf "$tmp/two-hf"
+mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --lr 1e-2 --out "$tmp/two" --dp 2 --export-hf "$tmp/two-hf"
 check "mpirun -np 2 --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "one 'train:' header on stdout" [ "$(grep -c '^train:' "$tmp/out")" -eq 1 ]
 check "one 'done:' line on stdout" [ "$(grep -c '^done:' "$tmp/out")" -eq 1 ]
@@ -37,19 +36,19 @@ check "checkpoint and export" [ -f "$tmp/two/checkpoints/latest" ] && [ -f "$tmp
 check "one checkpoint name" [ "$(ls "$tmp/two/checkpoints" | grep -c step)" -eq 1 ]
 
 # --dp defaults to the world: the same run
-mpi train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --lr 1e-2 --out "$tmp/two-default" --quiet
+mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --lr 1e-2 --out "$tmp/two-default" --quiet
 check "--dp defaults to the world ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--dp default: same losses as --dp 2" \
     [ "$(field "$tmp/two-default/metrics.jsonl" loss)" = "$(field "$tmp/two/metrics.jsonl" loss)" ]
 
 # refused before any work: one lcextend line (mpirun adds its own notice), nothing created
 lines() { grep -c '^lcextend' "$tmp/err"; }
-mpi train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --out "$tmp/bad3" --dp 3
+mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --out "$tmp/bad3" --dp 3
 check "--dp 3 on 2 ranks: fails" [ "$(rc)" -ne 0 ]
 check "--dp 3: one line" [ "$(lines)" -eq 1 ]
 check "--dp 3: names the numbers" grep -q "dp=3 needs 3 ranks, but the world has 2" "$tmp/err"
 check "--dp 3: nothing created" [ ! -e "$tmp/bad3" ]
-mpi train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --out "$tmp/badp" --tp 4
+mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --out "$tmp/badp" --tp 4
 check "--tp 4 on 2 ranks: fails" [ "$(rc)" -ne 0 ]
 check "--tp 4 on 2 ranks: one line" [ "$(lines)" -eq 1 ]
 check "--tp 4 on 2 ranks: names the world" grep -q "tp 4 x --cp 1 does not divide the world of 2 ranks" "$tmp/err"
@@ -58,7 +57,7 @@ run train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --out "$tmp/badp" --c
 check "--cp 2 on one process: the mesh does not fit" grep -q "does not divide the world of 1 ranks" "$tmp/err"
 check "--cp 2 on one process: one line" one_line_err
 check "--cp 2 on one process: nothing created" [ ! -e "$tmp/badp" ]
-mpi train "$model" --ids "$tmp/nope.txt" --seq 32 --steps 5 --out "$tmp/noids"
+mpi 2 train "$model" --ids "$tmp/nope.txt" --seq 32 --steps 5 --out "$tmp/noids"
 check "a missing --ids under mpirun: fails" [ "$(rc)" -ne 0 ]
 check "a missing --ids: one line" [ "$(lines)" -eq 1 ]
 check "a missing --ids: nothing created" [ ! -e "$tmp/noids" ]
@@ -86,7 +85,7 @@ stages:
 YAML
 run "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e1" --quiet
 check "extend, one process ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
-mpi "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2
+mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2
 check "extend --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "extend --dp 2: the plan says DP 2" grep -q "TP 1 x CP 1 x DP 2" "$tmp/out"
 check "extend --dp 2: one plan" [ "$(grep -c '^layout:' "$tmp/out")" -eq 1 ]
@@ -98,7 +97,7 @@ check "extend: 4 losses each" [ "$(awk 'NF == 2' "$tmp/elosses" | wc -l)" -eq 4 
 while read -r a b; do check "extend loss $b (2 ranks) vs $a (one process), 1e-5" close "$b" "$a" 1e-5; done <"$tmp/elosses"
 # a failure on rank 0 alone (its export) reaches rank 1, which would otherwise wait for it: one line, non-zero
 rm -rf "$tmp/e2/hf" && echo x >"$tmp/e2/hf"
-MPIEXEC_TIMEOUT=60 mpi "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2 --resume
+MPIEXEC_TIMEOUT=60 mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2 --resume
 check "rank 0's export fails: the job fails ($(rc))" [ "$(rc)" -ne 0 ]
 check "rank 0's export fails: one line naming it" [ "$(grep -c '^lcextend extend: .*e2/hf: already exists' "$tmp/err")" -eq 1 ]
 run "$model" --to 256 --recipe "$tmp/even.yaml" --dry-run --cp 2 --dp 4

@@ -6,15 +6,14 @@
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-mpi() { "$MPIEXEC" --allow-run-as-root --oversubscribe -np 2 "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
 check_shows_err=1
 model="$LCX_SRC/tests/fixtures/models/llama_gqa"
 awk 'BEGIN { s = 7; for (i = 0; i < 2500; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } }' >"$tmp/ids.txt"
 field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1"; }
 
-mpi train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 4 --lr 1e-2 --clip 0.3 --out "$tmp/plain" --quiet --export-hf "$tmp/plain-hf"
+mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 4 --lr 1e-2 --clip 0.3 --out "$tmp/plain" --quiet --export-hf "$tmp/plain-hf"
 check "--dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
-mpi train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 4 --lr 1e-2 --clip 0.3 --out "$tmp/z" --quiet --zero1 \
+mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 4 --lr 1e-2 --clip 0.3 --out "$tmp/z" --quiet --zero1 \
     --save-every 2 --keep 0 --export-hf "$tmp/z-hf"
 check "--dp 2 --zero1 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "4 metrics lines" [ "$(grep -c '"step"' "$tmp/z/metrics.jsonl")" -eq 4 ]
@@ -56,9 +55,9 @@ stages:
   - seq_len: 128
   - seq_len: 256
 YAML
-mpi "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e1" --quiet --dp 2
+mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e1" --quiet --dp 2
 check "extend --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
-mpi "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2 --zero1
+mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2 --zero1
 check "extend --dp 2 --zero1 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "extend --zero1: 4 step lines" [ "$(grep -c '"step"' "$tmp/e2/metrics.jsonl")" -eq 4 ]
 check "extend --zero1: the same losses" [ "$(field "$tmp/e2/metrics.jsonl" loss)" = "$(field "$tmp/e1/metrics.jsonl" loss)" ]
