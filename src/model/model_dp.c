@@ -3,6 +3,26 @@
 
 #include <stdlib.h>
 
+lcx_status lcx_group_sum(lcx_comm *g, const lcx_backend *be, lcx_exec *x, lcx_dtype dt, void *buf, int64_t n,
+                         uint64_t members, void *scratch) {
+    const size_t bytes = (size_t)n * (dt == LCX_F32 ? 4 : 2);
+    char *all = scratch;
+    LCX_TRY(lcx_comm_all_gather(g, x, buf, all, n, dt));
+    /* all + r * bytes is rank r's buf: buf = the first member's, then += the next ones, in rank order */
+    int first = 1;
+    for (int r = 0; r < g->size; r++) {
+        if (r < 64 && !(members >> r & 1)) continue;
+        if (first) {
+            LCX_TRY(be->copy_d2d(x, buf, all + (size_t)r * bytes, bytes));
+        } else {
+            lcx_elementwise_args a = {dt, n, 1.0f, buf, all + (size_t)r * bytes, buf};
+            LCX_TRY(be->add(x, &a));
+        }
+        first = 0;
+    }
+    return LCX_OK;
+}
+
 lcx_status lcx_dp_sum_f32(lcx_comm *g, const lcx_backend *be, lcx_exec *x, float *buf, int64_t n, int64_t chunk) {
     LCX_FAIL_IF(!g || n < 0 || chunk < 1, LCX_ERR_INVALID, "dp sum: bad arguments (n %lld, chunk %lld)",
                 (long long)n, (long long)chunk);
@@ -13,14 +33,7 @@ lcx_status lcx_dp_sum_f32(lcx_comm *g, const lcx_backend *be, lcx_exec *x, float
     lcx_status st = LCX_OK;
     for (int64_t o = 0; o < n && st == LCX_OK; o += c) {
         int64_t k = n - o < c ? n - o : c;
-        st = lcx_comm_all_gather(g, x, buf + o, all, k, LCX_F32);
-        if (st != LCX_OK) break;
-        /* all[r * k ..] is rank r's chunk: buf = all_0, then += all_1, all_2, ... in rank order */
-        st = be->copy_d2d(x, buf + o, all, (size_t)k * sizeof(float));
-        for (int64_t r = 1; r < D && st == LCX_OK; r++) {
-            lcx_elementwise_args a = {LCX_F32, k, 1.0f, buf + o, all + r * k, buf + o};
-            st = be->add(x, &a);
-        }
+        st = lcx_group_sum(g, be, x, LCX_F32, buf + o, k, ~(uint64_t)0, all);
     }
     lcx_status s2 = be->sync(x); /* the scratch is freed below: the queue must have passed it */
     if (st == LCX_OK) st = s2;

@@ -9,6 +9,13 @@
 #include "src/comm/comm.h"
 #include "src/core/status.h"
 
+/* buf[0..n) (dtype dt, F32 or BF16, device memory of be on exec x) = the sum of the buf of the ranks of g in
+ * `members` (bit r: rank r; ~0: every rank), added in rank order ((b_0 + b_1) + b_2) + ... with the backend's
+ * copy and add after one all-gather into scratch (g->size * n elements, the caller's): the same bits on every rank
+ * that sums the same members. Every rank of g must call it (the all-gather), whatever its members. */
+lcx_status lcx_group_sum(lcx_comm *g, const lcx_backend *be, lcx_exec *x, lcx_dtype dt, void *buf, int64_t n,
+                         uint64_t members, void *scratch);
+
 /* buf[0..n) (f32, device memory of be on exec x) = the sum over the ranks of g of every rank's buf, added in
  * rank order ((b_0 + b_1) + b_2) + ... on every rank: chunks of at most chunk elements are all-gathered and
  * summed with the backend's add, so the result is bit-identical on every rank and from run to run whatever the

@@ -54,26 +54,13 @@ void lcx_tp_free(lcx_model *m) {
     m->tp_mem = NULL;
 }
 
-/* buf[0..n) of dtype dt (device) = the sum over the ranks in `members` (bit r set: TP rank r; all: every rank)
- * of their buf, added in rank order. */
+/* buf[0..n) = the sum over the TP ranks in `members` (bit r: TP rank r) of their buf, in rank order (timed as TP
+ * communication: the gather dominates). */
 static lcx_status sum_members(lcx_model *m, void *buf, int64_t n, lcx_dtype dt, uint64_t members) {
-    const lcx_backend *be = m->be;
-    size_t es = dt == LCX_F32 ? 4 : 2, bytes = (size_t)n * es;
-    char *all = m->tp_gather;
     double t0 = lcx_clock_s();
-    LCX_TRY(lcx_comm_all_gather(m->tp, m->x, buf, all, n, dt));
+    lcx_status st = lcx_group_sum(m->tp, m->be, m->x, dt, buf, n, members, m->tp_gather);
     m->tp_comm_s += lcx_clock_s() - t0;
-    int first = 1;
-    for (int r = 0; r < m->tp_size; r++) {
-        if (!(members >> r & 1)) continue;
-        if (first) LCX_TRY(be->copy_d2d(m->x, buf, all + (size_t)r * bytes, bytes));
-        else {
-            lcx_elementwise_args a = {dt, n, 1.0f, buf, all + (size_t)r * bytes, buf};
-            LCX_TRY(be->add(m->x, &a));
-        }
-        first = 0;
-    }
-    return LCX_OK;
+    return st;
 }
 
 lcx_status lcx_tp_sum(lcx_model *m, void *buf, int64_t n) {
