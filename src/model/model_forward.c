@@ -141,6 +141,18 @@ lcx_status lcx_model_embed(lcx_model *m, int64_t T) {
     return lcx_tp_sum(m, m->resid[0], T * m->H);
 }
 
+/* y[T, out] += ones[T, 1] bias[1, out] for bias parameter bi: one exact add per element, through the backend's
+ * matmul. */
+static lcx_status bias_add(lcx_model *m, int64_t T, int64_t out, int64_t bi, void *y) {
+    lcx_matmul_args a;
+    memset(&a, 0, sizeof a);
+    a.m = T, a.n = out, a.k = 1, a.batch = 1, a.alpha = 1.0f, a.beta = 1.0f;
+    a.a_dtype = LCX_F32, a.a = m->ones;
+    a.b_dtype = m->pdt, a.b = lcx_m_param(m, bi);
+    a.c_dtype = m->adt, a.c = y;
+    return m->be->matmul(m->x, &a);
+}
+
 lcx_status lcx_linear_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, int64_t out, int64_t wi, int64_t bi,
                           void *y) {
     lcx_matmul_args a;
@@ -151,14 +163,7 @@ lcx_status lcx_linear_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, in
     a.b_dtype = m->pdt, a.b = lcx_m_param(m, wi);
     a.c_dtype = m->adt, a.c = y;
     LCX_TRY(m->be->matmul(m->x, &a));
-    if (bi < 0) return LCX_OK;
-    /* y += ones[T, 1] bias[1, out]: one exact add per element, through the backend's matmul */
-    memset(&a, 0, sizeof a);
-    a.m = T, a.n = out, a.k = 1, a.batch = 1, a.alpha = 1.0f, a.beta = 1.0f;
-    a.a_dtype = LCX_F32, a.a = m->ones;
-    a.b_dtype = m->pdt, a.b = lcx_m_param(m, bi);
-    a.c_dtype = m->adt, a.c = y;
-    return m->be->matmul(m->x, &a);
+    return bi < 0 ? LCX_OK : bias_add(m, T, out, bi, y);
 }
 
 lcx_status lcx_row_parallel_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, int64_t out, int64_t wi,
@@ -167,14 +172,7 @@ lcx_status lcx_row_parallel_fwd(lcx_model *m, const void *x, int64_t T, int64_t 
     /* each TP rank's partial product over its input columns, summed; the (replicated) bias added once after */
     LCX_TRY(lcx_linear_fwd(m, x, T, in, out, wi, -1, y));
     LCX_TRY(lcx_tp_sum(m, y, T * out));
-    if (bi < 0) return LCX_OK;
-    lcx_matmul_args a;
-    memset(&a, 0, sizeof a);
-    a.m = T, a.n = out, a.k = 1, a.batch = 1, a.alpha = 1.0f, a.beta = 1.0f;
-    a.a_dtype = LCX_F32, a.a = m->ones;
-    a.b_dtype = m->pdt, a.b = lcx_m_param(m, bi);
-    a.c_dtype = m->adt, a.c = y;
-    return m->be->matmul(m->x, &a);
+    return bi < 0 ? LCX_OK : bias_add(m, T, out, bi, y);
 }
 
 /* model_internal.h */
