@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include "src/convert/convert_internal.h"
+#include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "src/core/fileio.h"
 #include "src/core/outpath.h"
 #include "src/checkpoint/model_params.h"
 #include "src/checkpoint/source.h"
+#include "src/tokenizer/tokenizer.h"
 
 /* Lazy tensor source for the safetensors writer: one parameter read (and converted) at a time. */
 typedef struct hf_export {
@@ -54,6 +56,55 @@ static lcx_status copy_file(const char *from, int flags, const char *to) {
     LCX_TRY(lcx_read_input(from, flags, (size_t)1 << 31, &buf, &len));
     lcx_status st = lcx_write_file_atomic(to, buf, len);
     free(buf);
+    return st;
+}
+
+static lcx_status write_json(const char *dir, const char *name, const json_t *v) {
+    char *txt = lcx_json_dumps_hf(v), *path = lcx_path_join(dir, name);
+    size_t len = txt ? strlen(txt) : 0;
+    char *nl = txt ? realloc(txt, len + 2) : NULL;
+    if (!nl) free(txt);
+    lcx_status st = LCX_OK;
+    if (!nl || !path) st = lcx_fail(LCX_ERR_OOM, "%s: out of memory", name);
+    else {
+        nl[len] = '\n';
+        st = lcx_write_file_atomic(path, nl, len + 1);
+    }
+    free(nl);
+    free(path);
+    return st;
+}
+
+/* A GGUF source (the file itself, or the tokenizer.gguf a GGUF import kept in its .lcx) has no Hugging Face
+ * tokenizer files: write tokenizer.json and tokenizer_config.json converted from its tokenizer.ggml.* keys, so
+ * that the exported directory is complete. A vocabulary we cannot convert is a warning, not a failed export. */
+static lcx_status write_gguf_tokenizer(const lcx_source *s, const lcx_model_config *cfg, const char *dir,
+                                       const lcx_convert_opts *o) {
+    const lcx_gguf_file *tkv = s->gguf;
+    lcx_gguf_file *opened = NULL;
+    for (size_t i = 0; !tkv && i < s->n_side_files; i++) {
+        const char *f = s->side_files[i], *b = strrchr(f, '/') ? strrchr(f, '/') + 1 : f;
+        if (strcmp(b, "tokenizer.json") == 0) return LCX_OK; /* an HF tokenizer travels as it is */
+        if (strcmp(b, LCX_GGUF_TOKENIZER_FILE) != 0) continue;
+        LCX_TRY(lcx_gguf_open(f, &opened));
+        tkv = opened;
+    }
+    if (!tkv || !lcx_gguf_find_kv(tkv, "tokenizer.ggml.tokens")) {
+        lcx_gguf_close(opened);
+        return LCX_OK;
+    }
+    json_t *tok = NULL, *tcfg = NULL;
+    lcx_status st = lcx_tokenizer_hf_from_gguf(tkv, cfg->max_position_embeddings, &tok, &tcfg);
+    if (st == LCX_ERR_UNSUPPORTED) {
+        if (o->warn) o->warn(o->warn_user, lcx_last_error());
+        st = LCX_OK;
+    } else if (st == LCX_OK) {
+        st = write_json(dir, "tokenizer.json", tok);
+        if (st == LCX_OK) st = write_json(dir, "tokenizer_config.json", tcfg);
+    }
+    json_decref(tok);
+    json_decref(tcfg);
+    lcx_gguf_close(opened);
     return st;
 }
 
@@ -150,24 +201,12 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
         LCX_FAIL_GOTO(!path, LCX_ERR_OOM, done, "out of memory");
         LCX_TRY_GOTO(lcx_st_write_lazy(path, part, k, hf_fetch, hf_release, &ex), done);
     }
-    if (index) {
-        char *txt = lcx_json_dumps_hf(index);
-        LCX_FAIL_GOTO(!txt, LCX_ERR_OOM, done, "out of memory");
-        size_t len = strlen(txt);
-        char *nl = realloc(txt, len + 2);
-        if (!nl) free(txt);
-        LCX_FAIL_GOTO(!nl, LCX_ERR_OOM, done, "out of memory");
-        nl[len] = '\n';
-        free(path);
-        path = lcx_path_join(tmp, "model.safetensors.index.json");
-        st = path ? lcx_write_file_atomic(path, nl, len + 1) : lcx_fail(LCX_ERR_OOM, "out of memory");
-        free(nl);
-        if (st != LCX_OK) goto done;
-    }
+    if (index) LCX_TRY_GOTO(write_json(tmp, "model.safetensors.index.json", index), done);
     free(path);
     path = lcx_path_join(tmp, "config.json");
     LCX_FAIL_GOTO(!path, LCX_ERR_OOM, done, "out of memory");
     LCX_TRY_GOTO(lcx_config_write(cfg, path), done);
+    LCX_TRY_GOTO(write_gguf_tokenizer(s, cfg, tmp, o), done);
     for (size_t i = 0; i < s->n_side_files; i++) {
         const char *from = s->side_files[i];
         const char *f = strrchr(from, '/') ? strrchr(from, '/') + 1 : from;

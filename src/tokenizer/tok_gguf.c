@@ -23,6 +23,26 @@ static const char QWEN2_RE[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N
                                "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 static const char GPT2_RE[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
+int tok_gguf_split_of(const char *pre, tok_gguf_split *out) {
+    *out = (tok_gguf_split){GPT2_RE, 0, 0};
+    if (!pre || strcmp(pre, "default") == 0 || strcmp(pre, "gpt2") == 0 || strcmp(pre, "gpt-2") == 0) return 1;
+    if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0 || strcmp(pre, "smaug-bpe") == 0) {
+        /* llama.cpp: whole-word vocabulary hits for Llama 3 (HF: ignore_merges) */
+        *out = (tok_gguf_split){LLAMA3_RE, 0, 1};
+        return 1;
+    }
+    if (strcmp(pre, "qwen2") == 0) {
+        out->regex = QWEN2_RE;
+        return 1;
+    }
+    /* llama.cpp's "\p{N}" split before the GPT-2 regex (HF: Digits(individual_digits)) */
+    if (strcmp(pre, "smollm") == 0 || strcmp(pre, "starcoder") == 0 || strcmp(pre, "refact") == 0) {
+        out->digits = 1;
+        return 1;
+    }
+    return 0;
+}
+
 static lcx_status add_added(lcx_tokenizer *t, uint32_t id, const char *s, size_t len, int special) {
     tok_added *p = realloc(t->added, (t->n_added + 1) * sizeof *p);
     if (!p) return lcx_fail(LCX_ERR_OOM, "added tokens");
@@ -124,21 +144,11 @@ lcx_status lcx_tokenizer_from_gguf(const lcx_gguf_vocab *v, const char *name, lc
     lcx_status st = LCX_OK;
     t->byte_level = gpt2;
     if (gpt2) {
-        const char *re = GPT2_RE;
-        int digits = 0; /* llama.cpp's "\p{N}" split before the GPT-2 regex (HF: Digits(individual_digits)) */
-        if (v->pre && (strcmp(v->pre, "llama-bpe") == 0 || strcmp(v->pre, "llama3") == 0 ||
-                       strcmp(v->pre, "smaug-bpe") == 0))
-            re = LLAMA3_RE;
-        else if (v->pre && strcmp(v->pre, "qwen2") == 0) re = QWEN2_RE;
-        else if (v->pre && (strcmp(v->pre, "smollm") == 0 || strcmp(v->pre, "starcoder") == 0 ||
-                            strcmp(v->pre, "refact") == 0))
-            digits = 1;
-        else if (v->pre && strcmp(v->pre, "default") != 0 && strcmp(v->pre, "gpt2") != 0 &&
-                 strcmp(v->pre, "gpt-2") != 0)
-            LCX_FAIL_GOTO(1, LCX_ERR_UNSUPPORTED, fail, "%s: tokenizer.ggml.pre '%s' is not supported (llama-bpe, "
-                          "qwen2, gpt2, smollm, starcoder, refact, default)", name, v->pre);
-        LCX_TRY_GOTO(add_pre_split(t, re, digits), fail);
-        t->ignore_merges = re == LLAMA3_RE; /* llama.cpp: whole-word vocabulary hits for Llama 3 (HF: ignore_merges) */
+        tok_gguf_split sp;
+        LCX_FAIL_GOTO(!tok_gguf_split_of(v->pre, &sp), LCX_ERR_UNSUPPORTED, fail, "%s: tokenizer.ggml.pre '%s' is not "
+                      "supported (llama-bpe, qwen2, gpt2, smollm, starcoder, refact, default)", name, v->pre);
+        LCX_TRY_GOTO(add_pre_split(t, sp.regex, sp.digits), fail);
+        t->ignore_merges = sp.ignore_merges;
         t->decs = calloc(1, sizeof *t->decs);
         LCX_FAIL_GOTO(!t->decs, LCX_ERR_OOM, fail, "decoder");
         t->decs[0].kind = DEC_BYTELEVEL;
@@ -339,13 +349,11 @@ static lcx_status read_types(const lcx_gguf_file *f, size_t n, int32_t **out) {
     return st;
 }
 
-lcx_status lcx_tokenizer_from_gguf_file(const lcx_gguf_file *f, lcx_tokenizer **out) {
-    *out = NULL;
+lcx_status tok_gguf_vocab_read(const lcx_gguf_file *f, lcx_gguf_vocab *v) {
     const char *path = f->path;
-    lcx_gguf_vocab v;
-    memset(&v, 0, sizeof v);
-    v.bos_id = v.eos_id = v.unk_id = -1;
-    v.add_bos = v.add_eos = v.add_space_prefix = -1;
+    memset(v, 0, sizeof *v);
+    v->bos_id = v->eos_id = v->unk_id = -1;
+    v->add_bos = v->add_eos = v->add_space_prefix = -1;
     const char **toks = NULL, **merges = NULL;
     size_t *tok_lens = NULL, *merge_lens = NULL;
     float *scores = NULL;
@@ -355,45 +363,61 @@ lcx_status lcx_tokenizer_from_gguf_file(const lcx_gguf_file *f, lcx_tokenizer **
     lcx_status st = LCX_OK;
 
     if (lcx_gguf_find_kv(f, "tokenizer.ggml.model"))
-        LCX_TRY_GOTO(lcx_gguf_get_str_dup(f, "tokenizer.ggml.model", &model), done);
+        LCX_TRY_GOTO(lcx_gguf_get_str_dup(f, "tokenizer.ggml.model", &model), fail);
     if (lcx_gguf_find_kv(f, "tokenizer.ggml.pre"))
-        LCX_TRY_GOTO(lcx_gguf_get_str_dup(f, "tokenizer.ggml.pre", &pre), done);
-    v.model = model;
-    v.pre = pre;
+        LCX_TRY_GOTO(lcx_gguf_get_str_dup(f, "tokenizer.ggml.pre", &pre), fail);
+    v->model = model;
+    v->pre = pre;
 
-    LCX_FAIL_GOTO(!lcx_gguf_find_kv(f, "tokenizer.ggml.tokens"), LCX_ERR_FORMAT, done, "%s: no tokenizer.ggml.tokens",
+    LCX_FAIL_GOTO(!lcx_gguf_find_kv(f, "tokenizer.ggml.tokens"), LCX_ERR_FORMAT, fail, "%s: no tokenizer.ggml.tokens",
                   path);
-    LCX_TRY_GOTO(lcx_gguf_get_array(f, "tokenizer.ggml.tokens", LCX_GGUF_STRING, &kv), done);
-    LCX_FAIL_GOTO(kv->count == 0, LCX_ERR_FORMAT, done, "%s: no tokenizer.ggml.tokens", path);
-    LCX_TRY_GOTO(str_views(kv, &toks, &tok_lens), done);
-    v.n_tokens = (size_t)kv->count;
-    v.tokens = toks;
-    v.token_lens = tok_lens;
+    LCX_TRY_GOTO(lcx_gguf_get_array(f, "tokenizer.ggml.tokens", LCX_GGUF_STRING, &kv), fail);
+    LCX_FAIL_GOTO(kv->count == 0, LCX_ERR_FORMAT, fail, "%s: no tokenizer.ggml.tokens", path);
+    LCX_TRY_GOTO(str_views(kv, &toks, &tok_lens), fail);
+    v->n_tokens = (size_t)kv->count;
+    v->tokens = toks;
+    v->token_lens = tok_lens;
 
-    LCX_TRY_GOTO(read_scores(f, v.n_tokens, &scores), done);
-    LCX_TRY_GOTO(read_types(f, v.n_tokens, &types), done);
-    v.scores = scores;
-    v.token_types = types;
+    LCX_TRY_GOTO(read_scores(f, v->n_tokens, &scores), fail);
+    LCX_TRY_GOTO(read_types(f, v->n_tokens, &types), fail);
+    v->scores = scores;
+    v->token_types = types;
 
     if (lcx_gguf_find_kv(f, "tokenizer.ggml.merges")) {
-        LCX_TRY_GOTO(lcx_gguf_get_array(f, "tokenizer.ggml.merges", LCX_GGUF_STRING, &kv), done);
-        LCX_TRY_GOTO(str_views(kv, &merges, &merge_lens), done);
-        v.n_merges = (size_t)kv->count;
-        v.merges = merges;
-        v.merge_lens = merge_lens;
+        LCX_TRY_GOTO(lcx_gguf_get_array(f, "tokenizer.ggml.merges", LCX_GGUF_STRING, &kv), fail);
+        LCX_TRY_GOTO(str_views(kv, &merges, &merge_lens), fail);
+        v->n_merges = (size_t)kv->count;
+        v->merges = merges;
+        v->merge_lens = merge_lens;
     }
 
-    LCX_TRY_GOTO(opt_i64(f, "tokenizer.ggml.bos_token_id", &v.bos_id), done);
-    LCX_TRY_GOTO(opt_i64(f, "tokenizer.ggml.eos_token_id", &v.eos_id), done);
-    LCX_TRY_GOTO(opt_i64(f, "tokenizer.ggml.unknown_token_id", &v.unk_id), done);
-    LCX_TRY_GOTO(opt_bool(f, "tokenizer.ggml.add_bos_token", &v.add_bos), done);
-    LCX_TRY_GOTO(opt_bool(f, "tokenizer.ggml.add_eos_token", &v.add_eos), done);
-    LCX_TRY_GOTO(opt_bool(f, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix), done);
-
-    st = lcx_tokenizer_from_gguf(&v, path, out);
-done:
+    LCX_TRY_GOTO(opt_i64(f, "tokenizer.ggml.bos_token_id", &v->bos_id), fail);
+    LCX_TRY_GOTO(opt_i64(f, "tokenizer.ggml.eos_token_id", &v->eos_id), fail);
+    LCX_TRY_GOTO(opt_i64(f, "tokenizer.ggml.unknown_token_id", &v->unk_id), fail);
+    LCX_TRY_GOTO(opt_bool(f, "tokenizer.ggml.add_bos_token", &v->add_bos), fail);
+    LCX_TRY_GOTO(opt_bool(f, "tokenizer.ggml.add_eos_token", &v->add_eos), fail);
+    LCX_TRY_GOTO(opt_bool(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix), fail);
+    return LCX_OK;
+fail:
     free(toks); free(tok_lens); free(merges); free(merge_lens);
     free(scores); free(types); free(model); free(pre);
+    memset(v, 0, sizeof *v);
+    return st;
+}
+
+/* The arrays are the ones tok_gguf_vocab_read allocated (the struct's pointers are const for its readers). */
+void tok_gguf_vocab_free(lcx_gguf_vocab *v) {
+    free((void *)v->tokens); free((void *)v->token_lens); free((void *)v->merges); free((void *)v->merge_lens);
+    free((void *)v->scores); free((void *)v->token_types); free((void *)v->model); free((void *)v->pre);
+    memset(v, 0, sizeof *v);
+}
+
+lcx_status lcx_tokenizer_from_gguf_file(const lcx_gguf_file *f, lcx_tokenizer **out) {
+    *out = NULL;
+    lcx_gguf_vocab v;
+    LCX_TRY(tok_gguf_vocab_read(f, &v));
+    lcx_status st = lcx_tokenizer_from_gguf(&v, f->path, out);
+    tok_gguf_vocab_free(&v);
     return st;
 }
 

@@ -167,4 +167,18 @@ lcx_status tok_normalize_string(const lcx_tokenizer *tok, const char *s, size_t 
 lcx_status tok_add_merge(lcx_tokenizer *tok, const char *a, size_t alen, const char *b, size_t blen,
                          uint32_t rank, const char *where);
 
+/* ---- GGUF vocabularies (tok_gguf.c) ----------------------------------------------------------------------- */
+/* How a gpt2-model GGUF splits text before byte-level BPE, from tokenizer.ggml.pre: the split regex, whether
+ * digits are split off one by one first, and whether whole-word vocabulary hits skip the merges. */
+typedef struct tok_gguf_split {
+    const char *regex;
+    int digits, ignore_merges;
+} tok_gguf_split;
+/* 0 when `pre` is not a pre-tokenizer we know (NULL is the GPT-2 default). */
+int tok_gguf_split_of(const char *pre, tok_gguf_split *out);
+/* The tokenizer.ggml.* keys of an open GGUF as an lcx_gguf_vocab whose arrays the caller releases with
+ * tok_gguf_vocab_free (values are checked where they are read: types, lengths, finite scores). */
+lcx_status tok_gguf_vocab_read(const struct lcx_gguf_file *f, lcx_gguf_vocab *v);
+void tok_gguf_vocab_free(lcx_gguf_vocab *v);
+
 #endif

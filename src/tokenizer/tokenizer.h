@@ -70,6 +70,12 @@ lcx_status lcx_tokenizer_load_gguf(const char *path, lcx_tokenizer **out);
  * The tokenizer copies what it needs: f may be closed afterwards. */
 struct lcx_gguf_file;
 lcx_status lcx_tokenizer_from_gguf_file(const struct lcx_gguf_file *f, lcx_tokenizer **out);
+/* Hugging Face tokenizer.json and tokenizer_config.json (as JSON values the caller owns) describing the same
+ * tokenizer as f's tokenizer.ggml.* metadata, for an HF export of a GGUF checkpoint: byte-level BPE (gpt2) only;
+ * a SentencePiece vocabulary gives LCX_ERR_UNSUPPORTED naming the file. model_max_length <= 0 leaves it out. */
+struct json_t;
+lcx_status lcx_tokenizer_hf_from_gguf(const struct lcx_gguf_file *f, int64_t model_max_length,
+                                      struct json_t **tokenizer_json, struct json_t **tokenizer_config_json);
 /* Load by file name: *.gguf via lcx_tokenizer_load_gguf, a directory via DIR/tokenizer.json, else JSON. */
 lcx_status lcx_tokenizer_open(const char *path, lcx_tokenizer **out);
 

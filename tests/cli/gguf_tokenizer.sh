@@ -39,6 +39,24 @@ for d in bf16 f32; do
 done
 check "the GGUF names llama.cpp's pre-tokenizer" grep -qa "smollm" "$tmp/tiny-f32.gguf"
 
+# HF export of a GGUF (the file itself, and an .lcx imported from it) writes tokenizer.json + tokenizer_config.json
+# converted from tokenizer.ggml.*: the same ids as the GGUF and as the original tokenizer.json (BOS template
+# included), and the bos/eos names of the original
+run import "$tmp/tiny-f32.gguf" --out "$tmp/from-gguf.lcx" --quiet
+check "import gguf: exit 0" [ "$(rc)" -eq 0 ]
+for src in "$tmp/tiny-f32.gguf" "$tmp/from-gguf.lcx"; do
+    n=$(basename "$src")
+    o="$tmp/hf-${n%.*}-${n##*.}" # a directory named *.gguf would be taken for a GGUF file
+    run export "$src" --format hf --out "$o"
+    check "export hf from $(basename "$src"): exit 0" [ "$(rc)" -eq 0 ]
+    check "export hf from $(basename "$src"): tokenizer files written" [ -s "$o/tokenizer.json" -a -s "$o/tokenizer_config.json" ]
+    check "export hf from $(basename "$src"): ids = the GGUF's" same_ids "$tmp/tiny-f32.gguf" "$o/tokenizer.json"
+    check "export hf from $(basename "$src"): ids = the original tokenizer.json's" same_ids "$tiny/tokenizer.json" "$o"
+    check "export hf from $(basename "$src"): bos_token named" grep -q '"bos_token": "<|begin_of_text|>"' "$o/tokenizer_config.json"
+    check "export hf from $(basename "$src"): add_bos_token" grep -q '"add_bos_token": true' "$o/tokenizer_config.json"
+    check "export hf from $(basename "$src"): no GGUF tokenizer file" [ ! -e "$o/tokenizer.gguf" ]
+done
+
 # the main command's --gguf (one training step on fixed ids)
 awk 'BEGIN { s = 7; for (i = 0; i < 600; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 2048 } }' >"$tmp/ids.txt"
 cat >"$tmp/one.yaml" <<'YAML'

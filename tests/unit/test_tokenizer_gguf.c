@@ -1,6 +1,7 @@
 /* Tokenizers from GGUF files written with our GGUF writer: a hand-made SentencePiece vocabulary (tokenized by
  * hand in test_tokenizer.c: "ab ab" -> <s> ▁ab ▁ab) loads through lcx_tokenizer_load_gguf and through an open
- * lcx_gguf_file; each kind of broken tokenizer.ggml.* metadata fails with a message naming the file and the key. */
+ * lcx_gguf_file; each kind of broken tokenizer.ggml.* metadata fails with a message naming the file and the key,
+ * from the tokenizer and from the HF tokenizer.json writer alike. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -111,6 +112,13 @@ int main(void) {
     lcx_gguf_file *f = NULL;
     CHECK_OK(lcx_gguf_open(path, &f));
     if (f) CHECK_OK(lcx_tokenizer_from_gguf_file(f, &t));
+    /* an HF tokenizer.json is written for byte-level vocabularies only (tests/cli/gguf_tokenizer.sh): a
+     * SentencePiece one is refused by name, with nothing returned */
+    struct json_t *tj = (struct json_t *)&tj, *tc = (struct json_t *)&tc;
+    if (f) CHECK_FAILS(lcx_tokenizer_hf_from_gguf(f, 0, &tj, &tc), LCX_ERR_UNSUPPORTED,
+                       "tokg_ok.gguf: tokenizer.ggml.model 'llama': only byte-level BPE (gpt2)");
+    CHECK(tj == NULL && tc == NULL);
+    /* each broken file below is refused by the HF writer with the tokenizer's own message (checked there) */
     lcx_gguf_close(f);
     if (t) check_encodes(t, "from_gguf_file");
     lcx_tokenizer_free(t);
@@ -129,6 +137,13 @@ int main(void) {
         t = NULL;
         CHECK_FAILS(lcx_tokenizer_load_gguf(path, &t), bad[i].code, needle);
         CHECK(t == NULL);
+        f = NULL;
+        if (lcx_gguf_open(path, &f) == LCX_OK) {
+            struct json_t *j1 = NULL, *j2 = NULL;
+            CHECK_FAILS(lcx_tokenizer_hf_from_gguf(f, 0, &j1, &j2), bad[i].code, needle);
+            CHECK(j1 == NULL && j2 == NULL);
+            lcx_gguf_close(f);
+        }
         remove(path);
     }
     return test_summary("test_tokenizer_gguf");
