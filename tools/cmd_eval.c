@@ -35,6 +35,10 @@ static void help(void) {
            "  --to N              with the default lengths: the largest length (default: the model's context)\n"
            "  --stride S          sliding-window stride in tokens (default 256; 0 = non-overlapping windows)\n"
            "  --short skip|score  documents shorter than a window: skipped (default) or scored as one window\n"
+           "  --truncate          score only the first window of each document (YaRN's --truncate); every\n"
+           "                      length then comes from one pass per document at the longest, as a causal\n"
+           "                      model's first L positions do not see the rest (not with dynamic or longrope\n"
+           "                      rope, whose tables depend on the pass length: one pass per length there)\n"
            "\n"
            "passkey:\n"
            "  --passkey N         N trials per (length, depth) cell (default 0: no passkey test)\n"
@@ -70,7 +74,7 @@ int lcx_cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL, *text = NULL, *tok_path = NULL, *json_out = NULL, *svg_out = NULL,
                *pk_svg = NULL, *series = NULL, *mode = "greedy", *shortd = "skip";
     const char *compare[MAX_COMPARE];
-    int n_compare = 0, quiet = 0;
+    int n_compare = 0, quiet = 0, truncate = 0;
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST], to = 0, stride = 256, chunk = 256, seed = 1;
     int n_lengths = 0, n_pk_lengths = 0, n_depths = 5, trials = 0, distractors = 4;
     double depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
@@ -84,6 +88,7 @@ int lcx_cmd_eval(int argc, char **argv) {
         LCX_FLAG_LENGTH("--to", to, 2, max_len),
         LCX_FLAG_LENGTH("--stride", stride, 0, max_len),
         LCX_FLAG_WORD("--short", shortd, SHORT_DOCS),
+        LCX_FLAG_SWITCH("--truncate", truncate),
         LCX_FLAG_INT("--passkey", trials, 0, 100000),
         LCX_FLAG_LENGTHS("--passkey-lengths", pk_lengths, n_pk_lengths, MAX_LIST, 2, max_len),
         LCX_FLAG_REALS("--depths", depths, n_depths, MAX_LIST, 0, 1),
@@ -119,6 +124,7 @@ int lcx_cmd_eval(int argc, char **argv) {
     o.to = to;
     o.stride = stride;
     o.short_score = strcmp(shortd, "score") == 0;
+    o.truncate = truncate;
     o.trials = trials;
     o.pk_lengths = pk_lengths;
     o.n_pk_lengths = n_pk_lengths;

@@ -41,6 +41,49 @@ static lcx_status ppl_doc(const lcx_ppl_config *cfg, const lcx_ppl_doc *doc, int
     return LCX_OK;
 }
 
+/* truncate + one_pass: one pass over the first min(n, longest) tokens of each document, and each length's first
+ * window read from it: positions [1, min(n, T) + BOS) of that pass are the window's scores. */
+static lcx_status ppl_one_pass(const lcx_ppl_config *cfg, const lcx_ppl_doc *docs, int64_t n_docs, int64_t max_lw,
+                               lcx_eval_score_fn score, void *model, int32_t *buf, double *nll,
+                               lcx_ppl_result *results, double *window_mean_sum) {
+    const int bos = cfg->bos_id >= 0;
+    for (int64_t d = 0; d < n_docs; d++) {
+        const lcx_ppl_doc *doc = &docs[d];
+        int64_t pass = 0; /* positions the longest scored window of this document needs */
+        for (int li = 0; li < cfg->n_lengths; li++) {
+            int64_t text_len = cfg->lengths[li] - bos;
+            if (doc->n < (bos ? 1 : 2) || (doc->n < text_len && cfg->short_docs == LCX_PPL_SHORT_SKIP)) continue;
+            int64_t wn = (doc->n < text_len ? doc->n : text_len) + bos;
+            if (wn > pass) pass = wn;
+        }
+        if (pass > 1) {
+            if (bos) buf[0] = cfg->bos_id;
+            memcpy(buf + bos, doc->tokens, (size_t)(pass - bos) * sizeof(int32_t));
+            lcx_status st = score(model, buf, pass, 1, nll);
+            if (st != LCX_OK)
+                return lcx_fail_context(st, "ppl length %lld (one pass), document %lld: ", (long long)max_lw,
+                                        (long long)d);
+        }
+        for (int li = 0; li < cfg->n_lengths; li++) {
+            lcx_ppl_result *r = &results[li];
+            int64_t text_len = cfg->lengths[li] - bos;
+            if (doc->n < (bos ? 1 : 2) || (doc->n < text_len && cfg->short_docs == LCX_PPL_SHORT_SKIP)) {
+                r->docs_skipped++;
+                continue;
+            }
+            int64_t wn = (doc->n < text_len ? doc->n : text_len) + bos;
+            double s = 0.0;
+            for (int64_t i = 0; i < wn - 1; i++) s += nll[i];
+            r->nll_sum += s;
+            r->tokens += wn - 1;
+            r->windows++;
+            r->docs++;
+            window_mean_sum[li] += s / (double)(wn - 1);
+        }
+    }
+    return LCX_OK;
+}
+
 lcx_status lcx_ppl_eval(const lcx_ppl_config *cfg, const lcx_ppl_doc *docs, int64_t n_docs,
                         lcx_eval_score_fn score, void *model, lcx_ppl_result *results) {
     LCX_FAIL_IF(!cfg || !score || !results || (n_docs > 0 && !docs) || n_docs < 0, LCX_ERR_INVALID,
@@ -67,6 +110,25 @@ lcx_status lcx_ppl_eval(const lcx_ppl_config *cfg, const lcx_ppl_doc *docs, int6
     LCX_FAIL_GOTO(!buf || !nll, LCX_ERR_OOM, done, "ppl: out of memory for a %lld-token window",
                   (long long)max_lw);
 
+    if (cfg->truncate && cfg->one_pass) {
+        double *wsum = calloc((size_t)cfg->n_lengths, sizeof *wsum);
+        LCX_FAIL_GOTO(!wsum, LCX_ERR_OOM, done, "ppl: out of memory");
+        for (int li = 0; li < cfg->n_lengths; li++) {
+            memset(&results[li], 0, sizeof results[li]);
+            results[li].length = cfg->lengths[li];
+            results[li].stride = cfg->lengths[li] - bos;
+        }
+        st = ppl_one_pass(cfg, docs, n_docs, max_lw, score, model, buf, nll, results, wsum);
+        for (int li = 0; st == LCX_OK && li < cfg->n_lengths; li++) {
+            lcx_ppl_result *r = &results[li];
+            r->mean_nll = r->tokens ? r->nll_sum / (double)r->tokens : NAN;
+            r->ppl = exp(r->mean_nll);
+            r->window_mean_nll = r->windows ? wsum[li] / (double)r->windows : NAN;
+            r->ppl_window_mean = exp(r->window_mean_nll);
+        }
+        free(wsum);
+        goto done;
+    }
     for (int li = 0; li < cfg->n_lengths; li++) {
         const int64_t lw = cfg->lengths[li];
         const int64_t text_len = lw - bos; /* document tokens per window */

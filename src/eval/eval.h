@@ -51,6 +51,9 @@ typedef struct lcx_ppl_config {
     int32_t bos_id;  /* < 0: no BOS; else every window starts with it and holds Lw - 1 document tokens */
     int short_docs;  /* LCX_PPL_SHORT_* */
     int truncate;    /* nonzero: score only the first window of each document (YaRN --truncate) */
+    int one_pass;    /* with truncate: every length from one pass per document at the longest length (a causal
+                        model's first L positions do not see later ones). Only for scorers whose results do not
+                        depend on the pass length: not with dynamic NTK or longrope, whose tables do. */
 } lcx_ppl_config;
 
 typedef struct lcx_ppl_doc {

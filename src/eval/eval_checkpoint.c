@@ -80,6 +80,12 @@ static const char *base_name(const char *path, char *buf) {
     return buf;
 }
 
+/* Rope tables that depend on the length of the pass (HF computes them from the sequence length): then a long
+ * pass's first L positions are not an L-token pass. */
+static int pass_length_rope(const lcx_model_config *cfg) {
+    return strcmp(cfg->rope.type, "dynamic") == 0 || strcmp(cfg->rope.type, "longrope") == 0;
+}
+
 lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r) {
     lcx_status st = LCX_OK;
     LCX_FAIL_IF(o->n_compare > MAX_COMPARE, LCX_ERR_INVALID, "more than %d --compare files", MAX_COMPARE);
@@ -144,7 +150,8 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     const int modes = o->modes;
     lcx_eval_spec es = {
         .label = o->ckpt, .series = series, .data_name = o->data ? o->data : o->text,
-        .ppl = {lengths, n_lengths, o->stride, bos, o->short_score ? LCX_PPL_SHORT_SCORE : LCX_PPL_SHORT_SKIP, 0},
+        .ppl = {lengths, n_lengths, o->stride, bos, o->short_score ? LCX_PPL_SHORT_SCORE : LCX_PPL_SHORT_SKIP,
+                o->truncate, o->truncate && !pass_length_rope(&cfg)},
         .pk = {pk_lengths, n_pk_lengths, o->depths, o->n_depths, o->trials, o->distractors, modes, o->seed},
         .quiet = o->quiet};
 

@@ -24,6 +24,8 @@ typedef struct lcx_eval_options {
     int64_t to;                /* the largest default length (0: the model's context) */
     int64_t stride;            /* sliding-window stride (0: non-overlapping windows) */
     int short_score;           /* documents shorter than a window: 1 scored as one window, 0 skipped */
+    int truncate;              /* score only the first window of each document; all lengths then come from one
+                                  pass per document unless the rope depends on the pass length (dynamic, longrope) */
     int trials;                /* passkey trials per (length, depth); 0: no passkey test */
     const int64_t *pk_lengths; /* passkey prompt lengths; n_pk_lengths 0: the perplexity lengths */
     int n_pk_lengths;

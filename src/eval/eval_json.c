@@ -32,6 +32,7 @@ json_t *lcx_ppl_to_json(const lcx_ppl_config *cfg, const lcx_ppl_result *results
     put(proto, "stride", json_integer(cfg->stride), &ok);
     put(proto, "short_docs", json_string(cfg->short_docs == LCX_PPL_SHORT_SCORE ? "score" : "skip"), &ok);
     put(proto, "truncate", json_boolean(cfg->truncate), &ok);
+    put(proto, "one_pass", json_boolean(cfg->truncate && cfg->one_pass), &ok);
     put(proto, "ppl", json_string("exp(total NLL / tokens scored), token-weighted"), &ok);
     put(proto, "ppl_window_mean", json_string("exp(mean over windows of the window's mean NLL), YaRN scripts"),
         &ok);

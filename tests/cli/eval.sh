@@ -54,6 +54,26 @@ check "ids of document a by hand: 151" [ "$(wc -l <"$tmp/ids.txt")" -eq 151 ]
 run score "$model" --ids "$tmp/ids.txt"
 sc=$(awk '/^perplexity:/ { print $2 }' "$tmp/out")
 check "perplexity at 151 ($ppl151) = score's ($sc)" close "$ppl151" "$sc" 1e-4
+# --truncate: the first window of each document only (document b, 80 tokens, skipped at 151); the lengths 32,
+# 64 and 151 from one pass per document
+# equal three separate single-length runs (each one pass of its own length), and length 151 equals score's
+run eval "$model" --data "$tmp/data" --lengths 32,64,151 --truncate --json "$tmp/t.json" --quiet
+check "eval --truncate: exit 0" [ "$(rc)" -eq 0 ]
+cp "$tmp/out" "$tmp/ttable"
+check "--truncate: length 64 scores the first 63 tokens of both documents" awk '$1 == 64 { exit !($2 == 126 && $3 == 2 && $4 == 2) } ' "$tmp/ttable"
+check "--truncate: one pass stated in the JSON" grep -q '"one_pass": true' "$tmp/t.json"
+for L in 32 64 151; do
+    run eval "$model" --data "$tmp/data" --lengths $L --truncate --quiet
+    a=$(awk -v L=$L '$1 == L { print $5 }' "$tmp/ttable"); b=$(awk -v L=$L '$1 == L { print $5 }' "$tmp/out")
+    check "--truncate length $L: one pass for three lengths ($a) = its own pass ($b)" close "$a" "$b" 1e-5
+done
+check "--truncate length 151 = score's" close "$(awk '$1 == 151 { print $5 }' "$tmp/ttable")" "$sc" 1e-4
+# dynamic NTK computes its tables from the pass length: one pass per length there
+cp -r "$model" "$tmp/dyn"
+sed -i 's/"rope_type": "default"/"rope_type": "dynamic", "factor": 2.0/' "$tmp/dyn/config.json"
+run eval "$tmp/dyn" --data "$tmp/data" --lengths 32,64 --truncate --json "$tmp/d.json" --quiet
+check "--truncate with dynamic rope: exit 0" [ "$(rc)" -eq 0 ]
+check "--truncate with dynamic rope: no one pass" grep -q '"one_pass": false' "$tmp/d.json"
 check "SVG written" grep -q "<svg" "$tmp/p.svg"
 check "SVG has the series name" grep -q "base" "$tmp/p.svg"
 if command -v jq >/dev/null; then

@@ -88,20 +88,22 @@ static void ref_doc(const int32_t *doc, int64_t n, int64_t lw, int64_t stride, i
 }
 
 static void check_against_reference(int64_t const *doc_lens, int n_docs, const int64_t *lengths, int n_lengths,
-                                    int64_t stride, int32_t bos, int short_policy, int truncate) {
+                                    int64_t stride, int32_t bos, int short_policy, int truncate, int one_pass) {
     static int32_t store[MAXDOC][MAXLEN];
     lcx_ppl_doc docs[MAXDOC];
     for (int d = 0; d < n_docs; d++) {
         for (int64_t p = 0; p < doc_lens[d]; p++) store[d][p] = TOK(d, p);
         docs[d] = (lcx_ppl_doc){store[d], doc_lens[d]};
     }
-    lcx_ppl_config cfg = {lengths, n_lengths, stride, bos, short_policy, truncate};
+    lcx_ppl_config cfg = {lengths, n_lengths, stride, bos, short_policy, truncate, one_pass};
     lcx_ppl_result res[8];
     static fake_lm m;
     memset(&m, 0, sizeof m);
     m.bos = bos;
     CHECK_OK(lcx_ppl_eval(&cfg, docs, n_docs, fake_score, &m, res));
     CHECK(m.bad == 0);
+    /* one pass: at most one forward pass per document, whatever the number of lengths */
+    if (truncate && one_pass) CHECK_MSG(m.calls <= n_docs, "one pass: %lld calls for %d documents", (long long)m.calls, n_docs);
     for (int li = 0; li < n_lengths; li++) {
         int64_t max_tok = bos >= 0 ? lengths[li] - 1 : lengths[li];
         int64_t s_eff = stride == 0 || stride > max_tok ? max_tok : stride;
@@ -148,7 +150,7 @@ static void check_worked_example(void) {
         m.bos = BOS;
         lcx_ppl_doc d = {doc, 11};
         int64_t lw = 5;
-        lcx_ppl_config cfg = {&lw, 1, 2, BOS, LCX_PPL_SHORT_SKIP, 0};
+        lcx_ppl_config cfg = {&lw, 1, 2, BOS, LCX_PPL_SHORT_SKIP, 0, 0};
         CHECK_OK(lcx_ppl_eval(&cfg, &d, 1, fake_score, &m, &r));
         const int64_t want[11] = {1, 2, 3, 4, 3, 4, 3, 4, 3, 4, 3};
         double sum = 0.0;
@@ -174,7 +176,7 @@ static void check_worked_example(void) {
         m.bos = -1;
         lcx_ppl_doc d = {doc, 10};
         int64_t lw = 4;
-        lcx_ppl_config cfg = {&lw, 1, 2, -1, LCX_PPL_SHORT_SKIP, 0};
+        lcx_ppl_config cfg = {&lw, 1, 2, -1, LCX_PPL_SHORT_SKIP, 0, 0};
         CHECK_OK(lcx_ppl_eval(&cfg, &d, 1, fake_score, &m, &r));
         const int64_t want[10] = {-1, 1, 2, 3, 2, 3, 2, 3, 2, 3};
         for (int p = 0; p < 10; p++)
@@ -187,7 +189,7 @@ static void check_worked_example(void) {
         m.bos = -1;
         lcx_ppl_doc d = {doc, 10};
         int64_t lw = 4;
-        lcx_ppl_config cfg = {&lw, 1, 4, -1, LCX_PPL_SHORT_SKIP, 0};
+        lcx_ppl_config cfg = {&lw, 1, 4, -1, LCX_PPL_SHORT_SKIP, 0, 0};
         CHECK_OK(lcx_ppl_eval(&cfg, &d, 1, fake_score, &m, &r));
         const int64_t want[10] = {-1, 1, 2, 3, -1, 1, 2, 3, -1, 1};
         for (int p = 0; p < 10; p++)
@@ -200,7 +202,7 @@ static void check_worked_example(void) {
         m.bos = BOS;
         lcx_ppl_doc d = {doc, 10};
         int64_t lw = 5;
-        lcx_ppl_config cfg = {&lw, 1, 5, BOS, LCX_PPL_SHORT_SKIP, 0};
+        lcx_ppl_config cfg = {&lw, 1, 5, BOS, LCX_PPL_SHORT_SKIP, 0, 0};
         CHECK_OK(lcx_ppl_eval(&cfg, &d, 1, fake_score, &m, &r));
         const int64_t want[10] = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2};
         for (int p = 0; p < 10; p++)
@@ -260,7 +262,7 @@ static void test_ppl_fixture(void) {
         int64_t lw = json_integer_value(json_object_get(c, "max_length"));
         lcx_ppl_config cfg = {&lw, 1, json_integer_value(json_object_get(c, "stride")),
                               (int32_t)json_integer_value(json_object_get(c, "bos_id")), LCX_PPL_SHORT_SCORE,
-                              (int)json_integer_value(json_object_get(c, "truncate"))};
+                              (int)json_integer_value(json_object_get(c, "truncate")), 0};
         lcx_ppl_result r;
         CHECK_OK(lcx_ppl_eval(&cfg, docs, (int64_t)nd, closed_form_score, &vocab, &r));
         json_t *losses = json_object_get(c, "window_losses");
@@ -300,11 +302,15 @@ static void test_ppl(void) {
     for (int bos = 0; bos < 2; bos++)
         for (int si = 0; si < 7; si++)
             for (int sp = 0; sp < 2; sp++) {
-                check_against_reference(lens_a, 8, lengths, 7, strides[si], bos ? BOS : -1, sp, 0);
+                check_against_reference(lens_a, 8, lengths, 7, strides[si], bos ? BOS : -1, sp, 0, 0);
                 for (int li = 0; li < 7; li++) /* single length: also checks nothing is scored twice */
-                    check_against_reference(lens_a, 8, &lengths[li], 1, strides[si], bos ? BOS : -1, sp, 0);
+                    check_against_reference(lens_a, 8, &lengths[li], 1, strides[si], bos ? BOS : -1, sp, 0, 0);
             }
-    for (int bos = 0; bos < 2; bos++) check_against_reference(lens_a, 8, lengths, 7, 2, bos ? BOS : -1, 1, 1);
+    /* truncate, separately per length and from one pass per document (the same numbers: the fake model's NLL
+     * depends only on the token and its position, as a causal model's does), both short-document policies */
+    for (int bos = 0; bos < 2; bos++)
+        for (int sp = 0; sp < 2; sp++)
+            for (int op = 0; op < 2; op++) check_against_reference(lens_a, 8, lengths, 7, 2, bos ? BOS : -1, sp, 1, op);
 
     /* Short documents: skipped by default (counted), scored as one shorter window on request. */
     {
@@ -315,7 +321,7 @@ static void test_ppl(void) {
         lcx_ppl_result r;
         fake_lm *m = calloc(1, sizeof *m);
         m->bos = BOS;
-        lcx_ppl_config cfg = {&lw, 1, 2, BOS, LCX_PPL_SHORT_SKIP, 0};
+        lcx_ppl_config cfg = {&lw, 1, 2, BOS, LCX_PPL_SHORT_SKIP, 0, 0};
         CHECK_OK(lcx_ppl_eval(&cfg, &d, 1, fake_score, m, &r));
         CHECK(r.docs == 0 && r.docs_skipped == 1 && r.tokens == 0 && isnan(r.ppl) && m->calls == 0);
         cfg.short_docs = LCX_PPL_SHORT_SCORE;
@@ -329,7 +335,7 @@ static void test_ppl(void) {
         lcx_ppl_doc d = {doc, 4};
         int64_t bad = 1, lw = 3;
         lcx_ppl_result r;
-        lcx_ppl_config cfg = {&bad, 1, 1, -1, 0, 0};
+        lcx_ppl_config cfg = {&bad, 1, 1, -1, 0, 0, 0};
         CHECK_FAILS(lcx_ppl_eval(&cfg, &d, 1, fake_score, NULL, &r), LCX_ERR_INVALID, "window length 1");
         cfg.lengths = &lw;
         cfg.stride = -1;
@@ -683,7 +689,7 @@ static void test_output(void) {
                              {.length = 2048, .docs_skipped = 3, .mean_nll = NAN, .ppl = NAN,
                               .window_mean_nll = NAN, .ppl_window_mean = NAN}};
     int64_t L2[2] = {1024, 2048};
-    lcx_ppl_config cfg = {L2, 2, 256, BOS, LCX_PPL_SHORT_SKIP, 0};
+    lcx_ppl_config cfg = {L2, 2, 256, BOS, LCX_PPL_SHORT_SKIP, 0, 0};
     json_t *j = lcx_ppl_to_json(&cfg, res, "base");
     CHECK(j != NULL);
     snprintf(path, sizeof path, "%s/test_eval_%d.json", LCX_BINARY_DIR, (int)getpid());
