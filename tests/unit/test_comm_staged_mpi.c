@@ -2,12 +2,13 @@
  * through the backend stager (host staging buffers, the exec's copy_d2h / copy_h2d) and MPI; every collective, the
  * ring exchange, lcx_group_sum and host calls must give the plain MPI communicator's bytes (comm_compare.h), on
  * the world and on every group of two meshes split from it. Also: one rank (staged over single), a stager whose
- * copy fails (the call fails with its message, the pool stays usable), and lcx_comm_for_backend leaving the world
- * alone for the CPU backend. The same staging code carries the CUDA stager (pinned, copy stream) on a GPU. */
+ * copy fails (the call fails with its message, the pool stays usable), lcx_comm_for_backend leaving the world
+ * alone for the CPU backend and failing on every rank alike for a GPU backend without a GPU, the node-local rank. The same staging code carries the CUDA stager (pinned, copy stream) on a GPU. */
 #include <stdio.h>
 #include <string.h>
 
 #include "comm_compare.h"
+#include "kernels/cuda/cuda_runtime_info.h"
 #include "src/comm/comm_device.h"
 
 static int g_fail_copies; /* the failing stager's to_host fails while set */
@@ -44,6 +45,23 @@ static void check_single(lcx_exec *x) {
     lcx_comm_finalize(dc);
 }
 
+/* The choice for a GPU backend, where there is no GPU: every rank fails with the same line (they agree first, so
+ * none waits for another), and the world is still the caller's and works. */
+static void check_selection(lcx_comm *world) {
+    int r = -1, n = 0;
+    CHECK_OK(lcx_comm_node_rank(world, &r, &n));
+    CHECK_MSG(r == world->rank && n == 4, "node rank %d of %d (one node: the world's %d of 4)", r, n, world->rank);
+    if (lcx_cuda_device_count() > 0) return; /* a GPU machine: test_comm_nccl_cuda covers the choice */
+    const lcx_backend gpu = {.name = "cuda"};
+    lcx_comm *out = world;
+    CHECK_FAILS(lcx_comm_for_backend(world, &gpu, &out), LCX_ERR_CUDA, "needs a GPU on every rank");
+    CHECK(out == NULL);
+    setenv("LCX_COMM_DEVICE", "infiniband", 1);
+    CHECK_FAILS(lcx_comm_for_backend(world, &gpu, &out), LCX_ERR_INVALID, "LCX_COMM_DEVICE='infiniband'");
+    unsetenv("LCX_COMM_DEVICE");
+    CHECK_OK(lcx_comm_barrier(world, NULL));
+}
+
 int main(void) {
     lcx_comm *world = NULL;
     if (lcx_comm_world_init(&world) != LCX_OK) {
@@ -61,6 +79,7 @@ int main(void) {
     lcx_comm *same = NULL;
     CHECK_OK(lcx_comm_for_backend(world, lcx_backend_cpu(), &same));
     CHECK(same == world);
+    check_selection(world);
 
     /* a second MPI communicator over the world's ranks carries the staged one */
     lcx_comm *inner = NULL, *dc = NULL;
