@@ -26,7 +26,9 @@ struct lcx_comm_request {
     lcx_comm_request *inner;
     stage_buf *buf;   /* NULL for an empty message */
     lcx_exec *x;
-    void *dev;        /* receive: where the message goes at wait */
+    void *dev;        /* receive: where the message goes at wait. The whole receive is copied back, so a shorter
+                         message leaves the rest undefined (MPI leaves it as it was); callers receive exactly what
+                         is sent. */
     size_t bytes;
 };
 
