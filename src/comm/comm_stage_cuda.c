@@ -85,7 +85,7 @@ static lcx_status after_exec(cudaStream_t s) {
 }
 
 static lcx_status cu_to_host(lcx_exec *x, void *host, const void *dev, size_t bytes) {
-    cudaStream_t s;
+    cudaStream_t s = NULL; /* set by stream_of before use; gcc -O3 cannot see it */
     LCX_TRY(stream_of(x, &s));
     LCX_TRY(after_exec(s));
     CU_TRY(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, g_copy), "cudaMemcpyAsync D2H");
@@ -94,7 +94,7 @@ static lcx_status cu_to_host(lcx_exec *x, void *host, const void *dev, size_t by
 }
 
 static lcx_status cu_to_device(lcx_exec *x, void *dev, const void *host, size_t bytes) {
-    cudaStream_t s;
+    cudaStream_t s = NULL; /* set by stream_of before use; gcc -O3 cannot see it */
     LCX_TRY(stream_of(x, &s));
     LCX_TRY(after_exec(s));
     CU_TRY(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, g_copy), "cudaMemcpyAsync H2D");
