@@ -76,27 +76,26 @@ static void pinned_free(void *p) {
     if (p) (void)cudaFreeHost(p);
 }
 
-/* The copy stream waits for the work queued on s so far. */
-static lcx_status after_exec(cudaStream_t s) {
+/* The copy stream waits for the work queued on x's stream so far; *s = that stream. */
+static lcx_status after_exec(const lcx_exec *x, cudaStream_t *s) {
+    LCX_TRY(stream_of(x, s));
     LCX_TRY(ensure_stream());
-    CU_TRY(cudaEventRecord(g_before, s), "cudaEventRecord");
+    CU_TRY(cudaEventRecord(g_before, *s), "cudaEventRecord");
     CU_TRY(cudaStreamWaitEvent(g_copy, g_before, 0), "cudaStreamWaitEvent");
     return LCX_OK;
 }
 
 static lcx_status cu_to_host(lcx_exec *x, void *host, const void *dev, size_t bytes) {
-    cudaStream_t s = NULL; /* set by stream_of before use; gcc -O3 cannot see it */
-    LCX_TRY(stream_of(x, &s));
-    LCX_TRY(after_exec(s));
+    cudaStream_t s = NULL;
+    LCX_TRY(after_exec(x, &s));
     CU_TRY(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, g_copy), "cudaMemcpyAsync D2H");
     CU_TRY(cudaStreamSynchronize(g_copy), "cudaStreamSynchronize (copy stream)");
     return LCX_OK;
 }
 
 static lcx_status cu_to_device(lcx_exec *x, void *dev, const void *host, size_t bytes) {
-    cudaStream_t s = NULL; /* set by stream_of before use; gcc -O3 cannot see it */
-    LCX_TRY(stream_of(x, &s));
-    LCX_TRY(after_exec(s));
+    cudaStream_t s = NULL; /* set by after_exec before use; gcc -O3 cannot see it */
+    LCX_TRY(after_exec(x, &s));
     CU_TRY(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, g_copy), "cudaMemcpyAsync H2D");
     CU_TRY(cudaEventRecord(g_after, g_copy), "cudaEventRecord");
     CU_TRY(cudaStreamWaitEvent(s, g_after, 0), "cudaStreamWaitEvent");
