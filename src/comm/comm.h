@@ -1,7 +1,7 @@
 /* comm: the communication contract. One table of function pointers (lcx_comm_impl), implemented for a single
- * rank (src/comm/comm_single.c) and over MPI (src/comm/comm_mpi.c, Open MPI from Debian); a NCCL table will plug
- * into the same slots. The model, the trainer and the parallel algorithms are written once against the calls
- * below. Spec: docs/parallel.md "Communicator".
+ * rank (src/comm/comm_single.c) and over MPI (src/comm/comm_mpi.c, Open MPI from Debian), and for device buffers
+ * MPI staged through host memory and NCCL (src/comm/comm_device.h). The model, the trainer and the parallel
+ * algorithms are written once against the calls below. Spec: docs/parallel.md "Communicator".
  *
  * ---- World, mesh and groups ---------------------------------------------------------------------------------
  * lcx_comm_world_init detects a launcher from the environment (lcx_comm_detect_launch: mpirun, PMI/PMIx, srun).
@@ -61,7 +61,7 @@ typedef struct lcx_comm_request lcx_comm_request; /* one implementation's pendin
 /* The implementation table. Arguments reach it validated (lcx_comm_* below check ranks, counts, dtypes,
  * buffers), so an implementation checks only what is its own (counts that fit MPI's int, backends). */
 typedef struct lcx_comm_impl {
-    const char *name; /* "single", "mpi" ("nccl" later) */
+    const char *name; /* "single", "mpi", "staged", "nccl" */
     lcx_status (*isend)(lcx_comm *c, lcx_exec *x, const void *buf, int64_t count, lcx_dtype dt, int peer, int tag,
                         lcx_comm_request **out);
     lcx_status (*irecv)(lcx_comm *c, lcx_exec *x, void *buf, int64_t count, lcx_dtype dt, int peer, int tag,

@@ -5,6 +5,9 @@
 
 #include "src/comm/comm.h"
 
+/* The state of a device communicator ("staged", "nccl"; comm_device.h) is a struct whose first member is the
+ * lcx_comm * it wraps (and frees): lcx_comm_finalize follows it to find MPI. */
+
 /* A one-rank communicator whose error messages name world rank `world_rank`. */
 lcx_status lcx_comm_single_create(int world_rank, lcx_comm **out);
 
@@ -13,5 +16,9 @@ lcx_status lcx_comm_single_create(int world_rank, lcx_comm **out);
 lcx_status lcx_comm_mpi_world(const char *launcher, int expect_size, lcx_comm **out);
 /* MPI_Finalize when lcx_comm_mpi_world initialised MPI (LCX_OK otherwise). */
 lcx_status lcx_comm_mpi_finalize(void);
+
+/* CUDA builds (src/comm/comm_stage_cuda.c): the number of visible GPUs (0 without CUDA), and cudaSetDevice. */
+int lcx_comm_cuda_devices(void);
+lcx_status lcx_comm_cuda_set_device(int device);
 
 #endif /* LCX_COMM_IMPL_H */

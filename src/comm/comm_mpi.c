@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/comm/comm_device.h"
 #include "src/comm/comm_impl.h"
 
 struct lcx_comm_request {
@@ -246,4 +247,18 @@ lcx_status lcx_comm_mpi_finalize(void) {
     g_we_initialised = 0;
     int e = MPI_Finalize();
     return e == MPI_SUCCESS ? LCX_OK : mpi_fail(-1, e, "MPI_Finalize");
+}
+
+lcx_status lcx_comm_node_rank(lcx_comm *c, int *rank, int *size) {
+    *rank = 0, *size = 1;
+    if (c->size == 1 && strcmp(c->impl->name, "mpi") != 0) return LCX_OK;
+    LCX_FAIL_IF(strcmp(c->impl->name, "mpi") != 0, LCX_ERR_UNSUPPORTED,
+                "rank %d: node-local ranks need an MPI communicator, not %s", c->world_rank, c->impl->name);
+    MPI_Comm node;
+    MPI_TRY(c, MPI_Comm_split_type(comm_of(c), MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type");
+    int e = MPI_Comm_rank(node, rank);
+    if (e == MPI_SUCCESS) e = MPI_Comm_size(node, size);
+    MPI_Comm_free(&node);
+    return e == MPI_SUCCESS ? LCX_OK : mpi_fail(c->world_rank, e, "the node's ranks");
 }

@@ -61,9 +61,16 @@ lcx_status lcx_comm_single(lcx_comm **out) {
     return lcx_comm_single_create(0, out);
 }
 
+/* MPI, or a device communicator over it (comm_device.h: its state's first member is the inner communicator). */
+static int on_mpi(const lcx_comm *c) {
+    while (strcmp(c->impl->name, "staged") == 0 || strcmp(c->impl->name, "nccl") == 0)
+        c = *(lcx_comm *const *)c->state;
+    return strcmp(c->impl->name, "mpi") == 0;
+}
+
 lcx_status lcx_comm_finalize(lcx_comm *world) {
     if (!world) return LCX_OK;
-    int mpi = strcmp(world->impl->name, "mpi") == 0;
+    int mpi = on_mpi(world);
     world->impl->free(world);
     return mpi ? lcx_comm_mpi_finalize() : LCX_OK;
 }
