@@ -3,15 +3,17 @@
  * CUDA's own limits (grid sizes) and its launcher (cuda_ops.h) queues the kernels. Errors are one line with
  * cudaGetErrorString; nothing here prints.
  *
- * Status: compiled in CI, not yet run on a GPU (docs/cuda.md). matmul and attention_fwd/bwd are the next step
- * and report LCX_ERR_UNSUPPORTED, so the table is not registered in kernels/backend.c yet (lcx_backend_get("cuda")
- * fails and the model cannot pick it); lcx_backend_cuda_partial() hands it to the op tests. */
+ * Status: compiled in CI, not yet run on a GPU (docs/cuda.md). matmul is cuda_matmul.c (cuBLASLt);
+ * attention_fwd/bwd are the next step and report LCX_ERR_UNSUPPORTED, so the table is not registered in
+ * kernels/backend.c yet (lcx_backend_get("cuda") fails and the model cannot pick it); lcx_backend_cuda_partial()
+ * hands it to the op tests. */
 #include <math.h>
 #include <stdlib.h>
 
 #include <cuda_runtime_api.h>
 
 #include "kernels/backend_check.h"
+#include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_runtime_info.h"
 
@@ -44,11 +46,17 @@ static lcx_status cu_exec_init(lcx_exec *x) {
     cudaStream_t s = NULL;
     LCX_TRY(cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "exec_init", "cudaStreamCreate"));
     x->queue = s;
-    x->handles = NULL; /* cuBLASLt comes with matmul */
-    return LCX_OK;
+    x->handles = NULL;
+    lcx_status st = lcx_cuda_handles_create(x); /* cuBLASLt and the matmul plans */
+    if (st != LCX_OK) {
+        (void)cudaStreamDestroy(s);
+        x->queue = NULL;
+    }
+    return st;
 }
 
 static void cu_exec_destroy(lcx_exec *x) {
+    lcx_cuda_handles_destroy(x);
     if (!x || !x->queue) return;
     (void)cudaStreamDestroy(stream_of(x));
     x->queue = NULL;
@@ -161,16 +169,13 @@ static size_t cu_workspace(const lcx_exec *x, lcx_op op, const void *args) {
     switch (op) {
     case LCX_OP_SQNORM: return sqnorm_ws(args);
     case LCX_OP_CROSS_ENTROPY: return xent_ws(args);
-    default: return 0; /* the other ops need no scratch (matmul and attention: not yet implemented) */
+    case LCX_OP_MATMUL: return lcx_cuda_matmul_ws(args);
+    default: return 0; /* the other ops need no scratch (attention: not yet implemented) */
     }
 }
 
 /* ---- not yet implemented (the next step of issue 14) ----------------------------------------------------------- */
 
-static lcx_status cu_matmul(lcx_exec *x, const lcx_matmul_args *a) {
-    (void)x, (void)a;
-    return lcx_fail(LCX_ERR_UNSUPPORTED, "matmul: not implemented on the CUDA backend yet (cuBLASLt, issue 14)");
-}
 static lcx_status cu_attention_fwd(lcx_exec *x, const lcx_attn_args *a) {
     (void)x, (void)a;
     return lcx_fail(LCX_ERR_UNSUPPORTED, "attention_fwd: not implemented on the CUDA backend yet (issue 14)");
@@ -179,6 +184,8 @@ static lcx_status cu_attention_bwd(lcx_exec *x, const lcx_attn_args *a) {
     (void)x, (void)a;
     return lcx_fail(LCX_ERR_UNSUPPORTED, "attention_bwd: not implemented on the CUDA backend yet (issue 14)");
 }
+
+static lcx_status cu_matmul(lcx_exec *x, const lcx_matmul_args *a) { return lcx_cuda_matmul(x, a); }
 
 /* ---- ops (their arguments are checked in front of the table, kernels/backend_check.c) --------------------------- */
 
