@@ -6,7 +6,9 @@
  *
  * Per GEMM: 3 warm-up calls, then REPS calls queued back to back and one sync, timed on the host clock (as the
  * torch peer: launch overhead included, negligible at these sizes). One line per GEMM:
- *   gemm NAME ta tb M N K c_dtype beta ms TFLOPS
+ *   gemm NAME ta tb M N K a_dtype c_dtype beta ms TFLOPS
+ * B is bf16 throughout; A is bf16 except in lm_head.dx_f32, the model's loss-chunk backward (float32 dlogits times
+ * the bf16 embedding), a dtype mix that runs on the tiled fallback (docs/cuda.md): its line measures that path.
  * Exits 77 (skipped) without a CUDA table or device, like the CUDA tests. Operands hold random values in
  * [-1, 1); C is zeroed before a beta = 1 GEMM. */
 #include <stdint.h>
@@ -23,21 +25,23 @@ typedef struct gemm {
     int64_t m, n, k; /* in tokens: m/n/k < 0 mean "T" */
     lcx_dtype c_dtype;
     float beta;
+    lcx_dtype a_dtype;
 } gemm;
 
 enum { H = 2048, KV = 512, F = 8192, V = 128256 };
 
 /* Forward y = x W^T (nt), the backward's dx = dy W (nn) and dW += dy^T x (tn, f32 gradients accumulated). */
 static const gemm gemms[] = {
-    {"q_proj.fwd", 0, 1, -1, H, H, LCX_BF16, 0.0f},
-    {"k_proj.fwd", 0, 1, -1, KV, H, LCX_BF16, 0.0f},
-    {"gate_proj.fwd", 0, 1, -1, F, H, LCX_BF16, 0.0f},
-    {"down_proj.fwd", 0, 1, -1, H, F, LCX_BF16, 0.0f},
-    {"lm_head.fwd", 0, 1, -1, V, H, LCX_BF16, 0.0f},
-    {"gate_proj.dx", 0, 0, -1, H, F, LCX_BF16, 0.0f},
-    {"down_proj.dx", 0, 0, -1, F, H, LCX_BF16, 0.0f},
-    {"gate_proj.dW", 1, 0, F, H, -1, LCX_F32, 1.0f},
-    {"lm_head.dW", 1, 0, V, H, -1, LCX_F32, 1.0f},
+    {"q_proj.fwd", 0, 1, -1, H, H, LCX_BF16, 0.0f, LCX_BF16},
+    {"k_proj.fwd", 0, 1, -1, KV, H, LCX_BF16, 0.0f, LCX_BF16},
+    {"gate_proj.fwd", 0, 1, -1, F, H, LCX_BF16, 0.0f, LCX_BF16},
+    {"down_proj.fwd", 0, 1, -1, H, F, LCX_BF16, 0.0f, LCX_BF16},
+    {"lm_head.fwd", 0, 1, -1, V, H, LCX_BF16, 0.0f, LCX_BF16},
+    {"gate_proj.dx", 0, 0, -1, H, F, LCX_BF16, 0.0f, LCX_BF16},
+    {"down_proj.dx", 0, 0, -1, F, H, LCX_BF16, 0.0f, LCX_BF16},
+    {"gate_proj.dW", 1, 0, F, H, -1, LCX_F32, 1.0f, LCX_BF16},
+    {"lm_head.dW", 1, 0, V, H, -1, LCX_F32, 1.0f, LCX_BF16},
+    {"lm_head.dx_f32", 0, 0, -1, H, V, LCX_BF16, 0.0f, LCX_F32},
 };
 
 static int64_t dim(int64_t d, int64_t t) { return d < 0 ? t : d; }
@@ -70,7 +74,8 @@ int main(int argc, char **argv) {
         const int64_t m = dim(g->m, T), n = dim(g->n, T), k = dim(g->k, T);
         max_a = m * k > max_a ? m * k : max_a;
         max_b = k * n > max_b ? k * n : max_b;
-        max_c = m * n * (int64_t)lcx_act_size(g->c_dtype) > max_c ? m * n * (int64_t)lcx_act_size(g->c_dtype) : max_c;
+        const int64_t c_bytes = m * n * (int64_t)lcx_act_size(g->c_dtype);
+        max_c = c_bytes > max_c ? c_bytes : max_c;
     }
     const int64_t max_ab = max_a > max_b ? max_a : max_b;
     uint16_t *host = malloc(sizeof(uint16_t) * (size_t)max_ab);
@@ -80,19 +85,23 @@ int main(int argc, char **argv) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         host[i] = lcx_f32_to_bf16((float)((double)(r >> 11) * 0x1p-52 - 1.0));
     }
-    void *a = NULL, *b = NULL, *c = NULL;
+    void *a = NULL, *b = NULL, *c = NULL, *af = NULL; /* af: a widened to f32, for the f32 A row */
     if (be->alloc((size_t)max_a * 2, &a) != LCX_OK || be->alloc((size_t)max_b * 2, &b) != LCX_OK ||
-        be->alloc((size_t)max_c, &c) != LCX_OK)
+        be->alloc((size_t)max_c, &c) != LCX_OK || be->alloc((size_t)max_a * 4, &af) != LCX_OK)
         return fail("alloc");
     if (be->copy_h2d(x, a, host, (size_t)max_a * 2) != LCX_OK || be->copy_h2d(x, b, host, (size_t)max_b * 2) != LCX_OK)
         return fail("upload");
     free(host);
+    const lcx_cast_args widen = {.n = max_a, .src_dt = LCX_BF16, .dst_dt = LCX_F32, .src = a, .dst = af};
+    if (be->cast(x, &widen) != LCX_OK) return fail("cast");
 
     for (size_t i = 0; i < sizeof gemms / sizeof gemms[0]; i++) {
         const gemm *g = &gemms[i];
+        const lcx_dtype adt = g->a_dtype;
         lcx_matmul_args mm = {.trans_a = g->ta, .trans_b = g->tb, .m = dim(g->m, T), .n = dim(g->n, T),
-                              .k = dim(g->k, T), .batch = 1, .alpha = 1.0f, .beta = g->beta, .a_dtype = LCX_BF16,
-                              .a = a, .b_dtype = LCX_BF16, .b = b, .c_dtype = g->c_dtype, .c = c};
+                              .k = dim(g->k, T), .batch = 1, .alpha = 1.0f, .beta = g->beta, .a_dtype = adt,
+                              .a = adt == LCX_F32 ? af : a, .b_dtype = LCX_BF16, .b = b, .c_dtype = g->c_dtype,
+                              .c = c};
         if (lcx_exec_reserve(x, lcx_exec_workspace(x, LCX_OP_MATMUL, &mm)) != LCX_OK) return fail("arena");
         if (g->beta != 0.0f && be->zero(x, c, (size_t)(mm.m * mm.n) * lcx_act_size(g->c_dtype)) != LCX_OK)
             return fail("zero");
@@ -105,13 +114,15 @@ int main(int argc, char **argv) {
         if (be->sync(x) != LCX_OK) return fail("sync");
         const double ms = (lcx_clock_s() - t0) * 1e3 / reps;
         const double tflops = 2.0 * (double)mm.m * (double)mm.n * (double)mm.k / (ms * 1e-3) / 1e12;
-        printf("gemm %s %d %d %lld %lld %lld %s %g %.4f %.2f\n", g->name, g->ta, g->tb, (long long)mm.m,
-               (long long)mm.n, (long long)mm.k, lcx_dtype_name(g->c_dtype), g->beta, ms, tflops);
+        printf("gemm %s %d %d %lld %lld %lld %s %s %g %.4f %.2f\n", g->name, g->ta, g->tb, (long long)mm.m,
+               (long long)mm.n, (long long)mm.k, lcx_dtype_name(adt), lcx_dtype_name(g->c_dtype), g->beta, ms,
+               tflops);
         fflush(stdout);
     }
     be->free(a);
     be->free(b);
     be->free(c);
+    be->free(af);
     lcx_exec_free(x);
     return 0;
 }

@@ -182,7 +182,8 @@ static lcx_status choose_algo(cublasLtHandle_t lt, plan *p) {
 /* Fill p (cleared) for g: the operation, the three layouts in cuBLASLt's order, the algorithm. */
 static lcx_status plan_build(cublasLtHandle_t lt, const lcx_matmul_args *g, const plan_key *key, plan *p) {
     p->key = *key;
-    const cublasOperation_t op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     LCX_TRY(lt_check(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul",
                      "cublasLtMatmulDescCreate"));
     LCX_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b), "matmul",
