@@ -1,5 +1,6 @@
 /* cpu_internal: the CPU backend's ops (one file per family), gathered into the table by cpu_backend.c.
- * Shapes and semantics are documented once, in kernels/backend.h. */
+ * Shapes and semantics are documented once, in kernels/backend.h. The table's entries check every argument first
+ * (kernels/backend_check.c), so an op here starts from valid sizes, dtypes, pointers and arena. */
 #ifndef LCX_CPU_INTERNAL_H
 #define LCX_CPU_INTERNAL_H
 
