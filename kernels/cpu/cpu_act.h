@@ -9,13 +9,6 @@
 
 #include "kernels/backend.h"
 
-/* LCX_OK for a supported activation dtype. */
-static inline lcx_status lcx_cpu_act_check(lcx_dtype dt, const char *op) {
-    LCX_FAIL_IF(dt != LCX_F32 && dt != LCX_BF16, LCX_ERR_UNSUPPORTED, "%s: activation dtype %s (use F32 or BF16)",
-                op, lcx_dtype_name(dt));
-    return LCX_OK;
-}
-
 /* Element i of a bf16 tensor, widened; element i of a bf16 tensor set to v, rounded. */
 static inline float lcx_cpu_bf16_get(const void *p, int64_t i) { return lcx_bf16_to_f32(((const uint16_t *)p)[i]); }
 static inline void lcx_cpu_bf16_put(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = lcx_f32_to_bf16(v); }

@@ -5,18 +5,6 @@
 
 #include "kernels/cpu/cpu_attention_common.h"
 
-lcx_status lcx_cpu_attn_check(const lcx_attn_args *a, const char *op) {
-    LCX_FAIL_IF(a->n_q < 0 || a->n_k < 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 || a->head_dim <= 0 ||
-                    a->n_heads % a->n_kv_heads != 0,
-                LCX_ERR_INVALID, "%s: bad sizes q=%lld k=%lld heads=%lld kv_heads=%lld head_dim=%lld", op,
-                (long long)a->n_q, (long long)a->n_k, (long long)a->n_heads, (long long)a->n_kv_heads,
-                (long long)a->head_dim);
-    LCX_FAIL_IF(a->mask != LCX_MASK_CAUSAL && a->mask != LCX_MASK_FULL && a->mask != LCX_MASK_NONE,
-                LCX_ERR_INVALID, "%s: unknown mask mode %d", op, (int)a->mask);
-    LCX_FAIL_IF(!isfinite(a->scale), LCX_ERR_INVALID, "%s: scale is not finite", op);
-    return lcx_cpu_act_check(a->dt, op);
-}
-
 /* Per-thread tiles: s [ATT_BQ][ATT_BK] scores, then probabilities; bf16 only: the work item's q and o tiles
  * [ATT_BQ][hd] and the current key tile's k and v [ATT_BK][hd] in float32. */
 typedef struct fwd_scratch {
@@ -122,14 +110,6 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, int64_t h, int64_t i0, 
 }
 
 lcx_status lcx_cpu_attention_fwd(lcx_exec *x, const lcx_attn_args *a) {
-    LCX_CPU_ARGS(x, a, "attention_fwd");
-    LCX_TRY(lcx_cpu_attn_check(a, "attention_fwd"));
-    LCX_CPU_NEED(a->q, a->n_q, "attention_fwd");
-    LCX_CPU_NEED(a->o, a->n_q, "attention_fwd");
-    LCX_CPU_NEED(a->lse, a->n_q, "attention_fwd");
-    LCX_CPU_NEED(a->k, a->n_k, "attention_fwd");
-    LCX_CPU_NEED(a->v, a->n_k, "attention_fwd");
-    LCX_TRY(lcx_exec_need(x, lcx_cpu_attention_fwd_ws(a), "attention_fwd"));
     const int64_t H = a->n_heads, n_qt = (a->n_q + ATT_BQ - 1) / ATT_BQ;
     const int nt = lcx_cpu_threads();
     const size_t slot = fwd_thread_bytes(a);
@@ -162,18 +142,10 @@ static inline int merge_weights(float *lse_acc, float b, float *wa, float *wb) {
 }
 
 lcx_status lcx_cpu_attention_merge(lcx_exec *x, const lcx_attn_merge_args *a) {
-    LCX_CPU_ARGS(x, a, "attention_merge");
+    (void)x;
     const int64_t n_rows = a->n_rows, n_heads = a->n_heads, head_dim = a->head_dim;
     float *lse_acc = a->lse_acc;
     const float *lse_part = a->lse_part;
-    LCX_FAIL_IF(n_rows < 0 || n_heads <= 0 || head_dim <= 0, LCX_ERR_INVALID,
-                "attention_merge: bad sizes rows=%lld heads=%lld head_dim=%lld", (long long)n_rows,
-                (long long)n_heads, (long long)head_dim);
-    LCX_TRY(lcx_cpu_act_check(a->dt, "attention_merge"));
-    LCX_CPU_NEED(a->o_acc, n_rows, "attention_merge");
-    LCX_CPU_NEED(lse_acc, n_rows, "attention_merge");
-    LCX_CPU_NEED(a->o_part, n_rows, "attention_merge");
-    LCX_CPU_NEED(lse_part, n_rows, "attention_merge");
     const int bf = a->dt == LCX_BF16;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n_rows * n_heads; r++) {

@@ -109,19 +109,6 @@ LCX_CPU_HOT static void bwd_head(const lcx_attn_args *a, const float *D, float *
 }
 
 lcx_status lcx_cpu_attention_bwd(lcx_exec *x, const lcx_attn_args *a) {
-    const char *op = "attention_bwd";
-    LCX_CPU_ARGS(x, a, op);
-    LCX_TRY(lcx_cpu_attn_check(a, op));
-    LCX_CPU_NEED(a->q, a->n_q, op);
-    LCX_CPU_NEED(a->o, a->n_q, op);
-    LCX_CPU_NEED(a->lse, a->n_q, op);
-    LCX_CPU_NEED(a->dout, a->n_q, op);
-    LCX_CPU_NEED(a->dq, a->n_q, op);
-    LCX_CPU_NEED(a->k, a->n_k, op);
-    LCX_CPU_NEED(a->v, a->n_k, op);
-    LCX_CPU_NEED(a->dk, a->n_k, op);
-    LCX_CPU_NEED(a->dv, a->n_k, op);
-    LCX_TRY(lcx_exec_need(x, lcx_cpu_attention_bwd_ws(a), op));
     const int64_t H = a->n_heads, G = a->n_kv_heads, hd = a->head_dim, rep = H / G;
     if (!bwd_has_work(a)) return LCX_OK;
 

@@ -3,6 +3,7 @@
  * wait for and every event is complete as soon as it is recorded. */
 #include <stdlib.h>
 
+#include "kernels/backend_check.h"
 #include "kernels/cpu/cpu_internal.h"
 
 static int cpu_available(void) { return 1; }
@@ -61,6 +62,9 @@ static size_t cpu_workspace(const lcx_exec *x, lcx_op op, const void *args) {
     }
 }
 
+/* The table's ops: the shared argument checks (kernels/backend_check.c), then the op. */
+LCX_CHECKED_OPS(lcx_cpu_)
+
 const lcx_backend lcx_cpu_backend_table = {
     .name = "cpu",
     .available = cpu_available,
@@ -79,25 +83,7 @@ const lcx_backend lcx_cpu_backend_table = {
     .copy_d2d = lcx_cpu_copy,
     .zero = lcx_cpu_zero,
     .workspace = cpu_workspace,
-    .matmul = lcx_cpu_matmul,
-    .embedding_fwd = lcx_cpu_embedding_fwd,
-    .embedding_bwd = lcx_cpu_embedding_bwd,
-    .rmsnorm_fwd = lcx_cpu_rmsnorm_fwd,
-    .rmsnorm_bwd = lcx_cpu_rmsnorm_bwd,
-    .rope_fwd = lcx_cpu_rope_fwd,
-    .rope_bwd = lcx_cpu_rope_bwd,
-    .attention_fwd = lcx_cpu_attention_fwd,
-    .attention_bwd = lcx_cpu_attention_bwd,
-    .attention_merge = lcx_cpu_attention_merge,
-    .swiglu_fwd = lcx_cpu_swiglu_fwd,
-    .swiglu_bwd = lcx_cpu_swiglu_bwd,
-    .cross_entropy = lcx_cpu_cross_entropy,
-    .adamw = lcx_cpu_adamw,
-    .sqnorm = lcx_cpu_sqnorm,
-    .cast = lcx_cpu_cast,
-    .add = lcx_cpu_add,
-    .scale = lcx_cpu_scale,
-    .axpy = lcx_cpu_axpy,
+    LCX_CHECKED_ENTRIES,
 };
 
 const lcx_backend *lcx_backend_cpu(void) { return &lcx_cpu_backend_table; }

@@ -2,21 +2,8 @@
  * float32 expression, round). */
 #include "kernels/cpu/cpu_internal.h"
 
-static lcx_status check(const char *op, lcx_exec *x, const lcx_elementwise_args *a) {
-    LCX_CPU_ARGS(x, a, op);
-    LCX_FAIL_IF(a->n < 0, LCX_ERR_INVALID, "%s: negative size %lld", op, (long long)a->n);
-    return lcx_cpu_act_check(a->dt, op);
-}
-
 lcx_status lcx_cpu_cast(lcx_exec *x, const lcx_cast_args *a) {
-    LCX_CPU_ARGS(x, a, "cast");
     const int64_t n = a->n;
-    LCX_FAIL_IF(n < 0, LCX_ERR_INVALID, "cast: negative size %lld", (long long)n);
-    LCX_FAIL_IF((a->src_dt != LCX_F32 && a->src_dt != LCX_BF16) || (a->dst_dt != LCX_F32 && a->dst_dt != LCX_BF16),
-                LCX_ERR_UNSUPPORTED, "cast: %s to %s (F32 and BF16 only)", lcx_dtype_name(a->src_dt),
-                lcx_dtype_name(a->dst_dt));
-    LCX_CPU_NEED(a->src, n, "cast");
-    LCX_CPU_NEED(a->dst, n, "cast");
     if (a->src_dt == a->dst_dt) return lcx_cpu_copy(x, a->dst, a->src, (size_t)n * lcx_act_size(a->src_dt));
     if (a->src_dt == LCX_F32) {
         const float *src = a->src;
@@ -33,11 +20,8 @@ lcx_status lcx_cpu_cast(lcx_exec *x, const lcx_cast_args *a) {
 }
 
 lcx_status lcx_cpu_add(lcx_exec *x, const lcx_elementwise_args *a) {
-    LCX_TRY(check("add", x, a));
+    (void)x;
     const int64_t n = a->n;
-    LCX_CPU_NEED(a->a, n, "add");
-    LCX_CPU_NEED(a->b, n, "add");
-    LCX_CPU_NEED(a->out, n, "add");
     if (a->dt == LCX_F32) {
         const float *p = a->a, *q = a->b;
         float *out = a->out;
@@ -51,11 +35,9 @@ lcx_status lcx_cpu_add(lcx_exec *x, const lcx_elementwise_args *a) {
 }
 
 lcx_status lcx_cpu_scale(lcx_exec *x, const lcx_elementwise_args *a) {
-    LCX_TRY(check("scale", x, a));
+    (void)x;
     const int64_t n = a->n;
     const float s = a->alpha;
-    LCX_CPU_NEED(a->a, n, "scale");
-    LCX_CPU_NEED(a->out, n, "scale");
     if (a->dt == LCX_F32) {
         const float *p = a->a;
         float *out = a->out;
@@ -69,11 +51,9 @@ lcx_status lcx_cpu_scale(lcx_exec *x, const lcx_elementwise_args *a) {
 }
 
 lcx_status lcx_cpu_axpy(lcx_exec *x, const lcx_elementwise_args *a) {
-    LCX_TRY(check("axpy", x, a));
+    (void)x;
     const int64_t n = a->n;
     const float alpha = a->alpha;
-    LCX_CPU_NEED(a->a, n, "axpy");
-    LCX_CPU_NEED(a->out, n, "axpy");
     if (a->dt == LCX_F32) {
         const float *p = a->a;
         float *y = a->out;

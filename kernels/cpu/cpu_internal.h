@@ -1,5 +1,6 @@
 /* cpu_internal: the CPU backend's ops (one file per family), gathered into the table by cpu_backend.c.
- * Shapes and semantics are documented once, in kernels/backend.h. */
+ * Shapes and semantics are documented once, in kernels/backend.h. The table's entries check every argument first
+ * (kernels/backend_check.c), so an op here starts from valid sizes, dtypes, pointers and arena. */
 #ifndef LCX_CPU_INTERNAL_H
 #define LCX_CPU_INTERNAL_H
 
@@ -77,7 +78,6 @@ lcx_status lcx_cpu_rope_fwd(lcx_exec *x, const lcx_rope_args *a);
 lcx_status lcx_cpu_rope_bwd(lcx_exec *x, const lcx_rope_args *a);
 
 /* cpu_attention.c, cpu_attention_bwd.c */
-lcx_status lcx_cpu_attn_check(const lcx_attn_args *a, const char *op);
 lcx_status lcx_cpu_attention_fwd(lcx_exec *x, const lcx_attn_args *a);
 lcx_status lcx_cpu_attention_bwd(lcx_exec *x, const lcx_attn_args *a);
 lcx_status lcx_cpu_attention_merge(lcx_exec *x, const lcx_attn_merge_args *a);
@@ -104,13 +104,5 @@ lcx_status lcx_cpu_cast(lcx_exec *x, const lcx_cast_args *a);
 lcx_status lcx_cpu_add(lcx_exec *x, const lcx_elementwise_args *a);
 lcx_status lcx_cpu_scale(lcx_exec *x, const lcx_elementwise_args *a);
 lcx_status lcx_cpu_axpy(lcx_exec *x, const lcx_elementwise_args *a);
-
-/* Every op starts here: an exec and an argument struct are required. */
-#define LCX_CPU_ARGS(x, a, op)                                                                               \
-    LCX_FAIL_IF((x) == NULL || (a) == NULL, LCX_ERR_INVALID, "%s: NULL %s", (op), (x) == NULL ? "exec" : "arguments")
-
-/* Shared argument check: a required device pointer must be set when its tensor is not empty. */
-#define LCX_CPU_NEED(ptr, count, op)                                                                         \
-    LCX_FAIL_IF((ptr) == NULL && (count) > 0, LCX_ERR_INVALID, "%s: '%s' is NULL", (op), #ptr)
 
 #endif /* LCX_CPU_INTERNAL_H */

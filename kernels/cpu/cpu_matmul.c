@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <pthread.h>
 
+#include "kernels/backend_check.h"
 #include "kernels/cpu/cpu_internal.h"
 
 /* Tile sizes (rows/cols of op(A)/op(B), and of the reduction dimension) used when an operand is bf16. */
@@ -148,32 +149,12 @@ static lcx_status bf16_c_block(const lcx_matmul_args *g, const char *a, const ch
 }
 
 lcx_status lcx_cpu_matmul(lcx_exec *x, const lcx_matmul_args *args) {
-    LCX_CPU_ARGS(x, args, "matmul");
-    lcx_matmul_args g = *args;
-    if (g.c_dtype == LCX_DTYPE_INVALID) g.c_dtype = LCX_F32;
-    LCX_FAIL_IF(g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 1, LCX_ERR_INVALID,
-                "matmul: bad sizes m=%lld n=%lld k=%lld batch=%lld", (long long)g.m, (long long)g.n,
-                (long long)g.k, (long long)g.batch);
-    LCX_FAIL_IF((g.a_dtype != LCX_F32 && g.a_dtype != LCX_BF16) || (g.b_dtype != LCX_F32 && g.b_dtype != LCX_BF16) ||
-                    (g.c_dtype != LCX_F32 && g.c_dtype != LCX_BF16),
-                LCX_ERR_UNSUPPORTED, "matmul: operands must be F32 or BF16 (got A %s, B %s, C %s)",
-                lcx_dtype_name(g.a_dtype), lcx_dtype_name(g.b_dtype), lcx_dtype_name(g.c_dtype));
-    int64_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
-    /* BLAS wants ld >= 1 even for empty matrices */
-    if (g.lda == 0) g.lda = a_cols > 1 ? a_cols : 1;
-    if (g.ldb == 0) g.ldb = b_cols > 1 ? b_cols : 1;
-    if (g.ldc == 0) g.ldc = g.n > 1 ? g.n : 1;
-    LCX_FAIL_IF(g.lda < a_cols || g.ldb < b_cols || g.ldc < g.n || g.lda < 1 || g.ldb < 1 || g.ldc < 1,
-                LCX_ERR_INVALID, "matmul: leading dimensions lda=%lld ldb=%lld ldc=%lld too small for m=%lld "
-                "n=%lld k=%lld", (long long)g.lda, (long long)g.ldb, (long long)g.ldc, (long long)g.m,
-                (long long)g.n, (long long)g.k);
+    /* the arguments are checked (kernels/backend_check.c); BLAS adds its 32-bit dimensions */
+    const lcx_matmul_args g = lcx_matmul_resolved(args);
     LCX_FAIL_IF(g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX || g.lda > INT_MAX || g.ldb > INT_MAX ||
                     g.ldc > INT_MAX,
                 LCX_ERR_UNSUPPORTED, "matmul: dimension beyond 32-bit BLAS range");
     if (g.m == 0 || g.n == 0) return LCX_OK;
-    LCX_FAIL_IF(g.c == NULL || (g.k > 0 && (g.a == NULL || g.b == NULL)), LCX_ERR_INVALID,
-                "matmul: NULL operand");
-    LCX_TRY(lcx_exec_need(x, lcx_cpu_matmul_ws(&g), "matmul"));
 
     /* One OpenMP team, one thread pool: the product is split into row (or column) blocks of C, one per thread,
      * each a single-threaded sgemm (see lcx_cpu_blas_serial). Every element of C is computed by the same

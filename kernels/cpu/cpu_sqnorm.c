@@ -11,13 +11,8 @@ size_t lcx_cpu_sqnorm_ws(const lcx_sqnorm_args *a) {
 }
 
 lcx_status lcx_cpu_sqnorm(lcx_exec *x, const lcx_sqnorm_args *a) {
-    LCX_CPU_ARGS(x, a, "sqnorm");
     const int64_t n = a->n;
     const float *xs = a->x;
-    LCX_FAIL_IF(n < 0, LCX_ERR_INVALID, "sqnorm: negative size %lld", (long long)n);
-    LCX_FAIL_IF(a->out == NULL, LCX_ERR_INVALID, "sqnorm: NULL output");
-    LCX_CPU_NEED(xs, n, "sqnorm");
-    LCX_TRY(lcx_exec_need(x, lcx_cpu_sqnorm_ws(a), "sqnorm"));
     const int64_t nb = n_blocks(n);
     double *part = x->scratch;
 #pragma omp parallel for schedule(static)

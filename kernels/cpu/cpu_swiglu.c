@@ -6,18 +6,9 @@
 
 static inline float sigmoidf(float g) { return 1.0f / (1.0f + expf(-g)); }
 
-static lcx_status check(const char *op, lcx_exec *x, const lcx_swiglu_args *a) {
-    LCX_CPU_ARGS(x, a, op);
-    LCX_FAIL_IF(a->n < 0, LCX_ERR_INVALID, "%s: negative size %lld", op, (long long)a->n);
-    return lcx_cpu_act_check(a->dt, op);
-}
-
 lcx_status lcx_cpu_swiglu_fwd(lcx_exec *x, const lcx_swiglu_args *a) {
-    LCX_TRY(check("swiglu_fwd", x, a));
+    (void)x;
     const int64_t n = a->n;
-    LCX_CPU_NEED(a->gate, n, "swiglu_fwd");
-    LCX_CPU_NEED(a->up, n, "swiglu_fwd");
-    LCX_CPU_NEED(a->h, n, "swiglu_fwd");
     if (a->dt == LCX_F32) {
         const float *gate = a->gate, *up = a->up;
         float *h = a->h;
@@ -38,13 +29,8 @@ lcx_status lcx_cpu_swiglu_fwd(lcx_exec *x, const lcx_swiglu_args *a) {
 
 /* d/dg silu(g) = s (1 + g (1 - s)), s = sigmoid(g). */
 lcx_status lcx_cpu_swiglu_bwd(lcx_exec *x, const lcx_swiglu_args *a) {
-    LCX_TRY(check("swiglu_bwd", x, a));
+    (void)x;
     const int64_t n = a->n;
-    LCX_CPU_NEED(a->dh, n, "swiglu_bwd");
-    LCX_CPU_NEED(a->gate, n, "swiglu_bwd");
-    LCX_CPU_NEED(a->up, n, "swiglu_bwd");
-    LCX_CPU_NEED(a->dgate, n, "swiglu_bwd");
-    LCX_CPU_NEED(a->dup, n, "swiglu_bwd");
     if (a->dt == LCX_F32) {
         const float *dh = a->dh, *gate = a->gate, *up = a->up;
         float *dgate = a->dgate, *dup = a->dup;

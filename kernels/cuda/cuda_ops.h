@@ -55,6 +55,8 @@ cudaError_t lcx_cuda_swiglu_bwd_launch(cudaStream_t s, const lcx_swiglu_args *a)
 cudaError_t lcx_cuda_cross_entropy_launch(cudaStream_t s, const lcx_xent_args *a, void *scratch);
 /* cuda_adamw.cu */
 cudaError_t lcx_cuda_adamw_launch(cudaStream_t s, const lcx_adamw_args *a, const lcx_cuda_adamw_consts *k);
+/* cuda_gemm_tiled.cu: the matmul path for what cuBLASLt cannot run (cuda_matmul.c); g has its defaults resolved */
+cudaError_t lcx_cuda_gemm_tiled_launch(cudaStream_t s, const lcx_matmul_args *g);
 /* cuda_attention.cu (the merge; the forward and backward kernels are the next step) */
 cudaError_t lcx_cuda_attention_merge_launch(cudaStream_t s, const lcx_attn_merge_args *a);
 

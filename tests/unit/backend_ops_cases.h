@@ -494,6 +494,18 @@ static const op_case cases[] = {
             .b_dt = BF, .c_dt = BF}},
     {"matmul nn C f32 given as c_dtype F32", LCX_OP_MATMUL,
      .mm = {.m = 9, .n = 10, .k = 11, .batch = 1, .alpha = 1, .c_dt = LCX_F32}},
+    /* shapes cuBLASLt takes on the CUDA backend (bf16 A and B, or f32 throughout; dims multiples of 8), the
+     * others above mostly its tiled fallback (dtype mixes, odd leading dimensions) */
+    {"matmul nt bf16 A B 128x256x64 (aligned)", LCX_OP_MATMUL,
+     .mm = {.tb = 1, .m = 128, .n = 256, .k = 64, .batch = 1, .alpha = 1, .a_dt = BF, .b_dt = BF}},
+    {"matmul tn all bf16 64x96x128 beta 1", LCX_OP_MATMUL,
+     .mm = {.ta = 1, .m = 64, .n = 96, .k = 128, .batch = 1, .alpha = 1, .beta = 1, .a_dt = BF, .b_dt = BF,
+            .c_dt = BF}},
+    {"matmul tt f32 64x32x48 (aligned)", LCX_OP_MATMUL,
+     .mm = {.ta = 1, .tb = 1, .m = 64, .n = 32, .k = 48, .batch = 1, .alpha = 1}},
+    {"matmul tt bf16 A B batch 2 33x17x29", LCX_OP_MATMUL,
+     .mm = {.ta = 1, .tb = 1, .m = 33, .n = 17, .k = 29, .batch = 2, .alpha = 1, .a_dt = BF, .b_dt = BF}},
+    {"matmul nn k 0 (C = beta C)", LCX_OP_MATMUL, .mm = {.m = 5, .n = 7, .k = 0, .batch = 1, .alpha = 1, .beta = 0.5f}},
 
     /* embedding: vocabulary shards, repeated ids, invalid ids */
     {"embedding_fwd 37 tokens dim 67, whole vocab 50", LCX_OP_EMBEDDING_FWD,

@@ -1,7 +1,11 @@
 /* The CUDA backend's parts that test_backend_ops_cuda does not reach (label cuda, exit 77 without a device):
  *  - contexts, memory and events: alloc(0) gives a freeable pointer; h2d, zero, d2d, d2h round trips; an event
  *    recorded on one queue orders a copy on another (event_wait), event_sync;
- *  - the stubs of the next step (matmul, attention_fwd/bwd) fail with LCX_ERR_UNSUPPORTED and one line naming them;
+ *  - the stubs of the next step (attention_fwd/bwd) fail with LCX_ERR_UNSUPPORTED and one line naming them;
+ *  - matmul's paths against the CPU: bf16 operands at an odd element offset (2-byte aligned: cuBLASLt's heuristic
+ *    is asked with that alignment, or the tiled kernel runs), the same shape aligned twice (a cached plan: the
+ *    same bits), beta 0 over a NaN-filled C, a C shared by a batch of 3 (the tiled kernel, one entry after the
+ *    other), and an arena one byte short of the declared cuBLASLt workspace;
  *  - the vocab-parallel cross-entropy (STATS per shard, stats gathered in rank order, FINISH per shard) against
  *    the CPU backend on the same inputs: stats, loss, count and dlogits;
  *  - determinism: sqnorm and the whole-row cross-entropy give the same bits on a second run.
@@ -44,6 +48,7 @@ static lcx_status run_op(lcx_op op, const void *args, lcx_status (*fn)(lcx_exec 
 }
 static lcx_status xent_fn(lcx_exec *x, const void *a) { return BE->cross_entropy(x, a); }
 static lcx_status sqnorm_fn(lcx_exec *x, const void *a) { return BE->sqnorm(x, a); }
+static lcx_status matmul_fn(lcx_exec *x, const void *a) { return BE->matmul(x, a); }
 
 static void test_memory_and_events(void) {
     void *z = NULL;
@@ -85,12 +90,107 @@ static void test_memory_and_events(void) {
     BE->free(c);
 }
 
+/* Valid (empty) arguments pass the shared checks and reach the stubs. */
 static void test_stubs(void) {
-    lcx_matmul_args mm = {.m = 1, .n = 1, .k = 1, .batch = 1};
-    CHECK_FAILS(BE->matmul(X, &mm), LCX_ERR_UNSUPPORTED, "matmul: not implemented");
-    lcx_attn_args at = {.n_q = 1, .n_k = 1, .n_heads = 1, .n_kv_heads = 1, .head_dim = 8};
+    lcx_attn_args at = {.dt = LCX_F32, .n_heads = 1, .n_kv_heads = 1, .head_dim = 8, .scale = 1.0f};
     CHECK_FAILS(BE->attention_fwd(X, &at), LCX_ERR_UNSUPPORTED, "attention_fwd: not implemented");
     CHECK_FAILS(BE->attention_bwd(X, &at), LCX_ERR_UNSUPPORTED, "attention_bwd: not implemented");
+}
+
+/* ---- matmul ---------------------------------------------------------------------------------------------------- */
+
+/* Elements of a dense operand of `rows` x `cols` per batch entry, `stride` apart. */
+static int64_t operand_elems(int64_t rows, int64_t cols, int64_t batch, int64_t stride) {
+    return rows * cols + (batch - 1) * stride;
+}
+
+/* n values in [-1, 1) (or `fill` everywhere when fill is not 2), stored as dt, `off` elements into a buffer. */
+static void *host_operand(lcx_dtype dt, int64_t n, int64_t off, float fill) {
+    const size_t es = lcx_act_size(dt);
+    char *h = calloc((size_t)(n + off), es);
+    for (int64_t i = 0; i < n; i++) {
+        float v = fill == 2.0f ? (float)uni(-1, 1) : fill;
+        if (dt == LCX_BF16) ((uint16_t *)h)[off + i] = lcx_f32_to_bf16(v);
+        else ((float *)h)[off + i] = v;
+    }
+    return h;
+}
+
+/* g (dense: ld 0; pointers unset) on the CUDA table and on the CPU from the same data, A and B `off` elements
+ * into their buffers, C first filled with c_fill (2: random). Checks the CUDA result against the CPU's with a
+ * float32 tolerance for k-long dot products and returns it (f32 C; the caller frees), or NULL. */
+static float *matmul_vs_cpu(const char *what, lcx_matmul_args g, int64_t off, float c_fill) {
+    const int64_t na = operand_elems(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.batch, g.stride_a);
+    const int64_t nb = operand_elems(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.batch, g.stride_b);
+    const int64_t nc = operand_elems(g.m, g.n, g.batch, g.stride_c);
+    const size_t ea = lcx_act_size(g.a_dtype), eb = lcx_act_size(g.b_dtype);
+    char *ha = host_operand(g.a_dtype, na, off, 2.0f), *hb = host_operand(g.b_dtype, nb, off, 2.0f);
+    float *hc = host_operand(LCX_F32, nc, 0, c_fill), *back = malloc(sizeof(float) * (size_t)nc);
+    char *da = up(ha, (size_t)(na + off) * ea), *db = up(hb, (size_t)(nb + off) * eb);
+    float *dc = up(hc, sizeof(float) * (size_t)nc);
+    lcx_exec *cpu = NULL;
+    CHECK_OK(lcx_exec_create(lcx_backend_cpu(), &cpu));
+    float *result = NULL;
+    if (da && db && dc && cpu) {
+        lcx_matmul_args h = g;
+        h.a = ha + off * (int64_t)ea, h.b = hb + off * (int64_t)eb, h.c = hc;
+        CHECK_OK(lcx_exec_reserve(cpu, lcx_exec_workspace(cpu, LCX_OP_MATMUL, &h) + 64));
+        CHECK_OK(lcx_backend_cpu()->matmul(cpu, &h));
+        g.a = da + off * (int64_t)ea, g.b = db + off * (int64_t)eb, g.c = dc;
+        CHECK_OK(run_op(LCX_OP_MATMUL, &g, matmul_fn));
+        down(back, dc, sizeof(float) * (size_t)nc);
+        const double tol = 2e-6 * (double)(g.k + 8) * (fabs(g.alpha) + fabs(g.beta) * (double)g.batch);
+        double worst = 0;
+        for (int64_t i = 0; i < nc; i++) {
+            double e = fabs((double)back[i] - hc[i]);
+            if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e;
+        }
+        CHECK_MSG(worst <= tol, "matmul %s: differs from the CPU by %.3g (allowed %.3g)", what, worst, tol);
+        result = back;
+        back = NULL;
+    }
+    lcx_exec_free(cpu);
+    BE->free(da), BE->free(db), BE->free(dc);
+    free(ha), free(hb), free(hc), free(back);
+    return result;
+}
+
+static void test_matmul(void) {
+    const lcx_matmul_args nt16 = {.trans_b = 1, .m = 24, .n = 40, .k = 32, .batch = 1, .alpha = 1.0f,
+                                  .a_dtype = LCX_BF16, .b_dtype = LCX_BF16, .c_dtype = LCX_F32};
+    free(matmul_vs_cpu("bf16 nt, operands at an odd element offset", nt16, 1, 2.0f));
+    const uint64_t seed = rng; /* the same data twice: the second call runs the cached plan, to the same bits */
+    float *r1 = matmul_vs_cpu("bf16 nt, aligned", nt16, 0, 2.0f);
+    rng = seed;
+    float *r2 = matmul_vs_cpu("bf16 nt, aligned, again", nt16, 0, 2.0f);
+    if (r1 && r2) CHECK_MSG(memcmp(r1, r2, sizeof(float) * 24 * 40) == 0, "matmul: a second run gave other bits");
+    free(r1);
+    free(r2);
+    free(matmul_vs_cpu("f32 nn beta 0 over NaN",
+                       (lcx_matmul_args){.m = 33, .n = 65, .k = 17, .batch = 1, .alpha = 0.5f,
+                                         .a_dtype = LCX_F32, .b_dtype = LCX_F32},
+                       0, NAN));
+    free(matmul_vs_cpu("f32 tn, A, B and C shared by a batch of 3, beta 1",
+                       (lcx_matmul_args){.trans_a = 1, .m = 9, .n = 12, .k = 20, .batch = 3, .alpha = 1.0f,
+                                         .beta = 1.0f, .a_dtype = LCX_F32, .b_dtype = LCX_F32},
+                       0, 2.0f));
+
+    /* the declared workspace is required: an arena one byte short fails naming both sizes */
+    lcx_exec *y = NULL;
+    CHECK_OK(lcx_exec_create(BE, &y));
+    lcx_matmul_args g = nt16;
+    const size_t ws = lcx_exec_workspace(X, LCX_OP_MATMUL, &g);
+    CHECK_MSG(ws > 0, "bf16 matmul declares no cuBLASLt workspace");
+    void *a = up(NULL, 64 * 64 * 4), *b = up(NULL, 64 * 64 * 4), *c = up(NULL, 64 * 64 * 4);
+    if (y && ws > 0 && a && b && c) {
+        g.a = a, g.b = b, g.c = c;
+        CHECK_OK(lcx_exec_reserve(y, ws - 1));
+        char want[64];
+        snprintf(want, sizeof want, "needs %zu bytes", ws);
+        CHECK_FAILS(BE->matmul(y, &g), LCX_ERR_INVALID, want);
+    }
+    lcx_exec_free(y);
+    BE->free(a), BE->free(b), BE->free(c);
 }
 
 /* STATS on tp shards of a padded vocabulary, then FINISH, on the CUDA table and on the CPU (host pointers). */
@@ -228,6 +328,7 @@ int main(void) {
     if (!X) return test_summary("test_exec_cuda");
     test_memory_and_events();
     test_stubs();
+    test_matmul();
     for (int tp = 1; tp <= 4; tp++) test_vocab_parallel(tp);
     test_determinism();
     lcx_exec_free(X);

@@ -1,7 +1,7 @@
-/* Backend registry, exec contexts (arena, workspace check, events), memory ops, casts, add/scale/axpy (float32
- * and bf16) and the squared norm (a device result that accumulates). References: float32 results of a single
- * rounding computed through double (exact for these ops), bf16 widening by a 16-bit shift, and a plain double
- * sum. */
+/* Backend registry, exec contexts (arena, workspace check, events), the shared argument checks (the CUDA table
+ * reports bad arguments as the CPU does), memory ops, casts, add/scale/axpy (float32 and bf16) and the squared
+ * norm (a device result that accumulates). References: float32 results of a single rounding computed through
+ * double (exact for these ops), bf16 widening by a 16-bit shift, and a plain double sum. */
 #include <stdint.h>
 
 #include "ops_common.h"
@@ -62,6 +62,56 @@ static void check_exec(const lcx_backend *be) {
     CHECK_FAILS(be->add(X, NULL), LCX_ERR_INVALID, "add: NULL arguments");
 }
 
+/* Bad arguments are caught by the backends' shared check layer (kernels/backend_check.c) in front of each table:
+ * the CUDA table, in builds that have one, fails with the CPU's status and the same line, one call per op family.
+ * No device is needed: every call fails its checks before any CUDA call, so the CUDA exec has no queue. */
+static void check_shared_checks(void) {
+    const lcx_backend *cu = lcx_backend_cuda_partial();
+    if (!cu) return;
+    lcx_exec cx = {.be = cu};
+    float f[4] = {0};
+    const lcx_matmul_args mm_size = {.m = -1, .n = 2, .k = 2, .batch = 1};
+    const lcx_matmul_args mm_dt = {.m = 2, .n = 2, .k = 2, .batch = 1, .a_dtype = LCX_F16, .b_dtype = LCX_F32};
+    const lcx_matmul_args mm_ld = {.m = 2, .n = 3, .k = 4, .batch = 1, .lda = 3, .a_dtype = LCX_F32,
+                                   .b_dtype = LCX_F32};
+    const lcx_embedding_args emb = {.dt = LCX_F32, .n_tokens = 2, .n_rows = 2, .dim = 2, .n_vocab = 2,
+                                    .w_dtype = LCX_F32, .weight = f, .out = f};
+    const lcx_rmsnorm_args rms = {.dt = LCX_F32, .n_rows = 1, .dim = 0};
+    const lcx_rope_args rope = {.dt = LCX_BF16, .n_tokens = 1, .n_heads = 1, .head_dim = 4, .rot_dim = 3};
+    const lcx_attn_args attn = {.dt = LCX_F32, .n_heads = 2, .n_kv_heads = 2, .head_dim = 4, .mask = 7};
+    const lcx_attn_merge_args merge = {.dt = LCX_F32, .n_rows = 1, .n_heads = 0, .head_dim = 4};
+    const lcx_swiglu_args sw = {.dt = LCX_F32, .n = 4, .gate = f, .up = f};
+    const lcx_xent_args xent = {.dt = LCX_F32, .n_rows = 1, .vocab = 4, .logits = f, .targets = (const int32_t *)f,
+                                .phase = LCX_XENT_FINISH, .tp = 1, .n_valid = 4, .stats = (double *)f};
+    const lcx_adamw_args adamw = {.beta1 = 1.0, .beta2 = 0.9, .step = 1, .n = 1};
+    const lcx_sqnorm_args sq = {.n = 4, .x = f};
+    const lcx_cast_args cast = {.n = 4, .src_dt = LCX_F16, .dst_dt = LCX_F32, .src = f, .dst = f};
+    const lcx_elementwise_args ew_dt = {.dt = LCX_F64, .n = 4, .a = f, .b = f, .out = f};
+    const lcx_elementwise_args ew_out = {.dt = LCX_F32, .n = 4, .a = f};
+    const struct {
+        lcx_op op;
+        const void *args;
+    } bad[] = {
+        {LCX_OP_MATMUL, &mm_size},      {LCX_OP_MATMUL, &mm_dt},           {LCX_OP_MATMUL, &mm_ld},
+        {LCX_OP_EMBEDDING_FWD, &emb},   {LCX_OP_RMSNORM_BWD, &rms},        {LCX_OP_ROPE_FWD, &rope},
+        {LCX_OP_ATTENTION_FWD, &attn},  {LCX_OP_ATTENTION_MERGE, &merge},  {LCX_OP_SWIGLU_FWD, &sw},
+        {LCX_OP_CROSS_ENTROPY, &xent},  {LCX_OP_ADAMW, &adamw},            {LCX_OP_SQNORM, &sq},
+        {LCX_OP_CAST, &cast},           {LCX_OP_ADD, &ew_dt},              {LCX_OP_AXPY, &ew_out},
+        {LCX_OP_SCALE, NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lcx_clear_error();
+        const lcx_status want = op_call(X, bad[i].op, bad[i].args);
+        char line[512];
+        snprintf(line, sizeof line, "%s", lcx_last_error());
+        lcx_clear_error();
+        const lcx_status got = op_call(&cx, bad[i].op, bad[i].args);
+        CHECK_MSG(want != LCX_OK && got == want && strcmp(line, lcx_last_error()) == 0,
+                  "case %zu: cpu %s '%s', cuda %s '%s'", i, lcx_status_name(want), line, lcx_status_name(got),
+                  lcx_last_error());
+    }
+}
+
 int main(void) {
     const lcx_backend *be = cpu();
     X = cpu_exec();
@@ -75,6 +125,7 @@ int main(void) {
     CHECK(nb_list >= 1 && list[0] == be);
     for (int i = 0; i < nb_list; i++) CHECK(lcx_backend_get(list[i]->name) == list[i]);
     check_exec(be);
+    check_shared_checks();
 
     /* every slot of the table is filled */
     void (*const *slot)(void) = (void (*const *)(void))((const char *)be + offsetof(lcx_backend, available));

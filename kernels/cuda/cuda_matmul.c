@@ -1,0 +1,248 @@
+/* cuda_matmul: C = alpha op(A) op(B) + beta C (kernels/backend.h) through cuBLASLt, float32 accumulation:
+ * bf16 A and B (C bf16 or f32) and f32 A, B and C run on cuBLASLt with CUBLAS_COMPUTE_32F -- not
+ * CUBLAS_COMPUTE_32F_FAST_TF32, so f32 products keep float32's 24-bit mantissa and match the CPU's sgemm within the
+ * op tests' float32 tolerance. Everything else runs on the tiled kernel of cuda_gemm_tiled.cu (cuda_ops.h):
+ *  - dtype mixes cuBLASLt has no kernel for (f32 with bf16 operands; a bf16 C from f32 operands),
+ *  - k = 0 (C = beta C), a C shared by every batch entry (stride_c 0: the entries update it one after the other),
+ *  - shapes whose leading dimensions or pointer alignments cuBLASLt's heuristic offers no algorithm for. The
+ *    heuristic is asked with the call's real alignments (MIN_ALIGNMENT_*_BYTES, up to 16 bytes: a bf16 tensor
+ *    at an odd element offset is 2-byte aligned), and "no algorithm" is remembered like any other answer. A
+ *    failing cublasLtMatmul itself is an error (LCX_ERR_CUDA), never a silent second path.
+ *
+ * Row-major operands: cuBLASLt is column-major. A row-major [r, c] matrix with row stride ld is, byte for byte,
+ * the column-major [c, r] matrix with leading dimension ld -- its transpose. So the row-major C = op(A) op(B) is
+ * computed as the column-major C^T = op(B)^T op(A)^T: cuBLASLt's "A" is our B and its "B" is our A, with the
+ * same transpose flags, M = n, N = m, K = k, and no data moves.
+ *
+ * Plans: the descriptors (operation, three layouts) and the heuristic's first algorithm depend on the shape,
+ * dtypes, strides and alignments only, so each exec caches them per such key (PLANS slots, the oldest replaced
+ * when full); a training step has a dozen shapes. Each cuBLASLt call takes LCX_CUDA_MATMUL_WS bytes from the
+ * front of the exec's arena, which the workspace query declares. The contract has no bias, so there is no
+ * epilogue to fuse (beta = 1 accumulates in the GEMM itself). */
+#include "kernels/cuda/cuda_matmul.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "kernels/backend_check.h"
+#include "kernels/cuda/cuda_ops.h"
+
+enum { PLANS = 64, MAX_ALIGN = 16 };
+
+/* What a plan depends on. Built with memset first, so that memcmp compares no stray padding. */
+typedef struct plan_key {
+    int64_t m, n, k, batch, lda, ldb, ldc, stride_a, stride_b, stride_c;
+    int32_t trans_a, trans_b;
+    int32_t a_dtype, b_dtype, c_dtype;
+    uint32_t align_a, align_b, align_c;
+} plan_key;
+
+typedef struct plan {
+    plan_key key;
+    int used;
+    int lt;                    /* 1: cuBLASLt runs it with `algo`; 0: no algorithm, the tiled kernel runs it */
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t lay_b, lay_a, lay_c; /* cuBLASLt's A, B and C = D: our B, A and C (see above) */
+    cublasLtMatmulAlgo_t algo;
+} plan;
+
+typedef struct lcx_cuda_handles {
+    cublasLtHandle_t lt;
+    plan plans[PLANS];
+    int next; /* the slot replaced next once every slot is used */
+} lcx_cuda_handles;
+
+static lcx_status lt_check(cublasStatus_t st, const char *op, const char *what) {
+    if (st == CUBLAS_STATUS_SUCCESS) return LCX_OK;
+    return lcx_fail(LCX_ERR_CUDA, "%s: %s: %s", op, what, cublasLtGetStatusString(st));
+}
+
+static void plan_clear(plan *p) {
+    if (p->lay_c) (void)cublasLtMatrixLayoutDestroy(p->lay_c);
+    if (p->lay_a) (void)cublasLtMatrixLayoutDestroy(p->lay_a);
+    if (p->lay_b) (void)cublasLtMatrixLayoutDestroy(p->lay_b);
+    if (p->op) (void)cublasLtMatmulDescDestroy(p->op);
+    memset(p, 0, sizeof *p);
+}
+
+lcx_status lcx_cuda_handles_create(lcx_exec *x) {
+    lcx_cuda_handles *h = calloc(1, sizeof *h);
+    LCX_FAIL_IF(h == NULL, LCX_ERR_OOM, "exec_init: out of host memory for the cuBLASLt plans");
+    lcx_status st = lt_check(cublasLtCreate(&h->lt), "exec_init", "cublasLtCreate");
+    if (st != LCX_OK) {
+        free(h);
+        return st;
+    }
+    x->handles = h;
+    return LCX_OK;
+}
+
+void lcx_cuda_handles_destroy(lcx_exec *x) {
+    lcx_cuda_handles *h = x ? x->handles : NULL;
+    if (!h) return;
+    for (int i = 0; i < PLANS; i++) plan_clear(&h->plans[i]);
+    (void)cublasLtDestroy(h->lt);
+    free(h);
+    x->handles = NULL;
+}
+
+/* Whether cuBLASLt may run these sizes and dtypes (pointers aside: they only choose the algorithm). */
+static int lt_may_run(const lcx_matmul_args *g) {
+    const int bf16_ab = g->a_dtype == LCX_BF16 && g->b_dtype == LCX_BF16;
+    const int f32_all = g->a_dtype == LCX_F32 && g->b_dtype == LCX_F32 && g->c_dtype == LCX_F32;
+    return (bf16_ab || f32_all) && g->m > 0 && g->n > 0 && g->k > 0 && g->batch <= INT32_MAX &&
+           g->stride_a >= 0 && g->stride_b >= 0 && g->stride_c >= 0 && !(g->batch > 1 && g->stride_c == 0);
+}
+
+size_t lcx_cuda_matmul_ws(const lcx_matmul_args *a) {
+    const lcx_matmul_args g = lcx_matmul_resolved(a);
+    return lt_may_run(&g) ? LCX_CUDA_MATMUL_WS : 0;
+}
+
+/* The alignment (bytes, a power of two up to MAX_ALIGN) of every batch entry's start: the pointer's and, with
+ * a batch, the stride's. */
+static uint32_t align_of(const void *p, int64_t batch, int64_t stride, size_t elem) {
+    uint64_t v = (uint64_t)(uintptr_t)p;
+    if (batch > 1) v |= (uint64_t)stride * elem;
+    uint32_t al = MAX_ALIGN;
+    while (al > 1 && (v & (al - 1))) al >>= 1;
+    return al;
+}
+
+static plan_key key_of(const lcx_matmul_args *g) {
+    plan_key k;
+    memset(&k, 0, sizeof k);
+    k.m = g->m, k.n = g->n, k.k = g->k, k.batch = g->batch;
+    k.lda = g->lda, k.ldb = g->ldb, k.ldc = g->ldc;
+    k.stride_a = g->stride_a, k.stride_b = g->stride_b, k.stride_c = g->stride_c;
+    k.trans_a = g->trans_a != 0, k.trans_b = g->trans_b != 0;
+    k.a_dtype = (int32_t)g->a_dtype, k.b_dtype = (int32_t)g->b_dtype, k.c_dtype = (int32_t)g->c_dtype;
+    k.align_a = align_of(g->a, g->batch, g->stride_a, lcx_act_size(g->a_dtype));
+    k.align_b = align_of(g->b, g->batch, g->stride_b, lcx_act_size(g->b_dtype));
+    k.align_c = align_of(g->c, g->batch, g->stride_c, lcx_act_size(g->c_dtype));
+    return k;
+}
+
+static cudaDataType_t cuda_type(lcx_dtype dt) { return dt == LCX_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+/* A column-major [rows, cols] layout with leading dimension ld, strided over the batch. */
+static lcx_status layout(cublasLtMatrixLayout_t *l, lcx_dtype dt, int64_t rows, int64_t cols, int64_t ld,
+                         int64_t batch, int64_t stride) {
+    LCX_TRY(lt_check(cublasLtMatrixLayoutCreate(l, cuda_type(dt), (uint64_t)rows, (uint64_t)cols, ld), "matmul",
+                     "cublasLtMatrixLayoutCreate"));
+    if (batch == 1) return LCX_OK;
+    const int32_t count = (int32_t)batch;
+    LCX_TRY(lt_check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+                     "matmul", "cublasLtMatrixLayoutSetAttribute"));
+    return lt_check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                     sizeof stride),
+                    "matmul", "cublasLtMatrixLayoutSetAttribute");
+}
+
+static lcx_status pref_u32(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, uint32_t v) {
+    return lt_check(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof v), "matmul",
+                    "cublasLtMatmulPreferenceSetAttribute");
+}
+
+/* The heuristic's first algorithm for the plan's descriptors, or p->lt = 0 when it has none for them. */
+static lcx_status choose_algo(cublasLtHandle_t lt, plan *p) {
+    cublasLtMatmulPreference_t pref = NULL;
+    LCX_TRY(lt_check(cublasLtMatmulPreferenceCreate(&pref), "matmul", "cublasLtMatmulPreferenceCreate"));
+    const uint64_t ws = LCX_CUDA_MATMUL_WS;
+    lcx_status st = lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                                  sizeof ws),
+                             "matmul", "cublasLtMatmulPreferenceSetAttribute");
+    if (st == LCX_OK) st = pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, p->key.align_b);
+    if (st == LCX_OK) st = pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p->key.align_a);
+    if (st == LCX_OK) st = pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p->key.align_c);
+    if (st == LCX_OK) st = pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p->key.align_c);
+    if (st == LCX_OK) {
+        cublasLtMatmulHeuristicResult_t res;
+        memset(&res, 0, sizeof res);
+        int found = 0;
+        cublasStatus_t cs = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->lay_b, p->lay_a, p->lay_c, p->lay_c, pref, 1,
+                                                           &res, &found);
+        if (cs == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+            p->algo = res.algo;
+            p->lt = 1;
+        } else if (cs == CUBLAS_STATUS_SUCCESS || cs == CUBLAS_STATUS_NOT_SUPPORTED ||
+                   cs == CUBLAS_STATUS_INVALID_VALUE) {
+            p->lt = 0; /* no algorithm for this shape or alignment: the tiled kernel */
+        } else {
+            st = lt_check(cs, "matmul", "cublasLtMatmulAlgoGetHeuristic");
+        }
+    }
+    (void)cublasLtMatmulPreferenceDestroy(pref);
+    return st;
+}
+
+/* Fill p (cleared) for g: the operation, the three layouts in cuBLASLt's order, the algorithm. */
+static lcx_status plan_build(cublasLtHandle_t lt, const lcx_matmul_args *g, const plan_key *key, plan *p) {
+    p->key = *key;
+    const cublasOperation_t op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LCX_TRY(lt_check(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul",
+                     "cublasLtMatmulDescCreate"));
+    LCX_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b), "matmul",
+                     "cublasLtMatmulDescSetAttribute"));
+    LCX_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a), "matmul",
+                     "cublasLtMatmulDescSetAttribute"));
+    /* cuBLASLt's A = our B: op_b(it) is [n, k]; stored column-major [n, k] (N) or [k, n] (T) */
+    LCX_TRY(layout(&p->lay_b, g->b_dtype, g->trans_b ? g->k : g->n, g->trans_b ? g->n : g->k, g->ldb, g->batch,
+                   g->stride_b));
+    /* cuBLASLt's B = our A: op_a(it) is [k, m]; stored column-major [k, m] (N) or [m, k] (T) */
+    LCX_TRY(layout(&p->lay_a, g->a_dtype, g->trans_a ? g->m : g->k, g->trans_a ? g->k : g->m, g->lda, g->batch,
+                   g->stride_a));
+    LCX_TRY(layout(&p->lay_c, g->c_dtype, g->n, g->m, g->ldc, g->batch, g->stride_c));
+    LCX_TRY(choose_algo(lt, p));
+    p->used = 1;
+    return LCX_OK;
+}
+
+/* The cached plan for g, built (into a free slot, or the oldest one) on first use. */
+static lcx_status plan_get(lcx_cuda_handles *h, const lcx_matmul_args *g, plan **out) {
+    const plan_key key = key_of(g);
+    int slot = -1;
+    for (int i = 0; i < PLANS; i++) {
+        if (h->plans[i].used && memcmp(&h->plans[i].key, &key, sizeof key) == 0) {
+            *out = &h->plans[i];
+            return LCX_OK;
+        }
+        if (slot < 0 && !h->plans[i].used) slot = i;
+    }
+    if (slot < 0) {
+        slot = h->next;
+        h->next = (h->next + 1) % PLANS;
+    }
+    plan *p = &h->plans[slot];
+    plan_clear(p); /* a replaced plan's last call was queued already: cuBLASLt reads descriptors when called */
+    lcx_status st = plan_build(h->lt, g, &key, p);
+    if (st != LCX_OK) {
+        plan_clear(p);
+        return st;
+    }
+    *out = p;
+    return LCX_OK;
+}
+
+lcx_status lcx_cuda_matmul(lcx_exec *x, const lcx_matmul_args *args) {
+    const lcx_matmul_args g = lcx_matmul_resolved(args);
+    if (g.m == 0 || g.n == 0) return LCX_OK;
+    cudaStream_t s = (cudaStream_t)x->queue;
+    lcx_cuda_handles *h = x->handles;
+    if (h && lt_may_run(&g)) {
+        plan *p = NULL;
+        LCX_TRY(plan_get(h, &g, &p));
+        if (p->lt)
+            return lt_check(cublasLtMatmul(h->lt, p->op, &g.alpha, g.b, p->lay_b, g.a, p->lay_a, &g.beta, g.c, p->lay_c,
+                                           g.c, p->lay_c, &p->algo, x->scratch, LCX_CUDA_MATMUL_WS, s),
+                            "matmul", "cublasLtMatmul");
+    }
+    cudaError_t e = lcx_cuda_gemm_tiled_launch(s, &g);
+    if (e == cudaSuccess) return LCX_OK;
+    (void)cudaGetLastError();
+    return lcx_fail(LCX_ERR_CUDA, "matmul: kernel launch: %s", cudaGetErrorString(e));
+}

@@ -1,0 +1,23 @@
+/* cuda_matmul: the CUDA backend's matmul (cuBLASLt, with cuda_gemm_tiled.cu for what cuBLASLt cannot run) and
+ * the exec's library handles it keeps: one cublasLt handle and a small cache of per-shape plans (descriptors and
+ * the heuristic's algorithm). Called by cuda_backend.c; C11 host code. */
+#ifndef LCX_KERNELS_CUDA_MATMUL_H
+#define LCX_KERNELS_CUDA_MATMUL_H
+
+#include "kernels/backend.h"
+
+/* The cuBLASLt workspace every cuBLASLt matmul takes from the front of the exec's arena (NVIDIA's recommendation
+ * for Hopper; enough for Ampere). */
+#define LCX_CUDA_MATMUL_WS ((size_t)32 << 20)
+
+/* x->handles = a new cublasLt handle and an empty plan cache (LCX_ERR_CUDA naming cuBLASLt's status). */
+lcx_status lcx_cuda_handles_create(lcx_exec *x);
+/* Destroys the plans and the handle; NULL handles ok. */
+void lcx_cuda_handles_destroy(lcx_exec *x);
+
+/* The matmul's workspace for these sizes and dtypes: LCX_CUDA_MATMUL_WS when cuBLASLt may run it, else 0. */
+size_t lcx_cuda_matmul_ws(const lcx_matmul_args *a);
+/* The op (arguments already checked by kernels/backend_check.c). */
+lcx_status lcx_cuda_matmul(lcx_exec *x, const lcx_matmul_args *a);
+
+#endif /* LCX_KERNELS_CUDA_MATMUL_H */
