@@ -2,9 +2,9 @@
  * memory, the workspace query, and every op's argument checks (the CPU backend's messages) before its launcher
  * (cuda_ops.h) queues the kernels. Errors are one line with cudaGetErrorString; nothing here prints.
  *
- * Status: compiled in CI, not yet run on a GPU (docs/cuda.md). matmul and attention_fwd/bwd are the next step
- * and report LCX_ERR_UNSUPPORTED, so the table is not registered in kernels/backend.c yet (lcx_backend_get("cuda")
- * fails and the model cannot pick it); lcx_backend_cuda_partial() hands it to the op tests. */
+ * Status: compiled in CI, not yet run on a GPU (docs/cuda.md). matmul is the next step and reports
+ * LCX_ERR_UNSUPPORTED, so the table is not registered in kernels/backend.c yet (lcx_backend_get("cuda") fails
+ * and the model cannot pick it); lcx_backend_cuda_partial() hands it to the op tests. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -170,7 +170,8 @@ static size_t cu_workspace(const lcx_exec *x, lcx_op op, const void *args) {
     switch (op) {
     case LCX_OP_SQNORM: return sqnorm_ws(args);
     case LCX_OP_CROSS_ENTROPY: return xent_ws(args);
-    default: return 0; /* the other ops need no scratch (matmul and attention: not yet implemented) */
+    case LCX_OP_ATTENTION_BWD: return lcx_cuda_attention_bwd_ws(args);
+    default: return 0; /* the other ops need no scratch (matmul: not yet implemented) */
     }
 }
 
@@ -180,13 +181,48 @@ static lcx_status cu_matmul(lcx_exec *x, const lcx_matmul_args *a) {
     (void)x, (void)a;
     return lcx_fail(LCX_ERR_UNSUPPORTED, "matmul: not implemented on the CUDA backend yet (cuBLASLt, issue 14)");
 }
-static lcx_status cu_attention_fwd(lcx_exec *x, const lcx_attn_args *a) {
-    (void)x, (void)a;
-    return lcx_fail(LCX_ERR_UNSUPPORTED, "attention_fwd: not implemented on the CUDA backend yet (issue 14)");
+
+/* ---- attention (cuda_attention_fwd.cu, cuda_attention_bwd.cu) -------------------------------------------------- */
+
+/* The CPU's checks (lcx_cpu_attn_check and its NULL checks), then the kernels' limits: a lane's head dims in
+ * registers, the heads in the grid's y dimension. */
+static lcx_status attn_check(const char *op, const lcx_attn_args *a) {
+    LCX_FAIL_IF(a->n_q < 0 || a->n_k < 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 || a->head_dim <= 0 ||
+                    a->n_heads % a->n_kv_heads != 0,
+                LCX_ERR_INVALID, "%s: bad sizes q=%lld k=%lld heads=%lld kv_heads=%lld head_dim=%lld", op,
+                (long long)a->n_q, (long long)a->n_k, (long long)a->n_heads, (long long)a->n_kv_heads,
+                (long long)a->head_dim);
+    LCX_FAIL_IF(a->mask != LCX_MASK_CAUSAL && a->mask != LCX_MASK_FULL && a->mask != LCX_MASK_NONE,
+                LCX_ERR_INVALID, "%s: unknown mask mode %d", op, (int)a->mask);
+    LCX_FAIL_IF(!isfinite(a->scale), LCX_ERR_INVALID, "%s: scale is not finite", op);
+    LCX_TRY(act_check(a->dt, op));
+    LCX_FAIL_IF(a->head_dim > LCX_CUDA_ATTN_MAX_HEAD_DIM || a->n_heads > 65535, LCX_ERR_UNSUPPORTED,
+                "%s: head_dim %lld, %lld heads (at most %d and 65535 on CUDA)", op, (long long)a->head_dim,
+                (long long)a->n_heads, LCX_CUDA_ATTN_MAX_HEAD_DIM);
+    CU_NEED(a->q, a->n_q, op);
+    CU_NEED(a->o, a->n_q, op);
+    CU_NEED(a->lse, a->n_q, op);
+    CU_NEED(a->k, a->n_k, op);
+    CU_NEED(a->v, a->n_k, op);
+    return LCX_OK;
 }
+
+static lcx_status cu_attention_fwd(lcx_exec *x, const lcx_attn_args *a) {
+    CU_ARGS(x, a, "attention_fwd");
+    LCX_TRY(attn_check("attention_fwd", a));
+    return launched(lcx_cuda_attention_fwd_launch(stream_of(x), a), "attention_fwd");
+}
+
 static lcx_status cu_attention_bwd(lcx_exec *x, const lcx_attn_args *a) {
-    (void)x, (void)a;
-    return lcx_fail(LCX_ERR_UNSUPPORTED, "attention_bwd: not implemented on the CUDA backend yet (issue 14)");
+    const char *op = "attention_bwd";
+    CU_ARGS(x, a, op);
+    LCX_TRY(attn_check(op, a));
+    CU_NEED(a->dout, a->n_q, op);
+    CU_NEED(a->dq, a->n_q, op);
+    CU_NEED(a->dk, a->n_k, op);
+    CU_NEED(a->dv, a->n_k, op);
+    LCX_TRY(lcx_exec_need(x, lcx_cuda_attention_bwd_ws(a), op));
+    return launched(lcx_cuda_attention_bwd_launch(stream_of(x), a, x->scratch), op);
 }
 
 /* ---- ops ------------------------------------------------------------------------------------------------------ */
