@@ -12,8 +12,8 @@
  * Rows with LSE = -inf (no visible key in the whole context) get no gradient, as on the CPU.
  *
  * Shared memory, floats: dK/dV kernel K, V [32][hd], Q, dO [32][hd|1], LSE, D [32], P, dS [4][8][32]:
- * 39 KiB at head_dim 64, 74 KiB at 128, 146 KiB at 256; dQ kernel Q, dO [32][hd], K, V [32][hd|1], dS [4][8][32]:
- * 37 KiB at 64, 70 KiB at 128, 138 KiB at 256 (over 48 KiB: opted in; sm_80 allows 163 KiB, sm_90 227 KiB).
+ * 40 KiB at head_dim 64, 72 KiB at 128, 136 KiB at 256; dQ kernel Q, dO [32][hd], K, V [32][hd|1], dS [4][8][32]:
+ * 36 KiB at 64, 68 KiB at 128, 132 KiB at 256 (over 48 KiB: opted in; sm_80 allows 163 KiB, sm_90 227 KiB).
  * Differs from the CPU in summation order (dot products, the sums over rows and keys: the CPU sums each head's
  * dK/dV apart and adds the heads into the accumulator one by one, this adds one total) and in CUDA's expf. */
 #include "kernels/cuda/cuda_attention_tile.h"
@@ -100,35 +100,14 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv(lcx_attn_args
                          &dsw[k * ATT_T + lane]);
             }
             __syncwarp();
-            /* lane = head dims lane + 32 c: dV[k] += sum_r P[r][k] dO[r], dK[k] += sum_r dS[r][k] Q[r] */
-            const int rn = (int)(i1 - i0);
-            for (int r = 0; r < rn; r++) {
-#pragma unroll
-                for (int c = 0; c < NC; c++) {
-                    const int d = lane + 32 * c;
-                    const float qd = d < hd ? qs[r * ldq + d] : 0.0f, gd = d < hd ? gs[r * ldq + d] : 0.0f;
-#pragma unroll
-                    for (int k = 0; k < ATT_RPW; k++) {
-                        dv[k][c] = fmaf(pw[k * ATT_T + r], gd, dv[k][c]);
-                        dk[k][c] = fmaf(dsw[k * ATT_T + r], qd, dk[k][c]);
-                    }
-                }
-            }
+            /* lane = head dims: dV[k] += sum_r P[r][k] dO[r], dK[k] += sum_r dS[r][k] Q[r] */
+            att_acc_rows<NC>(dv, pw, gs, ldq, (int)(i1 - i0), hd);
+            att_acc_rows<NC>(dk, dsw, qs, ldq, (int)(i1 - i0), hd);
         }
     }
-#pragma unroll
-    for (int k = 0; k < ATT_RPW; k++) {
-        const int64_t j = j0 + warp * ATT_RPW + k;
-        if (j >= a.n_k) continue;
-#pragma unroll
-        for (int c = 0; c < NC; c++) {
-            const int d = lane + 32 * c;
-            if (d >= hd) continue;
-            const int64_t e = (j * G + g) * hd + d; /* this block owns these elements: a plain += */
-            a.dk[e] = __fadd_rn(a.dk[e], __fmul_rn(a.scale, dk[k][c]));
-            a.dv[e] = __fadd_rn(a.dv[e], dv[k][c]);
-        }
-    }
+    const int64_t jw = j0 + warp * ATT_RPW; /* this warp's keys */
+    att_add_rows<NC>(a.dk, dk, jw, a.n_k, G, g, hd, a.scale);
+    att_add_rows<NC>(a.dv, dv, jw, a.n_k, G, g, hd, 1.0f);
 }
 
 static size_t dq_smem(int hd) {
@@ -184,30 +163,10 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq(lcx_attn_args 
             att_p_ds(j0 + lane < kend[r], a.scale, s[r], dp[r], L[r], Dx[r], &p, &dsw[r * ATT_T + lane]);
         }
         __syncwarp();
-        /* lane = head dims lane + 32 c: dQ[r] += sum_j dS[r][j] K[j] */
-        const int jn = kend_tile - j0 < ATT_T ? (int)(kend_tile - j0) : ATT_T;
-        for (int j = 0; j < jn; j++) {
-#pragma unroll
-            for (int c = 0; c < NC; c++) {
-                const int d = lane + 32 * c;
-                const float kd = d < hd ? ks[j * ldk + d] : 0.0f;
-#pragma unroll
-                for (int r = 0; r < ATT_RPW; r++) acc[r][c] = fmaf(dsw[r * ATT_T + j], kd, acc[r][c]);
-            }
-        }
+        /* lane = head dims: dQ[r] += sum_j dS[r][j] K[j] */
+        att_acc_rows<NC>(acc, dsw, ks, ldk, kend_tile - j0 < ATT_T ? (int)(kend_tile - j0) : ATT_T, hd);
     }
-#pragma unroll
-    for (int r = 0; r < ATT_RPW; r++) {
-        const int64_t i = i0 + warp * ATT_RPW + r;
-        if (i >= a.n_q) continue;
-#pragma unroll
-        for (int c = 0; c < NC; c++) {
-            const int d = lane + 32 * c;
-            if (d >= hd) continue;
-            const int64_t e = (i * H + h) * hd + d; /* this block owns these elements: a plain += */
-            a.dq[e] = __fadd_rn(a.dq[e], __fmul_rn(a.scale, acc[r][c]));
-        }
-    }
+    att_add_rows<NC>(a.dq, acc, i0 + warp * ATT_RPW, a.n_q, H, h, hd, a.scale);
 }
 
 template <int NC>

@@ -11,7 +11,7 @@
  * its state (the CPU's rule); a row that saw no key at all gets O = 0 and LSE = -inf.
  *
  * Shared memory: Q [32][hd], K [32][hd|1], V [32][hd], P [4 warps][8][32] floats = 4 (32 (3 hd + 1) + 1024)
- * bytes: 27 KiB at head_dim 64, 52 KiB at 128, 100 KiB at 256 (over 48 KiB: opted in, fine on sm_80/sm_90).
+ * bytes: 28 KiB at head_dim 64, 52 KiB at 128, 100 KiB at 256 (over 48 KiB: opted in, fine on sm_80/sm_90).
  * Differs from the CPU in the order of the sums inside a dot product and a row, and in CUDA's expf/logf. */
 #include "kernels/cuda/cuda_attention_tile.h"
 
@@ -74,16 +74,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_fwd(lcx_attn_args a, 
             pw[r * ATT_T + lane] = p;
         }
         __syncwarp();
-        const int jn = kend_tile - j0 < ATT_T ? (int)(kend_tile - j0) : ATT_T;
-        for (int j = 0; j < jn; j++) {
-#pragma unroll
-            for (int c = 0; c < NC; c++) {
-                const int d = lane + 32 * c;
-                const float vd = d < hd ? vs[j * hd + d] : 0.0f;
-#pragma unroll
-                for (int r = 0; r < ATT_RPW; r++) o[r][c] = fmaf(pw[r * ATT_T + j], vd, o[r][c]);
-            }
-        }
+        att_acc_rows<NC>(o, pw, vs, hd, kend_tile - j0 < ATT_T ? (int)(kend_tile - j0) : ATT_T, hd); /* O += P V */
     }
 #pragma unroll
     for (int r = 0; r < ATT_RPW; r++) {

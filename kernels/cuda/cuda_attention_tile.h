@@ -55,6 +55,43 @@ static __device__ __forceinline__ float att_warp_sum(float v) {
     return v;
 }
 
+/* acc[r][c] += sum over j < jn of w[r][j] m[j][lane + 32 c] for the warp's 8 rows r: w is the warp's
+ * [8][32] tile of probabilities or dS in shared memory, m a shared tile with row stride ld. The forward's P V,
+ * dQ's dS K, and (w indexed [key][row], summing over rows) dK's dS^T Q and dV's P^T dO. */
+template <int NC>
+static __device__ __forceinline__ void att_acc_rows(float (&acc)[ATT_RPW][NC], const float *w, const float *m, int ld,
+                                                    int jn, int hd) {
+    const int lane = threadIdx.x % 32;
+    for (int j = 0; j < jn; j++) {
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const int d = lane + 32 * c;
+            const float md = d < hd ? m[j * ld + d] : 0.0f;
+#pragma unroll
+            for (int r = 0; r < ATT_RPW; r++) acc[r][c] = fmaf(w[r * ATT_T + j], md, acc[r][c]);
+        }
+    }
+}
+
+/* dst[row0 + r, head, lane + 32 c] += scale acc[r][c] for the warp's rows below n (dst f32 [n][nh][hd], owned by
+ * this block: a plain +=). */
+template <int NC>
+static __device__ __forceinline__ void att_add_rows(float *dst, const float (&acc)[ATT_RPW][NC], int64_t row0,
+                                                    int64_t n, int64_t nh, int64_t head, int hd, float scale) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++) {
+        if (row0 + r >= n) continue;
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const int d = lane + 32 * c;
+            if (d >= hd) continue;
+            const int64_t e = ((row0 + r) * nh + head) * hd + d;
+            dst[e] = __fadd_rn(dst[e], __fmul_rn(scale, acc[r][c]));
+        }
+    }
+}
+
 /* Opt a kernel into more than 48 KiB of dynamic shared memory when it needs it (sm_80: up to 163 KiB,
  * sm_90: 227 KiB), then launch it on grid x ATT_THREADS. */
 template <typename K, typename... Args>
