@@ -29,4 +29,4 @@ libs=$(sed -e 's#\.\./liblcx\.a##' -e 's/"//g' "$build/tests/CMakeFiles/test_exe
 # shellcheck disable=SC2086 # the link line is a list of words
 g++ -std=c++20 -O1 -g -fsanitize=address -w -I"$work/inc" -I"$work" -I"$root" \
     "$root/tests/cuda_emu/attention_emu.cpp" -o "$work/attention_emu" "$build/liblcx.a" $libs
-"$work/attention_emu" "${2:-}"
+"$work/attention_emu" ${2:+"$2"}
