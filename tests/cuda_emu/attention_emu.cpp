@@ -88,7 +88,8 @@ static void run(const shape &c, lcx_dtype dt) {
     if (lcx_exec_reserve(x, lcx_exec_workspace(x, LCX_OP_ATTENTION_FWD, &a)) || cpu->attention_fwd(x, &a)) abort();
     lcx_attn_args e = a;
     e.dt = dt;
-    std::vector<uint8_t> qs = stored(q, dt), ks = stored(k, dt), vs = stored(v, dt), os(nqe * lcx_act_size(dt) + 4, 0xff);
+    std::vector<uint8_t> qs = stored(q, dt), ks = stored(k, dt), vs = stored(v, dt);
+    std::vector<uint8_t> os(nqe * lcx_act_size(dt) + 4, 0xff); /* NaN bytes: every element must be written */
     std::vector<float> lse(nl + 1, NAN), o(nqe);
     e.q = qs.data(), e.k = ks.data(), e.v = vs.data(), e.o = os.data(), e.lse = lse.data();
     if (lcx_cuda_attention_fwd_launch(NULL, &e) != cudaSuccess) abort();

@@ -81,7 +81,8 @@ template <class K> cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int v)
 /* kernel<<<grid, block, smem, stream>>>(args...), rewritten by run.sh into this call. */
 template <class K, class... A> void emu_launch(K kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t, A... args) {
     if (smem > emu_smem_limit) {
-        fprintf(stderr, "emu_launch: %zu bytes of shared memory without the opt-in (limit %zu)\n", smem, emu_smem_limit);
+        fprintf(stderr, "emu_launch: %zu bytes of shared memory without the opt-in (limit %zu)\n", smem,
+                emu_smem_limit);
         abort();
     }
     emu_max_smem = smem > emu_max_smem ? smem : emu_max_smem;
