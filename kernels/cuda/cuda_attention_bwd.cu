@@ -82,16 +82,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv(lcx_attn_args
             __syncthreads();
             /* lane = query row i0 + lane, against this warp's 8 keys */
             float s[ATT_RPW], dp[ATT_RPW];
-#pragma unroll
-            for (int k = 0; k < ATT_RPW; k++) s[k] = dp[k] = 0.0f;
-            for (int d = 0; d < hd; d++) {
-                const float qd = qs[lane * ldq + d], gd = gs[lane * ldq + d];
-#pragma unroll
-                for (int k = 0; k < ATT_RPW; k++) {
-                    s[k] = fmaf(qd, ks[(warp * ATT_RPW + k) * hd + d], s[k]);
-                    dp[k] = fmaf(gd, vs[(warp * ATT_RPW + k) * hd + d], dp[k]);
-                }
-            }
+            att_dots<true>(s, dp, qs, gs, ldq, ks, vs, hd, hd);
             const int64_t i = i0 + lane, kend = i < a.n_q ? att_key_end(a, i) : 0;
 #pragma unroll
             for (int k = 0; k < ATT_RPW; k++) {
@@ -147,16 +138,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq(lcx_attn_args 
         __syncthreads();
         /* lane = key j0 + lane, against this warp's 8 query rows */
         float s[ATT_RPW], dp[ATT_RPW];
-#pragma unroll
-        for (int r = 0; r < ATT_RPW; r++) s[r] = dp[r] = 0.0f;
-        for (int d = 0; d < hd; d++) {
-            const float kd = ks[lane * ldk + d], vd = vs[lane * ldk + d];
-#pragma unroll
-            for (int r = 0; r < ATT_RPW; r++) {
-                s[r] = fmaf(qs[(warp * ATT_RPW + r) * hd + d], kd, s[r]);
-                dp[r] = fmaf(gs[(warp * ATT_RPW + r) * hd + d], vd, dp[r]);
-            }
-        }
+        att_dots<true>(s, dp, ks, vs, ldk, qs, gs, hd, hd);
 #pragma unroll
         for (int r = 0; r < ATT_RPW; r++) {
             float p;

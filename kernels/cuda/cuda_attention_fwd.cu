@@ -45,14 +45,8 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_fwd(lcx_attn_args a, 
         att_load_tile(ks, ldk, a.k, bf, j0, a.n_k, G, g, hd);
         att_load_tile(vs, hd, a.v, bf, j0, a.n_k, G, g, hd);
         __syncthreads();
-        float s[ATT_RPW];
-#pragma unroll
-        for (int r = 0; r < ATT_RPW; r++) s[r] = 0.0f;
-        for (int d = 0; d < hd; d++) {
-            const float kd = ks[lane * ldk + d];
-#pragma unroll
-            for (int r = 0; r < ATT_RPW; r++) s[r] = fmaf(qs[(warp * ATT_RPW + r) * hd + d], kd, s[r]);
-        }
+        float s[ATT_RPW], unused[ATT_RPW];
+        att_dots<false>(s, unused, ks, nullptr, ldk, qs, nullptr, hd, hd); /* lane = key, against the warp's rows */
 #pragma unroll
         for (int r = 0; r < ATT_RPW; r++) {
             const int64_t i = i0 + warp * ATT_RPW + r;

@@ -55,6 +55,26 @@ static __device__ __forceinline__ float att_warp_sum(float v) {
     return v;
 }
 
+/* The dot products over head_dim of the score side, in fmaf order: s[r] = x[lane] . y[w + r] for the warp's 8 rows
+ * w + r of y (broadcast reads, row stride ldy) against the lane's row of x (row stride ldx, odd: no bank
+ * conflicts); with TWO also t[r] = x2[lane] . y2[w + r] in the same pass (the backward's dO . v). */
+template <bool TWO>
+static __device__ __forceinline__ void att_dots(float (&s)[ATT_RPW], float (&t)[ATT_RPW], const float *x,
+                                                const float *x2, int ldx, const float *y, const float *y2, int ldy,
+                                                int hd) {
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32 * ATT_RPW;
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++) s[r] = t[r] = 0.0f;
+    for (int d = 0; d < hd; d++) {
+        const float xd = x[lane * ldx + d], x2d = TWO ? x2[lane * ldx + d] : 0.0f;
+#pragma unroll
+        for (int r = 0; r < ATT_RPW; r++) {
+            s[r] = fmaf(xd, y[(w + r) * ldy + d], s[r]);
+            if (TWO) t[r] = fmaf(x2d, y2[(w + r) * ldy + d], t[r]);
+        }
+    }
+}
+
 /* acc[r][c] += sum over j < jn of w[r][j] m[j][lane + 32 c] for the warp's 8 rows r: w is the warp's
  * [8][32] tile of probabilities or dS in shared memory, m a shared tile with row stride ld. The forward's P V,
  * dQ's dS K, and (w indexed [key][row], summing over rows) dK's dS^T Q and dV's P^T dO. */
