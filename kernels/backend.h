@@ -360,9 +360,9 @@ const lcx_backend *lcx_backend_get(const char *name);
 /* The CPU backend (always available). */
 const lcx_backend *lcx_backend_cpu(void);
 
-/* The CUDA table while it is incomplete (kernels/cuda, docs/cuda.md: matmul and attention_fwd/bwd still report
- * LCX_ERR_UNSUPPORTED), for its op tests only: it is not registered, so lcx_backend_get("cuda") fails and the
- * model cannot pick it. NULL in builds without CUDA. */
+/* The CUDA table before its first GPU run (kernels/cuda, docs/cuda.md: every op written, none run on a GPU yet),
+ * for its op tests only: it is not registered, so lcx_backend_get("cuda") fails and the model cannot pick it.
+ * NULL in builds without CUDA. */
 const lcx_backend *lcx_backend_cuda_partial(void);
 
 /* Every compiled backend, the CPU first; *n gets the count. (Whether each can run here: ->available().) */

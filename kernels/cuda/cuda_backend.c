@@ -3,10 +3,9 @@
  * CUDA's own limits (grid sizes) and its launcher (cuda_ops.h) queues the kernels. Errors are one line with
  * cudaGetErrorString; nothing here prints.
  *
- * Status: compiled in CI, not yet run on a GPU (docs/cuda.md). matmul is cuda_matmul.c (cuBLASLt);
- * attention_fwd/bwd are the next step and report LCX_ERR_UNSUPPORTED, so the table is not registered in
- * kernels/backend.c yet (lcx_backend_get("cuda") fails and the model cannot pick it); lcx_backend_cuda_partial()
- * hands it to the op tests. */
+ * Status: compiled in CI, not yet run on a GPU (docs/cuda.md): matmul is cuda_matmul.c (cuBLASLt), attention
+ * cuda_attention_fwd.cu / cuda_attention_bwd.cu (flash-style, scalar float32; checked on the CPU under the
+ * emulator of tests/cuda_emu). Every op exists, so kernels/backend.c lists the table. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -170,19 +169,30 @@ static size_t cu_workspace(const lcx_exec *x, lcx_op op, const void *args) {
     case LCX_OP_SQNORM: return sqnorm_ws(args);
     case LCX_OP_CROSS_ENTROPY: return xent_ws(args);
     case LCX_OP_MATMUL: return lcx_cuda_matmul_ws(args);
-    default: return 0; /* the other ops need no scratch (attention: not yet implemented) */
+    case LCX_OP_ATTENTION_BWD: return lcx_cuda_attention_bwd_ws(args);
+    default: return 0; /* the other ops need no scratch */
     }
 }
 
-/* ---- not yet implemented (the next step of issue 14) ----------------------------------------------------------- */
+/* ---- attention (cuda_attention_fwd.cu, cuda_attention_bwd.cu) -------------------------------------------------- */
+
+/* The kernels' own limits (the shared checks ran before): a lane's head dims in registers, the heads in the
+ * grid's y dimension. */
+static lcx_status attn_limits(const char *op, const lcx_attn_args *a) {
+    LCX_FAIL_IF(a->head_dim > LCX_CUDA_ATTN_MAX_HEAD_DIM || a->n_heads > 65535, LCX_ERR_UNSUPPORTED,
+                "%s: head_dim %lld, %lld heads (at most %d and 65535 on CUDA)", op, (long long)a->head_dim,
+                (long long)a->n_heads, LCX_CUDA_ATTN_MAX_HEAD_DIM);
+    return LCX_OK;
+}
 
 static lcx_status cu_attention_fwd(lcx_exec *x, const lcx_attn_args *a) {
-    (void)x, (void)a;
-    return lcx_fail(LCX_ERR_UNSUPPORTED, "attention_fwd: not implemented on the CUDA backend yet (issue 14)");
+    LCX_TRY(attn_limits("attention_fwd", a));
+    return launched(lcx_cuda_attention_fwd_launch(stream_of(x), a), "attention_fwd");
 }
+
 static lcx_status cu_attention_bwd(lcx_exec *x, const lcx_attn_args *a) {
-    (void)x, (void)a;
-    return lcx_fail(LCX_ERR_UNSUPPORTED, "attention_bwd: not implemented on the CUDA backend yet (issue 14)");
+    LCX_TRY(attn_limits("attention_bwd", a));
+    return launched(lcx_cuda_attention_bwd_launch(stream_of(x), a, x->scratch), "attention_bwd");
 }
 
 static lcx_status cu_matmul(lcx_exec *x, const lcx_matmul_args *a) { return lcx_cuda_matmul(x, a); }

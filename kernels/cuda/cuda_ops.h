@@ -29,6 +29,17 @@ static inline size_t lcx_cuda_ws_part(int64_t count, size_t elem) {
 /* sqnorm: one partial sum (double) per block of LCX_CUDA_NORM_BLOCK elements, in the arena. */
 enum { LCX_CUDA_NORM_BLOCK = 8192 };
 
+/* Attention: the kernels keep a lane's head dims lane + 32 c (c < 8) in registers; larger heads are refused. */
+enum { LCX_CUDA_ATTN_MAX_HEAD_DIM = 256 };
+
+/* attention_bwd: D = rowsum(dO * O), one float per (query row, head), when the call has work (queries, keys and
+ * a mask that shows some key). */
+static inline size_t lcx_cuda_attention_bwd_ws(const lcx_attn_args *a) {
+    if (a->n_q <= 0 || a->n_k <= 0 || a->n_heads <= 0 || a->head_dim <= 0 || a->mask == LCX_MASK_NONE) return 0;
+    if (a->n_q > INT64_MAX / a->n_heads) return SIZE_MAX;
+    return lcx_cuda_ws_part(a->n_q * a->n_heads, sizeof(float));
+}
+
 /* AdamW's per-step constants, formed on the host in double exactly as kernels/cpu/cpu_adamw.c forms them. */
 typedef struct lcx_cuda_adamw_consts {
     float gs, decay, w1, b2, w2, neg_step, bc2_sqrt, eps;
@@ -57,8 +68,11 @@ cudaError_t lcx_cuda_cross_entropy_launch(cudaStream_t s, const lcx_xent_args *a
 cudaError_t lcx_cuda_adamw_launch(cudaStream_t s, const lcx_adamw_args *a, const lcx_cuda_adamw_consts *k);
 /* cuda_gemm_tiled.cu: the matmul path for what cuBLASLt cannot run (cuda_matmul.c); g has its defaults resolved */
 cudaError_t lcx_cuda_gemm_tiled_launch(cudaStream_t s, const lcx_matmul_args *g);
-/* cuda_attention.cu (the merge; the forward and backward kernels are the next step) */
+/* cuda_attention.cu (the merge), cuda_attention_fwd.cu, cuda_attention_bwd.cu (D in `scratch`:
+ * lcx_cuda_attention_bwd_ws bytes); head_dim <= LCX_CUDA_ATTN_MAX_HEAD_DIM, n_heads <= 65535 */
 cudaError_t lcx_cuda_attention_merge_launch(cudaStream_t s, const lcx_attn_merge_args *a);
+cudaError_t lcx_cuda_attention_fwd_launch(cudaStream_t s, const lcx_attn_args *a);
+cudaError_t lcx_cuda_attention_bwd_launch(cudaStream_t s, const lcx_attn_args *a, void *scratch);
 
 #ifdef __cplusplus
 }

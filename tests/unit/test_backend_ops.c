@@ -16,7 +16,7 @@
  *    be byte-for-byte unchanged (an op writes its outputs and nothing else; a read of padding gives NaN).
  *  - Overwritten outputs start as NaN, so a result that depends on their old contents fails the comparison.
  *  - An op that declares a workspace must refuse an arena one byte short with LCX_ERR_INVALID (and touch nothing).
- * - A backend under test that reports LCX_ERR_UNSUPPORTED for an op (the CUDA table while matmul and attention are
+ * - A backend under test that reports LCX_ERR_UNSUPPORTED for an op (the CUDA table while matmul is
  *   not written yet) gets that case counted as skipped, with its message; on the CPU it is a failure.
  * Usage: test_backend_ops [backend [name-filter]]: the filter keeps the cases whose name contains it. "cuda" is
  * the registered CUDA table or, while it is incomplete and so not registered, lcx_backend_cuda_partial().

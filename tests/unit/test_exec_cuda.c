@@ -1,14 +1,15 @@
 /* The CUDA backend's parts that test_backend_ops_cuda does not reach (label cuda, exit 77 without a device):
  *  - contexts, memory and events: alloc(0) gives a freeable pointer; h2d, zero, d2d, d2h round trips; an event
  *    recorded on one queue orders a copy on another (event_wait), event_sync;
- *  - the stubs of the next step (attention_fwd/bwd) fail with LCX_ERR_UNSUPPORTED and one line naming them;
+ *  - attention refuses the shapes its kernels do not cover (head_dim > 256) with LCX_ERR_UNSUPPORTED and one line;
  *  - matmul's paths against the CPU: bf16 operands at an odd element offset (2-byte aligned: cuBLASLt's heuristic
  *    is asked with that alignment, or the tiled kernel runs), the same shape aligned twice (a cached plan: the
  *    same bits), beta 0 over a NaN-filled C, a C shared by a batch of 3 (the tiled kernel, one entry after the
  *    other), and an arena one byte short of the declared cuBLASLt workspace;
  *  - the vocab-parallel cross-entropy (STATS per shard, stats gathered in rank order, FINISH per shard) against
  *    the CPU backend on the same inputs: stats, loss, count and dlogits;
- *  - determinism: sqnorm and the whole-row cross-entropy give the same bits on a second run.
+ *  - determinism: sqnorm, the whole-row cross-entropy and attention forward and backward (causal GQA, several
+ *    tiles, f32 and bf16) give the same bits on a second run.
  * Written without a GPU at hand (docs/cuda.md): the first GPU session runs it. */
 #include <math.h>
 #include <stdint.h>
@@ -90,11 +91,11 @@ static void test_memory_and_events(void) {
     BE->free(c);
 }
 
-/* Valid (empty) arguments pass the shared checks and reach the stubs. */
-static void test_stubs(void) {
-    lcx_attn_args at = {.dt = LCX_F32, .n_heads = 1, .n_kv_heads = 1, .head_dim = 8, .scale = 1.0f};
-    CHECK_FAILS(BE->attention_fwd(X, &at), LCX_ERR_UNSUPPORTED, "attention_fwd: not implemented");
-    CHECK_FAILS(BE->attention_bwd(X, &at), LCX_ERR_UNSUPPORTED, "attention_bwd: not implemented");
+/* Valid (empty) arguments pass the shared checks and reach the kernels' own limits. */
+static void test_limits(void) {
+    lcx_attn_args at = {.n_q = 0, .n_k = 0, .n_heads = 1, .n_kv_heads = 1, .head_dim = 257, .scale = 1};
+    CHECK_FAILS(BE->attention_fwd(X, &at), LCX_ERR_UNSUPPORTED, "attention_fwd: head_dim 257");
+    CHECK_FAILS(BE->attention_bwd(X, &at), LCX_ERR_UNSUPPORTED, "attention_bwd: head_dim 257");
 }
 
 /* ---- matmul ---------------------------------------------------------------------------------------------------- */
@@ -317,6 +318,58 @@ static void test_determinism(void) {
     free(h);
 }
 
+static lcx_status attn_fwd_fn(lcx_exec *x, const void *a) { return BE->attention_fwd(x, a); }
+static lcx_status attn_bwd_fn(lcx_exec *x, const void *a) { return BE->attention_bwd(x, a); }
+
+/* Attention forward and backward twice on the same inputs: the same bits (the backward sums dK/dV over the
+ * group's heads and dQ over the key tiles in a fixed order, without atomics). Causal with a key block that
+ * starts before the queries (a ring step), 4 query heads per kv head, lengths that are not tile multiples. */
+static void test_attention_determinism(lcx_dtype dt) {
+    const int64_t nq = 161, nk = 203, H = 8, G = 2, hd = 128, es = (int64_t)lcx_act_size(dt);
+    const int64_t nqe = nq * H * hd, nke = nk * G * hd;
+    float *hq = malloc(sizeof(float) * (size_t)nqe), *hk = malloc(sizeof(float) * (size_t)nke);
+    float *hv = malloc(sizeof(float) * (size_t)nke), *hg = malloc(sizeof(float) * (size_t)nqe);
+    for (int64_t i = 0; i < nqe; i++) hq[i] = (float)uni(-2, 2), hg[i] = (float)uni(-1, 1);
+    for (int64_t i = 0; i < nke; i++) hk[i] = (float)uni(-2, 2), hv[i] = (float)uni(-1, 1);
+    void *act[4] = {hq, hk, hv, hg}; /* bf16: the same values rounded, in place, then packed */
+    const int64_t cnt[4] = {nqe, nke, nke, nqe};
+    if (dt == LCX_BF16)
+        for (int t = 0; t < 4; t++)
+            for (int64_t i = 0; i < cnt[t]; i++) ((uint16_t *)act[t])[i] = lcx_f32_to_bf16(((float *)act[t])[i]);
+    void *q = up(hq, (size_t)(nqe * es)), *k = up(hk, (size_t)(nke * es)), *v = up(hv, (size_t)(nke * es));
+    void *g = up(hg, (size_t)(nqe * es)), *o = up(NULL, (size_t)(nqe * es));
+    float *lse = up(NULL, sizeof(float) * (size_t)(nq * H));
+    float *dq = up(NULL, sizeof(float) * (size_t)nqe), *dk = up(NULL, sizeof(float) * (size_t)nke);
+    float *dv = up(NULL, sizeof(float) * (size_t)nke);
+    const size_t ob = (size_t)(nqe * es) + sizeof(float) * (size_t)(nq * H);
+    const size_t gb = sizeof(float) * (size_t)(nqe + 2 * nke);
+    char *run_o[2] = {malloc(ob), malloc(ob)}, *run_g[2] = {malloc(gb), malloc(gb)};
+    lcx_attn_args a = {.dt = dt, .n_q = nq, .n_k = nk, .n_heads = H, .n_kv_heads = G, .head_dim = hd,
+                       .q_offset = 300, .k_offset = 250, .mask = LCX_MASK_CAUSAL, .scale = 0.0883883f,
+                       .q = q, .k = k, .v = v, .o = o, .lse = lse, .dout = g, .dq = dq, .dk = dk, .dv = dv};
+    for (int r = 0; r < 2 && q && k && v && g && o && lse && dq && dk && dv; r++) {
+        CHECK_OK(run_op(LCX_OP_ATTENTION_FWD, &a, attn_fwd_fn));
+        down(run_o[r], o, (size_t)(nqe * es));
+        down(run_o[r] + nqe * es, lse, sizeof(float) * (size_t)(nq * H));
+        CHECK_OK(BE->zero(X, dq, sizeof(float) * (size_t)nqe));
+        CHECK_OK(BE->zero(X, dk, sizeof(float) * (size_t)nke));
+        CHECK_OK(BE->zero(X, dv, sizeof(float) * (size_t)nke));
+        CHECK_OK(run_op(LCX_OP_ATTENTION_BWD, &a, attn_bwd_fn));
+        down(run_g[r], dq, sizeof(float) * (size_t)nqe);
+        down(run_g[r] + sizeof(float) * (size_t)nqe, dk, sizeof(float) * (size_t)nke);
+        down(run_g[r] + sizeof(float) * (size_t)(nqe + nke), dv, sizeof(float) * (size_t)nke);
+    }
+    CHECK_MSG(memcmp(run_o[0], run_o[1], ob) == 0, "attention_fwd %s: two runs differ", lcx_dtype_name(dt));
+    CHECK_MSG(memcmp(run_g[0], run_g[1], gb) == 0, "attention_bwd %s: two runs differ", lcx_dtype_name(dt));
+    double dk_abs = 0; /* the gradient is there at all (every kv row is seen by some query) */
+    for (int64_t i = 0; i < nke; i++) dk_abs += fabs(((float *)(run_g[0] + sizeof(float) * (size_t)nqe))[i]);
+    CHECK_MSG(dk_abs > 0, "attention_bwd %s: dK is zero", lcx_dtype_name(dt));
+    BE->free(q); BE->free(k); BE->free(v); BE->free(g); BE->free(o); BE->free(lse);
+    BE->free(dq); BE->free(dk); BE->free(dv);
+    free(hq); free(hk); free(hv); free(hg);
+    for (int r = 0; r < 2; r++) free(run_o[r]), free(run_g[r]);
+}
+
 int main(void) {
     BE = lcx_backend_get("cuda");
     if (!BE) BE = lcx_backend_cuda_partial(); /* compiled, not registered until its table is complete */
@@ -327,10 +380,12 @@ int main(void) {
     CHECK_OK(lcx_exec_create(BE, &X));
     if (!X) return test_summary("test_exec_cuda");
     test_memory_and_events();
-    test_stubs();
+    test_limits();
     test_matmul();
     for (int tp = 1; tp <= 4; tp++) test_vocab_parallel(tp);
     test_determinism();
+    test_attention_determinism(LCX_F32);
+    test_attention_determinism(LCX_BF16);
     lcx_exec_free(X);
     return test_summary("test_exec_cuda");
 }

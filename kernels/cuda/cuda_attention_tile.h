@@ -1,0 +1,141 @@
+/* cuda_attention_tile: what the flash attention kernels share (cuda_attention_fwd.cu, cuda_attention_bwd.cu):
+ * the tile shape, the mask geometry of kernels/cpu/cpu_attention_common.h, tile loads into shared memory and
+ * warp reductions. Included by .cu files only.
+ *
+ * Tile shape (every kernel): ATT_T = 32 query rows and 32 keys per tile, 4 warps of 32 lanes. A warp owns
+ * ATT_RPW = 8 rows of the tile (the forward and dQ: query rows; dK/dV: keys); in the score products a lane owns
+ * one key (forward, dQ) or one query row (dK/dV), in the accumulations it owns the head dims lane + 32 c,
+ * c < NC = ceil(head_dim / 32) <= 8 (a template parameter, so the accumulators stay in registers). */
+#ifndef LCX_KERNELS_CUDA_ATTENTION_TILE_H
+#define LCX_KERNELS_CUDA_ATTENTION_TILE_H
+
+#include "kernels/cuda/cuda_device.h"
+
+enum { ATT_T = 32, ATT_WARPS = 4, ATT_THREADS = ATT_WARPS * 32, ATT_RPW = ATT_T / ATT_WARPS };
+
+/* Number of visible keys of query row i (a prefix of the key block): att_key_end of the CPU. */
+static __device__ __forceinline__ int64_t att_key_end(const lcx_attn_args &a, int64_t i) {
+    if (a.mask == LCX_MASK_NONE) return 0;
+    if (a.mask == LCX_MASK_FULL) return a.n_k;
+    const int64_t e = a.q_offset + i - a.k_offset + 1; /* keys at positions <= the query's position */
+    return e < 0 ? 0 : e > a.n_k ? a.n_k : e;
+}
+
+/* First query row that sees key j (n_q if none): att_row_begin of the CPU. */
+static __device__ __forceinline__ int64_t att_row_begin(const lcx_attn_args &a, int64_t j) {
+    if (a.mask == LCX_MASK_NONE) return a.n_q;
+    if (a.mask == LCX_MASK_FULL) return 0;
+    const int64_t b = a.k_offset + j - a.q_offset;
+    return b < 0 ? 0 : b > a.n_q ? a.n_q : b;
+}
+
+/* Row stride in shared memory of a tile read with one row per lane: odd, so that the 32 lanes' rows fall in 32
+ * different banks. */
+static __host__ __device__ __forceinline__ int att_ld_odd(int hd) { return hd | 1; }
+
+/* Rows r0 .. r0 + ATT_T - 1 of head `head` of an act tensor [n][nh][hd] into sh[ATT_T][ld] as float32; rows
+ * at or past n become 0. Called by the whole block (coalesced along the head dims). */
+static __device__ __forceinline__ void att_load_tile(float *sh, int ld, const void *src, int bf, int64_t r0,
+                                                     int64_t n, int64_t nh, int64_t head, int hd) {
+    for (int e = threadIdx.x; e < ATT_T * hd; e += ATT_THREADS) {
+        const int r = e / hd, d = e - r * hd;
+        const int64_t row = r0 + r;
+        sh[r * ld + d] = row < n ? lcx_dev_load(src, (row * nh + head) * hd + d, bf) : 0.0f;
+    }
+}
+
+/* Max / sum over the 32 lanes of a warp as a butterfly: every lane ends with the same bits (each step adds the
+ * same two values on both partners, and float addition commutes). */
+static __device__ __forceinline__ float att_warp_max(float v) {
+    for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+static __device__ __forceinline__ float att_warp_sum(float v) {
+    for (int off = 16; off > 0; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+/* The dot products over head_dim of the score side, in fmaf order: s[r] = x[lane] . y[w + r] for the warp's 8 rows
+ * w + r of y (broadcast reads, row stride ldy) against the lane's row of x (row stride ldx, odd: no bank
+ * conflicts); with TWO also t[r] = x2[lane] . y2[w + r] in the same pass (the backward's dO . v). */
+template <bool TWO>
+static __device__ __forceinline__ void att_dots(float (&s)[ATT_RPW], float (&t)[ATT_RPW], const float *x,
+                                                const float *x2, int ldx, const float *y, const float *y2, int ldy,
+                                                int hd) {
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32 * ATT_RPW;
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++) s[r] = t[r] = 0.0f;
+    for (int d = 0; d < hd; d++) {
+        const float xd = x[lane * ldx + d], x2d = TWO ? x2[lane * ldx + d] : 0.0f;
+#pragma unroll
+        for (int r = 0; r < ATT_RPW; r++) {
+            s[r] = fmaf(xd, y[(w + r) * ldy + d], s[r]);
+            if (TWO) t[r] = fmaf(x2d, y2[(w + r) * ldy + d], t[r]);
+        }
+    }
+}
+
+/* acc[r][c] += sum over j < jn of w[r][j] m[j][lane + 32 c] for the warp's 8 rows r: w is the warp's
+ * [8][32] tile of probabilities or dS in shared memory, m a shared tile with row stride ld. The forward's P V,
+ * dQ's dS K, and (w indexed [key][row], summing over rows) dK's dS^T Q and dV's P^T dO. */
+template <int NC>
+static __device__ __forceinline__ void att_acc_rows(float (&acc)[ATT_RPW][NC], const float *w, const float *m, int ld,
+                                                    int jn, int hd) {
+    const int lane = threadIdx.x % 32;
+    for (int j = 0; j < jn; j++) {
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const int d = lane + 32 * c;
+            const float md = d < hd ? m[j * ld + d] : 0.0f;
+#pragma unroll
+            for (int r = 0; r < ATT_RPW; r++) acc[r][c] = fmaf(w[r * ATT_T + j], md, acc[r][c]);
+        }
+    }
+}
+
+/* dst[row0 + r, head, lane + 32 c] += scale acc[r][c] for the warp's rows below n (dst f32 [n][nh][hd], owned by
+ * this block: a plain +=). */
+template <int NC>
+static __device__ __forceinline__ void att_add_rows(float *dst, const float (&acc)[ATT_RPW][NC], int64_t row0,
+                                                    int64_t n, int64_t nh, int64_t head, int hd, float scale) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++) {
+        if (row0 + r >= n) continue;
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const int d = lane + 32 * c;
+            if (d >= hd) continue;
+            const int64_t e = ((row0 + r) * nh + head) * hd + d;
+            dst[e] = __fadd_rn(dst[e], __fmul_rn(scale, acc[r][c]));
+        }
+    }
+}
+
+/* Opt a kernel into more than 48 KiB of dynamic shared memory when it needs it (sm_80: up to 163 KiB,
+ * sm_90: 227 KiB), then launch it on grid x ATT_THREADS. */
+template <typename K, typename... Args>
+static cudaError_t att_launch(K kernel, dim3 grid, size_t smem, cudaStream_t s, Args... args) {
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    kernel<<<grid, ATT_THREADS, smem, s>>>(args...);
+    return cudaGetLastError();
+}
+
+/* Instantiate fn<NC> for NC = ceil(hd / 32) in 1..8 (the backend refuses head_dim > LCX_CUDA_ATTN_MAX_HEAD_DIM). */
+#define ATT_DISPATCH_NC(hd, fn, ...)                                                                              \
+    switch (((hd) + 31) / 32) {                                                                                  \
+    case 1: return fn<1>(__VA_ARGS__);                                                                           \
+    case 2: return fn<2>(__VA_ARGS__);                                                                           \
+    case 3: return fn<3>(__VA_ARGS__);                                                                           \
+    case 4: return fn<4>(__VA_ARGS__);                                                                           \
+    case 5: return fn<5>(__VA_ARGS__);                                                                           \
+    case 6: return fn<6>(__VA_ARGS__);                                                                           \
+    case 7: return fn<7>(__VA_ARGS__);                                                                           \
+    case 8: return fn<8>(__VA_ARGS__);                                                                           \
+    default: return cudaErrorInvalidValue;                                                                       \
+    }
+
+#endif /* LCX_KERNELS_CUDA_ATTENTION_TILE_H */

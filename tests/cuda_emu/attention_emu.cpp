@@ -1,0 +1,146 @@
+/* attention_emu: the CUDA attention kernels (kernels/cuda/cuda_attention_{fwd,bwd}.cu, rewritten by run.sh for
+ * emu_cuda.h) against the CPU backend on the shapes of the op cases, in f32 and bf16 storage, with the op
+ * tolerances of tests/unit/backend_ops_cases.h (|got - ref| <= atol + rtol |ref|; f32 rtol 64 eps, bf16 outputs
+ * 2 bf16 eps; atol 1e-5 forward, 5e-5 backward). The backward gets the final o/lse of a context [0, ctx) of
+ * which its key block is a slice (ctx 0: the block alone), as a ring step does. Prints each case's worst
+ * error / allowed; exit 1 if any is over 1. Usage: attention_emu [CASE-INDEX]. */
+#include "emu_cuda.h"
+#include "xf_attention_fwd.cu"
+#include "xf_attention_bwd.cu"
+
+#include <random>
+
+static std::mt19937_64 rng(42);
+static int fails = 0;
+
+struct shape {
+    const char *name;
+    int64_t nq, nk, H, G, hd, qo, ko;
+    lcx_attn_mask mask;
+    float scale;
+    int64_t ctx;
+};
+
+static void fill(std::vector<float> &v, double lo, double hi, lcx_dtype dt) {
+    std::uniform_real_distribution<double> u(lo, hi);
+    for (auto &x : v) {
+        x = (float)u(rng);
+        if (dt == LCX_BF16) x = lcx_bf16_to_f32(lcx_f32_to_bf16(x));
+    }
+}
+/* The storage copy of values already representable in dt. */
+static std::vector<uint8_t> stored(const std::vector<float> &v, lcx_dtype dt) {
+    std::vector<uint8_t> b(v.size() * lcx_act_size(dt) + 4);
+    for (size_t i = 0; i < v.size(); i++)
+        if (dt == LCX_F32) memcpy(&b[i * 4], &v[i], 4);
+        else {
+            uint16_t h = lcx_f32_to_bf16(v[i]);
+            memcpy(&b[i * 2], &h, 2);
+        }
+    return b;
+}
+static float widen(const std::vector<uint8_t> &b, size_t i, lcx_dtype dt) {
+    if (dt == LCX_F32) {
+        float f;
+        memcpy(&f, &b[i * 4], 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, &b[i * 2], 2);
+    return lcx_bf16_to_f32(h);
+}
+static void compare(const char *what, const float *got, const float *ref, size_t n, double rtol, double atol) {
+    double worst = 0;
+    size_t wi = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], f = ref[i], err = g == f ? 0 : (std::isnan(g) || std::isnan(f)) ? INFINITY : fabs(g - f);
+        double r = err / (atol + rtol * fabs(f));
+        if (std::isnan(r)) r = INFINITY;
+        if (r > worst) worst = r, wi = i;
+    }
+    printf("  %-4s worst %.3f of allowed", what, worst);
+    if (n) printf(" at %zu (got %.9g, CPU %.9g)", wi, got[wi], ref[wi]);
+    printf("\n");
+    fails += worst > 1;
+}
+
+static void run(const shape &c, lcx_dtype dt) {
+    printf("%s %s\n", c.name, dt == LCX_F32 ? "f32" : "bf16");
+    const lcx_backend *cpu = lcx_backend_cpu();
+    lcx_exec *x = NULL;
+    if (lcx_exec_create(cpu, &x) != LCX_OK) abort();
+    const float scale = c.scale ? c.scale : (float)(1.0 / sqrt((double)c.hd));
+    const int64_t row = c.G * c.hd, n_all = c.ctx ? c.ctx : c.nk, first = c.ctx ? c.ko : 0;
+    const size_t nqe = (size_t)(c.nq * c.H * c.hd), nke = (size_t)(c.nk * row), nl = (size_t)(c.nq * c.H);
+    std::vector<float> q(nqe), kall((size_t)(n_all * row)), vall((size_t)(n_all * row)), g(nqe);
+    std::vector<float> dq0(nqe), dk0(nke), dv0(nke);
+    fill(q, -2, 2, dt), fill(kall, -2, 2, dt), fill(vall, -1, 1, dt), fill(g, -1, 1, dt);
+    fill(dq0, -1, 1, LCX_F32), fill(dk0, -1, 1, LCX_F32), fill(dv0, -1, 1, LCX_F32);
+    std::vector<float> k(kall.begin() + first * row, kall.begin() + first * row + (int64_t)nke);
+    std::vector<float> v(vall.begin() + first * row, vall.begin() + first * row + (int64_t)nke);
+
+    /* forward of this block: the CPU in f32 on the same values, the kernels in dt */
+    lcx_attn_args a = {};
+    a.dt = LCX_F32, a.n_q = c.nq, a.n_k = c.nk, a.n_heads = c.H, a.n_kv_heads = c.G, a.head_dim = c.hd;
+    a.q_offset = c.qo, a.k_offset = c.ko, a.mask = c.mask, a.scale = scale;
+    std::vector<float> o_ref(nqe + 1), lse_ref(nl + 1);
+    a.q = q.data(), a.k = k.data(), a.v = v.data(), a.o = o_ref.data(), a.lse = lse_ref.data();
+    if (lcx_exec_reserve(x, lcx_exec_workspace(x, LCX_OP_ATTENTION_FWD, &a)) || cpu->attention_fwd(x, &a)) abort();
+    lcx_attn_args e = a;
+    e.dt = dt;
+    std::vector<uint8_t> qs = stored(q, dt), ks = stored(k, dt), vs = stored(v, dt);
+    std::vector<uint8_t> os(nqe * lcx_act_size(dt) + 4, 0xff); /* NaN bytes: every element must be written */
+    std::vector<float> lse(nl + 1, NAN), o(nqe);
+    e.q = qs.data(), e.k = ks.data(), e.v = vs.data(), e.o = os.data(), e.lse = lse.data();
+    if (lcx_cuda_attention_fwd_launch(NULL, &e) != cudaSuccess) abort();
+    for (size_t i = 0; i < nqe; i++) o[i] = widen(os, i, dt);
+    compare("o", o.data(), o_ref.data(), nqe, dt == LCX_F32 ? 64 * 0x1p-23 : 2 * 0x1p-8, 1e-5);
+    compare("lse", lse.data(), lse_ref.data(), nl, 64 * 0x1p-23, 1e-5);
+
+    /* backward: o/lse final over the context (every key visible when this block's mask shows none) */
+    lcx_attn_args f = a;
+    f.n_k = n_all, f.k_offset = 0, f.k = kall.data(), f.v = vall.data();
+    f.mask = c.mask == LCX_MASK_NONE ? LCX_MASK_FULL : c.mask;
+    if (lcx_exec_reserve(x, lcx_exec_workspace(x, LCX_OP_ATTENTION_FWD, &f)) || cpu->attention_fwd(x, &f)) abort();
+    for (auto &y : o_ref) y = dt == LCX_BF16 ? lcx_bf16_to_f32(lcx_f32_to_bf16(y)) : y;
+    std::vector<float> dq = dq0, dk = dk0, dv = dv0;
+    a.o = o_ref.data(), a.dout = g.data(), a.dq = dq.data(), a.dk = dk.data(), a.dv = dv.data();
+    if (lcx_exec_reserve(x, lcx_exec_workspace(x, LCX_OP_ATTENTION_BWD, &a)) || cpu->attention_bwd(x, &a)) abort();
+    std::vector<uint8_t> os2 = stored(o_ref, dt), gs = stored(g, dt);
+    std::vector<float> eq = dq0, ek = dk0, ev = dv0;
+    e.o = os2.data(), e.lse = lse_ref.data(), e.dout = gs.data(), e.dq = eq.data(), e.dk = ek.data(), e.dv = ev.data();
+    std::vector<uint8_t> scratch(lcx_cuda_attention_bwd_ws(&e) + 4);
+    if (lcx_cuda_attention_bwd_launch(NULL, &e, scratch.data()) != cudaSuccess) abort();
+    compare("dq", eq.data(), dq.data(), nqe, 64 * 0x1p-23, 5e-5);
+    compare("dk", ek.data(), dk.data(), nke, 64 * 0x1p-23, 5e-5);
+    compare("dv", ev.data(), dv.data(), nke, 64 * 0x1p-23, 5e-5);
+    lcx_exec_free(x);
+}
+
+int main(int argc, char **argv) {
+    const lcx_attn_mask CA = LCX_MASK_CAUSAL, FU = LCX_MASK_FULL, NO = LCX_MASK_NONE;
+    const shape cases[] = {
+        {"causal 127x127 h2/1 d32", 127, 127, 2, 1, 32, 0, 0, CA, 0, 0},
+        {"causal 129x129 h4/2 d64", 129, 129, 4, 2, 64, 0, 0, CA, 0, 0},
+        {"full 33x129 h4/4 d80", 33, 129, 4, 4, 80, 0, 0, FU, 0, 0},
+        {"causal q@192 65x257 h4/1 d32 (cache)", 65, 257, 4, 1, 32, 192, 0, CA, 0, 0},
+        {"causal q@299 1x300 h2/2 d64 (decode)", 1, 300, 2, 2, 64, 299, 0, CA, 0, 0},
+        {"causal q@0 k@100 129x129 of 229 (masked rows)", 129, 129, 2, 1, 32, 0, 100, CA, 0, 229},
+        {"ring q@128 k@0 128x129 of 256", 128, 129, 2, 1, 32, 128, 0, CA, 0, 256},
+        {"ring q@128 k@129 128x127 of 256", 128, 127, 2, 1, 32, 128, 129, CA, 0, 256},
+        {"full 20x70 h8/1 d128 scale 0.3", 20, 70, 8, 1, 128, 0, 0, FU, 0.3f, 0},
+        {"none 17x23", 17, 23, 2, 1, 32, 0, 0, NO, 0, 0},
+        {"n_q = 0", 0, 40, 2, 1, 32, 0, 0, CA, 0, 0},
+        {"n_k = 0 of 40", 40, 0, 2, 1, 32, 0, 0, CA, 0, 40},
+        {"causal 161x161 h8/2 d128 (GQA 4)", 161, 161, 8, 2, 128, 0, 0, CA, 0, 0},
+        {"full 40x45 h3/1 d256", 40, 45, 3, 1, 256, 0, 0, FU, 0, 0},
+        {"causal 65x200 h2/1 d64 (keys no query sees)", 65, 200, 2, 1, 64, 0, 0, CA, 0, 0},
+        {"causal q@20 50x70 h3/3 d33 (odd head_dim)", 50, 70, 3, 3, 33, 20, 0, CA, 0, 0},
+        {"full 10x10 h1/1 d1", 10, 10, 1, 1, 1, 0, 0, FU, 0, 0},
+    };
+    const int n = (int)(sizeof cases / sizeof cases[0]), only = argc > 1 ? atoi(argv[1]) : -1;
+    for (int i = 0; i < n; i++)
+        if (only < 0 || i == only) run(cases[i], LCX_F32), run(cases[i], LCX_BF16);
+    printf("attention_emu: %d over tolerance; largest shared memory of a launch %zu bytes\n", fails, emu_max_smem);
+    return fails != 0;
+}

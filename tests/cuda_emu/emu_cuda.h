@@ -1,0 +1,110 @@
+/* emu_cuda.h: the CUDA subset the attention kernels use, emulated on the CPU for tests/cuda_emu/run.sh (stands in
+ * for <cuda_runtime.h>). One std::thread per CUDA thread, the blocks of a launch one after another: __syncthreads
+ * and __syncwarp are real barriers, warp shuffles go through a per-warp slot array between two barriers (so a
+ * shuffle that not every lane of the warp reaches hangs instead of passing), dynamic shared memory is a fresh
+ * buffer of exactly the launch's size filled with NaN (AddressSanitizer catches a read or write past it, a read
+ * of an unwritten float shows as NaN in the results). A kernel asking for more than sm_80's 163 KiB fails like
+ * cudaFuncSetAttribute would. Float intrinsics are the host's IEEE operations; expf/logf are glibc's. */
+#pragma once
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <barrier>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__
+#define __launch_bounds__(x)
+
+typedef int cudaError_t;
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+typedef void *cudaStream_t;
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct emu_idx {
+    unsigned x, y, z;
+};
+inline thread_local emu_idx threadIdx, blockIdx;
+inline dim3 gridDim, blockDim;
+inline std::unique_ptr<std::barrier<>> emu_block_bar;
+inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_bar;
+inline double emu_shfl[32][32];
+inline float *emu_smem;                  /* the kernels' `extern __shared__ float sm[]` (run.sh rewrites it) */
+inline size_t emu_smem_limit = 48 * 1024; /* raised by cudaFuncSetAttribute for the next launch */
+inline size_t emu_max_smem = 0;
+
+inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
+inline void __syncwarp() { emu_warp_bar[threadIdx.x / 32]->arrive_and_wait(); }
+template <class T> T __shfl_xor_sync(unsigned, T v, int off) {
+    const unsigned w = threadIdx.x / 32, l = threadIdx.x % 32;
+    T *slot = (T *)emu_shfl[w];
+    slot[l] = v;
+    emu_warp_bar[w]->arrive_and_wait();
+    T r = slot[l ^ (unsigned)off];
+    emu_warp_bar[w]->arrive_and_wait();
+    return r;
+}
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline float __uint_as_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+inline uint32_t __float_as_uint(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+template <class K> cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int v) {
+    if (v > 163 * 1024) return cudaErrorInvalidValue;
+    emu_smem_limit = (size_t)v;
+    return cudaSuccess;
+}
+
+/* kernel<<<grid, block, smem, stream>>>(args...), rewritten by run.sh into this call. */
+template <class K, class... A> void emu_launch(K kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t, A... args) {
+    if (smem > emu_smem_limit) {
+        fprintf(stderr, "emu_launch: %zu bytes of shared memory without the opt-in (limit %zu)\n", smem,
+                emu_smem_limit);
+        abort();
+    }
+    emu_max_smem = smem > emu_max_smem ? smem : emu_max_smem;
+    emu_smem_limit = 48 * 1024;
+    gridDim = grid;
+    blockDim = block;
+    for (unsigned by = 0; by < grid.y; by++)
+        for (unsigned bx = 0; bx < grid.x; bx++) {
+            emu_block_bar = std::make_unique<std::barrier<>>(block.x);
+            emu_warp_bar.clear();
+            for (unsigned w = 0; w < block.x / 32; w++) emu_warp_bar.push_back(std::make_unique<std::barrier<>>(32));
+            float *sb = (float *)malloc(smem ? smem : 4);
+            for (size_t i = 0; i < smem / 4; i++) sb[i] = NAN;
+            emu_smem = sb;
+            std::vector<std::thread> th;
+            for (unsigned t = 0; t < block.x; t++)
+                th.emplace_back([=] {
+                    threadIdx = {t, 0, 0};
+                    blockIdx = {bx, by, 0};
+                    kernel(args...);
+                });
+            for (auto &x : th) x.join();
+            free(sb);
+        }
+}
