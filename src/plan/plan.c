@@ -30,18 +30,26 @@ double lcx_mem_layer_recompute(const lcx_mem_model *m) {
     return m->act_bytes * ((double)m->hidden + nh * (double)m->head_dim) + 4 * nh;
 }
 
+/* Rows of one MLP tile at T tokens: the tile, or all rows without tiling (or with a tile of at least T). */
+static double mlp_rows(const lcx_mem_model *m, double T) {
+    return m->mlp_tile > 0 && (double)m->mlp_tile < T ? (double)m->mlp_tile : T;
+}
+
 /* The estimate from the number of layers of each concrete policy (counts[LCX_ACT_POLICY_COUNT]): every part of
- * the model depends on the counts only, not on which layer runs which policy. */
+ * the model depends on the counts only, not on which layer runs which policy. Each term is a buffer of the
+ * model's activation layout (src/model/model_init.c layout_acts, model_offload.c). */
 static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t micro_seqs, const int *counts,
                                 lcx_mem_estimate *e) {
     memset(e, 0, sizeof *e);
     double P = (double)m->n_params / (double)m->tp;
-    double w = m->weight_bytes;
+    double w = m->weight_bytes, a = m->act_bytes;
     e->weights = P * w;
     e->grads = P * 4;
     e->master = w < 4 ? P * 4 : 0;
     e->optimizer = P * 8;
     double T = (double)seq_len * (double)micro_seqs / (double)m->cp; /* tokens per device per micro-batch */
+    double H = (double)m->hidden, F = (double)m->ffn / (double)m->tp, C = mlp_rows(m, T);
+    double Q = per_tp(m->heads, m->tp) * (double)m->head_dim, KV = per_tp(m->kv_heads, m->tp) * (double)m->head_dim;
     double keep = lcx_mem_layer_keep(m), rec = lcx_mem_layer_recompute(m);
     const double n_ro = counts[LCX_ACT_RECOMPUTE_OFFLOAD];
     int any_rec = counts[LCX_ACT_RECOMPUTE] > 0 || n_ro > 0;
@@ -49,13 +57,16 @@ static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t
     e->host = counts[LCX_ACT_OFFLOAD] * T * keep + n_ro * T * rec;
     /* the largest offloaded layer's stored bytes per token (an offload slot) */
     double slot = counts[LCX_ACT_OFFLOAD] > 0 ? keep : n_ro > 0 ? rec : 0;
-    /* embedding output and final-norm output (+ its rstd) */
-    e->activations = T * stored + T * (2.0 * m->act_bytes * (double)m->hidden + 4);
-    /* the recompute scratch (one layer), and the offload device pool: 2 slots in flight at prefetch depth 1
-     * (docs/model.md "Activation policy (per layer)") */
-    e->workspace = T * keep * (1 + any_rec) + 2 * T * slot;
+    /* the last layer's output and the final-norm output (+ its rstd), ones, ids, targets, positions */
+    e->activations = T * stored + T * (2.0 * a * H + 5 * 4);
+    /* the backward's dres, dxn, dout (act dtype), dq, dk, dv (fp32) and the MLP tile's dgate, dup, dact */
+    e->workspace = T * (a * (2 * H + Q) + 4 * (Q + 2 * KV)) + 3 * a * C * F;
+    /* the recompute scratch: one layer's tensors without its input, o and LSE; gate/up/act for one MLP tile */
+    if (any_rec) e->workspace += T * (a * (3 * H + Q + 2 * KV) + 8) + 3 * a * C * F;
+    /* the offload device pool: prefetch depth + 2 = 3 slots (docs/model.md "Activation policy (per layer)") */
+    e->workspace += 3 * T * slot;
     double chunk = (double)(m->loss_chunk < T ? m->loss_chunk : (int64_t)T);
-    e->logits = chunk * per_tp(m->vocab, m->tp) * 4 * 2;
+    e->logits = chunk * per_tp(m->vocab, m->tp) * 4;
     if (m->cp > 1) e->cp_buffers = 8.0 * T * per_tp(m->kv_heads, m->tp) * (double)m->head_dim * m->act_bytes;
     e->total = e->weights + e->grads + e->master + e->optimizer + e->activations + e->workspace + e->logits +
                e->cp_buffers;
@@ -522,7 +533,8 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
     LCX_TRY_GOTO(lcx_param_table_init(&table, cfg), fail);
     p->model = (lcx_mem_model){cfg->num_hidden_layers, cfg->hidden_size, cfg->intermediate_size,
                                cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, cfg->vocab_size,
-                               table.total_numel, o->tp, o->cp, o->weight_bytes, o->act_bytes, o->loss_chunk};
+                               table.total_numel, o->tp, o->cp, o->weight_bytes, o->act_bytes, o->loss_chunk,
+                               o->mlp_tile};
     p->current_context = lcx_rope_implied_context(cfg);
     {
         lcx_rope_plan in;

@@ -28,14 +28,15 @@ typedef struct lcx_mem_model {
     int weight_bytes;       /* 2 (bf16 weights + fp32 master) or 4 (fp32 weights, no master) */
     int act_bytes;          /* bytes per stored activation element (2 bf16, 4 f32) */
     int64_t loss_chunk;     /* tokens per chunk of the chunked output projection + cross-entropy */
+    int64_t mlp_tile;       /* rows per MLP tile (the model's opts.mlp_chunk); 0 = all rows at once */
 } lcx_mem_model;
 
 /* Bytes per device, i.e. per rank: each device runs one rank of TP x CP x DP (docs/plan.md "Memory"). */
 typedef struct lcx_mem_estimate {
     double weights, grads, master, optimizer; /* P/TP x (w, 4, 4 if w < 4, 8) */
     double activations;     /* stored for backward, all layers by policy + embedding/final norm */
-    double workspace;       /* one layer's transient tensors (+ a recomputed layer, + a prefetched layer) */
-    double logits;          /* one loss chunk: chunk x V/TP x 4 x 2 */
+    double workspace;       /* the backward's temporaries (+ the recompute scratch, + the offload device pool) */
+    double logits;          /* one loss chunk: chunk x V/TP x 4 (its gradient is written in place) */
     double cp_buffers;      /* ring attention K/V (+ dK/dV) double buffers, CP > 1 */
     double total;           /* sum of the above */
     double host;            /* offload: pinned host memory for offloaded layers */
@@ -65,6 +66,7 @@ typedef struct lcx_plan_opts {
     double tokens_per_s;       /* training throughput for time estimates; 0 = none */
     int weight_bytes, act_bytes;
     int64_t loss_chunk;
+    int64_t mlp_tile;          /* rows per MLP tile, 0 = none (with gpus > 0: 0 = searched) */
     /* Layout search (docs/plan.md "Layout search"): gpus > 0 searches TP x CP x DP = gpus, the loss chunk and the
      * per-layer policy of every `activation: auto` stage for the best predicted throughput that fits mem_budget
      * (required). tp, cp, dp, loss_chunk: 0 = searched, > 0 = kept as given. gpus = 0: no search (all >= 1). */

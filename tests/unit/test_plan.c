@@ -293,30 +293,44 @@ static void test_memory(void) {
     lcx_act_policy pol[2] = {LCX_ACT_KEEP, LCX_ACT_RECOMPUTE};
     lcx_mem_estimate e;
     lcx_mem_estimate_compute(&m, 128, 2, pol, &e); /* T = 256 tokens */
-    CHECK(e.weights == 2000 && e.grads == 4000 && e.master == 4000 && e.optimizer == 8000);
-    CHECK(e.activations == 256.0 * (856 + 144) + 256.0 * (2 * 2 * 32 + 4)); /* layers + embedding/final norm */
-    CHECK(e.workspace == 256.0 * 856 * 2);                                  /* backward + the recomputed layer */
-    CHECK(e.logits == 256.0 * 256 * 4 * 2);                                 /* chunk = min(4096, T) */
+    CHECK(e.weights == 2000 && e.grads == 2 * 2000 && e.master == 2 * 2000 && e.optimizer == 4 * 2000);
+    /* layers + last output, final norm (+ rstd), ones, ids, targets, positions: 2 x 2H + 4 x 5 = 148 */
+    CHECK(e.activations == 256.0 * (856 + 144) + 256.0 * 148);
+    /* backward: 2 x (2H + nh d) + 4 x (nh d + 2 nkv d) = 448 a token + 3 x 2 x F per MLP row; the recompute
+     * scratch 2 x (3H + nh d + 2 nkv d) + 8 = 328 + the same MLP rows */
+    CHECK(e.workspace == 256.0 * 448 + 256.0 * 384 + 256.0 * 328 + 256.0 * 384);
+    CHECK(e.logits == 256.0 * 256 * 4); /* chunk = min(4096, T), gradient in place */
     CHECK(e.cp_buffers == 0 && e.host == 0);
-    CHECK(e.total == 18000 + 289792 + 438272 + 524288);
+    CHECK(e.total == 18000 + 293888 + 395264 + 262144);
+    /* an MLP tile of 64 rows: the [T, F] temporaries of backward and scratch become [64, F] */
+    m.mlp_tile = 64;
+    lcx_mem_estimate_compute(&m, 128, 2, pol, &e);
+    CHECK(e.workspace == 256.0 * 448 + 64.0 * 384 + 256.0 * 328 + 64.0 * 384);
+    m.mlp_tile = 256; /* a tile of T rows is no tiling */
+    lcx_mem_estimate_compute(&m, 128, 2, pol, &e);
+    CHECK(e.workspace == 395264);
+    m.mlp_tile = 0;
     /* TP 2, CP 2, fp32 weights, offload one layer, chunk 100: nh' = 2, nkv' = 1, F' = 32, T = 128 */
     m.tp = 2, m.cp = 2, m.weight_bytes = 4, m.loss_chunk = 100;
     CHECK(lcx_mem_layer_keep(&m) == 2 * (128 + 32 + 16 + 96) + 4 * (2 + 2)); /* 560 */
     lcx_act_policy pol2[2] = {LCX_ACT_OFFLOAD, LCX_ACT_KEEP};
     lcx_mem_estimate_compute(&m, 128, 2, pol2, &e);
     CHECK(e.weights == 2000 && e.grads == 2000 && e.master == 0 && e.optimizer == 4000);
-    CHECK(e.activations == 128.0 * 560 + 128.0 * 132);
+    CHECK(e.activations == 128.0 * 560 + 128.0 * 148);
     CHECK(e.host == 128.0 * 560);
-    CHECK(e.workspace == 128.0 * 560 * 3); /* backward + the offload device pool's 2 slots */
-    CHECK(e.logits == 100.0 * 128 * 8);    /* V/TP = 128 */
+    /* backward 2 x (64 + 16) + 4 x (16 + 16) = 288 a token + 3 x 2 x 32 per MLP row; 3 offload slots */
+    CHECK(e.workspace == 128.0 * 288 + 128.0 * 192 + 3 * 128.0 * 560);
+    CHECK(e.logits == 100.0 * 128 * 4); /* V/TP = 128 */
     CHECK(e.cp_buffers == 8.0 * 128 * 1 * 8 * 2);
-    CHECK(e.total == 8000 + 88576 + 215040 + 102400 + 16384);
-    /* recompute+offload: A_rec per token to the host, a 2-slot pool of A_rec, the recompute scratch */
+    CHECK(e.total == 8000 + 90624 + 276480 + 51200 + 16384);
+    /* recompute+offload: A_rec per token to the host, a 3-slot pool of A_rec, the recompute scratch */
     lcx_act_policy pol3[2] = {LCX_ACT_RECOMPUTE_OFFLOAD, LCX_ACT_KEEP};
     lcx_mem_estimate_compute(&m, 128, 2, pol3, &e);
-    CHECK(e.activations == 128.0 * 560 + 128.0 * 132);
-    CHECK(e.host == 128.0 * lcx_mem_layer_recompute(&m));
-    CHECK(e.workspace == 128.0 * 560 * 2 + 2 * 128.0 * lcx_mem_layer_recompute(&m));
+    CHECK(lcx_mem_layer_recompute(&m) == 2 * (32 + 16) + 4 * 2); /* 104 */
+    CHECK(e.activations == 128.0 * 560 + 128.0 * 148);
+    CHECK(e.host == 128.0 * 104);
+    /* scratch 2 x (96 + 16 + 16) + 8 = 264 a token + 3 x 2 x 32 per MLP row */
+    CHECK(e.workspace == 128.0 * 288 + 128.0 * 192 + 128.0 * 264 + 128.0 * 192 + 3 * 128.0 * 104);
 }
 
 /* Ring traffic per rank against the sizes written out here: one message is 2 (K and V) x KV heads per rank x
@@ -594,7 +608,7 @@ static void test_search(void) {
 /* The throughput model's terms against a hand computation (TP 2, CP 2, DP 2, bf16, 4 layers: 1 recompute,
  * 1 offload, 2 keep). */
 static void test_step_time(void) {
-    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096};
+    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096, 0};
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
     int counts[LCX_ACT_POLICY_COUNT] = {0};
