@@ -65,6 +65,7 @@ static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t
     if (any_rec) e->workspace += T * (a * (3 * H + Q + 2 * KV) + 8) + 3 * a * C * F;
     /* the offload device pool: prefetch depth + 2 = 3 slots (docs/model.md "Activation policy (per layer)") */
     e->workspace += 3 * T * slot;
+    e->workspace += T * m->op_ws_per_token;
     double chunk = (double)(m->loss_chunk < T ? m->loss_chunk : (int64_t)T);
     e->logits = chunk * per_tp(m->vocab, m->tp) * 4;
     if (m->cp > 1) e->cp_buffers = 8.0 * T * per_tp(m->kv_heads, m->tp) * (double)m->head_dim * m->act_bytes;
@@ -534,7 +535,7 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
     p->model = (lcx_mem_model){cfg->num_hidden_layers, cfg->hidden_size, cfg->intermediate_size,
                                cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, cfg->vocab_size,
                                table.total_numel, o->tp, o->cp, o->weight_bytes, o->act_bytes, o->loss_chunk,
-                               o->mlp_tile};
+                               o->mlp_tile, 0};
     p->current_context = lcx_rope_implied_context(cfg);
     {
         lcx_rope_plan in;

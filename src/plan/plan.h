@@ -29,6 +29,9 @@ typedef struct lcx_mem_model {
     int act_bytes;          /* bytes per stored activation element (2 bf16, 4 f32) */
     int64_t loss_chunk;     /* tokens per chunk of the chunked output projection + cross-entropy */
     int64_t mlp_tile;       /* rows per MLP tile (the model's opts.mlp_chunk); 0 = all rows at once */
+    double op_ws_per_token; /* bytes per token of the backend's largest op workspace (the exec arena): 0 for the
+                               CUDA backend, whose attention needs none (the planner's case); the CPU attention
+                               backward's fp32 dK, dV per query head and row sums are 4 nh' (2 d + 1) */
 } lcx_mem_model;
 
 /* Bytes per device, i.e. per rank: each device runs one rank of TP x CP x DP (docs/plan.md "Memory"). */
