@@ -72,7 +72,8 @@ typedef struct lcx_plan_opts {
     int64_t mlp_tile;          /* rows per MLP tile, 0 = none (with gpus > 0: 0 = searched) */
     /* Layout search (docs/plan.md "Layout search"): gpus > 0 searches TP x CP x DP = gpus, the loss chunk and the
      * per-layer policy of every `activation: auto` stage for the best predicted throughput that fits mem_budget
-     * (required). tp, cp, dp, loss_chunk: 0 = searched, > 0 = kept as given. gpus = 0: no search (all >= 1). */
+     * (required). tp, cp, dp, loss_chunk, mlp_tile: 0 = searched, > 0 = kept as given. gpus = 0: no search (all
+     * but mlp_tile >= 1). */
     int64_t gpus;
     double host_budget;        /* pinned host bytes per device for offload; 0 = not limited */
     double dev_flops;          /* throughput model: sustained FLOP/s of one device (default 400e12) */
@@ -82,14 +83,15 @@ typedef struct lcx_plan_opts {
 void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, no search, model rates */
 
 /* The policies the search assigns to the layers of an `activation: auto` stage, in layer order: the first policy
- * takes the first layers (recompute, then offload, then keep: the transfer of the last layers cannot be hidden).
+ * takes the first layers (recompute+offload, recompute, offload, then keep: the transfer of the last layers cannot
+ * be hidden).
  * A new policy is one more entry here plus its bytes in lcx_mem_estimate_compute and its cost in the
  * throughput model (plan.c step_time). */
-#define LCX_PLAN_SEARCH_POLICIES {LCX_ACT_RECOMPUTE, LCX_ACT_OFFLOAD, LCX_ACT_KEEP}
+#define LCX_PLAN_SEARCH_POLICIES {LCX_ACT_RECOMPUTE_OFFLOAD, LCX_ACT_RECOMPUTE, LCX_ACT_OFFLOAD, LCX_ACT_KEEP}
 
 /* One layout the search considered. */
 typedef struct lcx_plan_candidate {
-    int64_t tp, cp, dp, loss_chunk;
+    int64_t tp, cp, dp, loss_chunk, mlp_tile; /* mlp_tile 0: no tiling */
     int valid;                 /* the layout rules hold and the plan builds */
     int fits;                  /* every stage fits the budget (device and host) */
     double peak;               /* the plan's peak bytes per device (with the least-memory policies when !fits) */
@@ -157,7 +159,7 @@ typedef struct lcx_plan_stage {
     int64_t eval_stride;       /* 0 = window */
     int64_t save_interval;
     lcx_act_policy *activation; /* [n_layers], resolved (owned) */
-    int n_keep, n_recompute, n_offload;
+    int n_keep, n_recompute, n_offload, n_rec_offload; /* layers per policy */
     double clip_norm, weight_decay;
     uint64_t seed;
     double flops;              /* model FLOPs of the stage */

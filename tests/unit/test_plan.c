@@ -505,15 +505,40 @@ static void test_budget(void) {
  * --to 128k on 8 x 80 GB picks a layout the memory model says fits, checked here from the rules and the memory
  * model directly; the choice is the fastest fitting candidate, deterministic, kept constraints; an impossible
  * target is refused with the numbers on one line. */
-static lcx_status search(const lcx_model_config *cfg, const lcx_recipe *r, int64_t target, int64_t gpus,
-                         double budget, int64_t tp, lcx_plan **p) {
+static lcx_status search_tile(const lcx_model_config *cfg, const lcx_recipe *r, int64_t target, int64_t gpus,
+                              double budget, int64_t tp, int64_t mlp_tile, lcx_plan **p) {
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
     o.target = target;
     o.gpus = gpus;
     o.mem_budget = budget;
-    o.tp = tp, o.cp = 0, o.dp = 0, o.loss_chunk = 0;
+    o.tp = tp, o.cp = 0, o.dp = 0, o.loss_chunk = 0, o.mlp_tile = mlp_tile;
     return lcx_plan_build(cfg, r, &o, p);
+}
+
+static lcx_status search(const lcx_model_config *cfg, const lcx_recipe *r, int64_t target, int64_t gpus,
+                         double budget, int64_t tp, lcx_plan **p) {
+    return search_tile(cfg, r, target, gpus, budget, tp, 0, p);
+}
+
+/* The chosen layout's loss chunk and MLP tile against every other pair, each planned on its own with the layout
+ * kept (so the pair is given, not searched): none that fits is faster. */
+static void check_knobs(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan *p, double budget) {
+    const int64_t chunks[] = {4096, 1024, 256}, tiles[] = {0, 4096, 1024, 256};
+    for (int c = 0; c < 3; c++) {
+        for (int t = 0; t < 4; t++) {
+            lcx_plan_opts o = p->opts;
+            o.gpus = p->opts.gpus, o.loss_chunk = chunks[c], o.mlp_tile = tiles[t];
+            lcx_plan *q = NULL;
+            lcx_status st = lcx_plan_build(cfg, r, &o, &q);
+            if (st == LCX_OK && q->peak_memory <= budget)
+                CHECK_MSG(q->predicted_tokens_per_s <= p->predicted_tokens_per_s * (1 + 1e-12),
+                          "loss chunk %lld, MLP tile %lld: %.6g tokens/s beats the chosen %.6g", (long long)chunks[c],
+                          (long long)tiles[t], q->predicted_tokens_per_s, p->predicted_tokens_per_s);
+            if (tiles[t] && st == LCX_OK) CHECK(q->opts.mlp_tile == tiles[t] && q->model.mlp_tile == tiles[t]);
+            lcx_plan_free(q);
+        }
+    }
 }
 
 static void test_search(void) {
@@ -548,6 +573,27 @@ static void test_search(void) {
             CHECK_MSG(e.total <= budget, "stage %d needs %.2f GiB", st->index, e.total / GiB);
         }
         CHECK(p->peak_memory <= budget);
+        /* the plan's loss chunk and MLP tile are the chosen candidate's and its memory model's */
+        if (s) CHECK(s->cand[s->chosen].loss_chunk == p->opts.loss_chunk && s->cand[s->chosen].mlp_tile == p->opts.mlp_tile);
+        CHECK(p->model.loss_chunk == p->opts.loss_chunk && p->model.mlp_tile == p->opts.mlp_tile);
+        check_knobs(&cfg, r, p, budget);
+        /* the explanation's policy line: every run of layers of the last stage, in order */
+        if (s) {
+            const char *pl = NULL;
+            for (int i = 0; i < s->n_lines; i++)
+                if (!strncmp(s->lines[i], "policy: 128k: layers 0", 22)) pl = s->lines[i];
+            CHECK(pl != NULL);
+            const lcx_plan_stage *st = &p->stages[p->n_stages - 1];
+            for (int l = 0; pl && l < 32; l++) {
+                if (l > 0 && st->activation[l] == st->activation[l - 1]) continue;
+                int e = l;
+                while (e + 1 < 32 && st->activation[e + 1] == st->activation[l]) e++;
+                char want[64];
+                if (e > l) snprintf(want, sizeof want, " %d-%d %s", l, e, lcx_act_policy_name(st->activation[l]));
+                else snprintf(want, sizeof want, " %d %s", l, lcx_act_policy_name(st->activation[l]));
+                CHECK_MSG(strstr(pl, want) != NULL, "'%s' not in '%s'", want, pl);
+            }
+        }
         /* the chosen one is the fastest that fits; the runner-up is the next */
         if (s) {
             CHECK(s->n_candidates == 10); /* (tp, cp) pairs with tp x cp | 8 */
@@ -590,6 +636,19 @@ static void test_search(void) {
     /* a given --tp is kept */
     CHECK_OK(search(&cfg, r, 131072, 8, budget, 4, &q));
     if (q) CHECK(q->opts.tp == 4 && q->opts.cp * q->opts.dp == 2 && q->search->n_candidates == 2);
+    lcx_plan_free(q);
+    q = NULL;
+    /* a given MLP tile is kept, and counted: 1024 rows free memory against no tiling */
+    CHECK_OK(search_tile(&cfg, r, 131072, 8, budget, 0, 1024, &q));
+    if (q) {
+        CHECK(q->opts.mlp_tile == 1024 && q->search->cand[q->search->chosen].mlp_tile == 1024);
+        const lcx_plan_stage *st = &q->stages[q->n_stages - 1];
+        lcx_mem_model untiled = q->model;
+        untiled.mlp_tile = 0;
+        lcx_mem_estimate e;
+        lcx_mem_estimate_compute(&untiled, st->seq_len, st->micro_seqs, st->activation, &e);
+        CHECK(e.workspace > st->mem.workspace);
+    }
     lcx_plan_free(q);
     q = NULL;
     CHECK_FAILS(search(&cfg, r, 131072, 8, budget, 3, &q), LCX_ERR_INVALID, "--tp 3 does not divide --gpus 8");
