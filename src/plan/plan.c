@@ -30,6 +30,10 @@ double lcx_mem_layer_recompute(const lcx_mem_model *m) {
     return m->act_bytes * ((double)m->hidden + nh * (double)m->head_dim) + 4 * nh;
 }
 
+double lcx_mem_cpu_op_ws_per_token(const lcx_mem_model *m) {
+    return 4.0 * per_tp(m->heads, m->tp) * (2.0 * (double)m->head_dim + 1);
+}
+
 /* Rows of one MLP tile at T tokens: the tile, or all rows without tiling (or with a tile of at least T). */
 static double mlp_rows(const lcx_mem_model *m, double T) {
     return m->mlp_tile > 0 && (double)m->mlp_tile < T ? (double)m->mlp_tile : T;

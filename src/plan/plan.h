@@ -45,6 +45,11 @@ typedef struct lcx_mem_estimate {
     double host;            /* offload: pinned host memory for offloaded layers */
 } lcx_mem_estimate;
 
+/* op_ws_per_token of the CPU backend for m's shape: its attention backward's fp32 dK, dV per query head and row
+ * sums, 4 nh' (2 d + 1) bytes a token (kernels/cpu/cpu_attention_bwd.c); the other ops' workspaces do not grow
+ * with the tokens. */
+double lcx_mem_cpu_op_ws_per_token(const lcx_mem_model *m);
+
 /* Bytes stored per token per layer for each policy (docs/plan.md): keep, recompute; fp32 parts included. */
 double lcx_mem_layer_keep(const lcx_mem_model *m);
 double lcx_mem_layer_recompute(const lcx_mem_model *m);
