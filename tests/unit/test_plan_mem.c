@@ -19,20 +19,10 @@
 #include "src/checkpoint/model_params.h"
 #include "src/model/model.h"
 #include "src/plan/plan.h"
+#include "rss_util.h"
 #include "test_util.h"
 
 static const double TOL = 0.10; /* relative, the bound */
-
-#if defined(__SANITIZE_ADDRESS__)
-#define RSS_MEANINGFUL 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RSS_MEANINGFUL 0
-#endif
-#endif
-#ifndef RSS_MEANINGFUL
-#define RSS_MEANINGFUL 1
-#endif
 
 enum { N_LEN = 3, N_POL = 3, LOSS_CHUNK = 256 };
 static const int64_t LENGTHS[N_LEN] = {256, 512, 1024};
@@ -43,18 +33,8 @@ typedef struct point {
     double acts, pool, pool_hwm, arena, host, state; /* accounted bytes: activations, offload device pool (+ its
                                                         high-water mark), op workspace arena, host pool, params +
                                                         grads + moments */
-    double base, peak;                        /* RSS before init, peak RSS of init + one step */
+    double base, peak; /* RSS before init, peak RSS of init + one step */
 } point;
-
-static uint64_t rss_now(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    uint64_t kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kb = strtoull(line + 6, NULL, 10);
-    if (f) fclose(f);
-    return kb * 1024;
-}
 
 static int step(const lcx_model_config *cfg, int64_t T, lcx_act_policy pol, point *pt) {
     lcx_model_opts o;
