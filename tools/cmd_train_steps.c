@@ -24,7 +24,7 @@ static void help(void) {
            "--config FILE    instead of CKPT: a config.json; weights are random (normal, std 0.02, --seed)\n"
            "\n"
            "options:\n"
-           "  --steps N            optimizer steps (default 3)\n"
+           "  --steps N            optimizer steps (default 3); 0: print the memory and the prediction only\n"
            "  --seq S              tokens per row (default 128)\n"
            "  --batch B            rows per micro-batch (default 1)\n"
            "  --micro M            micro-batches per step (default 1)\n"
@@ -66,7 +66,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     lcx_act_policy policy = LCX_ACT_KEEP;
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     const lcx_cli_flag flags[] = {
-        LCX_FLAG_INT("--steps", steps, 1, 1000000),
+        LCX_FLAG_INT("--steps", steps, 0, 1000000),
         LCX_FLAG_INT("--seq", seq, 2, INT32_MAX),
         LCX_FLAG_INT("--batch", batch, 1, 1 << 20),
         LCX_FLAG_INT("--micro", micro, 1, 1 << 20),
@@ -190,8 +190,9 @@ int lcx_cmd_train_steps(int argc, char **argv) {
                (long long)r.step, (long long)steps, r.loss, r.grad_norm, r.clip_scale, dt, dc, tps, rss);
         fflush(stdout);
     }
-    printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB  tokens/cpu-s %.1f\n", sum_tps / n_tps,
-           steps > 1 ? "2..N" : "1", max_rss, sum_cpu_tps / n_tps);
+    if (n_tps > 0)
+        printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB  tokens/cpu-s %.1f\n", sum_tps / n_tps,
+               steps > 1 ? "2..N" : "1", max_rss, sum_cpu_tps / n_tps);
     LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
     goto done;
 fail:
