@@ -69,10 +69,13 @@ static void help(void) {
            "  --tokens-per-s X     throughput for the time estimate\n"
            "  --gpus N             search the layout for N devices with --gpu-memory SIZE each (lcextend plan --help,\n"
            "                       docs/plan.md \"Layout search\"): TP x CP x DP = N and the per-layer policies of\n"
-           "                       'auto' stages for the best predicted throughput that fits; --tp/--cp/--dp given\n"
-           "                       are kept; activations bf16 unless --activations; without --dry-run the world\n"
-           "                       (mpirun -np) must be N\n"
+           "                       'auto' stages, the loss chunk and the MLP tile for the best predicted throughput\n"
+           "                       that fits; --tp/--cp/--dp/--mlp-tile given are kept; activations bf16 unless\n"
+           "                       --activations; without --dry-run the world (mpirun -np) must be N; training\n"
+           "                       runs the plan's loss chunk, MLP tile and per-layer policies\n"
            "  --gpu-memory SIZE    memory per device for --gpus, e.g. 80GB\n"
+           "  --mlp-tile N         run the MLP in tiles of N tokens while training (e.g. 4k; default: all at once,\n"
+           "                       or the search's choice with --gpus)\n"
            "  --keep N             checkpoints kept (default 2, 0 = all)\n"
            "  --quiet              no per-step lines on stdout\n"
            "\n"
@@ -135,6 +138,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),
         LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
         LCX_FLAG_INT("--gpus", gpus, 1, 65536),
+        LCX_FLAG_LENGTH("--mlp-tile", po.mlp_tile, 1, INT32_MAX),
         LCX_FLAG_SIZE("--gpu-memory", gpu_memory, LCX_BYTES_BINARY),
     };
     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), NULL, NULL};
@@ -167,7 +171,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         po.tp = lcx_cli_flag_given(argc, argv, "--tp") ? tp : 0;
         po.cp = lcx_cli_flag_given(argc, argv, "--cp") ? cp : 0;
         po.dp = dp;
-        po.loss_chunk = 4096; /* training's loss chunk is not the plan's to choose yet */
+        po.loss_chunk = 0; /* searched; training runs the plan's (extend_stage.c) */
         if (!dry) {
             lcx_status st = search_layout(ckpt, recipe, &po, &tp, &cp, &dp);
             if (st != LCX_OK) return lcx_cli_report(CMD, st);

@@ -38,14 +38,16 @@ static void help(void) {
            "  --memory SIZE       memory budget per device, e.g. 80G, 24GiB, 512M (binary units); activation\n"
            "                      'auto' then keeps as many layers as fit, and a plan that does not fit fails\n"
            "  --gpus N            search the layout for N devices (docs/plan.md \"Layout search\"): TP x CP x DP = N,\n"
-           "                      the loss chunk and the per-layer policy of 'auto' stages, for the best predicted\n"
-           "                      throughput that fits --gpu-memory; --tp/--cp/--dp/--loss-chunk given are kept;\n"
+           "                      the loss chunk, the MLP tile and the per-layer policy of 'auto' stages, for the\n"
+           "                      best predicted throughput that fits --gpu-memory; --tp/--cp/--dp/--loss-chunk/\n"
+           "                      --mlp-tile given are kept;\n"
            "                      prints why it chose the layout and the runner-up, or why nothing fits\n"
            "  --gpu-memory SIZE   the memory per device for --gpus (the same budget as --memory)\n"
            "  --host-memory SIZE  with --gpus: pinned host memory per device that offload may use (default no limit)\n"
            "  --tokens-per-s X    training throughput (tokens/s, all devices) for time estimates\n"
            "  --fp32              fp32 weights and activations (CPU backend) instead of bf16 + fp32 master\n"
            "  --loss-chunk N      tokens per chunk of the chunked loss (default 4096)\n"
+           "  --mlp-tile N        tokens per MLP tile in training (default: none, the whole micro-batch at once)\n"
            "  --json              print one JSON object instead of the table\n"
            "  --help              this help\n"
            "\n"
@@ -80,6 +82,7 @@ int lcx_cmd_plan(int argc, char **argv) {
         LCX_FLAG_SIZE("--host-memory", host_memory, LCX_BYTES_BINARY),
         LCX_FLAG_POSITIVE("--tokens-per-s", o.tokens_per_s),
         LCX_FLAG_LENGTH("--loss-chunk", o.loss_chunk, 1, INT64_C(1) << 34),
+        LCX_FLAG_LENGTH("--mlp-tile", o.mlp_tile, 1, INT64_C(1) << 34),
     };
     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &path, "one CKPT only"};
     int stop = lcx_cli_parse(&spec, argc, argv);

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "src/model/model.h"
+#include "src/plan/plan.h"
 
 static const char *CMD = "train-steps";
 
@@ -15,14 +16,15 @@ static void help(void) {
     printf("usage: lcextend train-steps (CKPT | --config CONFIG.json) [options]\n"
            "\n"
            "Run N training steps (forward, backward, chunked loss, global-norm clipping, AdamW) and print per step:\n"
-           "loss, gradient norm, clip factor, tokens/s and the peak resident memory of the step.\n"
+           "loss, gradient norm, clip factor, tokens/s and the peak resident memory of the step; first the\n"
+           "planner's memory model for this model, length and policy (docs/plan.md \"Memory\").\n"
            "Each step has --micro micro-batches of --batch rows x --seq tokens (gradient accumulation).\n"
            "\n"
            "CKPT             a checkpoint to start from, any form (HF directory, .safetensors, index, .lcx, .gguf)\n"
            "--config FILE    instead of CKPT: a config.json; weights are random (normal, std 0.02, --seed)\n"
            "\n"
            "options:\n"
-           "  --steps N            optimizer steps (default 3)\n"
+           "  --steps N            optimizer steps (default 3); 0: print the memory and the prediction only\n"
            "  --seq S              tokens per row (default 128)\n"
            "  --batch B            rows per micro-batch (default 1)\n"
            "  --micro M            micro-batches per step (default 1)\n"
@@ -64,7 +66,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     lcx_act_policy policy = LCX_ACT_KEEP;
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     const lcx_cli_flag flags[] = {
-        LCX_FLAG_INT("--steps", steps, 1, 1000000),
+        LCX_FLAG_INT("--steps", steps, 0, 1000000),
         LCX_FLAG_INT("--seq", seq, 2, INT32_MAX),
         LCX_FLAG_INT("--batch", batch, 1, 1 << 20),
         LCX_FLAG_INT("--micro", micro, 1, 1 << 20),
@@ -133,6 +135,30 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     printf("memory: params %.1f MiB, master %.1f MiB, grads %.1f MiB, AdamW %.1f MiB, activations %.1f MiB\n",
            mem.params / 1048576.0, mem.master / 1048576.0, mem.grads / 1048576.0, mem.moments / 1048576.0,
            mem.acts / 1048576.0);
+    {
+        /* the planner's prediction of the same buffers (CPU: the host pool is ordinary memory too) */
+        const lcx_model_config *mc = lcx_model_config_of(m);
+        lcx_mem_model pm = {.n_layers = mc->num_hidden_layers, .hidden = mc->hidden_size, .ffn = mc->intermediate_size,
+                            .heads = mc->num_attention_heads, .kv_heads = mc->num_key_value_heads,
+                            .head_dim = mc->head_dim, .vocab = mc->vocab_size,
+                            .n_params = lcx_model_params(m)->total_numel, .tp = 1, .cp = 1,
+                            .weight_bytes = pdt == LCX_BF16 ? 2 : 4, .act_bytes = (int)lcx_act_size(adt),
+                            .loss_chunk = chunk, .mlp_tile = mlp_tile};
+        pm.op_ws_per_token = lcx_mem_cpu_op_ws_per_token(&pm);
+        lcx_act_policy *pol = malloc((size_t)mc->num_hidden_layers * sizeof *pol);
+        if (!pol) {
+            st = lcx_fail(LCX_ERR_OOM, "out of memory");
+            goto fail;
+        }
+        for (int64_t l = 0; l < mc->num_hidden_layers; l++) pol[l] = policy;
+        lcx_mem_estimate e;
+        lcx_mem_estimate_compute(&pm, batch * seq, 1, pol, &e);
+        free(pol);
+        printf("predicted (plan memory model): %.1f MiB = weights, grads, master, AdamW %.1f MiB + activations, "
+               "workspace, logits %.1f MiB + host pool %.1f MiB\n",
+               (e.total + e.host) / 1048576.0, (e.weights + e.grads + e.master + e.optimizer) / 1048576.0,
+               (e.activations + e.workspace + e.logits) / 1048576.0, e.host / 1048576.0);
+    }
     uint64_t rng = (uint64_t)seed * 0x2545F4914F6CDD1Dull + 1;
     int64_t cursor = 0;
     double sum_tps = 0, sum_cpu_tps = 0, max_rss = 0;
@@ -164,8 +190,9 @@ int lcx_cmd_train_steps(int argc, char **argv) {
                (long long)r.step, (long long)steps, r.loss, r.grad_norm, r.clip_scale, dt, dc, tps, rss);
         fflush(stdout);
     }
-    printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB  tokens/cpu-s %.1f\n", sum_tps / n_tps,
-           steps > 1 ? "2..N" : "1", max_rss, sum_cpu_tps / n_tps);
+    if (n_tps > 0)
+        printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB  tokens/cpu-s %.1f\n", sum_tps / n_tps,
+               steps > 1 ? "2..N" : "1", max_rss, sum_cpu_tps / n_tps);
     LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
     goto done;
 fail:

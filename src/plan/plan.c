@@ -30,18 +30,30 @@ double lcx_mem_layer_recompute(const lcx_mem_model *m) {
     return m->act_bytes * ((double)m->hidden + nh * (double)m->head_dim) + 4 * nh;
 }
 
+double lcx_mem_cpu_op_ws_per_token(const lcx_mem_model *m) {
+    return 4.0 * per_tp(m->heads, m->tp) * (2.0 * (double)m->head_dim + 1);
+}
+
+/* Rows of one MLP tile at T tokens: the tile, or all rows without tiling (or with a tile of at least T). */
+static double mlp_rows(const lcx_mem_model *m, double T) {
+    return m->mlp_tile > 0 && (double)m->mlp_tile < T ? (double)m->mlp_tile : T;
+}
+
 /* The estimate from the number of layers of each concrete policy (counts[LCX_ACT_POLICY_COUNT]): every part of
- * the model depends on the counts only, not on which layer runs which policy. */
+ * the model depends on the counts only, not on which layer runs which policy. Each term is a buffer of the
+ * model's activation layout (src/model/model_init.c layout_acts, model_offload.c). */
 static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t micro_seqs, const int *counts,
                                 lcx_mem_estimate *e) {
     memset(e, 0, sizeof *e);
     double P = (double)m->n_params / (double)m->tp;
-    double w = m->weight_bytes;
+    double w = m->weight_bytes, a = m->act_bytes;
     e->weights = P * w;
     e->grads = P * 4;
     e->master = w < 4 ? P * 4 : 0;
     e->optimizer = P * 8;
     double T = (double)seq_len * (double)micro_seqs / (double)m->cp; /* tokens per device per micro-batch */
+    double H = (double)m->hidden, F = (double)m->ffn / (double)m->tp, C = mlp_rows(m, T);
+    double Q = per_tp(m->heads, m->tp) * (double)m->head_dim, KV = per_tp(m->kv_heads, m->tp) * (double)m->head_dim;
     double keep = lcx_mem_layer_keep(m), rec = lcx_mem_layer_recompute(m);
     const double n_ro = counts[LCX_ACT_RECOMPUTE_OFFLOAD];
     int any_rec = counts[LCX_ACT_RECOMPUTE] > 0 || n_ro > 0;
@@ -49,13 +61,17 @@ static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t
     e->host = counts[LCX_ACT_OFFLOAD] * T * keep + n_ro * T * rec;
     /* the largest offloaded layer's stored bytes per token (an offload slot) */
     double slot = counts[LCX_ACT_OFFLOAD] > 0 ? keep : n_ro > 0 ? rec : 0;
-    /* embedding output and final-norm output (+ its rstd) */
-    e->activations = T * stored + T * (2.0 * m->act_bytes * (double)m->hidden + 4);
-    /* the recompute scratch (one layer), and the offload device pool: 2 slots in flight at prefetch depth 1
-     * (docs/model.md "Activation policy (per layer)") */
-    e->workspace = T * keep * (1 + any_rec) + 2 * T * slot;
+    /* the last layer's output and the final-norm output (+ its rstd), ones, ids, targets, positions */
+    e->activations = T * stored + T * (2.0 * a * H + 5 * 4);
+    /* the backward's dres, dxn, dout (act dtype), dq, dk, dv (fp32) and the MLP tile's dgate, dup, dact */
+    e->workspace = T * (a * (2 * H + Q) + 4 * (Q + 2 * KV)) + 3 * a * C * F;
+    /* the recompute scratch: one layer's tensors without its input, o and LSE; gate/up/act for one MLP tile */
+    if (any_rec) e->workspace += T * (a * (3 * H + Q + 2 * KV) + 8) + 3 * a * C * F;
+    /* the offload device pool: prefetch depth + 2 = 3 slots (docs/model.md "Activation policy (per layer)") */
+    e->workspace += 3 * T * slot;
+    e->workspace += T * m->op_ws_per_token;
     double chunk = (double)(m->loss_chunk < T ? m->loss_chunk : (int64_t)T);
-    e->logits = chunk * per_tp(m->vocab, m->tp) * 4 * 2;
+    e->logits = chunk * per_tp(m->vocab, m->tp) * 4;
     if (m->cp > 1) e->cp_buffers = 8.0 * T * per_tp(m->kv_heads, m->tp) * (double)m->head_dim * m->act_bytes;
     e->total = e->weights + e->grads + e->master + e->optimizer + e->activations + e->workspace + e->logits +
                e->cp_buffers;
@@ -426,16 +442,18 @@ static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe
     for (int64_t l = 0; l < L; l++) {
         ps->n_keep += ps->activation[l] == LCX_ACT_KEEP;
         ps->n_recompute += ps->activation[l] == LCX_ACT_RECOMPUTE;
-        ps->n_offload += lcx_act_offloads(ps->activation[l]);
+        ps->n_offload += ps->activation[l] == LCX_ACT_OFFLOAD;
+        ps->n_rec_offload += ps->activation[l] == LCX_ACT_RECOMPUTE_OFFLOAD;
     }
     if (!p->searching && p->opts.mem_budget > 0 && ps->mem.total > p->opts.mem_budget)
         return lcx_fail(LCX_ERR_INVALID,
-                        "%s:%d: stage %s needs %.2f GiB per device (%lld keep, %lld recompute, %lld offload layers; "
-                        "micro-batch %lld x %lld tokens, CP %lld), above the budget %.2f GiB: raise --cp, lower "
-                        "tokens_per_batch or use activation: recompute/offload",
+                        "%s:%d: stage %s needs %.2f GiB per device (%lld keep, %lld recompute, %lld offload, %lld "
+                        "recompute+offload layers; micro-batch %lld x %lld tokens, CP %lld), above the budget %.2f "
+                        "GiB: raise --cp, lower tokens_per_batch or use activation: recompute/offload",
                         r->label, s->line_start, lcx_format_length(ps->seq_len, b1, sizeof b1),
                         ps->mem.total / 1073741824.0, (long long)ps->n_keep, (long long)ps->n_recompute,
-                        (long long)ps->n_offload, (long long)ps->micro_seqs, (long long)ps->seq_len,
+                        (long long)ps->n_offload, (long long)ps->n_rec_offload, (long long)ps->micro_seqs,
+                        (long long)ps->seq_len,
                         (long long)p->opts.cp, p->opts.mem_budget / 1073741824.0);
     return LCX_OK;
 }
@@ -522,7 +540,8 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
     LCX_TRY_GOTO(lcx_param_table_init(&table, cfg), fail);
     p->model = (lcx_mem_model){cfg->num_hidden_layers, cfg->hidden_size, cfg->intermediate_size,
                                cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, cfg->vocab_size,
-                               table.total_numel, o->tp, o->cp, o->weight_bytes, o->act_bytes, o->loss_chunk};
+                               table.total_numel, o->tp, o->cp, o->weight_bytes, o->act_bytes, o->loss_chunk,
+                               o->mlp_tile, 0};
     p->current_context = lcx_rope_implied_context(cfg);
     {
         lcx_rope_plan in;
@@ -604,28 +623,63 @@ static const char *layout_str(const lcx_plan_candidate *c, char *buf, size_t cap
     return buf;
 }
 
+/* "loss chunk C, MLP tile N" (tile "none": the whole micro-batch at once). */
+static const char *knobs_str(const lcx_plan_candidate *c, char *buf, size_t cap) {
+    if (c->mlp_tile > 0) snprintf(buf, cap, "loss chunk %lld, MLP tile %lld", (long long)c->loss_chunk, (long long)c->mlp_tile);
+    else snprintf(buf, cap, "loss chunk %lld, MLP tile none", (long long)c->loss_chunk);
+    return buf;
+}
+
+/* The per-layer policy of every stage as runs of layers: "policy: 128k: layers 0-9 recompute+offload, 10-31
+ * offload" (stages separated by "; "; cut at the line's end). */
+static void policy_line(const lcx_plan *p, char *line, size_t cap) {
+    size_t n = (size_t)snprintf(line, cap, "policy:");
+    char b1[32];
+    for (int i = 0; i < p->n_stages && n < cap; i++) {
+        const lcx_plan_stage *ps = &p->stages[i];
+        n += (size_t)snprintf(line + n, cap - n, "%s %s: layers", i ? ";" : "",
+                              lcx_format_length(ps->seq_len, b1, sizeof b1));
+        for (int64_t l = 0; l < p->model.n_layers && n < cap;) {
+            int64_t e = l;
+            while (e + 1 < p->model.n_layers && ps->activation[e + 1] == ps->activation[l]) e++;
+            if (e > l)
+                n += (size_t)snprintf(line + n, cap - n, "%s %lld-%lld %s", l ? "," : "", (long long)l, (long long)e,
+                                      lcx_act_policy_name(ps->activation[l]));
+            else
+                n += (size_t)snprintf(line + n, cap - n, "%s %lld %s", l ? "," : "", (long long)l,
+                                      lcx_act_policy_name(ps->activation[l]));
+            l = e + 1;
+        }
+    }
+}
+
 /* Better candidate: higher predicted throughput, then less peak memory; an exact tie keeps the earlier one. */
 static int better(const lcx_plan_candidate *a, const lcx_plan_candidate *b) {
     if (a->tokens_per_s != b->tokens_per_s) return a->tokens_per_s > b->tokens_per_s;
     return a->peak < b->peak;
 }
 
-/* One layout: the layout rules (lcx_comm_check_mesh on every stage length), then for each loss chunk (largest
- * first) the plan with the searched policies; the candidate keeps the largest chunk that fits with the best
- * throughput (a smaller chunk only when it lets more layers keep their activations), else the one needing the
- * least memory. */
+/* The loss chunks and MLP tiles the search tries, largest first (an MLP tile 0 = the whole micro-batch). */
+static const int64_t SEARCH_CHUNKS[] = {4096, 1024, 256};
+static const int64_t SEARCH_TILES[] = {0, 4096, 1024};
+
+/* One layout: the layout rules (lcx_comm_check_mesh on every stage length), then for each loss chunk and MLP tile
+ * (largest first) the plan with the searched policies; the candidate keeps the largest chunk and tile that fit
+ * with the best throughput (a smaller one only when the memory it frees lets more layers keep their activations
+ * or skip the transfer), else the pair needing the least memory. */
 static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, int64_t tp,
                        int64_t cp, int64_t dp, lcx_plan_candidate *c) {
     memset(c, 0, sizeof *c);
     c->tp = tp, c->cp = cp, c->dp = dp;
-    static const int64_t chunks[] = {4096, 1024, 256};
-    int n_chunks = o->loss_chunk > 0 ? 1 : (int)(sizeof chunks / sizeof chunks[0]);
+    const int n_chunks = o->loss_chunk > 0 ? 1 : (int)(sizeof SEARCH_CHUNKS / sizeof SEARCH_CHUNKS[0]);
+    const int n_tiles = o->mlp_tile > 0 ? 1 : (int)(sizeof SEARCH_TILES / sizeof SEARCH_TILES[0]);
     lcx_tp_dims dims = {cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, cfg->hidden_size,
                         cfg->intermediate_size, cfg->vocab_size};
-    for (int k = 0; k < n_chunks; k++) {
+    for (int k = 0; k < n_chunks * n_tiles; k++) {
         lcx_plan_opts oc = *o;
         oc.gpus = 0, oc.tp = tp, oc.cp = cp, oc.dp = dp;
-        oc.loss_chunk = o->loss_chunk > 0 ? o->loss_chunk : chunks[k];
+        oc.loss_chunk = o->loss_chunk > 0 ? o->loss_chunk : SEARCH_CHUNKS[k / n_tiles];
+        oc.mlp_tile = o->mlp_tile > 0 ? o->mlp_tile : SEARCH_TILES[k % n_tiles];
         lcx_plan *p = NULL;
         lcx_status st = build_one(cfg, r, &oc, 1, &p);
         lcx_mesh mesh = {(int)tp, (int)cp, (int)dp, (int)(tp * cp * dp)};
@@ -638,6 +692,7 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
         lcx_plan_candidate t = *c;
         t.valid = 1;
         t.loss_chunk = oc.loss_chunk;
+        t.mlp_tile = oc.mlp_tile;
         t.peak = p->peak_memory;
         t.host_peak = p->host_peak;
         t.fits = p->peak_memory <= o->mem_budget && (o->host_budget <= 0 || p->host_peak <= o->host_budget);
@@ -651,33 +706,35 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
 
 static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_opts *o) {
     double budget = o->mem_budget;
-    char b1[48], b2[48], b3[48], l1[64], l2[64];
+    char b1[48], b2[48], b3[48], l1[64], l2[64], k1[64], k2[64];
     const lcx_plan_candidate *ch = &s->cand[s->chosen];
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
              "search: %d layout%s of %lld device%s (TP x CP x DP), %d meet%s the layout rules, %d fit%s %s per device; "
-             "loss chunk %s; activations %s; per-layer policy of auto stages from recompute/offload/keep",
+             "loss chunk %s; MLP tile %s; activations %s; per-layer policy of auto stages from "
+             "recompute+offload/recompute/offload/keep",
              s->n_candidates, s->n_candidates == 1 ? "" : "s", (long long)s->gpus, s->gpus == 1 ? "" : "s", s->n_valid,
              s->n_valid == 1 ? "s" : "", s->n_fit, s->n_fit == 1 ? "s" : "", human_bytes(budget, b1, sizeof b1),
-             o->loss_chunk > 0 ? "as given" : "4096, 1024 or 256",
+             o->loss_chunk > 0 ? "as given" : "4096, 1024 or 256", o->mlp_tile > 0 ? "as given" : "none, 4096 or 1024",
              p->opts.act_bytes == 2 ? "bf16" : "fp32");
     const lcx_plan_cost *k = &p->cost;
     double tot = k->total > 0 ? k->total : 1;
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
-             "chosen: %s, loss chunk %lld: predicted %s tokens/s, peak %s per device (%.0f%% of the budget); time "
+             "chosen: %s, %s: predicted %s tokens/s, peak %s per device (%.0f%% of the budget); time "
              "split: compute %.0f%%, TP all-reduce %.0f%%, CP ring %.0f%%, gradient all-reduce %.0f%%, offload wait "
              "%.0f%%",
-             layout_str(ch, l1, sizeof l1), (long long)ch->loss_chunk, human_count(ch->tokens_per_s, b2, sizeof b2),
+             layout_str(ch, l1, sizeof l1), knobs_str(ch, k1, sizeof k1), human_count(ch->tokens_per_s, b2, sizeof b2),
              human_bytes(ch->peak, b3, sizeof b3), 100 * ch->peak / budget, 100 * k->compute / tot,
              100 * k->tp / tot, 100 * k->cp / tot, 100 * k->grad / tot, 100 * k->offload / tot);
     if (s->runner_up >= 0) {
         const lcx_plan_candidate *ru = &s->cand[s->runner_up];
         snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
-                 "runner-up: %s, loss chunk %lld: %s tokens/s (%.1f%% slower), peak %s per device",
-                 layout_str(ru, l2, sizeof l2), (long long)ru->loss_chunk, human_count(ru->tokens_per_s, b2, sizeof b2),
+                 "runner-up: %s, %s: %s tokens/s (%.1f%% slower), peak %s per device",
+                 layout_str(ru, l2, sizeof l2), knobs_str(ru, k2, sizeof k2), human_count(ru->tokens_per_s, b2, sizeof b2),
                  100 * (1 - ru->tokens_per_s / ch->tokens_per_s), human_bytes(ru->peak, b3, sizeof b3));
     } else {
         snprintf(s->lines[s->n_lines++], sizeof s->lines[0], "runner-up: none (the only layout that fits)");
     }
+    policy_line(p, s->lines[s->n_lines++], sizeof s->lines[0]);
     /* the layouts that do not fit or break a rule, compactly */
     char *line = s->lines[s->n_lines];
     size_t cap = sizeof s->lines[0], n = 0;
@@ -699,7 +756,7 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
 
 static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o,
                               lcx_plan **out) {
-    char b1[48], b2[48], l1[64];
+    char b1[48], b2[48], l1[64], k1[64];
     LCX_FAIL_IF(o->mem_budget <= 0, LCX_ERR_INVALID,
                 "plan: a layout search over %lld devices needs a memory budget per device", (long long)o->gpus);
     LCX_FAIL_IF(o->gpus > 65536, LCX_ERR_INVALID, "plan: %lld devices, above 65536", (long long)o->gpus);
@@ -748,10 +805,10 @@ static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, 
         int host = o->host_budget > 0 && c->peak <= o->mem_budget;
         lcx_status st = lcx_fail(
             LCX_ERR_INVALID,
-            "plan: nothing fits %lld device%s of %s: the smallest layout (%s, loss chunk %lld, least-memory "
+            "plan: nothing fits %lld device%s of %s: the smallest layout (%s, %s, least-memory "
             "policies) needs %s per device%s%s",
             (long long)o->gpus, o->gpus == 1 ? "" : "s", human_bytes(o->mem_budget, b1, sizeof b1),
-            layout_str(c, l1, sizeof l1), (long long)c->loss_chunk, human_bytes(c->peak, b2, sizeof b2),
+            layout_str(c, l1, sizeof l1), knobs_str(c, k1, sizeof k1), human_bytes(c->peak, b2, sizeof b2),
             host ? " and more pinned host memory than the host budget" : "",
             s->n_valid < s->n_candidates ? " (other layouts break the layout rules)" : "");
         free(s);
@@ -760,6 +817,7 @@ static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, 
     const lcx_plan_candidate *ch = &s->cand[s->chosen];
     lcx_plan_opts oc = *o;
     oc.gpus = 0, oc.tp = ch->tp, oc.cp = ch->cp, oc.dp = ch->dp, oc.loss_chunk = ch->loss_chunk;
+    oc.mlp_tile = ch->mlp_tile;
     lcx_plan *p = NULL;
     lcx_status st = build_one(cfg, r, &oc, 1, &p);
     if (st != LCX_OK) {
@@ -820,11 +878,13 @@ static const char *rope_str(const lcx_plan_stage *s, char *buf, size_t cap) {
 }
 
 static const char *act_str(const lcx_plan_stage *s, char *buf, size_t cap) {
-    int L = s->n_keep + s->n_recompute + s->n_offload;
+    int L = s->n_keep + s->n_recompute + s->n_offload + s->n_rec_offload;
     if (s->n_keep == L) snprintf(buf, cap, "keep");
     else if (s->n_recompute == L) snprintf(buf, cap, "recompute");
     else if (s->n_offload == L) snprintf(buf, cap, "offload");
-    else snprintf(buf, cap, "k%d/r%d/o%d", s->n_keep, s->n_recompute, s->n_offload);
+    else if (s->n_rec_offload == L) snprintf(buf, cap, "rec+off");
+    else if (s->n_rec_offload == 0) snprintf(buf, cap, "k%d/r%d/o%d", s->n_keep, s->n_recompute, s->n_offload);
+    else snprintf(buf, cap, "k%d/r%d/o%d/ro%d", s->n_keep, s->n_recompute, s->n_offload, s->n_rec_offload);
     return buf;
 }
 
@@ -840,10 +900,11 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
             p->rope_in.type, p->rope_in.theta, lcx_format_length(p->original_length, b3, sizeof b3));
     fprintf(f, "recipe:  %s (%s)\n", p->recipe_name, p->recipe_label);
     if (p->opts.has_method) fprintf(f, "method:  %s (--method, overrides the recipe)\n", lcx_rope_method_name(p->opts.method));
-    fprintf(f, "layout:  TP %" PRId64 " x CP %" PRId64 " x DP %" PRId64 ", weights %s, activations %s; budget %s; "
+    lcx_plan_candidate knobs = {.loss_chunk = p->opts.loss_chunk, .mlp_tile = p->opts.mlp_tile};
+    fprintf(f, "layout:  TP %" PRId64 " x CP %" PRId64 " x DP %" PRId64 ", weights %s, activations %s; %s; budget %s; "
                "throughput %s\n",
             p->opts.tp, p->opts.cp, p->opts.dp, p->opts.weight_bytes == 2 ? "bf16 (+fp32 master)" : "fp32",
-            p->opts.act_bytes == 2 ? "bf16" : "fp32",
+            p->opts.act_bytes == 2 ? "bf16" : "fp32", knobs_str(&knobs, b6, sizeof b6),
             p->opts.mem_budget > 0 ? human_bytes(p->opts.mem_budget, b4, sizeof b4) : "none",
             p->opts.tokens_per_s > 0 ? human_count(p->opts.tokens_per_s, b5, sizeof b5) : "not given");
     for (int i = 0; p->search && i < p->search->n_lines; i++) fprintf(f, "%s\n", p->search->lines[i]);
@@ -917,6 +978,7 @@ static json_t *candidate_json(const lcx_plan_candidate *c, int *ok) {
     put(j, "valid", json_boolean(c->valid), ok);
     put(j, "fits", json_boolean(c->fits), ok);
     put(j, "loss_chunk", c->valid ? json_integer(c->loss_chunk) : json_null(), ok);
+    put(j, "mlp_tile", c->valid && c->mlp_tile ? json_integer(c->mlp_tile) : json_null(), ok);
     put(j, "peak_memory", c->valid ? json_real(c->peak) : json_null(), ok);
     put(j, "host_memory", c->valid ? json_real(c->host_peak) : json_null(), ok);
     put(j, "tokens_per_s", c->fits ? json_real(c->tokens_per_s) : json_null(), ok);
@@ -962,6 +1024,7 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(lay, "weight_bytes", json_integer(p->opts.weight_bytes), &ok);
         put(lay, "activation_bytes", json_integer(p->opts.act_bytes), &ok);
         put(lay, "loss_chunk", json_integer(p->opts.loss_chunk), &ok);
+        put(lay, "mlp_tile", p->opts.mlp_tile > 0 ? json_integer(p->opts.mlp_tile) : json_null(), &ok);
         put(lay, "memory_budget", p->opts.mem_budget > 0 ? json_real(p->opts.mem_budget) : json_null(), &ok);
         put(lay, "tokens_per_s", p->opts.tokens_per_s > 0 ? json_real(p->opts.tokens_per_s) : json_null(), &ok);
     }
@@ -1029,8 +1092,8 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         for (int k = 0; ev && k < s->n_eval; k++) push(ev, json_integer(s->eval_lengths[k]), &ok);
         put(j, "eval_stride", s->eval_stride ? json_integer(s->eval_stride) : json_string("window"), &ok);
         put(j, "save_interval", json_integer(s->save_interval), &ok);
-        int L = s->n_keep + s->n_recompute + s->n_offload;
-        if (s->n_keep == L || s->n_recompute == L || s->n_offload == L) {
+        int L = s->n_keep + s->n_recompute + s->n_offload + s->n_rec_offload;
+        if (s->n_keep == L || s->n_recompute == L || s->n_offload == L || s->n_rec_offload == L) {
             put(j, "activation", json_string(lcx_act_policy_name(s->activation[0])), &ok);
         } else {
             json_t *a = json_array();

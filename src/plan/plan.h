@@ -28,18 +28,27 @@ typedef struct lcx_mem_model {
     int weight_bytes;       /* 2 (bf16 weights + fp32 master) or 4 (fp32 weights, no master) */
     int act_bytes;          /* bytes per stored activation element (2 bf16, 4 f32) */
     int64_t loss_chunk;     /* tokens per chunk of the chunked output projection + cross-entropy */
+    int64_t mlp_tile;       /* rows per MLP tile (the model's opts.mlp_chunk); 0 = all rows at once */
+    double op_ws_per_token; /* bytes per token of the backend's largest op workspace (the exec arena): 0 for the
+                               CUDA backend, whose attention needs none (the planner's case); the CPU attention
+                               backward's fp32 dK, dV per query head and row sums are 4 nh' (2 d + 1) */
 } lcx_mem_model;
 
 /* Bytes per device, i.e. per rank: each device runs one rank of TP x CP x DP (docs/plan.md "Memory"). */
 typedef struct lcx_mem_estimate {
     double weights, grads, master, optimizer; /* P/TP x (w, 4, 4 if w < 4, 8) */
     double activations;     /* stored for backward, all layers by policy + embedding/final norm */
-    double workspace;       /* one layer's transient tensors (+ a recomputed layer, + a prefetched layer) */
-    double logits;          /* one loss chunk: chunk x V/TP x 4 x 2 */
+    double workspace;       /* the backward's temporaries (+ the recompute scratch, + the offload device pool) */
+    double logits;          /* one loss chunk: chunk x V/TP x 4 (its gradient is written in place) */
     double cp_buffers;      /* ring attention K/V (+ dK/dV) double buffers, CP > 1 */
     double total;           /* sum of the above */
     double host;            /* offload: pinned host memory for offloaded layers */
 } lcx_mem_estimate;
+
+/* op_ws_per_token of the CPU backend for m's shape: its attention backward's fp32 dK, dV per query head and row
+ * sums, 4 nh' (2 d + 1) bytes a token (kernels/cpu/cpu_attention_bwd.c); the other ops' workspaces do not grow
+ * with the tokens. */
+double lcx_mem_cpu_op_ws_per_token(const lcx_mem_model *m);
 
 /* Bytes stored per token per layer for each policy (docs/plan.md): keep, recompute; fp32 parts included. */
 double lcx_mem_layer_keep(const lcx_mem_model *m);
@@ -65,9 +74,11 @@ typedef struct lcx_plan_opts {
     double tokens_per_s;       /* training throughput for time estimates; 0 = none */
     int weight_bytes, act_bytes;
     int64_t loss_chunk;
+    int64_t mlp_tile;          /* rows per MLP tile, 0 = none (with gpus > 0: 0 = searched) */
     /* Layout search (docs/plan.md "Layout search"): gpus > 0 searches TP x CP x DP = gpus, the loss chunk and the
      * per-layer policy of every `activation: auto` stage for the best predicted throughput that fits mem_budget
-     * (required). tp, cp, dp, loss_chunk: 0 = searched, > 0 = kept as given. gpus = 0: no search (all >= 1). */
+     * (required). tp, cp, dp, loss_chunk, mlp_tile: 0 = searched, > 0 = kept as given. gpus = 0: no search (all
+     * but mlp_tile >= 1). */
     int64_t gpus;
     double host_budget;        /* pinned host bytes per device for offload; 0 = not limited */
     double dev_flops;          /* throughput model: sustained FLOP/s of one device (default 400e12) */
@@ -77,14 +88,15 @@ typedef struct lcx_plan_opts {
 void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, no search, model rates */
 
 /* The policies the search assigns to the layers of an `activation: auto` stage, in layer order: the first policy
- * takes the first layers (recompute, then offload, then keep: the transfer of the last layers cannot be hidden).
+ * takes the first layers (recompute+offload, recompute, offload, then keep: the transfer of the last layers cannot
+ * be hidden).
  * A new policy is one more entry here plus its bytes in lcx_mem_estimate_compute and its cost in the
  * throughput model (plan.c step_time). */
-#define LCX_PLAN_SEARCH_POLICIES {LCX_ACT_RECOMPUTE, LCX_ACT_OFFLOAD, LCX_ACT_KEEP}
+#define LCX_PLAN_SEARCH_POLICIES {LCX_ACT_RECOMPUTE_OFFLOAD, LCX_ACT_RECOMPUTE, LCX_ACT_OFFLOAD, LCX_ACT_KEEP}
 
 /* One layout the search considered. */
 typedef struct lcx_plan_candidate {
-    int64_t tp, cp, dp, loss_chunk;
+    int64_t tp, cp, dp, loss_chunk, mlp_tile; /* mlp_tile 0: no tiling */
     int valid;                 /* the layout rules hold and the plan builds */
     int fits;                  /* every stage fits the budget (device and host) */
     double peak;               /* the plan's peak bytes per device (with the least-memory policies when !fits) */
@@ -152,7 +164,7 @@ typedef struct lcx_plan_stage {
     int64_t eval_stride;       /* 0 = window */
     int64_t save_interval;
     lcx_act_policy *activation; /* [n_layers], resolved (owned) */
-    int n_keep, n_recompute, n_offload;
+    int n_keep, n_recompute, n_offload, n_rec_offload; /* layers per policy */
     double clip_norm, weight_decay;
     uint64_t seed;
     double flops;              /* model FLOPs of the stage */

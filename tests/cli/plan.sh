@@ -177,7 +177,7 @@ set -- $lay
 check "search: TP $1 x CP $2 x DP $3 = 8 devices" [ "$(( $1 * $2 * $3 ))" -eq 8 ]
 check "search: TP $1 divides 32 heads, 8 kv heads and 14336" [ $((32 % $1 + 8 % $1 + 14336 % $1)) -eq 0 ]
 check "search: 2 CP divides 128k" [ $((131072 % (2 * $2))) -eq 0 ]
-check "search: the chosen line names the layout" grep -q "^chosen: TP $1 x CP $2 x DP $3, loss chunk [0-9]*: predicted .* tokens/s, peak .* GiB per device" "$tmp/out"
+check "search: the chosen line names the layout" grep -q "^chosen: TP $1 x CP $2 x DP $3, loss chunk [0-9]*, MLP tile [a-z0-9]*: predicted .* tokens/s, peak .* GiB per device" "$tmp/out"
 check "search: a runner-up" grep -q "^runner-up: TP [0-9]* x CP [0-9]* x DP [0-9]*, .* slower" "$tmp/out"
 peak=$(grep -o 'peak memory [0-9.]* GiB per device' "$tmp/out" | grep -o '[0-9.]*')
 check "search: peak $peak GiB <= 80 GiB" awk -v p="$peak" 'BEGIN { exit !(p > 0 && p <= 80) }'
@@ -197,7 +197,7 @@ check "main command --gpus --dry-run: exit 0" [ "$(rc)" -eq 0 ]
 check "main command --gpus --dry-run: searched" grep -q "^search: 10 layouts of 8 devices" "$tmp/out"
 run plan "$l8b" --to 16m --gpus 1 --gpu-memory 24GB
 check "16m on 1 x 24GB: exit 1" [ "$(rc)" -eq 1 ]
-check "16m on 1 x 24GB: says why with the numbers" grep -q "nothing fits 1 device of 24.00 GiB: the smallest layout (TP 1 x CP 1 x DP 1, loss chunk [0-9]*, least-memory policies) needs [0-9.]* TiB per device" "$tmp/err"
+check "16m on 1 x 24GB: says why with the numbers" grep -q "nothing fits 1 device of 24.00 GiB: the smallest layout (TP 1 x CP 1 x DP 1, loss chunk [0-9]*, MLP tile [a-z0-9]*, least-memory policies) needs [0-9.]* TiB per device" "$tmp/err"
 check "16m on 1 x 24GB: one line" one_line_err
 run plan "$l8b" --to 128k --gpus 8
 check "--gpus without --gpu-memory: exit 2" [ "$(rc)" -eq 2 ]

@@ -11,33 +11,12 @@
 
 #include "model_fixture.h"
 #include "src/checkpoint/catalog.h"
+#include "rss_util.h"
 #include "test_util.h"
 
 static const double GROWTH_TOL = 0.03; /* relative, plus 64 KiB for page rounding */
 
-/* AddressSanitizer's allocator ignores mallopt and adds redzones and a quarantine: the resident set then says
- * nothing about the memory model, so the growth checks run in the plain builds only. */
-#if defined(__SANITIZE_ADDRESS__)
-#define RSS_MEANINGFUL 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RSS_MEANINGFUL 0
-#endif
-#endif
-#ifndef RSS_MEANINGFUL
-#define RSS_MEANINGFUL 1
-#endif
 enum { T1 = 256, T2 = 2048 };
-
-static uint64_t rss_now(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    uint64_t kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kb = strtoull(line + 6, NULL, 10);
-    if (f) fclose(f);
-    return kb * 1024;
-}
 
 /* Peak RSS above the level at the start of one forward pass over T tokens. */
 static double pass_peak(const lcx_model_config *cfg, int64_t T, int64_t mlp_chunk, const int32_t *ids) {

@@ -293,30 +293,44 @@ static void test_memory(void) {
     lcx_act_policy pol[2] = {LCX_ACT_KEEP, LCX_ACT_RECOMPUTE};
     lcx_mem_estimate e;
     lcx_mem_estimate_compute(&m, 128, 2, pol, &e); /* T = 256 tokens */
-    CHECK(e.weights == 2000 && e.grads == 4000 && e.master == 4000 && e.optimizer == 8000);
-    CHECK(e.activations == 256.0 * (856 + 144) + 256.0 * (2 * 2 * 32 + 4)); /* layers + embedding/final norm */
-    CHECK(e.workspace == 256.0 * 856 * 2);                                  /* backward + the recomputed layer */
-    CHECK(e.logits == 256.0 * 256 * 4 * 2);                                 /* chunk = min(4096, T) */
+    CHECK(e.weights == 2000 && e.grads == 2 * 2000 && e.master == 2 * 2000 && e.optimizer == 4 * 2000);
+    /* layers + last output, final norm (+ rstd), ones, ids, targets, positions: 2 x 2H + 4 x 5 = 148 */
+    CHECK(e.activations == 256.0 * (856 + 144) + 256.0 * 148);
+    /* backward: 2 x (2H + nh d) + 4 x (nh d + 2 nkv d) = 448 a token + 3 x 2 x F per MLP row; the recompute
+     * scratch 2 x (3H + nh d + 2 nkv d) + 8 = 328 + the same MLP rows */
+    CHECK(e.workspace == 256.0 * 448 + 256.0 * 384 + 256.0 * 328 + 256.0 * 384);
+    CHECK(e.logits == 256.0 * 256 * 4); /* chunk = min(4096, T), gradient in place */
     CHECK(e.cp_buffers == 0 && e.host == 0);
-    CHECK(e.total == 18000 + 289792 + 438272 + 524288);
+    CHECK(e.total == 18000 + 293888 + 395264 + 262144);
+    /* an MLP tile of 64 rows: the [T, F] temporaries of backward and scratch become [64, F] */
+    m.mlp_tile = 64;
+    lcx_mem_estimate_compute(&m, 128, 2, pol, &e);
+    CHECK(e.workspace == 256.0 * 448 + 64.0 * 384 + 256.0 * 328 + 64.0 * 384);
+    m.mlp_tile = 256; /* a tile of T rows is no tiling */
+    lcx_mem_estimate_compute(&m, 128, 2, pol, &e);
+    CHECK(e.workspace == 395264);
+    m.mlp_tile = 0;
     /* TP 2, CP 2, fp32 weights, offload one layer, chunk 100: nh' = 2, nkv' = 1, F' = 32, T = 128 */
     m.tp = 2, m.cp = 2, m.weight_bytes = 4, m.loss_chunk = 100;
     CHECK(lcx_mem_layer_keep(&m) == 2 * (128 + 32 + 16 + 96) + 4 * (2 + 2)); /* 560 */
     lcx_act_policy pol2[2] = {LCX_ACT_OFFLOAD, LCX_ACT_KEEP};
     lcx_mem_estimate_compute(&m, 128, 2, pol2, &e);
     CHECK(e.weights == 2000 && e.grads == 2000 && e.master == 0 && e.optimizer == 4000);
-    CHECK(e.activations == 128.0 * 560 + 128.0 * 132);
+    CHECK(e.activations == 128.0 * 560 + 128.0 * 148);
     CHECK(e.host == 128.0 * 560);
-    CHECK(e.workspace == 128.0 * 560 * 3); /* backward + the offload device pool's 2 slots */
-    CHECK(e.logits == 100.0 * 128 * 8);    /* V/TP = 128 */
+    /* backward 2 x (64 + 16) + 4 x (16 + 16) = 288 a token + 3 x 2 x 32 per MLP row; 3 offload slots */
+    CHECK(e.workspace == 128.0 * 288 + 128.0 * 192 + 3 * 128.0 * 560);
+    CHECK(e.logits == 100.0 * 128 * 4); /* V/TP = 128 */
     CHECK(e.cp_buffers == 8.0 * 128 * 1 * 8 * 2);
-    CHECK(e.total == 8000 + 88576 + 215040 + 102400 + 16384);
-    /* recompute+offload: A_rec per token to the host, a 2-slot pool of A_rec, the recompute scratch */
+    CHECK(e.total == 8000 + 90624 + 276480 + 51200 + 16384);
+    /* recompute+offload: A_rec per token to the host, a 3-slot pool of A_rec, the recompute scratch */
     lcx_act_policy pol3[2] = {LCX_ACT_RECOMPUTE_OFFLOAD, LCX_ACT_KEEP};
     lcx_mem_estimate_compute(&m, 128, 2, pol3, &e);
-    CHECK(e.activations == 128.0 * 560 + 128.0 * 132);
-    CHECK(e.host == 128.0 * lcx_mem_layer_recompute(&m));
-    CHECK(e.workspace == 128.0 * 560 * 2 + 2 * 128.0 * lcx_mem_layer_recompute(&m));
+    CHECK(lcx_mem_layer_recompute(&m) == 2 * (32 + 16) + 4 * 2); /* 104 */
+    CHECK(e.activations == 128.0 * 560 + 128.0 * 148);
+    CHECK(e.host == 128.0 * 104);
+    /* scratch 2 x (96 + 16 + 16) + 8 = 264 a token + 3 x 2 x 32 per MLP row */
+    CHECK(e.workspace == 128.0 * 288 + 128.0 * 192 + 128.0 * 264 + 128.0 * 192 + 3 * 128.0 * 104);
 }
 
 /* Ring traffic per rank against the sizes written out here: one message is 2 (K and V) x KV heads per rank x
@@ -491,15 +505,40 @@ static void test_budget(void) {
  * --to 128k on 8 x 80 GB picks a layout the memory model says fits, checked here from the rules and the memory
  * model directly; the choice is the fastest fitting candidate, deterministic, kept constraints; an impossible
  * target is refused with the numbers on one line. */
-static lcx_status search(const lcx_model_config *cfg, const lcx_recipe *r, int64_t target, int64_t gpus,
-                         double budget, int64_t tp, lcx_plan **p) {
+static lcx_status search_tile(const lcx_model_config *cfg, const lcx_recipe *r, int64_t target, int64_t gpus,
+                              double budget, int64_t tp, int64_t mlp_tile, lcx_plan **p) {
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
     o.target = target;
     o.gpus = gpus;
     o.mem_budget = budget;
-    o.tp = tp, o.cp = 0, o.dp = 0, o.loss_chunk = 0;
+    o.tp = tp, o.cp = 0, o.dp = 0, o.loss_chunk = 0, o.mlp_tile = mlp_tile;
     return lcx_plan_build(cfg, r, &o, p);
+}
+
+static lcx_status search(const lcx_model_config *cfg, const lcx_recipe *r, int64_t target, int64_t gpus,
+                         double budget, int64_t tp, lcx_plan **p) {
+    return search_tile(cfg, r, target, gpus, budget, tp, 0, p);
+}
+
+/* The chosen layout's loss chunk and MLP tile against every other pair, each planned on its own with the layout
+ * kept (so the pair is given, not searched): none that fits is faster. */
+static void check_knobs(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan *p, double budget) {
+    const int64_t chunks[] = {4096, 1024, 256}, tiles[] = {0, 4096, 1024, 256};
+    for (int c = 0; c < 3; c++) {
+        for (int t = 0; t < 4; t++) {
+            lcx_plan_opts o = p->opts;
+            o.gpus = p->opts.gpus, o.loss_chunk = chunks[c], o.mlp_tile = tiles[t];
+            lcx_plan *q = NULL;
+            lcx_status st = lcx_plan_build(cfg, r, &o, &q);
+            if (st == LCX_OK && q->peak_memory <= budget)
+                CHECK_MSG(q->predicted_tokens_per_s <= p->predicted_tokens_per_s * (1 + 1e-12),
+                          "loss chunk %lld, MLP tile %lld: %.6g tokens/s beats the chosen %.6g", (long long)chunks[c],
+                          (long long)tiles[t], q->predicted_tokens_per_s, p->predicted_tokens_per_s);
+            if (tiles[t] && st == LCX_OK) CHECK(q->opts.mlp_tile == tiles[t] && q->model.mlp_tile == tiles[t]);
+            lcx_plan_free(q);
+        }
+    }
 }
 
 static void test_search(void) {
@@ -534,6 +573,27 @@ static void test_search(void) {
             CHECK_MSG(e.total <= budget, "stage %d needs %.2f GiB", st->index, e.total / GiB);
         }
         CHECK(p->peak_memory <= budget);
+        /* the plan's loss chunk and MLP tile are the chosen candidate's and its memory model's */
+        if (s) CHECK(s->cand[s->chosen].loss_chunk == p->opts.loss_chunk && s->cand[s->chosen].mlp_tile == p->opts.mlp_tile);
+        CHECK(p->model.loss_chunk == p->opts.loss_chunk && p->model.mlp_tile == p->opts.mlp_tile);
+        check_knobs(&cfg, r, p, budget);
+        /* the explanation's policy line: every run of layers of the last stage, in order */
+        if (s) {
+            const char *pl = NULL;
+            for (int i = 0; i < s->n_lines; i++)
+                if (!strncmp(s->lines[i], "policy: 128k: layers 0", 22)) pl = s->lines[i];
+            CHECK(pl != NULL);
+            const lcx_plan_stage *st = &p->stages[p->n_stages - 1];
+            for (int l = 0; pl && l < 32; l++) {
+                if (l > 0 && st->activation[l] == st->activation[l - 1]) continue;
+                int e = l;
+                while (e + 1 < 32 && st->activation[e + 1] == st->activation[l]) e++;
+                char want[64];
+                if (e > l) snprintf(want, sizeof want, " %d-%d %s", l, e, lcx_act_policy_name(st->activation[l]));
+                else snprintf(want, sizeof want, " %d %s", l, lcx_act_policy_name(st->activation[l]));
+                CHECK_MSG(strstr(pl, want) != NULL, "'%s' not in '%s'", want, pl);
+            }
+        }
         /* the chosen one is the fastest that fits; the runner-up is the next */
         if (s) {
             CHECK(s->n_candidates == 10); /* (tp, cp) pairs with tp x cp | 8 */
@@ -578,6 +638,19 @@ static void test_search(void) {
     if (q) CHECK(q->opts.tp == 4 && q->opts.cp * q->opts.dp == 2 && q->search->n_candidates == 2);
     lcx_plan_free(q);
     q = NULL;
+    /* a given MLP tile is kept, and counted: 1024 rows free memory against no tiling */
+    CHECK_OK(search_tile(&cfg, r, 131072, 8, budget, 0, 1024, &q));
+    if (q) {
+        CHECK(q->opts.mlp_tile == 1024 && q->search->cand[q->search->chosen].mlp_tile == 1024);
+        const lcx_plan_stage *st = &q->stages[q->n_stages - 1];
+        lcx_mem_model untiled = q->model;
+        untiled.mlp_tile = 0;
+        lcx_mem_estimate e;
+        lcx_mem_estimate_compute(&untiled, st->seq_len, st->micro_seqs, st->activation, &e);
+        CHECK(e.workspace > st->mem.workspace);
+    }
+    lcx_plan_free(q);
+    q = NULL;
     CHECK_FAILS(search(&cfg, r, 131072, 8, budget, 3, &q), LCX_ERR_INVALID, "--tp 3 does not divide --gpus 8");
     /* impossible: 16m on one 24 GB device; one line naming the budget and the smallest need */
     CHECK_FAILS(search(&cfg, r, 16777216, 1, 24 * GiB, 0, &q), LCX_ERR_INVALID,
@@ -594,7 +667,7 @@ static void test_search(void) {
 /* The throughput model's terms against a hand computation (TP 2, CP 2, DP 2, bf16, 4 layers: 1 recompute,
  * 1 offload, 2 keep). */
 static void test_step_time(void) {
-    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096};
+    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096, 0, 0};
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
     int counts[LCX_ACT_POLICY_COUNT] = {0};

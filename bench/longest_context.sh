@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The longest context one full training step reaches on the CPU within a resident-memory budget, per activation
+# policy, measured and as the planner's memory model predicts it (issue 15, docs/benchmarks.md).
+# Model: bench/llama10m.json (10.0M parameters, fp32 weights and activations, random weights and tokens, batch 1,
+# loss chunk 256). A length "trains" when `lcextend train-steps --steps 1` (forward, backward, loss, clipping,
+# AdamW) exits 0 with a peak RSS (/usr/bin/time %M, the whole process) within BUDGET. Search: lengths from START
+# doubling until one fails or MAX is reached, then bisection to a multiple of GRAIN.
+# Prediction: train-steps prints the plan memory model's bytes for its length and policy (weights, grads, AdamW,
+# activations, workspace, logits, and the offload host pool, which is ordinary memory on the CPU; `--steps 0`
+# prints it without training); the process's own baseline (binary, libraries, OpenMP/BLAS buffers) is the
+# measured peak minus that prediction at START. The plan's longest length is the same doubling and bisection on
+# prediction + baseline <= BUDGET, with --steps 0 (no training: seconds).
+# POLICIES entries are POLICY or POLICY:TILE (--mlp-tile TILE). One thread by default: other jobs share the cores.
+# usage: [BUDGET=384] (MiB) [THREADS=1] [START=512] [MAX=16384] [GRAIN=256] [POLICIES="..."]
+#        bench/longest_context.sh BUILD_DIR
+set -euo pipefail
+BUILD=${1:?usage: $0 BUILD_DIR}
+BUDGET=${BUDGET:-384}
+THREADS=${THREADS:-1}
+START=${START:-512}
+MAX=${MAX:-16384}
+GRAIN=${GRAIN:-256}
+POLICIES=${POLICIES:-"keep recompute recompute:1k offload recompute+offload recompute+offload:1k"}
+HERE=$(cd "$(dirname "$0")" && pwd)
+BIN="$BUILD/lcextend"
+CFG="$HERE/llama10m.json"
+[ -x "$BIN" ] || { echo "missing $BIN (build first)"; exit 1; }
+[ -x /usr/bin/time ] || { echo "missing /usr/bin/time (GNU time)"; exit 1; }
+export OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# step POLICY TILE S [STEPS]: one training step (STEPS 0: the prediction only); sets rss (MiB), pred (MiB, plan
+# model), secs, ok (1 = within BUDGET)
+step() {
+    local pol=$1 tile=$2 s=$3 n=${4:-1} args=()
+    [ -n "$tile" ] && args=(--mlp-tile "$tile")
+    ok=0 rss=0 pred=0 secs=0
+    if /usr/bin/time -f "maxrss %M" -o "$out/time" "$BIN" train-steps --config "$CFG" --seq "$s" --steps "$n" \
+        --policy "$pol" "${args[@]}" >"$out/log" 2>&1; then
+        rss=$(awk '/^maxrss/ { printf "%.1f", $2 / 1024 }' "$out/time")
+        pred=$(awk '/^predicted/ { print $5 }' "$out/log")
+        secs=$(awk '/^step 1\// { for (i = 1; i <= NF; i++) if ($i == "time") print $(i + 1) }' "$out/log")
+        ok=$(awk -v r="$rss" -v b="$BUDGET" 'BEGIN { print (r <= b) ? 1 : 0 }')
+    fi
+}
+
+# plan_fits POLICY TILE S: 0 (true) when the plan model + base fits BUDGET at S
+plan_fits() {
+    step "$1" "$2" "$3" 0
+    awk -v p="$pred" -v base="$base" -v b="$BUDGET" 'BEGIN { exit !(p > 0 && p + base <= b) }'
+}
+
+# longest FITS POLICY TILE: doubling from START (up to MAX), then bisection to GRAIN, with FITS (a function that
+# sets ok); prints "lo hi" (hi 0: MAX reached)
+longest() {
+    local fits=$1 lo=$START hi=0 s=$START
+    while [ $((s * 2)) -le "$MAX" ]; do
+        s=$((s * 2))
+        if $fits "$2" "$3" "$s"; then lo=$s; else hi=$s; break; fi
+    done
+    while [ "$hi" -gt 0 ] && [ $((hi - lo)) -gt "$GRAIN" ]; do
+        s=$(( (lo + hi) / 2 / GRAIN * GRAIN ))
+        if $fits "$2" "$3" "$s"; then lo=$s; else hi=$s; fi
+    done
+    echo "$lo $hi"
+}
+
+# measured_fits POLICY TILE S: one real step within BUDGET; remembers the figures of the longest that fits
+measured_fits() {
+    step "$1" "$2" "$3"
+    [ "$ok" = 1 ] || return 1
+    echo "$rss $pred $secs" >"$out/best.$3"
+}
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "model bench/llama10m.json, fp32, batch 1, loss chunk 256; budget $BUDGET MiB peak RSS; threads $THREADS; lengths $START.. (x2, then bisection to $GRAIN), at most $MAX"
+printf "%-22s %9s %10s %10s %10s %9s %11s\n" policy longest "peak RSS" predicted "step s" "plan says" "plan RSS"
+for entry in $POLICIES; do
+    pol=${entry%%:*} tile=""
+    [ "$entry" != "$pol" ] && tile=${entry#*:}
+    step "$pol" "$tile" "$START"
+    [ "$ok" = 1 ] || { printf "%-22s %9s\n" "$entry" "< $START"; continue; }
+    rm -f "$out"/best.*
+    base=$(awk -v r="$rss" -v p="$pred" 'BEGIN { print r - p }')
+    echo "$rss $pred $secs" >"$out/best.$START"
+    read -r lo hi < <(longest measured_fits "$pol" "$tile")
+    read -r lo_rss lo_pred lo_secs <"$out/best.$lo"
+    read -r plo phi < <(longest plan_fits "$pol" "$tile")
+    says=$plo
+    [ "$phi" = 0 ] && says=">= $plo"
+    plan_rss=$(awk -v p="$lo_pred" -v base="$base" 'BEGIN { printf "%.1f", p + base }')
+    longest=$lo
+    [ "$hi" = 0 ] && longest=">= $lo"
+    printf "%-22s %9s %10s %10s %10s %9s %11s\n" "$entry" "$longest" "$lo_rss" "$lo_pred" "$lo_secs" "$says" "$plan_rss"
+done
+echo "(longest: tokens; peak RSS, predicted: MiB at that length, predicted = the plan model without the process"
+echo " baseline; plan says: the longest length (same search) the plan model + the baseline measured at $START puts within the budget;"
+echo " plan RSS: the plan model + baseline at the measured longest)"
