@@ -164,5 +164,39 @@ for c in reshard export; do
     check "kill -9 during $c: a kill landed mid-run at least once in 20 trials" [ $killed -ge 1 ]
 done
 
+# Temporaries beside --out that are not litter of a dead run (a live owner's, one without an owner in its name) are
+# kept and named, with why, in one warning line; a dead owner's goes. Every command that claims an output.
+host=$(python3 -c 'import socket
+x = 2166136261
+for c in socket.gethostname().encode(): x = ((x ^ c) * 16777619) % 2**32
+print("%08x" % x)')
+sleep 300 & owner=$! # a live owner
+"$LCEXTEND" version >/dev/null & gone=$!
+wait $gone # a gone one (its pid is free now)
+temps() { # temps OUT: the three kinds beside OUT
+    touch "$1.tmp-$host-$owner-0000beef" "$1.tmp-old1" "$1.tmp-$host-$gone-0000dead"
+}
+for c in import reshard export-hf export-gguf tokenize; do
+    o="$tmp/warned-$c"
+    case $c in
+        import) temps "$o"; run import "$tiny" --out "$o" ;;
+        reshard) temps "$o"; run reshard "$tmp/a.lcx" --tp 2 --out "$o" ;;
+        export-hf) temps "$o"; run export "$tmp/a.lcx" --format hf --out "$o" ;;
+        export-gguf) temps "$o"; run export "$tmp/a.lcx" --format gguf --out "$o" ;;
+        tokenize) o="$tmp/warned.bin"; temps "$o"
+            run tokenize --tokenizer "$tiny/tokenizer.json" --input "$tmp/in.txt" --split blank-line --output "$tmp/warned" ;;
+    esac
+    check "kept temporaries, $c: runs (rc $(rc))" [ "$(rc)" -eq 0 ] && [ -e "$o" ]
+    check "kept temporaries, $c: one warning line" [ "$(grep -c '^warning: ' "$tmp/err")" -eq 1 ]
+    check "kept temporaries, $c: names both and why" grep -q "^warning: $o: kept 2 temporaries of other runs beside it: .*$(basename "$o").tmp-$host-$owner-0000beef (process $owner is running)" "$tmp/err"
+    check "kept temporaries, $c: names the unattributable one" grep -q "$(basename "$o").tmp-old1 (no owner in its name)" "$tmp/err"
+    check "kept temporaries, $c: both kept" [ -e "$o.tmp-$host-$owner-0000beef" ] && [ -e "$o.tmp-old1" ]
+    check "kept temporaries, $c: the dead owner's removed, not named" [ ! -e "$o.tmp-$host-$gone-0000dead" ] &&
+        ! grep -q 0000dead "$tmp/err"
+done
+run verify "$tmp/warned-import"
+check "kept temporaries: the import beside them verifies" [ "$(rc)" -eq 0 ]
+kill $owner
+
 echo "io_safety: $([ $fail = 0 ] && echo ok || echo FAILED)"
 exit $fail
