@@ -140,6 +140,20 @@ for ext in bin idx; do
 done
 check "tokenize: the linked file is untouched" [ "$(cat "$tmp/keep")" = keep ]
 
+# score --logits: a file or a symlink there is refused before any work and kept (it was replaced).
+echo "1 2 3 4 5" >"$tmp/ids.txt"
+echo keep >"$tmp/logits.npy"
+ln -s "$tmp/keep" "$tmp/logits-link.npy"
+for o in logits.npy logits-link.npy; do
+    fast_one_line_error "score --logits over $o" score "$tiny" --ids "$tmp/ids.txt" --logits "$tmp/$o"
+    check "score --logits over $o: says it exists" grep -q "already exists" "$tmp/err"
+    check "score --logits over $o: kept" [ "$(cat "$tmp/$o")" = keep ] && [ ! -s "$tmp/out" ]
+done
+check "score --logits: the linked file is untouched" [ "$(cat "$tmp/keep")" = keep ]
+run score "$tiny" --ids "$tmp/ids.txt" --logits "$tmp/logits-new.npy"
+check "score --logits to a new path: written" [ "$(rc)" -eq 0 ] && [ -s "$tmp/logits-new.npy" ] &&
+    no_litter "$tmp/logits-new.npy"
+
 # kill -9 mid-run leaves OUT.tmp-*; the next run to the same --out removes it (its owner is gone).
 for c in reshard export; do
     killed=0
