@@ -105,13 +105,24 @@ static char *dir_part(const char *path, const char **base) {
     return strndup(path, (size_t)(slash - path));
 }
 
-/* Why a temporary of path's that is not stale stays, in words; NULL for this process's own (nothing to say). */
+/* 1 when process pid runs the same program file as this one: a concurrent run of ours, whose temporary is its
+ * work in progress. 0 when it runs another program (its pid may be a reused one of a killed run) or we cannot
+ * tell. */
+static int same_program(long pid) {
+    char exe[64];
+    struct stat a, b;
+    snprintf(exe, sizeof exe, "/proc/%ld/exe", pid);
+    return stat(exe, &a) == 0 && stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Why a temporary of path's that is not stale stays, in words; NULL when there is nothing to tell (this process's
+ * own, or a concurrent run of this program still writing it). */
 static const char *kept_reason(const char *name, char *buf, size_t cap) {
     unsigned h;
     long pid;
     if (!temp_owner(name, &h, &pid)) return "no owner in its name";
     if (h != host_id()) return "made on another host";
-    if (pid == (long)getpid()) return NULL;
+    if (pid == (long)getpid() || same_program(pid)) return NULL;
     snprintf(buf, cap, "process %ld is running", pid);
     return buf;
 }

@@ -20,8 +20,9 @@ lcx_status lcx_out_absent(const char *path);
 /* PATH.tmp-<host>-<pid>-<random> (heap; NULL when out of memory). */
 char *lcx_out_temp_name(const char *path);
 /* Remove the stale temporaries of path (see above). Returns how many it removed; *kept (may be NULL) gets a heap
- * line naming the temporaries of other runs it left and why (owner running, another host, no owner in the name;
- * this process's own are not named), NULL when none. */
+ * line naming the temporaries of other runs it left and why (owner running, another host, no owner in the name),
+ * NULL when none. Not named: this process's own and those of a live process running this same program (a
+ * concurrent run at work); a live owner running another program may hold a killed run's reused pid. */
 int lcx_out_sweep(const char *path, char **kept);
 /* lcx_out_sweep, and the kept line as a warning through the process's warning reporter (src/core/report.h): what
  * every command does before it makes a temporary for an output, so each output path warns at most once. */

@@ -85,6 +85,9 @@ for round in 1 2 3 4 5; do
     wait $p1; r1=$?; wait $p2; r2=$?
     check "race $round: exactly one export wins (rc $r1 $r2)" [ $((r1 == 0)) -ne $((r2 == 0)) ]
     check "race $round: the loser says the path exists" grep -q "already exists" "$tmp/e1" "$tmp/e2"
+    # the winner's temporary, seen by the loser, is a concurrent run's work: no warning about it
+    loser=$tmp/e1; [ $r2 -ne 0 ] && loser=$tmp/e2
+    check "race $round: the loser writes one line" [ "$(wc -l <"$loser")" -eq 1 ]
     check "race $round: no temporaries" no_litter "$o"
 done
 run export "$tmp/a.lcx" --format gguf --out "$tmp/ref.gguf"
