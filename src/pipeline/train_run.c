@@ -13,6 +13,7 @@
 #include "src/comm/mesh_check.h"
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
+#include "src/core/outpath.h"
 #include "src/model/model.h"
 #include "src/pipeline/run_common.h"
 #include "src/pipeline/run_report.h"
@@ -97,6 +98,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
 
     /* checks before any work */
     LCX_TRY_GOTO(lcx_tool_run_dir_check(o->out, o->resume, &latest), done);
+    if (lead && o->export_hf) LCX_TRY_GOTO(lcx_out_absent(o->export_hf), done); /* not after the training */
     if (o->data) {
         LCX_TRY_GOTO(lcx_tokdata_open(o->data, &td), done);
         td_open = 1;

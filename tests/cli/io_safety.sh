@@ -153,6 +153,13 @@ for o in logits.npy logits-link.npy; do
     check "score --logits over $o: kept" [ "$(cat "$tmp/$o")" = keep ] && [ ! -s "$tmp/out" ]
 done
 check "score --logits: the linked file is untouched" [ "$(cat "$tmp/keep")" = keep ]
+# train --export-hf over something: refused before any training (it trained, then refused), no run directory made.
+seq 1 200 | tr '\n' ' ' >"$tmp/train_ids.txt"
+mkdir "$tmp/hf-there"
+fast_one_line_error "train --export-hf over a directory" train "$LCX_SRC/tests/fixtures/models/llama_gqa" \
+    --ids "$tmp/train_ids.txt" --seq 16 --steps 1 --out "$tmp/run-x" --export-hf "$tmp/hf-there"
+check "train --export-hf over a directory: says it exists" grep -q "hf-there: already exists" "$tmp/err"
+check "train --export-hf over a directory: no training (no run directory)" [ ! -e "$tmp/run-x" ]
 run score "$tiny" --ids "$tmp/ids.txt" --logits "$tmp/logits-new.npy"
 check "score --logits to a new path: written" [ "$(rc)" -eq 0 ] && [ -s "$tmp/logits-new.npy" ] &&
     no_litter "$tmp/logits-new.npy"
