@@ -28,6 +28,12 @@ for c in "verify $tmp/fifo.lcx" "export $tmp/fifo.lcx --format hf --out $tmp/fx"
     check "FIFO manifest: $c: names the manifest" grep -q "manifest.json: not a regular file" "$tmp/err"
 done
 check "FIFO manifest: no output" [ ! -e "$tmp/fx" ] && [ ! -e "$tmp/fr" ]
+# eval --compare FILE that is a FIFO: refused before any work (the read blocked after the whole evaluation)
+mkfifo "$tmp/cmp.json"
+fast_one_line_error "FIFO --compare: eval" eval "$tmp/a.lcx" --data "$LCX_SRC/recipes/tiny/data/heldout" \
+    --lengths 64 --svg "$tmp/cmp.svg" --compare "$tmp/cmp.json"
+check "FIFO --compare: names it" grep -q "cmp.json: not a regular file" "$tmp/err"
+check "FIFO --compare: no picture" [ ! -e "$tmp/cmp.svg" ]
 
 # A symlinked tokenizer.json or data file: refused by every reader, the target never copied out.
 echo '{"secret": 1}' >"$tmp/secret.json"
