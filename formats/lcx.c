@@ -35,6 +35,10 @@ struct lcx_ckpt {
     const lcx_ckpt_piece *cached; /* piece whose decoded bytes scratch holds (NULL: none) */
 };
 
+/* Bounds on what a manifest lists, each named in its error (far above any real checkpoint: a file per rank, a
+ * piece per rank or row chunk). */
+enum { MAX_FILES = 1000000, MAX_TENSORS = 10000000, MAX_PIECES = 1000000, MAX_TOKENIZER_FILES = 1000 };
+
 int lcx_ckpt_safe_name(const char *s) {
     size_t n = strlen(s);
     if (n == 0 || n > 200 || s[0] == '.') return 0;
@@ -279,8 +283,8 @@ static lcx_status parse_tensor(lcx_ckpt *ck, lcx_ckpt_tensor *t, const json_t *t
     LCX_FAIL_IF(!json_is_array(pieces), LCX_ERR_FORMAT, "%s: tensor '%s' (role %s): 'pieces' must be an array",
                 ck->mpath, name, role);
     size_t np = json_array_size(pieces);
-    LCX_FAIL_IF(np > 1000000, LCX_ERR_FORMAT, "%s: tensor '%s' (role %s): %zu pieces is too many", ck->mpath, name,
-                role, np);
+    LCX_FAIL_IF(np > MAX_PIECES, LCX_ERR_FORMAT, "%s: tensor '%s' (role %s): %zu pieces, more than the limit of %d",
+                ck->mpath, name, role, np, MAX_PIECES);
     t->pieces = calloc(np ? np : 1, sizeof *t->pieces);
     LCX_FAIL_IF(!t->pieces, LCX_ERR_OOM, "out of memory");
     t->n_pieces = (int)np;
@@ -320,8 +324,9 @@ static lcx_status parse_manifest(lcx_ckpt *ck) {
 
     /* Data files: present, regular, exactly the recorded size (a truncated copy fails here, not mid-load). */
     const json_t *files = json_object_get(root, "files");
-    LCX_FAIL_IF(!json_is_array(files) || json_array_size(files) > 1000000, LCX_ERR_FORMAT,
-                "%s: 'files' must be an array", ck->mpath);
+    LCX_FAIL_IF(!json_is_array(files), LCX_ERR_FORMAT, "%s: 'files' must be an array", ck->mpath);
+    LCX_FAIL_IF(json_array_size(files) > MAX_FILES, LCX_ERR_FORMAT, "%s: %zu files, more than the limit of %d",
+                ck->mpath, json_array_size(files), MAX_FILES);
     size_t nf = json_array_size(files);
     ck->file_names = calloc(nf + 1, sizeof(char *));
     ck->file_paths = calloc(nf + 1, sizeof(char *));
@@ -361,8 +366,10 @@ static lcx_status parse_manifest(lcx_ckpt *ck) {
                     "%s: file '%s' listed twice", ck->mpath, ck->files_sorted[i].name);
 
     const json_t *tok = json_object_get(root, "tokenizer_files");
-    LCX_FAIL_IF(!json_is_array(tok) || json_array_size(tok) > 1000, LCX_ERR_FORMAT,
-                "%s: 'tokenizer_files' must be an array", ck->mpath);
+    LCX_FAIL_IF(!json_is_array(tok), LCX_ERR_FORMAT, "%s: 'tokenizer_files' must be an array", ck->mpath);
+    LCX_FAIL_IF(json_array_size(tok) > MAX_TOKENIZER_FILES, LCX_ERR_FORMAT,
+                "%s: %zu tokenizer_files, more than the limit of %d", ck->mpath, json_array_size(tok),
+                MAX_TOKENIZER_FILES);
     ck->tok = calloc(json_array_size(tok) + 1, sizeof(char *));
     LCX_FAIL_IF(!ck->tok, LCX_ERR_OOM, "out of memory");
     for (size_t i = 0; i < json_array_size(tok); i++) {
@@ -389,8 +396,9 @@ static lcx_status parse_manifest(lcx_ckpt *ck) {
     }
 
     const json_t *tensors = json_object_get(root, "tensors");
-    LCX_FAIL_IF(!json_is_array(tensors) || json_array_size(tensors) > 10000000, LCX_ERR_FORMAT,
-                "%s: 'tensors' must be an array", ck->mpath);
+    LCX_FAIL_IF(!json_is_array(tensors), LCX_ERR_FORMAT, "%s: 'tensors' must be an array", ck->mpath);
+    LCX_FAIL_IF(json_array_size(tensors) > MAX_TENSORS, LCX_ERR_FORMAT, "%s: %zu tensors, more than the limit of %d",
+                ck->mpath, json_array_size(tensors), MAX_TENSORS);
     size_t nt = json_array_size(tensors);
     ck->tensors = calloc(nt + 1, sizeof *ck->tensors);
     LCX_FAIL_IF(!ck->tensors, LCX_ERR_OOM, "out of memory");

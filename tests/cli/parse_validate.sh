@@ -159,6 +159,10 @@ for c in "empty_pieces:40021 pieces" "many_files:30002 files"; do
     check "$name: verify counts them ($(head -c 300 "$tmp/out"))" grep -qF "$needle" "$tmp/out"
 done
 
+# a count past a bound is refused naming the bound
+mutate tokfiles "m['tokenizer_files'] = ['t%d' % i for i in range(1001)]"
+refused "1001 tokenizer_files, more than the limit of 1000" verify "$tmp/tokfiles.lcx"
+
 # ---- tokenizer_config.json: its eos_token is validated where it is read, never replaced by another EOS ------
 mkdir -p "$tmp/tc" && cp "$LCX_SRC/recipes/tiny/model/tokenizer.json" "$tmp/tc/"
 printf 'hello\n\nworld\n' >"$tmp/docs.txt"
