@@ -196,13 +196,9 @@ done
 
 # Temporaries beside --out that are not litter of a dead run (a live owner's, one without an owner in its name) are
 # kept and named, with why, in one warning line; a dead owner's goes. Every command that claims an output.
-host=$(python3 -c 'import socket
-x = 2166136261
-for c in socket.gethostname().encode(): x = ((x ^ c) * 16777619) % 2**32
-print("%08x" % x)')
+host=$(host_id)
 sleep 300 & owner=$! # a live owner
-"$LCEXTEND" version >/dev/null & gone=$!
-wait $gone # a gone one (its pid is free now)
+gone=$(dead_pid)
 temps() { # temps OUT: the three kinds beside OUT
     touch "$1.tmp-$host-$owner-0000beef" "$1.tmp-old1" "$1.tmp-$host-$gone-0000dead"
 }
