@@ -90,7 +90,7 @@ check "resume with --keep 2: the loss curve ends as an unbroken run's" [ "$(last
 # Killed after claiming the step-6 checkpoint, before moving latest: the resume from step 5 finds step 6 saved and
 # points latest at it (it used to stay at step 5; fixed in src/train/train_ckpt.c), and removes the killed run's
 # `latest` temporary (it saved nothing, so nothing swept it: the kill trials caught such litter, this or a killed
-# prune's directory, about once in 40 trials; a resume now sweeps first).
+# prune's directory, in 5 of 260 trials; a resume now sweeps first).
 printf 's01-step000005\n' >"$tmp/keep/checkpoints/latest"
 killed_latest="$tmp/keep/checkpoints/latest.tmp-$(host_id)-$(dead_pid)-0000dead"
 printf 's01-step000006\n' >"$killed_latest"
