@@ -51,7 +51,9 @@ for t in "${targets[@]}"; do
     "$fz" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=25 -print_final_stats=1 -artifact_prefix="$art" \
         "${extra[@]}" "$corpus" >"$log" 2>&1
     rc=$?
-    [ "$jobs" -gt 1 ] && cat fuzz-*.log >>"$log" 2>/dev/null && rm -f fuzz-*.log
+    # with -jobs, libFuzzer's parent copies each job's fuzz-N.log into its own output when the job ends: appending
+    # them again counted every execution twice
+    [ "$jobs" -gt 1 ] && rm -f fuzz-*.log
     execs=$(grep -h "stat::number_of_executed_units" "$log" | awk '{ s += $2 } END { print s + 0 }')
     eps=$((execs / (secs > 0 ? secs : 1)))
     init=$(grep -m1 "INITED" "$log")

@@ -92,6 +92,10 @@ lcx_status lcx_ckpt_commit(const char *tmp_dir, const char *parent, const char *
 /* Point parent/latest at parent/name (atomic), an existing complete checkpoint: a save that finds its checkpoint
  * already there (claimed by a run killed before it moved `latest`, then resumed from an older one). */
 lcx_status lcx_ckpt_set_latest(const char *parent, const char *name);
+/* Remove the leftovers of crashed saves and prunes in parent whose owner is gone (*.tmp-* directories,
+ * latest.tmp-*), as a commit's prune does, keeping every checkpoint: a resume does it first, since it may have
+ * nothing left to save (a run killed in its last save's prune or `latest` update). */
+lcx_status lcx_ckpt_sweep(const char *parent);
 
 /* For a standalone checkpoint (import, reshard: no run directory around it): rename tmp_dir to parent/name (must
  * not exist yet) and fsync parent. No `latest` file, no pruning. */

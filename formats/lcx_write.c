@@ -535,6 +535,8 @@ done:
     return st;
 }
 
+lcx_status lcx_ckpt_sweep(const char *parent) { return prune(parent, "", 0); }
+
 lcx_status lcx_ckpt_set_latest(const char *parent, const char *name) {
     LCX_FAIL_IF(!valid_ckpt_name(name), LCX_ERR_INVALID, "checkpoint name '%s' is not a plain name", name);
     char *latest = lcx_path_join(parent, LCX_CKPT_LATEST);

@@ -43,7 +43,7 @@ lcx_status lcx_npy_writer_open(const char *path, const lcx_shape *shape, lcx_npy
     LCX_TRY(header(shape, h, sizeof h, &hl));
     lcx_npy_writer *w = calloc(1, sizeof *w);
     LCX_FAIL_IF(!w, LCX_ERR_OOM, "npy: out of memory");
-    lcx_status st = lcx_atomic_open(path, &w->af);
+    lcx_status st = lcx_atomic_open_new(path, &w->af); /* an output path the user named: never replaced */
     if (st == LCX_OK) st = lcx_atomic_write(&w->af, h, hl);
     if (st != LCX_OK) {
         if (w->af.path) lcx_atomic_abort(&w->af);
@@ -100,6 +100,8 @@ lcx_status lcx_npy_read_f32(const char *path, float **data, lcx_shape *shape) {
     lcx_status st = LCX_OK;
     LCX_FAIL_GOTO(len < 10 || memcmp(buf, "\x93NUMPY", 6) != 0, LCX_ERR_FORMAT, done, "%s: not a .npy file", path);
     size_t hl, start;
+    LCX_FAIL_GOTO(buf[6] < 1 || buf[6] > 3, LCX_ERR_UNSUPPORTED, done, "%s: .npy format version %d (1 to 3 read)",
+                  path, buf[6]);
     if (buf[6] == 1) hl = (unsigned char)buf[8] | (size_t)(unsigned char)buf[9] << 8, start = 10;
     else {
         LCX_FAIL_GOTO(len < 12, LCX_ERR_FORMAT, done, "%s: truncated .npy header", path);
@@ -119,12 +121,13 @@ lcx_status lcx_npy_read_f32(const char *path, float **data, lcx_shape *shape) {
         char *p = sp + 10;
         while (*p && *p != ')') {
             char *e;
-            unsigned long long v = strtoull(p, &e, 10);
-            if (e == p || shape->ndim == LCX_MAX_DIMS) { ok = 0; break; }
+            unsigned long long v = *p >= '0' && *p <= '9' ? strtoull(p, &e, 10) : 0; /* strtoull takes "-1" */
+            if (*p < '0' || *p > '9' || shape->ndim == LCX_MAX_DIMS) { ok = 0; break; }
             shape->dims[shape->ndim++] = v;
             p = e;
             while (*p == ',' || *p == ' ') p++;
         }
+        if (*p != ')') ok = 0;
     } else {
         ok = 0;
     }

@@ -1,5 +1,5 @@
 /* npy: NumPy .npy files of little-endian float32 in C order (what `score --logits` writes and the parity tests
- * read). Format 1.0/2.0 headers; anything else (other dtypes, Fortran order, big-endian) is refused by the reader
+ * read). Format 1.0/2.0 headers (3.0 read too); anything else (other dtypes, Fortran order, big-endian) is refused by the reader
  * with a message naming the file. */
 #ifndef LCX_FORMATS_NPY_H
 #define LCX_FORMATS_NPY_H
@@ -10,7 +10,8 @@
 #include "src/core/status.h"
 #include "src/core/tensor.h"
 
-/* Write data (numel of shape floats) as an '<f4' array, atomically. */
+/* Write data (numel of shape floats) as an '<f4' array, atomically; like every output a user names, an existing
+ * path (file, symlink, anything) is refused, never replaced (src/core/outpath.h). */
 lcx_status lcx_npy_write_f32(const char *path, const float *data, const lcx_shape *shape);
 /* Streaming form for data produced in pieces: open with the final shape, append rows, commit. */
 typedef struct lcx_npy_writer lcx_npy_writer;

@@ -169,10 +169,10 @@ static lcx_status open_index(lcx_st_set *s, const char *index_path) {
     /* the other direction: each mapped tensor is in its file */
     json_object_foreach(wmap, tname, fv) {
         const char *fname = json_string_value(fv);
-        const lcx_st_file *f = NULL;
-        for (size_t i = 0; i < s->n_files && !f; i++)
-            if (strcmp(names[i], fname) == 0) f = s->files[i];
-        LCX_ASSERT(f);
+        /* names[i] (sorted, distinct) is s->files[i]'s: a bsearch, as a linear search per entry was quadratic */
+        const char **hit = bsearch(&fname, names, u, sizeof *names, cmp_str);
+        LCX_ASSERT(hit);
+        const lcx_st_file *f = s->files[hit - names];
         LCX_FAIL_GOTO(!lcx_st_find(f, tname), LCX_ERR_FORMAT, done,
                       "%s: weight_map assigns tensor '%s' to %s, which does not contain it", index_path, tname, fname);
     }

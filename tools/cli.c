@@ -71,7 +71,9 @@ lcx_reporter lcx_cli_reporter(lcx_terminal *term, int quiet) {
     int progress = isatty(2) && !quiet;
     *term = (lcx_terminal){.quiet = quiet, .progress = progress, .steps = !(progress && isatty(1)),
                            .rank = lcx_launch_rank()};
-    return lcx_terminal_reporter(term);
+    lcx_reporter rep = lcx_terminal_reporter(term);
+    lcx_report_set_warnings(&rep); /* helpers with no reporter of their own warn through the command's */
+    return rep;
 }
 
 /* ---- flags ------------------------------------------------------------------------------------------------- */

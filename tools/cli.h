@@ -163,8 +163,8 @@ void lcx_cli_bar_end(lcx_cli_bar *b);
 double lcx_cli_now_s(void);
 
 /* The terminal reporter for a command: progress on stderr when it is a terminal and not quiet, per-step lines
- * unless the progress line shares that terminal with stdout, only rank 0 printing under a launcher. term must
- * outlive the reporter. */
+ * unless the progress line shares that terminal with stdout, only rank 0 printing under a launcher. It becomes the
+ * process's warning reporter too (src/core/report.h lcx_report_set_warnings). term must outlive the reporter. */
 lcx_reporter lcx_cli_reporter(lcx_terminal *term, int quiet);
 
 /* fflush(stdout); LCX_ERR_IO "writing to stdout failed" when that fails (a full disk or closed pipe). */

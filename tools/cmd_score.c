@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/npy.h"
+#include "src/core/outpath.h"
 #include "src/model/model.h"
 
 static const char *CMD = "score";
@@ -24,7 +25,7 @@ static void help(void) {
            "\n"
            "options:\n"
            "  --ids FILE        token ids as whitespace-separated integers (at least 2)\n"
-           "  --logits OUT.npy  also write the logits as float32 [1, n, vocab] (.npy, like transformers' output)\n"
+           "  --logits OUT.npy  also write the logits as float32 [1, n, vocab] (.npy, like transformers' output; must not exist)\n"
            "  --chunk N         rows per loss chunk (default 256)\n"
            "  --dtype f32|bf16  store the weights as float32 (default) or bfloat16 (math stays float32)\n"
            "  --help            this help\n"
@@ -53,7 +54,10 @@ int lcx_cmd_score(int argc, char **argv) {
 
     int32_t *ids = NULL;
     int64_t n = 0;
-    lcx_status st = lcx_cli_read_ids(ids_path, &ids, &n);
+    /* refused before any work, claimed without replacing at the end (docs/reliability.md "Outputs") */
+    lcx_status st = logits_path ? lcx_out_absent(logits_path) : LCX_OK;
+    if (st != LCX_OK) return lcx_cli_report(CMD, st);
+    st = lcx_cli_read_ids(ids_path, &ids, &n);
     if (st != LCX_OK) return lcx_cli_report(CMD, st);
     if (n < 2) {
         free(ids);

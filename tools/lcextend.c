@@ -63,6 +63,10 @@ static void default_wait_policy(char **argv) {
 
 int main(int argc, char **argv) {
     default_wait_policy(argv);
+    /* Warnings from helpers passed no reporter (a stale temporary kept beside an output) print for every command;
+     * a command that makes its own reporter replaces this one. */
+    static lcx_terminal warn_term;
+    lcx_cli_reporter(&warn_term, 1);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? LCX_EXIT_USAGE : LCX_EXIT_OK;

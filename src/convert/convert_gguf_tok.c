@@ -186,7 +186,11 @@ lcx_status cv_gguf_tokenizer_kvs(const char *path, int64_t vocab_size, int64_t *
                                  const lcx_convert_opts *o, int *written) {
     *written = 0;
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    char *text = NULL;
+    size_t len = 0;
+    LCX_TRY(lcx_read_input(path, 0, (size_t)1 << 30, &text, &len)); /* the input opener: regular files only */
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    free(text);
     LCX_FAIL_IF(!root, LCX_ERR_FORMAT, "%s: line %d column %d: %s", path, err.line, err.column, err.text);
     lcx_status st = LCX_OK;
     char **tokens = NULL, **merges = NULL;

@@ -208,7 +208,7 @@ lcx_status lcx_atomic_open_new(const char *path, lcx_atomic_file *af) {
     af->fd = -1;
     af->path = af->tmp_path = NULL;
     LCX_TRY(lcx_out_absent(path));
-    lcx_out_sweep(path, NULL);
+    lcx_out_sweep_warn(path);
     return atomic_open(path, 1, af);
 }
 

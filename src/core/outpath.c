@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "src/core/fileio.h"
+#include "src/core/report.h"
+#include "src/core/strbuf.h"
 
 #define TMP_TAG ".tmp-"
 
@@ -103,36 +105,79 @@ static char *dir_part(const char *path, const char **base) {
     return strndup(path, (size_t)(slash - path));
 }
 
+/* 1 when process pid runs the same program file as this one: a concurrent run of ours, whose temporary is its
+ * work in progress. 0 when it runs another program (its pid may be a reused one of a killed run) or we cannot
+ * tell. */
+static int same_program(long pid) {
+    char exe[64];
+    struct stat a, b;
+    snprintf(exe, sizeof exe, "/proc/%ld/exe", pid);
+    return stat(exe, &a) == 0 && stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Why a temporary of path's that is not stale stays, in words; NULL when there is nothing to tell (this process's
+ * own, or a concurrent run of this program still writing it). */
+static const char *kept_reason(const char *name, char *buf, size_t cap) {
+    unsigned h;
+    long pid;
+    if (!temp_owner(name, &h, &pid)) return "no owner in its name";
+    if (h != host_id()) return "made on another host";
+    if (pid == (long)getpid() || same_program(pid)) return NULL;
+    snprintf(buf, cap, "process %ld is running", pid);
+    return buf;
+}
+
+enum { KEPT_NAMED = 8 }; /* the warning names this many, then counts the rest */
+
 int lcx_out_sweep(const char *path, char **kept) {
     if (kept) *kept = NULL;
     const char *base;
     char *dir = dir_part(path, &base);
     if (!dir) return 0;
     size_t bl = strlen(base);
-    int removed = 0;
+    int removed = 0, n_kept = 0;
+    lcx_strbuf names = {0};
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
         const char *nm = e->d_name;
         if (strncmp(nm, base, bl) != 0 || strncmp(nm + bl, TMP_TAG, strlen(TMP_TAG)) != 0) continue;
-        unsigned h;
-        long pid;
+        char why_buf[64];
+        const char *why;
         if (lcx_out_temp_stale(nm)) {
             char *p = lcx_path_join(dir, nm);
             if (p) lcx_out_remove_temp(p), removed++;
             free(p);
-        } else if (kept && !*kept && (!temp_owner(nm, &h, &pid) || h != host_id())) {
-            *kept = lcx_path_join(dir, nm);
+        } else if ((why = kept_reason(nm, why_buf, sizeof why_buf)) && n_kept++ < KEPT_NAMED) {
+            char shown[160]; /* a name with a newline must not break the one line */
+            lcx_strbuf_printf(&names, "%s%s (%s)", n_kept > 1 ? ", " : "", lcx_printable(nm, shown, sizeof shown), why);
         }
     }
     if (d) closedir(d);
     free(dir);
+    if (kept && n_kept > 0) {
+        lcx_strbuf msg = {0};
+        lcx_strbuf_printf(&msg, "%s: kept %d temporar%s of other runs beside it: %s", path, n_kept,
+                           n_kept == 1 ? "y" : "ies", names.s ? names.s : "");
+        if (n_kept > KEPT_NAMED) lcx_strbuf_printf(&msg, " and %d more", n_kept - KEPT_NAMED);
+        lcx_strbuf_printf(&msg, "; remove %s once no run is writing %s", n_kept == 1 ? "it" : "them",
+                           n_kept == 1 ? "it" : "them");
+        *kept = msg.s;
+    }
+    lcx_strbuf_free(&names);
     return removed;
+}
+
+void lcx_out_sweep_warn(const char *path) {
+    char *kept = NULL;
+    lcx_out_sweep(path, &kept);
+    if (kept) lcx_report_warn("%s", kept);
+    free(kept);
 }
 
 lcx_status lcx_out_temp_dir(const char *path, char **tmp) {
     *tmp = NULL;
-    lcx_out_sweep(path, NULL);
+    lcx_out_sweep_warn(path);
     for (int tries = 0; tries < 16; tries++) {
         char *p = lcx_out_temp_name(path);
         LCX_FAIL_IF(!p, LCX_ERR_OOM, "out of memory");

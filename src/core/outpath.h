@@ -8,7 +8,7 @@
  *
  * A temporary whose owner is gone (same host, no such process) is litter of a killed run: making a new temporary
  * for PATH first removes those of PATH. A temporary of a live process, of another host or without an owner in its
- * name (an older lcextend) is left alone and reported to the caller. */
+ * name (an older lcextend) is left alone and named in a warning. */
 #ifndef LCX_OUTPATH_H
 #define LCX_OUTPATH_H
 
@@ -19,9 +19,14 @@
 lcx_status lcx_out_absent(const char *path);
 /* PATH.tmp-<host>-<pid>-<random> (heap; NULL when out of memory). */
 char *lcx_out_temp_name(const char *path);
-/* Remove the stale temporaries of path (see above). Returns how many it removed; *kept (may be NULL) gets the
- * heap name of one temporary it left whose owner it cannot tell (NULL when none). */
+/* Remove the stale temporaries of path (see above). Returns how many it removed; *kept (may be NULL) gets a heap
+ * line naming the temporaries of other runs it left and why (owner running, another host, no owner in the name),
+ * NULL when none. Not named: this process's own and those of a live process running this same program (a
+ * concurrent run at work); a live owner running another program may hold a killed run's reused pid. */
 int lcx_out_sweep(const char *path, char **kept);
+/* lcx_out_sweep, and the kept line as a warning through the process's warning reporter (src/core/report.h): what
+ * every command does before it makes a temporary for an output, so each output path warns at most once. */
+void lcx_out_sweep_warn(const char *path);
 /* 1 if NAME (an entry of some directory) is a temporary (".tmp-" in it) whose owner is known to be gone. */
 int lcx_out_temp_stale(const char *name);
 /* Sweep, then create a fresh temporary directory (mode 0777 less the umask) for path: *tmp (heap). */

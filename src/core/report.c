@@ -19,6 +19,20 @@ void lcx_report(const lcx_reporter *r, lcx_report_level level, const char *fmt, 
     r->line(r->user, level, text);
 }
 
+static lcx_reporter warnings; /* all NULL: none installed */
+
+void lcx_report_set_warnings(const lcx_reporter *r) { warnings = r ? *r : (lcx_reporter){0}; }
+
+void lcx_report_warn(const char *fmt, ...) {
+    if (!warnings.line) return;
+    char text[LINE_MAX_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    warnings.line(warnings.user, LCX_REPORT_WARN, text);
+}
+
 void lcx_report_progress(const lcx_reporter *r, const lcx_progress *p) {
     if (r && r->progress && p) r->progress(r->user, p);
 }

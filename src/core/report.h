@@ -59,6 +59,14 @@ void lcx_report_event(const lcx_reporter *r, const char *name, const char *json_
     __attribute__((format(printf, 3, 4)));
 void lcx_report_table(const lcx_reporter *r, const lcx_table *t);
 
+/* ---- warnings from helpers that are passed no reporter ------------------------------------------------------
+ * A few helpers under every command (outpath's sweep of stale temporaries) have something to tell the user but no
+ * reporter handed down to them. They warn through the process's warning reporter: the tool installs one at start
+ * and each command's own reporter replaces it (tools/cli.c lcx_cli_reporter). None installed: dropped. Install it
+ * before any thread that may warn starts; the reporter is copied, its user data must outlive its use. */
+void lcx_report_set_warnings(const lcx_reporter *r);
+void lcx_report_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* "m:ss", "h:mm:ss", or "--:--" when unknown (< 0, NaN) or absurd (> 10^7 s): the format every ETA uses. */
 char *lcx_report_format_eta(double seconds, char *buf, size_t cap);
 

@@ -86,6 +86,9 @@ static int pass_length_rope(const lcx_model_config *cfg) {
     return strcmp(cfg->rope.type, "dynamic") == 0 || strcmp(cfg->rope.type, "longrope") == 0;
 }
 
+/* An --compare file is an eval --json output: a few KB. */
+#define COMPARE_MAX_BYTES ((size_t)64 << 20)
+
 lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r) {
     lcx_status st = LCX_OK;
     LCX_FAIL_IF(o->n_compare > MAX_COMPARE, LCX_ERR_INVALID, "more than %d --compare files", MAX_COMPARE);
@@ -94,6 +97,8 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     const char *outs[3] = {o->json_out, o->svg_out, o->pk_svg};
     for (int i = 0; i < 3; i++)
         if (outs[i]) LCX_TRY(lcx_out_absent(outs[i]));
+    for (int c = 0; c < o->n_compare; c++) /* a missing one, or a FIFO (which blocked the read), before any work */
+        LCX_TRY(lcx_check_input(o->compare[c], 0, NULL));
     LCX_FAIL_IF(o->n_lengths > MAX_LIST || o->n_pk_lengths > MAX_LIST, LCX_ERR_INVALID, "more than %d lengths",
                 MAX_LIST);
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST];
@@ -190,7 +195,12 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
         int ns = 0;
         for (int c = 0; c < o->n_compare; c++) {
             json_error_t je;
-            json_t *j = json_load_file(o->compare[c], JSON_REJECT_DUPLICATES, &je);
+            char *text = NULL;
+            size_t len = 0;
+            st = lcx_read_input(o->compare[c], 0, COMPARE_MAX_BYTES, &text, &len);
+            if (st != LCX_OK) goto done;
+            json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+            free(text);
             if (!j) {
                 st = lcx_fail(LCX_ERR_FORMAT, "%s: line %d column %d: %s", o->compare[c], je.line, je.column, je.text);
                 goto done;

@@ -13,6 +13,7 @@
 #include "src/comm/mesh_check.h"
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
+#include "src/core/outpath.h"
 #include "src/model/model.h"
 #include "src/pipeline/run_common.h"
 #include "src/pipeline/run_report.h"
@@ -97,6 +98,14 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
 
     /* checks before any work */
     LCX_TRY_GOTO(lcx_tool_run_dir_check(o->out, o->resume, &latest), done);
+    if (lead && latest) { /* what a killed run left (a save's or a prune's temporary, its `latest` one) goes now:
+                           * the resume may have nothing left to save, and only a save swept them */
+        char *ckpts = lcx_path_join(o->out, "checkpoints");
+        st = ckpts ? lcx_ckpt_sweep(ckpts) : lcx_fail(LCX_ERR_OOM, "out of memory");
+        free(ckpts);
+        if (st != LCX_OK) goto done;
+    }
+    if (lead && o->export_hf) LCX_TRY_GOTO(lcx_out_absent(o->export_hf), done); /* not after the training */
     if (o->data) {
         LCX_TRY_GOTO(lcx_tokdata_open(o->data, &td), done);
         td_open = 1;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "src/core/fileio.h"
+#include "src/core/strbuf.h" /* lcx_printable */
 #include "src/core/units.h"
 #include "src/tokenizer/tokenizer.h"
 
@@ -116,8 +117,14 @@ static lcx_status jsonl_text(const doc *d, const char *path, const char *field, 
     return LCX_OK;
 }
 
-/* EOS from tokenizer_config.json next to the tokenizer (string or {"content": ...}); -1 if none. */
-static int64_t config_eos(const lcx_tokenizer *tok, const char *tok_path) {
+/* tokenizer_config.json is small (chat template, added-token table): a bound on what is read. */
+#define TOKENIZER_CONFIG_MAX_BYTES ((size_t)64 << 20)
+
+/* EOS from tokenizer_config.json next to the tokenizer (a string or {"content": ...}); *id -1 when the file is
+ * absent or names none (null). A file that is there is validated where it is read: bad JSON, an eos_token of
+ * another type or one that is no token of the tokenizer is an error, not a silent fall back to another EOS. */
+static lcx_status config_eos(const lcx_tokenizer *tok, const char *tok_path, int64_t *id) {
+    *id = -1;
     char *dir;
     if (lcx_is_dir(tok_path)) {
         dir = strdup(tok_path);
@@ -125,19 +132,39 @@ static int64_t config_eos(const lcx_tokenizer *tok, const char *tok_path) {
         const char *sl = strrchr(tok_path, '/');
         dir = sl ? strndup(tok_path, (size_t)(sl - tok_path)) : strdup(".");
     }
-    if (!dir) return -1;
-    char *p = lcx_path_join(dir, "tokenizer_config.json");
+    char *p = dir ? lcx_path_join(dir, "tokenizer_config.json") : NULL;
     free(dir);
-    if (!p || !lcx_is_file(p)) { free(p); return -1; }
-    json_error_t err;
-    json_t *root = json_load_file(p, 0, &err);
-    free(p);
-    int64_t id = -1;
-    json_t *e = root ? json_object_get(root, "eos_token") : NULL;
-    if (json_is_object(e)) e = json_object_get(e, "content");
-    if (json_is_string(e)) id = lcx_tokenizer_token_id(tok, json_string_value(e), json_string_length(e));
+    LCX_FAIL_IF(!p, LCX_ERR_OOM, "out of memory");
+    int present = 0;
+    char *text = NULL;
+    size_t len = 0;
+    json_t *root = NULL;
+    lcx_status st = lcx_optional_input(p, 0, &present);
+    if (st == LCX_OK && present) st = lcx_read_input(p, 0, TOKENIZER_CONFIG_MAX_BYTES, &text, &len);
+    if (st == LCX_OK && present) {
+        json_error_t err;
+        root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+        if (!root)
+            st = lcx_fail(LCX_ERR_FORMAT, "%s: not valid JSON: %s (line %d, column %d)", p, err.text, err.line,
+                          err.column);
+    }
+    if (st == LCX_OK && root) {
+        json_t *e = json_is_object(root) ? json_object_get(root, "eos_token") : NULL;
+        if (json_is_object(e)) e = json_object_get(e, "content");
+        char shown[96];
+        if (!json_is_object(root))
+            st = lcx_fail(LCX_ERR_FORMAT, "%s: not a JSON object", p);
+        else if (e && !json_is_null(e) && !json_is_string(e))
+            st = lcx_fail(LCX_ERR_FORMAT, "%s: eos_token must be a string or {\"content\": string}", p);
+        else if (json_is_string(e) &&
+                 (*id = lcx_tokenizer_token_id(tok, json_string_value(e), json_string_length(e))) < 0)
+            st = lcx_fail(LCX_ERR_FORMAT, "%s: eos_token '%s' is not a token of %s", p,
+                          lcx_printable(json_string_value(e), shown, sizeof shown), tok_path);
+    }
     json_decref(root);
-    return id;
+    free(text);
+    free(p);
+    return st;
 }
 
 /* The end-of-document id: o->eos as a number or a token, else the tokenizer's own; -1 with no_eos. */
@@ -153,7 +180,7 @@ static lcx_status resolve_eos(const lcx_tokenize_options *o, const lcx_tokenizer
         }
         return LCX_OK;
     }
-    *eos = config_eos(tok, o->tokenizer);
+    LCX_TRY(config_eos(tok, o->tokenizer, eos));
     if (*eos < 0) *eos = lcx_tokenizer_eos_id(tok);
     if (*eos < 0) {
         *bad = 1;

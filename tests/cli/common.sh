@@ -44,3 +44,12 @@ bad_flag() {
     check "'$*': one line on stderr" one_line_err
     check "'$*': names '$needle' ($(head -c 300 "$tmp/err"))" grep -qF -- "$needle" "$tmp/err"
 }
+# host_id: this host as lcextend names it in a temporary (OUT.tmp-HOST-PID-RANDOM): FNV-1a of the host name
+host_id() {
+    python3 -c 'import socket
+x = 2166136261
+for c in socket.gethostname().encode(): x = ((x ^ c) * 16777619) % 2**32
+print("%08x" % x)'
+}
+# dead_pid: the pid of a process that has ended (free now)
+dead_pid() { true & local p=$!; wait $p; echo $p; }

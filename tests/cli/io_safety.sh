@@ -28,6 +28,12 @@ for c in "verify $tmp/fifo.lcx" "export $tmp/fifo.lcx --format hf --out $tmp/fx"
     check "FIFO manifest: $c: names the manifest" grep -q "manifest.json: not a regular file" "$tmp/err"
 done
 check "FIFO manifest: no output" [ ! -e "$tmp/fx" ] && [ ! -e "$tmp/fr" ]
+# eval --compare FILE that is a FIFO: refused before any work (the read blocked after the whole evaluation)
+mkfifo "$tmp/cmp.json"
+fast_one_line_error "FIFO --compare: eval" eval "$tmp/a.lcx" --data "$LCX_SRC/recipes/tiny/data/heldout" \
+    --lengths 64 --svg "$tmp/cmp.svg" --compare "$tmp/cmp.json"
+check "FIFO --compare: names it" grep -q "cmp.json: not a regular file" "$tmp/err"
+check "FIFO --compare: no picture" [ ! -e "$tmp/cmp.svg" ]
 
 # A symlinked tokenizer.json or data file: refused by every reader, the target never copied out.
 echo '{"secret": 1}' >"$tmp/secret.json"
@@ -85,6 +91,9 @@ for round in 1 2 3 4 5; do
     wait $p1; r1=$?; wait $p2; r2=$?
     check "race $round: exactly one export wins (rc $r1 $r2)" [ $((r1 == 0)) -ne $((r2 == 0)) ]
     check "race $round: the loser says the path exists" grep -q "already exists" "$tmp/e1" "$tmp/e2"
+    # the winner's temporary, seen by the loser, is a concurrent run's work: no warning about it
+    loser=$tmp/e1; [ $r2 -ne 0 ] && loser=$tmp/e2
+    check "race $round: the loser writes one line" [ "$(wc -l <"$loser")" -eq 1 ]
     check "race $round: no temporaries" no_litter "$o"
 done
 run export "$tmp/a.lcx" --format gguf --out "$tmp/ref.gguf"
@@ -140,6 +149,27 @@ for ext in bin idx; do
 done
 check "tokenize: the linked file is untouched" [ "$(cat "$tmp/keep")" = keep ]
 
+# score --logits: a file or a symlink there is refused before any work and kept (it was replaced).
+echo "1 2 3 4 5" >"$tmp/ids.txt"
+echo keep >"$tmp/logits.npy"
+ln -s "$tmp/keep" "$tmp/logits-link.npy"
+for o in logits.npy logits-link.npy; do
+    fast_one_line_error "score --logits over $o" score "$tiny" --ids "$tmp/ids.txt" --logits "$tmp/$o"
+    check "score --logits over $o: says it exists" grep -q "already exists" "$tmp/err"
+    check "score --logits over $o: kept" [ "$(cat "$tmp/$o")" = keep ] && [ ! -s "$tmp/out" ]
+done
+check "score --logits: the linked file is untouched" [ "$(cat "$tmp/keep")" = keep ]
+# train --export-hf over something: refused before any training (it trained, then refused), no run directory made.
+seq 1 200 | tr '\n' ' ' >"$tmp/train_ids.txt"
+mkdir "$tmp/hf-there"
+fast_one_line_error "train --export-hf over a directory" train "$LCX_SRC/tests/fixtures/models/llama_gqa" \
+    --ids "$tmp/train_ids.txt" --seq 16 --steps 1 --out "$tmp/run-x" --export-hf "$tmp/hf-there"
+check "train --export-hf over a directory: says it exists" grep -q "hf-there: already exists" "$tmp/err"
+check "train --export-hf over a directory: no training (no run directory)" [ ! -e "$tmp/run-x" ]
+run score "$tiny" --ids "$tmp/ids.txt" --logits "$tmp/logits-new.npy"
+check "score --logits to a new path: written" [ "$(rc)" -eq 0 ] && [ -s "$tmp/logits-new.npy" ] &&
+    no_litter "$tmp/logits-new.npy"
+
 # kill -9 mid-run leaves OUT.tmp-*; the next run to the same --out removes it (its owner is gone).
 for c in reshard export; do
     killed=0
@@ -163,6 +193,36 @@ for c in reshard export; do
     done
     check "kill -9 during $c: a kill landed mid-run at least once in 20 trials" [ $killed -ge 1 ]
 done
+
+# Temporaries beside --out that are not litter of a dead run (a live owner's, one without an owner in its name) are
+# kept and named, with why, in one warning line; a dead owner's goes. Every command that claims an output.
+host=$(host_id)
+sleep 300 & owner=$! # a live owner
+gone=$(dead_pid)
+temps() { # temps OUT: the three kinds beside OUT
+    touch "$1.tmp-$host-$owner-0000beef" "$1.tmp-old1" "$1.tmp-$host-$gone-0000dead"
+}
+for c in import reshard export-hf export-gguf tokenize; do
+    o="$tmp/warned-$c"
+    case $c in
+        import) temps "$o"; run import "$tiny" --out "$o" ;;
+        reshard) temps "$o"; run reshard "$tmp/a.lcx" --tp 2 --out "$o" ;;
+        export-hf) temps "$o"; run export "$tmp/a.lcx" --format hf --out "$o" ;;
+        export-gguf) temps "$o"; run export "$tmp/a.lcx" --format gguf --out "$o" ;;
+        tokenize) o="$tmp/warned.bin"; temps "$o"
+            run tokenize --tokenizer "$tiny/tokenizer.json" --input "$tmp/in.txt" --split blank-line --output "$tmp/warned" ;;
+    esac
+    check "kept temporaries, $c: runs (rc $(rc))" [ "$(rc)" -eq 0 ] && [ -e "$o" ]
+    check "kept temporaries, $c: one warning line" [ "$(grep -c '^warning: ' "$tmp/err")" -eq 1 ]
+    check "kept temporaries, $c: names both and why" grep -q "^warning: $o: kept 2 temporaries of other runs beside it: .*$(basename "$o").tmp-$host-$owner-0000beef (process $owner is running)" "$tmp/err"
+    check "kept temporaries, $c: names the unattributable one" grep -q "$(basename "$o").tmp-old1 (no owner in its name)" "$tmp/err"
+    check "kept temporaries, $c: both kept" [ -e "$o.tmp-$host-$owner-0000beef" ] && [ -e "$o.tmp-old1" ]
+    check "kept temporaries, $c: the dead owner's removed, not named" [ ! -e "$o.tmp-$host-$gone-0000dead" ] &&
+        ! grep -q 0000dead "$tmp/err"
+done
+run verify "$tmp/warned-import"
+check "kept temporaries: the import beside them verifies" [ "$(rc)" -eq 0 ]
+kill $owner
 
 echo "io_safety: $([ $fail = 0 ] && echo ok || echo FAILED)"
 exit $fail

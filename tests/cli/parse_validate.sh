@@ -5,7 +5,9 @@
 #   - a recipe nested 100,000 levels deep (quadratic in libyaml's scanner) is refused within seconds;
 #   - a tokenizer.json id of 2^27 (an id table sized by the largest id: 3.4 GB) is refused, in little memory;
 #   - verify and reshard refuse an .lcx that cannot load (bad config values, a missing or reshaped tensor);
-#   - import refuses GGUF metadata that used to be replaced silently or refused only by score / tokenize.
+#   - import refuses GGUF metadata that used to be replaced silently or refused only by score / tokenize;
+#   - an .lcx manifest of many empty pieces or data files is checked in linear time (it was quadratic);
+#   - tokenizer_config.json's eos_token is refused when it is no token (it fell back to another EOS silently).
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 M="$LCX_SRC/tests/fixtures/models/llama_gqa"
 G="$LCX_SRC/tests/fixtures/gguf/llama_tiny.gguf"
@@ -122,6 +124,76 @@ cfgcase theta_neg "c['rope_parameters']['rope_theta'] = -10000.0" "key 'rope_the
 cfgcase rot_odd "c['partial_rotary_factor'] = 0.375" "rotary dimension 3 (head_dim 8 x 0.375) must be even"
 cfgcase bos_big "c['bos_token_id'] = 1 << 40" "key 'bos_token_id': 1099511627776 is not below vocab_size"
 cfgcase eos_big "c['eos_token_id'] = [1, c['vocab_size']]" "key 'eos_token_id': 256 is not below vocab_size 256"
+
+# ---- the .lcx manifest: work linear in what it lists ---------------------------------------------------------
+# 40,000 empty pieces on one spot (the overlap sweep compared every pair: 20,000 took 6 s, 80,000 over a minute)
+# and 30,000 empty data files with a piece per file lookup (a linear search per piece: 20,000 took 17 s). Both
+# are well-formed, so verify checks them in full and says ok; each must finish within the 10 s limit.
+python3 - "$tmp/ok.lcx" "$tmp/empty_pieces.lcx" "$tmp/many_files.lcx" <<'EOF'
+import json, os, shutil, sys
+m = json.load(open(os.path.join(sys.argv[1], "manifest.json")))
+empty = "2d06800538d394c2"  # xxh3 of no bytes
+def piece(f, start, box):
+    return {"file": f, "codec": "raw", "filter": "none", "xxh3": empty, "offset": 0, "length": 0,
+            "raw_length": 0, "start": start, "box": box}
+def write(d, extra, files=()):
+    shutil.copytree(sys.argv[1], d)
+    m2 = json.loads(json.dumps(m))
+    for f in files:
+        open(os.path.join(d, f), "w").close()
+        m2["files"].append({"name": f, "size": 0})
+    m2["tensors"].append(extra)
+    json.dump(m2, open(os.path.join(d, "manifest.json"), "w"))
+n = 40000
+write(sys.argv[2], {"name": "extra", "role": "exp_avg_sq", "dtype": "F32", "shape": [n, 1],
+                    "pieces": [piece(m["files"][0]["name"], [0, 0], [n, 0]) for _ in range(n)]})
+n = 30000
+files = ["e%06d" % i for i in range(n)]
+write(sys.argv[3], {"name": "extra", "role": "exp_avg_sq", "dtype": "F32", "shape": [1],
+                    "pieces": [piece(files[-1], [0], [0]) for _ in range(n)]}, files)
+EOF
+for c in "empty_pieces:40021 pieces" "many_files:30002 files"; do
+    name=${c%%:*} needle=${c#*:}
+    timeout 10 "$LCEXTEND" verify "$tmp/$name.lcx" >"$tmp/out" 2>"$tmp/err"; r=$?
+    check "$name: verify finishes within 10 s and says ok (rc $r: $(head -c 300 "$tmp/err"))" [ $r -eq 0 ]
+    check "$name: verify counts them ($(head -c 300 "$tmp/out"))" grep -qF "$needle" "$tmp/out"
+done
+
+# a count past a bound is refused naming the bound
+mutate tokfiles "m['tokenizer_files'] = ['t%d' % i for i in range(1001)]"
+refused "1001 tokenizer_files, more than the limit of 1000" verify "$tmp/tokfiles.lcx"
+
+# ---- tokenizer_config.json: its eos_token is validated where it is read, never replaced by another EOS ------
+mkdir -p "$tmp/tc" && cp "$LCX_SRC/recipes/tiny/model/tokenizer.json" "$tmp/tc/"
+printf 'hello\n\nworld\n' >"$tmp/docs.txt"
+tokcfg() { # CONFIG NEEDLE: tokenize with tokenizer_config.json CONFIG beside the tokenizer is refused naming NEEDLE
+    rm -f "$tmp/tc/tokenizer_config.json" "$tmp/tcds".*
+    printf '%s' "$1" >"$tmp/tc/tokenizer_config.json"
+    refused "$2" tokenize --tokenizer "$tmp/tc/tokenizer.json" --input "$tmp/docs.txt" --split blank-line \
+        --output "$tmp/tcds"
+    check "tokenizer_config $1: no output" [ ! -e "$tmp/tcds.bin" ] && [ ! -e "$tmp/tcds.idx" ]
+}
+tokcfg '{"eos_token": "<nope>"}' "tokenizer_config.json: eos_token '<nope>' is not a token of"
+tokcfg '{"eos_token": {"content": "</s>"}}' "tokenizer_config.json: eos_token '</s>' is not a token of"
+tokcfg '{"eos_token": 5}' 'tokenizer_config.json: eos_token must be a string or {"content": string}'
+tokcfg '{"eos_token": ' "tokenizer_config.json: not valid JSON"
+rm -f "$tmp/tc/tokenizer_config.json" && mkfifo "$tmp/tc/tokenizer_config.json"
+refused "tokenizer_config.json: not a regular file" tokenize --tokenizer "$tmp/tc/tokenizer.json" \
+    --input "$tmp/docs.txt" --split blank-line --output "$tmp/tcds"
+# a valid one is what ends each document: <|begin_of_text|> named, not the tokenizer's own end-of-text
+rm -f "$tmp/tc/tokenizer_config.json" "$tmp/tcds".*
+echo '{"eos_token": {"content": "<|begin_of_text|>"}}' >"$tmp/tc/tokenizer_config.json"
+run tokenize --tokenizer "$tmp/tc/tokenizer.json" --input "$tmp/docs.txt" --split blank-line --output "$tmp/tcds"
+check "tokenizer_config eos: tokenize exit 0 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+cat >"$tmp/ends.py" <<'EOF'
+import json, struct, sys
+t = json.load(open(sys.argv[1]))
+ids_of = {a["content"]: a["id"] for a in t["added_tokens"]}
+raw = open(sys.argv[2], "rb").read()
+ids = struct.unpack("<%dH" % (len(raw) // 2), raw)
+sys.exit(not (ids[-1] == ids_of["<|begin_of_text|>"] and ids_of["<|end_of_text|>"] not in ids))
+EOF
+check "tokenizer_config eos: the documents end with its id, never with <|end_of_text|>" python3 "$tmp/ends.py" "$tmp/tc/tokenizer.json" "$tmp/tcds.bin"
 
 echo "parse/validate attacks: $([ $fail = 0 ] && echo ok || echo FAILED)"
 exit $fail

@@ -1,7 +1,7 @@
 /* outpath and the input opener (docs/reliability.md "Inputs and outputs"): a FIFO is refused without blocking,
  * LCX_IN_OWN refuses a symlink that plain opening follows; a claim never replaces a file, a dangling symlink or a
  * directory; a sweep removes the temporaries whose owner is gone (files and directories), keeps a live owner's
- * and names one it cannot attribute. */
+ * and one it cannot attribute and names both, with why, in one warning line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +11,7 @@
 
 #include "src/core/fileio.h"
 #include "src/core/outpath.h"
+#include "src/core/report.h"
 #include "test_util.h"
 
 static char dir[] = "test_outpath.XXXXXX";
@@ -38,6 +39,16 @@ static void put(const char *path, const char *text) {
 static int exists(const char *path) {
     struct stat sb;
     return lstat(path, &sb) == 0;
+}
+
+/* The warning reporter's lines: how many and the last. */
+static int g_n_warn;
+static char g_warn[4096];
+static void record_line(void *user, lcx_report_level level, const char *text) {
+    (void)user;
+    if (level != LCX_REPORT_WARN) return;
+    g_n_warn++;
+    snprintf(g_warn, sizeof g_warn, "%s", text);
 }
 
 /* A pid that was ours and is gone now. */
@@ -112,8 +123,24 @@ int main(void) {
     char *kept = NULL;
     CHECK(lcx_out_sweep(at("sw"), &kept) == 2);
     CHECK(!exists(stale_dir) && !exists(stale_file) && exists(live) && exists(legacy));
-    CHECK(kept && strcmp(kept, legacy) == 0);
+    /* the kept line names both, each with its reason */
+    char live_why[300];
+    snprintf(live_why, sizeof live_why, "%s (process 1 is running)", strrchr(live, '/') + 1);
+    CHECK(kept && strstr(kept, "kept 2 temporaries") && strstr(kept, "sw.tmp-a1b2c3 (no owner in its name)") &&
+          strstr(kept, live_why) && !strchr(kept, '\n'));
     free(kept);
+    kept = NULL;
+    CHECK(lcx_out_sweep(at("nothing-beside"), &kept) == 0 && kept == NULL);
+
+    /* lcx_out_temp_dir warns once, through the warning reporter, and keeps them */
+    lcx_report_set_warnings(&(lcx_reporter){.line = record_line});
+    char *d0 = NULL;
+    CHECK_OK(lcx_out_temp_dir(at("sw"), &d0));
+    keep_path(d0);
+    CHECK(g_n_warn == 1 && strstr(g_warn, "sw: kept 2 temporaries") && strstr(g_warn, "sw.tmp-a1b2c3"));
+    CHECK(exists(live) && exists(legacy));
+    lcx_out_remove_temp(d0);
+    lcx_report_set_warnings(NULL);
     CHECK(!lcx_out_temp_stale("sw") && !lcx_out_temp_stale(t2) && lcx_out_temp_stale(strrchr(stale_file, '/') + 1));
 
     /* a temporary directory for a path sweeps first */
