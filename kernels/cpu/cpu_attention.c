@@ -5,17 +5,19 @@
 
 #include "kernels/cpu/cpu_attention_common.h"
 
-/* Per-thread tiles: s [ATT_BQ][ATT_BK] scores, then probabilities; bf16 only: the work item's q and o tiles
- * [ATT_BQ][hd] and the current key tile's k and v [ATT_BK][hd] in float32. */
+/* Per-thread tiles: s [ATT_FWD_BQ][ATT_FWD_BK] scores, then probabilities; kt [hd][ATT_FWD_BK] the key tile
+ * transposed (AVX2 products); bf16 only: the work item's q and o tiles [ATT_FWD_BQ][hd] and the current key
+ * tile's k and v [ATT_FWD_BK][hd] in float32. */
 typedef struct fwd_scratch {
-    float *s, *q, *o, *k, *v;
+    float *s, *kt, *q, *o, *k, *v;
 } fwd_scratch;
 
 static size_t fwd_thread_bytes(const lcx_attn_args *a) {
-    size_t b = lcx_cpu_ws_part(ATT_BQ * ATT_BK, sizeof(float));
+    size_t b = lcx_cpu_ws_add(lcx_cpu_ws_part(ATT_FWD_BQ * ATT_FWD_BK, sizeof(float)),
+                              lcx_cpu_ws_part(ATT_FWD_BK * a->head_dim, sizeof(float)));
     if (a->dt == LCX_BF16)
-        b = lcx_cpu_ws_add(lcx_cpu_ws_add(b, lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_BQ * a->head_dim, sizeof(float)), 2)),
-                           lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_BK * a->head_dim, sizeof(float)), 2));
+        b = lcx_cpu_ws_add(lcx_cpu_ws_add(b, lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_FWD_BQ * a->head_dim, sizeof(float)), 2)),
+                           lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_FWD_BK * a->head_dim, sizeof(float)), 2));
     return b;
 }
 
@@ -26,12 +28,14 @@ size_t lcx_cpu_attention_fwd_ws(const lcx_attn_args *a) {
 
 static fwd_scratch fwd_slot(const lcx_attn_args *a, char *base) {
     lcx_cpu_carve c = {base};
-    fwd_scratch w = {lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BQ * ATT_BK, sizeof(float))), NULL, NULL, NULL, NULL};
+    fwd_scratch w = {lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_FWD_BQ * ATT_FWD_BK, sizeof(float))),
+                     lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_FWD_BK * a->head_dim, sizeof(float))), NULL, NULL, NULL,
+                     NULL};
     if (a->dt == LCX_BF16) {
-        w.q = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BQ * a->head_dim, sizeof(float)));
-        w.o = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BQ * a->head_dim, sizeof(float)));
-        w.k = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BK * a->head_dim, sizeof(float)));
-        w.v = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BK * a->head_dim, sizeof(float)));
+        w.q = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_FWD_BQ * a->head_dim, sizeof(float)));
+        w.o = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_FWD_BQ * a->head_dim, sizeof(float)));
+        w.k = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_FWD_BK * a->head_dim, sizeof(float)));
+        w.v = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_FWD_BK * a->head_dim, sizeof(float)));
     }
     return w;
 }
@@ -41,7 +45,7 @@ static fwd_scratch fwd_slot(const lcx_attn_args *a, char *base) {
  * thread's o tile, rounded into the output at the end). */
 LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, int64_t h, int64_t i0, int64_t i1, const fwd_scratch *w) {
     const int64_t H = a->n_heads, G = a->n_kv_heads, hd = a->head_dim, g = h / (H / G), nr = i1 - i0;
-    const int bf = a->dt == LCX_BF16;
+    const int bf = a->dt == LCX_BF16, avx2 = lcx_cpu_att_avx2_usable(hd);
     const int64_t ldq = bf ? hd : H * hd, ldk = bf ? hd : G * hd; /* o has q's layout */
     const float *qb;
     float *ob, *lse = a->lse, *s = w->s;
@@ -53,15 +57,15 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, int64_t h, int64_t i0, 
         qb = (const float *)a->q + (i0 * H + h) * hd;
         ob = (float *)a->o + (i0 * H + h) * hd;
     }
-    float m[ATT_BQ], l[ATT_BQ];
+    float m[ATT_FWD_BQ], l[ATT_FWD_BQ];
     for (int64_t r = 0; r < nr; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
         for (int64_t d = 0; d < hd; d++) ob[r * ldq + d] = 0.0f;
     }
     const int64_t kend_tile = att_key_end(a, i1 - 1); /* the last row sees the most keys */
-    for (int64_t j0 = 0; j0 < kend_tile; j0 += ATT_BK) {
-        int64_t nk = kend_tile - j0 < ATT_BK ? kend_tile - j0 : ATT_BK;
+    for (int64_t j0 = 0; j0 < kend_tile; j0 += ATT_FWD_BK) {
+        int64_t nk = kend_tile - j0 < ATT_FWD_BK ? kend_tile - j0 : ATT_FWD_BK;
         const float *kb, *vb;
         if (bf) {
             lcx_cpu_act_load(a->dt, a->k, (j0 * G + g) * hd, G * hd, nk, hd, w->k);
@@ -72,9 +76,14 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, int64_t h, int64_t i0, 
             kb = (const float *)a->k + (j0 * G + g) * hd;
             vb = (const float *)a->v + (j0 * G + g) * hd;
         }
-        att_gemm(0, 1, nr, nk, hd, a->scale, qb, ldq, kb, ldk, 0.0f, s, ATT_BK);
+        if (avx2) {
+            lcx_cpu_att_transpose_keys(kb, ldk, nk, hd, w->kt, ATT_FWD_BK);
+            lcx_cpu_att_scores(qb, ldq, nr, w->kt, ATT_FWD_BK, nk, hd, a->scale, s, ATT_FWD_BK);
+        } else {
+            att_gemm(0, 1, nr, nk, hd, a->scale, qb, ldq, kb, ldk, 0.0f, s, ATT_FWD_BK);
+        }
         for (int64_t r = 0; r < nr; r++) {
-            float *sr = s + r * ATT_BK;
+            float *sr = s + r * ATT_FWD_BK;
             int64_t cnt = att_key_end(a, i0 + r) - j0;
             cnt = cnt < 0 ? 0 : cnt > nk ? nk : cnt;
             if (cnt == 0) { /* nothing visible in this tile: the row keeps its state */
@@ -92,7 +101,10 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, int64_t h, int64_t i0, 
                 for (int64_t d = 0; d < hd; d++) orow[d] *= corr;
             }
         }
-        att_gemm(0, 0, nr, hd, nk, 1.0f, s, ATT_BK, vb, ldk, 1.0f, ob, ldq);
+        if (avx2)
+            lcx_cpu_att_pv(s, ATT_FWD_BK, nr, vb, ldk, nk, hd, ob, ldq);
+        else
+            att_gemm(0, 0, nr, hd, nk, 1.0f, s, ATT_FWD_BK, vb, ldk, 1.0f, ob, ldq);
     }
     for (int64_t r = 0; r < nr; r++) {
         float *orow = ob + r * ldq;
@@ -110,7 +122,7 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, int64_t h, int64_t i0, 
 }
 
 lcx_status lcx_cpu_attention_fwd(lcx_exec *x, const lcx_attn_args *a) {
-    const int64_t H = a->n_heads, n_qt = (a->n_q + ATT_BQ - 1) / ATT_BQ;
+    const int64_t H = a->n_heads, n_qt = (a->n_q + ATT_FWD_BQ - 1) / ATT_FWD_BQ;
     const int nt = lcx_cpu_threads();
     const size_t slot = fwd_thread_bytes(a);
     lcx_cpu_blas_serial(); /* one single-threaded sgemm per tile, from each OpenMP thread */
@@ -120,7 +132,7 @@ lcx_status lcx_cpu_attention_fwd(lcx_exec *x, const lcx_attn_args *a) {
 #pragma omp for collapse(2) schedule(dynamic)
         for (int64_t qt = 0; qt < n_qt; qt++)
             for (int64_t h = 0; h < H; h++) {
-                int64_t i0 = qt * ATT_BQ, i1 = i0 + ATT_BQ < a->n_q ? i0 + ATT_BQ : a->n_q;
+                int64_t i0 = qt * ATT_FWD_BQ, i1 = i0 + ATT_FWD_BQ < a->n_q ? i0 + ATT_FWD_BQ : a->n_q;
                 fwd_tile(a, h, i0, i1, &w);
             }
     }

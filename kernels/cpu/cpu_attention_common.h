@@ -13,6 +13,11 @@
  * outputs): big enough that the GEMM runs near peak, small enough that a thread's score, probability and
  * gradient tiles (3 x 64 KiB) stay in L2. */
 enum { ATT_BQ = 128, ATT_BK = 128 };
+/* The forward keeps one score tile a thread (no gradient tiles), so its tiles are larger: OpenBLAS packs a
+ * tile's q rows once per key tile and each key tile once per query tile, and zeroes every score tile, so
+ * larger tiles pack and zero less per flop (256 x 512: 1.3x the 128 x 128 forward at 8k tokens, head_dim 64,
+ * 2 threads; the 512 KiB score tile still runs from L2). */
+enum { ATT_FWD_BQ = 256, ATT_FWD_BK = 512 };
 
 /* Number of visible keys of query row i (a prefix of the block). */
 static inline int64_t att_key_end(const lcx_attn_args *a, int64_t i) {
@@ -31,7 +36,7 @@ static inline int64_t att_row_begin(const lcx_attn_args *a, int64_t j) {
 }
 
 /* Max of x[0..n) (-inf for n = 0), in 8 lanes combined in a fixed order so that the loop vectorises. */
-static inline float att_row_max(const float *restrict x, int64_t n) {
+static inline LCX_CPU_INLINE float att_row_max(const float *restrict x, int64_t n) {
     float acc[8];
     for (int l = 0; l < 8; l++) acc[l] = -INFINITY;
     int64_t j = 0;
@@ -44,7 +49,7 @@ static inline float att_row_max(const float *restrict x, int64_t n) {
 }
 
 /* x[j] = exp(x[j] - shift) for j < n; returns their sum (8 lanes, fixed order). */
-static inline float att_row_exp_sum(float *restrict x, int64_t n, float shift) {
+static inline LCX_CPU_INLINE float att_row_exp_sum(float *restrict x, int64_t n, float shift) {
     float acc[8] = {0};
     int64_t j = 0;
     for (; j + 8 <= n; j += 8)
@@ -60,6 +65,16 @@ static inline float att_row_exp_sum(float *restrict x, int64_t n, float shift) {
     }
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
+
+/* cpu_attention_avx2.c: the forward's tile products in AVX2 + FMA registers (see there). Usable when the CPU
+ * has AVX2 and FMA and head_dim % 8 == 0; otherwise the forward calls OpenBLAS. kt is [hd][ldkt] with the key
+ * count rounded up to 16 (padding zeroed); the score tile s gets that many columns too. */
+int lcx_cpu_att_avx2_usable(int64_t head_dim);
+void lcx_cpu_att_transpose_keys(const float *k, int64_t ldk, int64_t nk, int64_t hd, float *kt, int64_t ldkt);
+void lcx_cpu_att_scores(const float *q, int64_t ldq, int64_t nr, const float *kt, int64_t ldkt, int64_t nk,
+                        int64_t hd, float scale, float *s, int64_t lds);
+void lcx_cpu_att_pv(const float *p, int64_t ldp, int64_t nr, const float *v, int64_t ldv, int64_t nk, int64_t hd,
+                    float *o, int64_t ldo);
 
 /* C = alpha op(A) op(B) + beta C, row-major, single precision (OpenBLAS). */
 static inline void att_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,

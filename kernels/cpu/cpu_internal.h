@@ -23,6 +23,13 @@
 #define LCX_CPU_HOT
 #define LCX_CPU_HOT_FMA
 #endif
+/* Helpers called from a hot loop: inlined always, so that they are compiled into the caller's clone (a helper
+ * left out of line is built for the baseline target: SSE2 exps in an AVX2 loop). */
+#if defined(__GNUC__)
+#define LCX_CPU_INLINE __attribute__((always_inline))
+#else
+#define LCX_CPU_INLINE
+#endif
 
 /* exp(x) for x <= 0 in straight-line float code the compiler vectorises (Cephes expf: Cody-Waite reduction by
  * ln 2, degree-6 polynomial, 2^n through the exponent bits), within 2 ulp of expf. Inputs below -87 are clamped

@@ -209,6 +209,16 @@ static double fd_loss(void *ctx) {
     return s;
 }
 
+/* max |got - want| / max(|want|, floor); NaN in got makes it NaN */
+static double floored_err(const float *got, const double *want, int64_t n, double floor) {
+    double err = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]) / fmax(fabs(want[i]), floor);
+        if (!(e <= err)) err = e;
+    }
+    return err;
+}
+
 static void grad_check(prob *p, const char *tag, double *worst_naive, double *worst_ours) {
     double *fq = zeros_f64(p->nqe), *fk = zeros_f64(p->nke), *fv = zeros_f64(p->nke);
     fd_grad(fd_loss, p, p->qd, p->nqe, 1e-5, fq);
@@ -227,7 +237,10 @@ static void grad_check(prob *p, const char *tag, double *worst_naive, double *wo
     float *dq = zeros_f32(p->nqe), *dk = zeros_f32(p->nke), *dv = zeros_f32(p->nke);
     CHECK_OK(attn_fwd(&p->a, p->q, p->k, p->v, o, lse));
     CHECK_OK(attn_bwd(&p->a, p->q, p->k, p->v, o, lse, p->go, dq, dk, dv));
-    double eo = fmax(rel_err(dq, fq, p->nqe, 1e-2), fmax(rel_err(dk, fk, p->nke, 1e-2), rel_err(dv, fv, p->nke, 1e-2)));
+    /* relative to 1% of the largest gradient of the three (a dQ that is exactly 0 in double, one key, comes out as
+     * float32 rounding of the order of 1e-7, since the backward recomputes P = exp(s - LSE) ~ 1 + 1 ulp) */
+    double eo = fmax(floored_err(dq, fq, p->nqe, 1e-2 * mx),
+                     fmax(floored_err(dk, fk, p->nke, 1e-2 * mx), floored_err(dv, fv, p->nke, 1e-2 * mx)));
     CHECK_MSG(en <= 1e-8, "%s: naive backward vs FD %.3e", tag, en);
     CHECK_MSG(eo <= 1e-4, "%s: backward vs FD %.3e", tag, eo);
     *worst_naive = fmax(*worst_naive, en);
@@ -342,6 +355,11 @@ int main(void) {
         {9, 40, 4, 1, 8, 0, 0, LCX_MASK_NONE},       /* nothing visible */
         {70, 0, 2, 1, 8, 0, 0, LCX_MASK_FULL},       /* empty key block */
         {0, 30, 2, 1, 8, 0, 0, LCX_MASK_CAUSAL},     /* empty query block */
+        /* the forward's tiles (256 queries x 512 keys) crossed, with head_dim 64 and 72 (the AVX2 products'
+         * 16- and 8-column blocks, row blocks of 6 with a remainder) and 20 (OpenBLAS products) */
+        {300, 1100, 3, 1, 64, 800, 0, LCX_MASK_CAUSAL},
+        {263, 530, 2, 2, 72, 0, 0, LCX_MASK_FULL},
+        {517, 517, 2, 1, 20, 0, 0, LCX_MASK_CAUSAL},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         prob p = make(cases[c].nq, cases[c].nk, cases[c].H, cases[c].G, cases[c].hd, cases[c].qoff, cases[c].koff,

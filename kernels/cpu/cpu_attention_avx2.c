@@ -1,0 +1,149 @@
+/* cpu_attention_avx2: the two products of an attention forward tile in AVX2 + FMA registers, on x86-64 CPUs that
+ * have them. With head_dim 64 both products are short in k, and OpenBLAS spends on them about as much packing
+ * the q rows, the key tile and P, and zeroing each score tile, as on the multiply-adds; here K is transposed
+ * once per (query tile, key tile) and nothing else moves. Register blocks of 6 rows x 16 columns: 12
+ * accumulators, 2 loaded vectors and a broadcast fill the 16 ymm registers. Each output element sums its terms
+ * in index order, so results do not depend on the tile or thread it falls in. */
+#include "kernels/cpu/cpu_attention_common.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(LCX_NO_MULTIVERSION)
+#include <immintrin.h>
+
+#define AVX2_FN __attribute__((target("avx2,fma")))
+#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+enum { ROWS = 6 };
+
+int lcx_cpu_att_avx2_usable(int64_t head_dim) {
+    static int cpu = -1; /* benign race: every thread computes the same value */
+    if (cpu < 0) cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return cpu && head_dim % 8 == 0;
+}
+
+/* kt[d][j] = k[j][d] in 8 x 8 blocks (the standard unpack / shuffle / permute transpose), scalar at the edges. */
+AVX2_FN void lcx_cpu_att_transpose_keys(const float *k, int64_t ldk, int64_t nk, int64_t hd, float *kt, int64_t ldkt) {
+    const int64_t nkp = (nk + 15) & ~(int64_t)15, hd8 = hd & ~(int64_t)7;
+    int64_t j = 0;
+    for (; j + 8 <= nk; j += 8)
+        for (int64_t d = 0; d < hd8; d += 8) {
+            __m256 r[8], t[8];
+            for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(k + (j + i) * ldk + d);
+            for (int i = 0; i < 8; i += 2) {
+                t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+                t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 8; i += 4) {
+                r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+                r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+                r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+                r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+            }
+            for (int i = 0; i < 4; i++) {
+                _mm256_storeu_ps(kt + (d + i) * ldkt + j, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+                _mm256_storeu_ps(kt + (d + i + 4) * ldkt + j, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+            }
+        }
+    for (int64_t d = 0; d < hd; d++) {
+        float *row = kt + d * ldkt;
+        for (int64_t jj = d < hd8 ? j : 0; jj < nk; jj++) row[jj] = k[jj * ldk + d];
+        for (int64_t jj = nk; jj < nkp; jj++) row[jj] = 0.0f; /* padding keys score 0 and are never read */
+    }
+}
+
+/* s[r][0..16) = scale * sum_d q[r][d] kt[d][0..16) for r < R (R a constant after inlining). */
+AVX2_INLINE void scores_block(int R, const float *q, int64_t ldq, const float *kt, int64_t ldkt, int64_t hd,
+                              __m256 scale, float *s, int64_t lds) {
+    __m256 acc[ROWS][2];
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < hd; d++) {
+        __m256 k0 = _mm256_loadu_ps(kt + d * ldkt), k1 = _mm256_loadu_ps(kt + d * ldkt + 8);
+        for (int r = 0; r < R; r++) {
+            __m256 b = _mm256_broadcast_ss(q + r * ldq + d);
+            acc[r][0] = _mm256_fmadd_ps(b, k0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(b, k1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(s + r * lds, _mm256_mul_ps(acc[r][0], scale));
+        _mm256_storeu_ps(s + r * lds + 8, _mm256_mul_ps(acc[r][1], scale));
+    }
+}
+
+AVX2_FN void lcx_cpu_att_scores(const float *q, int64_t ldq, int64_t nr, const float *kt, int64_t ldkt, int64_t nk,
+                                int64_t hd, float scale, float *s, int64_t lds) {
+    const int64_t nkp = (nk + 15) & ~(int64_t)15;
+    const __m256 sc = _mm256_set1_ps(scale);
+    for (int64_t r0 = 0; r0 < nr; r0 += ROWS) {
+        const float *qr = q + r0 * ldq;
+        float *sr = s + r0 * lds;
+        switch (nr - r0 < ROWS ? nr - r0 : ROWS) {
+        case 6: for (int64_t j = 0; j < nkp; j += 16) scores_block(6, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
+        case 5: for (int64_t j = 0; j < nkp; j += 16) scores_block(5, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
+        case 4: for (int64_t j = 0; j < nkp; j += 16) scores_block(4, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
+        case 3: for (int64_t j = 0; j < nkp; j += 16) scores_block(3, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
+        case 2: for (int64_t j = 0; j < nkp; j += 16) scores_block(2, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
+        default: for (int64_t j = 0; j < nkp; j += 16) scores_block(1, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
+        }
+    }
+}
+
+/* o[r][0..8W) += sum_{j < nk} p[r][j] v[j][0..8W) for r < R, W vectors of 8 columns (1 or 2). */
+AVX2_INLINE void pv_block(int R, int W, const float *p, int64_t ldp, const float *v, int64_t ldv, int64_t nk,
+                          float *o, int64_t ldo) {
+    __m256 acc[ROWS][2];
+    for (int r = 0; r < R; r++)
+        for (int w = 0; w < W; w++) acc[r][w] = _mm256_loadu_ps(o + r * ldo + 8 * w);
+    for (int64_t j = 0; j < nk; j++) {
+        __m256 v0 = _mm256_loadu_ps(v + j * ldv), v1 = W > 1 ? _mm256_loadu_ps(v + j * ldv + 8) : v0;
+        for (int r = 0; r < R; r++) {
+            __m256 b = _mm256_broadcast_ss(p + r * ldp + j);
+            acc[r][0] = _mm256_fmadd_ps(b, v0, acc[r][0]);
+            if (W > 1) acc[r][1] = _mm256_fmadd_ps(b, v1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int w = 0; w < W; w++) _mm256_storeu_ps(o + r * ldo + 8 * w, acc[r][w]);
+}
+
+/* One row block across head_dim: 16 columns at a time, then the last 8 when head_dim % 16 == 8. */
+AVX2_INLINE void pv_rows(int R, const float *p, int64_t ldp, const float *v, int64_t ldv, int64_t nk, int64_t hd,
+                         float *o, int64_t ldo) {
+    int64_t c = 0;
+    for (; c + 16 <= hd; c += 16) pv_block(R, 2, p, ldp, v + c, ldv, nk, o + c, ldo);
+    if (c < hd) pv_block(R, 1, p, ldp, v + c, ldv, nk, o + c, ldo);
+}
+
+AVX2_FN void lcx_cpu_att_pv(const float *p, int64_t ldp, int64_t nr, const float *v, int64_t ldv, int64_t nk,
+                            int64_t hd, float *o, int64_t ldo) {
+    for (int64_t r0 = 0; r0 < nr; r0 += ROWS) {
+        const float *pr = p + r0 * ldp;
+        float *orow = o + r0 * ldo;
+        switch (nr - r0 < ROWS ? nr - r0 : ROWS) {
+        case 6: pv_rows(6, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
+        case 5: pv_rows(5, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
+        case 4: pv_rows(4, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
+        case 3: pv_rows(3, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
+        case 2: pv_rows(2, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
+        default: pv_rows(1, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
+        }
+    }
+}
+
+#else /* no AVX2 kernels in this build: the forward uses OpenBLAS */
+
+int lcx_cpu_att_avx2_usable(int64_t head_dim) {
+    (void)head_dim;
+    return 0;
+}
+void lcx_cpu_att_transpose_keys(const float *k, int64_t ldk, int64_t nk, int64_t hd, float *kt, int64_t ldkt) {
+    (void)k, (void)ldk, (void)nk, (void)hd, (void)kt, (void)ldkt;
+}
+void lcx_cpu_att_scores(const float *q, int64_t ldq, int64_t nr, const float *kt, int64_t ldkt, int64_t nk,
+                        int64_t hd, float scale, float *s, int64_t lds) {
+    (void)q, (void)ldq, (void)nr, (void)kt, (void)ldkt, (void)nk, (void)hd, (void)scale, (void)s, (void)lds;
+}
+void lcx_cpu_att_pv(const float *p, int64_t ldp, int64_t nr, const float *v, int64_t ldv, int64_t nk, int64_t hd,
+                    float *o, int64_t ldo) {
+    (void)p, (void)ldp, (void)nr, (void)v, (void)ldv, (void)nk, (void)hd, (void)o, (void)ldo;
+}
+#endif
