@@ -130,4 +130,29 @@ static inline double rel_max_err(const float *a, const float *b, size_t n) {
     return r > 0 ? d / r : d;
 }
 
+/* A fixture model (tests/fixtures/models/NAME) opened with options o. */
+static inline lcx_model *fx_open(const char *model, lcx_model_opts o) {
+    char *dir = fx_path(model, "models", "");
+    lcx_model *m = NULL;
+    CHECK_OK(lcx_model_from_checkpoint(dir, &o, &m));
+    free(dir);
+    return m;
+}
+
+/* Every gradient of the nb batches b (concatenated in parameter order, malloc'd), the loss normalised by their
+ * total token count; *loss their mean loss. */
+static inline float *fx_grads(lcx_model *m, const lcx_batch *b, int nb, size_t *n_out, double *loss) {
+    CHECK_OK(lcx_model_zero_grads(m));
+    int64_t total = 0;
+    for (int i = 0; i < nb; i++) total += lcx_batch_count(&b[i]);
+    double sum = 0;
+    for (int i = 0; i < nb; i++) {
+        double l = 0;
+        CHECK_OK(lcx_model_forward_backward(m, &b[i], (float)(1.0 / (double)total), &l, NULL));
+        sum += l;
+    }
+    *loss = sum / (double)total;
+    return fx_all_grads(m, n_out);
+}
+
 #endif

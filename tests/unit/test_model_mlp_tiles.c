@@ -31,30 +31,8 @@
 
 static lcx_model *open_fx(const char *name, lcx_dtype adt, int64_t tile, lcx_act_policy pol,
                           const lcx_act_policy *layer_pol) {
-    char *dir = fx_path(name, "models", "");
-    lcx_model_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_tokens = TT;
-    o.loss_chunk = 7;
-    o.training = 1;
-    o.policy = pol;
-    o.layer_policy = layer_pol;
-    o.act_dtype = adt;
-    o.mlp_chunk = tile;
-    lcx_model *m = NULL;
-    CHECK_OK(lcx_model_from_checkpoint(dir, &o, &m));
-    free(dir);
-    return m;
-}
-
-/* All gradients, concatenated in parameter order (malloc'd); *loss the mean loss of b. */
-static float *grads_of(lcx_model *m, const lcx_batch *b, size_t *n_out, double *loss) {
-    CHECK_OK(lcx_model_zero_grads(m));
-    int64_t count = lcx_batch_count(b);
-    double ls = 0;
-    CHECK_OK(lcx_model_forward_backward(m, b, (float)(1.0 / (double)count), &ls, NULL));
-    *loss = ls / (double)count;
-    return fx_all_grads(m, n_out);
+    return fx_open(name, (lcx_model_opts){.max_tokens = TT, .loss_chunk = 7, .training = 1, .policy = pol,
+                                          .layer_policy = layer_pol, .act_dtype = adt, .mlp_chunk = tile});
 }
 
 static size_t r64(size_t bytes) { return (bytes + 63) / 64 * 64; }
@@ -84,7 +62,7 @@ static void test_fixture(const char *name, lcx_dtype adt) {
     lcx_batch b = {NSEQ, SEQ, ids, NULL, NULL};
     size_t n0;
     double l0;
-    float *g0 = grads_of(ref, &b, &n0, &l0);
+    float *g0 = fx_grads(ref, &b, 1, &n0, &l0);
     double nz = 0;
     for (size_t i = 0; i < n0; i++) nz += fabs(g0[i]);
     CHECK(nz > 0);
@@ -103,8 +81,8 @@ static void test_fixture(const char *name, lcx_dtype adt) {
         if (mk && mr && mo && mm) {
             size_t n1, n2, n3, n4;
             double l1, l2, l3, l4;
-            float *g1 = grads_of(mk, &b, &n1, &l1), *g2 = grads_of(mr, &b, &n2, &l2);
-            float *g3 = grads_of(mo, &b, &n3, &l3), *g4 = grads_of(mm, &b, &n4, &l4);
+            float *g1 = fx_grads(mk, &b, 1, &n1, &l1), *g2 = fx_grads(mr, &b, 1, &n2, &l2);
+            float *g3 = fx_grads(mo, &b, 1, &n3, &l3), *g4 = fx_grads(mm, &b, 1, &n4, &l4);
             CHECK(n1 == n0 && n2 == n0 && n3 == n0 && n4 == n0);
             /* one tile size: every policy makes the same calls */
             CHECK_MSG(memcmp(g1, g2, n0 * 4) == 0 && l1 == l2, "%s %s tile %lld: recompute differs from keep", name,
@@ -150,12 +128,12 @@ static void test_fixture(const char *name, lcx_dtype adt) {
         if (mt && m16) {
             size_t n1, n2, n3;
             double l1, l2, l3;
-            float *g1 = grads_of(mt, &b, &n1, &l1);
+            float *g1 = fx_grads(mt, &b, 1, &n1, &l1);
             CHECK_MSG(memcmp(g1, g0, n0 * 4) == 0 && l1 == l0, "%s %s: mlp_chunk = max_tokens is not untiled", name,
                       dtn);
             CHECK(lcx_model_memory_of(mt).acts == acts_rec);
             lcx_batch b16 = {1, 16, ids, NULL, NULL};
-            float *g2 = grads_of(ref, &b16, &n2, &l2), *g3 = grads_of(m16, &b16, &n3, &l3);
+            float *g2 = fx_grads(ref, &b16, 1, &n2, &l2), *g3 = fx_grads(m16, &b16, 1, &n3, &l3);
             CHECK_MSG(memcmp(g2, g3, n0 * 4) == 0 && l2 == l3, "%s %s: one tile differs from untiled", name, dtn);
             free(g1), free(g2), free(g3);
         }

@@ -46,12 +46,6 @@ static lcx_model *make(const lcx_model_config *cfg, lcx_dtype adt, const lcx_act
     return m;
 }
 
-static float *grads(lcx_model *m, const lcx_batch *b, size_t *n_out, double *loss) {
-    CHECK_OK(lcx_model_zero_grads(m));
-    CHECK_OK(lcx_model_forward_backward(m, b, 1.0f / (float)lcx_batch_count(b), loss, NULL));
-    return fx_all_grads(m, n_out);
-}
-
 /* The schedule's high-water marks for policies pol at prefetch depth d (bytes[l] = 0: not offloaded). */
 static void expected_hwm(const size_t *bytes, int d, size_t *dev, size_t *host) {
     *dev = *host = 0;
@@ -89,7 +83,7 @@ static void run(const char *name) {
         if (!mk) continue;
         size_t n0;
         double l0;
-        float *g0 = grads(mk, &b, &n0, &l0);
+        float *g0 = fx_grads(mk, &b, 1, &n0, &l0);
         float *lg0 = malloc((size_t)TOK * (size_t)cfg.vocab_size * 4), *lg = malloc((size_t)TOK * (size_t)cfg.vocab_size * 4);
         double lf0, lf;
         CHECK_OK(lcx_model_forward(mk, &b, lg0, &lf0, NULL));
@@ -107,7 +101,7 @@ static void run(const char *name) {
                 if (!m) continue;
                 size_t n;
                 double l;
-                float *g = grads(m, &b, &n, &l);
+                float *g = fx_grads(m, &b, 1, &n, &l);
                 CHECK(n == n0);
                 CHECK_MSG(memcmp(g, g0, n * 4) == 0 && l == l0, "%s %s %s depth %d: gradients or loss differ from keep",
                           name, lcx_dtype_name(adt), case_names[k], depth);

@@ -16,32 +16,8 @@
 
 static lcx_model *open_fx(const char *name, int64_t max_tokens, int64_t chunk, lcx_act_policy pol,
                           const lcx_act_policy *layer_pol) {
-    char *dir = fx_path(name, "models", "");
-    lcx_model_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_tokens = max_tokens;
-    o.loss_chunk = chunk;
-    o.training = 1;
-    o.policy = pol;
-    o.layer_policy = layer_pol;
-    lcx_model *m = NULL;
-    CHECK_OK(lcx_model_from_checkpoint(dir, &o, &m));
-    free(dir);
-    return m;
-}
-
-static float *grads_of(lcx_model *m, const lcx_batch *b, int nb, size_t *n, double *loss) {
-    CHECK_OK(lcx_model_zero_grads(m));
-    int64_t total = 0;
-    for (int i = 0; i < nb; i++) total += lcx_batch_count(&b[i]);
-    double ls = 0;
-    for (int i = 0; i < nb; i++) {
-        double l = 0;
-        CHECK_OK(lcx_model_forward_backward(m, &b[i], (float)(1.0 / (double)total), &l, NULL));
-        ls += l;
-    }
-    *loss = ls / (double)total;
-    return fx_all_grads(m, n);
+    return fx_open(name, (lcx_model_opts){.max_tokens = max_tokens, .loss_chunk = chunk, .training = 1,
+                                          .policy = pol, .layer_policy = layer_pol});
 }
 
 static void test_policies(const char *name) {
@@ -57,8 +33,8 @@ static void test_policies(const char *name) {
     if (!keep || !rec || !off || !mixed) goto done;
     size_t n1, n2, n3, n4;
     double l1, l2, l3, l4;
-    float *g1 = grads_of(keep, &b, 1, &n1, &l1), *g2 = grads_of(rec, &b, 1, &n2, &l2);
-    float *g3 = grads_of(off, &b, 1, &n3, &l3), *g4 = grads_of(mixed, &b, 1, &n4, &l4);
+    float *g1 = fx_grads(keep, &b, 1, &n1, &l1), *g2 = fx_grads(rec, &b, 1, &n2, &l2);
+    float *g3 = fx_grads(off, &b, 1, &n3, &l3), *g4 = fx_grads(mixed, &b, 1, &n4, &l4);
     CHECK(n1 == n2 && n1 == n3 && n1 == n4);
     CHECK_MSG(memcmp(g1, g2, n1 * 4) == 0, "%s: recompute gradients differ from keep", name);
     CHECK_MSG(memcmp(g1, g3, n1 * 4) == 0, "%s: offload gradients differ from keep", name);
@@ -86,7 +62,7 @@ static void test_chunks(const char *name) {
     int64_t V = lcx_model_config_of(m)->vocab_size;
     size_t n0;
     double l0, lf0;
-    float *g0 = grads_of(m, &b, 1, &n0, &l0);
+    float *g0 = fx_grads(m, &b, 1, &n0, &l0);
     float *logit0 = malloc((size_t)(T * V) * 4), *logit = malloc((size_t)(T * V) * 4);
     CHECK_OK(lcx_model_forward(m, &b, logit0, &lf0, NULL));
     CHECK(lf0 / 15 == l0);
@@ -95,7 +71,7 @@ static void test_chunks(const char *name) {
         CHECK_OK(lcx_model_set_loss_chunk(m, sizes[k]));
         size_t n;
         double l, lf;
-        float *g = grads_of(m, &b, 1, &n, &l);
+        float *g = fx_grads(m, &b, 1, &n, &l);
         CHECK_REL(l, l0, 1e-7);
         double e = rel_norm_err(g, g0, n);
         CHECK_MSG(e <= 1e-6, "%s chunk %lld: gradients rel error %.3g", name, (long long)sizes[k], e);
@@ -128,8 +104,8 @@ static void test_accumulation(const char *name) {
     if (!m) return;
     size_t na, nb;
     double la, lb;
-    float *ga = grads_of(m, micro, 2, &na, &la);
-    float *gb = grads_of(m, &packed, 1, &nb, &lb);
+    float *ga = fx_grads(m, micro, 2, &na, &la);
+    float *gb = fx_grads(m, &packed, 1, &nb, &lb);
     CHECK(na == nb);
     CHECK_REL(la, lb, 1e-6);
     double e = rel_norm_err(ga, gb, na);
