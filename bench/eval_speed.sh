@@ -7,6 +7,8 @@
 # the model load included). Contenders alternate; each figure is the median of ROUNDS.
 # usage: [ROUNDS=3] [THREADS=2] [LENGTHS="2048 8192"] bench/eval_speed.sh BUILD_DIR GGUF TEXT [LLAMA_BUILD_DIR]
 #   GGUF: recipes/smollm2/get.sh's file; TEXT: e.g. recipes/smollm2/make_data.sh's heldout-kjv.txt
+#   LLAMA_BUILD_DIR: a llama.cpp CMake build with bin/llama-perplexity (e.g. of the vendor/llama.cpp in the
+#   llama-cpp-python sdist: `pip download --no-deps --no-binary :all: llama-cpp-python`)
 #   python3 with torch + transformers must be importable (PYTHON overrides the interpreter).
 set -euo pipefail
 BUILD=${1:?usage: $0 BUILD_DIR GGUF TEXT [LLAMA_BUILD_DIR]}
@@ -42,7 +44,13 @@ for L in $LENGTHS; do
         if [ -n "$LLAMA" ]; then
             /usr/bin/time -v "$LLAMA/bin/llama-perplexity" -m "$out/f32.gguf" -f "$TEXT" -c "$L" -b "$L" -t "$THREADS" \
                 >"$out/cpp.$L.$r" 2>"$out/cpp.$L.$r.time" || true
-            tps=$(grep -o '[0-9.]* tokens per second' "$out/cpp.$L.$r.time" | tail -1 | cut -d' ' -f1)
+            # its log has no rate: tokens run (chunks x n_ctx) over the time between the log lines that start and
+            # end the passes (timestamps minutes.seconds.ms.us)
+            tps=$(awk -v L="$L" '
+                function t(s, a) { split(s, a, "."); return a[1] * 60 + a[2] + a[3] / 1e3 + a[4] / 1e6 }
+                /calculating perplexity over/ { for (i = 1; i <= NF; i++) if ($i == "over") n = $(i + 1); t0 = t($1) }
+                match($0, /[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+ I Final estimate/) { split(substr($0, RSTART), b, " "); t1 = t(b[1]) }
+                END { if (n && t1 > t0) printf "%.1f", n * L / (t1 - t0) }' "$out/cpp.$L.$r.time")
             ppl=$(grep -o 'Final estimate: PPL = [0-9.]*' "$out/cpp.$L.$r.time" | awk '{ print $NF }')
             echo "${tps:-nan} $(rss "$out/cpp.$L.$r.time") ${ppl:-nan}" >>"$out/cpp.$L"
         fi
