@@ -9,6 +9,8 @@
 # usage: recipes/smollm2/compare_methods.sh GGUF OUTDIR [BUILD_DIR]
 #   env: TARGET (default 32768), LENGTHS (default 8192,16384,...,TARGET), DEPTHS (default 0,0.5,1),
 #        TRIALS (default 1), METHODS (default "none pi ntk dynamic yarn llama3 abf")
+# Two sweeps: every method's perplexity (METHOD-ppl.json/.txt; the last method's run draws methods-ppl.svg with
+# the others' JSON), then every method's passkey cells (METHOD-passkey.json/.txt/.svg). A rerun skips what exists.
 # Cost on the CPU: about one forward pass of TARGET tokens per document and per passkey cell and method (a 32k
 # pass of this model is ~10 minutes on 2 cores), so the defaults take hours there; a GPU runs them in minutes.
 set -euo pipefail
@@ -34,28 +36,53 @@ out=$(cd "$out" && pwd)
     "$out/data/heldout-lic.txt" --output "$out/heldout" --no-eos --quiet
 [ -d "$out/base" ] || "$lcx" export "$gguf" --format hf --dtype f32 --out "$out/base" >/dev/null
 
-set -- $methods
-last=${!#}
-for m in "$@"; do
-    model="$out/$m-$target"
+# model_dir METHOD: the zero-shot checkpoint of a method, written on first use
+model_dir() {
+    local m=$1 model="$out/$1-$target"
     case $m in
         none) model="$out/base" ;;
         abf) [ -d "$model" ] || "$lcx" rope "$out/base" --to "$target" --method abf \
                  --theta "$(awk -v t="$target" 'BEGIN { printf "%.0f", 1e5 * 4 ^ (log(t / 8192) / log(2)) }')" \
-                 --out "$model" >/dev/null ;; # the abf recipe's x4 per doubling
-        *) [ -d "$model" ] || "$lcx" rope "$out/base" --to "$target" --method "$m" --out "$model" >/dev/null ;;
+                 --out "$model" >/dev/null || return 1 ;; # the abf recipe's x4 per doubling
+        *) [ -d "$model" ] || "$lcx" rope "$out/base" --to "$target" --method "$m" --out "$model" >/dev/null ||
+               return 1 ;;
     esac
-    [ -f "$out/$m.json" ] && continue # done in an earlier run
+    echo "$model"
+}
+
+# Two sweeps, each skipping what an earlier run finished (a JSON per method and sweep; METHOD.json from a
+# run of the one-sweep version of this script counts for both): every method's perplexity first (minutes each),
+# then every method's passkey cells (the long part).
+set -- $methods
+last=${!#}
+for m in "$@"; do
+    [ -f "$out/$m.json" ] || [ -f "$out/$m-ppl.json" ] && continue
+    model=$(model_dir "$m")
     picture=()
     if [ "$m" = "$last" ]; then # the last one draws every method's perplexity
         picture=(--svg "$out/methods-ppl.svg")
-        for o in "$@"; do [ "$o" = "$m" ] || picture+=(--compare "$out/$o.json"); done
+        for o in "$@"; do
+            [ "$o" = "$m" ] && continue
+            for f in "$out/$o-ppl.json" "$out/$o.json"; do
+                [ -f "$f" ] && { picture+=(--compare "$f"); break; }
+            done
+        done
     fi
     t0=$(date +%s)
-    "$lcx" eval "$model" --data "$out/heldout" --lengths "$LENGTHS" --truncate --passkey "$trials" \
-        --passkey-lengths "$LENGTHS" --depths "$depths" --mode loglik --series "$m" --json "$out/$m.json" \
-        "${picture[@]}" --quiet >"$out/$m.txt"
-    echo "compare_methods.sh: $m done in $(($(date +%s) - t0)) s" >&2
+    "$lcx" eval "$model" --data "$out/heldout" --lengths "$LENGTHS" --truncate --series "$m" \
+        --json "$out/$m-ppl.json" "${picture[@]}" --quiet >"$out/$m-ppl.txt"
+    echo "compare_methods.sh: $m perplexity done in $(($(date +%s) - t0)) s" >&2
 done
-for m in $methods; do echo "== $m"; cat "$out/$m.txt"; done
-echo "compare_methods.sh: JSON per method and methods-ppl.svg in $out" >&2
+for m in "$@"; do
+    [ -f "$out/$m.json" ] || [ -f "$out/$m-passkey.json" ] && continue
+    model=$(model_dir "$m")
+    t0=$(date +%s)
+    "$lcx" eval "$model" --passkey "$trials" --passkey-lengths "$LENGTHS" --depths "$depths" --mode loglik \
+        --series "$m" --json "$out/$m-passkey.json" --passkey-svg "$out/$m-passkey.svg" --quiet >"$out/$m-passkey.txt"
+    echo "compare_methods.sh: $m passkey done in $(($(date +%s) - t0)) s" >&2
+done
+for m in $methods; do
+    echo "== $m"
+    if [ -f "$out/$m-ppl.txt" ]; then cat "$out/$m-ppl.txt" "$out/$m-passkey.txt"; else cat "$out/$m.txt"; fi
+done
+echo "compare_methods.sh: JSON per method and sweep, methods-ppl.svg and METHOD-passkey.svg in $out" >&2
