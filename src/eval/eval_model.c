@@ -16,12 +16,23 @@ typedef struct score_ctx {
     int32_t *next;  /* argmax: [n - first] */
 } score_ctx;
 
-/* Row r predicts tokens[r + 1]; rows first-1 .. n-2 are wanted. Log-softmax in double. */
+/* Row r predicts tokens[r + 1]; rows first-1 .. n-2 are wanted. Log-softmax in double, the rows of a chunk
+ * spread over the OpenMP team (each row alone: the same results for any thread count); the targets are checked
+ * first, so the parallel loop cannot fail. */
 static lcx_status on_logits(void *user, int64_t row0, int64_t rows, const float *logits, int64_t V) {
     score_ctx *c = user;
-    for (int64_t k = 0; k < rows; k++) {
+    const int64_t lo = c->first - 1 - c->row_base - row0, hi = c->n - 2 - c->row_base - row0; /* wanted k */
+    const int64_t k0 = lo > 0 ? lo : 0, k1 = hi < rows - 1 ? hi : rows - 1;
+    if (!c->next)
+        for (int64_t k = k0; k <= k1; k++) {
+            int64_t r = c->row_base + row0 + k;
+            int32_t t = c->tokens[r + 1];
+            LCX_FAIL_IF(t < 0 || t >= V, LCX_ERR_INVALID, "token %lld is id %d, outside the vocabulary [0, %lld)",
+                        (long long)(r + 1), (int)t, (long long)V);
+        }
+#pragma omp parallel for schedule(static)
+    for (int64_t k = k0; k <= k1; k++) {
         int64_t r = c->row_base + row0 + k;
-        if (r < c->first - 1 || r > c->n - 2) continue;
         const float *x = logits + k * V;
         int64_t best = 0;
         for (int64_t v = 1; v < V; v++)
@@ -32,10 +43,7 @@ static lcx_status on_logits(void *user, int64_t row0, int64_t rows, const float 
         }
         double mx = x[best], s = 0;
         for (int64_t v = 0; v < V; v++) s += exp((double)x[v] - mx);
-        int32_t t = c->tokens[r + 1];
-        LCX_FAIL_IF(t < 0 || t >= V, LCX_ERR_INVALID, "token %lld is id %d, outside the vocabulary [0, %lld)",
-                    (long long)(r + 1), (int)t, (long long)V);
-        c->nll[r + 1 - c->first] = log(s) + mx - (double)x[t];
+        c->nll[r + 1 - c->first] = log(s) + mx - (double)x[c->tokens[r + 1]];
     }
     return LCX_OK;
 }
