@@ -16,8 +16,9 @@ static size_t fwd_thread_bytes(const lcx_attn_args *a) {
     size_t b = lcx_cpu_ws_add(lcx_cpu_ws_part(ATT_FWD_BQ * ATT_FWD_BK, sizeof(float)),
                               lcx_cpu_ws_part(ATT_FWD_BK * a->head_dim, sizeof(float)));
     if (a->dt == LCX_BF16)
-        b = lcx_cpu_ws_add(lcx_cpu_ws_add(b, lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_FWD_BQ * a->head_dim, sizeof(float)), 2)),
-                           lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_FWD_BK * a->head_dim, sizeof(float)), 2));
+        b = lcx_cpu_ws_add(
+            lcx_cpu_ws_add(b, lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_FWD_BQ * a->head_dim, sizeof(float)), 2)),
+            lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_FWD_BK * a->head_dim, sizeof(float)), 2));
     return b;
 }
 
@@ -93,7 +94,7 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, int64_t h, int64_t i0, 
             float mt = att_row_max(sr, cnt);
             float mnew = m[r] > mt ? m[r] : mt;
             float corr = m[r] == -INFINITY ? 0.0f : lcx_cpu_expf(m[r] - mnew); /* 0 when nothing seen yet */
-            l[r] = l[r] * corr + att_row_exp_sum(sr, cnt, mnew);
+            l[r] = l[r] * corr + (avx2 ? lcx_cpu_att_exp_sum(sr, cnt, mnew) : att_row_exp_sum(sr, cnt, mnew));
             for (int64_t jj = cnt; jj < nk; jj++) sr[jj] = 0.0f; /* masked keys */
             m[r] = mnew;
             if (corr != 1.0f) {

@@ -1,9 +1,9 @@
-/* cpu_attention_avx2: the two products of an attention forward tile in AVX2 + FMA registers, on x86-64 CPUs that
- * have them. With head_dim 64 both products are short in k, and OpenBLAS spends on them about as much packing
- * the q rows, the key tile and P, and zeroing each score tile, as on the multiply-adds; here K is transposed
- * once per (query tile, key tile) and nothing else moves. Register blocks of 6 rows x 16 columns: 12
- * accumulators, 2 loaded vectors and a broadcast fill the 16 ymm registers. Each output element sums its terms
- * in index order, so results do not depend on the tile or thread it falls in. */
+/* cpu_attention_avx2: the two products (and the exponentials) of an attention forward tile in AVX2 + FMA
+ * registers, on x86-64 CPUs that have them. With head_dim 64 both products are short in k, and OpenBLAS spends on
+ * them about as much packing the q rows, the key tile and P, and zeroing each score tile, as on the
+ * multiply-adds; here K is transposed once per (query tile, key tile) and nothing else moves. Register blocks of
+ * 6 rows x 16 columns: 12 accumulators, 2 loaded vectors and a broadcast fill the 16 ymm registers. Each output
+ * element sums its terms in index order, so results do not depend on the tile or thread it falls in. */
 #include "kernels/cpu/cpu_attention_common.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(LCX_NO_MULTIVERSION)
@@ -69,6 +69,12 @@ AVX2_INLINE void scores_block(int R, const float *q, int64_t ldq, const float *k
     }
 }
 
+/* One row block across the key tile, 16 keys at a time (the padding keys included). */
+AVX2_INLINE void scores_rows(int R, const float *q, int64_t ldq, const float *kt, int64_t ldkt, int64_t nkp,
+                             int64_t hd, __m256 scale, float *s, int64_t lds) {
+    for (int64_t j = 0; j < nkp; j += 16) scores_block(R, q, ldq, kt + j, ldkt, hd, scale, s + j, lds);
+}
+
 AVX2_FN void lcx_cpu_att_scores(const float *q, int64_t ldq, int64_t nr, const float *kt, int64_t ldkt, int64_t nk,
                                 int64_t hd, float scale, float *s, int64_t lds) {
     const int64_t nkp = (nk + 15) & ~(int64_t)15;
@@ -77,12 +83,12 @@ AVX2_FN void lcx_cpu_att_scores(const float *q, int64_t ldq, int64_t nr, const f
         const float *qr = q + r0 * ldq;
         float *sr = s + r0 * lds;
         switch (nr - r0 < ROWS ? nr - r0 : ROWS) {
-        case 6: for (int64_t j = 0; j < nkp; j += 16) scores_block(6, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
-        case 5: for (int64_t j = 0; j < nkp; j += 16) scores_block(5, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
-        case 4: for (int64_t j = 0; j < nkp; j += 16) scores_block(4, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
-        case 3: for (int64_t j = 0; j < nkp; j += 16) scores_block(3, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
-        case 2: for (int64_t j = 0; j < nkp; j += 16) scores_block(2, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
-        default: for (int64_t j = 0; j < nkp; j += 16) scores_block(1, qr, ldq, kt + j, ldkt, hd, sc, sr + j, lds); break;
+        case 6: scores_rows(6, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
+        case 5: scores_rows(5, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
+        case 4: scores_rows(4, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
+        case 3: scores_rows(3, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
+        case 2: scores_rows(2, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
+        default: scores_rows(1, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
         }
     }
 }
@@ -129,6 +135,43 @@ AVX2_FN void lcx_cpu_att_pv(const float *p, int64_t ldp, int64_t nr, const float
     }
 }
 
+/* x[j] = exp(x[j] - shift) for j < n; returns their sum. lcx_cpu_expf's range reduction and polynomial with
+ * fused multiply-adds (the same clamps, NaN in gives NaN out), 8 lanes summed in a fixed order, a scalar tail. */
+AVX2_FN float lcx_cpu_att_exp_sum(float *x, int64_t n, float shift) {
+    const __m256 sh = _mm256_set1_ps(shift), lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.0f);
+    const __m256 log2e = _mm256_set1_ps(1.44269504088896341f), c1 = _mm256_set1_ps(0.693359375f),
+                 c2 = _mm256_set1_ps(-2.12194440e-4f), one = _mm256_set1_ps(1.0f);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 x0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), sh);
+        __m256 xc = _mm256_min_ps(_mm256_max_ps(x0, lo), hi);
+        __m256 k = _mm256_round_ps(_mm256_mul_ps(xc, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 r = _mm256_fnmadd_ps(k, c2, _mm256_fnmadd_ps(k, c1, xc));
+        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+        p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), one);
+        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+        __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+        y = _mm256_blendv_ps(y, x0, _mm256_cmp_ps(x0, x0, _CMP_UNORD_Q));
+        _mm256_storeu_ps(x + j, y);
+        acc = _mm256_add_ps(acc, y);
+    }
+    float a[8];
+    _mm256_storeu_ps(a, acc);
+    float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    for (; j < n; j++) {
+        float e = lcx_cpu_expf(x[j] - shift);
+        x[j] = e;
+        sum += e;
+    }
+    return sum;
+}
+
 #else /* no AVX2 kernels in this build: the forward uses OpenBLAS */
 
 int lcx_cpu_att_avx2_usable(int64_t head_dim) {
@@ -145,5 +188,9 @@ void lcx_cpu_att_scores(const float *q, int64_t ldq, int64_t nr, const float *kt
 void lcx_cpu_att_pv(const float *p, int64_t ldp, int64_t nr, const float *v, int64_t ldv, int64_t nk, int64_t hd,
                     float *o, int64_t ldo) {
     (void)p, (void)ldp, (void)nr, (void)v, (void)ldv, (void)nk, (void)hd, (void)o, (void)ldo;
+}
+float lcx_cpu_att_exp_sum(float *x, int64_t n, float shift) {
+    (void)x, (void)n, (void)shift;
+    return 0.0f;
 }
 #endif

@@ -1,0 +1,132 @@
+/* The AVX2 + FMA pieces of the CPU attention forward (kernels/cpu/cpu_attention_avx2.c) one by one, against plain
+ * references written here: the key transpose and its zero padding exactly, the score and P V products against
+ * double sums over odd row counts (the 6-row blocks' remainders), key counts (16-column blocks) and head dims
+ * (16- and 8-column blocks) with row strides wider than the rows, and the exponential sum against lcx_cpu_expf
+ * element by element (NaN, clamped and tail elements included). test_ops_attention checks the whole forward.
+ * Exit 77 where the CPU or the build has no AVX2/FMA path. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_attention_common.h"
+#include "test_util.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static float urand(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng >> 11) * 0x1p-53 * 2.0 - 1.0);
+}
+
+static void test_transpose(int64_t nk, int64_t hd, int64_t ldk) {
+    int64_t ldkt = ((nk + 15) & ~(int64_t)15) + 16;
+    float *k = malloc(sizeof(float) * (size_t)(nk * ldk + 1)), *kt = malloc(sizeof(float) * (size_t)(hd * ldkt));
+    for (int64_t i = 0; i < nk * ldk; i++) k[i] = urand();
+    for (int64_t i = 0; i < hd * ldkt; i++) kt[i] = NAN;
+    lcx_cpu_att_transpose_keys(k, ldk, nk, hd, kt, ldkt);
+    int bad = 0;
+    for (int64_t d = 0; d < hd; d++) {
+        for (int64_t j = 0; j < nk; j++) bad += kt[d * ldkt + j] != k[j * ldk + d];
+        for (int64_t j = nk; j < ((nk + 15) & ~(int64_t)15); j++) bad += kt[d * ldkt + j] != 0.0f;
+    }
+    CHECK_MSG(bad == 0, "transpose nk %lld hd %lld: %d wrong", (long long)nk, (long long)hd, bad);
+    free(k);
+    free(kt);
+}
+
+/* scores then P V on random data, each against a double reference; returns the worst relative error */
+static double test_products(int64_t nr, int64_t nk, int64_t hd) {
+    const int64_t ldq = hd + 8, ldk = hd + 24, nkp = (nk + 15) & ~(int64_t)15, lds = nkp + 16;
+    float *q = malloc(sizeof(float) * (size_t)(nr * ldq)), *k = malloc(sizeof(float) * (size_t)(nk * ldk));
+    float *kt = malloc(sizeof(float) * (size_t)(hd * nkp)), *s = malloc(sizeof(float) * (size_t)(nr * lds));
+    float *o = malloc(sizeof(float) * (size_t)(nr * ldq));
+    for (int64_t i = 0; i < nr * ldq; i++) q[i] = urand();
+    for (int64_t i = 0; i < nk * ldk; i++) k[i] = urand();
+    for (int64_t i = 0; i < nr * ldq; i++) o[i] = urand();
+    const float scale = 0.37f;
+    lcx_cpu_att_transpose_keys(k, ldk, nk, hd, kt, nkp);
+    lcx_cpu_att_scores(q, ldq, nr, kt, nkp, nk, hd, scale, s, lds);
+    double worst = 0;
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t j = 0; j < nk; j++) {
+            double want = 0, mag = 0;
+            for (int64_t d = 0; d < hd; d++) {
+                want += (double)q[r * ldq + d] * k[j * ldk + d];
+                mag += fabs((double)q[r * ldq + d] * k[j * ldk + d]);
+            }
+            double e = fabs(s[r * lds + j] - scale * want) / (scale * mag + 1e-30);
+            if (!(e <= worst)) worst = e;
+        }
+    /* o += s V, with s as probabilities-like weights and k's rows as V */
+    float *o0 = malloc(sizeof(float) * (size_t)(nr * ldq));
+    memcpy(o0, o, sizeof(float) * (size_t)(nr * ldq));
+    lcx_cpu_att_pv(s, lds, nr, k, ldk, nk, hd, o, ldq);
+    for (int64_t r = 0; r < nr; r++) {
+        for (int64_t c = 0; c < hd; c++) {
+            double want = o0[r * ldq + c], mag = fabs(want);
+            for (int64_t j = 0; j < nk; j++) {
+                want += (double)s[r * lds + j] * k[j * ldk + c];
+                mag += fabs((double)s[r * lds + j] * k[j * ldk + c]);
+            }
+            double e = fabs(o[r * ldq + c] - want) / (mag + 1e-30);
+            if (!(e <= worst)) worst = e;
+        }
+        for (int64_t c = hd; c < ldq; c++) /* the stride's padding is not written */
+            CHECK_MSG(o[r * ldq + c] == o0[r * ldq + c], "pv wrote past head_dim (nr %lld hd %lld)", (long long)nr,
+                      (long long)hd);
+    }
+    free(q), free(k), free(kt), free(s), free(o), free(o0);
+    return worst;
+}
+
+static void test_exp_sum(int64_t n, int with_nan) {
+    float *x = malloc(sizeof(float) * (size_t)(n + 1)), *y = malloc(sizeof(float) * (size_t)(n + 1));
+    const float shift = 3.25f;
+    for (int64_t i = 0; i < n; i++) x[i] = shift + 45.0f * (urand() - 1.0f); /* exp arguments in [-90, 0] */
+    if (n > 9) x[9] = shift - 200.0f; /* clamped to -87 */
+    if (n > 10) x[10] = shift;        /* exp(0) = 1 */
+    if (with_nan) x[n / 2] = NAN;
+    memcpy(y, x, sizeof(float) * (size_t)n);
+    float sum = lcx_cpu_att_exp_sum(y, n, shift);
+    double want = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float e = lcx_cpu_expf(x[i] - shift);
+        want += e;
+        double d = isnan(e) ? (isnan(y[i]) ? 0.0 : INFINITY) : fabs((double)y[i] - e) / e;
+        if (!(d <= worst)) worst = d;
+    }
+    CHECK_MSG(worst <= 4e-7, "exp_sum n %lld: element error %.3e vs lcx_cpu_expf", (long long)n, worst);
+    if (with_nan)
+        CHECK_MSG(isnan(sum), "exp_sum n %lld: a NaN element, sum %g", (long long)n, sum);
+    else
+        CHECK_MSG(fabs(sum - want) <= 1e-6 * want || (n == 0 && sum == 0.0f), "exp_sum n %lld: sum %.9g vs %.9g",
+                  (long long)n, sum, want);
+    if (n > 10 && !with_nan) CHECK_MSG(y[10] == 1.0f, "exp_sum: exp(0) = %.9g", y[10]);
+    free(x);
+    free(y);
+}
+
+int main(void) {
+    if (!lcx_cpu_att_avx2_usable(8)) {
+        printf("test_cpu_attention_avx2: no AVX2/FMA path on this CPU or build: skipped\n");
+        return 77;
+    }
+    CHECK(!lcx_cpu_att_avx2_usable(12)); /* head_dim % 8 != 0 keeps OpenBLAS */
+    static const int64_t nks[] = {1, 7, 8, 9, 16, 17, 40, 512};
+    static const int64_t hds[] = {8, 16, 24, 64, 72, 128};
+    for (size_t a = 0; a < sizeof nks / sizeof nks[0]; a++)
+        for (size_t b = 0; b < sizeof hds / sizeof hds[0]; b++) test_transpose(nks[a], hds[b], hds[b] * 3);
+    double worst = 0;
+    for (int64_t nr = 1; nr <= 13; nr++)
+        for (size_t a = 0; a < 7; a++)
+            for (size_t b = 0; b < sizeof hds / sizeof hds[0]; b++) {
+                double e = test_products(nr, nks[a], hds[b]);
+                if (!(e <= worst)) worst = e; /* NaN sticks */
+            }
+    printf("scores and P V vs double: worst error %.3e of the sum of |terms|\n", worst);
+    CHECK_MSG(worst <= 1e-6, "products: error %.3e", worst);
+    for (int64_t n = 0; n <= 40; n++) test_exp_sum(n, 0);
+    for (int64_t n = 1; n <= 40; n++) test_exp_sum(n, 1);
+    test_exp_sum(4096, 0);
+    return test_summary("test_cpu_attention_avx2");
+}
