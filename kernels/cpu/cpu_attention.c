@@ -94,7 +94,7 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, int64_t h, int64_t i0, 
             float mt = att_row_max(sr, cnt);
             float mnew = m[r] > mt ? m[r] : mt;
             float corr = m[r] == -INFINITY ? 0.0f : lcx_cpu_expf(m[r] - mnew); /* 0 when nothing seen yet */
-            l[r] = l[r] * corr + (avx2 ? lcx_cpu_att_exp_sum(sr, cnt, mnew) : att_row_exp_sum(sr, cnt, mnew));
+            l[r] = l[r] * corr + att_row_exp_sum(sr, cnt, mnew); /* the backward's exp: P matches the LSE */
             for (int64_t jj = cnt; jj < nk; jj++) sr[jj] = 0.0f; /* masked keys */
             m[r] = mnew;
             if (corr != 1.0f) {

@@ -1,4 +1,4 @@
-/* cpu_attention_avx2: the two products (and the exponentials) of an attention forward tile in AVX2 + FMA
+/* cpu_attention_avx2: the products of the attention forward (and backward) tiles in AVX2 + FMA
  * registers, on x86-64 CPUs that have them. With head_dim 64 both products are short in k, and OpenBLAS spends on
  * them about as much packing the q rows, the key tile and P, and zeroing each score tile, as on the
  * multiply-adds; here K is transposed once per (query tile, key tile) and nothing else moves. Register blocks of
@@ -93,16 +93,17 @@ AVX2_FN void lcx_cpu_att_scores(const float *q, int64_t ldq, int64_t nr, const f
     }
 }
 
-/* o[r][0..8W) += sum_{j < nk} p[r][j] v[j][0..8W) for r < R, W vectors of 8 columns (1 or 2). */
-AVX2_INLINE void pv_block(int R, int W, const float *p, int64_t ldp, const float *v, int64_t ldv, int64_t nk,
-                          float *o, int64_t ldo) {
+/* o[r][0..8W) += sum_{j < nk} p(r, j) v[j][0..8W) for r < R, W vectors of 8 columns (1 or 2); p(r, j) is
+ * p[r * prs + j * pks]: P itself (prs = ldp, pks = 1) or, for the backward's dV and dK, its transpose. */
+AVX2_INLINE void pv_block(int R, int W, const float *p, int64_t prs, int64_t pks, const float *v, int64_t ldv,
+                          int64_t nk, float *o, int64_t ldo) {
     __m256 acc[ROWS][2];
     for (int r = 0; r < R; r++)
         for (int w = 0; w < W; w++) acc[r][w] = _mm256_loadu_ps(o + r * ldo + 8 * w);
     for (int64_t j = 0; j < nk; j++) {
         __m256 v0 = _mm256_loadu_ps(v + j * ldv), v1 = W > 1 ? _mm256_loadu_ps(v + j * ldv + 8) : v0;
         for (int r = 0; r < R; r++) {
-            __m256 b = _mm256_broadcast_ss(p + r * ldp + j);
+            __m256 b = _mm256_broadcast_ss(p + r * prs + j * pks);
             acc[r][0] = _mm256_fmadd_ps(b, v0, acc[r][0]);
             if (W > 1) acc[r][1] = _mm256_fmadd_ps(b, v1, acc[r][1]);
         }
@@ -112,64 +113,38 @@ AVX2_INLINE void pv_block(int R, int W, const float *p, int64_t ldp, const float
 }
 
 /* One row block across head_dim: 16 columns at a time, then the last 8 when head_dim % 16 == 8. */
-AVX2_INLINE void pv_rows(int R, const float *p, int64_t ldp, const float *v, int64_t ldv, int64_t nk, int64_t hd,
-                         float *o, int64_t ldo) {
+AVX2_INLINE void pv_rows(int R, const float *p, int64_t prs, int64_t pks, const float *v, int64_t ldv, int64_t nk,
+                         int64_t hd, float *o, int64_t ldo) {
     int64_t c = 0;
-    for (; c + 16 <= hd; c += 16) pv_block(R, 2, p, ldp, v + c, ldv, nk, o + c, ldo);
-    if (c < hd) pv_block(R, 1, p, ldp, v + c, ldv, nk, o + c, ldo);
+    for (; c + 16 <= hd; c += 16) pv_block(R, 2, p, prs, pks, v + c, ldv, nk, o + c, ldo);
+    if (c < hd) pv_block(R, 1, p, prs, pks, v + c, ldv, nk, o + c, ldo);
 }
 
-AVX2_FN void lcx_cpu_att_pv(const float *p, int64_t ldp, int64_t nr, const float *v, int64_t ldv, int64_t nk,
-                            int64_t hd, float *o, int64_t ldo) {
+/* o[r] += sum_j p(r, j) v[j] for r < nr, j < nk, in 6-row blocks. */
+AVX2_FN static void pv_all(const float *p, int64_t prs, int64_t pks, int64_t nr, const float *v, int64_t ldv,
+                           int64_t nk, int64_t hd, float *o, int64_t ldo) {
     for (int64_t r0 = 0; r0 < nr; r0 += ROWS) {
-        const float *pr = p + r0 * ldp;
+        const float *pr = p + r0 * prs;
         float *orow = o + r0 * ldo;
         switch (nr - r0 < ROWS ? nr - r0 : ROWS) {
-        case 6: pv_rows(6, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
-        case 5: pv_rows(5, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
-        case 4: pv_rows(4, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
-        case 3: pv_rows(3, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
-        case 2: pv_rows(2, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
-        default: pv_rows(1, pr, ldp, v, ldv, nk, hd, orow, ldo); break;
+        case 6: pv_rows(6, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
+        case 5: pv_rows(5, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
+        case 4: pv_rows(4, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
+        case 3: pv_rows(3, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
+        case 2: pv_rows(2, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
+        default: pv_rows(1, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
         }
     }
 }
 
-/* x[j] = exp(x[j] - shift) for j < n; returns their sum. lcx_cpu_expf's range reduction and polynomial with
- * fused multiply-adds (the same clamps, NaN in gives NaN out), 8 lanes summed in a fixed order, a scalar tail. */
-AVX2_FN float lcx_cpu_att_exp_sum(float *x, int64_t n, float shift) {
-    const __m256 sh = _mm256_set1_ps(shift), lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.0f);
-    const __m256 log2e = _mm256_set1_ps(1.44269504088896341f), c1 = _mm256_set1_ps(0.693359375f),
-                 c2 = _mm256_set1_ps(-2.12194440e-4f), one = _mm256_set1_ps(1.0f);
-    __m256 acc = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m256 x0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), sh);
-        __m256 xc = _mm256_min_ps(_mm256_max_ps(x0, lo), hi);
-        __m256 k = _mm256_round_ps(_mm256_mul_ps(xc, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 r = _mm256_fnmadd_ps(k, c2, _mm256_fnmadd_ps(k, c1, xc));
-        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-        p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), one);
-        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-        __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-        y = _mm256_blendv_ps(y, x0, _mm256_cmp_ps(x0, x0, _CMP_UNORD_Q));
-        _mm256_storeu_ps(x + j, y);
-        acc = _mm256_add_ps(acc, y);
-    }
-    float a[8];
-    _mm256_storeu_ps(a, acc);
-    float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-    for (; j < n; j++) {
-        float e = lcx_cpu_expf(x[j] - shift);
-        x[j] = e;
-        sum += e;
-    }
-    return sum;
+void lcx_cpu_att_pv(const float *p, int64_t ldp, int64_t nr, const float *v, int64_t ldv, int64_t nk, int64_t hd,
+                    float *o, int64_t ldo) {
+    pv_all(p, ldp, 1, nr, v, ldv, nk, hd, o, ldo);
+}
+
+void lcx_cpu_att_ptv(const float *p, int64_t ldp, int64_t nr, int64_t nk, const float *v, int64_t ldv, int64_t hd,
+                     float *o, int64_t ldo) {
+    pv_all(p, 1, ldp, nk, v, ldv, nr, hd, o, ldo);
 }
 
 #else /* no AVX2 kernels in this build: the forward uses OpenBLAS */
@@ -189,8 +164,8 @@ void lcx_cpu_att_pv(const float *p, int64_t ldp, int64_t nr, const float *v, int
                     float *o, int64_t ldo) {
     (void)p, (void)ldp, (void)nr, (void)v, (void)ldv, (void)nk, (void)hd, (void)o, (void)ldo;
 }
-float lcx_cpu_att_exp_sum(float *x, int64_t n, float shift) {
-    (void)x, (void)n, (void)shift;
-    return 0.0f;
+void lcx_cpu_att_ptv(const float *p, int64_t ldp, int64_t nr, int64_t nk, const float *v, int64_t ldv, int64_t hd,
+                     float *o, int64_t ldo) {
+    (void)p, (void)ldp, (void)nr, (void)nk, (void)v, (void)ldv, (void)hd, (void)o, (void)ldo;
 }
 #endif

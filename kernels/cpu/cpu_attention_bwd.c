@@ -1,21 +1,25 @@
 /* cpu_attention_bwd: flash-attention-2 backward for one (query block, key block) pair, recomputing the
  * probabilities from the saved LSE. A work item is one query head: it walks key tiles, and for each the query
- * tiles that see it, with five sgemm products per tile pair (S = Q K^T, dP = dO V^T, dV += P^T dO,
- * dK += dS^T Q, dQ += dS K). dQ of the head is owned by the item; dK and dV go to a per-head scratch that is
- * summed into the caller's kv head in head order afterwards, so no atomics are needed and the result does not
- * depend on the thread count. Row sums, per-head scratch and tiles come from the exec's arena. */
+ * tiles that see it, with five products per tile pair (S = Q K^T, dP = dO V^T, dV += P^T dO, dK += dS^T Q,
+ * dQ += dS K): AVX2 + FMA register kernels where the forward has them (cpu_attention_avx2.c; the key and value
+ * tiles transposed once per key tile), else OpenBLAS sgemm. dQ of the head is owned by the item; dK and dV go to
+ * a per-head scratch that is summed into the caller's kv head in head order afterwards, so no atomics are needed
+ * and the result does not depend on the thread count. Row sums, per-head scratch and tiles come from the exec's
+ * arena. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_attention_common.h"
 
-/* Per-thread tiles: p [ATT_BQ][ATT_BK] scores, then probabilities; ds [ATT_BQ][ATT_BK] dO V^T, then dS; bf16
- * only: float32 copies of the current q and dO tiles [ATT_BQ][hd] and k and v tiles [ATT_BK][hd]. */
+/* Per-thread tiles: p [ATT_BQ][ATT_BK] scores, then probabilities; ds [ATT_BQ][ATT_BK] dO V^T, then dS; kt, vt
+ * [hd][ATT_BK] the key and value tiles transposed (AVX2 products); bf16 only: float32 copies of the current q
+ * and dO tiles [ATT_BQ][hd] and k and v tiles [ATT_BK][hd]. */
 typedef struct bwd_scratch {
-    float *p, *ds, *q, *g, *k, *v;
+    float *p, *ds, *kt, *vt, *q, *g, *k, *v;
 } bwd_scratch;
 
 static size_t bwd_thread_bytes(const lcx_attn_args *a) {
-    size_t b = lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_BQ * ATT_BK, sizeof(float)), 2);
+    size_t b = lcx_cpu_ws_add(lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_BQ * ATT_BK, sizeof(float)), 2),
+                              lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_BK * a->head_dim, sizeof(float)), 2));
     if (a->dt == LCX_BF16)
         b = lcx_cpu_ws_add(lcx_cpu_ws_add(b, lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_BQ * a->head_dim, sizeof(float)), 2)),
                            lcx_cpu_ws_mul(lcx_cpu_ws_part(ATT_BK * a->head_dim, sizeof(float)), 2));
@@ -35,9 +39,11 @@ size_t lcx_cpu_attention_bwd_ws(const lcx_attn_args *a) {
 
 static bwd_scratch bwd_slot(const lcx_attn_args *a, char *base) {
     lcx_cpu_carve c = {base};
-    bwd_scratch w = {NULL, NULL, NULL, NULL, NULL, NULL};
+    bwd_scratch w = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     w.p = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BQ * ATT_BK, sizeof(float)));
     w.ds = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BQ * ATT_BK, sizeof(float)));
+    w.kt = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BK * a->head_dim, sizeof(float)));
+    w.vt = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BK * a->head_dim, sizeof(float)));
     if (a->dt == LCX_BF16) {
         w.q = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BQ * a->head_dim, sizeof(float)));
         w.g = lcx_cpu_take(&c, lcx_cpu_ws_part(ATT_BQ * a->head_dim, sizeof(float)));
@@ -52,8 +58,9 @@ static bwd_scratch bwd_slot(const lcx_attn_args *a, char *base) {
 LCX_CPU_HOT static void bwd_head(const lcx_attn_args *a, const float *D, float *dkh, float *dvh, int64_t h,
                                  const bwd_scratch *w) {
     const int64_t H = a->n_heads, G = a->n_kv_heads, hd = a->head_dim, g = h / (H / G);
-    const int bf = a->dt == LCX_BF16;
+    const int bf = a->dt == LCX_BF16, avx2 = lcx_cpu_att_avx2_usable(hd);
     const int64_t ldq = bf ? hd : H * hd, ldk = bf ? hd : G * hd, lddq = H * hd;
+    const float ds_scale = avx2 ? a->scale : 1.0f; /* the AVX2 products have no alpha: dS carries the scale */
     const float *lse = a->lse;
     float *dq = a->dq;
     for (int64_t e = 0; e < a->n_k * hd; e++) dkh[e] = dvh[e] = 0.0f;
@@ -68,6 +75,10 @@ LCX_CPU_HOT static void bwd_head(const lcx_attn_args *a, const float *D, float *
         } else {
             kj = (const float *)a->k + (j0 * G + g) * hd;
             vj = (const float *)a->v + (j0 * G + g) * hd;
+        }
+        if (avx2) {
+            lcx_cpu_att_transpose_keys(kj, ldk, nkt, hd, w->kt, ATT_BK);
+            lcx_cpu_att_transpose_keys(vj, ldk, nkt, hd, w->vt, ATT_BK);
         }
         /* query tiles from the one holding the first row that sees key j0 */
         for (int64_t i0 = att_row_begin(a, j0) / ATT_BQ * ATT_BQ; i0 < a->n_q; i0 += ATT_BQ) {
@@ -85,8 +96,13 @@ LCX_CPU_HOT static void bwd_head(const lcx_attn_args *a, const float *D, float *
                 qi = (const float *)a->q + (i0 * H + h) * hd;
                 gi = (const float *)a->dout + (i0 * H + h) * hd;
             }
-            att_gemm(0, 1, nr, nk, hd, a->scale, qi, ldq, kj, ldk, 0.0f, w->p, ATT_BK);
-            att_gemm(0, 1, nr, nk, hd, 1.0f, gi, ldq, vj, ldk, 0.0f, w->ds, ATT_BK);
+            if (avx2) {
+                lcx_cpu_att_scores(qi, ldq, nr, w->kt, ATT_BK, nk, hd, a->scale, w->p, ATT_BK);
+                lcx_cpu_att_scores(gi, ldq, nr, w->vt, ATT_BK, nk, hd, 1.0f, w->ds, ATT_BK);
+            } else {
+                att_gemm(0, 1, nr, nk, hd, a->scale, qi, ldq, kj, ldk, 0.0f, w->p, ATT_BK);
+                att_gemm(0, 1, nr, nk, hd, 1.0f, gi, ldq, vj, ldk, 0.0f, w->ds, ATT_BK);
+            }
             for (int64_t r = 0; r < nr; r++) {
                 const int64_t x = (i0 + r) * H + h;
                 int64_t cnt = att_key_end(a, i0 + r) - j0;
@@ -97,13 +113,19 @@ LCX_CPU_HOT static void bwd_head(const lcx_attn_args *a, const float *D, float *
                 for (int64_t jj = 0; jj < cnt; jj++) {
                     float pj = lcx_cpu_expf(pr[jj] - L);
                     pr[jj] = pj;
-                    dsr[jj] = pj * (dsr[jj] - Dx);
+                    dsr[jj] = pj * (dsr[jj] - Dx) * ds_scale;
                 }
                 for (int64_t jj = cnt; jj < nk; jj++) pr[jj] = dsr[jj] = 0.0f; /* masked keys */
             }
-            att_gemm(1, 0, nk, hd, nr, 1.0f, w->p, ATT_BK, gi, ldq, 1.0f, dvh + j0 * hd, hd);
-            att_gemm(1, 0, nk, hd, nr, a->scale, w->ds, ATT_BK, qi, ldq, 1.0f, dkh + j0 * hd, hd);
-            att_gemm(0, 0, nr, hd, nk, a->scale, w->ds, ATT_BK, kj, ldk, 1.0f, dq + (i0 * H + h) * hd, lddq);
+            if (avx2) {
+                lcx_cpu_att_ptv(w->p, ATT_BK, nr, nk, gi, ldq, hd, dvh + j0 * hd, hd);
+                lcx_cpu_att_ptv(w->ds, ATT_BK, nr, nk, qi, ldq, hd, dkh + j0 * hd, hd);
+                lcx_cpu_att_pv(w->ds, ATT_BK, nr, kj, ldk, nk, hd, dq + (i0 * H + h) * hd, lddq);
+            } else {
+                att_gemm(1, 0, nk, hd, nr, 1.0f, w->p, ATT_BK, gi, ldq, 1.0f, dvh + j0 * hd, hd);
+                att_gemm(1, 0, nk, hd, nr, a->scale, w->ds, ATT_BK, qi, ldq, 1.0f, dkh + j0 * hd, hd);
+                att_gemm(0, 0, nr, hd, nk, a->scale, w->ds, ATT_BK, kj, ldk, 1.0f, dq + (i0 * H + h) * hd, lddq);
+            }
         }
     }
 }

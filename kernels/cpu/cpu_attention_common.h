@@ -75,7 +75,9 @@ void lcx_cpu_att_scores(const float *q, int64_t ldq, int64_t nr, const float *kt
                         int64_t hd, float scale, float *s, int64_t lds);
 void lcx_cpu_att_pv(const float *p, int64_t ldp, int64_t nr, const float *v, int64_t ldv, int64_t nk, int64_t hd,
                     float *o, int64_t ldo);
-float lcx_cpu_att_exp_sum(float *x, int64_t n, float shift);
+/* o[j] += sum_{r < nr} p[r][j] v[r] for j < nk: P^T V (the backward's dV = P^T dO and dK = dS^T Q) */
+void lcx_cpu_att_ptv(const float *p, int64_t ldp, int64_t nr, int64_t nk, const float *v, int64_t ldv, int64_t hd,
+                     float *o, int64_t ldo);
 
 /* C = alpha op(A) op(B) + beta C, row-major, single precision (OpenBLAS). */
 static inline void att_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
