@@ -1,5 +1,8 @@
 # CUDA is detected, never required. AUTO turns it on when nvcc is found; OFF builds the CPU backend alone.
 set(LCX_HAVE_CUDA OFF)
+# sm_80 (A100) and sm_90 (H100/H200) by default; a GPU session builds for its own card only (e.g. 90) to halve
+# nvcc's time.
+set(LCX_CUDA_ARCHS "80;90" CACHE STRING "CUDA architectures the kernels are built for")
 if(NOT LCX_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
@@ -9,7 +12,7 @@ if(NOT LCX_CUDA STREQUAL "OFF")
     if(CUDAToolkit_FOUND AND TARGET CUDA::cublasLt)
       set(LCX_HAVE_CUDA ON)
       set(CMAKE_CUDA_STANDARD 17)
-      set(CMAKE_CUDA_ARCHITECTURES "80;90")
+      set(CMAKE_CUDA_ARCHITECTURES ${LCX_CUDA_ARCHS})
     endif()
   endif()
   if(LCX_CUDA STREQUAL "ON" AND NOT LCX_HAVE_CUDA)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One GPU session in one command: build for this card, then the CUDA checks and benchmarks of docs/cuda.md
+# "What the GPU session runs first", most valuable first, each step under a time limit so that the whole run ends
+# before DEADLINE seconds and whatever finished is kept. Every step's output goes to RESULTS/<step>.log and one
+# line per step (rc, seconds) to RESULTS/summary.txt. A failed build stops at once, so the rest of a short device
+# lease is left for a rerun.
+#   usage: bench/gpu_session.sh RESULTS [DEADLINE_S=560]
+# Run from the repository root on the GPU machine, with .gpu-debs carried (../shared/gpu/README.md). Not a test.
+set -uo pipefail
+RESULTS=${1:?usage: $0 RESULTS [DEADLINE_S]}
+DEADLINE=${2:-560}
+mkdir -p "$RESULTS"
+T0=$(date +%s)
+B=build-gpu
+summary() { echo "$*" | tee -a "$RESULTS/summary.txt"; }
+
+# step NAME LIMIT_S CMD...: run CMD with at most LIMIT_S seconds, never past the deadline (a step that would get
+# under 10 s is skipped and said so).
+step() {
+    local name=$1 limit=$2; shift 2
+    local left=$(( DEADLINE - ($(date +%s) - T0) - 5 ))
+    (( limit > left )) && limit=$left
+    if (( limit < 10 )); then summary "$name: skipped (deadline)"; return 0; fi
+    local s=$(date +%s)
+    timeout -k 5 "$limit" bash -c "$*" > "$RESULTS/$name.log" 2>&1
+    local rc=$?
+    summary "$name: rc $rc, $(( $(date +%s) - s )) s (limit $limit s)"
+    return $rc
+}
+
+{
+    date -u; nvidia-smi; nvcc --version | tail -2
+    python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, torch.cuda.get_device_name())'
+    python3 -c 'import transformers; print("transformers", transformers.__version__)'
+    which compute-sanitizer; nproc
+} > "$RESULTS/env.log" 2>&1
+
+export PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
+# shellcheck disable=SC1091
+source .gpu-debs/device-env.sh .gpu-debs > "$RESULTS/deps.log" 2>&1
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+targets="test_backend_ops_cuda test_exec_cuda test_cast_cuda test_comm_nccl_cuda bench_attention bench_matmul_cuda lcextend"
+step build 240 "cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCX_WERROR=ON -DLCX_CUDA_ARCHS=${cc:-90} \
+    \$LCX_DEVICE_CMAKE_ARGS && cmake --build $B -j16 --target $targets" || { summary "build failed: stop"; exit 1; }
+
+export OMP_NUM_THREADS=8
+step ctest_cuda 150 "ctest --test-dir $B -L cuda -V"
+step bench_matmul 45 "bench/matmul_cuda.sh $B 8192 10"
+step bench_attention 70 "python3 bench/bench_attention.py --lcx $B/bench/bench_attention --seqs 4096,8192 --reps 3"
+step memcheck_ops 90 "compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests/test_backend_ops_cuda"
+step racecheck_attention 60 "compute-sanitizer --tool racecheck --error-exitcode 99 $B/tests/test_backend_ops_cuda cuda attention_"
+step comm_np4 30 "mpirun --allow-run-as-root --oversubscribe -np 4 $B/tests/test_comm_nccl_cuda"
+step step_1b_hf 60 "python3 bench/train_step_torch.py bench/llama1b.json 8192 4 16 --device cuda --dtype bf16 \
+    --checkpointing --peak-tflops 989"
+step cublaslt_trace 30 "CUBLASLT_LOG_LEVEL=2 $B/tests/test_backend_ops_cuda cuda matmul 2>&1 | head -c 4000000"
+step memcheck_exec 40 "compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests/test_exec_cuda"
+step initcheck_ops 60 "compute-sanitizer --tool initcheck --error-exitcode 99 $B/tests/test_backend_ops_cuda"
+summary "total $(( $(date +%s) - T0 )) s"
