@@ -9,9 +9,12 @@
 set -uo pipefail
 RESULTS=${1:?usage: $0 RESULTS [DEADLINE_S]}
 DEADLINE=${2:-560}
-mkdir -p "$RESULTS"
+LOGS=$RESULTS/logs
+mkdir -p "$LOGS"
 T0=$(date +%s)
 B=build-gpu
+# The device tool brings back a few files only: the logs travel as one archive beside summary.txt.
+pack() { tar czf "$RESULTS/logs.tgz" -C "$RESULTS" logs && rm -rf "$LOGS"; }
 summary() { echo "$*" | tee -a "$RESULTS/summary.txt"; }
 
 # step NAME LIMIT_S CMD...: run CMD with at most LIMIT_S seconds, never past the deadline (a step that would get
@@ -22,7 +25,7 @@ step() {
     (( limit > left )) && limit=$left
     if (( limit < 10 )); then summary "$name: skipped (deadline)"; return 0; fi
     local s=$(date +%s)
-    timeout -k 5 "$limit" bash -c "$*" > "$RESULTS/$name.log" 2>&1
+    timeout -k 5 "$limit" bash -c "$*" > "$LOGS/$name.log" 2>&1
     local rc=$?
     summary "$name: rc $rc, $(( $(date +%s) - s )) s (limit $limit s)"
     return $rc
@@ -33,26 +36,29 @@ step() {
     python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, torch.cuda.get_device_name())'
     python3 -c 'import transformers; print("transformers", transformers.__version__)'
     which compute-sanitizer; nproc
-} > "$RESULTS/env.log" 2>&1
+} > "$LOGS/env.log" 2>&1
 
 export PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
 # shellcheck disable=SC1091
-source .gpu-debs/device-env.sh .gpu-debs > "$RESULTS/deps.log" 2>&1
+source .gpu-debs/device-env.sh .gpu-debs > "$LOGS/deps.log" 2>&1
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 targets="test_backend_ops_cuda test_exec_cuda test_cast_cuda test_comm_nccl_cuda bench_attention bench_matmul_cuda lcextend"
 step build 240 "cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCX_WERROR=ON -DLCX_CUDA_ARCHS=${cc:-90} \
-    \$LCX_DEVICE_CMAKE_ARGS && cmake --build $B -j16 --target $targets" || { summary "build failed: stop"; exit 1; }
+    \$LCX_DEVICE_CMAKE_ARGS && cmake --build $B -j16 --target $targets" || { summary "build failed: stop"; pack; exit 1; }
 
 export OMP_NUM_THREADS=8
 step ctest_cuda 150 "ctest --test-dir $B -L cuda -V"
-step bench_matmul 45 "bench/matmul_cuda.sh $B 8192 10"
-step bench_attention 70 "python3 bench/bench_attention.py --lcx $B/bench/bench_attention --seqs 4096,8192 --reps 3"
 step memcheck_ops 90 "compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests/test_backend_ops_cuda"
 step racecheck_attention 60 "compute-sanitizer --tool racecheck --error-exitcode 99 $B/tests/test_backend_ops_cuda cuda attention_"
-step comm_np4 30 "mpirun --allow-run-as-root --oversubscribe -np 4 $B/tests/test_comm_nccl_cuda"
-step step_1b_hf 60 "python3 bench/train_step_torch.py bench/llama1b.json 8192 4 16 --device cuda --dtype bf16 \
-    --checkpointing --peak-tflops 989"
-step cublaslt_trace 30 "CUBLASLT_LOG_LEVEL=2 $B/tests/test_backend_ops_cuda cuda matmul 2>&1 | head -c 4000000"
 step memcheck_exec 40 "compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests/test_exec_cuda"
 step initcheck_ops 60 "compute-sanitizer --tool initcheck --error-exitcode 99 $B/tests/test_backend_ops_cuda"
+step cublaslt_trace 30 "CUBLASLT_LOG_LEVEL=2 $B/tests/test_backend_ops_cuda cuda matmul 2>&1 | head -c 4000000"
+step bench_matmul 45 "bench/matmul_cuda.sh $B 8192 10"
+step step_1b_hf 90 "for s in 8192 32768; do python3 bench/train_step_torch.py bench/llama1b.json \$s 4 16 \
+    --device cuda --dtype bf16 --checkpointing --peak-tflops 989; done"
+step bench_attention_long 60 "python3 bench/bench_attention.py --lcx $B/bench/bench_attention --seqs 16384 --reps 3"
+step longest_hf_ckpt 90 "python3 bench/longest_context_hf.py bench/llama1b.json --device cuda --dtype bf16 --start 65536 \
+    --max 1048576 --grain 16384"
+step comm_np4 30 "mpirun --allow-run-as-root --oversubscribe -np 4 $B/tests/test_comm_nccl_cuda"
 summary "total $(( $(date +%s) - T0 )) s"
+pack

@@ -17,7 +17,8 @@
  * Plans: the descriptors (operation, three layouts) and the heuristic's first algorithm depend on the shape,
  * dtypes, strides and alignments only, so each exec caches them per such key (PLANS slots, the oldest replaced
  * when full); a training step has a dozen shapes. Each cuBLASLt call takes LCX_CUDA_MATMUL_WS bytes from the
- * front of the exec's arena, which the workspace query declares. The contract has no bias, so there is no
+ * front of the exec's arena, which the workspace query declares, starting at the arena's first 256-byte boundary
+ * (cuBLASLt refuses a workspace pointer off that alignment; the query declares the 255 bytes it may skip). The contract has no bias, so there is no
  * epilogue to fuse (beta = 1 accumulates in the GEMM itself). */
 #include "kernels/cuda/cuda_matmul.h"
 
@@ -97,9 +98,12 @@ static int lt_may_run(const lcx_matmul_args *g) {
            g->stride_a >= 0 && g->stride_b >= 0 && g->stride_c >= 0 && !(g->batch > 1 && g->stride_c == 0);
 }
 
+/* cuBLASLt's workspace pointer alignment: "must be aligned to at least a multiple of 256 bytes". */
+#define WS_ALIGN ((uintptr_t)256)
+
 size_t lcx_cuda_matmul_ws(const lcx_matmul_args *a) {
     const lcx_matmul_args g = lcx_matmul_resolved(a);
-    return lt_may_run(&g) ? LCX_CUDA_MATMUL_WS : 0;
+    return lt_may_run(&g) ? LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1) : 0;
 }
 
 /* The alignment (bytes, a power of two up to MAX_ALIGN) of every batch entry's start: the pointer's and, with
@@ -228,6 +232,10 @@ static lcx_status plan_get(lcx_cuda_handles *h, const lcx_matmul_args *g, plan *
     return LCX_OK;
 }
 
+static void *ws_aligned(void *arena) {
+    return (void *)(((uintptr_t)arena + WS_ALIGN - 1) & ~(WS_ALIGN - 1));
+}
+
 lcx_status lcx_cuda_matmul(lcx_exec *x, const lcx_matmul_args *args) {
     const lcx_matmul_args g = lcx_matmul_resolved(args);
     if (g.m == 0 || g.n == 0) return LCX_OK;
@@ -238,7 +246,7 @@ lcx_status lcx_cuda_matmul(lcx_exec *x, const lcx_matmul_args *args) {
         LCX_TRY(plan_get(h, &g, &p));
         if (p->lt)
             return lt_check(cublasLtMatmul(h->lt, p->op, &g.alpha, g.b, p->lay_b, g.a, p->lay_a, &g.beta, g.c, p->lay_c,
-                                           g.c, p->lay_c, &p->algo, x->scratch, LCX_CUDA_MATMUL_WS, s),
+                                           g.c, p->lay_c, &p->algo, ws_aligned(x->scratch), LCX_CUDA_MATMUL_WS, s),
                             "matmul", "cublasLtMatmul");
     }
     cudaError_t e = lcx_cuda_gemm_tiled_launch(s, &g);

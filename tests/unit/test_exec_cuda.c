@@ -93,7 +93,7 @@ static void test_memory_and_events(void) {
 
 /* Valid (empty) arguments pass the shared checks and reach the kernels' own limits. */
 static void test_limits(void) {
-    lcx_attn_args at = {.n_q = 0, .n_k = 0, .n_heads = 1, .n_kv_heads = 1, .head_dim = 257, .scale = 1};
+    lcx_attn_args at = {.dt = LCX_F32, .n_q = 0, .n_k = 0, .n_heads = 1, .n_kv_heads = 1, .head_dim = 257, .scale = 1};
     CHECK_FAILS(BE->attention_fwd(X, &at), LCX_ERR_UNSUPPORTED, "attention_fwd: head_dim 257");
     CHECK_FAILS(BE->attention_bwd(X, &at), LCX_ERR_UNSUPPORTED, "attention_bwd: head_dim 257");
 }
