@@ -71,3 +71,21 @@ extern "C" cudaError_t lcx_cuda_gemm_tiled_launch(cudaStream_t s, const lcx_matm
     }
     return cudaSuccess;
 }
+
+/* The bf16-C epilogue of cuda_matmul.c's staged path: C[r, j] = bf16(t[r, j] + beta * C[r, j]) over rows x n,
+ * t = alpha * op(A) op(B) in float32 (dense, row stride n), C with row stride ldc; one rounding, as on the CPU. */
+static __global__ void gemm_beta_bf16(const float *t, int64_t rows, int64_t n, uint16_t *c, int64_t ldc, float beta) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / n, j = i % n;
+        const float v = __fadd_rn(t[i], __fmul_rn(beta, lcx_dev_bf16_to_f32(c[r * ldc + j])));
+        c[r * ldc + j] = lcx_dev_f32_to_bf16(v);
+    }
+}
+
+extern "C" cudaError_t lcx_cuda_gemm_beta_bf16_launch(cudaStream_t s, const float *t, int64_t rows, int64_t n,
+                                                      void *c, int64_t ldc, float beta) {
+    const int64_t total = rows * n;
+    if (total <= 0) return cudaSuccess;
+    gemm_beta_bf16<<<grid_dim((total + 255) / 256, 65535), 256, 0, s>>>(t, rows, n, (uint16_t *)c, ldc, beta);
+    return cudaGetLastError();
+}

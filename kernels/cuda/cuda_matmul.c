@@ -101,9 +101,16 @@ static int lt_may_run(const lcx_matmul_args *g) {
 /* cuBLASLt's workspace pointer alignment: "must be aligned to at least a multiple of 256 bytes". */
 #define WS_ALIGN ((uintptr_t)256)
 
+/* A bf16 C that beta adds to goes through the float32 staging (cuBLASLt would round the product to bf16 first);
+ * row blocks of at least one row of C must fit the staging. */
+static int staged(const lcx_matmul_args *g) { return g->c_dtype == LCX_BF16 && g->beta != 0.0f; }
+static int64_t stage_rows(const lcx_matmul_args *g) { return (int64_t)(LCX_CUDA_MATMUL_STAGE / 4) / g->n; }
+
 size_t lcx_cuda_matmul_ws(const lcx_matmul_args *a) {
     const lcx_matmul_args g = lcx_matmul_resolved(a);
-    return lt_may_run(&g) ? LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1) : 0;
+    if (!lt_may_run(&g)) return 0;
+    if (!staged(&g)) return LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1);
+    return stage_rows(&g) > 0 ? LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1) + LCX_CUDA_MATMUL_STAGE : 0;
 }
 
 /* The alignment (bytes, a power of two up to MAX_ALIGN) of every batch entry's start: the pointer's and, with
@@ -240,12 +247,58 @@ static void *ws_aligned(void *arena) {
     return (void *)(((uintptr_t)arena + WS_ALIGN - 1) & ~(WS_ALIGN - 1));
 }
 
+/* bf16 C with beta != 0: per batch entry and block of rows, cuBLASLt writes alpha op(A) op(B) into the float32
+ * staging behind its workspace (beta 0, a plan of its own), then a kernel adds beta C and rounds once. *done = 0
+ * when cuBLASLt has no algorithm for a block (the caller falls back to the tiled kernel; nothing was written). */
+static lcx_status matmul_staged(lcx_exec *x, const lcx_matmul_args *g, int *done) {
+    lcx_cuda_handles *h = x->handles;
+    cudaStream_t s = (cudaStream_t)x->queue;
+    float *stage = (float *)((char *)ws_aligned(x->scratch) + LCX_CUDA_MATMUL_WS);
+    const int64_t rb = stage_rows(g);
+    const size_t ea = lcx_act_size(g->a_dtype), eb = lcx_act_size(g->b_dtype);
+    *done = 0;
+    for (int64_t bi = 0; bi < g->batch; bi++)
+        for (int64_t r0 = 0; r0 < g->m; r0 += rb) {
+            lcx_matmul_args blk = *g;
+            blk.m = g->m - r0 < rb ? g->m - r0 : rb;
+            blk.batch = 1, blk.stride_a = blk.stride_b = blk.stride_c = 0;
+            blk.beta = 0.0f;
+            /* rows r0.. of op(A): rows of A, or columns of a transposed A */
+            blk.a = (const char *)g->a + (size_t)(bi * g->stride_a + (g->trans_a ? r0 : r0 * g->lda)) * ea;
+            blk.b = (const char *)g->b + (size_t)(bi * g->stride_b) * eb;
+            blk.c_dtype = LCX_F32, blk.c = stage, blk.ldc = g->n;
+            plan *p = NULL;
+            LCX_TRY(plan_get(h, &blk, &p));
+            if (!p->lt) {
+                if (bi == 0 && r0 == 0) return LCX_OK; /* no algorithm: the tiled kernel runs the whole call */
+                return lcx_fail(LCX_ERR_CUDA, "matmul: cuBLASLt has no algorithm for a %lld-row block",
+                                (long long)blk.m);
+            }
+            LCX_TRY(lt_check(cublasLtMatmul(h->lt, p->op, &blk.alpha, blk.b, p->lay_b, blk.a, p->lay_a, &blk.beta,
+                                            stage, p->lay_c, stage, p->lay_c, &p->algo, ws_aligned(x->scratch),
+                                            LCX_CUDA_MATMUL_WS, s),
+                             "matmul", "cublasLtMatmul"));
+            char *c = (char *)g->c + (size_t)(bi * g->stride_c + r0 * g->ldc) * 2;
+            cudaError_t e = lcx_cuda_gemm_beta_bf16_launch(s, stage, blk.m, g->n, c, g->ldc, g->beta);
+            if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                return lcx_fail(LCX_ERR_CUDA, "matmul: kernel launch: %s", cudaGetErrorString(e));
+            }
+        }
+    *done = 1;
+    return LCX_OK;
+}
+
 lcx_status lcx_cuda_matmul(lcx_exec *x, const lcx_matmul_args *args) {
     const lcx_matmul_args g = lcx_matmul_resolved(args);
     if (g.m == 0 || g.n == 0) return LCX_OK;
     cudaStream_t s = (cudaStream_t)x->queue;
     lcx_cuda_handles *h = x->handles;
-    if (h && lt_may_run(&g)) {
+    if (h && lt_may_run(&g) && staged(&g)) {
+        int done = 0;
+        if (stage_rows(&g) > 0) LCX_TRY(matmul_staged(x, &g, &done));
+        if (done) return LCX_OK;
+    } else if (h && lt_may_run(&g)) {
         plan *p = NULL;
         LCX_TRY(plan_get(h, &g, &p));
         if (p->lt)
