@@ -5,7 +5,8 @@
 # line per step (rc, seconds) to RESULTS/summary.txt. A failed build stops at once, so the rest of a short device
 # lease is left for a rerun.
 #   usage: bench/gpu_session.sh RESULTS [DEADLINE_S=560]
-# Run from the repository root on the GPU machine, with .gpu-debs carried (../shared/gpu/README.md). Not a test.
+# Run from the repository root on the GPU machine, with the Debian packages of `bench/gpu_deps.sh fetch` carried in
+# .gpu-debs. Not a test.
 set -uo pipefail
 RESULTS=${1:?usage: $0 RESULTS [DEADLINE_S]}
 DEADLINE=${2:-560}
@@ -40,7 +41,7 @@ step() {
 
 export PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
 # shellcheck disable=SC1091
-source .gpu-debs/device-env.sh .gpu-debs > "$LOGS/deps.log" 2>&1
+source bench/gpu_deps.sh env .gpu-debs > "$LOGS/deps.log" 2>&1
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 targets="test_backend_ops_cuda test_exec_cuda test_cast_cuda test_comm_nccl_cuda bench_attention bench_matmul_cuda lcextend"
 step build 240 "cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCX_WERROR=ON -DLCX_CUDA_ARCHS=${cc:-90} \
