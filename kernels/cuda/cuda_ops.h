@@ -75,6 +75,9 @@ cudaError_t lcx_cuda_gemm_beta_bf16_launch(cudaStream_t s, const float *t, int64
  * lcx_cuda_attention_bwd_ws bytes); head_dim <= LCX_CUDA_ATTN_MAX_HEAD_DIM, n_heads <= 65535 */
 cudaError_t lcx_cuda_attention_merge_launch(cudaStream_t s, const lcx_attn_merge_args *a);
 cudaError_t lcx_cuda_attention_fwd_launch(cudaStream_t s, const lcx_attn_args *a);
+/* cuda_attention_fwd_tc.cu: the tensor-core forward and which calls it takes (the launcher above routes them) */
+int lcx_cuda_attention_fwd_tc_takes(const lcx_attn_args *a);
+cudaError_t lcx_cuda_attention_fwd_tc_launch(cudaStream_t s, const lcx_attn_args *a);
 cudaError_t lcx_cuda_attention_bwd_launch(cudaStream_t s, const lcx_attn_args *a, void *scratch);
 
 #ifdef __cplusplus

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#define LCX_CUDA_EMU 1 /* kernels/cuda/cuda_mma.h: lcx_mma_bf16 comes from here */
 #define __global__
 #define __device__
 #define __host__
@@ -54,6 +55,27 @@ template <class T> T __shfl_xor_sync(unsigned, T v, int off) {
     T r = slot[l ^ (unsigned)off];
     emu_warp_bar[w]->arrive_and_wait();
     return r;
+}
+/* mma.sync m16n8k16 bf16 -> f32 (kernels/cuda/cuda_mma.h has the fragment layouts): every lane parks its A and
+ * B fragment registers, then computes its four accumulators from the warp's fragments, each as a float32 fmaf
+ * chain over k in order (the tensor core's own summation order and internal precision are not emulated). */
+inline uint32_t emu_mma_frag[32][32][6];
+inline float emu_bf16_half(uint32_t reg, int hi) { return __builtin_bit_cast(float, ((reg >> (16 * hi)) & 0xffffu) << 16); }
+inline void lcx_mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    const unsigned w = threadIdx.x / 32, l = threadIdx.x % 32;
+    uint32_t *mine = emu_mma_frag[w][l];
+    mine[0] = a[0], mine[1] = a[1], mine[2] = a[2], mine[3] = a[3], mine[4] = b0, mine[5] = b1;
+    emu_warp_bar[w]->arrive_and_wait();
+    auto A = [&](int r, int k) { return emu_bf16_half(emu_mma_frag[w][(r % 8) * 4 + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)], k & 1); };
+    auto B = [&](int k, int n) { return emu_bf16_half(emu_mma_frag[w][n * 4 + (k % 8) / 2][4 + (k >= 8)], k & 1); };
+    const int g = (int)l / 4, t = (int)l % 4;
+    for (int c = 0; c < 4; c++) {
+        const int r = g + 8 * (c >= 2), n = 2 * t + (c & 1);
+        float acc = d[c];
+        for (int k = 0; k < 16; k++) acc = fmaf(A(r, k), B(k, n), acc);
+        d[c] = acc;
+    }
+    emu_warp_bar[w]->arrive_and_wait();
 }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }

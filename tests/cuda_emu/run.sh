@@ -22,6 +22,7 @@ def rewrite(src, dst):
     s = re.sub(r"(\w+(?:<\w+>)?)<<<(.*?)>>>\((.*?)\);", lambda m: f"emu_launch({m[1]}, {m[2]}, {m[3]});", s, flags=re.S)
     open(f"{work}/{dst}", "w").write(s)
 rewrite("kernels/cuda/cuda_attention_fwd.cu", "xf_attention_fwd.cu")
+rewrite("kernels/cuda/cuda_attention_fwd_tc.cu", "xf_attention_fwd_tc.cu")
 rewrite("kernels/cuda/cuda_attention_bwd.cu", "xf_attention_bwd.cu")
 rewrite("kernels/cuda/cuda_attention_tile.h", "inc/kernels/cuda/cuda_attention_tile.h")
 PY
