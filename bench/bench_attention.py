@@ -12,6 +12,7 @@ SDPA gets GQA natively (enable_gqa, torch >= 2.5) where the backend takes it; ot
 query heads before the timed region (said on the line as 'kv repeated'). A backend that refuses a shape prints
 'unsupported' with torch's reason. Record the output in docs/benchmarks.md with the date, device and command."""
 import argparse
+import os
 import subprocess
 import sys
 
@@ -74,6 +75,8 @@ def main():
     ap.add_argument("--lcx", help="path of bench_attention (lcextend's op); omitted: SDPA only")
     ap.add_argument("--seqs", default="4096,8192,16384,32768,65536")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--scalar-too", action="store_true",
+                    help="also time lcextend's scalar kernels (LCX_CUDA_ATTN_SCALAR=1), printed as lcx_scalar")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_attention.py: no CUDA device", file=sys.stderr)
@@ -84,12 +87,15 @@ def main():
             sdpa(SDPBackend.FLASH_ATTENTION, "sdpa_flash", seq, heads, kvh, hd, args.reps)
             sdpa(SDPBackend.CUDNN_ATTENTION, "sdpa_cudnn", seq, heads, kvh, hd, args.reps)
             torch.cuda.empty_cache()
-            if args.lcx:
+            for label, scalar in (("lcx", False), ("lcx_scalar", True)) if args.lcx else ():
+                if scalar and not args.scalar_too:
+                    continue
+                env = dict(os.environ, LCX_CUDA_ATTN_SCALAR="1" if scalar else "0")
                 r = subprocess.run([args.lcx, str(seq), str(heads), str(kvh), str(hd), str(args.reps)],
-                                   capture_output=True, text=True)
+                                   capture_output=True, text=True, env=env)
                 line = r.stdout.strip() if r.returncode == 0 else f"failed ({r.returncode}): {r.stderr.strip()}"
-                print(f"lcx {line.removeprefix('attention ')}" if r.returncode == 0 else
-                      f"lcx {seq} {heads} {kvh} {hd} {line}", flush=True)
+                print(f"{label} {line.removeprefix('attention ')}" if r.returncode == 0 else
+                      f"{label} {seq} {heads} {kvh} {hd} {line}", flush=True)
     return 0
 
 

@@ -169,5 +169,6 @@ extern "C" cudaError_t lcx_cuda_attention_bwd_launch(cudaStream_t s, const lcx_a
         a->dt == LCX_BF16, rows, (int)a->head_dim, a->dout, a->o, D);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
+    if (!att_scalar_only() && lcx_cuda_attention_bwd_tc_takes(a)) return lcx_cuda_attention_bwd_tc_launch(s, a, D);
     ATT_DISPATCH_NC(a->head_dim, bwd_launch, s, a, D)
 }

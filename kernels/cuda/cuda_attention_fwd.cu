@@ -13,8 +13,6 @@
  * Shared memory: Q [32][hd], K [32][hd|1], V [32][hd], P [4 warps][8][32] floats = 4 (32 (3 hd + 1) + 1024)
  * bytes: 28 KiB at head_dim 64, 52 KiB at 128, 100 KiB at 256 (over 48 KiB: opted in, fine on sm_80/sm_90).
  * Differs from the CPU in the order of the sums inside a dot product and a row, and in CUDA's expf/logf. */
-#include <stdlib.h>
-
 #include "kernels/cuda/cuda_attention_tile.h"
 
 static size_t fwd_smem(int hd) {
@@ -93,18 +91,8 @@ static cudaError_t fwd_launch(cudaStream_t s, const lcx_attn_args *a) {
     return att_launch(attn_fwd<NC>, grid, fwd_smem((int)a->head_dim), s, *a, a->dt == LCX_BF16);
 }
 
-/* LCX_CUDA_ATTN_SCALAR=1 keeps every call on this scalar kernel (to compare the two paths). */
-static int scalar_only(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("LCX_CUDA_ATTN_SCALAR");
-        v = e && e[0] == '1';
-    }
-    return v;
-}
-
 extern "C" cudaError_t lcx_cuda_attention_fwd_launch(cudaStream_t s, const lcx_attn_args *a) {
     if (a->n_q <= 0) return cudaSuccess;
-    if (!scalar_only() && lcx_cuda_attention_fwd_tc_takes(a)) return lcx_cuda_attention_fwd_tc_launch(s, a);
+    if (!att_scalar_only() && lcx_cuda_attention_fwd_tc_takes(a)) return lcx_cuda_attention_fwd_tc_launch(s, a);
     ATT_DISPATCH_NC(a->head_dim, fwd_launch, s, a)
 }

@@ -9,6 +9,8 @@
 #ifndef LCX_KERNELS_CUDA_ATTENTION_TILE_H
 #define LCX_KERNELS_CUDA_ATTENTION_TILE_H
 
+#include <stdlib.h>
+
 #include "kernels/cuda/cuda_device.h"
 
 enum { ATT_T = 32, ATT_WARPS = 4, ATT_THREADS = ATT_WARPS * 32, ATT_RPW = ATT_T / ATT_WARPS };
@@ -122,6 +124,16 @@ static cudaError_t att_launch(K kernel, dim3 grid, size_t smem, cudaStream_t s, 
     }
     kernel<<<grid, ATT_THREADS, smem, s>>>(args...);
     return cudaGetLastError();
+}
+
+/* LCX_CUDA_ATTN_SCALAR=1 keeps every call on the scalar kernels (to compare them with the tensor-core ones). */
+static inline int att_scalar_only(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("LCX_CUDA_ATTN_SCALAR");
+        v = e && e[0] == '1';
+    }
+    return v;
 }
 
 /* Instantiate fn<NC> for NC = ceil(hd / 32) in 1..8 (the backend refuses head_dim > LCX_CUDA_ATTN_MAX_HEAD_DIM). */

@@ -79,6 +79,9 @@ cudaError_t lcx_cuda_attention_fwd_launch(cudaStream_t s, const lcx_attn_args *a
 int lcx_cuda_attention_fwd_tc_takes(const lcx_attn_args *a);
 cudaError_t lcx_cuda_attention_fwd_tc_launch(cudaStream_t s, const lcx_attn_args *a);
 cudaError_t lcx_cuda_attention_bwd_launch(cudaStream_t s, const lcx_attn_args *a, void *scratch);
+/* cuda_attention_bwd_tc.cu: the tensor-core dK/dV and dQ (after D, which the launcher above computes) */
+int lcx_cuda_attention_bwd_tc_takes(const lcx_attn_args *a);
+cudaError_t lcx_cuda_attention_bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D);
 
 #ifdef __cplusplus
 }

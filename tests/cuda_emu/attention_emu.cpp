@@ -8,6 +8,7 @@
 #include "xf_attention_fwd.cu"
 #include "xf_attention_fwd_tc.cu"
 #include "xf_attention_bwd.cu"
+#include "xf_attention_bwd_tc.cu"
 
 #include <random>
 
@@ -116,6 +117,7 @@ static void run(const shape &c, lcx_dtype dt) {
     std::vector<float> eq = dq0, ek = dk0, ev = dv0;
     e.o = os2.data(), e.lse = lse_ref.data(), e.dout = gs.data(), e.dq = eq.data(), e.dk = ek.data(), e.dv = ev.data();
     std::vector<uint8_t> scratch(lcx_cuda_attention_bwd_ws(&e) + 4);
+    printf("  backward: %s\n", lcx_cuda_attention_bwd_tc_takes(&e) ? "tensor cores" : "scalar");
     if (lcx_cuda_attention_bwd_launch(NULL, &e, scratch.data()) != cudaSuccess) abort();
     compare("dq", eq.data(), dq.data(), nqe, 64 * 0x1p-23, 5e-5);
     compare("dk", ek.data(), dk.data(), nke, 64 * 0x1p-23, 5e-5);

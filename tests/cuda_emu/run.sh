@@ -24,6 +24,7 @@ def rewrite(src, dst):
 rewrite("kernels/cuda/cuda_attention_fwd.cu", "xf_attention_fwd.cu")
 rewrite("kernels/cuda/cuda_attention_fwd_tc.cu", "xf_attention_fwd_tc.cu")
 rewrite("kernels/cuda/cuda_attention_bwd.cu", "xf_attention_bwd.cu")
+rewrite("kernels/cuda/cuda_attention_bwd_tc.cu", "xf_attention_bwd_tc.cu")
 rewrite("kernels/cuda/cuda_attention_tile.h", "inc/kernels/cuda/cuda_attention_tile.h")
 PY
 libs=$(sed -e 's#\.\./liblcx\.a##' -e 's/"//g' "$build/tests/CMakeFiles/test_exec_cuda.dir/linkLibs.rsp")

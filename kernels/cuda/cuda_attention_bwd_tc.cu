@@ -1,0 +1,284 @@
+/* cuda_attention_bwd_tc: the attention backward on tensor cores, for bf16 storage and head_dim 32, 64, 96 or
+ * 128 (cuda_attention_bwd.cu runs the rest, and D = rowsum(dO * O) for both). The same geometry and the same
+ * determinism as the scalar kernels: no float atomics, one owner per sum.
+ *  - dK, dV: one block of 4 warps per (64 keys, kv head), a warp owns 16 keys; it walks the group's query heads in
+ *    head order and, per head, the 32-row query tiles that see its keys. S^T = K Q^T and dP^T = V dO^T are
+ *    mma.sync m16n8k16 (bf16 in, float32 accumulate); P = exp(scale s - LSE) and dS = P (dP - D) in float32 as
+ *    on the CPU; dV += P^T dO and dK += dS^T Q on tensor cores too.
+ *  - dQ: one block per (64 query rows, head), 32-key tiles: S = Q K^T, dP = dO V^T, dQ += dS K.
+ * P and dS enter their products as two bf16 terms each, hi = bf16(x) and lo = bf16(x - hi) (x = hi + lo to 2^-17
+ * relative), so the gradients keep float32-level accuracy and meet the scalar path's f32 tolerances (two mma
+ * instead of one for those three products). The score side needs no split: q, k, v and dO are bf16 already.
+ *
+ * Shared memory (bf16; rows padded by 8 for conflict-free fragment loads): dK/dV K, V [64][hd + 8], Q, dO
+ * [32][hd + 8], Q^T, dO^T [hd][40], plus LSE and D [32] floats: 71 KiB at head_dim 128; dQ Q, dO [64][hd + 8],
+ * K, V [32][hd + 8], K^T [hd][40]: 61 KiB at 128 (opted in). */
+#include "kernels/cuda/cuda_attention_tile.h"
+#include "kernels/cuda/cuda_mma.h"
+
+enum { TB_ROWS = 64, TB_COLS = 32, TB_THREADS = 128, TB_PAD = 8 };
+
+static __device__ __forceinline__ uint32_t tb_ld32(const uint16_t *p) { return *(const uint32_t *)p; }
+
+/* A 16 x 16 A fragment from a row-major bf16 tile in shared memory (rows r0.., cols c0.., row stride ld). */
+static __device__ __forceinline__ void tb_frag_a(uint32_t (&f)[4], const uint16_t *base, int ld, int r0, int c0) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const uint16_t *p = base + (r0 + g) * ld + c0 + 2 * t;
+    f[0] = tb_ld32(p), f[1] = tb_ld32(p + 8 * ld), f[2] = tb_ld32(p + 8), f[3] = tb_ld32(p + 8 * ld + 8);
+}
+
+/* The bf16 pair of x0, x1 (hi) and of what that rounding left (lo). */
+static __device__ __forceinline__ void tb_split(float x0, float x1, uint32_t *hi, uint32_t *lo) {
+    *hi = lcx_mma_pack(x0, x1);
+    *lo = lcx_mma_pack(__fsub_rn(x0, lcx_dev_bf16_to_f32((uint16_t)(*hi & 0xffffu))),
+                       __fsub_rn(x1, lcx_dev_bf16_to_f32((uint16_t)(*hi >> 16))));
+}
+
+/* acc[nd] += X M for X the warp's 16 x 32 tile held as accumulator fragments x[4][4] (columns 8 nt + 2t..) and M a
+ * [32][HD] operand stored transposed in shared memory (mt[d][col], row stride ld), X split in hi + lo. */
+template <int ND>
+static __device__ __forceinline__ void tb_acc_split(float (&acc)[ND][4], const float (&x)[4][4], const uint16_t *mt,
+                                                    int ld) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        uint32_t hi[4], lo[4];
+        tb_split(x[2 * kk][0], x[2 * kk][1], &hi[0], &lo[0]);
+        tb_split(x[2 * kk][2], x[2 * kk][3], &hi[1], &lo[1]);
+        tb_split(x[2 * kk + 1][0], x[2 * kk + 1][1], &hi[2], &lo[2]);
+        tb_split(x[2 * kk + 1][2], x[2 * kk + 1][3], &hi[3], &lo[3]);
+#pragma unroll
+        for (int nd = 0; nd < ND; nd++) {
+            const uint16_t *p = mt + (nd * 8 + g) * ld + kk * 16 + 2 * t;
+            const uint32_t b0 = tb_ld32(p), b1 = tb_ld32(p + 8);
+            lcx_mma_bf16(acc[nd], hi, b0, b1);
+            lcx_mma_bf16(acc[nd], lo, b0, b1);
+        }
+    }
+}
+
+/* Rows r0 .. r0 + rows - 1 of head `head` of a bf16 tensor [n][nh][HD] into sh[rows][ld] and, if tr, also
+ * transposed into tr[HD][ldt]; rows at or past n become 0. Called by the whole block. */
+template <int HD>
+static __device__ __forceinline__ void tb_load(uint16_t *sh, int ld, uint16_t *tr, int ldt, const uint16_t *src,
+                                               int64_t r0, int rows, int64_t n, int64_t nh, int64_t head) {
+    for (int e = threadIdx.x; e < rows * HD / 2; e += TB_THREADS) {
+        const int r = e / (HD / 2), c = e % (HD / 2) * 2;
+        const int64_t row = r0 + r;
+        const uint32_t v = row < n ? tb_ld32(src + (row * nh + head) * HD + c) : 0u;
+        *(uint32_t *)(sh + r * ld + c) = v;
+        if (tr) tr[c * ldt + r] = (uint16_t)v, tr[(c + 1) * ldt + r] = (uint16_t)(v >> 16);
+    }
+}
+
+/* dst[(row0 + r) * nh + head][d] += scale acc for this lane's fragment rows (g, g + 8) below n. */
+template <int ND>
+static __device__ __forceinline__ void tb_add(float *dst, const float (&acc)[ND][4], int64_t row0, int64_t n,
+                                              int64_t nh, int64_t head, float scale) {
+    constexpr int HD = ND * 8;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int x = 0; x < 2; x++) {
+        const int64_t row = row0 + g + 8 * x;
+        if (row >= n) continue;
+        float *p = dst + (row * nh + head) * HD + 2 * t;
+#pragma unroll
+        for (int nd = 0; nd < ND; nd++) {
+            p[nd * 8] = __fadd_rn(p[nd * 8], __fmul_rn(scale, acc[nd][2 * x]));
+            p[nd * 8 + 1] = __fadd_rn(p[nd * 8 + 1], __fmul_rn(scale, acc[nd][2 * x + 1]));
+        }
+    }
+}
+
+/* P and dS from a score and dP (the scalar path's att_p_ds, same formula): 0 for a masked pair or no keys. */
+static __device__ __forceinline__ void tb_p_ds(int vis, float scale, float s, float dp, float L, float Dx, float *p,
+                                               float *ds) {
+    if (!vis || L == -INFINITY) {
+        *p = *ds = 0.0f;
+        return;
+    }
+    *p = expf(__fsub_rn(__fmul_rn(scale, s), L));
+    *ds = __fmul_rn(*p, __fsub_rn(dp, Dx));
+}
+
+static size_t tb_dkv_smem(int hd) {
+    return sizeof(uint16_t) * ((size_t)(2 * TB_ROWS + 2 * TB_COLS) * (size_t)(hd + TB_PAD) +
+                               (size_t)2 * hd * (TB_COLS + TB_PAD)) +
+           sizeof(float) * 2 * TB_COLS;
+}
+
+template <int HD>
+static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_args a, const float *D) {
+    extern __shared__ float sm[];
+    constexpr int LD = HD + TB_PAD, LDT = TB_COLS + TB_PAD, KS = HD / 16, ND = HD / 8;
+    uint16_t *ks = (uint16_t *)sm, *vs = ks + TB_ROWS * LD, *qs = vs + TB_ROWS * LD, *gs = qs + TB_COLS * LD;
+    uint16_t *qt = gs + TB_COLS * LD, *gt = qt + HD * LDT;
+    float *ls = (float *)(gt + HD * LDT), *dsh = ls + TB_COLS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, wr = warp * 16;
+    const int64_t H = a.n_heads, G = a.n_kv_heads, rep = H / G, kvh = blockIdx.y, j0 = (int64_t)blockIdx.x * TB_ROWS;
+
+    tb_load<HD>(ks, LD, nullptr, 0, (const uint16_t *)a.k, j0, TB_ROWS, a.n_k, G, kvh);
+    tb_load<HD>(vs, LD, nullptr, 0, (const uint16_t *)a.v, j0, TB_ROWS, a.n_k, G, kvh);
+    float dk[ND][4], dv[ND][4];
+#pragma unroll
+    for (int nd = 0; nd < ND; nd++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) dk[nd][c] = dv[nd][c] = 0.0f;
+    const int64_t jl[2] = {j0 + wr + g, j0 + wr + g + 8}; /* this lane's two keys */
+    const int64_t ib = att_row_begin(a, j0) / TB_COLS * TB_COLS; /* the first query tile that sees key j0 */
+    for (int64_t h = kvh * rep; h < (kvh + 1) * rep; h++) {     /* the group's heads, in head order */
+        for (int64_t i0 = ib; i0 < a.n_q; i0 += TB_COLS) {
+            const int64_t i1 = i0 + TB_COLS < a.n_q ? i0 + TB_COLS : a.n_q;
+            if (att_key_end(a, i1 - 1) <= j0) continue; /* the tile's widest row sees none of these keys */
+            __syncthreads(); /* the previous tile is no longer read (first: K, V loaded) */
+            tb_load<HD>(qs, LD, qt, LDT, (const uint16_t *)a.q, i0, TB_COLS, a.n_q, H, h);
+            tb_load<HD>(gs, LD, gt, LDT, (const uint16_t *)a.dout, i0, TB_COLS, a.n_q, H, h);
+            if (threadIdx.x < TB_COLS) {
+                const int64_t i = i0 + threadIdx.x;
+                ls[threadIdx.x] = i < a.n_q ? a.lse[i * H + h] : -INFINITY;
+                dsh[threadIdx.x] = i < a.n_q ? D[i * H + h] : 0.0f;
+            }
+            __syncthreads();
+            /* S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 32 queries */
+            float s[4][4], dp[4][4];
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) s[nt][c] = dp[nt][c] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t kf[4], vf[4];
+                tb_frag_a(kf, ks, LD, wr, kk * 16);
+                tb_frag_a(vf, vs, LD, wr, kk * 16);
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) {
+                    const uint16_t *pq = qs + (nt * 8 + g) * LD + kk * 16 + 2 * t, *pg = gs + (nt * 8 + g) * LD + kk * 16 + 2 * t;
+                    lcx_mma_bf16(s[nt], kf, tb_ld32(pq), tb_ld32(pq + 8));
+                    lcx_mma_bf16(dp[nt], vf, tb_ld32(pg), tb_ld32(pg + 8));
+                }
+            }
+            /* element c of tile nt: key jl[c / 2], query i0 + 8 nt + 2 t + (c & 1); P^T in s, dS^T in dp */
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int col = nt * 8 + 2 * t + (c & 1);
+                    const int64_t i = i0 + col;
+                    const int vis = i < a.n_q && jl[c / 2] < att_key_end(a, i);
+                    float p, ds;
+                    tb_p_ds(vis, a.scale, s[nt][c], dp[nt][c], ls[col], dsh[col], &p, &ds);
+                    s[nt][c] = p, dp[nt][c] = ds;
+                }
+            tb_acc_split<ND>(dv, s, gt, LDT);  /* dV += P^T dO */
+            tb_acc_split<ND>(dk, dp, qt, LDT); /* dK += dS^T Q */
+        }
+    }
+    tb_add<ND>(a.dk, dk, j0 + wr, a.n_k, G, kvh, a.scale);
+    tb_add<ND>(a.dv, dv, j0 + wr, a.n_k, G, kvh, 1.0f);
+}
+
+static size_t tb_dq_smem(int hd) {
+    return sizeof(uint16_t) * ((size_t)(2 * TB_ROWS + 2 * TB_COLS) * (size_t)(hd + TB_PAD) + (size_t)hd * (TB_COLS + TB_PAD));
+}
+
+template <int HD>
+static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_args a, const float *D) {
+    extern __shared__ float sm[];
+    constexpr int LD = HD + TB_PAD, LDT = TB_COLS + TB_PAD, KS = HD / 16, ND = HD / 8;
+    uint16_t *qs = (uint16_t *)sm, *gs = qs + TB_ROWS * LD, *ks = gs + TB_ROWS * LD, *vs = ks + TB_COLS * LD;
+    uint16_t *kt = vs + TB_COLS * LD;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, wr = warp * 16;
+    const int64_t H = a.n_heads, G = a.n_kv_heads, h = blockIdx.y, kvh = h / (H / G);
+    const int64_t i0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * TB_ROWS; /* the longest causal tiles first */
+    const int64_t i1 = i0 + TB_ROWS < a.n_q ? i0 + TB_ROWS : a.n_q;
+
+    tb_load<HD>(qs, LD, nullptr, 0, (const uint16_t *)a.q, i0, TB_ROWS, a.n_q, H, h);
+    tb_load<HD>(gs, LD, nullptr, 0, (const uint16_t *)a.dout, i0, TB_ROWS, a.n_q, H, h);
+    __syncthreads();
+    uint32_t qf[KS][4], gf[KS][4];
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) tb_frag_a(qf[kk], qs, LD, wr, kk * 16), tb_frag_a(gf[kk], gs, LD, wr, kk * 16);
+    float L[2], Dx[2], acc[ND][4];
+    int64_t kend[2];
+#pragma unroll
+    for (int x = 0; x < 2; x++) {
+        const int64_t i = i0 + wr + g + 8 * x;
+        L[x] = i < a.n_q ? a.lse[i * H + h] : -INFINITY;
+        Dx[x] = i < a.n_q ? D[i * H + h] : 0.0f;
+        kend[x] = i < a.n_q ? att_key_end(a, i) : 0;
+    }
+#pragma unroll
+    for (int nd = 0; nd < ND; nd++) acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
+    const int64_t kend_tile = att_key_end(a, i1 - 1);
+    for (int64_t j0 = 0; j0 < kend_tile; j0 += TB_COLS) {
+        __syncthreads(); /* the previous K, V, K^T are no longer read */
+        tb_load<HD>(ks, LD, kt, LDT, (const uint16_t *)a.k, j0, TB_COLS, a.n_k, G, kvh);
+        tb_load<HD>(vs, LD, nullptr, 0, (const uint16_t *)a.v, j0, TB_COLS, a.n_k, G, kvh);
+        __syncthreads();
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[nt][c] = dp[nt][c] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                const uint16_t *pk = ks + (nt * 8 + g) * LD + kk * 16 + 2 * t, *pv = vs + (nt * 8 + g) * LD + kk * 16 + 2 * t;
+                lcx_mma_bf16(s[nt], qf[kk], tb_ld32(pk), tb_ld32(pk + 8));
+                lcx_mma_bf16(dp[nt], gf[kk], tb_ld32(pv), tb_ld32(pv + 8));
+            }
+        }
+        /* element c of tile nt: row g + 8 (c / 2), key j0 + 8 nt + 2 t + (c & 1); dS kept in dp */
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int x = c / 2;
+                const int64_t j = j0 + nt * 8 + 2 * t + (c & 1);
+                float p, ds;
+                tb_p_ds(j < kend[x], a.scale, s[nt][c], dp[nt][c], L[x], Dx[x], &p, &ds);
+                dp[nt][c] = ds;
+            }
+        tb_acc_split<ND>(acc, dp, kt, LDT); /* dQ += dS K */
+    }
+    tb_add<ND>(a.dq, acc, i0 + wr, a.n_q, H, h, a.scale);
+}
+
+template <int HD>
+static cudaError_t bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D) {
+    size_t smem = tb_dkv_smem(HD);
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(attn_bwd_dkv_tc<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    const dim3 kv_grid((unsigned)((a->n_k + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_kv_heads);
+    attn_bwd_dkv_tc<HD><<<kv_grid, TB_THREADS, smem, s>>>(*a, D);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    smem = tb_dq_smem(HD);
+    if (smem > 48 * 1024) {
+        e = cudaFuncSetAttribute(attn_bwd_dq_tc<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    const dim3 q_grid((unsigned)((a->n_q + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_heads);
+    attn_bwd_dq_tc<HD><<<q_grid, TB_THREADS, smem, s>>>(*a, D);
+    return cudaGetLastError();
+}
+
+/* Whether the tensor-core backward takes this call: bf16 storage, head_dim 32/64/96/128, q, k, v, dO at 4-byte
+ * alignment. */
+extern "C" int lcx_cuda_attention_bwd_tc_takes(const lcx_attn_args *a) {
+    const int hd = (int)a->head_dim;
+    const uintptr_t al = (uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->dout;
+    return a->dt == LCX_BF16 && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && (al & 3u) == 0;
+}
+
+/* dK, dV, dQ for a call with work, D = rowsum(dO * O) already in D (cuda_attention_bwd.cu). */
+extern "C" cudaError_t lcx_cuda_attention_bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D) {
+    switch (a->head_dim) {
+    case 32: return bwd_tc_launch<32>(s, a, D);
+    case 64: return bwd_tc_launch<64>(s, a, D);
+    case 96: return bwd_tc_launch<96>(s, a, D);
+    case 128: return bwd_tc_launch<128>(s, a, D);
+    default: return cudaErrorInvalidValue;
+    }
+}
