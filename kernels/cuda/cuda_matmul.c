@@ -106,8 +106,50 @@ static int lt_may_run(const lcx_matmul_args *g) {
 static int staged(const lcx_matmul_args *g) { return g->c_dtype == LCX_BF16 && g->beta != 0.0f; }
 static int64_t stage_rows(const lcx_matmul_args *g) { return (int64_t)(LCX_CUDA_MATMUL_STAGE / 4) / g->n; }
 
+/* f32 x bf16 (one operand of each): cuBLASLt has no such kernel, so the f32 operand enters as three bf16 terms
+ * whose sum is x to 2^-26 (t0 = bf16(x), t1 = bf16(x - t0), t2 = bf16(x - t0 - t1): below float32's own rounding,
+ * so the result is float32-exact in the op tests' sense), three bf16 GEMMs accumulating in float32 (two terms,
+ * 2^-17, were not enough: a 4500-long reduction came within a factor 2 of the f32 allowance).
+ * Blocks: rb rows of C (the float32 staging's size when C is bf16) by kb of the reduction (the split operand's
+ * three terms within MIX_SPLIT bytes); kb a multiple of 8 below k. The loss chunk's GEMMs are this case (float32
+ * dlogits against bf16 weights or activations), which the tiled kernel ran at 5.5 TF/s on an H200. */
+enum { MIX_ROWS = 4096, MIX_K = 2048 };
+#define MIX_SPLIT ((size_t)32 << 20)
+typedef struct mix_sizes {
+    int64_t rb, kb;
+    size_t split, stage; /* bytes, multiples of WS_ALIGN */
+} mix_sizes;
+
+static int mixed(const lcx_matmul_args *g) {
+    const int fa = g->a_dtype == LCX_F32, fb = g->b_dtype == LCX_F32;
+    return fa != fb && g->m > 0 && g->n > 0 && g->k > 0 && g->stride_a >= 0 && g->stride_b >= 0 &&
+           g->stride_c >= 0 && !(g->batch > 1 && g->stride_c == 0);
+}
+
+/* The blocks of a mixed call; rb = 0 when not even one row or 8 of the reduction fit. */
+static mix_sizes mix_of(const lcx_matmul_args *g) {
+    mix_sizes z = {0, 0, 0, 0};
+    int64_t rb = g->m < MIX_ROWS ? g->m : MIX_ROWS;
+    if (g->c_dtype == LCX_BF16 && (int64_t)(LCX_CUDA_MATMUL_STAGE / 4) / g->n < rb)
+        rb = (int64_t)(LCX_CUDA_MATMUL_STAGE / 4) / g->n;
+    const int64_t per_k = 6 * (g->a_dtype == LCX_F32 ? rb : g->n); /* three bf16 terms per reduction index */
+    int64_t kb = per_k > 0 ? (int64_t)(MIX_SPLIT / (size_t)per_k) : 0;
+    if (kb > MIX_K) kb = MIX_K;
+    if (kb >= g->k) kb = g->k;
+    else kb -= kb % 8;
+    if (rb < 1 || kb < 1) return z;
+    z.rb = rb, z.kb = kb;
+    z.split = 3 * (((size_t)(per_k / 3 * kb) + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN); /* each term 256-aligned */
+    z.stage = g->c_dtype == LCX_BF16 ? ((size_t)(rb * g->n) * 4 + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN : 0;
+    return z;
+}
+
 size_t lcx_cuda_matmul_ws(const lcx_matmul_args *a) {
     const lcx_matmul_args g = lcx_matmul_resolved(a);
+    if (mixed(&g)) {
+        const mix_sizes z = mix_of(&g);
+        return z.rb ? LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1) + z.split + z.stage : 0;
+    }
     if (!lt_may_run(&g)) return 0;
     if (!staged(&g)) return LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1);
     return stage_rows(&g) > 0 ? LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1) + LCX_CUDA_MATMUL_STAGE : 0;
@@ -289,12 +331,98 @@ static lcx_status matmul_staged(lcx_exec *x, const lcx_matmul_args *g, int *done
     return LCX_OK;
 }
 
+/* One cuBLASLt GEMM of checked, resolved arguments; *ran = 0 (nothing queued) when it has no algorithm. */
+static lcx_status lt_run(lcx_exec *x, const lcx_matmul_args *g, int *ran) {
+    lcx_cuda_handles *h = x->handles;
+    plan *p = NULL;
+    LCX_TRY(plan_get(h, g, &p));
+    *ran = p->lt;
+    if (!p->lt) return LCX_OK;
+    return lt_check(cublasLtMatmul(h->lt, p->op, &g->alpha, g->b, p->lay_b, g->a, p->lay_a, &g->beta, g->c, p->lay_c,
+                                   g->c, p->lay_c, &p->algo, ws_aligned(x->scratch), LCX_CUDA_MATMUL_WS,
+                                   (cudaStream_t)x->queue),
+                    "matmul", "cublasLtMatmul");
+}
+
+/* Elements between the split terms: each starts 256-byte aligned, as cuBLASLt's fastest kernels want. */
+static int64_t term_stride(int64_t elems) { return (elems + 127) / 128 * 128; }
+
+static lcx_status launched(cudaError_t e) {
+    if (e == cudaSuccess) return LCX_OK;
+    (void)cudaGetLastError();
+    return lcx_fail(LCX_ERR_CUDA, "matmul: kernel launch: %s", cudaGetErrorString(e));
+}
+
+/* f32 x bf16 (mix_of above): per batch entry, block of rb rows and block of kb of the reduction, the f32 operand's
+ * block is split into three bf16 terms behind the cuBLASLt workspace and three bf16 GEMMs add alpha op(A) op(B) into C
+ * (float32: the first block with the caller's beta, then 1) or into the float32 staging that a kernel then adds
+ * to a bf16 C with one rounding. *done = 0 when cuBLASLt has no algorithm for the first GEMM (nothing written: the
+ * tiled kernel runs the call). */
+static lcx_status matmul_mixed(lcx_exec *x, const lcx_matmul_args *g, int *done) {
+    cudaStream_t s = (cudaStream_t)x->queue;
+    const mix_sizes z = mix_of(g);
+    const int split_a = g->a_dtype == LCX_F32, c_bf = g->c_dtype == LCX_BF16;
+    char *ws = (char *)ws_aligned(x->scratch) + LCX_CUDA_MATMUL_WS;
+    float *stage = (float *)(ws + z.split);
+    const size_t ec = lcx_act_size(g->c_dtype);
+    *done = 0;
+    for (int64_t bi = 0; bi < g->batch; bi++)
+        for (int64_t r0 = 0; r0 < g->m; r0 += z.rb) {
+            const int64_t rows = g->m - r0 < z.rb ? g->m - r0 : z.rb;
+            char *c = (char *)g->c + (size_t)(bi * g->stride_c + r0 * g->ldc) * ec;
+            for (int64_t k0 = 0; k0 < g->k; k0 += z.kb) {
+                const int64_t kk = g->k - k0 < z.kb ? g->k - k0 : z.kb;
+                lcx_matmul_args blk = *g;
+                blk.m = rows, blk.k = kk, blk.batch = 1, blk.stride_a = blk.stride_b = blk.stride_c = 0;
+                blk.c_dtype = LCX_F32;
+                blk.c = c_bf ? (void *)stage : (void *)c;
+                blk.ldc = c_bf ? g->n : g->ldc;
+                blk.beta = k0 > 0 ? 1.0f : c_bf ? 0.0f : g->beta;
+                uint16_t *terms = (uint16_t *)ws;
+                int64_t per_term;
+                if (split_a) { /* op(A)[r0.., k0..] as 3 x [rows][kk]; B's rows k0.. of op(B) */
+                    per_term = term_stride(rows * kk);
+                    const float *src = (const float *)g->a + bi * g->stride_a + (g->trans_a ? k0 * g->lda + r0
+                                                                                            : r0 * g->lda + k0);
+                    LCX_TRY(launched(lcx_cuda_split_bf16_launch(s, src, g->lda, g->trans_a, rows, kk, terms, per_term)));
+                    blk.trans_a = 0, blk.a_dtype = LCX_BF16, blk.lda = kk;
+                    blk.b = (const uint16_t *)g->b + bi * g->stride_b + (g->trans_b ? k0 : k0 * g->ldb);
+                } else { /* op(B)[k0.., all n] as 3 x [kk][n]; op(A)[r0.., k0..] */
+                    per_term = term_stride(kk * g->n);
+                    const float *src = (const float *)g->b + bi * g->stride_b + (g->trans_b ? k0 : k0 * g->ldb);
+                    LCX_TRY(launched(lcx_cuda_split_bf16_launch(s, src, g->ldb, g->trans_b, kk, g->n, terms, per_term)));
+                    blk.trans_b = 0, blk.b_dtype = LCX_BF16, blk.ldb = g->n;
+                    blk.a = (const uint16_t *)g->a + bi * g->stride_a + (g->trans_a ? k0 * g->lda + r0
+                                                                                     : r0 * g->lda + k0);
+                }
+                for (int term = 0; term < 3; term++) {
+                    if (split_a) blk.a = terms + term * per_term;
+                    else blk.b = terms + term * per_term;
+                    if (term) blk.beta = 1.0f;
+                    int ran = 0;
+                    LCX_TRY(lt_run(x, &blk, &ran));
+                    if (!ran && bi == 0 && r0 == 0 && k0 == 0 && term == 0) return LCX_OK; /* the tiled kernel */
+                    if (!ran)
+                        return lcx_fail(LCX_ERR_CUDA, "matmul: cuBLASLt has no algorithm for a %lld x %lld x %lld block",
+                                        (long long)blk.m, (long long)blk.n, (long long)blk.k);
+                }
+            }
+            if (c_bf) LCX_TRY(launched(lcx_cuda_gemm_beta_bf16_launch(s, stage, rows, g->n, c, g->ldc, g->beta)));
+        }
+    *done = 1;
+    return LCX_OK;
+}
+
 lcx_status lcx_cuda_matmul(lcx_exec *x, const lcx_matmul_args *args) {
     const lcx_matmul_args g = lcx_matmul_resolved(args);
     if (g.m == 0 || g.n == 0) return LCX_OK;
     cudaStream_t s = (cudaStream_t)x->queue;
     lcx_cuda_handles *h = x->handles;
-    if (h && lt_may_run(&g) && staged(&g)) {
+    if (h && mixed(&g) && mix_of(&g).rb) {
+        int done = 0;
+        LCX_TRY(matmul_mixed(x, &g, &done));
+        if (done) return LCX_OK;
+    } else if (h && lt_may_run(&g) && staged(&g)) {
         int done = 0;
         if (stage_rows(&g) > 0) LCX_TRY(matmul_staged(x, &g, &done));
         if (done) return LCX_OK;

@@ -501,6 +501,14 @@ static const op_case cases[] = {
     {"matmul tn all bf16 64x96x128 beta 1", LCX_OP_MATMUL,
      .mm = {.ta = 1, .m = 64, .n = 96, .k = 128, .batch = 1, .alpha = 1, .beta = 1, .a_dt = BF, .b_dt = BF,
             .c_dt = BF}},
+    /* f32 x bf16 (the loss chunk's GEMMs: float32 dlogits against bf16 weights / activations); k 4500 spans
+     * several of the CUDA split path's 2048-wide reduction blocks */
+    {"matmul nn A f32 B bf16 C bf16 beta 1 k 4500 (loss dX)", LCX_OP_MATMUL,
+     .mm = {.m = 33, .n = 40, .k = 4500, .batch = 1, .alpha = 1, .beta = 1, .b_dt = BF, .c_dt = BF}},
+    {"matmul tn A f32 B bf16 beta 1 k 4500 (loss dW)", LCX_OP_MATMUL,
+     .mm = {.ta = 1, .m = 40, .n = 24, .k = 4500, .batch = 1, .alpha = 1, .beta = 1, .b_dt = BF}},
+    {"matmul nt A bf16 B f32 batch 2 alpha 0.5", LCX_OP_MATMUL,
+     .mm = {.tb = 1, .m = 17, .n = 33, .k = 70, .batch = 2, .alpha = 0.5f, .a_dt = BF}},
     {"matmul tt f32 64x32x48 (aligned)", LCX_OP_MATMUL,
      .mm = {.ta = 1, .tb = 1, .m = 64, .n = 32, .k = 48, .batch = 1, .alpha = 1}},
     {"matmul tt bf16 A B batch 2 33x17x29", LCX_OP_MATMUL,
