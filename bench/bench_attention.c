@@ -61,7 +61,6 @@ static lcx_status timed(const lcx_backend *be, lcx_exec *x, const lcx_attn_args 
 
 static lcx_status bench(int64_t seq, int64_t H, int64_t G, int64_t hd, int reps) {
     const lcx_backend *be = lcx_backend_get("cuda");
-    if (!be) be = lcx_backend_cuda_partial(); /* not registered until matmul exists */
     lcx_exec *x = NULL;
     LCX_TRY(lcx_exec_create(be, &x));
     void *q = NULL, *k = NULL, *v = NULL, *o = NULL, *g = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
@@ -107,7 +106,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     const lcx_backend *be = lcx_backend_get("cuda");
-    if (!be) be = lcx_backend_cuda_partial();
     if (!be || !be->available() || lcx_cuda_device_count() == 0) {
         printf("bench_attention: no CUDA backend or no device, skipped\n");
         return 77;

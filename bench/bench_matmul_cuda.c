@@ -59,7 +59,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     const lcx_backend *be = lcx_backend_get("cuda");
-    if (!be) be = lcx_backend_cuda_partial(); /* compiled, not registered until its table is complete */
     if (!be || !be->available() || lcx_cuda_device_count() == 0) {
         printf("bench_matmul_cuda: no CUDA backend or no device, skipped\n");
         return 77;

@@ -43,12 +43,14 @@ export PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
 # shellcheck disable=SC1091
 source bench/gpu_deps.sh env .gpu-debs > "$LOGS/deps.log" 2>&1
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
-targets="test_backend_ops_cuda test_exec_cuda test_cast_cuda test_comm_nccl_cuda bench_attention bench_matmul_cuda lcextend"
+targets="test_backend_ops_cuda test_exec_cuda test_cast_cuda test_comm_nccl_cuda test_model_cuda bench_attention bench_matmul_cuda lcextend"
 step build 240 "cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCX_WERROR=ON -DLCX_CUDA_ARCHS=${cc:-90} \
     \$LCX_DEVICE_CMAKE_ARGS && cmake --build $B -j16 --target $targets" || { summary "build failed: stop"; pack; exit 1; }
 
 export OMP_NUM_THREADS=8
 step ctest_cuda 150 "ctest --test-dir $B -L cuda -V"
+step train_steps_cuda 30 "for b in cuda cpu; do $B/lcextend train-steps tests/fixtures/models/llama_gqa --steps 5 \
+    --seq 16 --lr 1e-2 --backend \$b; done"
 step memcheck_ops 90 "compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests/test_backend_ops_cuda"
 step racecheck_attention 60 "compute-sanitizer --tool racecheck --error-exitcode 99 $B/tests/test_backend_ops_cuda cuda attention_"
 step memcheck_exec 40 "compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests/test_exec_cuda"

@@ -1,6 +1,6 @@
-/* backend registry (name -> table) and the exec helpers shared by every backend. The CUDA table registers here
- * once kernels/cuda implements the whole contract (matmul and attention are missing, docs/cuda.md); until then
- * only the CPU reference is offered, and the op tests reach the CUDA table through lcx_backend_cuda_partial(). */
+/* backend registry (name -> table) and the exec helpers shared by every backend. The CPU reference is always
+ * listed; builds with CUDA (LCX_HAVE_CUDA) list the CUDA table after it (kernels/cuda, docs/cuda.md), whether or
+ * not a device is visible: callers ask ->available(). */
 #include "kernels/backend.h"
 
 #include <stdio.h>
@@ -8,8 +8,16 @@
 #include <string.h>
 
 extern const lcx_backend lcx_cpu_backend_table; /* kernels/cpu/cpu_backend.c */
+#ifdef LCX_HAVE_CUDA
+extern const lcx_backend lcx_cuda_backend_table; /* kernels/cuda/cuda_backend.c */
+#endif
 
-static const lcx_backend *const backends[] = {&lcx_cpu_backend_table};
+static const lcx_backend *const backends[] = {
+    &lcx_cpu_backend_table,
+#ifdef LCX_HAVE_CUDA
+    &lcx_cuda_backend_table,
+#endif
+};
 
 const lcx_backend *const *lcx_backend_list(int *n) {
     if (n) *n = (int)(sizeof backends / sizeof backends[0]);

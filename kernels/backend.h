@@ -1,5 +1,5 @@
 /* backend: the compute contract. One table of function pointers, implemented by the CPU backend (kernels/cpu,
- * the reference: clear loops, float32 math) and by CUDA (kernels/cuda, once its table is complete). The model,
+ * the reference: clear loops, float32 math) and by CUDA (kernels/cuda, registered in CUDA builds). The model,
  * the trainer, evaluation and the parallel algorithms are written once against this table, and
  * tests/unit/test_backend_ops.c runs every op case on every compiled backend against the CPU in float32.
  *
@@ -353,17 +353,13 @@ struct lcx_backend {
     lcx_status (*axpy)(lcx_exec *x, const lcx_elementwise_args *a);
 };
 
-/* The backend registered under `name` ("cpu"; "cuda" once the CUDA table exists). NULL, with a detail message
- * listing the available backends, if there is none. */
+/* The backend registered under `name`: "cpu", and "cuda" in builds with CUDA (returned whether or not a device
+ * is visible: ask ->available()). NULL, with the detail message "unknown backend 'NAME' (available: cpu, ...)"
+ * listing the compiled backends, if there is none. */
 const lcx_backend *lcx_backend_get(const char *name);
 
 /* The CPU backend (always available). */
 const lcx_backend *lcx_backend_cpu(void);
-
-/* The CUDA table before its first GPU run (kernels/cuda, docs/cuda.md: every op written, none run on a GPU yet),
- * for its op tests only: it is not registered, so lcx_backend_get("cuda") fails and the model cannot pick it.
- * NULL in builds without CUDA. */
-const lcx_backend *lcx_backend_cuda_partial(void);
 
 /* Every compiled backend, the CPU first; *n gets the count. (Whether each can run here: ->available().) */
 const lcx_backend *const *lcx_backend_list(int *n);

@@ -1,9 +1,7 @@
-/* CPU-only builds: the CUDA entry points exist and report that no device (and no CUDA table) is available. */
+/* CPU-only builds: the CUDA entry points exist and report that no device is available (the registry,
+ * kernels/backend.c, lists no CUDA table). */
 #ifndef LCX_HAVE_CUDA
-#include "kernels/backend.h"
 #include "kernels/cuda/cuda_runtime_info.h"
-
-const lcx_backend *lcx_backend_cuda_partial(void) { return NULL; }
 
 int lcx_cuda_device_count(void) { return 0; }
 

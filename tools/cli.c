@@ -7,7 +7,9 @@
 #include <unistd.h>
 #include <string.h>
 
+#include "kernels/backend.h"
 #include "src/comm/comm.h"
+#include "src/comm/comm_device.h"
 #include "src/core/fileio.h"
 #include "src/pipeline/run_common.h"
 #include "src/model/act_policy.h"
@@ -287,6 +289,22 @@ int lcx_cli_flag_given(int argc, char **argv, const char *name) {
     return 0;
 }
 
+/* ---- --backend ------------------------------------------------------------------------------------------------ */
+
+int lcx_cli_backend(const char *cmd, const char *name, const lcx_backend **out) {
+    *out = NULL;
+    const lcx_backend *be = lcx_backend_get(name);
+    lcx_status st = LCX_OK;
+    if (!be) st = lcx_fail_context(LCX_ERR_INVALID, "--backend: "); /* "unknown backend 'x' (available: ...)" */
+    else if (!be->available())
+        st = strcmp(be->name, "cuda") == 0
+                 ? lcx_fail(LCX_ERR_CUDA, "--backend %s: no CUDA device is visible", be->name)
+                 : lcx_fail(LCX_ERR_UNSUPPORTED, "--backend %s: the backend cannot run here", be->name);
+    if (st != LCX_OK) return lcx_launch_rank() == 0 ? lcx_cli_report(cmd, st) : LCX_EXIT_FAIL;
+    *out = be;
+    return LCX_CLI_RUN;
+}
+
 /* ---- the mesh of a training command ------------------------------------------------------------------------ */
 
 static void mesh_free(lcx_cli_mesh *mm) {
@@ -297,7 +315,7 @@ static void mesh_free(lcx_cli_mesh *mm) {
     memset(mm->group, 0, sizeof mm->group);
 }
 
-int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out) {
+int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, const lcx_backend *be, lcx_cli_mesh *out) {
     memset(out, 0, sizeof *out);
     lcx_status st = lcx_comm_world_init(&out->world);
     if (st != LCX_OK) return lcx_cli_report(cmd, st);
@@ -309,6 +327,18 @@ int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out
             goto fail;
         }
         dp = world / (tp * cp);
+    }
+    if (world > 1 && be && be != lcx_backend_cpu()) {
+        /* the model's buffers live on the device: a communicator that moves them (collective, agreed by every rank:
+         * the same line everywhere), before any exec of the backend exists, since it picks this rank's GPU */
+        lcx_comm *dev = NULL;
+        st = lcx_comm_for_backend(out->world, be, &dev);
+        if (st != LCX_OK) {
+            lcx_fail_context(st, "--backend %s: ", be->name);
+            if (rank0) lcx_cli_report(cmd, st);
+            goto fail;
+        }
+        out->world = dev; /* owns the world now (finalised with it) */
     }
     lcx_mesh mesh;
     lcx_comm_groups g;

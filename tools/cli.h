@@ -170,11 +170,25 @@ lcx_reporter lcx_cli_reporter(lcx_terminal *term, int quiet);
 /* fflush(stdout); LCX_ERR_IO "writing to stdout failed" when that fails (a full disk or closed pipe). */
 lcx_status lcx_cli_flush_stdout(void);
 
+/* ---- --backend: where a command's model runs (kernels/backend.h) --------------------------------------------
+ * The flag is a STR flag holding the name (default "cpu"); after the parse, before any output or file is written,
+ *     const lcx_backend *be = NULL;
+ *     if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
+ * resolves it through the registry (lcx_backend_get) and checks that it can run here (->available()). Each
+ * problem is one line naming the flag, exit 1: "--backend: unknown backend 'tpu' (available: cpu, cuda)",
+ * "--backend cuda: no CUDA device is visible". Under a launcher rank 0 alone says it, as for usage errors (every
+ * rank parses the same flags, and the ranks of a node see the same devices). */
+typedef struct lcx_backend lcx_backend;
+int lcx_cli_backend(const char *cmd, const char *name, const lcx_backend **out);
+
 /* ---- the mesh of a training command (docs/parallel.md "Data parallelism") ----------------------------------
  * lcx_cli_mesh_open: the world from the launcher (lcx_comm_world_init, once), the TP x CP x DP mesh (dp 0: the
  * world / (tp * cp)) and its groups, checked before any work (both training commands run TP, CP and DP; the
- * model's heads against TP are the pipeline's check). Each problem is one line printed by rank 0 only. Returns
- * LCX_CLI_RUN, or the exit code.
+ * model's heads against TP are the pipeline's check). be is the model's backend (lcx_cli_backend; NULL: the
+ * CPU): for any other backend, a world of more than one rank becomes a device communicator first
+ * (lcx_comm_for_backend, src/comm/comm_device.h: NCCL with one rank per GPU, else MPI staged through pinned host
+ * memory; it also picks each rank's GPU), so the groups move device buffers. Each problem is one line printed by
+ * rank 0 only. Returns LCX_CLI_RUN, or the exit code.
  * lcx_cli_mesh_close: every rank learns the run's outcome (an all-reduce over the world); the lowest failing
  * rank prints its error line; the groups and the world are freed (MPI finalised). Returns the exit code. */
 typedef struct lcx_comm lcx_comm;
@@ -185,7 +199,7 @@ typedef struct lcx_cli_mesh {
     int cp_rank, cp_size;
     int tp_rank, tp_size;
 } lcx_cli_mesh;
-int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, lcx_cli_mesh *out);
+int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, const lcx_backend *be, lcx_cli_mesh *out);
 int lcx_cli_mesh_close(const char *cmd, lcx_cli_mesh *mm, lcx_status st);
 /* The gradient group of an open mesh, NULL when the world is one rank. */
 lcx_comm *lcx_cli_mesh_grad(const lcx_cli_mesh *mm);

@@ -59,6 +59,7 @@ static void help(void) {
            "  --tokenizer PATH    tokenizer.json, a directory holding one, or a .gguf file\n"
            "  --dtype f32|bf16    weights stored as float32 (default) or bfloat16\n"
            "  --chunk N           rows per logits chunk (default 256)\n"
+           "  --backend B         where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU)\n"
            "  --quiet             no progress lines on stderr\n"
            "\n"
            "examples:\n"
@@ -72,7 +73,7 @@ static const lcx_cli_word PASSKEY_MODES[] = {{"greedy", 0}, {"loglik", 0}, {"bot
 
 int lcx_cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL, *text = NULL, *tok_path = NULL, *json_out = NULL, *svg_out = NULL,
-               *pk_svg = NULL, *series = NULL, *mode = "greedy", *shortd = "skip";
+               *pk_svg = NULL, *series = NULL, *mode = "greedy", *shortd = "skip", *backend = "cpu";
     const char *compare[MAX_COMPARE];
     int n_compare = 0, quiet = 0, truncate = 0;
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST], to = 0, stride = 256, chunk = 256, seed = 1;
@@ -103,6 +104,7 @@ int lcx_cmd_eval(int argc, char **argv) {
         LCX_FLAG_STR("--tokenizer", tok_path),
         LCX_FLAG_CHOICE("--dtype", dtype, lcx_cli_weight_dtypes),
         LCX_FLAG_INT("--chunk", chunk, 1, 1 << 20),
+        LCX_FLAG_STR("--backend", backend),
     };
     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
     int stop = lcx_cli_parse(&spec, argc, argv);
@@ -113,6 +115,8 @@ int lcx_cmd_eval(int argc, char **argv) {
         return lcx_cli_usage_error(CMD, "nothing to evaluate: give --data PREFIX or --text FILE, and/or --passkey N");
     if (svg_out && !data && !text) return lcx_cli_usage_error(CMD, "--svg draws perplexity: needs --data or --text");
     if (pk_svg && trials == 0) return lcx_cli_usage_error(CMD, "--passkey-svg needs --passkey N");
+    const lcx_backend *be = NULL;
+    if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
     lcx_eval_options o;
     lcx_eval_options_default(&o);
     o.ckpt = ckpt;
@@ -143,6 +147,7 @@ int lcx_cmd_eval(int argc, char **argv) {
     o.pk_svg = pk_svg;
     o.dtype = dtype;
     o.chunk = chunk;
+    o.backend = be;
     o.quiet = quiet;
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, quiet);

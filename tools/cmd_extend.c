@@ -78,6 +78,10 @@ static void help(void) {
            "                       or the search's choice with --gpus)\n"
            "  --keep N             checkpoints kept (default 2, 0 = all)\n"
            "  --quiet              no per-step lines on stdout\n"
+           "  --backend B          where the model trains and evaluates: cpu (default) or cuda (a build with CUDA,\n"
+           "                       a visible GPU; under mpirun NCCL with one rank per GPU, else MPI staged through\n"
+           "                       host memory); recorded in the checkpoints. The time estimate is the CPU's: give\n"
+           "                       --tokens-per-s for another backend\n"
            "\n"
            "parallel (under mpirun; docs/parallel.md):\n"
            "  --dp D               data-parallel ranks (default: the world / (tp x cp), i.e. every rank; 1 for\n"
@@ -105,7 +109,7 @@ static void help(void) {
 
 int lcx_cmd_extend(int argc, char **argv) {
     const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *data = NULL, *ids = NULL;
-    const char *eval_data = NULL, *out_arg = NULL;
+    const char *eval_data = NULL, *out_arg = NULL, *backend = "cpu";
     int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
@@ -140,6 +144,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_INT("--gpus", gpus, 1, 65536),
         LCX_FLAG_LENGTH("--mlp-tile", po.mlp_tile, 1, INT32_MAX),
         LCX_FLAG_SIZE("--gpu-memory", gpu_memory, LCX_BYTES_BINARY),
+        LCX_FLAG_STR("--backend", backend),
     };
     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), NULL, NULL};
     int stop = lcx_cli_parse(&spec, argc, argv);
@@ -160,6 +165,8 @@ int lcx_cmd_extend(int argc, char **argv) {
         po.has_method = 1;
     }
     if (!dry && !data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
+    const lcx_backend *be = NULL;
+    if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
 
     /* a dry run only plans (any layout); training opens the mesh over the launcher's world */
     lcx_cli_mesh mesh;
@@ -185,7 +192,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         po.cp = cp;
         po.dp = dp ? dp : 1;
     } else {
-        if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, &mesh)) != LCX_CLI_RUN) return stop;
+        if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, be, &mesh)) != LCX_CLI_RUN) return stop;
         /* with --gpus, tp x cp x dp = N: opening the mesh checks the world is N ranks */
         po.tp = tp;
         po.cp = mesh.cp_size; /* the plan the run uses is the layout's: stage lengths multiples of 2 x CP */
@@ -210,6 +217,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.gguf = gguf;
     o.param_dtype = pdt;
     o.act_dtype = adt;
+    o.backend = be;
     o.keep = keep;
     o.quiet = quiet;
     o.grad = lcx_cli_mesh_grad(&mesh);

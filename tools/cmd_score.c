@@ -14,6 +14,7 @@ static const char *CMD = "score";
 
 static void help(void) {
     printf("usage: lcextend score CKPT --ids FILE [--logits OUT.npy] [--chunk N] [--dtype f32|bf16]\n"
+           "                      [--backend cpu|cuda]\n"
            "\n"
            "Run the model over one token sequence (positions 0..n-1) and print the mean next-token loss (natural\n"
            "log, over the n-1 predicted tokens) and the perplexity exp(loss). The output projection and the\n"
@@ -28,6 +29,7 @@ static void help(void) {
            "  --logits OUT.npy  also write the logits as float32 [1, n, vocab] (.npy, like transformers' output; must not exist)\n"
            "  --chunk N         rows per loss chunk (default 256)\n"
            "  --dtype f32|bf16  store the weights as float32 (default) or bfloat16 (math stays float32)\n"
+           "  --backend B       where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU)\n"
            "  --help            this help\n"
            "\n"
            "examples:\n"
@@ -37,7 +39,7 @@ static void help(void) {
 }
 
 int lcx_cmd_score(int argc, char **argv) {
-    const char *ckpt = NULL, *ids_path = NULL, *logits_path = NULL;
+    const char *ckpt = NULL, *ids_path = NULL, *logits_path = NULL, *backend = "cpu";
     lcx_dtype dtype = LCX_F32;
     int64_t chunk = 256;
     const lcx_cli_flag flags[] = {
@@ -45,12 +47,15 @@ int lcx_cmd_score(int argc, char **argv) {
         LCX_FLAG_STR("--logits", logits_path),
         LCX_FLAG_INT("--chunk", chunk, 1, INT32_MAX),
         LCX_FLAG_CHOICE("--dtype", dtype, lcx_cli_weight_dtypes),
+        LCX_FLAG_STR("--backend", backend),
     };
     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
     int stop = lcx_cli_parse(&spec, argc, argv);
     if (stop != LCX_CLI_RUN) return stop;
     if (!ckpt) return lcx_cli_usage_error(CMD, "missing CKPT");
     if (!ids_path) return lcx_cli_usage_error(CMD, "missing --ids FILE");
+    const lcx_backend *be = NULL;
+    if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
 
     int32_t *ids = NULL;
     int64_t n = 0;
@@ -69,6 +74,7 @@ int lcx_cmd_score(int argc, char **argv) {
     o.param_dtype = dtype;
     o.max_tokens = n;
     o.loss_chunk = chunk;
+    o.backend = be;
     lcx_model *m = NULL;
     float *logits = NULL;
     int rc = LCX_EXIT_OK;

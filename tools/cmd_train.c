@@ -52,6 +52,9 @@ static void help(void) {
            "  --export-hf DIR      at the end write the model as an HF directory DIR\n"
            "  --resume             continue RUN from its latest checkpoint (same flags)\n"
            "  --quiet              no per-step lines on stdout\n"
+           "  --backend B          where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU;\n"
+           "                       under mpirun NCCL with one rank per GPU, else MPI staged through host memory:\n"
+           "                       docs/parallel.md \"Device buffers\"); recorded in the checkpoints\n"
            "\n"
            "parallel (under mpirun; docs/parallel.md):\n"
            "  --dp D               data-parallel ranks (default: the world / (tp x cp), i.e. every rank): each\n"
@@ -79,6 +82,7 @@ static const lcx_cli_word SCHEDULES[] = {{"cosine", LCX_LR_COSINE}, {"constant",
 
 int lcx_cmd_train(int argc, char **argv) {
     const char *ckpt = NULL, *config = NULL, *data = NULL, *ids = NULL, *out = NULL, *export_hf = NULL;
+    const char *backend = "cpu";
     const char *user_tok[MAX_TOK];
     int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, tp = 1, cp = 1, dp = 0;
     int64_t mlp_tile = 0;
@@ -118,6 +122,7 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_CHOICE("--policy", policy, lcx_cli_act_policies),
         LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),
         LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
+        LCX_FLAG_STR("--backend", backend),
     };
     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
     int stop = lcx_cli_parse(&spec, argc, argv);
@@ -131,9 +136,11 @@ int lcx_cmd_train(int argc, char **argv) {
                                                    (long long)steps);
     if (min_lr > lr) return lcx_cli_usage_error(CMD, "--min-lr %g is above --lr %g", min_lr, lr);
     if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
+    const lcx_backend *be = NULL;
+    if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
 
     lcx_cli_mesh mesh;
-    if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, &mesh)) != LCX_CLI_RUN) return stop;
+    if ((stop = lcx_cli_mesh_open(CMD, tp, cp, dp, be, &mesh)) != LCX_CLI_RUN) return stop;
 
     lcx_train_run_options o;
     lcx_train_run_options_default(&o);
@@ -163,6 +170,7 @@ int lcx_cmd_train(int argc, char **argv) {
     o.mlp_tile = mlp_tile;
     o.param_dtype = pdt;
     o.act_dtype = adt;
+    o.backend = be;
     o.resume = resume;
     o.quiet = quiet;
     o.grad = lcx_cli_mesh_grad(&mesh);

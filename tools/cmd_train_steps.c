@@ -38,6 +38,8 @@ static void help(void) {
            "  --chunk N            rows per loss chunk (default 256)\n"
            "  --mlp-tile N         rows per MLP tile (e.g. 1k; default: all rows at once)\n"
            "  --seed N             random seed (default 1)\n"
+           "  --backend B          where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU);\n"
+           "                       peak_rss is host memory either way\n"
            "  --help               this help\n"
            "\n"
            "examples:\n"
@@ -59,7 +61,7 @@ static uint64_t mix(uint64_t *s) {
 }
 
 int lcx_cmd_train_steps(int argc, char **argv) {
-    const char *ckpt = NULL, *config = NULL, *ids_path = NULL;
+    const char *ckpt = NULL, *config = NULL, *ids_path = NULL, *backend = "cpu";
     int64_t mlp_tile = 0;
     int64_t steps = 3, seq = 128, batch = 1, micro = 1, chunk = 256, seed = 1;
     lcx_adamw_opts ao = lcx_adamw_opts_default();
@@ -81,12 +83,15 @@ int lcx_cmd_train_steps(int argc, char **argv) {
         LCX_FLAG_CHOICE("--policy", policy, lcx_cli_act_policies),
         LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),
         LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
+        LCX_FLAG_STR("--backend", backend),
     };
     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
     int stop = lcx_cli_parse(&spec, argc, argv);
     if (stop != LCX_CLI_RUN) return stop;
     if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
     if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
+    const lcx_backend *be = NULL;
+    if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
 
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
@@ -97,6 +102,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     o.mlp_chunk = mlp_tile;
     o.training = 1;
     o.policy = policy;
+    o.backend = be;
     lcx_model *m = NULL;
     lcx_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -129,9 +135,11 @@ int lcx_cmd_train_steps(int argc, char **argv) {
         goto fail;
     }
     const lcx_model_memory mem = lcx_model_memory_of(m);
-    printf("model: %s, %llu parameters, %s weights, %s activations, policy %s; step = %lld x %lld x %lld tokens\n",
+    printf("model: %s, %llu parameters, %s weights, %s activations, policy %s%s%s; step = %lld x %lld x %lld tokens\n",
            lcx_arch_name(lcx_model_config_of(m)->arch), (unsigned long long)lcx_model_params(m)->total_numel,
-           lcx_dtype_name(pdt), lcx_dtype_name(adt), lcx_act_policy_name(policy), (long long)micro, (long long)batch, (long long)seq);
+           lcx_dtype_name(pdt), lcx_dtype_name(adt), lcx_act_policy_name(policy),
+           be != lcx_backend_cpu() ? ", backend " : "", be != lcx_backend_cpu() ? be->name : "", (long long)micro,
+           (long long)batch, (long long)seq);
     printf("memory: params %.1f MiB, master %.1f MiB, grads %.1f MiB, AdamW %.1f MiB, activations %.1f MiB\n",
            mem.params / 1048576.0, mem.master / 1048576.0, mem.grads / 1048576.0, mem.moments / 1048576.0,
            mem.acts / 1048576.0);

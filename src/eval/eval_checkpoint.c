@@ -171,6 +171,7 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     mo.param_dtype = o->dtype;
     mo.max_tokens = lcx_eval_max_tokens(&es);
     mo.loss_chunk = o->chunk;
+    mo.backend = o->backend;
     st = lcx_model_from_source(src, &mo, &m);
     if (st != LCX_OK) goto done;
     res = calloc((size_t)n_lengths + 1, sizeof *res);

@@ -12,6 +12,8 @@
 #include "src/core/status.h"
 #include "src/core/tensor.h"
 
+typedef struct lcx_backend lcx_backend; /* kernels/backend.h */
+
 typedef struct lcx_eval_options {
     const char *ckpt;          /* any checkpoint form of src/checkpoint/source.h (required) */
     const char *data;          /* perplexity on a tokenized dataset PREFIX.bin/.idx, one document each ... */
@@ -42,6 +44,7 @@ typedef struct lcx_eval_options {
     const char *pk_svg;        /* NULL, or the passkey heat map (greedy mode, else loglik) */
     lcx_dtype dtype;           /* stored weights: LCX_F32 or LCX_BF16 */
     int64_t chunk;             /* rows per logits chunk */
+    const lcx_backend *backend; /* where the model runs (NULL: the CPU); checked available by the caller */
     int quiet;                 /* no progress states */
 } lcx_eval_options;
 

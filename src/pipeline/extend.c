@@ -140,8 +140,9 @@ static lcx_status import(extend_job *job) {
         job->td_open = 1;
     }
     const lcx_plan *p = job->plan;
-    job->run_info = json_pack("{s:s, s:I, s:s, s:i}", "source", o->ckpt, "target", (json_int_t)p->target, "recipe",
-                              p->recipe_name ? p->recipe_name : o->recipe, "stages", p->n_stages);
+    job->run_info = json_pack("{s:s, s:I, s:s, s:i, s:s}", "source", o->ckpt, "target", (json_int_t)p->target,
+                              "recipe", p->recipe_name ? p->recipe_name : o->recipe, "stages", p->n_stages, "backend",
+                              o->backend ? o->backend->name : "cpu");
     LCX_FAIL_IF(!job->run_info, LCX_ERR_OOM, "out of memory");
     return LCX_OK;
 }
@@ -205,7 +206,8 @@ static lcx_status eval_side(extend_job *job, const char *which, const char *labe
     mkdir(job->eval_dir, 0777);
     job->es.label = label;
     job->es.series = which;
-    LCX_TRY(lcx_extend_eval_ckpt(ckpt, cfg, &job->es, job->etok, json, pk_svg, job->fres, job->r));
+    LCX_TRY(lcx_extend_eval_ckpt(ckpt, cfg, job->o->backend, &job->es, job->etok, json, pk_svg, job->fres,
+                                 job->r));
     lcx_run_event(job->r, "evaluated", json_pack("{s:s, s:s, s:s}", "which", which, "checkpoint", label, "json", json));
     return LCX_OK;
 }

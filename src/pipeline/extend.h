@@ -8,7 +8,8 @@
  * the run says goes to the reporter (src/core/report.h), which may be NULL (a silent run).
  *
  * Lines:
- *   RESULT  the plan table and its time-estimate note, the evaluation tables (src/eval/eval_run.h), each stage's
+ *   RESULT  the plan table and its time-estimate note (on a backend other than the CPU "backend: NAME ..."), the
+ *           evaluation tables (src/eval/eval_run.h), each stage's
  *           "  eval length L: loss X, perplexity Y (T tokens, W windows)", "exported PATH ..."
  *   NOTE    "resuming from ...", "evaluating the input/result ...", "stage i/n: ...", "stage i/n done: ...",
  *           "PATH exists: not exported again", training's "saved ..." (unless quiet)
@@ -17,7 +18,7 @@
  *   before, passkey after; "-" for a missing value).
  * Progress: training steps and evaluation forward passes (unless quiet).
  * Events (name: JSON object fields), in the order of the run:
- *   "plan":        target, stages, recipe, total_tokens
+ *   "plan":        target, stages, recipe, total_tokens, backend
  *   "resume":      from (checkpoint path), stage (1-based), stage_done (bool)
  *   "ppl", "passkey": the before/after evaluations' numbers (src/eval/eval_run.h)
  *   "evaluated":   which ("before" | "after"), checkpoint, json (the path of the before.json / after.json written)
@@ -35,6 +36,8 @@
 #include "src/core/tensor.h"
 #include "src/plan/plan.h"
 #include "src/plan/recipe.h"
+
+typedef struct lcx_backend lcx_backend; /* kernels/backend.h */
 
 typedef struct lcx_extend_options {
     const char *ckpt;      /* the input, any form of src/checkpoint/source.h (required); a GGUF is planned from
@@ -57,6 +60,9 @@ typedef struct lcx_extend_options {
     int gguf;              /* also export RUN/model.gguf */
     lcx_dtype param_dtype; /* stored weights while training (LCX_F32 | LCX_BF16) */
     lcx_dtype act_dtype;   /* activation storage while training */
+    const lcx_backend *backend; /* where every model of the run (stages, evaluations) runs; NULL: the CPU. Checked
+                                   available by the caller; recorded in the training state's "run" object. With
+                                   several ranks the communicators must move its buffers (lcx_comm_for_backend) */
     int keep;              /* checkpoints kept (0 = all) */
     int quiet;             /* no training step lines, "saved" notes or progress states (the run's own notes and
                               results still go out) */

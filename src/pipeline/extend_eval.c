@@ -8,14 +8,15 @@
 
 #include "src/train/train.h"
 
-lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_eval_spec *spec,
-                                lcx_tokenizer *tok, const char *json_path, const char *pk_svg, lcx_ppl_result *res,
-                                const lcx_reporter *r) {
+lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_backend *be,
+                                const lcx_eval_spec *spec, lcx_tokenizer *tok, const char *json_path,
+                                const char *pk_svg, lcx_ppl_result *res, const lcx_reporter *r) {
     lcx_model_opts mo;
     memset(&mo, 0, sizeof mo);
     mo.param_dtype = LCX_F32;
     mo.max_tokens = lcx_eval_max_tokens(spec);
     mo.training = 0; /* forward-only: one layer's working set (lcx_train_load then skips the moments) */
+    mo.backend = be;
     lcx_model *m = NULL;
     LCX_TRY(lcx_model_init(&m, cfg, &mo));
     lcx_passkey_result pk;

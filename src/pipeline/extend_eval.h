@@ -7,13 +7,13 @@
 #include "src/core/report.h"
 #include "src/eval/eval_run.h"
 
-/* Build a model for cfg (f32, max_tokens from spec; forward-only), load the weights of checkpoint dir `ckpt`
- * (.lcx) into it, run spec (its tables go to r as RESULT lines), write the JSON of `lcextend eval --json` to
- * json_path and, when the passkey ran and pk_svg is not NULL, its heat map to pk_svg. res[spec->ppl.n_lengths]
- * receives the perplexities. */
-lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_eval_spec *spec,
-                                lcx_tokenizer *tok, const char *json_path, const char *pk_svg, lcx_ppl_result *res,
-                                const lcx_reporter *r);
+/* Build a model for cfg on backend be (NULL: the CPU; f32, max_tokens from spec; forward-only), load the weights
+ * of checkpoint dir `ckpt` (.lcx) into it, run spec (its tables go to r as RESULT lines), write the JSON of
+ * `lcextend eval --json` to json_path and, when the passkey ran and pk_svg is not NULL, its heat map to pk_svg.
+ * res[spec->ppl.n_lengths] receives the perplexities. */
+lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_backend *be,
+                                const lcx_eval_spec *spec, lcx_tokenizer *tok, const char *json_path,
+                                const char *pk_svg, lcx_ppl_result *res, const lcx_reporter *r);
 
 /* The table "length | ppl before | ppl after | passkey before | passkey after" (passkey: accuracy over all depths
  * and trials of that length, greedy mode if it ran, else loglik) from two such JSON files, one row per length of

@@ -69,16 +69,25 @@ static lcx_status report_plan(const lcx_plan *p, const lcx_reporter *r) {
 lcx_status extend_plan(extend_job *job, int measure) {
     LCX_TRY(lcx_plan_build(&job->cfg, job->recipe, &job->o->plan, &job->plan));
     lcx_plan *p = job->plan;
-    double gf = measure && job->o->plan.tokens_per_s <= 0 ? measure_gflops() : 0;
+    const lcx_backend *be = job->o->backend ? job->o->backend : lcx_backend_cpu();
+    const int on_cpu = be == lcx_backend_cpu();
+    /* the measured rate is the CPU backend's: it says nothing of another backend's, which gets no estimate */
+    double gf = measure && on_cpu && job->o->plan.tokens_per_s <= 0 ? measure_gflops() : 0;
     if (gf > 0) estimate_times(p, gf);
     LCX_TRY(report_plan(p, job->r));
     if (gf > 0)
         lcx_report(job->r, LCX_REPORT_RESULT,
                    "time estimate: model FLOPs at a third of this machine's sgemm rate (%.1f GFLOP/s); "
                    "--tokens-per-s X overrides", gf);
+    if (!on_cpu)
+        lcx_report(job->r, LCX_REPORT_RESULT, "backend: %s%s", be->name,
+                   job->o->plan.tokens_per_s > 0 ? ""
+                                                 : " (no time estimate: this machine's sgemm rate is the CPU's; "
+                                                   "--tokens-per-s X gives one)");
     lcx_run_event(job->r, "plan",
-                 json_pack("{s:I, s:i, s:s, s:f}", "target", (json_int_t)p->target, "stages", p->n_stages, "recipe",
-                           p->recipe_name ? p->recipe_name : job->o->recipe, "total_tokens", (double)p->total_tokens));
+                 json_pack("{s:I, s:i, s:s, s:f, s:s}", "target", (json_int_t)p->target, "stages", p->n_stages,
+                           "recipe", p->recipe_name ? p->recipe_name : job->o->recipe, "total_tokens",
+                           (double)p->total_tokens, "backend", be->name));
     return LCX_OK;
 }
 

@@ -125,6 +125,7 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     mo.loss_chunk = job->plan->opts.loss_chunk; /* the plan's memory figures assume its chunk and tile */
     mo.mlp_chunk = job->plan->opts.mlp_tile;
     mo.zero_comm = job->o->zero1 ? job->g : NULL; /* ZeRO-1: this rank's rows of the moments */
+    mo.backend = job->o->backend;
     LCX_TRY(lcx_model_init(&job->m, &job->scfg, &mo));
     lcx_train_state ls;
     lcx_train_state_init(&ls);

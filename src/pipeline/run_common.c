@@ -168,8 +168,8 @@ done:
 
 lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
                                    int64_t mlp_tile, lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
-                                   struct lcx_comm *cp_comm, struct lcx_comm *tp_comm, struct lcx_comm *zero_comm,
-                                   struct lcx_train_state *state, lcx_model **out) {
+                                   const lcx_backend *be, struct lcx_comm *cp_comm, struct lcx_comm *tp_comm,
+                                   struct lcx_comm *zero_comm, struct lcx_train_state *state, lcx_model **out) {
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
     o.cp_comm = cp_comm;
@@ -181,6 +181,7 @@ lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg,
     o.mlp_chunk = mlp_tile;
     o.training = 1;
     o.policy = policy;
+    o.backend = be;
     *out = NULL;
     LCX_TRY(lcx_model_init(out, cfg, &o));
     lcx_status st = lcx_train_load(dir, *out, state);

@@ -57,6 +57,8 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     int n_tok = 0;
     lcx_train_state state;
     lcx_train_state_init(&state);
+    const char *be_name = o->backend ? o->backend->name : "cpu";
+    json_t *run_info = NULL; /* the training state's "run": what this run is */
     /* Data parallelism: rank 0 of the job (the lead) checks, creates RUN, imports and converts first while the
      * others wait at the first agreement; then every rank builds its replica (second agreement) and trains; the
      * lead reports and exports (third). A rank that fails before an agreement point still joins the rest of them
@@ -157,8 +159,8 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), done);
         LCX_TRY_GOTO(check_mesh(&cfg, o, tp, cp), done);
         LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, o->batch * o->seq_len / cp, o->mlp_tile,
-                                            o->policy, o->param_dtype, o->act_dtype, cpc, tpc, o->zero1 ? g : NULL,
-                                            latest ? &state : NULL, &m),
+                                            o->policy, o->param_dtype, o->act_dtype, o->backend, cpc, tpc,
+                                            o->zero1 ? g : NULL, latest ? &state : NULL, &m),
                      done);
         LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(load_from, &tok, &n_tok), done);
     } else {
@@ -175,6 +177,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         mo.training = 1;
         mo.policy = o->policy;
         mo.mlp_chunk = o->mlp_tile;
+        mo.backend = o->backend;
         LCX_TRY_GOTO(lcx_model_init(&m, &cfg, &mo), done);
         LCX_TRY_GOTO(lcx_model_init_random(m, (uint64_t)o->seed, o->init_std), done);
     }
@@ -238,6 +241,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.tokenizer_paths = tok_all;
     ctx.n_tokenizer = n_all;
     ctx.keep_last = (int)o->keep;
+    run_info = json_pack("{s:s}", "backend", be_name);
+    LCX_FAIL_GOTO(!run_info, LCX_ERR_OOM, done, "out of memory");
+    ctx.run_info = run_info;
     lcx_reporter train_r = o->quiet ? lcx_tool_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
     ctx.report = &train_r;
     ctx.grad = g;
@@ -259,15 +265,17 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     if (g && o->dp_size > 1) snprintf(dp_text, sizeof dp_text, "%d ranks x ", o->dp_size);
     if (cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", cp, (long long)(o->seq_len / cp));
     if (tpc) snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d", tp);
+    const int on_cpu = strcmp(be_name, "cpu") == 0; /* the device is worth a word only when it is not the CPU */
     lcx_report(r, LCX_REPORT_NOTE,
-               "train: %s, %llu parameters, seq %lld%s, %s%lld x %lld sequences per step, %lld steps, lr %g (%s)",
+               "train: %s, %llu parameters, seq %lld%s, %s%lld x %lld sequences per step, %lld steps, lr %g (%s)%s%s",
                lcx_arch_name(cfg.arch), (unsigned long long)n_params, (long long)o->seq_len, cp_text, dp_text,
-               (long long)o->accum, (long long)o->batch, (long long)o->steps, o->lr, lcx_lr_kind_name(o->schedule));
+               (long long)o->accum, (long long)o->batch, (long long)o->steps, o->lr, lcx_lr_kind_name(o->schedule),
+               on_cpu ? "" : ", backend ", on_cpu ? "" : be_name);
     lcx_run_event(r, "train_start",
-          json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s?}", "parameters", (json_int_t)n_params, "seq_len",
+          json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s, s:s?}", "parameters", (json_int_t)n_params, "seq_len",
                     (json_int_t)o->seq_len, "steps", (json_int_t)o->steps, "micro_seqs", (json_int_t)o->batch,
                     "grad_accum", (json_int_t)o->accum, "lr", o->lr, "schedule", lcx_lr_kind_name(o->schedule),
-                    "resumed_from", latest));
+                    "backend", be_name, "resumed_from", latest));
     lcx_train_catch_signals();
     lcx_train_summary sum = {0}; /* read below also when the stage failed before filling it */
     st = lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum);
@@ -303,6 +311,7 @@ done:
         st = lcx_tool_agree(all, st);
     }
     lcx_model_free(m);
+    json_decref(run_info);
     lcx_config_free(&cfg);
     if (td_open) lcx_tokdata_close(&td);
     lcx_train_state_free(&state);

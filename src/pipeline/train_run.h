@@ -3,11 +3,13 @@
  * exported as an HF directory at the end. Nothing here writes to the terminal; everything goes to the reporter
  * (src/core/report.h), which may be NULL.
  *
- * Lines: NOTE "resuming PATH at step S/N (T tokens trained)", NOTE "train: ARCH, P parameters, seq ...",
+ * Lines: NOTE "resuming PATH at step S/N (T tokens trained)", NOTE "train: ARCH, P parameters, seq ..." (ending
+ *   ", backend NAME" unless the backend is the CPU),
  *   training's "saved ..." notes and STEP lines (unless quiet), RESULT "done: S steps, final loss ...",
  *   RESULT "exported DIR".
  * Progress: training steps (unless quiet).
- * Events: "train_start": parameters, seq_len, steps, micro_seqs, grad_accum, lr, schedule, resumed_from (or null);
+ * Events: "train_start": parameters, seq_len, steps, micro_seqs, grad_accum, lr, schedule, backend, resumed_from
+ *   (or null);
  *   training's "step" and "saved" (src/train/train.h);
  *   "train_done": steps, loss, tokens_per_s, peak_rss (bytes), checkpoint;
  *   "export": format ("hf"), path. */
@@ -23,6 +25,7 @@
 #include "src/train/lr_schedule.h"
 
 typedef struct lcx_comm lcx_comm; /* src/comm/comm.h */
+typedef struct lcx_backend lcx_backend; /* kernels/backend.h */
 
 typedef struct lcx_train_run_options {
     const char *ckpt;        /* start from: any form of src/checkpoint/source.h (imported unless an .lcx) ... */
@@ -43,6 +46,9 @@ typedef struct lcx_train_run_options {
     int64_t mlp_tile;        /* rows per MLP tile of the model (opts.mlp_chunk; 0 = untiled; docs/model.md "Tiled
                                 MLP in training"). Not recorded in RUN: changes the last bits only */
     lcx_dtype param_dtype, act_dtype;
+    const lcx_backend *backend; /* where the model runs (NULL: the CPU; checked available by the caller); recorded
+                                   as "run": {"backend": NAME} in each checkpoint's training state. With several
+                                   ranks the communicators must move its buffers (lcx_comm_for_backend) */
     int resume;              /* continue from the run's latest checkpoint */
     int quiet;               /* no step lines, "saved" notes or progress states */
     /* Data parallelism (docs/parallel.md "Data parallelism"): every rank of grad calls lcx_train_run with the same

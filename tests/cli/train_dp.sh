@@ -1,8 +1,10 @@
 # lcextend train under mpirun (docs/parallel.md "Data parallelism"): --dp 2 on 2 ranks gives the loss curve of one
 # process with the same global batch (--batch 2: the step's two sequences in the same sample order; rank d trains on
-# the d-th), one report, one metrics.jsonl; a mesh that does not match the world (--dp 3, --tp 4) fails with one
-# line before anything is created (--cp: tests/cli/train_cp.sh, --tp: tests/cli/train_tp.sh); the main command (lcextend CKPT --to N --dp 2) equals one process on a recipe
-# whose batches split evenly; a rank killed mid-run ends the job, non-zero, within 60 s, naming the rank.
+# the d-th), one report, one metrics.jsonl; a mesh that does not match the world (--dp 3, --tp 4), an unknown
+# --backend and --backend cuda without a GPU fail with one line before anything is created (--cp:
+# tests/cli/train_cp.sh, --tp: tests/cli/train_tp.sh); the main command (lcextend CKPT --to N --dp 2) equals one
+# process on a recipe whose batches split evenly; a rank killed mid-run ends the job, non-zero, within 60 s, naming
+# the rank.
 # Skips (77) without mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
@@ -61,6 +63,15 @@ mpi 2 train "$model" --ids "$tmp/nope.txt" --seq 32 --steps 5 --out "$tmp/noids"
 check "a missing --ids under mpirun: fails" [ "$(rc)" -ne 0 ]
 check "a missing --ids: one line" [ "$(lines)" -eq 1 ]
 check "a missing --ids: nothing created" [ ! -e "$tmp/noids" ]
+for b in tpu cuda; do # an unknown backend, and cuda without a GPU (or without CUDA in the build): rank 0 says it
+    mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --out "$tmp/nobe" --dp 2 --backend $b
+    if [ $b = cuda ] && [ "$(rc)" -eq 0 ]; then echo "note: a CUDA device is visible: --backend cuda ran"; continue; fi
+    check "--backend $b under mpirun: fails" [ "$(rc)" -ne 0 ]
+    check "--backend $b under mpirun: one line" [ "$(lines)" -eq 1 ]
+    check "--backend $b under mpirun: names the flag" grep -q "^lcextend train: .*--backend" "$tmp/err"
+    check "--backend $b under mpirun: nothing created" [ ! -e "$tmp/nobe" ]
+    rm -rf "$tmp/nobe"
+done
 
 # the main command, data-parallel: a recipe whose every stage has an even number of sequences per step, so 2 ranks
 # train on exactly the sequences of one process (the plan splits them: --dp changes micro_seqs, not the batch)

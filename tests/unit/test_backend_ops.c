@@ -16,10 +16,10 @@
  *    be byte-for-byte unchanged (an op writes its outputs and nothing else; a read of padding gives NaN).
  *  - Overwritten outputs start as NaN, so a result that depends on their old contents fails the comparison.
  *  - An op that declares a workspace must refuse an arena one byte short with LCX_ERR_INVALID (and touch nothing).
- * - A backend under test that reports LCX_ERR_UNSUPPORTED for an op (the CUDA table while matmul is
- *   not written yet) gets that case counted as skipped, with its message; on the CPU it is a failure.
- * Usage: test_backend_ops [backend [name-filter]]: the filter keeps the cases whose name contains it. "cuda" is
- * the registered CUDA table or, while it is incomplete and so not registered, lcx_backend_cuda_partial().
+ * - A backend under test that reports LCX_ERR_UNSUPPORTED for an op gets that case counted as skipped, with its
+ *   message; on the CPU it is a failure.
+ * Usage: test_backend_ops [backend [name-filter]]: the filter keeps the cases whose name contains it; the
+ * backend is looked up by name (lcx_backend_get).
  * Exit 77 (skipped) when a backend other than "cpu" is not compiled in or cannot run here. */
 #include <math.h>
 #include <stdarg.h>
@@ -547,10 +547,6 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nb; i++) printf(" %s%s", list[i]->name, list[i]->available() ? "" : " (not available here)");
     printf("\n");
     const lcx_backend *be = lcx_backend_get(name);
-    if (!be && strcmp(name, "cuda") == 0 && lcx_backend_cuda_partial()) {
-        be = lcx_backend_cuda_partial(); /* compiled, not registered until its table is complete */
-        printf("backend 'cuda': the incomplete table (not registered for the model)\n");
-    }
     if (!be || !be->available()) {
         printf("test_backend_ops: backend '%s' %s\n", name, be ? "cannot run here" : lcx_last_error());
         if (strcmp(name, "cpu") != 0) {

@@ -46,8 +46,8 @@ static void check_watchdog(lcx_comm *nccl, lcx_exec *x) {
 }
 
 int main(void) {
-    const lcx_backend *be = lcx_backend_cuda_partial();
-    if (!be || lcx_cuda_device_count() < 1) {
+    const lcx_backend *be = lcx_backend_get("cuda");
+    if (!be || !be->available() || lcx_cuda_device_count() < 1) {
         printf("test_comm_nccl_cuda: no CUDA device, skipped\n");
         return 77;
     }

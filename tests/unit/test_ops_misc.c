@@ -66,8 +66,8 @@ static void check_exec(const lcx_backend *be) {
  * the CUDA table, in builds that have one, fails with the CPU's status and the same line, one call per op family.
  * No device is needed: every call fails its checks before any CUDA call, so the CUDA exec has no queue. */
 static void check_shared_checks(void) {
-    const lcx_backend *cu = lcx_backend_cuda_partial();
-    if (!cu) return;
+    const lcx_backend *cu = lcx_backend_get("cuda");
+    if (!cu) return; /* a build without CUDA */
     lcx_exec cx = {.be = cu};
     float f[4] = {0};
     const lcx_matmul_args mm_size = {.m = -1, .n = 2, .k = 2, .batch = 1};
@@ -117,22 +117,39 @@ int main(void) {
     X = cpu_exec();
     rng_seed(41);
     CHECK(strcmp(be->name, "cpu") == 0 && be == lcx_backend_cpu() && be->available());
+    /* the registry: the CPU first, then CUDA in builds that have it (listed with or without a device) */
+#ifdef LCX_HAVE_CUDA
+    const char *want_list = "(available: cpu, cuda)";
+    const int want_n = 2;
+#else
+    const char *want_list = "(available: cpu)";
+    const int want_n = 1;
+#endif
     lcx_clear_error();
-    CHECK(lcx_backend_get("tpu") == NULL && strstr(lcx_last_error(), "unknown backend 'tpu' (available: cpu)") != NULL);
+    CHECK(lcx_backend_get("tpu") == NULL && strstr(lcx_last_error(), "unknown backend 'tpu' ") != NULL);
+    CHECK_MSG(strstr(lcx_last_error(), want_list) != NULL, "'%s' does not list %s", lcx_last_error(), want_list);
     CHECK(lcx_backend_get(NULL) == NULL);
     int nb_list = 0;
     const lcx_backend *const *list = lcx_backend_list(&nb_list);
-    CHECK(nb_list >= 1 && list[0] == be);
+    CHECK(nb_list == want_n && list[0] == be);
     for (int i = 0; i < nb_list; i++) CHECK(lcx_backend_get(list[i]->name) == list[i]);
+    const lcx_backend *cu = lcx_backend_get("cuda");
+#ifdef LCX_HAVE_CUDA
+    CHECK(cu != NULL && list[1] == cu && strcmp(cu->name, "cuda") == 0);
+#else
+    CHECK(cu == NULL && strstr(lcx_last_error(), "unknown backend 'cuda' (available: cpu)") != NULL);
+#endif
     check_exec(be);
     check_shared_checks();
 
-    /* every slot of the table is filled */
-    void (*const *slot)(void) = (void (*const *)(void))((const char *)be + offsetof(lcx_backend, available));
-    size_t n_slots = (sizeof(lcx_backend) - offsetof(lcx_backend, available)) / sizeof(void (*)(void));
-    int empty = 0;
-    for (size_t i = 0; i < n_slots; i++) empty += slot[i] == NULL;
-    CHECK_MSG(empty == 0, "%d empty slots in the cpu table", empty);
+    /* every slot of every registered table is filled */
+    for (int b = 0; b < nb_list; b++) {
+        void (*const *slot)(void) = (void (*const *)(void))((const char *)list[b] + offsetof(lcx_backend, available));
+        size_t n_slots = (sizeof(lcx_backend) - offsetof(lcx_backend, available)) / sizeof(void (*)(void));
+        int empty = 0;
+        for (size_t i = 0; i < n_slots; i++) empty += slot[i] == NULL;
+        CHECK_MSG(empty == 0, "%d empty slots in the %s table", empty, list[b]->name);
+    }
 
     /* memory */
     const size_t nb = 1000;
