@@ -48,20 +48,22 @@ step build 240 "cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCX_WERROR=
     \$LCX_DEVICE_CMAKE_ARGS && cmake --build $B -j16 --target $targets" || { summary "build failed: stop"; pack; exit 1; }
 
 export OMP_NUM_THREADS=8
+# correctness first: every op case (tensor-core attention, the staged and split matmuls), the model on the GPU
 step ctest_cuda 150 "ctest --test-dir $B -L cuda -V"
 step train_steps_cuda 30 "for b in cuda cpu; do $B/lcextend train-steps tests/fixtures/models/llama_gqa --steps 5 \
     --seq 16 --lr 1e-2 --backend \$b; done"
+step racecheck_attention 90 "compute-sanitizer --tool racecheck --error-exitcode 99 $B/tests/test_backend_ops_cuda cuda attention_"
 step memcheck_ops 90 "compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests/test_backend_ops_cuda"
-step racecheck_attention 60 "compute-sanitizer --tool racecheck --error-exitcode 99 $B/tests/test_backend_ops_cuda cuda attention_"
+# speed, each against its peer in the same run
+step bench_attention 90 "python3 bench/bench_attention.py --lcx $B/bench/bench_attention --seqs 4096,8192,16384 --reps 5"
+step bench_matmul 45 "bench/matmul_cuda.sh $B 8192 10"
+step step_1b_ours 90 "$B/lcextend train-steps --config bench/llama1b.json --seq 8192 --steps 4 --dtype bf16 \
+    --activations bf16 --policy recompute --backend cuda"
+step step_1b_hf 60 "python3 bench/train_step_torch.py bench/llama1b.json 8192 4 16 --device cuda --dtype bf16 \
+    --checkpointing --peak-tflops 989"
 step memcheck_exec 40 "compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests/test_exec_cuda"
 step initcheck_ops 60 "compute-sanitizer --tool initcheck --error-exitcode 99 $B/tests/test_backend_ops_cuda"
 step cublaslt_trace 30 "CUBLASLT_LOG_LEVEL=2 $B/tests/test_backend_ops_cuda cuda matmul 2>&1 | head -c 4000000"
-step bench_matmul 45 "bench/matmul_cuda.sh $B 8192 10"
-step step_1b_hf 90 "for s in 8192 32768; do python3 bench/train_step_torch.py bench/llama1b.json \$s 4 16 \
-    --device cuda --dtype bf16 --checkpointing --peak-tflops 989; done"
-step bench_attention_long 60 "python3 bench/bench_attention.py --lcx $B/bench/bench_attention --seqs 16384 --reps 3"
-step longest_hf_ckpt 90 "python3 bench/longest_context_hf.py bench/llama1b.json --device cuda --dtype bf16 --start 65536 \
-    --max 1048576 --grain 16384"
 step comm_np4 30 "mpirun --allow-run-as-root --oversubscribe -np 4 $B/tests/test_comm_nccl_cuda"
 summary "total $(( $(date +%s) - T0 )) s"
 pack
