@@ -95,19 +95,22 @@ static inline double fx_number(const char *model, const char *sub, const char *f
     return r;
 }
 
-/* All of m's gradients, concatenated in parameter order (malloc'd); *n_out their count. */
-static inline float *fx_all_grads(lcx_model *m, size_t *n_out) {
+/* All of m's gradients (grads 1) or parameters (grads 0: the stored dtype read back as float32), concatenated in
+ * parameter order (malloc'd); *n_out their count. */
+static inline float *fx_all_of(lcx_model *m, int grads, size_t *n_out) {
     const lcx_param_table *t = lcx_model_params(m);
     size_t n = 0;
     for (size_t i = 0; i < t->n; i++) n += (size_t)t->params[i].numel;
     float *g = malloc(n * sizeof(float)), *p = g;
     for (size_t i = 0; i < t->n; i++) {
-        CHECK_OK(lcx_model_get_grad(m, i, p));
+        CHECK_OK(grads ? lcx_model_get_grad(m, i, p) : lcx_model_get_param(m, i, p));
         p += t->params[i].numel;
     }
     *n_out = n;
     return g;
 }
+static inline float *fx_all_grads(lcx_model *m, size_t *n_out) { return fx_all_of(m, 1, n_out); }
+static inline float *fx_all_params(lcx_model *m, size_t *n_out) { return fx_all_of(m, 0, n_out); }
 
 /* ||a - b|| / ||b|| in double. */
 static inline double rel_norm_err(const float *a, const float *b, size_t n) {

@@ -123,20 +123,6 @@ typedef struct variant {
     lcx_model_opts o;
 } variant;
 
-/* Every parameter (the stored dtype read back as float32), concatenated. */
-static float *all_params(lcx_model *m, size_t *n_out) {
-    const lcx_param_table *t = lcx_model_params(m);
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++) n += (size_t)t->params[i].numel;
-    float *w = malloc(n * sizeof(float)), *p = w;
-    for (size_t i = 0; i < t->n; i++) {
-        CHECK_OK(lcx_model_get_param(m, i, p));
-        p += t->params[i].numel;
-    }
-    *n_out = n;
-    return w;
-}
-
 static double rel_diff(double a, double b) {
     double d = fabs(a - b), r = fabs(b);
     return r > 0 ? d / r : d;
@@ -170,7 +156,7 @@ static void test_train(const char *name, const variant *v) {
         CHECK_OK(lcx_model_train_step(mc, b, 2, &ao, &rc));
         CHECK_OK(lcx_model_train_step(mg, b, 2, &ao, &rg));
         size_t nc, ng;
-        float *wc = all_params(mc, &nc), *wg = all_params(mg, &ng);
+        float *wc = fx_all_params(mc, &nc), *wg = fx_all_params(mg, &ng);
         CHECK(nc == ng && rc.n_tokens == rg.n_tokens);
         const double el = rel_diff(rg.loss, rc.loss), en = rel_diff(rg.grad_norm, rc.grad_norm);
         const double ew = nc == ng ? rel_max_err(wg, wc, nc) : INFINITY;

@@ -17,20 +17,6 @@ typedef struct variant {
     lcx_model_opts o;
 } variant;
 
-/* Every parameter (the stored dtype read back as float32), concatenated. */
-static float *all_params(lcx_model *m, size_t *n_out) {
-    const lcx_param_table *t = lcx_model_params(m);
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++) n += (size_t)t->params[i].numel;
-    float *w = malloc(n * sizeof(float)), *p = w;
-    for (size_t i = 0; i < t->n; i++) {
-        CHECK_OK(lcx_model_get_param(m, i, p));
-        p += t->params[i].numel;
-    }
-    *n_out = n;
-    return w;
-}
-
 /* Three AdamW steps on both backends: the same step results and the same weights after each. */
 static void test_train(const char *name, const variant *v) {
     int32_t ids[16];
@@ -54,7 +40,7 @@ static void test_train(const char *name, const variant *v) {
                   "%s %s step %d: loss %.9g / %.9g, norm %.9g / %.9g", name, v->what, step, rc.loss, rg.loss,
                   rc.grad_norm, rg.grad_norm);
         size_t nc, ng;
-        float *wc = all_params(mc, &nc), *wg = all_params(mg, &ng);
+        float *wc = fx_all_params(mc, &nc), *wg = fx_all_params(mg, &ng);
         CHECK(nc == ng && memcmp(wc, wg, nc * sizeof(float)) == 0);
         free(wc), free(wg);
     }
