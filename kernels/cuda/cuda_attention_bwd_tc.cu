@@ -152,7 +152,8 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
                 tb_frag_a(vf, vs, LD, wr, kk * 16);
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++) {
-                    const uint16_t *pq = qs + (nt * 8 + g) * LD + kk * 16 + 2 * t, *pg = gs + (nt * 8 + g) * LD + kk * 16 + 2 * t;
+                    const int off = (nt * 8 + g) * LD + kk * 16 + 2 * t;
+                    const uint16_t *pq = qs + off, *pg = gs + off;
                     lcx_mma_bf16(s[nt], kf, tb_ld32(pq), tb_ld32(pq + 8));
                     lcx_mma_bf16(dp[nt], vf, tb_ld32(pg), tb_ld32(pg + 8));
                 }
@@ -178,7 +179,8 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
 }
 
 static size_t tb_dq_smem(int hd) {
-    return sizeof(uint16_t) * ((size_t)(2 * TB_ROWS + 2 * TB_COLS) * (size_t)(hd + TB_PAD) + (size_t)hd * (TB_COLS + TB_PAD));
+    return sizeof(uint16_t) *
+           ((size_t)(2 * TB_ROWS + 2 * TB_COLS) * (size_t)(hd + TB_PAD) + (size_t)hd * (TB_COLS + TB_PAD));
 }
 
 template <int HD>
@@ -222,7 +224,8 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
             for (int c = 0; c < 4; c++) s[nt][c] = dp[nt][c] = 0.0f;
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
-                const uint16_t *pk = ks + (nt * 8 + g) * LD + kk * 16 + 2 * t, *pv = vs + (nt * 8 + g) * LD + kk * 16 + 2 * t;
+                const int off = (nt * 8 + g) * LD + kk * 16 + 2 * t;
+                const uint16_t *pk = ks + off, *pv = vs + off;
                 lcx_mma_bf16(s[nt], qf[kk], tb_ld32(pk), tb_ld32(pk + 8));
                 lcx_mma_bf16(dp[nt], gf[kk], tb_ld32(pv), tb_ld32(pv + 8));
             }
@@ -247,7 +250,8 @@ template <int HD>
 static cudaError_t bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D) {
     size_t smem = tb_dkv_smem(HD);
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(attn_bwd_dkv_tc<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e =
+            cudaFuncSetAttribute(attn_bwd_dkv_tc<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
     const dim3 kv_grid((unsigned)((a->n_k + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_kv_heads);

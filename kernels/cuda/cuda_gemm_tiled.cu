@@ -76,7 +76,8 @@ extern "C" cudaError_t lcx_cuda_gemm_tiled_launch(cudaStream_t s, const lcx_matm
  * (beta 0: C not read),
  * t = alpha * op(A) op(B) in float32 (dense, row stride n), C with row stride ldc; one rounding, as on the CPU. */
 static __global__ void gemm_beta_bf16(const float *t, int64_t rows, int64_t n, uint16_t *c, int64_t ldc, float beta) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * n; i += step) {
         const int64_t r = i / n, j = i % n;
         const float v = beta == 0.0f ? t[i] : __fadd_rn(t[i], __fmul_rn(beta, lcx_dev_bf16_to_f32(c[r * ldc + j])));
         c[r * ldc + j] = lcx_dev_f32_to_bf16(v);
@@ -92,7 +93,8 @@ extern "C" cudaError_t lcx_cuda_gemm_beta_bf16_launch(cudaStream_t s, const floa
 }
 
 /* cuda_matmul.c's f32 x bf16 path: op(src) rows x cols (op = transpose when trans; src row stride ld) as three
- * row-major bf16 arrays of rows x cols each, `stride` elements apart in t: t0 = bf16(x), t1 = bf16(x - t0), t2 = bf16(x - t0 - t1), so
+ * row-major bf16 arrays of rows x cols each, `stride` elements apart in t: t0 = bf16(x), t1 = bf16(x - t0),
+ * t2 = bf16(x - t0 - t1), so
  * t0 + t1 + t2 = x to 2^-26 relative (below float32's own rounding). */
 static __global__ void split_bf16(const float *src, int64_t ld, int trans, int64_t rows, int64_t cols, uint16_t *t,
                                   int64_t stride) {

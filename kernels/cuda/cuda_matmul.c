@@ -18,8 +18,8 @@
  * dtypes, strides and alignments only, so each exec caches them per such key (PLANS slots, the oldest replaced
  * when full); a training step has a dozen shapes. Each cuBLASLt call takes LCX_CUDA_MATMUL_WS bytes from the
  * front of the exec's arena, which the workspace query declares, starting at the arena's first 256-byte boundary
- * (cuBLASLt refuses a workspace pointer off that alignment; the query declares the 255 bytes it may skip). The contract has no bias, so there is no
- * epilogue to fuse (beta = 1 accumulates in the GEMM itself). */
+ * (cuBLASLt refuses a workspace pointer off that alignment; the query declares the 255 bytes it may skip). The
+ * contract has no bias, so there is no epilogue to fuse (beta = 1 accumulates in the GEMM itself). */
 #include "kernels/cuda/cuda_matmul.h"
 
 #include <stdlib.h>
@@ -384,7 +384,8 @@ static lcx_status matmul_mixed(lcx_exec *x, const lcx_matmul_args *g, int *done)
                     per_term = term_stride(rows * kk);
                     const float *src = (const float *)g->a + bi * g->stride_a + (g->trans_a ? k0 * g->lda + r0
                                                                                             : r0 * g->lda + k0);
-                    LCX_TRY(launched(lcx_cuda_split_bf16_launch(s, src, g->lda, g->trans_a, rows, kk, terms, per_term)));
+                    LCX_TRY(launched(
+                        lcx_cuda_split_bf16_launch(s, src, g->lda, g->trans_a, rows, kk, terms, per_term)));
                     blk.trans_a = 0, blk.a_dtype = LCX_BF16, blk.lda = kk;
                     blk.b = (const uint16_t *)g->b + bi * g->stride_b + (g->trans_b ? k0 : k0 * g->ldb);
                 } else { /* op(B)[k0.., all n] as 3 x [kk][n]; op(A)[r0.., k0..] */
