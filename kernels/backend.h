@@ -325,6 +325,16 @@ struct lcx_backend {
     lcx_status (*copy_d2h)(lcx_exec *x, void *dst_host, const void *src_device, size_t bytes);
     lcx_status (*copy_d2d)(lcx_exec *x, void *dst_device, const void *src_device, size_t bytes); /* no overlap */
     lcx_status (*zero)(lcx_exec *x, void *p_device, size_t bytes);
+    /* Host memory for asynchronous copies (pinned on a GPU, so a copy engine moves it while the host goes on;
+     * ordinary memory on the CPU); 64-byte aligned, bytes 0 gives a freeable pointer, LCX_ERR_OOM naming the size.
+     * Not queued. */
+    lcx_status (*host_alloc)(size_t bytes, void **out);
+    void (*host_free)(void *p); /* NULL ok; the copies that use it must be complete */
+    /* Queued copies between device memory and host memory from host_alloc: they return at once, and neither buffer
+     * may be touched until an event recorded on x after the copy has completed (event_sync, or event_wait on
+     * another queue for its device side). On the CPU they are done when they return. */
+    lcx_status (*copy_d2h_async)(lcx_exec *x, void *dst_host, const void *src_device, size_t bytes);
+    lcx_status (*copy_h2d_async)(lcx_exec *x, void *dst_device, const void *src_host, size_t bytes);
 
     /* Bytes of scratch `op` needs for `args` (a pointer to that op's argument struct); 0 for most ops. Depends
      * on the sizes and dtypes only (and the backend's thread count: on the CPU omp_get_max_threads(), which must

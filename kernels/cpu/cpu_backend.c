@@ -82,6 +82,10 @@ const lcx_backend lcx_cpu_backend_table = {
     .copy_d2h = lcx_cpu_copy,
     .copy_d2d = lcx_cpu_copy,
     .zero = lcx_cpu_zero,
+    .host_alloc = lcx_cpu_alloc, /* one memory: the "host" pool is ordinary memory, accounted apart by its users */
+    .host_free = lcx_cpu_free,
+    .copy_d2h_async = lcx_cpu_copy, /* a synchronous queue: done on return */
+    .copy_h2d_async = lcx_cpu_copy,
     .workspace = cpu_workspace,
     LCX_CHECKED_ENTRIES,
 };

@@ -138,6 +138,36 @@ static lcx_status cu_copy_d2h(lcx_exec *x, void *dst, const void *src, size_t by
     return cuda_check(cudaStreamSynchronize(stream_of(x)), "copy_d2h", "cudaStreamSynchronize");
 }
 
+/* Asynchronous copies to and from pinned host memory (cu_host_alloc): queued only. */
+static lcx_status cu_copy_d2h_async(lcx_exec *x, void *dst, const void *src, size_t bytes) {
+    LCX_TRY(copy_args("copy_d2h_async", x, dst, src, bytes));
+    if (bytes == 0) return LCX_OK;
+    return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_of(x)), "copy_d2h_async",
+                      "cudaMemcpyAsync");
+}
+static lcx_status cu_copy_h2d_async(lcx_exec *x, void *dst, const void *src, size_t bytes) {
+    LCX_TRY(copy_args("copy_h2d_async", x, dst, src, bytes));
+    if (bytes == 0) return LCX_OK;
+    return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_of(x)), "copy_h2d_async",
+                      "cudaMemcpyAsync");
+}
+
+/* Pinned (page-locked) host memory: what lets cudaMemcpyAsync overlap with the host and with compute. */
+static lcx_status cu_host_alloc(size_t bytes, void **out) {
+    LCX_FAIL_IF(out == NULL, LCX_ERR_INVALID, "host_alloc: 'out' is NULL");
+    *out = NULL;
+    cudaError_t e = cudaMallocHost(out, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        *out = NULL;
+        return lcx_fail(LCX_ERR_OOM, "host_alloc: %zu bytes of pinned host memory: %s", bytes, cudaGetErrorString(e));
+    }
+    return LCX_OK;
+}
+static void cu_host_free(void *p) {
+    if (p) (void)cudaFreeHost(p);
+}
+
 static lcx_status cu_copy_d2d(lcx_exec *x, void *dst, const void *src, size_t bytes) {
     LCX_TRY(copy_args("copy_d2d", x, dst, src, bytes));
     if (bytes == 0) return LCX_OK;
@@ -297,6 +327,10 @@ const lcx_backend lcx_cuda_backend_table = {
     .free = cu_free,
     .copy_h2d = cu_copy_h2d,
     .copy_d2h = cu_copy_d2h,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
+    .copy_d2h_async = cu_copy_d2h_async,
+    .copy_h2d_async = cu_copy_h2d_async,
     .copy_d2d = cu_copy_d2d,
     .zero = cu_zero,
     .workspace = cu_workspace,

@@ -60,10 +60,10 @@ lcx_status lcx_offload_init(lcx_model *m, int depth) {
                 "model: the offload device pool is too large");
     lcx_status st = m->be->alloc(dev_bytes, &o->dev);
     if (st != LCX_OK) return lcx_fail_context(st, "model offload device pool: ");
-    /* the host pool: pinned host memory on a GPU backend; on the CPU an ordinary allocation, accounted apart */
-    o->host_mem = malloc(o->host_bytes ? o->host_bytes : 1);
-    LCX_FAIL_IF(!o->host_mem, LCX_ERR_OOM, "model: out of memory for the offload host pool (%zu bytes)",
-                o->host_bytes);
+    /* the host pool: pinned host memory on a GPU backend (its copies then overlap compute); on the CPU an ordinary
+     * allocation, accounted apart */
+    st = m->be->host_alloc(o->host_bytes, (void **)&o->host_mem);
+    if (st != LCX_OK) return lcx_fail_context(st, "model offload host pool: ");
     size_t at = 0;
     for (int l = 0; l < m->L; l++)
         if (o->bytes[l]) o->host[l] = o->host_mem + at, at += o->bytes[l];
@@ -86,7 +86,7 @@ void lcx_offload_free(lcx_model *m) {
         if (o->free_ev) m->be->event_free(o->free_ev[s]);
     }
     if (o->dev) m->be->free(o->dev);
-    free(o->host_mem);
+    m->be->host_free(o->host_mem); /* the copy queue was synchronised above */
     free(o->bytes), free(o->host), free(o->slot_of), free(o->holder), free(o->freed_at);
     free(o->ready_ev), free(o->free_ev);
     memset(o, 0, sizeof *o);
@@ -142,7 +142,7 @@ lcx_status lcx_offload_fwd_post(lcx_model *m, int l, int store) {
          * is (the compute queue's next user of the slot waits for free_ev) */
         LCX_TRY(m->be->event_record(m->x, o->ready_ev[s]));
         LCX_TRY(m->be->event_wait(o->xc, o->ready_ev[s]));
-        LCX_TRY(m->be->copy_d2h(o->xc, o->host[l], (char *)o->dev + (size_t)s * o->slot_bytes, o->bytes[l]));
+        LCX_TRY(m->be->copy_d2h_async(o->xc, o->host[l], (char *)o->dev + (size_t)s * o->slot_bytes, o->bytes[l]));
         LCX_TRY(m->be->event_record(o->xc, o->free_ev[s]));
         o->host_used += o->bytes[l];
         if (o->host_used > o->host_hwm) o->host_hwm = o->host_used;
@@ -160,7 +160,7 @@ lcx_status lcx_offload_bwd_pre(lcx_model *m, int l) {
         if (!o->bytes[j] || o->slot_of[j] >= 0) continue;
         LCX_TRY(take_slot(m, j, o->xc));
         const int s = o->slot_of[j];
-        LCX_TRY(m->be->copy_h2d(o->xc, (char *)o->dev + (size_t)s * o->slot_bytes, o->host[j], o->bytes[j]));
+        LCX_TRY(m->be->copy_h2d_async(o->xc, (char *)o->dev + (size_t)s * o->slot_bytes, o->host[j], o->bytes[j]));
         LCX_TRY(m->be->event_record(o->xc, o->ready_ev[s]));
         o->host_used -= o->bytes[j];
     }

@@ -113,6 +113,8 @@ GB_OP(axpy, lcx_elementwise_args)
 GB_COPY(copy_h2d, void *, const void *)
 GB_COPY(copy_d2h, void *, const void *)
 GB_COPY(copy_d2d, void *, const void *)
+GB_COPY(copy_d2h_async, void *, const void *)
+GB_COPY(copy_h2d_async, void *, const void *)
 #undef GB_COPY
 static lcx_status gb_zero(lcx_exec *x, void *p, size_t bytes) {
     gb_open();
@@ -135,7 +137,9 @@ static const lcx_backend *guarded_backend(void) {
                           .exec_destroy = gb_exec_destroy, .sync = gb_sync, .event_create = c->event_create,
                           .event_free = c->event_free, .event_record = c->event_record, .event_wait = c->event_wait,
                           .event_sync = c->event_sync, .alloc = gb_alloc, .free = gb_free, .copy_h2d = gb_copy_h2d,
-                          .copy_d2h = gb_copy_d2h, .copy_d2d = gb_copy_d2d, .zero = gb_zero, .workspace = gb_workspace,
+                          .copy_d2h = gb_copy_d2h, .copy_d2d = gb_copy_d2d,
+                          .copy_d2h_async = gb_copy_d2h_async, .copy_h2d_async = gb_copy_h2d_async,
+                          .host_alloc = c->host_alloc, .host_free = c->host_free, .zero = gb_zero, .workspace = gb_workspace,
                           .matmul = gb_matmul, .embedding_fwd = gb_embedding_fwd, .embedding_bwd = gb_embedding_bwd,
                           .rmsnorm_fwd = gb_rmsnorm_fwd, .rmsnorm_bwd = gb_rmsnorm_bwd, .rope_fwd = gb_rope_fwd,
                           .rope_bwd = gb_rope_bwd, .attention_fwd = gb_attention_fwd,

@@ -1,6 +1,7 @@
 /* The CUDA backend's parts that test_backend_ops_cuda does not reach (label cuda, exit 77 without a device):
  *  - contexts, memory and events: alloc(0) gives a freeable pointer; h2d, zero, d2d, d2h round trips; an event
- *    recorded on one queue orders a copy on another (event_wait), event_sync;
+ *    recorded on one queue orders a copy on another (event_wait), event_sync; pinned host memory (host_alloc)
+ *    through the asynchronous copies, read after an event;
  *  - attention refuses the shapes its kernels do not cover (head_dim > 256) with LCX_ERR_UNSUPPORTED and one line;
  *  - matmul's paths against the CPU: bf16 operands at an odd element offset (2-byte aligned: cuBLASLt's heuristic
  *    is asked with that alignment, or the tiled kernel runs), the same shape aligned twice (a cached plan: the
@@ -83,6 +84,25 @@ static void test_memory_and_events(void) {
         down(back, c, sizeof back);
         CHECK(memcmp(back, h, sizeof h) == 0);
     }
+    /* pinned host memory and the asynchronous copies (the offload pool's): h -> pinned -> c on Y, c -> pinned2 on
+     * Y, read after an event (4 MiB, long enough that a missing wait would read zeros) */
+    enum { M = 1 << 20 };
+    float *pin = NULL, *pin2 = NULL, *big = NULL;
+    CHECK_OK(BE->host_alloc(M * sizeof(float), (void **)&pin));
+    CHECK_OK(BE->host_alloc(M * sizeof(float), (void **)&pin2));
+    CHECK_OK(BE->alloc(M * sizeof(float), (void **)&big));
+    if (Y && e && pin && pin2 && big) {
+        for (int i = 0; i < M; i++) pin[i] = (float)(i % 977) + 0.25f, pin2[i] = 0.0f;
+        CHECK_OK(BE->copy_h2d_async(Y, big, pin, M * sizeof(float)));
+        CHECK_OK(BE->copy_d2h_async(Y, pin2, big, M * sizeof(float)));
+        CHECK_OK(BE->event_record(Y, e));
+        CHECK_OK(BE->event_sync(e));
+        CHECK(memcmp(pin, pin2, M * sizeof(float)) == 0);
+    }
+    BE->free(big);
+    BE->host_free(pin);
+    BE->host_free(pin2);
+    BE->host_free(NULL);
     BE->event_free(e);
     BE->event_free(NULL);
     lcx_exec_free(Y);

@@ -169,6 +169,18 @@ int main(void) {
     int nz = 0;
     for (size_t i = 0; i < nb; i++) nz += back[i] != 0;
     CHECK(nz == 0);
+    void *hp = NULL, *hp0 = NULL; /* host_alloc and the asynchronous copies: done on return on the CPU */
+    CHECK_OK(be->host_alloc(nb, &hp));
+    CHECK_OK(be->host_alloc(0, &hp0));
+    CHECK(hp0 != NULL && ((uintptr_t)hp % 64) == 0);
+    if (hp) {
+        CHECK_OK(be->copy_h2d_async(X, d1, host, nb));
+        CHECK_OK(be->copy_d2h_async(X, hp, d1, nb));
+        CHECK(memcmp(hp, host, nb) == 0);
+    }
+    be->host_free(hp);
+    be->host_free(hp0);
+    be->host_free(NULL);
     CHECK_OK(be->sync(X));
     be->free(d0);
     be->free(d1);
