@@ -101,58 +101,63 @@ static int lt_may_run(const lcx_matmul_args *g) {
 /* cuBLASLt's workspace pointer alignment: "must be aligned to at least a multiple of 256 bytes". */
 #define WS_ALIGN ((uintptr_t)256)
 
-/* A bf16 C that beta adds to goes through the float32 staging (cuBLASLt would round the product to bf16 first);
- * row blocks of at least one row of C must fit the staging. */
-static int staged(const lcx_matmul_args *g) { return g->c_dtype == LCX_BF16 && g->beta != 0.0f; }
-static int64_t stage_rows(const lcx_matmul_args *g) { return (int64_t)(LCX_CUDA_MATMUL_STAGE / 4) / g->n; }
-
-/* f32 x bf16 (one operand of each): cuBLASLt has no such kernel, so the f32 operand enters as three bf16 terms
- * whose sum is x to 2^-26 (t0 = bf16(x), t1 = bf16(x - t0), t2 = bf16(x - t0 - t1): below float32's own rounding,
- * so the result is float32-exact in the op tests' sense), three bf16 GEMMs accumulating in float32 (two terms,
- * 2^-17, were not enough: a 4500-long reduction came within a factor 2 of the f32 allowance).
- * Blocks: rb rows of C (the float32 staging's size when C is bf16) by kb of the reduction (the split operand's
- * three terms within MIX_SPLIT bytes); kb a multiple of 8 below k. The loss chunk's GEMMs are this case (float32
- * dlogits against bf16 weights or activations), which the tiled kernel ran at 5.5 TF/s on an H200. */
+/* Two cases run through cuBLASLt in blocks rather than in one call (matmul_blocked below):
+ *  - a bf16 C that beta adds to: cuBLASLt would round alpha op(A) op(B) to bf16 before adding beta C (measured on
+ *    an H200), so the product goes to a float32 staging behind the workspace (row blocks of C within
+ *    LCX_CUDA_MATMUL_STAGE) and a kernel adds beta C with one rounding, as the CPU does;
+ *  - f32 x bf16 (one operand of each): cuBLASLt has no such kernel, so the f32 operand enters as three bf16 terms
+ *    whose sum is x to 2^-26 (t0 = bf16(x), t1 = bf16(x - t0), t2 = bf16(x - t0 - t1): below float32's own
+ *    rounding, so the result is float32-exact in the op tests' sense), three bf16 GEMMs accumulating in float32
+ *    (two terms, 2^-17, were not enough: a 4500-long reduction came within a factor 2 of the f32 allowance), into C
+ *    (f32) or the staging (bf16 C). Blocks of at most MIX_ROWS rows of C by kb of the reduction (the three terms
+ *    within MIX_SPLIT bytes; kb a multiple of 8 below k). The loss chunk's GEMMs are this case (float32 dlogits
+ *    against bf16 weights or activations), which the tiled kernel ran at 5.5 TF/s on an H200. */
 enum { MIX_ROWS = 4096, MIX_K = 2048 };
 #define MIX_SPLIT ((size_t)32 << 20)
-typedef struct mix_sizes {
-    int64_t rb, kb;
-    size_t split, stage; /* bytes, multiples of WS_ALIGN */
-} mix_sizes;
+typedef struct blocks {
+    int split;           /* the f32 operand split into bf16 terms: 0 none, 1 A, 2 B */
+    int stage;           /* C goes through the float32 staging */
+    int64_t rb, kb;      /* rows of C and reduction indices per block; rb = 0: blocks do not fit (tiled kernel) */
+    size_t split_bytes, stage_bytes; /* multiples of WS_ALIGN, behind the cuBLASLt workspace */
+} blocks;
 
-static int mixed(const lcx_matmul_args *g) {
+static size_t ws_round(size_t bytes) { return (bytes + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN; }
+
+/* Whether g runs in blocks, and their sizes. */
+static int blocks_of(const lcx_matmul_args *g, blocks *z) {
+    memset(z, 0, sizeof *z);
     const int fa = g->a_dtype == LCX_F32, fb = g->b_dtype == LCX_F32;
-    return fa != fb && g->m > 0 && g->n > 0 && g->k > 0 && g->stride_a >= 0 && g->stride_b >= 0 &&
-           g->stride_c >= 0 && !(g->batch > 1 && g->stride_c == 0);
-}
-
-/* The blocks of a mixed call; rb = 0 when not even one row or 8 of the reduction fit. */
-static mix_sizes mix_of(const lcx_matmul_args *g) {
-    mix_sizes z = {0, 0, 0, 0};
-    int64_t rb = g->m < MIX_ROWS ? g->m : MIX_ROWS;
-    if (g->c_dtype == LCX_BF16 && (int64_t)(LCX_CUDA_MATMUL_STAGE / 4) / g->n < rb)
-        rb = (int64_t)(LCX_CUDA_MATMUL_STAGE / 4) / g->n;
-    const int64_t per_k = 6 * (g->a_dtype == LCX_F32 ? rb : g->n); /* three bf16 terms per reduction index */
-    int64_t kb = per_k > 0 ? (int64_t)(MIX_SPLIT / (size_t)per_k) : 0;
-    if (kb > MIX_K) kb = MIX_K;
-    if (kb >= g->k) kb = g->k;
-    else kb -= kb % 8;
-    if (rb < 1 || kb < 1) return z;
-    z.rb = rb, z.kb = kb;
-    z.split = 3 * (((size_t)(per_k / 3 * kb) + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN); /* each term 256-aligned */
-    z.stage = g->c_dtype == LCX_BF16 ? ((size_t)(rb * g->n) * 4 + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN : 0;
-    return z;
+    if (fa != fb) { /* mixed: any sizes and strides cuBLASLt's bf16 GEMMs take */
+        if (g->m <= 0 || g->n <= 0 || g->k <= 0 || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0 ||
+            (g->batch > 1 && g->stride_c == 0))
+            return 0;
+        z->split = fa ? 1 : 2;
+    } else if (!(lt_may_run(g) && g->c_dtype == LCX_BF16 && g->beta != 0.0f)) {
+        return 0;
+    }
+    z->stage = g->c_dtype == LCX_BF16;
+    int64_t rb = z->split && g->m > MIX_ROWS ? MIX_ROWS : g->m;
+    if (z->stage && (int64_t)(LCX_CUDA_MATMUL_STAGE / 4) / g->n < rb) rb = (int64_t)(LCX_CUDA_MATMUL_STAGE / 4) / g->n;
+    int64_t kb = g->k;
+    const int64_t term_k = 2 * (z->split == 1 ? rb : g->n); /* bytes of one bf16 term per reduction index */
+    if (z->split) {
+        kb = (int64_t)(MIX_SPLIT / 3 / (size_t)term_k);
+        if (kb > MIX_K) kb = MIX_K;
+        if (kb >= g->k) kb = g->k;
+        else kb -= kb % 8;
+    }
+    if (rb < 1 || kb < 1) return 1;
+    z->rb = rb, z->kb = kb;
+    z->split_bytes = z->split ? 3 * ws_round((size_t)(term_k * kb)) : 0; /* each term 256-aligned */
+    z->stage_bytes = z->stage ? ws_round((size_t)(rb * g->n) * 4) : 0;
+    return 1;
 }
 
 size_t lcx_cuda_matmul_ws(const lcx_matmul_args *a) {
     const lcx_matmul_args g = lcx_matmul_resolved(a);
-    if (mixed(&g)) {
-        const mix_sizes z = mix_of(&g);
-        return z.rb ? LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1) + z.split + z.stage : 0;
-    }
-    if (!lt_may_run(&g)) return 0;
-    if (!staged(&g)) return LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1);
-    return stage_rows(&g) > 0 ? LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1) + LCX_CUDA_MATMUL_STAGE : 0;
+    blocks z;
+    if (blocks_of(&g, &z)) return z.rb ? LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1) + z.split_bytes + z.stage_bytes : 0;
+    return lt_may_run(&g) ? LCX_CUDA_MATMUL_WS + (WS_ALIGN - 1) : 0;
 }
 
 /* The alignment (bytes, a power of two up to MAX_ALIGN) of every batch entry's start: the pointer's and, with
@@ -289,48 +294,6 @@ static void *ws_aligned(void *arena) {
     return (void *)(((uintptr_t)arena + WS_ALIGN - 1) & ~(WS_ALIGN - 1));
 }
 
-/* bf16 C with beta != 0: per batch entry and block of rows, cuBLASLt writes alpha op(A) op(B) into the float32
- * staging behind its workspace (beta 0, a plan of its own), then a kernel adds beta C and rounds once. *done = 0
- * when cuBLASLt has no algorithm for a block (the caller falls back to the tiled kernel; nothing was written). */
-static lcx_status matmul_staged(lcx_exec *x, const lcx_matmul_args *g, int *done) {
-    lcx_cuda_handles *h = x->handles;
-    cudaStream_t s = (cudaStream_t)x->queue;
-    float *stage = (float *)((char *)ws_aligned(x->scratch) + LCX_CUDA_MATMUL_WS);
-    const int64_t rb = stage_rows(g);
-    const size_t ea = lcx_act_size(g->a_dtype), eb = lcx_act_size(g->b_dtype);
-    *done = 0;
-    for (int64_t bi = 0; bi < g->batch; bi++)
-        for (int64_t r0 = 0; r0 < g->m; r0 += rb) {
-            lcx_matmul_args blk = *g;
-            blk.m = g->m - r0 < rb ? g->m - r0 : rb;
-            blk.batch = 1, blk.stride_a = blk.stride_b = blk.stride_c = 0;
-            blk.beta = 0.0f;
-            /* rows r0.. of op(A): rows of A, or columns of a transposed A */
-            blk.a = (const char *)g->a + (size_t)(bi * g->stride_a + (g->trans_a ? r0 : r0 * g->lda)) * ea;
-            blk.b = (const char *)g->b + (size_t)(bi * g->stride_b) * eb;
-            blk.c_dtype = LCX_F32, blk.c = stage, blk.ldc = g->n;
-            plan *p = NULL;
-            LCX_TRY(plan_get(h, &blk, &p));
-            if (!p->lt) {
-                if (bi == 0 && r0 == 0) return LCX_OK; /* no algorithm: the tiled kernel runs the whole call */
-                return lcx_fail(LCX_ERR_CUDA, "matmul: cuBLASLt has no algorithm for a %lld-row block",
-                                (long long)blk.m);
-            }
-            LCX_TRY(lt_check(cublasLtMatmul(h->lt, p->op, &blk.alpha, blk.b, p->lay_b, blk.a, p->lay_a, &blk.beta,
-                                            stage, p->lay_c, stage, p->lay_c, &p->algo, ws_aligned(x->scratch),
-                                            LCX_CUDA_MATMUL_WS, s),
-                             "matmul", "cublasLtMatmul"));
-            char *c = (char *)g->c + (size_t)(bi * g->stride_c + r0 * g->ldc) * 2;
-            cudaError_t e = lcx_cuda_gemm_beta_bf16_launch(s, stage, blk.m, g->n, c, g->ldc, g->beta);
-            if (e != cudaSuccess) {
-                (void)cudaGetLastError();
-                return lcx_fail(LCX_ERR_CUDA, "matmul: kernel launch: %s", cudaGetErrorString(e));
-            }
-        }
-    *done = 1;
-    return LCX_OK;
-}
-
 /* One cuBLASLt GEMM of checked, resolved arguments; *ran = 0 (nothing queued) when it has no algorithm. */
 static lcx_status lt_run(lcx_exec *x, const lcx_matmul_args *g, int *ran) {
     lcx_cuda_handles *h = x->handles;
@@ -353,62 +316,62 @@ static lcx_status launched(cudaError_t e) {
     return lcx_fail(LCX_ERR_CUDA, "matmul: kernel launch: %s", cudaGetErrorString(e));
 }
 
-/* f32 x bf16 (mix_of above): per batch entry, block of rb rows and block of kb of the reduction, the f32 operand's
- * block is split into three bf16 terms behind the cuBLASLt workspace and three bf16 GEMMs add alpha op(A) op(B) into C
- * (float32: the first block with the caller's beta, then 1) or into the float32 staging that a kernel then adds
- * to a bf16 C with one rounding. *done = 0 when cuBLASLt has no algorithm for the first GEMM (nothing written: the
- * tiled kernel runs the call). */
-static lcx_status matmul_mixed(lcx_exec *x, const lcx_matmul_args *g, int *done) {
+/* The blocked cases (blocks_of above): per batch entry, block of rows of C and block of the reduction, the f32
+ * operand's block (if any) is split into three bf16 terms behind the cuBLASLt workspace, and bf16 GEMMs (one per
+ * term) add alpha op(A) op(B) into C (float32: the first block with the caller's beta, then 1) or into the float32
+ * staging, which a kernel then adds to the bf16 C with one rounding. *done = 0 when cuBLASLt has no algorithm for
+ * the first GEMM (nothing written: the tiled kernel runs the call). */
+static lcx_status matmul_blocked(lcx_exec *x, const lcx_matmul_args *g, const blocks *z, int *done) {
     cudaStream_t s = (cudaStream_t)x->queue;
-    const mix_sizes z = mix_of(g);
-    const int split_a = g->a_dtype == LCX_F32, c_bf = g->c_dtype == LCX_BF16;
     char *ws = (char *)ws_aligned(x->scratch) + LCX_CUDA_MATMUL_WS;
-    float *stage = (float *)(ws + z.split);
-    const size_t ec = lcx_act_size(g->c_dtype);
+    uint16_t *terms = (uint16_t *)ws;
+    float *stage = (float *)(ws + z->split_bytes);
+    const size_t ea = lcx_act_size(g->a_dtype), eb = lcx_act_size(g->b_dtype), ec = lcx_act_size(g->c_dtype);
+    const int n_terms = z->split ? 3 : 1;
     *done = 0;
     for (int64_t bi = 0; bi < g->batch; bi++)
-        for (int64_t r0 = 0; r0 < g->m; r0 += z.rb) {
-            const int64_t rows = g->m - r0 < z.rb ? g->m - r0 : z.rb;
+        for (int64_t r0 = 0; r0 < g->m; r0 += z->rb) {
+            const int64_t rows = g->m - r0 < z->rb ? g->m - r0 : z->rb;
             char *c = (char *)g->c + (size_t)(bi * g->stride_c + r0 * g->ldc) * ec;
-            for (int64_t k0 = 0; k0 < g->k; k0 += z.kb) {
-                const int64_t kk = g->k - k0 < z.kb ? g->k - k0 : z.kb;
+            for (int64_t k0 = 0; k0 < g->k; k0 += z->kb) {
+                const int64_t kk = g->k - k0 < z->kb ? g->k - k0 : z->kb;
+                /* op(A)[r0.., k0..] and op(B)[k0.., all n] of batch entry bi */
+                const char *a = (const char *)g->a +
+                                (size_t)(bi * g->stride_a + (g->trans_a ? k0 * g->lda + r0 : r0 * g->lda + k0)) * ea;
+                const char *b = (const char *)g->b + (size_t)(bi * g->stride_b + (g->trans_b ? k0 : k0 * g->ldb)) * eb;
                 lcx_matmul_args blk = *g;
                 blk.m = rows, blk.k = kk, blk.batch = 1, blk.stride_a = blk.stride_b = blk.stride_c = 0;
+                blk.a = a, blk.b = b;
                 blk.c_dtype = LCX_F32;
-                blk.c = c_bf ? (void *)stage : (void *)c;
-                blk.ldc = c_bf ? g->n : g->ldc;
-                blk.beta = k0 > 0 ? 1.0f : c_bf ? 0.0f : g->beta;
-                uint16_t *terms = (uint16_t *)ws;
-                int64_t per_term;
-                if (split_a) { /* op(A)[r0.., k0..] as 3 x [rows][kk]; B's rows k0.. of op(B) */
+                blk.c = z->stage ? (void *)stage : (void *)c;
+                blk.ldc = z->stage ? g->n : g->ldc;
+                blk.beta = k0 > 0 ? 1.0f : z->stage ? 0.0f : g->beta;
+                int64_t per_term = 0;
+                if (z->split == 1) { /* op(A)'s block as 3 x [rows][kk] */
                     per_term = term_stride(rows * kk);
-                    const float *src = (const float *)g->a + bi * g->stride_a + (g->trans_a ? k0 * g->lda + r0
-                                                                                            : r0 * g->lda + k0);
-                    LCX_TRY(launched(
-                        lcx_cuda_split_bf16_launch(s, src, g->lda, g->trans_a, rows, kk, terms, per_term)));
+                    LCX_TRY(launched(lcx_cuda_split_bf16_launch(s, (const float *)a, g->lda, g->trans_a, rows, kk,
+                                                                terms, per_term)));
                     blk.trans_a = 0, blk.a_dtype = LCX_BF16, blk.lda = kk;
-                    blk.b = (const uint16_t *)g->b + bi * g->stride_b + (g->trans_b ? k0 : k0 * g->ldb);
-                } else { /* op(B)[k0.., all n] as 3 x [kk][n]; op(A)[r0.., k0..] */
+                } else if (z->split == 2) { /* op(B)'s block as 3 x [kk][n] */
                     per_term = term_stride(kk * g->n);
-                    const float *src = (const float *)g->b + bi * g->stride_b + (g->trans_b ? k0 : k0 * g->ldb);
-                    LCX_TRY(launched(lcx_cuda_split_bf16_launch(s, src, g->ldb, g->trans_b, kk, g->n, terms, per_term)));
+                    LCX_TRY(launched(lcx_cuda_split_bf16_launch(s, (const float *)b, g->ldb, g->trans_b, kk, g->n,
+                                                                terms, per_term)));
                     blk.trans_b = 0, blk.b_dtype = LCX_BF16, blk.ldb = g->n;
-                    blk.a = (const uint16_t *)g->a + bi * g->stride_a + (g->trans_a ? k0 * g->lda + r0
-                                                                                     : r0 * g->lda + k0);
                 }
-                for (int term = 0; term < 3; term++) {
-                    if (split_a) blk.a = terms + term * per_term;
-                    else blk.b = terms + term * per_term;
+                for (int term = 0; term < n_terms; term++) {
+                    if (z->split == 1) blk.a = terms + term * per_term;
+                    if (z->split == 2) blk.b = terms + term * per_term;
                     if (term) blk.beta = 1.0f;
                     int ran = 0;
                     LCX_TRY(lt_run(x, &blk, &ran));
                     if (!ran && bi == 0 && r0 == 0 && k0 == 0 && term == 0) return LCX_OK; /* the tiled kernel */
                     if (!ran)
-                        return lcx_fail(LCX_ERR_CUDA, "matmul: cuBLASLt has no algorithm for a %lld x %lld x %lld block",
+                        return lcx_fail(LCX_ERR_CUDA,
+                                        "matmul: cuBLASLt has no algorithm for a %lld x %lld x %lld block",
                                         (long long)blk.m, (long long)blk.n, (long long)blk.k);
                 }
             }
-            if (c_bf) LCX_TRY(launched(lcx_cuda_gemm_beta_bf16_launch(s, stage, rows, g->n, c, g->ldc, g->beta)));
+            if (z->stage) LCX_TRY(launched(lcx_cuda_gemm_beta_bf16_launch(s, stage, rows, g->n, c, g->ldc, g->beta)));
         }
     *done = 1;
     return LCX_OK;
@@ -418,25 +381,15 @@ lcx_status lcx_cuda_matmul(lcx_exec *x, const lcx_matmul_args *args) {
     const lcx_matmul_args g = lcx_matmul_resolved(args);
     if (g.m == 0 || g.n == 0) return LCX_OK;
     cudaStream_t s = (cudaStream_t)x->queue;
-    lcx_cuda_handles *h = x->handles;
-    if (h && mixed(&g) && mix_of(&g).rb) {
+    blocks z;
+    if (x->handles && blocks_of(&g, &z)) {
         int done = 0;
-        LCX_TRY(matmul_mixed(x, &g, &done));
+        if (z.rb) LCX_TRY(matmul_blocked(x, &g, &z, &done));
         if (done) return LCX_OK;
-    } else if (h && lt_may_run(&g) && staged(&g)) {
-        int done = 0;
-        if (stage_rows(&g) > 0) LCX_TRY(matmul_staged(x, &g, &done));
-        if (done) return LCX_OK;
-    } else if (h && lt_may_run(&g)) {
-        plan *p = NULL;
-        LCX_TRY(plan_get(h, &g, &p));
-        if (p->lt)
-            return lt_check(cublasLtMatmul(h->lt, p->op, &g.alpha, g.b, p->lay_b, g.a, p->lay_a, &g.beta, g.c, p->lay_c,
-                                           g.c, p->lay_c, &p->algo, ws_aligned(x->scratch), LCX_CUDA_MATMUL_WS, s),
-                            "matmul", "cublasLtMatmul");
+    } else if (x->handles && lt_may_run(&g)) {
+        int ran = 0;
+        LCX_TRY(lt_run(x, &g, &ran));
+        if (ran) return LCX_OK;
     }
-    cudaError_t e = lcx_cuda_gemm_tiled_launch(s, &g);
-    if (e == cudaSuccess) return LCX_OK;
-    (void)cudaGetLastError();
-    return lcx_fail(LCX_ERR_CUDA, "matmul: kernel launch: %s", cudaGetErrorString(e));
+    return launched(lcx_cuda_gemm_tiled_launch(s, &g));
 }

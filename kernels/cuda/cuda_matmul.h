@@ -9,9 +9,9 @@
 /* The cuBLASLt workspace every cuBLASLt matmul takes from the front of the exec's arena (NVIDIA's recommendation
  * for Hopper; enough for Ampere). */
 #define LCX_CUDA_MATMUL_WS ((size_t)32 << 20)
-/* The float32 staging a bf16 C with beta != 0 takes after that workspace: cuBLASLt writes alpha op(A) op(B) there
- * in row blocks and a kernel adds beta C with one rounding (cuBLASLt itself rounds the product to bf16 before
- * adding beta C: measured on an H200, docs/cuda.md). */
+/* The most a bf16 C's float32 staging takes (a bf16 C with beta != 0, or any f32 x bf16 call with a bf16 C):
+ * cuBLASLt writes alpha op(A) op(B) there in row blocks and a kernel adds beta C with one rounding (cuBLASLt itself
+ * rounds the product to bf16 before adding beta C: measured on an H200, docs/cuda.md). */
 #define LCX_CUDA_MATMUL_STAGE ((size_t)16 << 20)
 
 /* x->handles = a new cublasLt handle and an empty plan cache (LCX_ERR_CUDA naming cuBLASLt's status). */
@@ -19,8 +19,9 @@ lcx_status lcx_cuda_handles_create(lcx_exec *x);
 /* Destroys the plans and the handle; NULL handles ok. */
 void lcx_cuda_handles_destroy(lcx_exec *x);
 
-/* The matmul's workspace for these sizes and dtypes: LCX_CUDA_MATMUL_WS (plus its alignment and, for a bf16 C
- * with beta != 0, LCX_CUDA_MATMUL_STAGE) when cuBLASLt may run it, else 0. */
+/* The matmul's workspace for these sizes and dtypes when cuBLASLt runs it, else 0: LCX_CUDA_MATMUL_WS plus its
+ * alignment, and for the blocked cases (cuda_matmul.c) the split f32 operand's terms (up to 32 MiB) and the
+ * float32 staging of a bf16 C (up to LCX_CUDA_MATMUL_STAGE). */
 size_t lcx_cuda_matmul_ws(const lcx_matmul_args *a);
 /* The op (arguments already checked by kernels/backend_check.c). */
 lcx_status lcx_cuda_matmul(lcx_exec *x, const lcx_matmul_args *a);
