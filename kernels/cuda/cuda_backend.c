@@ -119,37 +119,33 @@ static lcx_status copy_args(const char *op, lcx_exec *x, void *dst, const void *
     return LCX_OK;
 }
 
+/* Queues a copy of `kind` on x's stream; with `wait`, returns only when the stream has done it (and all before). */
+static lcx_status queue_copy(const char *op, lcx_exec *x, void *dst, const void *src, size_t bytes,
+                             enum cudaMemcpyKind kind, int wait) {
+    LCX_TRY(copy_args(op, x, dst, src, bytes));
+    if (bytes == 0) return LCX_OK;
+    LCX_TRY(cuda_check(cudaMemcpyAsync(dst, src, bytes, kind, stream_of(x)), op, "cudaMemcpyAsync"));
+    return wait ? cuda_check(cudaStreamSynchronize(stream_of(x)), op, "cudaStreamSynchronize") : LCX_OK;
+}
+
 /* The host buffer may be reused as soon as this returns: the copy is queued and waited for (first version: a
  * pinned staging buffer would let it return earlier). */
 static lcx_status cu_copy_h2d(lcx_exec *x, void *dst, const void *src, size_t bytes) {
-    LCX_TRY(copy_args("copy_h2d", x, dst, src, bytes));
-    if (bytes == 0) return LCX_OK;
-    LCX_TRY(cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_of(x)), "copy_h2d",
-                       "cudaMemcpyAsync"));
-    return cuda_check(cudaStreamSynchronize(stream_of(x)), "copy_h2d", "cudaStreamSynchronize");
+    return queue_copy("copy_h2d", x, dst, src, bytes, cudaMemcpyHostToDevice, 1);
 }
-
 /* Waits for the queue's earlier work, then returns with the host buffer filled. */
 static lcx_status cu_copy_d2h(lcx_exec *x, void *dst, const void *src, size_t bytes) {
-    LCX_TRY(copy_args("copy_d2h", x, dst, src, bytes));
-    if (bytes == 0) return LCX_OK;
-    LCX_TRY(cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_of(x)), "copy_d2h",
-                       "cudaMemcpyAsync"));
-    return cuda_check(cudaStreamSynchronize(stream_of(x)), "copy_d2h", "cudaStreamSynchronize");
+    return queue_copy("copy_d2h", x, dst, src, bytes, cudaMemcpyDeviceToHost, 1);
 }
-
+static lcx_status cu_copy_d2d(lcx_exec *x, void *dst, const void *src, size_t bytes) {
+    return queue_copy("copy_d2d", x, dst, src, bytes, cudaMemcpyDeviceToDevice, 0);
+}
 /* Asynchronous copies to and from pinned host memory (cu_host_alloc): queued only. */
 static lcx_status cu_copy_d2h_async(lcx_exec *x, void *dst, const void *src, size_t bytes) {
-    LCX_TRY(copy_args("copy_d2h_async", x, dst, src, bytes));
-    if (bytes == 0) return LCX_OK;
-    return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_of(x)), "copy_d2h_async",
-                      "cudaMemcpyAsync");
+    return queue_copy("copy_d2h_async", x, dst, src, bytes, cudaMemcpyDeviceToHost, 0);
 }
 static lcx_status cu_copy_h2d_async(lcx_exec *x, void *dst, const void *src, size_t bytes) {
-    LCX_TRY(copy_args("copy_h2d_async", x, dst, src, bytes));
-    if (bytes == 0) return LCX_OK;
-    return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_of(x)), "copy_h2d_async",
-                      "cudaMemcpyAsync");
+    return queue_copy("copy_h2d_async", x, dst, src, bytes, cudaMemcpyHostToDevice, 0);
 }
 
 /* Pinned (page-locked) host memory: what lets cudaMemcpyAsync overlap with the host and with compute. */
@@ -166,13 +162,6 @@ static lcx_status cu_host_alloc(size_t bytes, void **out) {
 }
 static void cu_host_free(void *p) {
     if (p) (void)cudaFreeHost(p);
-}
-
-static lcx_status cu_copy_d2d(lcx_exec *x, void *dst, const void *src, size_t bytes) {
-    LCX_TRY(copy_args("copy_d2d", x, dst, src, bytes));
-    if (bytes == 0) return LCX_OK;
-    return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_of(x)), "copy_d2d",
-                      "cudaMemcpyAsync");
 }
 
 static lcx_status cu_zero(lcx_exec *x, void *p, size_t bytes) {
