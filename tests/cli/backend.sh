@@ -63,24 +63,7 @@ check "eval --backend cpu: exit 0" [ "$(rc)" -eq 0 ]
 check "eval: a table" grep -qE "^ +64 +2500 " "$tmp/out"
 check "eval --backend cpu: the same tables as no flag" [ "$(untimed_eval "$tmp/out")" = "$(cat "$tmp/eval.default")" ]
 
-cat >"$tmp/tiny.yaml" <<'YAML'
-name: tiny-test
-defaults:
-  method: yarn
-  factor: auto
-  steps: 2
-  lr: {peak: 1e-3, warmup_steps: 1, schedule: cosine, min_lr: 1e-4}
-  tokens_per_batch: 256
-  grad_accum: 1
-  eval_lengths: [64, 128]
-  save_interval: 1
-  activation: keep
-  clip_norm: 1.0
-  weight_decay: 0.0
-  seed: 7
-stages:
-  - seq_len: 128
-YAML
+recipe "$tmp/tiny.yaml" tiny-test 256 "64, 128" 128
 ext=("$model" --to 128 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --eval-data "$tmp/t0/ids" --keep 0 --quiet
      --tokens-per-s 1000)
 run "${ext[@]}" --out "$tmp/e0"

@@ -53,3 +53,30 @@ print("%08x" % x)'
 }
 # dead_pid: the pid of a process that has ended (free now)
 dead_pid() { true & local p=$!; wait $p; echo $p; }
+# recipe FILE NAME TOKENS_PER_BATCH EVAL_LENGTHS SEQ_LEN...: the main command's small test recipe (yarn, 2 steps a
+# stage at lr 1e-3 cosine, a save every step, keep, seed 7) with these tokens per step, evaluation lengths ("64,
+# 128") and stages
+recipe() {
+    local file=$1 name=$2 tokens=$3 evals=$4
+    shift 4
+    {
+        cat <<YAML
+name: $name
+defaults:
+  method: yarn
+  factor: auto
+  steps: 2
+  lr: {peak: 1e-3, warmup_steps: 1, schedule: cosine, min_lr: 1e-4}
+  tokens_per_batch: $tokens
+  grad_accum: 1
+  eval_lengths: [$evals]
+  save_interval: 1
+  activation: keep
+  clip_norm: 1.0
+  weight_decay: 0.0
+  seed: 7
+stages:
+YAML
+        for len in "$@"; do echo "  - seq_len: $len"; done
+    } >"$file"
+}

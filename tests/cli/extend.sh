@@ -11,25 +11,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 # token ids below the vocabulary (256): a fixed pseudo-random sequence
 awk 'BEGIN { s = 7; for (i = 0; i < 2500; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } }' >"$tmp/ids.txt"
-cat >"$tmp/tiny.yaml" <<'YAML'
-name: tiny-test
-defaults:
-  method: yarn
-  factor: auto
-  steps: 2
-  lr: {peak: 1e-3, warmup_steps: 1, schedule: cosine, min_lr: 1e-4}
-  tokens_per_batch: 256
-  grad_accum: 1
-  eval_lengths: [64, 128]
-  save_interval: 1
-  activation: keep
-  clip_norm: 1.0
-  weight_decay: 0.0
-  seed: 7
-stages:
-  - seq_len: 128
-  - seq_len: 256
-YAML
+recipe "$tmp/tiny.yaml" tiny-test 256 "64, 128" 128 256
 
 # lcextend train: pretraining from random init with --export-hf, and train --resume continuing exactly
 run train --config "$model/config.json" --ids "$tmp/ids.txt" --seq 32 --steps 4 --lr 1e-2 --out "$tmp/pre" --save-every 2 --keep 0 --quiet --export-hf "$tmp/pre-hf"

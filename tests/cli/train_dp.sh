@@ -75,25 +75,7 @@ done
 
 # the main command, data-parallel: a recipe whose every stage has an even number of sequences per step, so 2 ranks
 # train on exactly the sequences of one process (the plan splits them: --dp changes micro_seqs, not the batch)
-cat >"$tmp/even.yaml" <<'YAML'
-name: even-test
-defaults:
-  method: yarn
-  factor: auto
-  steps: 2
-  lr: {peak: 1e-3, warmup_steps: 1, schedule: cosine, min_lr: 1e-4}
-  tokens_per_batch: 512
-  grad_accum: 1
-  eval_lengths: [64, 128]
-  save_interval: 1
-  activation: keep
-  clip_norm: 1.0
-  weight_decay: 0.0
-  seed: 7
-stages:
-  - seq_len: 128
-  - seq_len: 256
-YAML
+recipe "$tmp/even.yaml" even-test 512 "64, 128" 128 256
 run "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e1" --quiet
 check "extend, one process ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2

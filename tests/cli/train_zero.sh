@@ -36,25 +36,7 @@ check "2 continued losses each" [ "$(awk 'NF == 2' "$tmp/losses" | wc -l)" -eq 2
 while read -r a b; do check "continued loss $b (one process) vs $a (2 ranks, ZeRO-1), 1e-5" close "$b" "$a" 1e-5; done <"$tmp/losses"
 
 # the main command with --zero1
-cat >"$tmp/even.yaml" <<'YAML'
-name: even-test
-defaults:
-  method: yarn
-  factor: auto
-  steps: 2
-  lr: {peak: 1e-3, warmup_steps: 1, schedule: cosine, min_lr: 1e-4}
-  tokens_per_batch: 512
-  grad_accum: 1
-  eval_lengths: [64]
-  save_interval: 1
-  activation: keep
-  clip_norm: 1.0
-  weight_decay: 0.0
-  seed: 7
-stages:
-  - seq_len: 128
-  - seq_len: 256
-YAML
+recipe "$tmp/even.yaml" even-test 512 64 128 256
 mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e1" --quiet --dp 2
 check "extend --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2 --zero1
