@@ -33,17 +33,6 @@ static __global__ void attn_bwd_rowdot(int bf, int64_t n, int hd, const void *do
     }
 }
 
-/* P and dS of one (query row, key) pair from the raw dot products; 0 for a masked pair or a row without keys. */
-static __device__ __forceinline__ void att_p_ds(int vis, float scale, float s, float dp, float L, float Dx, float *p,
-                                                float *ds) {
-    if (!vis || L == -INFINITY) {
-        *p = *ds = 0.0f;
-        return;
-    }
-    *p = expf(__fsub_rn(__fmul_rn(scale, s), L));
-    *ds = __fmul_rn(*p, __fsub_rn(dp, Dx));
-}
-
 static size_t dkv_smem(int hd) {
     return sizeof(float) * ((size_t)ATT_T * (size_t)(2 * hd + 2 * att_ld_odd(hd) + 2) +
                             (size_t)2 * ATT_WARPS * ATT_RPW * ATT_T);

@@ -18,15 +18,6 @@
 
 enum { TB_ROWS = 64, TB_COLS = 32, TB_THREADS = 128, TB_PAD = 8 };
 
-static __device__ __forceinline__ uint32_t tb_ld32(const uint16_t *p) { return *(const uint32_t *)p; }
-
-/* A 16 x 16 A fragment from a row-major bf16 tile in shared memory (rows r0.., cols c0.., row stride ld). */
-static __device__ __forceinline__ void tb_frag_a(uint32_t (&f)[4], const uint16_t *base, int ld, int r0, int c0) {
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const uint16_t *p = base + (r0 + g) * ld + c0 + 2 * t;
-    f[0] = tb_ld32(p), f[1] = tb_ld32(p + 8 * ld), f[2] = tb_ld32(p + 8), f[3] = tb_ld32(p + 8 * ld + 8);
-}
-
 /* The bf16 pair of x0, x1 (hi) and of what that rounding left (lo). */
 static __device__ __forceinline__ void tb_split(float x0, float x1, uint32_t *hi, uint32_t *lo) {
     *hi = lcx_mma_pack(x0, x1);
@@ -50,7 +41,7 @@ static __device__ __forceinline__ void tb_acc_split(float (&acc)[ND][4], const f
 #pragma unroll
         for (int nd = 0; nd < ND; nd++) {
             const uint16_t *p = mt + (nd * 8 + g) * ld + kk * 16 + 2 * t;
-            const uint32_t b0 = tb_ld32(p), b1 = tb_ld32(p + 8);
+            const uint32_t b0 = lcx_mma_ld32(p), b1 = lcx_mma_ld32(p + 8);
             lcx_mma_bf16(acc[nd], hi, b0, b1);
             lcx_mma_bf16(acc[nd], lo, b0, b1);
         }
@@ -65,7 +56,7 @@ static __device__ __forceinline__ void tb_load(uint16_t *sh, int ld, uint16_t *t
     for (int e = threadIdx.x; e < rows * HD / 2; e += TB_THREADS) {
         const int r = e / (HD / 2), c = e % (HD / 2) * 2;
         const int64_t row = r0 + r;
-        const uint32_t v = row < n ? tb_ld32(src + (row * nh + head) * HD + c) : 0u;
+        const uint32_t v = row < n ? lcx_mma_ld32(src + (row * nh + head) * HD + c) : 0u;
         *(uint32_t *)(sh + r * ld + c) = v;
         if (tr) tr[c * ldt + r] = (uint16_t)v, tr[(c + 1) * ldt + r] = (uint16_t)(v >> 16);
     }
@@ -88,17 +79,6 @@ static __device__ __forceinline__ void tb_add(float *dst, const float (&acc)[ND]
             p[nd * 8 + 1] = __fadd_rn(p[nd * 8 + 1], __fmul_rn(scale, acc[nd][2 * x + 1]));
         }
     }
-}
-
-/* P and dS from a score and dP (the scalar path's att_p_ds, same formula): 0 for a masked pair or no keys. */
-static __device__ __forceinline__ void tb_p_ds(int vis, float scale, float s, float dp, float L, float Dx, float *p,
-                                               float *ds) {
-    if (!vis || L == -INFINITY) {
-        *p = *ds = 0.0f;
-        return;
-    }
-    *p = expf(__fsub_rn(__fmul_rn(scale, s), L));
-    *ds = __fmul_rn(*p, __fsub_rn(dp, Dx));
 }
 
 static size_t tb_dkv_smem(int hd) {
@@ -148,14 +128,14 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
                 uint32_t kf[4], vf[4];
-                tb_frag_a(kf, ks, LD, wr, kk * 16);
-                tb_frag_a(vf, vs, LD, wr, kk * 16);
+                lcx_mma_frag_a(kf, ks, LD, wr, kk * 16);
+                lcx_mma_frag_a(vf, vs, LD, wr, kk * 16);
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++) {
                     const int off = (nt * 8 + g) * LD + kk * 16 + 2 * t;
                     const uint16_t *pq = qs + off, *pg = gs + off;
-                    lcx_mma_bf16(s[nt], kf, tb_ld32(pq), tb_ld32(pq + 8));
-                    lcx_mma_bf16(dp[nt], vf, tb_ld32(pg), tb_ld32(pg + 8));
+                    lcx_mma_bf16(s[nt], kf, lcx_mma_ld32(pq), lcx_mma_ld32(pq + 8));
+                    lcx_mma_bf16(dp[nt], vf, lcx_mma_ld32(pg), lcx_mma_ld32(pg + 8));
                 }
             }
             /* element c of tile nt: key jl[c / 2], query i0 + 8 nt + 2 t + (c & 1); P^T in s, dS^T in dp */
@@ -167,7 +147,7 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
                     const int64_t i = i0 + col;
                     const int vis = i < a.n_q && jl[c / 2] < att_key_end(a, i);
                     float p, ds;
-                    tb_p_ds(vis, a.scale, s[nt][c], dp[nt][c], ls[col], dsh[col], &p, &ds);
+                    att_p_ds(vis, a.scale, s[nt][c], dp[nt][c], ls[col], dsh[col], &p, &ds);
                     s[nt][c] = p, dp[nt][c] = ds;
                 }
             tb_acc_split<ND>(dv, s, gt, LDT);  /* dV += P^T dO */
@@ -199,7 +179,10 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
     __syncthreads();
     uint32_t qf[KS][4], gf[KS][4];
 #pragma unroll
-    for (int kk = 0; kk < KS; kk++) tb_frag_a(qf[kk], qs, LD, wr, kk * 16), tb_frag_a(gf[kk], gs, LD, wr, kk * 16);
+    for (int kk = 0; kk < KS; kk++) {
+        lcx_mma_frag_a(qf[kk], qs, LD, wr, kk * 16);
+        lcx_mma_frag_a(gf[kk], gs, LD, wr, kk * 16);
+    }
     float L[2], Dx[2], acc[ND][4];
     int64_t kend[2];
 #pragma unroll
@@ -226,8 +209,8 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
             for (int kk = 0; kk < KS; kk++) {
                 const int off = (nt * 8 + g) * LD + kk * 16 + 2 * t;
                 const uint16_t *pk = ks + off, *pv = vs + off;
-                lcx_mma_bf16(s[nt], qf[kk], tb_ld32(pk), tb_ld32(pk + 8));
-                lcx_mma_bf16(dp[nt], gf[kk], tb_ld32(pv), tb_ld32(pv + 8));
+                lcx_mma_bf16(s[nt], qf[kk], lcx_mma_ld32(pk), lcx_mma_ld32(pk + 8));
+                lcx_mma_bf16(dp[nt], gf[kk], lcx_mma_ld32(pv), lcx_mma_ld32(pv + 8));
             }
         }
         /* element c of tile nt: row g + 8 (c / 2), key j0 + 8 nt + 2 t + (c & 1); dS kept in dp */
@@ -238,7 +221,7 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
                 const int x = c / 2;
                 const int64_t j = j0 + nt * 8 + 2 * t + (c & 1);
                 float p, ds;
-                tb_p_ds(j < kend[x], a.scale, s[nt][c], dp[nt][c], L[x], Dx[x], &p, &ds);
+                att_p_ds(j < kend[x], a.scale, s[nt][c], dp[nt][c], L[x], Dx[x], &p, &ds);
                 dp[nt][c] = ds;
             }
         tb_acc_split<ND>(acc, dp, kt, LDT); /* dQ += dS K */
@@ -248,24 +231,11 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
 
 template <int HD>
 static cudaError_t bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D) {
-    size_t smem = tb_dkv_smem(HD);
-    if (smem > 48 * 1024) {
-        cudaError_t e =
-            cudaFuncSetAttribute(attn_bwd_dkv_tc<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return e;
-    }
     const dim3 kv_grid((unsigned)((a->n_k + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_kv_heads);
-    attn_bwd_dkv_tc<HD><<<kv_grid, TB_THREADS, smem, s>>>(*a, D);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = att_launch_n(attn_bwd_dkv_tc<HD>, kv_grid, TB_THREADS, tb_dkv_smem(HD), s, *a, D);
     if (e != cudaSuccess) return e;
-    smem = tb_dq_smem(HD);
-    if (smem > 48 * 1024) {
-        e = cudaFuncSetAttribute(attn_bwd_dq_tc<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return e;
-    }
     const dim3 q_grid((unsigned)((a->n_q + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_heads);
-    attn_bwd_dq_tc<HD><<<q_grid, TB_THREADS, smem, s>>>(*a, D);
-    return cudaGetLastError();
+    return att_launch_n(attn_bwd_dq_tc<HD>, q_grid, TB_THREADS, tb_dq_smem(HD), s, *a, D);
 }
 
 /* Whether the tensor-core backward takes this call: bf16 storage, head_dim 32/64/96/128, q, k, v, dO at 4-byte

@@ -21,8 +21,6 @@ static size_t tc_fwd_smem(int hd) {
     return sizeof(uint16_t) * ((size_t)(TC_M + TC_N) * (size_t)(hd + TC_PAD) + (size_t)hd * (TC_N + TC_PAD));
 }
 
-static __device__ __forceinline__ uint32_t tc_ld32(const uint16_t *p) { return *(const uint32_t *)p; }
-
 template <int HD>
 static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a) {
     extern __shared__ float sm[];
@@ -37,17 +35,13 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
     for (int e = threadIdx.x; e < TC_M * HD / 2; e += TC_THREADS) {
         const int r = e / (HD / 2), c = e % (HD / 2) * 2;
         const int64_t row = i0 + r;
-        *(uint32_t *)(qs + r * LDQ + c) = row < a.n_q ? tc_ld32(q + (row * H + h) * HD + c) : 0u;
+        *(uint32_t *)(qs + r * LDQ + c) = row < a.n_q ? lcx_mma_ld32(q + (row * H + h) * HD + c) : 0u;
     }
     __syncthreads();
     const int wr = warp * 16;
     uint32_t qa[KS][4];
 #pragma unroll
-    for (int kk = 0; kk < KS; kk++) {
-        const uint16_t *p = qs + (wr + g) * LDQ + kk * 16 + 2 * t;
-        qa[kk][0] = tc_ld32(p), qa[kk][1] = tc_ld32(p + 8 * LDQ), qa[kk][2] = tc_ld32(p + 8),
-        qa[kk][3] = tc_ld32(p + 8 * LDQ + 8);
-    }
+    for (int kk = 0; kk < KS; kk++) lcx_mma_frag_a(qa[kk], qs, LDQ, wr, kk * 16);
     /* this lane's two rows (fragment rows g and g + 8) and how many keys each sees */
     const int64_t row[2] = {i0 + wr + g, i0 + wr + g + 8};
     int64_t kend[2];
@@ -65,7 +59,10 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
             const int r = e / (HD / 2), c = e % (HD / 2) * 2;
             const int64_t key = j0 + r;
             uint32_t kv = 0u, vv = 0u;
-            if (key < a.n_k) kv = tc_ld32(k + (key * G + kvh) * HD + c), vv = tc_ld32(v + (key * G + kvh) * HD + c);
+            if (key < a.n_k) {
+                const int64_t at = (key * G + kvh) * HD + c;
+                kv = lcx_mma_ld32(k + at), vv = lcx_mma_ld32(v + at);
+            }
             *(uint32_t *)(ks + r * LDQ + c) = kv;
             vt[c * LDV + r] = (uint16_t)vv, vt[(c + 1) * LDV + r] = (uint16_t)(vv >> 16);
         }
@@ -77,7 +74,7 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
                 const uint16_t *p = ks + (nt * 8 + g) * LDQ + kk * 16 + 2 * t;
-                lcx_mma_bf16(s[nt], qa[kk], tc_ld32(p), tc_ld32(p + 8));
+                lcx_mma_bf16(s[nt], qa[kk], lcx_mma_ld32(p), lcx_mma_ld32(p + 8));
             }
         }
         /* online softmax on the fragments: element c of tile nt is row (c / 2), key j0 + 8 nt + 2 t + (c & 1) */
@@ -123,7 +120,7 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
 #pragma unroll
             for (int nd = 0; nd < ND; nd++) {
                 const uint16_t *p = vt + (nd * 8 + g) * LDV + kk * 16 + 2 * t;
-                lcx_mma_bf16(o[nd], pa, tc_ld32(p), tc_ld32(p + 8));
+                lcx_mma_bf16(o[nd], pa, lcx_mma_ld32(p), lcx_mma_ld32(p + 8));
             }
         }
     }
@@ -146,13 +143,7 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
 template <int HD>
 static cudaError_t fwd_tc_launch(cudaStream_t s, const lcx_attn_args *a) {
     const dim3 grid((unsigned)((a->n_q + TC_M - 1) / TC_M), (unsigned)a->n_heads);
-    const size_t smem = tc_fwd_smem(HD);
-    if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(attn_fwd_tc<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return e;
-    }
-    attn_fwd_tc<HD><<<grid, TC_THREADS, smem, s>>>(*a);
-    return cudaGetLastError();
+    return att_launch_n(attn_fwd_tc<HD>, grid, TC_THREADS, tc_fwd_smem(HD), s, *a);
 }
 
 /* Whether the tensor-core forward takes this call: bf16 storage, head_dim 32/64/96/128, and q, k, v, o at 4-byte

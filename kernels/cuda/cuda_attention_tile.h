@@ -114,16 +114,31 @@ static __device__ __forceinline__ void att_add_rows(float *dst, const float (&ac
     }
 }
 
+/* P and dS of one (query row, key) pair from the raw dot products; 0 for a masked pair or a row without keys. */
+static __device__ __forceinline__ void att_p_ds(int vis, float scale, float s, float dp, float L, float Dx, float *p,
+                                                float *ds) {
+    if (!vis || L == -INFINITY) {
+        *p = *ds = 0.0f;
+        return;
+    }
+    *p = expf(__fsub_rn(__fmul_rn(scale, s), L));
+    *ds = __fmul_rn(*p, __fsub_rn(dp, Dx));
+}
+
 /* Opt a kernel into more than 48 KiB of dynamic shared memory when it needs it (sm_80: up to 163 KiB,
- * sm_90: 227 KiB), then launch it on grid x ATT_THREADS. */
+ * sm_90: 227 KiB), then launch it on grid x threads (att_launch: the scalar kernels' ATT_THREADS). */
 template <typename K, typename... Args>
-static cudaError_t att_launch(K kernel, dim3 grid, size_t smem, cudaStream_t s, Args... args) {
+static cudaError_t att_launch_n(K kernel, dim3 grid, int threads, size_t smem, cudaStream_t s, Args... args) {
     if (smem > 48 * 1024) {
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    kernel<<<grid, ATT_THREADS, smem, s>>>(args...);
+    kernel<<<grid, threads, smem, s>>>(args...);
     return cudaGetLastError();
+}
+template <typename K, typename... Args>
+static cudaError_t att_launch(K kernel, dim3 grid, size_t smem, cudaStream_t s, Args... args) {
+    return att_launch_n(kernel, grid, ATT_THREADS, smem, s, args...);
 }
 
 /* LCX_CUDA_ATTN_SCALAR=1 keeps every call on the scalar kernels (to compare them with the tensor-core ones). */

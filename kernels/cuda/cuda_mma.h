@@ -19,6 +19,18 @@ static __device__ __forceinline__ uint32_t lcx_mma_pack(float lo, float hi) {
     return (uint32_t)lcx_dev_f32_to_bf16(lo) | (uint32_t)lcx_dev_f32_to_bf16(hi) << 16;
 }
 
+/* Two bf16 at p (4-byte aligned) as one fragment register. */
+static __device__ __forceinline__ uint32_t lcx_mma_ld32(const uint16_t *p) { return *(const uint32_t *)p; }
+
+/* The A fragment of the 16 x 16 tile at rows r0.., columns c0.. of a row-major bf16 tile in shared memory (row
+ * stride ld elements). */
+static __device__ __forceinline__ void lcx_mma_frag_a(uint32_t (&f)[4], const uint16_t *base, int ld, int r0, int c0) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const uint16_t *p = base + (r0 + g) * ld + c0 + 2 * t;
+    f[0] = lcx_mma_ld32(p), f[1] = lcx_mma_ld32(p + 8 * ld), f[2] = lcx_mma_ld32(p + 8),
+    f[3] = lcx_mma_ld32(p + 8 * ld + 8);
+}
+
 #ifndef LCX_CUDA_EMU
 /* d += A B for one 16 x 8 x 16 tile (the whole warp calls it with its fragments). */
 static __device__ __forceinline__ void lcx_mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
