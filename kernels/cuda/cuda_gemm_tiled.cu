@@ -72,12 +72,11 @@ extern "C" cudaError_t lcx_cuda_gemm_tiled_launch(cudaStream_t s, const lcx_matm
     return cudaSuccess;
 }
 
-/* The bf16-C epilogue of cuda_matmul.c's staged paths: C[r, j] = bf16(t[r, j] + beta * C[r, j]) over rows x n
- * (beta 0: C not read),
- * t = alpha * op(A) op(B) in float32 (dense, row stride n), C with row stride ldc; one rounding, as on the CPU. */
+/* The bf16-C epilogue of cuda_matmul.c's blocked path: C[r, j] = bf16(t[r, j] + beta * C[r, j]) over rows x n
+ * (beta 0: C not read), t = alpha * op(A) op(B) in float32 (dense, row stride n), C with row stride ldc; one
+ * rounding, as on the CPU. */
 static __global__ void gemm_beta_bf16(const float *t, int64_t rows, int64_t n, uint16_t *c, int64_t ldc, float beta) {
-    const int64_t step = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * n; i += step) {
+    LCX_CUDA_FOR(i, rows * n) {
         const int64_t r = i / n, j = i % n;
         const float v = beta == 0.0f ? t[i] : __fadd_rn(t[i], __fmul_rn(beta, lcx_dev_bf16_to_f32(c[r * ldc + j])));
         c[r * ldc + j] = lcx_dev_f32_to_bf16(v);
@@ -88,18 +87,17 @@ extern "C" cudaError_t lcx_cuda_gemm_beta_bf16_launch(cudaStream_t s, const floa
                                                       void *c, int64_t ldc, float beta) {
     const int64_t total = rows * n;
     if (total <= 0) return cudaSuccess;
-    gemm_beta_bf16<<<grid_dim((total + 255) / 256, 65535), 256, 0, s>>>(t, rows, n, (uint16_t *)c, ldc, beta);
+    gemm_beta_bf16<<<lcx_cuda_blocks(total, LCX_CUDA_THREADS), LCX_CUDA_THREADS, 0, s>>>(t, rows, n, (uint16_t *)c,
+                                                                                          ldc, beta);
     return cudaGetLastError();
 }
 
 /* cuda_matmul.c's f32 x bf16 path: op(src) rows x cols (op = transpose when trans; src row stride ld) as three
  * row-major bf16 arrays of rows x cols each, `stride` elements apart in t: t0 = bf16(x), t1 = bf16(x - t0),
- * t2 = bf16(x - t0 - t1), so
- * t0 + t1 + t2 = x to 2^-26 relative (below float32's own rounding). */
+ * t2 = bf16(x - t0 - t1), so t0 + t1 + t2 = x to 2^-26 relative (below float32's own rounding). */
 static __global__ void split_bf16(const float *src, int64_t ld, int trans, int64_t rows, int64_t cols, uint16_t *t,
                                   int64_t stride) {
-    const int64_t n = rows * cols;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    LCX_CUDA_FOR(i, rows * cols) {
         const int64_t r = i / cols, c = i % cols;
         float x = trans ? src[c * ld + r] : src[r * ld + c];
         for (int term = 0; term < 3; term++) {
@@ -114,7 +112,7 @@ extern "C" cudaError_t lcx_cuda_split_bf16_launch(cudaStream_t s, const float *s
                                                   int64_t rows, int64_t cols, void *terms, int64_t stride) {
     const int64_t total = rows * cols;
     if (total <= 0) return cudaSuccess;
-    split_bf16<<<grid_dim((total + 255) / 256, 65535), 256, 0, s>>>(src, ld, trans, rows, cols, (uint16_t *)terms,
-                                                                   stride);
+    split_bf16<<<lcx_cuda_blocks(total, LCX_CUDA_THREADS), LCX_CUDA_THREADS, 0, s>>>(src, ld, trans, rows, cols,
+                                                                                      (uint16_t *)terms, stride);
     return cudaGetLastError();
 }
