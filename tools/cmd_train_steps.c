@@ -152,7 +152,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
                             .n_params = lcx_model_params(m)->total_numel, .tp = 1, .cp = 1,
                             .weight_bytes = pdt == LCX_BF16 ? 2 : 4, .act_bytes = (int)lcx_act_size(adt),
                             .loss_chunk = chunk, .mlp_tile = mlp_tile};
-        pm.op_ws_per_token = lcx_mem_cpu_op_ws_per_token(&pm);
+        lcx_mem_set_op_ws(&pm, be == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA);
         lcx_act_policy *pol = malloc((size_t)mc->num_hidden_layers * sizeof *pol);
         if (!pol) {
             st = lcx_fail(LCX_ERR_OOM, "out of memory");

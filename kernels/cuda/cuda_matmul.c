@@ -110,10 +110,9 @@ static int lt_may_run(const lcx_matmul_args *g) {
  *    rounding, so the result is float32-exact in the op tests' sense), three bf16 GEMMs accumulating in float32
  *    (two terms, 2^-17, were not enough: a 4500-long reduction came within a factor 2 of the f32 allowance), into C
  *    (f32) or the staging (bf16 C). Blocks of at most MIX_ROWS rows of C by kb of the reduction (the three terms
- *    within MIX_SPLIT bytes; kb a multiple of 8 below k). The loss chunk's GEMMs are this case (float32 dlogits
- *    against bf16 weights or activations), which the tiled kernel ran at 5.5 TF/s on an H200. */
+ *    within LCX_CUDA_MATMUL_SPLIT bytes; kb a multiple of 8 below k). The loss chunk's GEMMs are this case
+ *    (float32 dlogits against bf16 weights or activations), which the tiled kernel ran at 5.5 TF/s on an H200. */
 enum { MIX_ROWS = 4096, MIX_K = 2048 };
-#define MIX_SPLIT ((size_t)32 << 20)
 typedef struct blocks {
     int split;           /* the f32 operand split into bf16 terms: 0 none, 1 A, 2 B */
     int stage;           /* C goes through the float32 staging */
@@ -141,7 +140,7 @@ static int blocks_of(const lcx_matmul_args *g, blocks *z) {
     int64_t kb = g->k;
     const int64_t term_k = 2 * (z->split == 1 ? rb : g->n); /* bytes of one bf16 term per reduction index */
     if (z->split) {
-        kb = (int64_t)(MIX_SPLIT / 3 / (size_t)term_k);
+        kb = (int64_t)(LCX_CUDA_MATMUL_SPLIT / 3 / (size_t)term_k);
         if (kb > MIX_K) kb = MIX_K;
         if (kb >= g->k) kb = g->k;
         else kb -= kb % 8;

@@ -13,6 +13,12 @@
  * cuBLASLt writes alpha op(A) op(B) there in row blocks and a kernel adds beta C with one rounding (cuBLASLt itself
  * rounds the product to bf16 before adding beta C: measured on an H200, docs/cuda.md). */
 #define LCX_CUDA_MATMUL_STAGE ((size_t)16 << 20)
+/* The most the three bf16 terms of a split float32 operand take (an f32 x bf16 call, cuda_matmul.c). */
+#define LCX_CUDA_MATMUL_SPLIT ((size_t)32 << 20)
+/* The most any matmul's workspace query returns: the cuBLASLt workspace, its alignment, the split terms and the
+ * staging, each rounded up to 256 bytes. The planner's memory model counts it (src/plan/plan.c) without a CUDA
+ * build; test_cuda_matmul_ws checks the bound against the query. */
+#define LCX_CUDA_MATMUL_WS_MAX (LCX_CUDA_MATMUL_WS + LCX_CUDA_MATMUL_SPLIT + LCX_CUDA_MATMUL_STAGE + (size_t)1024)
 
 /* x->handles = a new cublasLt handle and an empty plan cache (LCX_ERR_CUDA naming cuBLASLt's status). */
 lcx_status lcx_cuda_handles_create(lcx_exec *x);

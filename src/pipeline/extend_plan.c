@@ -67,10 +67,12 @@ static lcx_status report_plan(const lcx_plan *p, const lcx_reporter *r) {
 }
 
 lcx_status extend_plan(extend_job *job, int measure) {
-    LCX_TRY(lcx_plan_build(&job->cfg, job->recipe, &job->o->plan, &job->plan));
-    lcx_plan *p = job->plan;
     const lcx_backend *be = job->o->backend ? job->o->backend : lcx_backend_cpu();
     const int on_cpu = be == lcx_backend_cpu();
+    lcx_plan_opts po = job->o->plan;
+    po.backend = on_cpu ? LCX_MEM_CPU : LCX_MEM_CUDA; /* the memory model counts the arena of the backend that runs */
+    LCX_TRY(lcx_plan_build(&job->cfg, job->recipe, &po, &job->plan));
+    lcx_plan *p = job->plan;
     /* the measured rate is the CPU backend's: it says nothing of another backend's, which gets no estimate */
     double gf = measure && on_cpu && job->o->plan.tokens_per_s <= 0 ? measure_gflops() : 0;
     if (gf > 0) estimate_times(p, gf);

@@ -29,10 +29,14 @@ typedef struct lcx_mem_model {
     int act_bytes;          /* bytes per stored activation element (2 bf16, 4 f32) */
     int64_t loss_chunk;     /* tokens per chunk of the chunked output projection + cross-entropy */
     int64_t mlp_tile;       /* rows per MLP tile (the model's opts.mlp_chunk); 0 = all rows at once */
-    double op_ws_per_token; /* bytes per token of the backend's largest op workspace (the exec arena): 0 for the
-                               CUDA backend, whose attention needs none (the planner's case); the CPU attention
-                               backward's fp32 dK, dV per query head and row sums are 4 nh' (2 d + 1) */
+    /* The exec arena: the largest op workspace, max(op_ws_fixed, op_ws_per_token x tokens) (ops share one arena,
+     * so it is the largest one, not their sum). Set by lcx_mem_set_op_ws for a backend. */
+    double op_ws_fixed;     /* bytes independent of the length: CUDA's matmul (cuBLASLt workspace, staging, split) */
+    double op_ws_per_token; /* bytes per token: attention backward's (CUDA: row sums; CPU: fp32 dK, dV too) */
 } lcx_mem_model;
+
+/* Which backend's arena the memory model counts. The planner's default is the GPU's: CUDA. */
+typedef enum lcx_mem_backend { LCX_MEM_CUDA = 0, LCX_MEM_CPU } lcx_mem_backend;
 
 /* Bytes per device, i.e. per rank: each device runs one rank of TP x CP x DP (docs/plan.md "Memory"). */
 typedef struct lcx_mem_estimate {
@@ -45,10 +49,13 @@ typedef struct lcx_mem_estimate {
     double host;            /* offload: pinned host memory for offloaded layers */
 } lcx_mem_estimate;
 
-/* op_ws_per_token of the CPU backend for m's shape: its attention backward's fp32 dK, dV per query head and row
- * sums, 4 nh' (2 d + 1) bytes a token (kernels/cpu/cpu_attention_bwd.c); the other ops' workspaces do not grow
- * with the tokens. */
-double lcx_mem_cpu_op_ws_per_token(const lcx_mem_model *m);
+/* m's op_ws_fixed and op_ws_per_token for backend b at m's shape (heads per TP rank nh', head_dim d):
+ *  - CUDA: LCX_CUDA_MATMUL_WS_MAX (kernels/cuda/cuda_matmul.h: the cuBLASLt workspace plus the f32 x bf16 split
+ *    and the bf16-C staging, 80 MiB), and the attention backward's row sums, 4 nh' bytes a token;
+ *  - CPU: nothing fixed that grows with the model (its matmul tiles are small), and the attention backward's fp32
+ *    dK, dV per query head and row sums, 4 nh' (2 d + 1) bytes a token (kernels/cpu/cpu_attention_bwd.c).
+ * The other ops' workspaces are smaller at any length (sqnorm's partial sums, the loss chunk's row losses). */
+void lcx_mem_set_op_ws(lcx_mem_model *m, lcx_mem_backend b);
 
 /* Bytes stored per token per layer for each policy (docs/plan.md): keep, recompute; fp32 parts included. */
 double lcx_mem_layer_keep(const lcx_mem_model *m);
@@ -84,6 +91,7 @@ typedef struct lcx_plan_opts {
     double dev_flops;          /* throughput model: sustained FLOP/s of one device (default 400e12) */
     double link_bytes_s;       /* TP / CP / gradient collectives, bytes/s per device (default 150e9) */
     double host_bytes_s;       /* device <-> host copies for offload, bytes/s (default 25e9) */
+    lcx_mem_backend backend;   /* whose op arena the memory model counts (default CUDA) */
 } lcx_plan_opts;
 void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, no search, model rates */
 

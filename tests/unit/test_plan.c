@@ -331,6 +331,24 @@ static void test_memory(void) {
     CHECK(e.host == 128.0 * 104);
     /* scratch 2 x (96 + 16 + 16) + 8 = 264 a token + 3 x 2 x 32 per MLP row */
     CHECK(e.workspace == 128.0 * 288 + 128.0 * 192 + 128.0 * 264 + 128.0 * 192 + 3 * 128.0 * 104);
+    /* the exec arena, the largest op workspace: on CUDA 80 MiB of matmul (cuBLASLt workspace, split, staging) until
+     * the attention backward's row sums, 4 nh' a token, outgrow it; on the CPU 4 nh' (2d + 1) a token */
+    const double no_arena = e.workspace;
+    lcx_mem_set_op_ws(&m, LCX_MEM_CUDA);
+    CHECK(m.op_ws_fixed == 80.0 * 1048576 + 1024 && m.op_ws_per_token == 4.0 * 2);
+    lcx_mem_estimate_compute(&m, 128, 2, pol3, &e);
+    CHECK(e.workspace == no_arena + m.op_ws_fixed);
+    lcx_mem_estimate e_long;
+    lcx_mem_estimate_compute(&m, 1 << 25, 2, pol3, &e_long); /* 2^25 tokens a rank: 256 MiB of row sums */
+    lcx_mem_model m0 = m;
+    m0.op_ws_fixed = m0.op_ws_per_token = 0;
+    lcx_mem_estimate e0;
+    lcx_mem_estimate_compute(&m0, 1 << 25, 2, pol3, &e0);
+    CHECK(e_long.workspace == e0.workspace + 4.0 * 2 * (1 << 25));
+    lcx_mem_set_op_ws(&m, LCX_MEM_CPU);
+    CHECK(m.op_ws_fixed == 0 && m.op_ws_per_token == 4.0 * 2 * (2 * 8 + 1));
+    lcx_mem_estimate_compute(&m, 128, 2, pol3, &e);
+    CHECK(e.workspace == no_arena + 128.0 * m.op_ws_per_token);
 }
 
 /* Ring traffic per rank against the sizes written out here: one message is 2 (K and V) x KV heads per rank x
@@ -667,7 +685,7 @@ static void test_search(void) {
 /* The throughput model's terms against a hand computation (TP 2, CP 2, DP 2, bf16, 4 layers: 1 recompute,
  * 1 offload, 2 keep). */
 static void test_step_time(void) {
-    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096, 0, 0};
+    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096, 0, 0, 0};
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
     int counts[LCX_ACT_POLICY_COUNT] = {0};
