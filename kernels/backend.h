@@ -19,6 +19,9 @@
  * - sync(x) returns when every op queued on x has finished.
  * - Events order two queues without the host: event_record(x, e) marks the current end of x's queue;
  *   event_wait(y, e) makes later work on y wait for that mark; event_sync(e) blocks the host until it.
+ * - Timed events (created with LCX_EVENT_TIMED) also take the time their mark is reached: event_elapsed(a, b)
+ *   gives the seconds between two of them, so a stall of one queue is measured where it happens (a mark before
+ *   event_wait and one after it), not by the host, which only queues the wait.
  * - The CPU backend implements the same contract with a synchronous queue: every op has finished when it
  *   returns, and events are complete when recorded.
  * - Ops report bad arguments (sizes, NULL pointers, dtypes, a too small arena) when they are called. They never
@@ -69,6 +72,9 @@ typedef struct lcx_exec {
 
 /* An event of one backend (opaque; NULL-free on the CPU, where every event is complete). */
 typedef struct lcx_event lcx_event;
+/* event_create flag: the event also records the time its mark is reached (event_elapsed). Without it events are
+ * cheaper on a GPU (CUDA's cudaEventDisableTiming). */
+#define LCX_EVENT_TIMED 1u
 
 /* The ops, for workspace queries and the op tests. */
 typedef enum lcx_op {
@@ -310,11 +316,14 @@ struct lcx_backend {
     lcx_status (*exec_init)(lcx_exec *x);
     void (*exec_destroy)(lcx_exec *x);   /* releases queue and handles, not the scratch */
     lcx_status (*sync)(lcx_exec *x);     /* wait for every op queued on x */
-    lcx_status (*event_create)(lcx_event **out);
+    lcx_status (*event_create)(lcx_event **out, unsigned flags); /* flags: 0 or LCX_EVENT_TIMED */
     void (*event_free)(lcx_event *e);    /* NULL ok */
     lcx_status (*event_record)(lcx_exec *x, lcx_event *e);
     lcx_status (*event_wait)(lcx_exec *x, lcx_event *e); /* later work on x waits for e */
     lcx_status (*event_sync)(lcx_event *e);              /* the host waits for e */
+    /* *seconds = the time from a's mark to b's (>= 0 when b was recorded after a on one queue): both timed,
+     * recorded and complete (event_sync), else LCX_ERR_INVALID naming the problem. */
+    lcx_status (*event_elapsed)(lcx_event *a, lcx_event *b, double *seconds);
 
     /* ---- memory (alloc/free are not queued: call them outside hot loops) ---------------------------------- */
     /* *out = device buffer of `bytes` bytes (64-byte aligned, contents undefined); bytes 0 gives a valid

@@ -5,6 +5,7 @@
 
 #include "kernels/backend_check.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "src/core/clock.h"
 
 static int cpu_available(void) { return 1; }
 
@@ -22,20 +23,38 @@ static lcx_status cpu_sync(lcx_exec *x) {
     return LCX_OK;
 }
 
-/* One shared event: there is nothing to record in it. */
+/* One shared event for the untimed ones (there is nothing to record in them); a timed one is its own, holding the
+ * clock at its record (the queue is synchronous: the mark is reached when it is recorded). */
 struct lcx_event {
-    char unused;
+    int timed;
+    double at; /* lcx_clock_s() at the last record; < 0 before the first */
 };
 static lcx_event cpu_event;
 
-static lcx_status cpu_event_create(lcx_event **out) {
+static lcx_status cpu_event_create(lcx_event **out, unsigned flags) {
     LCX_FAIL_IF(out == NULL, LCX_ERR_INVALID, "event_create: 'out' is NULL");
+    LCX_FAIL_IF(flags & ~LCX_EVENT_TIMED, LCX_ERR_INVALID, "event_create: unknown flags %#x", flags);
     *out = &cpu_event;
+    if (!(flags & LCX_EVENT_TIMED)) return LCX_OK;
+    lcx_event *e = malloc(sizeof *e);
+    LCX_FAIL_IF(e == NULL, LCX_ERR_OOM, "event_create: out of memory");
+    e->timed = 1, e->at = -1;
+    *out = e;
     return LCX_OK;
 }
-static void cpu_event_free(lcx_event *e) { (void)e; }
+static void cpu_event_free(lcx_event *e) {
+    if (e != &cpu_event) free(e);
+}
 static lcx_status cpu_event_record(lcx_exec *x, lcx_event *e) {
     LCX_FAIL_IF(x == NULL || e == NULL, LCX_ERR_INVALID, "event_record: NULL exec or event");
+    if (e->timed) e->at = lcx_clock_s();
+    return LCX_OK;
+}
+static lcx_status cpu_event_elapsed(lcx_event *a, lcx_event *b, double *seconds) {
+    LCX_FAIL_IF(a == NULL || b == NULL || seconds == NULL, LCX_ERR_INVALID, "event_elapsed: NULL argument");
+    LCX_FAIL_IF(!a->timed || !b->timed, LCX_ERR_INVALID, "event_elapsed: an event created without LCX_EVENT_TIMED");
+    LCX_FAIL_IF(a->at < 0 || b->at < 0, LCX_ERR_INVALID, "event_elapsed: an event that was never recorded");
+    *seconds = b->at - a->at;
     return LCX_OK;
 }
 static lcx_status cpu_event_wait(lcx_exec *x, lcx_event *e) {
@@ -76,6 +95,7 @@ const lcx_backend lcx_cpu_backend_table = {
     .event_record = cpu_event_record,
     .event_wait = cpu_event_wait,
     .event_sync = cpu_event_sync,
+    .event_elapsed = cpu_event_elapsed,
     .alloc = lcx_cpu_alloc,
     .free = lcx_cpu_free,
     .copy_h2d = lcx_cpu_copy,

@@ -67,12 +67,14 @@ static lcx_status cu_sync(lcx_exec *x) {
     return cuda_check(cudaStreamSynchronize(stream_of(x)), "sync", "cudaStreamSynchronize");
 }
 
-/* An lcx_event is a cudaEvent_t (a pointer to CUDA's own event struct), without timing. */
-static lcx_status cu_event_create(lcx_event **out) {
+/* An lcx_event is a cudaEvent_t (a pointer to CUDA's own event struct), without timing unless asked. */
+static lcx_status cu_event_create(lcx_event **out, unsigned flags) {
     LCX_FAIL_IF(out == NULL, LCX_ERR_INVALID, "event_create: 'out' is NULL");
+    LCX_FAIL_IF(flags & ~LCX_EVENT_TIMED, LCX_ERR_INVALID, "event_create: unknown flags %#x", flags);
     *out = NULL;
     cudaEvent_t e = NULL;
-    LCX_TRY(cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event_create", "cudaEventCreate"));
+    const unsigned cf = flags & LCX_EVENT_TIMED ? cudaEventDefault : cudaEventDisableTiming;
+    LCX_TRY(cuda_check(cudaEventCreateWithFlags(&e, cf), "event_create", "cudaEventCreate"));
     *out = (lcx_event *)e;
     return LCX_OK;
 }
@@ -90,6 +92,19 @@ static lcx_status cu_event_wait(lcx_exec *x, lcx_event *e) {
 static lcx_status cu_event_sync(lcx_event *e) {
     LCX_FAIL_IF(e == NULL, LCX_ERR_INVALID, "event_sync: NULL event");
     return cuda_check(cudaEventSynchronize((cudaEvent_t)e), "event_sync", "cudaEventSynchronize");
+}
+/* cudaEventElapsedTime: milliseconds at about 0.5 us resolution; an untimed or unrecorded event is
+ * cudaErrorInvalidResourceHandle, an incomplete one cudaErrorNotReady, each named in the message. */
+static lcx_status cu_event_elapsed(lcx_event *a, lcx_event *b, double *seconds) {
+    LCX_FAIL_IF(a == NULL || b == NULL || seconds == NULL, LCX_ERR_INVALID, "event_elapsed: NULL argument");
+    float ms = 0;
+    const cudaError_t e = cudaEventElapsedTime(&ms, (cudaEvent_t)a, (cudaEvent_t)b);
+    LCX_FAIL_IF(e == cudaErrorInvalidResourceHandle, LCX_ERR_INVALID,
+                "event_elapsed: an event created without LCX_EVENT_TIMED, or never recorded");
+    LCX_FAIL_IF(e == cudaErrorNotReady, LCX_ERR_INVALID, "event_elapsed: an event not yet complete (event_sync first)");
+    LCX_TRY(cuda_check(e, "event_elapsed", "cudaEventElapsedTime"));
+    *seconds = ms * 1e-3;
+    return LCX_OK;
 }
 
 /* ---- memory -------------------------------------------------------------------------------------------------- */
@@ -308,6 +323,7 @@ const lcx_backend lcx_cuda_backend_table = {
     .exec_destroy = cu_exec_destroy,
     .sync = cu_sync,
     .event_create = cu_event_create,
+    .event_elapsed = cu_event_elapsed,
     .event_free = cu_event_free,
     .event_record = cu_event_record,
     .event_wait = cu_event_wait,

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/clock.h"
 #include "src/model/model_internal.h"
 
 /* Lay out layer l's stored tensors from base (NULL: sizing only); returns their bytes. Offload: the layer input
@@ -45,7 +44,11 @@ lcx_status lcx_offload_init(lcx_model *m, int depth) {
     o->freed_at = calloc((size_t)o->n_slots, sizeof *o->freed_at);
     o->ready_ev = calloc((size_t)o->n_slots, sizeof *o->ready_ev);
     o->free_ev = calloc((size_t)o->n_slots, sizeof *o->free_ev);
-    LCX_FAIL_IF(!o->bytes || !o->host || !o->slot_of || !o->holder || !o->freed_at || !o->ready_ev || !o->free_ev,
+    o->wait_beg = calloc((size_t)m->L, sizeof *o->wait_beg);
+    o->wait_end = calloc((size_t)m->L, sizeof *o->wait_end);
+    o->wait_pending = calloc((size_t)m->L, sizeof *o->wait_pending);
+    LCX_FAIL_IF(!o->bytes || !o->host || !o->slot_of || !o->holder || !o->freed_at || !o->ready_ev || !o->free_ev ||
+                    !o->wait_beg || !o->wait_end || !o->wait_pending,
                 LCX_ERR_OOM, "model: out of memory");
     for (int l = 0; l < m->L; l++) {
         if (!lcx_act_offloads(m->policy[l])) continue;
@@ -69,8 +72,13 @@ lcx_status lcx_offload_init(lcx_model *m, int depth) {
         if (o->bytes[l]) o->host[l] = o->host_mem + at, at += o->bytes[l];
     LCX_TRY(lcx_exec_create(m->be, &o->xc));
     for (int s = 0; s < o->n_slots; s++) {
-        LCX_TRY(m->be->event_create(&o->ready_ev[s]));
-        LCX_TRY(m->be->event_create(&o->free_ev[s]));
+        LCX_TRY(m->be->event_create(&o->ready_ev[s], 0));
+        LCX_TRY(m->be->event_create(&o->free_ev[s], 0));
+    }
+    for (int l = 0; l < m->L; l++) {
+        if (!o->bytes[l]) continue;
+        LCX_TRY(m->be->event_create(&o->wait_beg[l], LCX_EVENT_TIMED));
+        LCX_TRY(m->be->event_create(&o->wait_end[l], LCX_EVENT_TIMED));
     }
     return lcx_offload_begin(m);
 }
@@ -85,10 +93,14 @@ void lcx_offload_free(lcx_model *m) {
         if (o->ready_ev) m->be->event_free(o->ready_ev[s]);
         if (o->free_ev) m->be->event_free(o->free_ev[s]);
     }
+    for (int l = 0; l < m->L && o->wait_beg && o->wait_end; l++) {
+        m->be->event_free(o->wait_beg[l]);
+        m->be->event_free(o->wait_end[l]);
+    }
     if (o->dev) m->be->free(o->dev);
     m->be->host_free(o->host_mem); /* the copy queue was synchronised above */
     free(o->bytes), free(o->host), free(o->slot_of), free(o->holder), free(o->freed_at);
-    free(o->ready_ev), free(o->free_ev);
+    free(o->ready_ev), free(o->free_ev), free(o->wait_beg), free(o->wait_end), free(o->wait_pending);
     memset(o, 0, sizeof *o);
 }
 
@@ -153,6 +165,18 @@ lcx_status lcx_offload_fwd_post(lcx_model *m, int l, int store) {
     return LCX_OK;
 }
 
+/* Add layer l's recorded wait, if pending, to wait_s. */
+static lcx_status collect(lcx_model *m, int l) {
+    lcx_offload *o = &m->offl;
+    if (!o->wait_pending[l]) return LCX_OK;
+    double s = 0;
+    LCX_TRY(m->be->event_sync(o->wait_end[l]));
+    LCX_TRY(m->be->event_elapsed(o->wait_beg[l], o->wait_end[l], &s));
+    o->wait_s += s;
+    o->wait_pending[l] = 0;
+    return LCX_OK;
+}
+
 lcx_status lcx_offload_bwd_pre(lcx_model *m, int l) {
     lcx_offload *o = &m->offl;
     if (!o->n) return LCX_OK;
@@ -165,9 +189,16 @@ lcx_status lcx_offload_bwd_pre(lcx_model *m, int l) {
         o->host_used -= o->bytes[j];
     }
     if (!o->bytes[l]) return LCX_OK;
-    double t0 = lcx_clock_s();
+    LCX_TRY(collect(m, l)); /* a pair still pending from an earlier micro-batch: long passed, summed before reuse */
+    LCX_TRY(m->be->event_record(m->x, o->wait_beg[l]));
     LCX_TRY(m->be->event_wait(m->x, o->ready_ev[o->slot_of[l]]));
-    o->wait_s += lcx_clock_s() - t0;
+    LCX_TRY(m->be->event_record(m->x, o->wait_end[l]));
+    o->wait_pending[l] = 1;
+    return LCX_OK;
+}
+
+lcx_status lcx_offload_wait_collect(lcx_model *m) {
+    for (int l = 0; l < m->L && m->offl.n; l++) LCX_TRY(collect(m, l));
     return LCX_OK;
 }
 

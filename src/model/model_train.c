@@ -2,6 +2,7 @@
  * fp32 master weights, refresh of the stored (f32 or bf16) parameters. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "src/core/clock.h"
 #include "src/model/model_dp.h"
@@ -91,6 +92,7 @@ static lcx_status zero_step_state(lcx_model *m, int n_micro, size_t *res_bytes) 
     m->ring_wait_s = 0; /* the ring's waits are counted per step (res->ring_wait_s) */
     m->tp_comm_s = 0;   /* and the TP group's collectives (res->tp_comm_s) */
     m->offl.wait_s = 0; /* and the waits for offloaded activations (res->offload_wait_s) */
+    if (m->offl.n) memset(m->offl.wait_pending, 0, (size_t)m->L); /* a step without results left its marks */
     *res_bytes = sizeof(lcx_dev_results) + (size_t)n_micro * sizeof(lcx_loss_slot);
     LCX_TRY(lcx_model_zero_grads(m));
     return m->be->zero(m->x, m->d_res, *res_bytes);
@@ -134,6 +136,7 @@ static lcx_status train_step_local(lcx_model *m, const lcx_batch *micro, int n_m
         res->comm_s = m->tp_comm_s; /* one gradient rank: only the TP group communicates */
         res->tp_comm_s = m->tp_comm_s;
         res->ring_wait_s = m->ring_wait_s;
+        LCX_TRY(lcx_offload_wait_collect(m));
         res->offload_wait_s = m->offl.wait_s;
     }
     return LCX_OK;
@@ -220,6 +223,7 @@ static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_m
         res->comm_s = comm + tp_layers; /* comm's windows hold the step's later TP collectives */
         res->tp_comm_s = m->tp_comm_s;
         res->ring_wait_s = m->ring_wait_s;
+        LCX_TRY(lcx_offload_wait_collect(m));
         res->offload_wait_s = m->offl.wait_s;
     }
     return LCX_OK;

@@ -136,7 +136,7 @@ static const lcx_backend *guarded_backend(void) {
         t = (lcx_backend){.name = "cpu-guarded", .available = gb_available, .exec_init = gb_exec_init,
                           .exec_destroy = gb_exec_destroy, .sync = gb_sync, .event_create = c->event_create,
                           .event_free = c->event_free, .event_record = c->event_record, .event_wait = c->event_wait,
-                          .event_sync = c->event_sync, .alloc = gb_alloc, .free = gb_free, .copy_h2d = gb_copy_h2d,
+                          .event_sync = c->event_sync, .event_elapsed = c->event_elapsed, .alloc = gb_alloc, .free = gb_free, .copy_h2d = gb_copy_h2d,
                           .copy_d2h = gb_copy_d2h, .copy_d2d = gb_copy_d2d,
                           .copy_d2h_async = gb_copy_d2h_async, .copy_h2d_async = gb_copy_h2d_async,
                           .host_alloc = c->host_alloc, .host_free = c->host_free, .zero = gb_zero, .workspace = gb_workspace,

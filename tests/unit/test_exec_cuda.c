@@ -1,7 +1,7 @@
 /* The CUDA backend's parts that test_backend_ops_cuda does not reach (label cuda, exit 77 without a device):
  *  - contexts, memory and events: alloc(0) gives a freeable pointer; h2d, zero, d2d, d2h round trips; an event
  *    recorded on one queue orders a copy on another (event_wait), event_sync; pinned host memory (host_alloc)
- *    through the asynchronous copies, read after an event;
+ *    through the asynchronous copies, read after an event; timed events, and a queue's stall measured by them;
  *  - attention refuses the shapes its kernels do not cover (head_dim > 256) with LCX_ERR_UNSUPPORTED and one line;
  *  - matmul's paths against the CPU: bf16 operands at an odd element offset (2-byte aligned: cuBLASLt's heuristic
  *    is asked with that alignment, or the tiled kernel runs), the same shape aligned twice (a cached plan: the
@@ -21,6 +21,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "test_util.h"
+#include "timed_events.h"
 
 static const lcx_backend *BE;
 static lcx_exec *X;
@@ -73,7 +74,7 @@ static void test_memory_and_events(void) {
     lcx_exec *Y = NULL;
     CHECK_OK(lcx_exec_create(BE, &Y));
     lcx_event *e = NULL;
-    CHECK_OK(BE->event_create(&e));
+    CHECK_OK(BE->event_create(&e, 0));
     if (Y && e) {
         CHECK_OK(BE->copy_d2d(X, b, a, sizeof h));
         CHECK_OK(BE->event_record(X, e));
@@ -109,6 +110,46 @@ static void test_memory_and_events(void) {
     BE->free(a);
     BE->free(b);
     BE->free(c);
+}
+
+/* Timed events (tests/unit/timed_events.h), and a stall measured on the queue where it happens (the offload's
+ * wait timing): Y's marks around its wait for X's long work (16 device copies of 256 MiB) are that work apart, less
+ * the host's time to queue it, by X's own marks around the work. */
+static void test_timed_events(void) {
+    check_timed_events(BE, X);
+    enum { BIG = 256 << 20, ROUNDS = 16 };
+    lcx_exec *Y = NULL;
+    void *p = NULL, *q = NULL;
+    lcx_event *done = NULL, *x0 = NULL, *x1 = NULL, *y0 = NULL, *y1 = NULL;
+    CHECK_OK(lcx_exec_create(BE, &Y));
+    CHECK_OK(BE->alloc(BIG, &p));
+    CHECK_OK(BE->alloc(BIG, &q));
+    CHECK_OK(BE->event_create(&done, 0));
+    CHECK_OK(BE->event_create(&x0, LCX_EVENT_TIMED));
+    CHECK_OK(BE->event_create(&x1, LCX_EVENT_TIMED));
+    CHECK_OK(BE->event_create(&y0, LCX_EVENT_TIMED));
+    CHECK_OK(BE->event_create(&y1, LCX_EVENT_TIMED));
+    if (Y && p && q && done && x0 && x1 && y0 && y1) {
+        CHECK_OK(BE->zero(X, p, BIG));
+        CHECK_OK(BE->sync(X));
+        CHECK_OK(BE->event_record(X, x0));
+        for (int i = 0; i < ROUNDS; i++) CHECK_OK(BE->copy_d2d(X, i % 2 ? p : q, i % 2 ? q : p, BIG));
+        CHECK_OK(BE->event_record(X, x1));
+        CHECK_OK(BE->event_record(X, done));
+        CHECK_OK(BE->event_record(Y, y0));
+        CHECK_OK(BE->event_wait(Y, done));
+        CHECK_OK(BE->event_record(Y, y1));
+        CHECK_OK(BE->event_sync(y1));
+        CHECK_OK(BE->event_sync(x1));
+        double work = 0, stall = 0;
+        CHECK_OK(BE->event_elapsed(x0, x1, &work));
+        CHECK_OK(BE->event_elapsed(y0, y1, &stall));
+        CHECK_MSG(work > 0 && stall >= 0.5 * work && stall <= work + 1e-3, "work %.6f s, stall %.6f s", work, stall);
+        printf("timed events: X's work %.3f ms, Y's stall %.3f ms\n", work * 1e3, stall * 1e3);
+    }
+    BE->event_free(done), BE->event_free(x0), BE->event_free(x1), BE->event_free(y0), BE->event_free(y1);
+    BE->free(p), BE->free(q);
+    lcx_exec_free(Y);
 }
 
 /* Valid (empty) arguments pass the shared checks and reach the kernels' own limits. */
@@ -399,6 +440,7 @@ int main(void) {
     CHECK_OK(lcx_exec_create(BE, &X));
     if (!X) return test_summary("test_exec_cuda");
     test_memory_and_events();
+    test_timed_events();
     test_limits();
     test_matmul();
     for (int tp = 1; tp <= 4; tp++) test_vocab_parallel(tp);

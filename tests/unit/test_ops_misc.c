@@ -1,10 +1,11 @@
-/* Backend registry, exec contexts (arena, workspace check, events), the shared argument checks (the CUDA table
+/* Backend registry, exec contexts (arena, workspace check, events, timed events), the shared argument checks (the CUDA table
  * reports bad arguments as the CPU does), memory ops, casts, add/scale/axpy (float32 and bf16) and the squared
  * norm (a device result that accumulates). References: float32 results of a single rounding computed through
  * double (exact for these ops), bf16 widening by a 16-bit shift, and a plain double sum. */
 #include <stdint.h>
 
 #include "ops_common.h"
+#include "timed_events.h"
 
 static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
@@ -47,12 +48,13 @@ static void check_exec(const lcx_backend *be) {
     lcx_elementwise_args ea = {.dt = LCX_F32, .n = 100000};
     CHECK(lcx_exec_workspace(x, LCX_OP_ADD, &ea) == 0);
     lcx_event *e = NULL;
-    CHECK_OK(be->event_create(&e));
+    CHECK_OK(be->event_create(&e, 0));
     CHECK_OK(be->event_record(x, e));
     CHECK_OK(be->event_wait(x, e));
     CHECK_OK(be->event_sync(e));
     CHECK_OK(be->sync(x));
     be->event_free(e);
+    check_timed_events(be, x);
     be->event_free(NULL);
     CHECK_FAILS(be->sync(NULL), LCX_ERR_INVALID, "NULL");
     lcx_exec_free(x);
