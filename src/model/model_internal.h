@@ -70,10 +70,11 @@ typedef struct lcx_offload {
     uint64_t tick;
     lcx_exec *xc;             /* the copy queue */
     lcx_event **ready_ev, **free_ev; /* [n_slots] */
-    /* [L] timed marks on the compute queue around each offloaded layer's wait for its fetch (the stall is the time
-     * between them, measured on the queue: a GPU host only queues the wait); pending: recorded, not yet summed */
+    /* Timed marks on the compute queue around each wait for a fetch (the stall is the time between them, measured
+     * on the queue: a GPU host only queues the wait), one pair per wait of the step in order: n_marks used since
+     * the step began, a pool of cap_marks pairs that grows (event_create only) the first time a step waits more */
     lcx_event **wait_beg, **wait_end;
-    unsigned char *wait_pending;
+    int n_marks, cap_marks;
     size_t dev_used, dev_hwm, host_used, host_hwm;
     double wait_s;            /* seconds the compute queue waited for fetches (summed by lcx_offload_wait_collect) */
 } lcx_offload;
@@ -318,7 +319,7 @@ lcx_status lcx_offload_fwd_pre(lcx_model *m, int l);
 lcx_status lcx_offload_fwd_post(lcx_model *m, int l, int store);
 lcx_status lcx_offload_bwd_pre(lcx_model *m, int l);
 lcx_status lcx_offload_bwd_post(lcx_model *m, int l);
-/* Add the recorded waits to offl.wait_s (each pair's end is synchronised first: call it after the step's results
+/* Add the step's recorded waits to offl.wait_s (one event_sync, on the last mark: call it after the step's results
  * were read, when the compute queue has passed them). */
 lcx_status lcx_offload_wait_collect(lcx_model *m);
 /* Make room for n loss slots in d_res (kept when large enough; contents are not kept). */

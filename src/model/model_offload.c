@@ -44,11 +44,7 @@ lcx_status lcx_offload_init(lcx_model *m, int depth) {
     o->freed_at = calloc((size_t)o->n_slots, sizeof *o->freed_at);
     o->ready_ev = calloc((size_t)o->n_slots, sizeof *o->ready_ev);
     o->free_ev = calloc((size_t)o->n_slots, sizeof *o->free_ev);
-    o->wait_beg = calloc((size_t)m->L, sizeof *o->wait_beg);
-    o->wait_end = calloc((size_t)m->L, sizeof *o->wait_end);
-    o->wait_pending = calloc((size_t)m->L, sizeof *o->wait_pending);
-    LCX_FAIL_IF(!o->bytes || !o->host || !o->slot_of || !o->holder || !o->freed_at || !o->ready_ev || !o->free_ev ||
-                    !o->wait_beg || !o->wait_end || !o->wait_pending,
+    LCX_FAIL_IF(!o->bytes || !o->host || !o->slot_of || !o->holder || !o->freed_at || !o->ready_ev || !o->free_ev,
                 LCX_ERR_OOM, "model: out of memory");
     for (int l = 0; l < m->L; l++) {
         if (!lcx_act_offloads(m->policy[l])) continue;
@@ -75,11 +71,6 @@ lcx_status lcx_offload_init(lcx_model *m, int depth) {
         LCX_TRY(m->be->event_create(&o->ready_ev[s], 0));
         LCX_TRY(m->be->event_create(&o->free_ev[s], 0));
     }
-    for (int l = 0; l < m->L; l++) {
-        if (!o->bytes[l]) continue;
-        LCX_TRY(m->be->event_create(&o->wait_beg[l], LCX_EVENT_TIMED));
-        LCX_TRY(m->be->event_create(&o->wait_end[l], LCX_EVENT_TIMED));
-    }
     return lcx_offload_begin(m);
 }
 
@@ -93,14 +84,14 @@ void lcx_offload_free(lcx_model *m) {
         if (o->ready_ev) m->be->event_free(o->ready_ev[s]);
         if (o->free_ev) m->be->event_free(o->free_ev[s]);
     }
-    for (int l = 0; l < m->L && o->wait_beg && o->wait_end; l++) {
-        m->be->event_free(o->wait_beg[l]);
-        m->be->event_free(o->wait_end[l]);
+    for (int k = 0; k < o->cap_marks; k++) {
+        m->be->event_free(o->wait_beg[k]);
+        m->be->event_free(o->wait_end[k]);
     }
     if (o->dev) m->be->free(o->dev);
     m->be->host_free(o->host_mem); /* the copy queue was synchronised above */
     free(o->bytes), free(o->host), free(o->slot_of), free(o->holder), free(o->freed_at);
-    free(o->ready_ev), free(o->free_ev), free(o->wait_beg), free(o->wait_end), free(o->wait_pending);
+    free(o->ready_ev), free(o->free_ev), free(o->wait_beg), free(o->wait_end);
     memset(o, 0, sizeof *o);
 }
 
@@ -165,15 +156,23 @@ lcx_status lcx_offload_fwd_post(lcx_model *m, int l, int store) {
     return LCX_OK;
 }
 
-/* Add layer l's recorded wait, if pending, to wait_s. */
-static lcx_status collect(lcx_model *m, int l) {
+/* The next pair of timed marks, grown by one when the step has used them all. */
+static lcx_status next_marks(lcx_model *m, lcx_event **beg, lcx_event **end) {
     lcx_offload *o = &m->offl;
-    if (!o->wait_pending[l]) return LCX_OK;
-    double s = 0;
-    LCX_TRY(m->be->event_sync(o->wait_end[l]));
-    LCX_TRY(m->be->event_elapsed(o->wait_beg[l], o->wait_end[l], &s));
-    o->wait_s += s;
-    o->wait_pending[l] = 0;
+    if (o->n_marks == o->cap_marks) {
+        const size_t n = (size_t)o->cap_marks + 1;
+        lcx_event **b = realloc(o->wait_beg, n * sizeof *b);
+        if (b) o->wait_beg = b;
+        lcx_event **e = b ? realloc(o->wait_end, n * sizeof *e) : NULL;
+        if (e) o->wait_end = e;
+        LCX_FAIL_IF(!b || !e, LCX_ERR_OOM, "model offload: out of memory");
+        o->wait_beg[o->cap_marks] = o->wait_end[o->cap_marks] = NULL;
+        o->cap_marks++; /* counted now: lcx_offload_free frees what was created */
+        LCX_TRY(m->be->event_create(&o->wait_beg[o->cap_marks - 1], LCX_EVENT_TIMED));
+        LCX_TRY(m->be->event_create(&o->wait_end[o->cap_marks - 1], LCX_EVENT_TIMED));
+    }
+    *beg = o->wait_beg[o->n_marks], *end = o->wait_end[o->n_marks];
+    o->n_marks++;
     return LCX_OK;
 }
 
@@ -189,16 +188,24 @@ lcx_status lcx_offload_bwd_pre(lcx_model *m, int l) {
         o->host_used -= o->bytes[j];
     }
     if (!o->bytes[l]) return LCX_OK;
-    LCX_TRY(collect(m, l)); /* a pair still pending from an earlier micro-batch: long passed, summed before reuse */
-    LCX_TRY(m->be->event_record(m->x, o->wait_beg[l]));
+    lcx_event *beg = NULL, *end = NULL;
+    LCX_TRY(next_marks(m, &beg, &end));
+    LCX_TRY(m->be->event_record(m->x, beg));
     LCX_TRY(m->be->event_wait(m->x, o->ready_ev[o->slot_of[l]]));
-    LCX_TRY(m->be->event_record(m->x, o->wait_end[l]));
-    o->wait_pending[l] = 1;
-    return LCX_OK;
+    return m->be->event_record(m->x, end);
 }
 
 lcx_status lcx_offload_wait_collect(lcx_model *m) {
-    for (int l = 0; l < m->L && m->offl.n; l++) LCX_TRY(collect(m, l));
+    lcx_offload *o = &m->offl;
+    if (!o->n_marks) return LCX_OK;
+    /* every mark is on the compute queue: once the last is complete, all are */
+    LCX_TRY(m->be->event_sync(o->wait_end[o->n_marks - 1]));
+    for (int k = 0; k < o->n_marks; k++) {
+        double s = 0;
+        LCX_TRY(m->be->event_elapsed(o->wait_beg[k], o->wait_end[k], &s));
+        o->wait_s += s;
+    }
+    o->n_marks = 0;
     return LCX_OK;
 }
 

@@ -2,7 +2,6 @@
  * fp32 master weights, refresh of the stored (f32 or bf16) parameters. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "src/core/clock.h"
 #include "src/model/model_dp.h"
@@ -92,7 +91,7 @@ static lcx_status zero_step_state(lcx_model *m, int n_micro, size_t *res_bytes) 
     m->ring_wait_s = 0; /* the ring's waits are counted per step (res->ring_wait_s) */
     m->tp_comm_s = 0;   /* and the TP group's collectives (res->tp_comm_s) */
     m->offl.wait_s = 0; /* and the waits for offloaded activations (res->offload_wait_s) */
-    if (m->offl.n) memset(m->offl.wait_pending, 0, (size_t)m->L); /* a step without results left its marks */
+    m->offl.n_marks = 0; /* marks a step without results left are dropped */
     *res_bytes = sizeof(lcx_dev_results) + (size_t)n_micro * sizeof(lcx_loss_slot);
     LCX_TRY(lcx_model_zero_grads(m));
     return m->be->zero(m->x, m->d_res, *res_bytes);

@@ -1,0 +1,81 @@
+/* What a training step asks of the host, counted on the guarded backend (guarded_backend.h: the CPU kernels, every
+ * wait for a queue -- copy_d2h, sync, event_sync -- and every allocation counted). On a GPU each wait stops the
+ * host from queueing ahead and each allocation (cudaMalloc, cudaMallocHost) synchronises the device, so a step
+ * whose count grows with the layers or the micro-batches would leave the GPU idle between kernels. For models of
+ * 2 and 6 layers, 1 and 3 micro-batches, under keep, recompute, offload and recompute+offload, f32 and bf16:
+ *   - after the first step, a step allocates nothing;
+ *   - a step waits for the queue the same number of times whatever the layers and micro-batches, and that number
+ *     is small (at most MAX_WAITS: the step's results, read once, the queue's end after AdamW, and with offload one
+ *     more wait at the step's end, for the marks that time the fetches, lcx_offload_wait_collect).
+ * Reference: the counts of the smallest model (2 layers, 1 micro-batch) under the same policy. */
+#include <string.h>
+
+#include "formats/hf_config.h"
+#include "guarded_backend.h"
+#include "src/model/model.h"
+#include "test_util.h"
+
+enum { MAX_WAITS = 4, STEPS = 3, SEQ = 16 };
+
+typedef struct counts {
+    size_t waits, allocs;
+} counts;
+
+/* Steps 2..STEPS of a fresh model (layers, micro-batches, policy, activation dtype): the most waits and allocations
+ * of any of them. Returns 0 if the model could not run. */
+static int run(int layers, int n_micro, lcx_act_policy pol, lcx_dtype adt, counts *out) {
+    lcx_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    CHECK_OK(lcx_config_load(LCX_SOURCE_DIR "/tests/fixtures/models/llama_gqa/config.json", &cfg));
+    cfg.num_hidden_layers = layers;
+    lcx_model_opts o = {.training = 1, .max_tokens = SEQ, .loss_chunk = 5, .policy = pol, .act_dtype = adt,
+                        .backend = guarded_backend()};
+    lcx_model *m = NULL;
+    int ok = 0;
+    CHECK_OK(lcx_model_init(&m, &cfg, &o));
+    if (m) CHECK_OK(lcx_model_init_random(m, 7, 0.02));
+    int32_t ids[3][SEQ];
+    for (int b = 0; b < 3; b++)
+        for (int t = 0; t < SEQ; t++) ids[b][t] = (int32_t)((t * 37 + b * 11) % cfg.vocab_size);
+    lcx_batch batch[3] = {{1, SEQ, ids[0], NULL, NULL}, {1, SEQ, ids[1], NULL, NULL}, {1, SEQ, ids[2], NULL, NULL}};
+    lcx_adamw_opts ao = lcx_adamw_opts_default();
+    memset(out, 0, sizeof *out);
+    for (int s = 0; m && s < STEPS; s++) {
+        const size_t w0 = gb_host_waits, a0 = gb_allocs;
+        lcx_step_result r;
+        lcx_status st = lcx_model_train_step(m, batch, n_micro, &ao, &r);
+        CHECK_OK(st);
+        if (st != LCX_OK) break;
+        if (s > 0) {
+            if (gb_host_waits - w0 > out->waits) out->waits = gb_host_waits - w0;
+            if (gb_allocs - a0 > out->allocs) out->allocs = gb_allocs - a0;
+        }
+        ok = s == STEPS - 1;
+    }
+    lcx_model_free(m);
+    lcx_config_free(&cfg);
+    return ok;
+}
+
+int main(void) {
+    const lcx_act_policy pols[] = {LCX_ACT_KEEP, LCX_ACT_RECOMPUTE, LCX_ACT_OFFLOAD, LCX_ACT_RECOMPUTE_OFFLOAD};
+    const lcx_dtype dts[] = {LCX_F32, LCX_BF16};
+    for (size_t d = 0; d < 2; d++)
+        for (size_t p = 0; p < sizeof pols / sizeof pols[0]; p++) {
+            counts ref;
+            if (!run(2, 1, pols[p], dts[d], &ref)) continue;
+            for (int layers = 2; layers <= 6; layers += 4)
+                for (int micro = 1; micro <= 3; micro += 2) {
+                    counts c;
+                    if (!run(layers, micro, pols[p], dts[d], &c)) continue;
+                    printf("%s %s: %d layers, %d micro-batches: %zu waits, %zu allocations a step\n",
+                           lcx_act_policy_name(pols[p]), lcx_dtype_name(dts[d]), layers, micro, c.waits, c.allocs);
+                    CHECK_MSG(c.allocs == 0, "%s, %d layers, %d micro-batches: %zu allocations in a step",
+                              lcx_act_policy_name(pols[p]), layers, micro, c.allocs);
+                    CHECK_MSG(c.waits == ref.waits, "%s, %d layers, %d micro-batches: %zu waits, %zu with 2 layers "
+                              "and 1 micro-batch", lcx_act_policy_name(pols[p]), layers, micro, c.waits, ref.waits);
+                    CHECK_MSG(c.waits <= MAX_WAITS, "%s: %zu waits a step", lcx_act_policy_name(pols[p]), c.waits);
+                }
+        }
+    return test_summary("test_model_host_syncs");
+}
