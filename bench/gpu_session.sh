@@ -10,42 +10,11 @@
 set -uo pipefail
 RESULTS=${1:?usage: $0 RESULTS [DEADLINE_S]}
 DEADLINE=${2:-560}
-LOGS=$RESULTS/logs
-mkdir -p "$LOGS"
-T0=$(date +%s)
 B=build-gpu
-# The device tool brings back a few files only: the logs travel as one archive beside summary.txt.
-pack() { tar czf "$RESULTS/logs.tgz" -C "$RESULTS" logs && rm -rf "$LOGS"; }
-summary() { echo "$*" | tee -a "$RESULTS/summary.txt"; }
-
-# step NAME LIMIT_S CMD...: run CMD with at most LIMIT_S seconds, never past the deadline (a step that would get
-# under 10 s is skipped and said so).
-step() {
-    local name=$1 limit=$2; shift 2
-    local left=$(( DEADLINE - ($(date +%s) - T0) - 5 ))
-    (( limit > left )) && limit=$left
-    if (( limit < 10 )); then summary "$name: skipped (deadline)"; return 0; fi
-    local s=$(date +%s)
-    timeout -k 5 "$limit" bash -c "$*" > "$LOGS/$name.log" 2>&1
-    local rc=$?
-    summary "$name: rc $rc, $(( $(date +%s) - s )) s (limit $limit s)"
-    return $rc
-}
-
-{
-    date -u; nvidia-smi; nvcc --version | tail -2
-    python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, torch.cuda.get_device_name())'
-    python3 -c 'import transformers; print("transformers", transformers.__version__)'
-    which compute-sanitizer; nproc
-} > "$LOGS/env.log" 2>&1
-
-export PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
-# shellcheck disable=SC1091
-source bench/gpu_deps.sh env .gpu-debs > "$LOGS/deps.log" 2>&1
-cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+# shellcheck source=bench/gpu_lib.sh
+source bench/gpu_lib.sh
 targets="test_backend_ops_cuda test_exec_cuda test_cast_cuda test_comm_nccl_cuda test_model_cuda bench_attention bench_matmul_cuda lcextend"
-step build 240 "cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCX_WERROR=ON -DLCX_CUDA_ARCHS=${cc:-90} \
-    \$LCX_DEVICE_CMAKE_ARGS && cmake --build $B -j16 --target $targets" || { summary "build failed: stop"; pack; exit 1; }
+gpu_build $B "$targets" || { summary "build failed: stop"; pack; exit 1; }
 
 export OMP_NUM_THREADS=8
 # correctness first: every op case (tensor-core attention, the staged and split matmuls), the model on the GPU

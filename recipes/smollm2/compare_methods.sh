@@ -8,7 +8,7 @@
 #   passkey: log-likelihood rank of the key against 4 distractors, TRIALS trials per (length, depth).
 # usage: recipes/smollm2/compare_methods.sh GGUF OUTDIR [BUILD_DIR]
 #   env: TARGET (default 32768), LENGTHS (default 8192,16384,...,TARGET), DEPTHS (default 0,0.5,1),
-#        TRIALS (default 1), METHODS (default "none pi ntk dynamic yarn llama3 abf")
+#        TRIALS (default 1), METHODS (default "none pi ntk dynamic yarn llama3 abf"), BACKEND (cpu, or cuda)
 # Two sweeps: every method's perplexity (METHOD-ppl.json/.txt; the last method's run draws methods-ppl.svg with
 # the others' JSON), then every method's passkey cells (METHOD-passkey.json/.txt/.svg). A rerun skips what exists.
 # Cost on the CPU: about one forward pass of TARGET tokens per document and per passkey cell and method (a 32k
@@ -28,6 +28,7 @@ fi
 depths=${DEPTHS:-0,0.5,1}
 trials=${TRIALS:-1}
 methods=${METHODS:-none pi ntk dynamic yarn llama3 abf}
+backend=${BACKEND:-cpu}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 [ -f "$out/data/heldout-kjv.txt" ] || "$here/make_data.sh" "$gguf" "$out/data" "$lcx"
@@ -69,7 +70,7 @@ for m in "$@"; do
         done
     fi
     t0=$(date +%s)
-    "$lcx" eval "$model" --data "$out/heldout" --lengths "$LENGTHS" --truncate --series "$m" \
+    "$lcx" eval "$model" --backend "$backend" --data "$out/heldout" --lengths "$LENGTHS" --truncate --series "$m" \
         --json "$out/$m-ppl.json" "${picture[@]}" --quiet >"$out/$m-ppl.txt"
     echo "compare_methods.sh: $m perplexity done in $(($(date +%s) - t0)) s" >&2
 done
@@ -77,7 +78,8 @@ for m in "$@"; do
     [ -f "$out/$m.json" ] || [ -f "$out/$m-passkey.json" ] && continue
     model=$(model_dir "$m")
     t0=$(date +%s)
-    "$lcx" eval "$model" --passkey "$trials" --passkey-lengths "$LENGTHS" --depths "$depths" --mode loglik \
+    "$lcx" eval "$model" --backend "$backend" --passkey "$trials" --passkey-lengths "$LENGTHS" --depths "$depths" \
+        --mode loglik \
         --series "$m" --json "$out/$m-passkey.json" --passkey-svg "$out/$m-passkey.svg" --quiet >"$out/$m-passkey.txt"
     echo "compare_methods.sh: $m passkey done in $(($(date +%s) - t0)) s" >&2
 done
