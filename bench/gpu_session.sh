@@ -30,6 +30,7 @@ step step_1b_ours 90 "$B/lcextend train-steps --config bench/llama1b.json --seq 
     --activations bf16 --policy recompute --backend cuda"
 step step_1b_hf 60 "python3 bench/train_step_torch.py bench/llama1b.json 8192 4 16 --device cuda --dtype bf16 \
     --checkpointing --peak-tflops 989"
+step cp_one_gpu 60 "BACKEND=cuda SEQ=2048 bench/cp_check.sh $B"
 step memcheck_exec 40 "compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests/test_exec_cuda"
 step initcheck_ops 60 "compute-sanitizer --tool initcheck --error-exitcode 99 $B/tests/test_backend_ops_cuda"
 step cublaslt_trace 30 "CUBLASLT_LOG_LEVEL=2 $B/tests/test_backend_ops_cuda cuda matmul 2>&1 | head -c 4000000"
