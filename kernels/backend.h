@@ -344,6 +344,12 @@ struct lcx_backend {
      * another queue for its device side). On the CPU they are done when they return. */
     lcx_status (*copy_d2h_async)(lcx_exec *x, void *dst_host, const void *src_device, size_t bytes);
     lcx_status (*copy_h2d_async)(lcx_exec *x, void *dst_device, const void *src_host, size_t bytes);
+    /* The bytes this backend's alloc holds now (alloc's sizes, host_alloc's not) and at most since the start or the
+     * last mem_reset_peak: the allocator high-water mark the planner's memory model predicts (docs/plan.md). Not
+     * counted: the allocator's own rounding, and memory the libraries take outside the contract (CUDA's context,
+     * cuBLASLt's handles). */
+    void (*mem_stats)(size_t *in_use, size_t *peak); /* either may be NULL */
+    void (*mem_reset_peak)(void);
 
     /* Bytes of scratch `op` needs for `args` (a pointer to that op's argument struct); 0 for most ops. Depends
      * on the sizes and dtypes only (and the backend's thread count: on the CPU omp_get_max_threads(), which must

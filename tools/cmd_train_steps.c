@@ -39,7 +39,8 @@ static void help(void) {
            "  --mlp-tile N         rows per MLP tile (e.g. 1k; default: all rows at once)\n"
            "  --seed N             random seed (default 1)\n"
            "  --backend B          where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU);\n"
-           "                       peak_rss is host memory either way\n"
+           "                       peak_rss is host memory either way; at the end, the backend's allocator\n"
+           "                       high-water mark against the plan's device total\n"
            "  --help               this help\n"
            "\n"
            "examples:\n"
@@ -111,6 +112,10 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     int64_t n_file = 0;
     int rc = LCX_EXIT_OK;
     lcx_status st;
+    size_t held0 = 0, hwm = 0; /* the backend's allocator: before the model, and its high-water mark after */
+    double predicted = 0;      /* the plan's device total for the same model, length and policy */
+    be->mem_reset_peak();
+    be->mem_stats(&held0, NULL);
     if (config) {
         st = lcx_config_load(config, &cfg);
         if (st == LCX_OK) st = lcx_model_init(&m, &cfg, &o);
@@ -162,6 +167,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
         lcx_mem_estimate e;
         lcx_mem_estimate_compute(&pm, batch * seq, 1, pol, &e);
         free(pol);
+        predicted = e.total;
         printf("predicted (plan memory model): %.1f MiB = weights, grads, master, AdamW %.1f MiB + activations, "
                "workspace, logits %.1f MiB + host pool %.1f MiB\n",
                (e.total + e.host) / 1048576.0, (e.weights + e.grads + e.master + e.optimizer) / 1048576.0,
@@ -201,6 +207,11 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     if (n_tps > 0)
         printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB  tokens/cpu-s %.1f\n", sum_tps / n_tps,
                steps > 1 ? "2..N" : "1", max_rss, sum_cpu_tps / n_tps);
+    be->mem_stats(NULL, &hwm);
+    if (steps > 0) /* the device's side of the prediction: what the backend's alloc held at most */
+        printf("backend memory: high-water mark %.1f MiB (%s's allocations), predicted %.1f MiB (%+.1f%%)\n",
+               (double)(hwm - held0) / 1048576.0, be->name, predicted / 1048576.0,
+               predicted > 0 ? 100.0 * ((double)(hwm - held0) / predicted - 1) : 0.0);
     LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
     goto done;
 fail:

@@ -57,8 +57,12 @@ static inline float lcx_cpu_expf(float x0) {
 }
 
 /* cpu_memory.c */
-lcx_status lcx_cpu_alloc(size_t bytes, void **out);
+lcx_status lcx_cpu_alloc(size_t bytes, void **out); /* counted in the backend's ledger (mem_stats) */
 void lcx_cpu_free(void *p);
+lcx_status lcx_cpu_host_alloc(size_t bytes, void **out); /* the same memory, not counted */
+void lcx_cpu_host_free(void *p);
+void lcx_cpu_mem_stats(size_t *in_use, size_t *peak);
+void lcx_cpu_mem_reset_peak(void);
 lcx_status lcx_cpu_copy(lcx_exec *x, void *dst, const void *src, size_t bytes);
 lcx_status lcx_cpu_zero(lcx_exec *x, void *p, size_t bytes);
 

@@ -1,10 +1,14 @@
-/* cpu_memory: aligned host allocations and copies. */
+/* cpu_memory: aligned host allocations (the backend's "device" memory counted in a ledger, the host pool's not)
+ * and copies. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/mem_ledger.h"
 
-lcx_status lcx_cpu_alloc(size_t bytes, void **out) {
+static lcx_mem_ledger ledger = LCX_MEM_LEDGER_INIT;
+
+lcx_status lcx_cpu_host_alloc(size_t bytes, void **out) {
     LCX_FAIL_IF(out == NULL, LCX_ERR_INVALID, "alloc: 'out' is NULL");
     *out = NULL;
     size_t rounded; /* aligned_alloc wants a multiple of the alignment; 0 still gives a freeable pointer */
@@ -17,7 +21,23 @@ lcx_status lcx_cpu_alloc(size_t bytes, void **out) {
     return LCX_OK;
 }
 
-void lcx_cpu_free(void *p) { free(p); }
+void lcx_cpu_host_free(void *p) { free(p); }
+
+lcx_status lcx_cpu_alloc(size_t bytes, void **out) {
+    LCX_TRY(lcx_cpu_host_alloc(bytes, out));
+    const size_t held = bytes ? (bytes + 63) & ~(size_t)63 : 64; /* what aligned_alloc was asked for */
+    lcx_status st = lcx_mem_ledger_add(&ledger, *out, held);
+    if (st != LCX_OK) free(*out), *out = NULL;
+    return st;
+}
+
+void lcx_cpu_free(void *p) {
+    lcx_mem_ledger_remove(&ledger, p);
+    free(p);
+}
+
+void lcx_cpu_mem_stats(size_t *in_use, size_t *peak) { lcx_mem_ledger_stats(&ledger, in_use, peak); }
+void lcx_cpu_mem_reset_peak(void) { lcx_mem_ledger_reset_peak(&ledger); }
 
 /* The queue is synchronous: copies are done when they return, whichever direction. */
 lcx_status lcx_cpu_copy(lcx_exec *x, void *dst, const void *src, size_t bytes) {

@@ -16,6 +16,7 @@
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_runtime_info.h"
+#include "kernels/mem_ledger.h"
 
 /* ---- errors -------------------------------------------------------------------------------------------------- */
 
@@ -110,6 +111,8 @@ static lcx_status cu_event_elapsed(lcx_event *a, lcx_event *b, double *seconds) 
 /* ---- memory -------------------------------------------------------------------------------------------------- */
 
 /* cudaMalloc's pointers are aligned to at least 256 bytes; 0 bytes allocates 64 so that the pointer is valid. */
+static lcx_mem_ledger ledger = LCX_MEM_LEDGER_INIT;
+
 static lcx_status cu_alloc(size_t bytes, void **out) {
     LCX_FAIL_IF(out == NULL, LCX_ERR_INVALID, "alloc: 'out' is NULL");
     *out = NULL;
@@ -119,13 +122,23 @@ static lcx_status cu_alloc(size_t bytes, void **out) {
         (void)cudaGetLastError();
         return lcx_fail(LCX_ERR_OOM, "alloc: cudaMalloc of %zu bytes: %s", bytes, cudaGetErrorString(e));
     }
+    lcx_status st = lcx_mem_ledger_add(&ledger, p, bytes ? bytes : 64);
+    if (st != LCX_OK) {
+        (void)cudaFree(p);
+        return st;
+    }
     *out = p;
     return LCX_OK;
 }
 
 static void cu_free(void *p) {
-    if (p) (void)cudaFree(p);
+    if (!p) return;
+    lcx_mem_ledger_remove(&ledger, p);
+    (void)cudaFree(p);
 }
+
+static void cu_mem_stats(size_t *in_use, size_t *peak) { lcx_mem_ledger_stats(&ledger, in_use, peak); }
+static void cu_mem_reset_peak(void) { lcx_mem_ledger_reset_peak(&ledger); }
 
 static lcx_status copy_args(const char *op, lcx_exec *x, void *dst, const void *src, size_t bytes) {
     LCX_FAIL_IF(x == NULL, LCX_ERR_INVALID, "%s: NULL exec", op);
@@ -324,6 +337,8 @@ const lcx_backend lcx_cuda_backend_table = {
     .sync = cu_sync,
     .event_create = cu_event_create,
     .event_elapsed = cu_event_elapsed,
+    .mem_stats = cu_mem_stats,
+    .mem_reset_peak = cu_mem_reset_peak,
     .event_free = cu_event_free,
     .event_record = cu_event_record,
     .event_wait = cu_event_wait,

@@ -89,6 +89,8 @@ first=$(awk '/^step 1\// { print $4 }' "$tmp/out")
 last=$(awk '/^step 4\// { print $4 }' "$tmp/out")
 check "train-steps: first loss is HF's" close "$first" 6.041093 2e-6
 check "train-steps: loss $first -> $last decreases" awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1) }'
+check "train-steps: the backend's high-water mark against the plan" \
+    grep -q "^backend memory: high-water mark [0-9.]* MiB (cpu's allocations), predicted [0-9.]* MiB" "$tmp/out"
 run train-steps "$g" --steps 0 --seq 16
 check "train-steps --steps 0: exit 0" [ "$(rc)" -eq 0 ]
 check "train-steps --steps 0: the plan's prediction" grep -q "^predicted (plan memory model): [0-9.]* MiB = " "$tmp/out"

@@ -25,6 +25,7 @@ typedef struct gb_region {
 } gb_region;
 static gb_region gb_regions[GB_MAX_REGIONS];
 static int gb_n, gb_is_open;
+static size_t gb_in_use, gb_peak; /* the contract's mem_stats: the regions' requested bytes */
 static size_t gb_calls;
 /* What would stall a GPU host, counted: waits for a queue (copy_d2h, sync, event_sync) and allocations (alloc,
  * host_alloc: cudaMalloc and cudaMallocHost synchronise the device). test_model_host_syncs reads them per step. */
@@ -66,6 +67,8 @@ static lcx_status gb_alloc(size_t bytes, void **out) {
     void *p = mmap(NULL, len, gb_is_open ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return lcx_fail(LCX_ERR_OOM, "guarded backend: %zu bytes", bytes);
     gb_regions[gb_n++] = (gb_region){p, len, bytes};
+    gb_in_use += bytes;
+    if (gb_in_use > gb_peak) gb_peak = gb_in_use;
     *out = p;
     return LCX_OK;
 }
@@ -73,6 +76,7 @@ static void gb_free(void *p) {
     for (int i = 0; p && i < gb_n; i++)
         if (gb_regions[i].p == p) {
             munmap(p, gb_regions[i].len);
+            gb_in_use -= gb_regions[i].bytes;
             gb_regions[i] = gb_regions[--gb_n];
             return;
         }
@@ -135,6 +139,11 @@ static lcx_status gb_zero(lcx_exec *x, void *p, size_t bytes) {
     return s;
 }
 static int gb_available(void) { return 1; }
+static void gb_mem_stats(size_t *in_use, size_t *peak) {
+    if (in_use) *in_use = gb_in_use;
+    if (peak) *peak = gb_peak;
+}
+static void gb_mem_reset_peak(void) { gb_peak = gb_in_use; }
 static lcx_status gb_exec_init(lcx_exec *x) { return GB_CPU->exec_init(x); }
 static void gb_exec_destroy(lcx_exec *x) { GB_CPU->exec_destroy(x); }
 static lcx_status gb_sync(lcx_exec *x) { return gb_host_waits++, GB_CPU->sync(x); }
@@ -152,7 +161,8 @@ static const lcx_backend *guarded_backend(void) {
                           .free = gb_free, .copy_h2d = gb_copy_h2d, .copy_d2h = gb_copy_d2h, .copy_d2d = gb_copy_d2d,
                           .copy_d2h_async = gb_copy_d2h_async, .copy_h2d_async = gb_copy_h2d_async,
                           .host_alloc = gb_host_alloc, .host_free = c->host_free, .zero = gb_zero,
-                          .workspace = gb_workspace,
+                          .workspace = gb_workspace, .mem_stats = gb_mem_stats,
+                          .mem_reset_peak = gb_mem_reset_peak,
                           .matmul = gb_matmul, .embedding_fwd = gb_embedding_fwd, .embedding_bwd = gb_embedding_bwd,
                           .rmsnorm_fwd = gb_rmsnorm_fwd, .rmsnorm_bwd = gb_rmsnorm_bwd, .rope_fwd = gb_rope_fwd,
                           .rope_bwd = gb_rope_bwd, .attention_fwd = gb_attention_fwd,

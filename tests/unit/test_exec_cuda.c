@@ -2,6 +2,7 @@
  *  - contexts, memory and events: alloc(0) gives a freeable pointer; h2d, zero, d2d, d2h round trips; an event
  *    recorded on one queue orders a copy on another (event_wait), event_sync; pinned host memory (host_alloc)
  *    through the asynchronous copies, read after an event; timed events, and a queue's stall measured by them;
+ *    mem_stats following alloc and free;
  *  - attention refuses the shapes its kernels do not cover (head_dim > 256) with LCX_ERR_UNSUPPORTED and one line;
  *  - matmul's paths against the CPU: bf16 operands at an odd element offset (2-byte aligned: cuBLASLt's heuristic
  *    is asked with that alignment, or the tiled kernel runs), the same shape aligned twice (a cached plan: the
@@ -55,10 +56,23 @@ static lcx_status matmul_fn(lcx_exec *x, const void *a) { return BE->matmul(x, a
 
 static void test_memory_and_events(void) {
     void *z = NULL;
+    size_t h0 = 0, h1 = 0, pk = 0;
+    BE->mem_stats(&h0, NULL);
     CHECK_OK(BE->alloc(0, &z));
     CHECK(z != NULL);
     BE->free(z);
     BE->free(NULL);
+    /* mem_stats: the ledger follows alloc and free (cudaMalloc's sizes as asked), not host_alloc */
+    void *m1 = NULL, *hp = NULL;
+    BE->mem_reset_peak();
+    CHECK_OK(BE->alloc(1000, &m1));
+    CHECK_OK(BE->host_alloc(4096, &hp));
+    BE->mem_stats(&h1, &pk);
+    CHECK(h1 == h0 + 1000 && pk == h1);
+    BE->free(m1);
+    BE->host_free(hp);
+    BE->mem_stats(&h1, &pk);
+    CHECK(h1 == h0 && pk == h0 + 1000);
 
     enum { N = 1000 };
     float h[N], back[N];

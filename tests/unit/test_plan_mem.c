@@ -8,8 +8,10 @@
  *   - resident: peak RSS during model init + one full step (forward, backward, AdamW) minus the RSS before init
  *     and minus the weights, gradients and moments (allocated and touched in full by any step: the plan counts
  *     them exactly), against the plan's activations + workspace + logits + host (the offload host pool is
- *     ordinary memory on the CPU).
- * Both must be within TOL of the prediction at every point. The table it prints is docs/benchmarks.md's. */
+ *     ordinary memory on the CPU);
+ *   - allocator: the CPU backend's allocation high-water mark over init + the step (mem_stats, what a GPU
+ *     reports the same way) against the plan's whole device total (weights, grads, moments included).
+ * All three must be within TOL of the prediction at every point. The table it prints is docs/benchmarks.md's. */
 #include <malloc.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -34,6 +36,7 @@ typedef struct point {
                                                         high-water mark), op workspace arena, host pool, params +
                                                         grads + moments */
     double base, peak; /* RSS before init, peak RSS of init + one step */
+    double hwm;        /* the backend's allocator high-water mark over init + one step (mem_stats) */
 } point;
 
 static int step(const lcx_model_config *cfg, int64_t T, lcx_act_policy pol, point *pt) {
@@ -45,6 +48,10 @@ static int step(const lcx_model_config *cfg, int64_t T, lcx_act_policy pol, poin
     for (int64_t i = 0; i < T; i++) ids[i] = (int32_t)((i * 7919 + 13) % cfg->vocab_size);
     lcx_peak_rss_reset();
     if (pt) pt->base = (double)rss_now();
+    const lcx_backend *be = lcx_backend_cpu();
+    size_t held0 = 0, hwm = 0;
+    be->mem_reset_peak();
+    be->mem_stats(&held0, NULL);
     lcx_model *m = NULL;
     lcx_exec *x = NULL;
     int ok = lcx_exec_create(lcx_backend_cpu(), &x) == LCX_OK;
@@ -56,6 +63,8 @@ static int step(const lcx_model_config *cfg, int64_t T, lcx_act_policy pol, poin
     ok = ok && lcx_model_train_step(m, &b, 1, &ao, &r) == LCX_OK && isfinite(r.loss);
     if (ok && pt) {
         pt->peak = (double)lcx_peak_rss();
+        be->mem_stats(NULL, &hwm);
+        pt->hwm = (double)(hwm - held0);
         lcx_model_memory mm = lcx_model_memory_of(m);
         lcx_offload_stats os = lcx_model_offload_stats(m);
         pt->acts = (double)mm.acts, pt->pool = (double)mm.offload_device, pt->host = (double)mm.offload_host;
@@ -112,8 +121,8 @@ int main(void) {
     /* the CPU backend's attention backward workspace: fp32 dK, dV of every query head and the row sums D */
     lcx_mem_set_op_ws(&mm, LCX_MEM_CPU);
     CHECK(mm.op_ws_per_token == 4.0 * 8 * (2 * 32 + 1) && mm.op_ws_fixed == 0); /* 8 heads of 32 */
-    printf("%-18s %6s  %12s %12s %6s  %12s %12s %6s\n", "policy", "tokens", "predicted", "accounted", "err",
-           "predicted+h", "RSS growth", "err");
+    printf("%-18s %6s  %12s %12s %6s  %12s %12s %6s  %12s %12s %6s\n", "policy", "tokens", "predicted", "accounted",
+           "err", "predicted+h", "RSS growth", "err", "pred. total", "alloc HWM", "err");
     for (int pi = 0; pi < N_POL; pi++) {
         for (int li = 0; li < N_LEN; li++) {
             const int64_t T = LENGTHS[li];
@@ -132,13 +141,19 @@ int main(void) {
                       lcx_act_policy_name(POLICIES[pi]), (long long)T, acc, pred);
             CHECK(pt.host == e.host);
             CHECK(pt.pool_hwm <= pt.pool);
+            /* the allocator's high-water mark (what a GPU reports the same way) against the whole device total */
+            const double herr = pt.hwm / e.total - 1;
+            CHECK_MSG(fabs(herr) <= TOL, "%s at %lld tokens: allocator high-water mark %.0f bytes, predicted %.0f",
+                      lcx_act_policy_name(POLICIES[pi]), (long long)T, pt.hwm, e.total);
             const double rss = pt.peak - pt.base - pt.state, rerr = rss / pred_rss - 1;
             if (RSS_MEANINGFUL)
                 CHECK_MSG(fabs(rerr) <= TOL, "%s at %lld tokens: peak RSS grows %.0f bytes beyond the weight "
                           "state, predicted %.0f", lcx_act_policy_name(POLICIES[pi]), (long long)T, rss, pred_rss);
-            printf("%-18s %6lld  %8.1f MiB %8.1f MiB %+5.1f%%  %8.1f MiB %8.1f MiB %+5.1f%%\n",
+            printf("%-18s %6lld  %8.1f MiB %8.1f MiB %+5.1f%%  %8.1f MiB %8.1f MiB %+5.1f%%  %8.1f MiB %8.1f MiB "
+                   "%+5.1f%%\n",
                    lcx_act_policy_name(POLICIES[pi]), (long long)T, pred / 1048576.0, acc / 1048576.0, 100 * err,
-                   pred_rss / 1048576.0, rss / 1048576.0, 100 * rerr);
+                   pred_rss / 1048576.0, rss / 1048576.0, 100 * rerr, e.total / 1048576.0, pt.hwm / 1048576.0,
+                   100 * herr);
         }
     }
     if (!RSS_MEANINGFUL) printf("AddressSanitizer build: the resident set does not follow the allocations, RSS "
