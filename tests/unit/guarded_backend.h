@@ -27,9 +27,6 @@ static gb_region gb_regions[GB_MAX_REGIONS];
 static int gb_n, gb_is_open;
 static size_t gb_in_use, gb_peak; /* the contract's mem_stats: the regions' requested bytes */
 static size_t gb_calls;
-/* What would stall a GPU host, counted: waits for a queue (copy_d2h, sync, event_sync) and allocations (alloc,
- * host_alloc: cudaMalloc and cudaMallocHost synchronise the device). test_model_host_syncs reads them per step. */
-static size_t gb_host_waits, gb_allocs;
 
 static void gb_set(int prot) {
     for (int i = 0; i < gb_n; i++)
@@ -60,7 +57,6 @@ static void gb_segv(int sig, siginfo_t *si, void *ctx) {
 }
 
 static lcx_status gb_alloc(size_t bytes, void **out) {
-    gb_allocs++;
     long page = sysconf(_SC_PAGESIZE);
     size_t len = ((bytes ? bytes : 1) + (size_t)page - 1) / (size_t)page * (size_t)page;
     if (gb_n == GB_MAX_REGIONS) return lcx_fail(LCX_ERR_OOM, "guarded backend: more than %d buffers", GB_MAX_REGIONS);
@@ -119,19 +115,11 @@ GB_OP(axpy, lcx_elementwise_args)
         return s;                                                                                                      \
     }
 GB_COPY(copy_h2d, void *, const void *)
+GB_COPY(copy_d2h, void *, const void *)
 GB_COPY(copy_d2d, void *, const void *)
 GB_COPY(copy_d2h_async, void *, const void *)
 GB_COPY(copy_h2d_async, void *, const void *)
 #undef GB_COPY
-static lcx_status gb_copy_d2h(lcx_exec *x, void *dst, const void *src, size_t bytes) {
-    gb_host_waits++;
-    gb_open();
-    lcx_status s = GB_CPU->copy_d2h(x, dst, src, bytes);
-    gb_close();
-    return s;
-}
-static lcx_status gb_event_sync(lcx_event *e) { return gb_host_waits++, GB_CPU->event_sync(e); }
-static lcx_status gb_host_alloc(size_t bytes, void **out) { return gb_allocs++, GB_CPU->host_alloc(bytes, out); }
 static lcx_status gb_zero(lcx_exec *x, void *p, size_t bytes) {
     gb_open();
     lcx_status s = GB_CPU->zero(x, p, bytes);
@@ -146,7 +134,7 @@ static void gb_mem_stats(size_t *in_use, size_t *peak) {
 static void gb_mem_reset_peak(void) { gb_peak = gb_in_use; }
 static lcx_status gb_exec_init(lcx_exec *x) { return GB_CPU->exec_init(x); }
 static void gb_exec_destroy(lcx_exec *x) { GB_CPU->exec_destroy(x); }
-static lcx_status gb_sync(lcx_exec *x) { return gb_host_waits++, GB_CPU->sync(x); }
+static lcx_status gb_sync(lcx_exec *x) { return GB_CPU->sync(x); }
 static size_t gb_workspace(const lcx_exec *x, lcx_op op, const void *args) { return GB_CPU->workspace(x, op, args); }
 
 /* The guarded table (its SIGSEGV handler installed on first use). */
@@ -157,10 +145,10 @@ static const lcx_backend *guarded_backend(void) {
         t = (lcx_backend){.name = "cpu-guarded", .available = gb_available, .exec_init = gb_exec_init,
                           .exec_destroy = gb_exec_destroy, .sync = gb_sync, .event_create = c->event_create,
                           .event_free = c->event_free, .event_record = c->event_record, .event_wait = c->event_wait,
-                          .event_sync = gb_event_sync, .event_elapsed = c->event_elapsed, .alloc = gb_alloc,
+                          .event_sync = c->event_sync, .event_elapsed = c->event_elapsed, .alloc = gb_alloc,
                           .free = gb_free, .copy_h2d = gb_copy_h2d, .copy_d2h = gb_copy_d2h, .copy_d2d = gb_copy_d2d,
                           .copy_d2h_async = gb_copy_d2h_async, .copy_h2d_async = gb_copy_h2d_async,
-                          .host_alloc = gb_host_alloc, .host_free = c->host_free, .zero = gb_zero,
+                          .host_alloc = c->host_alloc, .host_free = c->host_free, .zero = gb_zero,
                           .workspace = gb_workspace, .mem_stats = gb_mem_stats,
                           .mem_reset_peak = gb_mem_reset_peak,
                           .matmul = gb_matmul, .embedding_fwd = gb_embedding_fwd, .embedding_bwd = gb_embedding_bwd,
