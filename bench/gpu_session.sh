@@ -25,6 +25,10 @@ step racecheck_attention 90 "compute-sanitizer --tool racecheck --error-exitcode
 step memcheck_ops 90 "compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests/test_backend_ops_cuda"
 # speed, each against its peer in the same run
 step bench_attention 90 "python3 bench/bench_attention.py --lcx $B/bench/bench_attention --seqs 4096,8192,16384 --reps 5"
+# where the attention falls short: the profile that says why (the tensor-core kernels, 8k causal, head_dim 128)
+step ncu_attention 60 "ncu --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
+    -k regex:att --launch-count 6 $B/bench/bench_attention 8192 32 8 128 2"
 step bench_matmul 45 "bench/matmul_cuda.sh $B 8192 10"
 step step_1b_ours 90 "$B/lcextend train-steps --config bench/llama1b.json --seq 8192 --steps 4 --dtype bf16 \
     --activations bf16 --policy recompute --backend cuda"
