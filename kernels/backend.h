@@ -70,7 +70,7 @@ typedef struct lcx_exec {
     size_t scratch_bytes;
 } lcx_exec;
 
-/* An event of one backend (opaque; NULL-free on the CPU, where every event is complete). */
+/* An event of one backend (opaque; on the CPU every event is complete once recorded). */
 typedef struct lcx_event lcx_event;
 /* event_create flag: the event also records the time its mark is reached (event_elapsed). Without it events are
  * cheaper on a GPU (CUDA's cudaEventDisableTiming). */
