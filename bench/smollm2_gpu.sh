@@ -6,7 +6,7 @@
 #   here:   recipes/smollm2/get.sh build/smollm2
 #           recipes/smollm2/make_data.sh build/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf build/smollm2/data
 #           (cd build/smollm2 && ../../bench/carry.sh pack 20,44 SmolLM2-135M-Instruct.Q4_1.gguf data/train.bin \
-#               data/train.idx data/heldout-kjv.txt data/heldout-lic.txt) && mv build/smollm2/.carry* .
+#               data/train.idx data/heldout-kjv.txt data/heldout-lic.txt)      # parts at the root: .carry1..3
 #   device: one call per part, back to back, each carrying its .carryN (the first with .gpu-debs too); the last
 #           one runs this script, which joins the parts into .smollm2/ (bench/carry.sh unpack).
 # Steps, each under a time limit, most valuable first; a later call with the machine still warm resumes where the
