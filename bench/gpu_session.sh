@@ -34,6 +34,9 @@ step step_1b_ours 90 "$B/lcextend train-steps --config bench/llama1b.json --seq 
     --activations bf16 --policy recompute --backend cuda"
 step step_1b_hf 60 "python3 bench/train_step_torch.py bench/llama1b.json 8192 4 16 --device cuda --dtype bf16 \
     --checkpointing --peak-tflops 989"
+# issue 15: our longest one-step context for the 1B shape (the allocator's high-water mark against the plan)
+step longest_1b 120 "BACKEND=cuda CFG=bench/llama1b.json START=65536 MAX=1048576 GRAIN=65536 \
+    POLICIES='recompute recompute+offload' bench/longest_context.sh $B"
 step cp_one_gpu 60 "BACKEND=cuda SEQ=2048 bench/cp_check.sh $B"
 step memcheck_exec 40 "compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests/test_exec_cuda"
 step initcheck_ops 60 "compute-sanitizer --tool initcheck --error-exitcode 99 $B/tests/test_backend_ops_cuda"

@@ -11,10 +11,20 @@
 # measured peak minus that prediction at START. The plan's longest length is the same doubling and bisection on
 # prediction + baseline <= BUDGET, with --steps 0 (no training: seconds).
 # POLICIES entries are POLICY or POLICY:TILE (--mlp-tile TILE). One thread by default: other jobs share the cores.
+# On a GPU (BACKEND=cuda; issue 15's "longest context on one GPU", against bench/longest_context_hf.py): the figure
+# is the backend's allocator high-water mark (train-steps' last line, MEASURE=hwm, the default there) against a
+# BUDGET of device memory (default: the card's), the model CFG (e.g. bench/llama1b.json) in DTYPE (bf16 weights and
+# activations by default there). MEASURE=hwm on the CPU runs the same path against the CPU backend's allocations.
 # usage: [BUDGET=384] (MiB) [THREADS=1] [START=512] [MAX=16384] [GRAIN=256] [POLICIES="..."]
+#        [BACKEND=cpu|cuda] [MEASURE=rss|hwm] [CFG=bench/llama10m.json] [DTYPE=f32|bf16]
 #        bench/longest_context.sh BUILD_DIR
 set -euo pipefail
 BUILD=${1:?usage: $0 BUILD_DIR}
+BACKEND=${BACKEND:-cpu}
+if [ "$BACKEND" = cpu ]; then MEASURE=${MEASURE:-rss} DTYPE=${DTYPE:-f32}; else MEASURE=${MEASURE:-hwm} DTYPE=${DTYPE:-bf16}; fi
+if [ -z "${BUDGET:-}" ] && [ "$BACKEND" = cuda ]; then
+    BUDGET=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+fi
 BUDGET=${BUDGET:-384}
 THREADS=${THREADS:-1}
 START=${START:-512}
@@ -23,9 +33,9 @@ GRAIN=${GRAIN:-256}
 POLICIES=${POLICIES:-"keep recompute recompute:1k offload recompute+offload recompute+offload:1k"}
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN="$BUILD/lcextend"
-CFG="$HERE/llama10m.json"
+CFG=${CFG:-$HERE/llama10m.json}
 [ -x "$BIN" ] || { echo "missing $BIN (build first)"; exit 1; }
-[ -x /usr/bin/time ] || { echo "missing /usr/bin/time (GNU time)"; exit 1; }
+[ "$MEASURE" = hwm ] || [ -x /usr/bin/time ] || { echo "missing /usr/bin/time (GNU time)"; exit 1; }
 export OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -36,10 +46,19 @@ step() {
     local pol=$1 tile=$2 s=$3 n=${4:-1} args=()
     [ -n "$tile" ] && args=(--mlp-tile "$tile")
     ok=0 rss=0 pred=0 secs=0
-    if /usr/bin/time -f "maxrss %M" -o "$out/time" "$BIN" train-steps --config "$CFG" --seq "$s" --steps "$n" \
-        --policy "$pol" "${args[@]}" >"$out/log" 2>&1; then
-        rss=$(awk '/^maxrss/ { printf "%.1f", $2 / 1024 }' "$out/time")
-        pred=$(awk '/^predicted/ { print $5 }' "$out/log")
+    local timer=(/usr/bin/time -f "maxrss %M" -o "$out/time")
+    [ "$MEASURE" = hwm ] && timer=()
+    if "${timer[@]}" "$BIN" train-steps --config "$CFG" --seq "$s" --steps "$n" --policy "$pol" "${args[@]}" \
+        --backend "$BACKEND" --dtype "$DTYPE" --activations "$DTYPE" >"$out/log" 2>&1; then
+        if [ "$MEASURE" = hwm ]; then # the allocator's high-water mark (--steps 0: none, the prediction only)
+            rss=$(awk '/^backend memory: high-water mark/ { print $5 }' "$out/log")
+            rss=${rss:-0}
+        else
+            rss=$(awk '/^maxrss/ { printf "%.1f", $2 / 1024 }' "$out/time")
+        fi
+        # the plan's total; against the device's allocations, without the offload host pool (its last figure)
+        pred=$(awk -v dev="$([ "$MEASURE" = hwm ] && echo 1)" '/^predicted/ { print dev ? $5 - $(NF - 1) : $5 }' \
+            "$out/log")
         secs=$(awk '/^step 1\// { for (i = 1; i <= NF; i++) if ($i == "time") print $(i + 1) }' "$out/log")
         ok=$(awk -v r="$rss" -v b="$BUDGET" 'BEGIN { print (r <= b) ? 1 : 0 }')
     fi
@@ -74,8 +93,12 @@ measured_fits() {
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "model bench/llama10m.json, fp32, batch 1, loss chunk 256; budget $BUDGET MiB peak RSS; threads $THREADS; lengths $START.. (x2, then bisection to $GRAIN), at most $MAX"
-printf "%-22s %9s %10s %10s %10s %9s %11s\n" policy longest "peak RSS" predicted "step s" "plan says" "plan RSS"
+what="peak RSS"
+[ "$MEASURE" = hwm ] && what="$BACKEND allocator high-water mark"
+echo "model $(basename "$CFG"), $DTYPE, batch 1, loss chunk 256, backend $BACKEND; budget $BUDGET MiB $what; threads $THREADS; lengths $START.. (x2, then bisection to $GRAIN), at most $MAX"
+col="peak RSS"
+[ "$MEASURE" = hwm ] && col="alloc HWM"
+printf "%-22s %9s %10s %10s %10s %9s %11s\n" policy longest "$col" predicted "step s" "plan says" "plan+base"
 for entry in $POLICIES; do
     pol=${entry%%:*} tile=""
     [ "$entry" != "$pol" ] && tile=${entry#*:}
@@ -94,6 +117,6 @@ for entry in $POLICIES; do
     [ "$hi" = 0 ] && longest=">= $lo"
     printf "%-22s %9s %10s %10s %10s %9s %11s\n" "$entry" "$longest" "$lo_rss" "$lo_pred" "$lo_secs" "$says" "$plan_rss"
 done
-echo "(longest: tokens; peak RSS, predicted: MiB at that length, predicted = the plan model without the process"
+echo "(longest: tokens; $col, predicted: MiB at that length, predicted = the plan model without the process"
 echo " baseline; plan says: the longest length (same search) the plan model + the baseline measured at $START puts within the budget;"
-echo " plan RSS: the plan model + baseline at the measured longest)"
+echo " plan+base: the plan model + baseline at the measured longest)"
