@@ -10,6 +10,7 @@
  *
  * Status: compiled only; not yet run on a GPU (docs/cuda.md). */
 #include "src/comm/comm_device.h"
+#include "kernels/backend.h"
 #include "src/comm/comm_impl.h"
 
 #ifdef LCX_HAVE_CUDA
@@ -61,20 +62,13 @@ static lcx_status stream_of(const lcx_exec *x, cudaStream_t *s) {
     return LCX_OK;
 }
 
+/* The staging buffers are the CUDA backend's pinned host memory (its host_alloc: cudaMallocHost). */
 static lcx_status pinned_alloc(size_t bytes, void **out) {
-    *out = NULL;
-    cudaError_t e = cudaMallocHost(out, bytes);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        *out = NULL;
-        return lcx_fail(LCX_ERR_OOM, "comm staging: cudaMallocHost of %zu bytes: %s", bytes, cudaGetErrorString(e));
-    }
-    return LCX_OK;
+    lcx_status st = lcx_backend_get("cuda")->host_alloc(bytes, out);
+    return st == LCX_OK ? st : lcx_fail_context(st, "comm staging: ");
 }
 
-static void pinned_free(void *p) {
-    if (p) (void)cudaFreeHost(p);
-}
+static void pinned_free(void *p) { lcx_backend_get("cuda")->host_free(p); }
 
 /* The copy stream waits for the work queued on x's stream so far; *s = that stream. */
 static lcx_status after_exec(const lcx_exec *x, cudaStream_t *s) {
