@@ -13,6 +13,7 @@
 #include "src/core/cp_ring.h"
 #include "src/core/units.h"
 #include "kernels/cuda/cuda_matmul.h"
+#include "src/model/model_arena.h"
 
 /* ---- estimates ---------------------------------------------------------------------------------------------- */
 static double per_tp(int64_t x, int64_t tp) { return x >= tp ? (double)x / (double)tp : 1.0; }
@@ -32,9 +33,28 @@ double lcx_mem_layer_recompute(const lcx_mem_model *m) {
 }
 
 void lcx_mem_set_op_ws(lcx_mem_model *m, lcx_mem_backend b) {
-    const double nh = per_tp(m->heads, m->tp);
     m->op_ws_fixed = b == LCX_MEM_CUDA ? (double)LCX_CUDA_MATMUL_WS_MAX : 0;
-    m->op_ws_per_token = b == LCX_MEM_CUDA ? 4.0 * nh : 4.0 * nh * (2.0 * (double)m->head_dim + 1);
+    m->op_ws_per_token = b == LCX_MEM_CUDA ? 4.0 * per_tp(m->heads, m->tp) : 0;
+    m->arena_backend = b == LCX_MEM_CPU ? lcx_backend_cpu() : NULL;
+}
+
+static int64_t ceil_tp(int64_t x, int64_t tp) { return x >= tp ? (x + tp - 1) / tp : 1; }
+
+/* The exec arena at T tokens a rank (lcx_mem_set_op_ws). */
+static double op_arena(const lcx_mem_model *m, double T) {
+    if (m->arena_backend) {
+        const lcx_exec x = {.be = m->arena_backend}; /* its queries are host arithmetic: no queue, no arena */
+        const int64_t tokens = (int64_t)T, tp = m->tp > 0 ? m->tp : 1;
+        lcx_arena_shape s = {.tokens = tokens, .loss_chunk = m->loss_chunk < tokens ? m->loss_chunk : tokens,
+                             .hidden = m->hidden, .ffn = ceil_tp(m->ffn, tp), .vocab = ceil_tp(m->vocab, tp),
+                             .heads = ceil_tp(m->heads, tp), .kv_heads = ceil_tp(m->kv_heads, tp),
+                             .head_dim = m->head_dim, .rot_dim = m->head_dim, .n_elems = (int64_t)(m->n_params / tp),
+                             .tp = tp, .training = 1, .ring = m->cp > 1,
+                             .adt = m->act_bytes == 2 ? LCX_BF16 : LCX_F32,
+                             .pdt = m->weight_bytes == 2 ? LCX_BF16 : LCX_F32};
+        return (double)lcx_model_arena(&x, &s);
+    }
+    return T * m->op_ws_per_token > m->op_ws_fixed ? T * m->op_ws_per_token : m->op_ws_fixed;
 }
 
 /* Rows of one MLP tile at T tokens: the tile, or all rows without tiling (or with a tile of at least T). */
@@ -72,7 +92,7 @@ static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t
     if (any_rec) e->workspace += T * (a * (3 * H + Q + 2 * KV) + 8) + 3 * a * C * F;
     /* the offload device pool: prefetch depth + 2 = 3 slots (docs/model.md "Activation policy (per layer)") */
     e->workspace += 3 * T * slot;
-    e->workspace += T * m->op_ws_per_token > m->op_ws_fixed ? T * m->op_ws_per_token : m->op_ws_fixed;
+    e->workspace += op_arena(m, T);
     double chunk = (double)(m->loss_chunk < T ? m->loss_chunk : (int64_t)T);
     e->logits = chunk * per_tp(m->vocab, m->tp) * 4;
     if (m->cp > 1) e->cp_buffers = 8.0 * T * per_tp(m->kv_heads, m->tp) * (double)m->head_dim * m->act_bytes;
@@ -544,7 +564,7 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
     p->model = (lcx_mem_model){cfg->num_hidden_layers, cfg->hidden_size, cfg->intermediate_size,
                                cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, cfg->vocab_size,
                                table.total_numel, o->tp, o->cp, o->weight_bytes, o->act_bytes, o->loss_chunk,
-                               o->mlp_tile, 0, 0};
+                               o->mlp_tile, 0, 0, NULL};
     lcx_mem_set_op_ws(&p->model, o->backend);
     p->current_context = lcx_rope_implied_context(cfg);
     {

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "formats/hf_config.h"
+#include "kernels/backend.h"
 #include "src/plan/recipe.h"
 #include "src/train/lr_schedule.h"
 #include "src/rope/rope.h"
@@ -29,10 +30,12 @@ typedef struct lcx_mem_model {
     int act_bytes;          /* bytes per stored activation element (2 bf16, 4 f32) */
     int64_t loss_chunk;     /* tokens per chunk of the chunked output projection + cross-entropy */
     int64_t mlp_tile;       /* rows per MLP tile (the model's opts.mlp_chunk); 0 = all rows at once */
-    /* The exec arena: the largest op workspace, max(op_ws_fixed, op_ws_per_token x tokens) (ops share one arena,
-     * so it is the largest one, not their sum). Set by lcx_mem_set_op_ws for a backend. */
+    /* The exec arena: the largest op workspace (ops share one arena, so it is the largest one, not their sum).
+     * Set by lcx_mem_set_op_ws for a backend: either the closed form max(op_ws_fixed, op_ws_per_token x tokens)
+     * or the backend's own workspace queries over the model's call shapes. */
     double op_ws_fixed;     /* bytes independent of the length: CUDA's matmul (cuBLASLt workspace, staging, split) */
-    double op_ws_per_token; /* bytes per token: attention backward's (CUDA: row sums; CPU: fp32 dK, dV too) */
+    double op_ws_per_token; /* bytes per token: CUDA's attention backward's row sums */
+    const lcx_backend *arena_backend; /* set: lcx_model_arena with this backend's queries (the CPU's) */
 } lcx_mem_model;
 
 /* Which backend's arena the memory model counts. The planner's default is the GPU's: CUDA. */
@@ -49,12 +52,15 @@ typedef struct lcx_mem_estimate {
     double host;            /* offload: pinned host memory for offloaded layers */
 } lcx_mem_estimate;
 
-/* m's op_ws_fixed and op_ws_per_token for backend b at m's shape (heads per TP rank nh', head_dim d):
+/* m's exec arena for backend b at m's shape (heads per TP rank nh'):
  *  - CUDA: LCX_CUDA_MATMUL_WS_MAX (kernels/cuda/cuda_matmul.h: the cuBLASLt workspace plus the f32 x bf16 split
- *    and the bf16-C staging, 80 MiB), and the attention backward's row sums, 4 nh' bytes a token;
- *  - CPU: nothing fixed that grows with the model (its matmul tiles are small), and the attention backward's fp32
- *    dK, dV per query head and row sums, 4 nh' (2 d + 1) bytes a token (kernels/cpu/cpu_attention_bwd.c).
- * The other ops' workspaces are smaller at any length (sqnorm's partial sums, the loss chunk's row losses). */
+ *    and the bf16-C staging, 80 MiB), or past it the attention backward's row sums, 4 nh' bytes a token (the
+ *    other ops' workspaces are smaller at any length); a closed form, so that a machine without a GPU plans
+ *    for one;
+ *  - CPU: the CPU backend's workspace queries over every call shape of the model (src/model/model_arena.h),
+ *    the bytes the model's own arena holds: at long lengths the attention backward's fp32 dK, dV per query head
+ *    and row sums, 4 nh' (2 d + 1) bytes a token, at short ones the per-thread tiles (for this process's
+ *    threads) of the attention and of bf16 matmul operands. */
 void lcx_mem_set_op_ws(lcx_mem_model *m, lcx_mem_backend b);
 
 /* Bytes stored per token per layer for each policy (docs/plan.md): keep, recompute; fp32 parts included. */

@@ -4,6 +4,7 @@
  * message sizes written out, FLOPs against a brute-force count, and lcx_lr_at against Hugging Face's schedule
  * formulas evaluated in double. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,10 +346,28 @@ static void test_memory(void) {
     lcx_mem_estimate e0;
     lcx_mem_estimate_compute(&m0, 1 << 25, 2, pol3, &e0);
     CHECK(e_long.workspace == e0.workspace + 4.0 * 2 * (1 << 25));
+    /* on the CPU, the CPU backend's queries over the model's calls, here with 3 threads (bf16 activations, head_dim
+     * 8, 2 heads a rank): at 128 tokens each thread's attention forward tiles (scores 256 x 512, kt 512 x 8,
+     * float32 q, o 2 x 256 x 8, k, v 2 x 512 x 8: 589824 bytes; every matmul's tiles are smaller here); at 64k the
+     * backward's fp32 dK, dV and row sums, 4 nh' (2d + 1) = 136 bytes a token, beside its per-thread tiles (p, ds
+     * 2 x 128 x 128, kt, vt, q, g, k, v 6 x 128 x 8: 155648 bytes) */
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(3);
     lcx_mem_set_op_ws(&m, LCX_MEM_CPU);
-    CHECK(m.op_ws_fixed == 0 && m.op_ws_per_token == 4.0 * 2 * (2 * 8 + 1));
+    CHECK(m.op_ws_fixed == 0 && m.op_ws_per_token == 0 && m.arena_backend == lcx_backend_cpu());
     lcx_mem_estimate_compute(&m, 128, 2, pol3, &e);
-    CHECK(e.workspace == no_arena + 128.0 * m.op_ws_per_token);
+    CHECK(e.workspace == no_arena + 3 * 589824.0);
+    lcx_mem_estimate_compute(&m0, 1 << 16, 2, pol3, &e0);
+    lcx_mem_estimate_compute(&m, 1 << 16, 2, pol3, &e_long);
+    CHECK(e_long.workspace == e0.workspace + 3 * 155648.0 + 136.0 * (1 << 16));
+    m.act_bytes = m0.act_bytes = 4; /* float32: no bf16 tiles (scores and kt 540672 bytes a thread, backward 139264) */
+    lcx_mem_estimate_compute(&m, 128, 2, pol3, &e);
+    lcx_mem_estimate_compute(&m0, 128, 2, pol3, &e0);
+    CHECK(e.workspace == e0.workspace + 3 * 540672.0);
+    lcx_mem_estimate_compute(&m, 1 << 16, 2, pol3, &e);
+    lcx_mem_estimate_compute(&m0, 1 << 16, 2, pol3, &e0);
+    CHECK(e.workspace == e0.workspace + 3 * 139264.0 + 136.0 * (1 << 16));
+    omp_set_num_threads(threads);
 }
 
 /* Ring traffic per rank against the sizes written out here: one message is 2 (K and V) x KV heads per rank x
@@ -685,7 +704,7 @@ static void test_search(void) {
 /* The throughput model's terms against a hand computation (TP 2, CP 2, DP 2, bf16, 4 layers: 1 recompute,
  * 1 offload, 2 keep). */
 static void test_step_time(void) {
-    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096, 0, 0, 0};
+    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096, 0, 0, 0, NULL};
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
     int counts[LCX_ACT_POLICY_COUNT] = {0};

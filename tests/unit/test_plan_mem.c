@@ -117,10 +117,10 @@ int main(void) {
     cfg.max_position_embeddings = LENGTHS[N_LEN - 1];
     lcx_mem_model mm = {cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads,
                         cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size, table.total_numel, 1, 1, 4, 4,
-                        LOSS_CHUNK, 0, 0, 0};
-    /* the CPU backend's attention backward workspace: fp32 dK, dV of every query head and the row sums D */
+                        LOSS_CHUNK, 0, 0, 0, NULL};
+    /* the CPU backend's arena: its own workspace queries over the model's calls (src/model/model_arena.h) */
     lcx_mem_set_op_ws(&mm, LCX_MEM_CPU);
-    CHECK(mm.op_ws_per_token == 4.0 * 8 * (2 * 32 + 1) && mm.op_ws_fixed == 0); /* 8 heads of 32 */
+    CHECK(mm.arena_backend == lcx_backend_cpu());
     printf("%-18s %6s  %12s %12s %6s  %12s %12s %6s  %12s %12s %6s\n", "policy", "tokens", "predicted", "accounted",
            "err", "predicted+h", "RSS growth", "err", "pred. total", "alloc HWM", "err");
     for (int pi = 0; pi < N_POL; pi++) {
