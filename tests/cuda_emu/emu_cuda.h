@@ -1,6 +1,8 @@
-/* emu_cuda.h: the CUDA subset the attention kernels use, emulated on the CPU for tests/cuda_emu/run.sh (stands in
- * for <cuda_runtime.h>). One std::thread per CUDA thread, the blocks of a launch one after another: __syncthreads
- * and __syncwarp are real barriers, warp shuffles go through a per-warp slot array between two barriers (so a
+/* emu_cuda.h: the CUDA subset the kernels of kernels/cuda use, emulated on the CPU for tests/cuda_emu (stands in for
+ * <cuda_runtime.h> in the kernels' translation units). One std::thread per CUDA thread (blocks of up to three
+ * dimensions, x fastest), the blocks of a launch one after another: __syncthreads and __syncwarp are real
+ * barriers, a kernel's `__shared__` arrays are function statics (one copy, which the block's threads share and
+ * the next block reuses), warp shuffles go through a per-warp slot array between two barriers (so a
  * shuffle that not every lane of the warp reaches hangs instead of passing), dynamic shared memory is a fresh
  * buffer of exactly the launch's size filled with NaN (AddressSanitizer catches a read or write past it, a read
  * of an unwritten float shows as NaN in the results). A kernel asking for more than sm_80's 163 KiB fails like
@@ -17,17 +19,16 @@
 #include <thread>
 #include <vector>
 
+#include "emu_runtime.h" /* the runtime API (host side: emu_runtime.cpp) */
+
 #define LCX_CUDA_EMU 1 /* kernels/cuda/cuda_mma.h: lcx_mma_bf16 comes from here */
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__
+#define __shared__ static
 #define __launch_bounds__(x)
 
-typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
-typedef void *cudaStream_t;
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 struct dim3 {
     unsigned x, y, z;
@@ -93,7 +94,6 @@ inline uint32_t __float_as_uint(float f) {
     memcpy(&u, &f, 4);
     return u;
 }
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 template <class K> cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int v) {
     if (v > 163 * 1024) return cudaErrorInvalidValue;
     emu_smem_limit = (size_t)v;
@@ -111,22 +111,31 @@ template <class K, class... A> void emu_launch(K kernel, dim3 grid, dim3 block, 
     emu_smem_limit = 48 * 1024;
     gridDim = grid;
     blockDim = block;
-    for (unsigned by = 0; by < grid.y; by++)
-        for (unsigned bx = 0; bx < grid.x; bx++) {
-            emu_block_bar = std::make_unique<std::barrier<>>(block.x);
-            emu_warp_bar.clear();
-            for (unsigned w = 0; w < block.x / 32; w++) emu_warp_bar.push_back(std::make_unique<std::barrier<>>(32));
-            float *sb = (float *)malloc(smem ? smem : 4);
-            for (size_t i = 0; i < smem / 4; i++) sb[i] = NAN;
-            emu_smem = sb;
-            std::vector<std::thread> th;
-            for (unsigned t = 0; t < block.x; t++)
-                th.emplace_back([=] {
-                    threadIdx = {t, 0, 0};
-                    blockIdx = {bx, by, 0};
-                    kernel(args...);
-                });
-            for (auto &x : th) x.join();
-            free(sb);
-        }
+    /* one host thread per CUDA thread of a block, for the whole launch: the threads walk the blocks in order,
+     * meeting at the block barrier before each (so a block's shared arrays are not rewritten while an earlier
+     * block still reads them) */
+    const unsigned nt = block.x * block.y * block.z;
+    emu_block_bar = std::make_unique<std::barrier<>>(nt);
+    emu_warp_bar.clear();
+    for (unsigned w = 0; w < (nt + 31) / 32; w++)
+        emu_warp_bar.push_back(std::make_unique<std::barrier<>>(nt - 32 * w < 32 ? nt - 32 * w : 32));
+    float *sb = (float *)malloc(smem ? smem : 4);
+    emu_smem = sb;
+    std::vector<std::thread> th;
+    for (unsigned t = 0; t < nt; t++)
+        th.emplace_back([=] {
+            threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
+            for (unsigned bz = 0; bz < grid.z; bz++)
+                for (unsigned by = 0; by < grid.y; by++)
+                    for (unsigned bx = 0; bx < grid.x; bx++) {
+                        blockIdx = {bx, by, bz};
+                        emu_block_bar->arrive_and_wait();
+                        if (t == 0)
+                            for (size_t i = 0; i < smem / 4; i++) sb[i] = NAN;
+                        emu_block_bar->arrive_and_wait();
+                        kernel(args...);
+                    }
+        });
+    for (auto &x : th) x.join();
+    free(sb);
 }

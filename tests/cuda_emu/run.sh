@@ -4,6 +4,7 @@
 # it checks the kernels' indexing, masks, GQA mapping, tile walks and barriers/shuffles, not the GPU's memory
 # model, occupancy or speed. BUILD is a configured and built tree (its liblcx.a and link line are used). Takes
 # minutes (one host thread per CUDA thread); not a registered test. Exit 0 when every case is within tolerance.
+# tests/cuda_emu/backend_run.sh runs the whole backend (every op, the model) the same way.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$1" && pwd)
@@ -27,8 +28,13 @@ rewrite("kernels/cuda/cuda_attention_bwd.cu", "xf_attention_bwd.cu")
 rewrite("kernels/cuda/cuda_attention_bwd_tc.cu", "xf_attention_bwd_tc.cu")
 rewrite("kernels/cuda/cuda_attention_tile.h", "inc/kernels/cuda/cuda_attention_tile.h")
 PY
-libs=$(sed -e 's#\.\./liblcx\.a##' -e 's/"//g' "$build/tests/CMakeFiles/test_exec_cuda.dir/linkLibs.rsp")
+if [ -f "$build/tests/CMakeFiles/test_exec_cuda.dir/linkLibs.rsp" ]; then # a CUDA build (nvcc links)
+    libs=$(sed -e 's#\.\./liblcx\.a##' -e 's/"//g' "$build/tests/CMakeFiles/test_exec_cuda.dir/linkLibs.rsp")
+else
+    libs=$(sed -e 's#.*\.\./liblcx\.a##' "$build/tests/CMakeFiles/test_exec_cuda.dir/link.txt")
+fi
 # shellcheck disable=SC2086 # the link line is a list of words
-g++ -std=c++20 -O1 -g -fsanitize=address -w -I"$work/inc" -I"$work" -I"$root" \
-    "$root/tests/cuda_emu/attention_emu.cpp" -o "$work/attention_emu" "$build/liblcx.a" $libs
+g++ -std=c++20 -O1 -g -fsanitize=address,undefined -w -I"$work/inc" -I"$work" -I"$root" \
+    "$root/tests/cuda_emu/attention_emu.cpp" "$root/tests/cuda_emu/emu_runtime.cpp" -o "$work/attention_emu" \
+    "$build/liblcx.a" $libs
 "$work/attention_emu" ${2:+"$2"}
