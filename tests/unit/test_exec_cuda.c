@@ -143,7 +143,9 @@ static void test_timed_events(void) {
     CHECK_OK(BE->event_create(&x1, LCX_EVENT_TIMED));
     CHECK_OK(BE->event_create(&y0, LCX_EVENT_TIMED));
     CHECK_OK(BE->event_create(&y1, LCX_EVENT_TIMED));
-    if (Y && p && q && done && x0 && x1 && y0 && y1) {
+    if (getenv("LCX_CUDA_EMU")) /* tests/cuda_emu/backend_run.sh: every queue runs its work as it is queued */
+        printf("timed events: the stall needs queues that run apart (not under tests/cuda_emu): not checked\n");
+    else if (Y && p && q && done && x0 && x1 && y0 && y1) {
         CHECK_OK(BE->zero(X, p, BIG));
         CHECK_OK(BE->sync(X));
         CHECK_OK(BE->event_record(X, x0));

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# tests/cuda_emu/backend_run.sh BUILD [TEST [ARGS...]]: the whole CUDA backend (kernels/cuda: the backend table,
+# the cuBLASLt matmul with its staged and split paths, every kernel) on the CPU, under emulations of the CUDA
+# runtime (emu_runtime.h: device memory is host memory, queues are synchronous, copies check which side each
+# pointer is on), of cuBLASLt (emu_cublaslt.h: host GEMMs that refuse what the library refuses) and of the
+# kernels' CUDA subset (emu_cuda.h), all under AddressSanitizer. It then runs the CUDA tests against it, all three
+# by default, or TEST with ARGS:
+#   test_backend_ops_cuda  every op case against the CPU backend (ARGS: its backend and a case filter)
+#   test_exec_cuda         the exec contract: copies, events, the allocation ledger, determinism
+#   test_model_cuda        the HF-parity fixtures' forward, backward and training steps against the CPU
+# For machines without a GPU: it checks the host code, the kernels' indexing and the cuBLASLt calls' shapes,
+# strides and staging, not the GPU's memory model, speed, or cuBLASLt's own numerics. BUILD is a configured and
+# built CPU-only tree with AddressSanitizer (the CI's build-asan: its liblcx.a and link line are used). Not a
+# registered test (about 15 minutes on 2 cores for all three: one host thread per CUDA thread). Exit status: 0 when
+# every test passed.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:?usage: backend_run.sh BUILD [TEST [ARGS...]]}" && pwd)
+shift
+tests=${1:-test_backend_ops_cuda test_exec_cuda test_model_cuda}
+[ $# -gt 0 ] && shift
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/cxx/kernels/cuda" "$work/c" "$work/obj"
+# the kernels' translation units see emu_cuda.h as the CUDA runtime; the host C files see emu_runtime.h and the
+# cuBLASLt mock
+echo "#include \"$root/tests/cuda_emu/emu_cuda.h\"" >"$work/cxx/cuda_runtime.h"
+cp "$work/cxx/cuda_runtime.h" "$work/cxx/cuda_runtime_api.h"
+echo "#include \"$root/tests/cuda_emu/emu_runtime.h\"" >"$work/c/cuda_runtime_api.h"
+echo "#include \"$root/tests/cuda_emu/emu_cublaslt.h\"" >"$work/c/cublasLt.h"
+# kernel<<<grid, block, smem, stream>>>(args) -> emu_launch(kernel, grid, block, smem, stream, args);
+# extern __shared__ float sm[] -> the launch's buffer. cuda_cast.cu (the GPU casts for test_cast_cuda, half
+# precision) is left out: emu_runtime.cpp gives its entry points.
+python3 - "$root" "$work" <<'PY'
+import glob, os, re, sys
+root, work = sys.argv[1], sys.argv[2]
+def rewrite(src, dst):
+    s = open(src).read().replace("extern __shared__ float sm[];", "float *sm = emu_smem;")
+    s = re.sub(r"(\w+(?:<\w+>)?)<<<(.*?)>>>\((.*?)\);", lambda m: f"emu_launch({m[1]}, {m[2]}, {m[3]});", s, flags=re.S)
+    open(dst, "w").write(s)
+for f in sorted(glob.glob(f"{root}/kernels/cuda/*.cu")):
+    if not f.endswith("cuda_cast.cu"):
+        rewrite(f, f"{work}/xf_{os.path.basename(f)}")
+rewrite(f"{root}/kernels/cuda/cuda_attention_tile.h", f"{work}/cxx/kernels/cuda/cuda_attention_tile.h")
+PY
+san=("-fsanitize=address,undefined" -fno-omit-frame-pointer)
+defs=(-D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DLCX_HAVE_CUDA=1)
+cxx() { g++ -std=c++20 -O1 -g "${san[@]}" -w -I"$work/cxx" -I"$root" -c "$@"; }
+cc() { gcc -std=c11 -O1 -g "${san[@]}" -Wall -Wextra -Werror "${defs[@]}" -I"$work/c" -I"$root" -c "$@"; }
+pids=()
+for f in "$work"/xf_*.cu; do cxx -x c++ "$f" -o "$work/obj/$(basename "$f" .cu).o" & pids+=($!); done
+cxx "$root/tests/cuda_emu/emu_runtime.cpp" -o "$work/obj/emu_runtime.o" & pids+=($!)
+cxx "$root/tests/cuda_emu/emu_cublaslt.cpp" -o "$work/obj/emu_cublaslt.o" & pids+=($!)
+for p in "${pids[@]}"; do wait "$p"; done
+# the backend's host code as the CUDA build compiles it, and the backend list with the CUDA table registered
+cc "$root/kernels/cuda/cuda_backend.c" -o "$work/obj/cuda_backend.o"
+cc "$root/kernels/cuda/cuda_matmul.c" -o "$work/obj/cuda_matmul.o"
+cc "$root/kernels/backend.c" -o "$work/obj/backend.o"
+libs=$(sed -e 's#.*\.\./liblcx\.a##' "$build/tests/CMakeFiles/test_exec_cuda.dir/link.txt")
+rc=0
+for test in $tests; do
+    cc -I"$root/tests" -I"$root/tests/unit" -DLCX_SOURCE_DIR="\"$root\"" -DLCX_BINARY_DIR="\"$build\"" \
+        "$root/tests/unit/$test.c" -o "$work/$test.o"
+    # shellcheck disable=SC2086 # the link line is a list of words
+    g++ "${san[@]}" "$work"/obj/*.o "$work/$test.o" -o "$work/$test" "$build/liblcx.a" $libs -lpthread
+    echo "backend_run.sh: $test on the emulated CUDA backend" >&2
+    (cd "$build/tests" && LCX_CUDA_EMU=1 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+        OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$work/$test" "$@") || { echo "backend_run.sh: $test failed" >&2; rc=1; }
+done
+exit $rc
