@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config
       libjansson-dev libzstd-dev libxxhash-dev libopenblas-dev libopenmpi-dev openmpi-bin libyaml-dev libpcre2-dev
-      clang libclang-rt-14-dev zstd bible-kjv bible-kjv-text)
+      clang libclang-rt-14-dev zstd bible-kjv bible-kjv-text python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
