@@ -4,11 +4,14 @@
 # one process, same model (bench/llama10m.json, random init), ids, float32. Each step's loss and gradient norm
 # (metrics.jsonl) must be within TOL (relative) of C = 1's: the ring sums attention in another order, nothing else
 # differs. Prints one line per C and step; exit 1 on a difference above TOL or a failed run.
-# usage: [BACKEND=cpu|cuda] [SEQ=1024] [STEPS=3] [CPS="2 4"] [TOL=1e-4] bench/cp_check.sh BUILD_DIR
+# usage: [BACKEND=cpu|cuda] [SEQ=1024] [STEPS=3] [CPS="2 4"] [TOL=1e-4] [CFG=bench/llama10m.json] \
+#            bench/cp_check.sh BUILD_DIR
 set -euo pipefail
 BUILD=${1:?usage: $0 BUILD_DIR}
 BACKEND=${BACKEND:-cpu} SEQ=${SEQ:-1024} STEPS=${STEPS:-3} CPS=${CPS:-"2 4"} TOL=${TOL:-1e-4}
 HERE=$(cd "$(dirname "$0")" && pwd)
+CFG=${CFG:-$HERE/llama10m.json}
+VOCAB=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
 BIN=$(cd "$BUILD" && pwd)/lcextend
 MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
 [ -x "$BIN" ] || { echo "cp_check.sh: no $BIN (build first)" >&2; exit 1; }
@@ -16,9 +19,9 @@ MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
 export OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-awk -v n=$(( (STEPS + 2) * (SEQ + 1) )) 'BEGIN { s = 7; for (i = 0; i < n; i++) {
-    s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 8192 } }' >"$out/ids.txt"
-args=(train --config "$HERE/llama10m.json" --ids "$out/ids.txt" --seq "$SEQ" --steps "$STEPS" --keep 0 --quiet
+awk -v n=$(( (STEPS + 2) * (SEQ + 1) )) -v v="$VOCAB" 'BEGIN { s = 7; for (i = 0; i < n; i++) {
+    s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % v } }' >"$out/ids.txt"
+args=(train --config "$CFG" --ids "$out/ids.txt" --seq "$SEQ" --steps "$STEPS" --keep 0 --quiet
       --backend "$BACKEND")
 # steps FILE: "step loss grad_norm" per step
 steps() { grep '"step"' "$1" | sed -n 's/.*"step": *\([0-9]*\).*"loss": *\([^,}]*\).*"grad_norm": *\([^,}]*\).*/\1 \2 \3/p'; }

@@ -8,6 +8,9 @@
 #   test_backend_ops_cuda  every op case against the CPU backend (ARGS: its backend and a case filter)
 #   test_exec_cuda         the exec contract: copies, events, the allocation ledger, determinism
 #   test_model_cuda        the HF-parity fixtures' forward, backward and training steps against the CPU
+#   cp_check               lcextend on it: bench/cp_check.sh, CP 2 and 4 MPI ranks sharing the one emulated
+#                          device (the staged communicator through "pinned" memory) against one rank (SEQ, STEPS,
+#                          CFG: default the llama_gqa fixture, 64 tokens: the host GEMMs are slow)
 # For machines without a GPU: it checks the host code, the kernels' indexing and the cuBLASLt calls' shapes,
 # strides and staging, not the GPU's memory model, speed, or cuBLASLt's own numerics. BUILD is a configured and
 # built CPU-only tree with AddressSanitizer (the CI's build-asan: its liblcx.a and link line are used). Not a
@@ -56,9 +59,20 @@ for p in "${pids[@]}"; do wait "$p"; done
 cc "$root/kernels/cuda/cuda_backend.c" -o "$work/obj/cuda_backend.o"
 cc "$root/kernels/cuda/cuda_matmul.c" -o "$work/obj/cuda_matmul.o"
 cc "$root/kernels/backend.c" -o "$work/obj/backend.o"
+cc "$root/src/comm/comm_stage_cuda.c" -o "$work/obj/comm_stage_cuda.o"
 libs=$(sed -e 's#.*\.\./liblcx\.a##' "$build/tests/CMakeFiles/test_exec_cuda.dir/link.txt")
 rc=0
 for test in $tests; do
+    if [ "$test" = cp_check ]; then # lcextend on the emulated backend: CP 2 and 4 ranks sharing its one "GPU"
+        for f in "$root"/tools/*.c; do cc "$f" -o "$work/tool_$(basename "$f" .c).o"; done
+        # shellcheck disable=SC2086 # the link line is a list of words
+        g++ "${san[@]}" "$work"/obj/*.o "$work"/tool_*.o -o "$work/lcextend" "$build/liblcx.a" $libs -lpthread
+        echo "backend_run.sh: bench/cp_check.sh on the emulated CUDA backend" >&2
+        LCX_CUDA_EMU=1 ASAN_OPTIONS=detect_leaks=0 BACKEND=cuda SEQ=${SEQ:-64} STEPS=${STEPS:-3} \
+            CFG=${CFG:-$root/tests/fixtures/models/llama_gqa/config.json} bash "$root/bench/cp_check.sh" "$work" ||
+            { echo "backend_run.sh: cp_check failed" >&2; rc=1; }
+        continue
+    fi
     cc -I"$root/tests" -I"$root/tests/unit" -DLCX_SOURCE_DIR="\"$root\"" -DLCX_BINARY_DIR="\"$build\"" \
         "$root/tests/unit/$test.c" -o "$work/$test.o"
     # shellcheck disable=SC2086 # the link line is a list of words

@@ -29,6 +29,7 @@ enum { cudaEventDefault = 0, cudaEventBlockingSync = 1, cudaEventDisableTiming =
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaSetDevice(int device);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMallocHost(void **p, size_t bytes);
