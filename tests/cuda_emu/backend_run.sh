@@ -14,7 +14,7 @@
 # For machines without a GPU: it checks the host code, the kernels' indexing and the cuBLASLt calls' shapes,
 # strides and staging, not the GPU's memory model, speed, or cuBLASLt's own numerics. BUILD is a configured and
 # built CPU-only tree with AddressSanitizer (the CI's build-asan: its liblcx.a and link line are used). Not a
-# registered test (about 15 minutes on 2 cores for all three: one host thread per CUDA thread). Exit status: 0 when
+# registered test (about 9 minutes on 2 cores for all three: one host thread per CUDA thread). Exit status: 0 when
 # every test passed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,21 +31,15 @@ echo "#include \"$root/tests/cuda_emu/emu_cuda.h\"" >"$work/cxx/cuda_runtime.h"
 cp "$work/cxx/cuda_runtime.h" "$work/cxx/cuda_runtime_api.h"
 echo "#include \"$root/tests/cuda_emu/emu_runtime.h\"" >"$work/c/cuda_runtime_api.h"
 echo "#include \"$root/tests/cuda_emu/emu_cublaslt.h\"" >"$work/c/cublasLt.h"
-# kernel<<<grid, block, smem, stream>>>(args) -> emu_launch(kernel, grid, block, smem, stream, args);
-# extern __shared__ float sm[] -> the launch's buffer. cuda_cast.cu (the GPU casts for test_cast_cuda, half
-# precision) is left out: emu_runtime.cpp gives its entry points.
-python3 - "$root" "$work" <<'PY'
-import glob, os, re, sys
-root, work = sys.argv[1], sys.argv[2]
-def rewrite(src, dst):
-    s = open(src).read().replace("extern __shared__ float sm[];", "float *sm = emu_smem;")
-    s = re.sub(r"(\w+(?:<\w+>)?)<<<(.*?)>>>\((.*?)\);", lambda m: f"emu_launch({m[1]}, {m[2]}, {m[3]});", s, flags=re.S)
-    open(dst, "w").write(s)
-for f in sorted(glob.glob(f"{root}/kernels/cuda/*.cu")):
-    if not f.endswith("cuda_cast.cu"):
-        rewrite(f, f"{work}/xf_{os.path.basename(f)}")
-rewrite(f"{root}/kernels/cuda/cuda_attention_tile.h", f"{work}/cxx/kernels/cuda/cuda_attention_tile.h")
-PY
+# the kernels rewritten for emu_cuda.h; cuda_cast.cu (the GPU casts for test_cast_cuda, half precision) is left
+# out: emu_runtime.cpp gives its entry points
+# shellcheck source=tests/cuda_emu/emu_common.sh
+source "$root/tests/cuda_emu/emu_common.sh"
+pairs=()
+for f in "$root"/kernels/cuda/*.cu; do
+    [ "$(basename "$f")" = cuda_cast.cu ] || pairs+=("$f" "$work/xf_$(basename "$f")")
+done
+emu_rewrite "${pairs[@]}" "$root/kernels/cuda/cuda_attention_tile.h" "$work/cxx/kernels/cuda/cuda_attention_tile.h"
 san=("-fsanitize=address,undefined" -fno-omit-frame-pointer)
 defs=(-D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DLCX_HAVE_CUDA=1)
 cxx() { g++ -std=c++20 -O1 -g "${san[@]}" -w -I"$work/cxx" -I"$root" -c "$@"; }
@@ -60,7 +54,7 @@ cc "$root/kernels/cuda/cuda_backend.c" -o "$work/obj/cuda_backend.o"
 cc "$root/kernels/cuda/cuda_matmul.c" -o "$work/obj/cuda_matmul.o"
 cc "$root/kernels/backend.c" -o "$work/obj/backend.o"
 cc "$root/src/comm/comm_stage_cuda.c" -o "$work/obj/comm_stage_cuda.o"
-libs=$(sed -e 's#.*\.\./liblcx\.a##' "$build/tests/CMakeFiles/test_exec_cuda.dir/link.txt")
+libs=$(emu_libs "$build")
 rc=0
 for test in $tests; do
     if [ "$test" = cp_check ]; then # lcextend on the emulated backend: CP 2 and 4 ranks sharing its one "GPU"

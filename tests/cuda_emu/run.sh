@@ -13,26 +13,14 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/inc/kernels/cuda"
 echo "#include \"$root/tests/cuda_emu/emu_cuda.h\"" >"$work/cuda_runtime.h"
 cp "$work/cuda_runtime.h" "$work/cuda_runtime_api.h"
-# kernel<<<grid, block, smem, stream>>>(args) -> emu_launch(kernel, grid, block, smem, stream, args);
-# extern __shared__ float sm[] -> the launch's buffer
-python3 - "$root" "$work" <<'PY'
-import re, sys
-root, work = sys.argv[1], sys.argv[2]
-def rewrite(src, dst):
-    s = open(f"{root}/{src}").read().replace("extern __shared__ float sm[];", "float *sm = emu_smem;")
-    s = re.sub(r"(\w+(?:<\w+>)?)<<<(.*?)>>>\((.*?)\);", lambda m: f"emu_launch({m[1]}, {m[2]}, {m[3]});", s, flags=re.S)
-    open(f"{work}/{dst}", "w").write(s)
-rewrite("kernels/cuda/cuda_attention_fwd.cu", "xf_attention_fwd.cu")
-rewrite("kernels/cuda/cuda_attention_fwd_tc.cu", "xf_attention_fwd_tc.cu")
-rewrite("kernels/cuda/cuda_attention_bwd.cu", "xf_attention_bwd.cu")
-rewrite("kernels/cuda/cuda_attention_bwd_tc.cu", "xf_attention_bwd_tc.cu")
-rewrite("kernels/cuda/cuda_attention_tile.h", "inc/kernels/cuda/cuda_attention_tile.h")
-PY
-if [ -f "$build/tests/CMakeFiles/test_exec_cuda.dir/linkLibs.rsp" ]; then # a CUDA build (nvcc links)
-    libs=$(sed -e 's#\.\./liblcx\.a##' -e 's/"//g' "$build/tests/CMakeFiles/test_exec_cuda.dir/linkLibs.rsp")
-else
-    libs=$(sed -e 's#.*\.\./liblcx\.a##' "$build/tests/CMakeFiles/test_exec_cuda.dir/link.txt")
-fi
+# shellcheck source=tests/cuda_emu/emu_common.sh
+source "$root/tests/cuda_emu/emu_common.sh"
+k=$root/kernels/cuda
+emu_rewrite "$k/cuda_attention_fwd.cu" "$work/xf_attention_fwd.cu" "$k/cuda_attention_fwd_tc.cu" \
+    "$work/xf_attention_fwd_tc.cu" "$k/cuda_attention_bwd.cu" "$work/xf_attention_bwd.cu" \
+    "$k/cuda_attention_bwd_tc.cu" "$work/xf_attention_bwd_tc.cu" \
+    "$k/cuda_attention_tile.h" "$work/inc/kernels/cuda/cuda_attention_tile.h"
+libs=$(emu_libs "$build")
 # shellcheck disable=SC2086 # the link line is a list of words
 g++ -std=c++20 -O1 -g -fsanitize=address,undefined -w -I"$work/inc" -I"$work" -I"$root" \
     "$root/tests/cuda_emu/attention_emu.cpp" "$root/tests/cuda_emu/emu_runtime.cpp" -o "$work/attention_emu" \
