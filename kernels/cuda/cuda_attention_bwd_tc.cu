@@ -6,13 +6,16 @@
  *    mma.sync m16n8k16 (bf16 in, float32 accumulate); P = exp(scale s - LSE) and dS = P (dP - D) in float32 as
  *    on the CPU; dV += P^T dO and dK += dS^T Q on tensor cores too.
  *  - dQ: one block per (64 query rows, head), 32-key tiles: S = Q K^T, dP = dO V^T, dQ += dS K.
+ * The walked tiles (Q and dO for dK/dV, K and V for dQ) come by cp.async into two buffers, the next while the
+ * current is computed on; every fragment is read by ldmatrix from the row-major tiles (transposed where the
+ * tile is the product's B by rows: dO, Q, K in the accumulations), so no tile is stored twice.
  * P and dS enter their products as two bf16 terms each, hi = bf16(x) and lo = bf16(x - hi) (x = hi + lo to 2^-17
  * relative), so the gradients keep float32-level accuracy and meet the scalar path's f32 tolerances (two mma
  * instead of one for those three products). The score side needs no split: q, k, v and dO are bf16 already.
  *
- * Shared memory (bf16; rows padded by 8 for conflict-free fragment loads): dK/dV K, V [64][hd + 8], Q, dO
- * [32][hd + 8], Q^T, dO^T [hd][40], plus LSE and D [32] floats: 71 KiB at head_dim 128; dQ Q, dO [64][hd + 8],
- * K, V [32][hd + 8], K^T [hd][40]: 61 KiB at 128 (opted in). */
+ * Shared memory (bf16; rows padded by 8 so the 8 rows of an ldmatrix hit 32 different banks): dK/dV K, V
+ * [64][hd + 8] and two buffers of Q, dO [32][hd + 8] and of LSE, D [32] floats: 68.5 KiB at head_dim 128; dQ
+ * Q, dO [64][hd + 8] and two buffers of K, V [32][hd + 8]: 68 KiB at 128 (opted in). */
 #include "kernels/cuda/cuda_attention_tile.h"
 #include "kernels/cuda/cuda_mma.h"
 
@@ -25,12 +28,28 @@ static __device__ __forceinline__ void tb_split(float x0, float x1, uint32_t *hi
                        __fsub_rn(x1, lcx_dev_bf16_to_f32((uint16_t)(*hi >> 16))));
 }
 
+/* s[nt] += A B^T over head dims 16 kk.. for the warp's 16 x 16 A fragment af and B the 32 rows of a row-major
+ * bf16 tile in shared memory (row stride ld); B's fragments by ldmatrix, matrix i = lane / 8 being rows
+ * 8 (nt + i / 2).., columns 16 kk + 8 (i % 2)... */
+static __device__ __forceinline__ void tb_dot32(float (&s)[4][4], const uint32_t (&af)[4], const uint16_t *b, int ld,
+                                                int kk) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int nt = 0; nt < 4; nt += 2) {
+        uint32_t f[4];
+        lcx_ldmatrix_x4(f, b + (nt * 8 + lane / 16 * 8 + lane % 8) * ld + kk * 16 + lane / 8 % 2 * 8);
+        lcx_mma_bf16(s[nt], af, f[0], f[1]);
+        lcx_mma_bf16(s[nt + 1], af, f[2], f[3]);
+    }
+}
+
 /* acc[nd] += X M for X the warp's 16 x 32 tile held as accumulator fragments x[4][4] (columns 8 nt + 2t..) and M a
- * [32][HD] operand stored transposed in shared memory (mt[d][col], row stride ld), X split in hi + lo. */
+ * row-major [32][HD] bf16 tile in shared memory (row stride ld), X split in hi + lo; M's fragments by
+ * ldmatrix.trans, matrix i = lane / 8 being rows 16 kk + 8 (i % 2).., columns 8 (nd + i / 2)... */
 template <int ND>
-static __device__ __forceinline__ void tb_acc_split(float (&acc)[ND][4], const float (&x)[4][4], const uint16_t *mt,
+static __device__ __forceinline__ void tb_acc_split(float (&acc)[ND][4], const float (&x)[4][4], const uint16_t *m,
                                                     int ld) {
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int kk = 0; kk < 2; kk++) {
         uint32_t hi[4], lo[4];
@@ -39,26 +58,14 @@ static __device__ __forceinline__ void tb_acc_split(float (&acc)[ND][4], const f
         tb_split(x[2 * kk + 1][0], x[2 * kk + 1][1], &hi[2], &lo[2]);
         tb_split(x[2 * kk + 1][2], x[2 * kk + 1][3], &hi[3], &lo[3]);
 #pragma unroll
-        for (int nd = 0; nd < ND; nd++) {
-            const uint16_t *p = mt + (nd * 8 + g) * ld + kk * 16 + 2 * t;
-            const uint32_t b0 = lcx_mma_ld32(p), b1 = lcx_mma_ld32(p + 8);
-            lcx_mma_bf16(acc[nd], hi, b0, b1);
-            lcx_mma_bf16(acc[nd], lo, b0, b1);
+        for (int nd = 0; nd < ND; nd += 2) {
+            uint32_t f[4];
+            lcx_ldmatrix_x4_trans(f, m + (kk * 16 + lane / 8 % 2 * 8 + lane % 8) * ld + nd * 8 + lane / 16 * 8);
+            lcx_mma_bf16(acc[nd], hi, f[0], f[1]);
+            lcx_mma_bf16(acc[nd], lo, f[0], f[1]);
+            lcx_mma_bf16(acc[nd + 1], hi, f[2], f[3]);
+            lcx_mma_bf16(acc[nd + 1], lo, f[2], f[3]);
         }
-    }
-}
-
-/* Rows r0 .. r0 + rows - 1 of head `head` of a bf16 tensor [n][nh][HD] into sh[rows][ld] and, if tr, also
- * transposed into tr[HD][ldt]; rows at or past n become 0. Called by the whole block. */
-template <int HD>
-static __device__ __forceinline__ void tb_load(uint16_t *sh, int ld, uint16_t *tr, int ldt, const uint16_t *src,
-                                               int64_t r0, int rows, int64_t n, int64_t nh, int64_t head) {
-    for (int e = threadIdx.x; e < rows * HD / 2; e += TB_THREADS) {
-        const int r = e / (HD / 2), c = e % (HD / 2) * 2;
-        const int64_t row = r0 + r;
-        const uint32_t v = row < n ? lcx_mma_ld32(src + (row * nh + head) * HD + c) : 0u;
-        *(uint32_t *)(sh + r * ld + c) = v;
-        if (tr) tr[c * ldt + r] = (uint16_t)v, tr[(c + 1) * ldt + r] = (uint16_t)(v >> 16);
     }
 }
 
@@ -82,107 +89,123 @@ static __device__ __forceinline__ void tb_add(float *dst, const float (&acc)[ND]
 }
 
 static size_t tb_dkv_smem(int hd) {
-    return sizeof(uint16_t) * ((size_t)(2 * TB_ROWS + 2 * TB_COLS) * (size_t)(hd + TB_PAD) +
-                               (size_t)2 * hd * (TB_COLS + TB_PAD)) +
-           sizeof(float) * 2 * TB_COLS;
+    return sizeof(uint16_t) * (size_t)(2 * TB_ROWS + 4 * TB_COLS) * (size_t)(hd + TB_PAD) +
+           sizeof(float) * 4 * TB_COLS;
+}
+
+/* Query tile (head h, rows i0..) of the dK/dV walk into one buffer: Q and dO by cp.async, LSE and D (strided by
+ * the heads, so not cp.async's 16 contiguous bytes) by plain stores; readable after the wait and a barrier. */
+template <int HD>
+static __device__ __forceinline__ void tb_dkv_tile(const lcx_attn_args &a, const float *D, int64_t h, int64_t i0,
+                                                   uint16_t *qs, float *ls) {
+    constexpr int LD = HD + TB_PAD;
+    att_tc_load_rows<HD>(qs, LD, (const uint16_t *)a.q, i0, TB_COLS, a.n_q, a.n_heads, h, TB_THREADS);
+    att_tc_load_rows<HD>(qs + TB_COLS * LD, LD, (const uint16_t *)a.dout, i0, TB_COLS, a.n_q, a.n_heads, h,
+                         TB_THREADS);
+    if (threadIdx.x < TB_COLS) {
+        const int64_t i = i0 + threadIdx.x;
+        ls[threadIdx.x] = i < a.n_q ? a.lse[i * a.n_heads + h] : -INFINITY;
+        ls[TB_COLS + threadIdx.x] = i < a.n_q ? D[i * a.n_heads + h] : 0.0f;
+    }
 }
 
 template <int HD>
 static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_args a, const float *D) {
     extern __shared__ float sm[];
-    constexpr int LD = HD + TB_PAD, LDT = TB_COLS + TB_PAD, KS = HD / 16, ND = HD / 8;
-    uint16_t *ks = (uint16_t *)sm, *vs = ks + TB_ROWS * LD, *qs = vs + TB_ROWS * LD, *gs = qs + TB_COLS * LD;
-    uint16_t *qt = gs + TB_COLS * LD, *gt = qt + HD * LDT;
-    float *ls = (float *)(gt + HD * LDT), *dsh = ls + TB_COLS;
+    constexpr int LD = HD + TB_PAD, KS = HD / 16, ND = HD / 8, TILE = 2 * TB_COLS * LD;
+    uint16_t *ks = (uint16_t *)sm, *vs = ks + TB_ROWS * LD, *qbuf = vs + TB_ROWS * LD; /* buffer b: Q, dO */
+    float *lbuf = (float *)(qbuf + 2 * TILE);                                         /* buffer b: LSE, D */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, wr = warp * 16;
     const int64_t H = a.n_heads, G = a.n_kv_heads, rep = H / G, kvh = blockIdx.y, j0 = (int64_t)blockIdx.x * TB_ROWS;
 
-    tb_load<HD>(ks, LD, nullptr, 0, (const uint16_t *)a.k, j0, TB_ROWS, a.n_k, G, kvh);
-    tb_load<HD>(vs, LD, nullptr, 0, (const uint16_t *)a.v, j0, TB_ROWS, a.n_k, G, kvh);
+    /* the query tiles that see key j0: visibility grows with the row, so they run from ib to the end */
+    int64_t ib = att_row_begin(a, j0) / TB_COLS * TB_COLS;
+    while (ib < a.n_q && att_key_end(a, (ib + TB_COLS < a.n_q ? ib + TB_COLS : a.n_q) - 1) <= j0) ib += TB_COLS;
+    const int64_t per_head = ib < a.n_q ? (a.n_q - ib + TB_COLS - 1) / TB_COLS : 0, ntiles = rep * per_head;
+
+    att_tc_load_rows<HD>(ks, LD, (const uint16_t *)a.k, j0, TB_ROWS, a.n_k, G, kvh, TB_THREADS);
+    att_tc_load_rows<HD>(vs, LD, (const uint16_t *)a.v, j0, TB_ROWS, a.n_k, G, kvh, TB_THREADS);
+    if (ntiles > 0) tb_dkv_tile<HD>(a, D, kvh * rep, ib, qbuf, lbuf);
+    lcx_cp_async_commit();
     float dk[ND][4], dv[ND][4];
 #pragma unroll
     for (int nd = 0; nd < ND; nd++)
 #pragma unroll
         for (int c = 0; c < 4; c++) dk[nd][c] = dv[nd][c] = 0.0f;
     const int64_t jl[2] = {j0 + wr + g, j0 + wr + g + 8}; /* this lane's two keys */
-    const int64_t ib = att_row_begin(a, j0) / TB_COLS * TB_COLS; /* the first query tile that sees key j0 */
-    for (int64_t h = kvh * rep; h < (kvh + 1) * rep; h++) {     /* the group's heads, in head order */
-        for (int64_t i0 = ib; i0 < a.n_q; i0 += TB_COLS) {
-            const int64_t i1 = i0 + TB_COLS < a.n_q ? i0 + TB_COLS : a.n_q;
-            if (att_key_end(a, i1 - 1) <= j0) continue; /* the tile's widest row sees none of these keys */
-            __syncthreads(); /* the previous tile is no longer read (first: K, V loaded) */
-            tb_load<HD>(qs, LD, qt, LDT, (const uint16_t *)a.q, i0, TB_COLS, a.n_q, H, h);
-            tb_load<HD>(gs, LD, gt, LDT, (const uint16_t *)a.dout, i0, TB_COLS, a.n_q, H, h);
-            if (threadIdx.x < TB_COLS) {
-                const int64_t i = i0 + threadIdx.x;
-                ls[threadIdx.x] = i < a.n_q ? a.lse[i * H + h] : -INFINITY;
-                dsh[threadIdx.x] = i < a.n_q ? D[i * H + h] : 0.0f;
-            }
-            __syncthreads();
-            /* S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 32 queries */
-            float s[4][4], dp[4][4];
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) s[nt][c] = dp[nt][c] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < KS; kk++) {
-                uint32_t kf[4], vf[4];
-                lcx_mma_frag_a(kf, ks, LD, wr, kk * 16);
-                lcx_mma_frag_a(vf, vs, LD, wr, kk * 16);
-#pragma unroll
-                for (int nt = 0; nt < 4; nt++) {
-                    const int off = (nt * 8 + g) * LD + kk * 16 + 2 * t;
-                    const uint16_t *pq = qs + off, *pg = gs + off;
-                    lcx_mma_bf16(s[nt], kf, lcx_mma_ld32(pq), lcx_mma_ld32(pq + 8));
-                    lcx_mma_bf16(dp[nt], vf, lcx_mma_ld32(pg), lcx_mma_ld32(pg + 8));
-                }
-            }
-            /* element c of tile nt: key jl[c / 2], query i0 + 8 nt + 2 t + (c & 1); P^T in s, dS^T in dp */
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int col = nt * 8 + 2 * t + (c & 1);
-                    const int64_t i = i0 + col;
-                    const int vis = i < a.n_q && jl[c / 2] < att_key_end(a, i);
-                    float p, ds;
-                    att_p_ds(vis, a.scale, s[nt][c], dp[nt][c], ls[col], dsh[col], &p, &ds);
-                    s[nt][c] = p, dp[nt][c] = ds;
-                }
-            tb_acc_split<ND>(dv, s, gt, LDT);  /* dV += P^T dO */
-            tb_acc_split<ND>(dk, dp, qt, LDT); /* dK += dS^T Q */
+    for (int64_t n = 0; n < ntiles; n++) { /* tile n: head kvh rep + n / per_head (head order), rows i0.. */
+        if (n + 1 < ntiles) {              /* the next into the other buffer, free since the barrier ending n - 1 */
+            const int b = (int)((n + 1) & 1);
+            tb_dkv_tile<HD>(a, D, kvh * rep + (n + 1) / per_head, ib + (n + 1) % per_head * TB_COLS,
+                            qbuf + b * TILE, lbuf + 2 * b * TB_COLS);
+            lcx_cp_async_commit();
+            lcx_cp_async_wait<1>();
+        } else {
+            lcx_cp_async_wait<0>();
         }
+        __syncthreads();
+        const int64_t i0 = ib + n % per_head * TB_COLS;
+        const uint16_t *qs = qbuf + (n & 1) * TILE, *gs = qs + TB_COLS * LD;
+        const float *ls = lbuf + 2 * (n & 1) * TB_COLS, *dsh = ls + TB_COLS;
+        /* S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 32 queries */
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[nt][c] = dp[nt][c] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++) {
+            uint32_t kf[4], vf[4];
+            lcx_mma_frag_a(kf, ks, LD, wr, kk * 16);
+            lcx_mma_frag_a(vf, vs, LD, wr, kk * 16);
+            tb_dot32(s, kf, qs, LD, kk);
+            tb_dot32(dp, vf, gs, LD, kk);
+        }
+        /* element c of tile nt: key jl[c / 2], query i0 + 8 nt + 2 t + (c & 1); P^T in s, dS^T in dp */
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int col = nt * 8 + 2 * t + (c & 1);
+                const int64_t i = i0 + col;
+                const int vis = i < a.n_q && jl[c / 2] < att_key_end(a, i);
+                float p, ds;
+                att_p_ds(vis, a.scale, s[nt][c], dp[nt][c], ls[col], dsh[col], &p, &ds);
+                s[nt][c] = p, dp[nt][c] = ds;
+            }
+        tb_acc_split<ND>(dv, s, gs, LD);  /* dV += P^T dO */
+        tb_acc_split<ND>(dk, dp, qs, LD); /* dK += dS^T Q */
+        __syncthreads(); /* every warp is done with this buffer before the next iteration refills it */
     }
+    lcx_cp_async_wait<0>(); /* no tile at all: K's and V's copies are still in flight */
     tb_add<ND>(a.dk, dk, j0 + wr, a.n_k, G, kvh, a.scale);
     tb_add<ND>(a.dv, dv, j0 + wr, a.n_k, G, kvh, 1.0f);
 }
 
 static size_t tb_dq_smem(int hd) {
-    return sizeof(uint16_t) *
-           ((size_t)(2 * TB_ROWS + 2 * TB_COLS) * (size_t)(hd + TB_PAD) + (size_t)hd * (TB_COLS + TB_PAD));
+    return sizeof(uint16_t) * (size_t)(2 * TB_ROWS + 4 * TB_COLS) * (size_t)(hd + TB_PAD);
 }
 
 template <int HD>
 static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_args a, const float *D) {
     extern __shared__ float sm[];
-    constexpr int LD = HD + TB_PAD, LDT = TB_COLS + TB_PAD, KS = HD / 16, ND = HD / 8;
-    uint16_t *qs = (uint16_t *)sm, *gs = qs + TB_ROWS * LD, *ks = gs + TB_ROWS * LD, *vs = ks + TB_COLS * LD;
-    uint16_t *kt = vs + TB_COLS * LD;
+    constexpr int LD = HD + TB_PAD, KS = HD / 16, ND = HD / 8, TILE = 2 * TB_COLS * LD;
+    uint16_t *qs = (uint16_t *)sm, *gs = qs + TB_ROWS * LD, *kbuf = gs + TB_ROWS * LD; /* buffer b: K, V */
+    const uint16_t *k = (const uint16_t *)a.k, *v = (const uint16_t *)a.v;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, wr = warp * 16;
     const int64_t H = a.n_heads, G = a.n_kv_heads, h = blockIdx.y, kvh = h / (H / G);
     const int64_t i0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * TB_ROWS; /* the longest causal tiles first */
     const int64_t i1 = i0 + TB_ROWS < a.n_q ? i0 + TB_ROWS : a.n_q;
+    const int ntiles = (int)((att_key_end(a, i1 - 1) + TB_COLS - 1) / TB_COLS);
 
-    tb_load<HD>(qs, LD, nullptr, 0, (const uint16_t *)a.q, i0, TB_ROWS, a.n_q, H, h);
-    tb_load<HD>(gs, LD, nullptr, 0, (const uint16_t *)a.dout, i0, TB_ROWS, a.n_q, H, h);
-    __syncthreads();
-    uint32_t qf[KS][4], gf[KS][4];
-#pragma unroll
-    for (int kk = 0; kk < KS; kk++) {
-        lcx_mma_frag_a(qf[kk], qs, LD, wr, kk * 16);
-        lcx_mma_frag_a(gf[kk], gs, LD, wr, kk * 16);
+    att_tc_load_rows<HD>(qs, LD, (const uint16_t *)a.q, i0, TB_ROWS, a.n_q, H, h, TB_THREADS);
+    att_tc_load_rows<HD>(gs, LD, (const uint16_t *)a.dout, i0, TB_ROWS, a.n_q, H, h, TB_THREADS);
+    if (ntiles > 0) {
+        att_tc_load_rows<HD>(kbuf, LD, k, 0, TB_COLS, a.n_k, G, kvh, TB_THREADS);
+        att_tc_load_rows<HD>(kbuf + TB_COLS * LD, LD, v, 0, TB_COLS, a.n_k, G, kvh, TB_THREADS);
     }
+    lcx_cp_async_commit();
+    uint32_t qf[KS][4], gf[KS][4];
     float L[2], Dx[2], acc[ND][4];
     int64_t kend[2];
 #pragma unroll
@@ -194,24 +217,34 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
     }
 #pragma unroll
     for (int nd = 0; nd < ND; nd++) acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
-    const int64_t kend_tile = att_key_end(a, i1 - 1);
-    for (int64_t j0 = 0; j0 < kend_tile; j0 += TB_COLS) {
-        __syncthreads(); /* the previous K, V, K^T are no longer read */
-        tb_load<HD>(ks, LD, kt, LDT, (const uint16_t *)a.k, j0, TB_COLS, a.n_k, G, kvh);
-        tb_load<HD>(vs, LD, nullptr, 0, (const uint16_t *)a.v, j0, TB_COLS, a.n_k, G, kvh);
+    for (int it = 0; it < ntiles; it++) {
+        const int64_t j0 = (int64_t)it * TB_COLS;
+        if (it + 1 < ntiles) { /* the next into the other buffer, free since the barrier ending it - 1 */
+            uint16_t *nb = kbuf + ((it + 1) & 1) * TILE;
+            att_tc_load_rows<HD>(nb, LD, k, j0 + TB_COLS, TB_COLS, a.n_k, G, kvh, TB_THREADS);
+            att_tc_load_rows<HD>(nb + TB_COLS * LD, LD, v, j0 + TB_COLS, TB_COLS, a.n_k, G, kvh, TB_THREADS);
+            lcx_cp_async_commit();
+            lcx_cp_async_wait<1>();
+        } else {
+            lcx_cp_async_wait<0>();
+        }
         __syncthreads();
+        if (it == 0)
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                lcx_mma_frag_a(qf[kk], qs, LD, wr, kk * 16);
+                lcx_mma_frag_a(gf[kk], gs, LD, wr, kk * 16);
+            }
+        const uint16_t *ks = kbuf + (it & 1) * TILE, *vs = ks + TB_COLS * LD;
         float s[4][4], dp[4][4];
 #pragma unroll
-        for (int nt = 0; nt < 4; nt++) {
+        for (int nt = 0; nt < 4; nt++)
 #pragma unroll
             for (int c = 0; c < 4; c++) s[nt][c] = dp[nt][c] = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < KS; kk++) {
-                const int off = (nt * 8 + g) * LD + kk * 16 + 2 * t;
-                const uint16_t *pk = ks + off, *pv = vs + off;
-                lcx_mma_bf16(s[nt], qf[kk], lcx_mma_ld32(pk), lcx_mma_ld32(pk + 8));
-                lcx_mma_bf16(dp[nt], gf[kk], lcx_mma_ld32(pv), lcx_mma_ld32(pv + 8));
-            }
+        for (int kk = 0; kk < KS; kk++) {
+            tb_dot32(s, qf[kk], ks, LD, kk);
+            tb_dot32(dp, gf[kk], vs, LD, kk);
         }
         /* element c of tile nt: row g + 8 (c / 2), key j0 + 8 nt + 2 t + (c & 1); dS kept in dp */
 #pragma unroll
@@ -224,8 +257,10 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
                 att_p_ds(j < kend[x], a.scale, s[nt][c], dp[nt][c], L[x], Dx[x], &p, &ds);
                 dp[nt][c] = ds;
             }
-        tb_acc_split<ND>(acc, dp, kt, LDT); /* dQ += dS K */
+        tb_acc_split<ND>(acc, dp, ks, LD); /* dQ += dS K */
+        __syncthreads(); /* every warp is done with this buffer before the next iteration refills it */
     }
+    lcx_cp_async_wait<0>(); /* no tile at all: Q's and dO's copies are still in flight */
     tb_add<ND>(a.dq, acc, i0 + wr, a.n_q, H, h, a.scale);
 }
 
@@ -238,12 +273,12 @@ static cudaError_t bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const f
     return att_launch_n(attn_bwd_dq_tc<HD>, q_grid, TB_THREADS, tb_dq_smem(HD), s, *a, D);
 }
 
-/* Whether the tensor-core backward takes this call: bf16 storage, head_dim 32/64/96/128, q, k, v, dO at 4-byte
- * alignment. */
+/* Whether the tensor-core backward takes this call: bf16 storage, head_dim 32/64/96/128, q, k, v, dO at 16-byte
+ * alignment (cp.async moves 16 bytes). */
 extern "C" int lcx_cuda_attention_bwd_tc_takes(const lcx_attn_args *a) {
     const int hd = (int)a->head_dim;
     const uintptr_t al = (uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->dout;
-    return a->dt == LCX_BF16 && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && (al & 3u) == 0;
+    return a->dt == LCX_BF16 && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && (al & 15u) == 0;
 }
 
 /* dK, dV, dQ for a call with work, D = rowsum(dO * O) already in D (cuda_attention_bwd.cu). */

@@ -1,6 +1,6 @@
 /* cuda_attention_tile: what the flash attention kernels share (cuda_attention_fwd.cu, cuda_attention_bwd.cu):
- * the tile shape, the mask geometry of kernels/cpu/cpu_attention_common.h, tile loads into shared memory and
- * warp reductions. Included by .cu files only.
+ * the tile shape, the mask geometry of kernels/cpu/cpu_attention_common.h, tile loads into shared memory (the
+ * tensor-core kernels' by cp.async) and warp reductions. Included by .cu files only.
  *
  * Tile shape (every kernel): ATT_T = 32 query rows and 32 keys per tile, 4 warps of 32 lanes. A warp owns
  * ATT_RPW = 8 rows of the tile (the forward and dQ: query rows; dK/dV: keys); in the score products a lane owns
@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 
+#include "kernels/cuda/cuda_cp_async.h"
 #include "kernels/cuda/cuda_device.h"
 
 enum { ATT_T = 32, ATT_WARPS = 4, ATT_THREADS = ATT_WARPS * 32, ATT_RPW = ATT_T / ATT_WARPS };
@@ -111,6 +112,22 @@ static __device__ __forceinline__ void att_add_rows(float *dst, const float (&ac
             const int64_t e = ((row0 + r) * nh + head) * hd + d;
             dst[e] = __fadd_rn(dst[e], __fmul_rn(scale, acc[r][c]));
         }
+    }
+}
+
+/* Queue the copy (cp.async, 16 bytes each; the tensor-core kernels) of `rows` rows of head h of a bf16 tensor
+ * [n][heads][HD], from row r0, into dst [rows][ld]; rows at or past n are zeroed at once (they enter products
+ * with weight 0, and 0 * NaN would not be 0). Called by the whole block of `threads` threads. */
+template <int HD>
+static __device__ __forceinline__ void att_tc_load_rows(uint16_t *dst, int ld, const uint16_t *src, int64_t r0,
+                                                        int rows, int64_t n, int64_t heads, int64_t h, int threads) {
+    constexpr int CH = HD / 8;
+    for (int e = threadIdx.x; e < rows * CH; e += threads) {
+        const int r = e / CH, c = e % CH * 8;
+        uint16_t *d = dst + r * ld + c;
+        if (r0 + r < n) lcx_cp_async16(d, src + ((r0 + r) * heads + h) * HD + c);
+        else
+            for (int z = 0; z < 8; z++) d[z] = 0;
     }
 }
 

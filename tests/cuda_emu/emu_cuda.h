@@ -6,7 +6,9 @@
  * shuffle that not every lane of the warp reaches hangs instead of passing), dynamic shared memory is a fresh
  * buffer of exactly the launch's size filled with NaN (AddressSanitizer catches a read or write past it, a read
  * of an unwritten float shows as NaN in the results). A kernel asking for more than sm_80's 163 KiB fails like
- * cudaFuncSetAttribute would. Float intrinsics are the host's IEEE operations; expf/logf are glibc's. */
+ * cudaFuncSetAttribute would. The tensor-core kernels' mma.sync, ldmatrix and cp.async are emulated from their
+ * register layouts and group semantics (below). Float intrinsics are the host's IEEE operations; expf/logf are
+ * glibc's. */
 #pragma once
 #include <math.h>
 #include <stdint.h>
@@ -15,13 +17,14 @@
 #include <string.h>
 
 #include <barrier>
+#include <deque>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "emu_runtime.h" /* the runtime API (host side: emu_runtime.cpp) */
 
-#define LCX_CUDA_EMU 1 /* kernels/cuda/cuda_mma.h: lcx_mma_bf16 comes from here */
+#define LCX_CUDA_EMU 1 /* cuda_mma.h, cuda_cp_async.h: mma.sync, ldmatrix and cp.async come from here */
 #define __global__
 #define __device__
 #define __host__
@@ -43,6 +46,7 @@ inline std::unique_ptr<std::barrier<>> emu_block_bar;
 inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_bar;
 inline double emu_shfl[32][32];
 inline float *emu_smem;                  /* the kernels' `extern __shared__ float sm[]` (run.sh rewrites it) */
+inline size_t emu_smem_bytes;            /* its size */
 inline size_t emu_smem_limit = 48 * 1024; /* raised by cudaFuncSetAttribute for the next launch */
 inline size_t emu_max_smem = 0;
 
@@ -78,6 +82,59 @@ inline void lcx_mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uin
     }
     emu_warp_bar[w]->arrive_and_wait();
 }
+/* ldmatrix.x4 (kernels/cuda/cuda_mma.h): every lane parks its row address (which must lie in the launch's shared
+ * memory, 16-byte aligned), then reads its four registers from the rows the warp gave. */
+inline const uint16_t *emu_ldm_row[32][32];
+inline void emu_check_shared(const void *p, size_t n, const char *what) {
+    const char *b = (const char *)emu_smem, *q = (const char *)p;
+    if (((uintptr_t)p & 15) || q < b || q + n > b + emu_smem_bytes) {
+        fprintf(stderr, "%s: %p is not a 16-byte aligned place of %zu bytes in shared memory\n", what, p, n);
+        abort();
+    }
+}
+inline void emu_ldmatrix(uint32_t (&r)[4], const uint16_t *row, bool trans) {
+    const unsigned w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, t = l % 4;
+    emu_check_shared(row, 16, "ldmatrix");
+    emu_ldm_row[w][l] = row;
+    emu_warp_bar[w]->arrive_and_wait();
+    for (unsigned i = 0; i < 4; i++) {
+        const uint16_t *const *m = emu_ldm_row[w] + 8 * i; /* matrix i's eight rows */
+        r[i] = trans ? (uint32_t)m[2 * t][g] | (uint32_t)m[2 * t + 1][g] << 16
+                     : (uint32_t)m[g][2 * t] | (uint32_t)m[g][2 * t + 1] << 16;
+    }
+    emu_warp_bar[w]->arrive_and_wait();
+}
+inline void lcx_ldmatrix_x4(uint32_t (&r)[4], const uint16_t *row) { emu_ldmatrix(r, row, false); }
+inline void lcx_ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t *row) { emu_ldmatrix(r, row, true); }
+
+/* cp.async (kernels/cuda/cuda_cp_async.h): each copy waits in its thread's groups and is done by the first wait
+ * that must cover it, the latest moment a GPU may do it, so a read before the wait (or before the barrier after
+ * it) sees the NaN the launch filled shared memory with. */
+struct emu_cp {
+    void *dst;
+    const void *src;
+};
+inline thread_local std::vector<emu_cp> emu_cp_open;
+inline thread_local std::deque<std::vector<emu_cp>> emu_cp_groups;
+inline void lcx_cp_async16(void *dst, const void *src) {
+    emu_check_shared(dst, 16, "cp.async");
+    if ((uintptr_t)src & 15) {
+        fprintf(stderr, "cp.async: global source %p is not 16-byte aligned\n", src);
+        abort();
+    }
+    emu_cp_open.push_back({dst, src});
+}
+inline void lcx_cp_async_commit() {
+    emu_cp_groups.push_back(std::move(emu_cp_open));
+    emu_cp_open.clear();
+}
+template <int N> void lcx_cp_async_wait() {
+    while (emu_cp_groups.size() > (size_t)N) {
+        for (const emu_cp &c : emu_cp_groups.front()) memcpy(c.dst, c.src, 16);
+        emu_cp_groups.pop_front();
+    }
+}
+
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
@@ -121,6 +178,7 @@ template <class K, class... A> void emu_launch(K kernel, dim3 grid, dim3 block, 
         emu_warp_bar.push_back(std::make_unique<std::barrier<>>(nt - 32 * w < 32 ? nt - 32 * w : 32));
     float *sb = (float *)malloc(smem ? smem : 4);
     emu_smem = sb;
+    emu_smem_bytes = smem;
     std::vector<std::thread> th;
     for (unsigned t = 0; t < nt; t++)
         th.emplace_back([=] {
@@ -133,6 +191,7 @@ template <class K, class... A> void emu_launch(K kernel, dim3 grid, dim3 block, 
                         if (t == 0)
                             for (size_t i = 0; i < smem / 4; i++) sb[i] = NAN;
                         emu_block_bar->arrive_and_wait();
+                        emu_cp_open.clear(), emu_cp_groups.clear(); /* nothing in flight into the new block */
                         kernel(args...);
                     }
         });
