@@ -2,7 +2,8 @@
  * emu_cuda.h) against the CPU backend on the shapes of the op cases, in f32 and bf16 storage, with the op
  * tolerances of tests/unit/backend_ops_cases.h (|got - ref| <= atol + rtol |ref|; f32 rtol 64 eps, bf16 outputs
  * 2 bf16 eps; atol 1e-5 forward, 5e-5 backward). The backward gets the final o/lse of a context [0, ctx) of
- * which its key block is a slice (ctx 0: the block alone), as a ring step does. Prints each case's worst
+ * which its key block is a slice (ctx 0: the block alone), as a ring step does. One case puts q and k 8 bytes
+ * off a 16-byte boundary: the tensor-core paths (cp.async) must leave it to the scalar ones. Prints each case's worst
  * error / allowed; exit 1 if any is over 1. Usage: attention_emu [CASE-INDEX]. */
 #include "emu_cuda.h"
 #include "xf_attention_fwd.cu"
@@ -21,6 +22,7 @@ struct shape {
     lcx_attn_mask mask;
     float scale;
     int64_t ctx;
+    int shift; /* bytes q and k sit past a 16-byte boundary (the tensor-core paths need 16: the scalar ones run) */
 };
 
 static void fill(std::vector<float> &v, double lo, double hi, lcx_dtype dt) {
@@ -30,14 +32,14 @@ static void fill(std::vector<float> &v, double lo, double hi, lcx_dtype dt) {
         if (dt == LCX_BF16) x = lcx_bf16_to_f32(lcx_f32_to_bf16(x));
     }
 }
-/* The storage copy of values already representable in dt. */
-static std::vector<uint8_t> stored(const std::vector<float> &v, lcx_dtype dt) {
-    std::vector<uint8_t> b(v.size() * lcx_act_size(dt) + 4);
+/* The storage copy of values already representable in dt, `shift` bytes into the buffer. */
+static std::vector<uint8_t> stored(const std::vector<float> &v, lcx_dtype dt, int shift = 0) {
+    std::vector<uint8_t> b(v.size() * lcx_act_size(dt) + 4 + (size_t)shift);
     for (size_t i = 0; i < v.size(); i++)
-        if (dt == LCX_F32) memcpy(&b[i * 4], &v[i], 4);
+        if (dt == LCX_F32) memcpy(&b[shift + i * 4], &v[i], 4);
         else {
             uint16_t h = lcx_f32_to_bf16(v[i]);
-            memcpy(&b[i * 2], &h, 2);
+            memcpy(&b[shift + i * 2], &h, 2);
         }
     return b;
 }
@@ -90,14 +92,18 @@ static void run(const shape &c, lcx_dtype dt) {
     if (lcx_exec_reserve(x, lcx_exec_workspace(x, LCX_OP_ATTENTION_FWD, &a)) || cpu->attention_fwd(x, &a)) abort();
     lcx_attn_args e = a;
     e.dt = dt;
-    std::vector<uint8_t> qs = stored(q, dt), ks = stored(k, dt), vs = stored(v, dt);
+    std::vector<uint8_t> qs = stored(q, dt, c.shift), ks = stored(k, dt, c.shift), vs = stored(v, dt);
     std::vector<uint8_t> os(nqe * lcx_act_size(dt) + 4, 0xff); /* NaN bytes: every element must be written */
     std::vector<float> lse(nl + 1, NAN), o(nqe);
-    e.q = qs.data(), e.k = ks.data(), e.v = vs.data(), e.o = os.data(), e.lse = lse.data();
+    e.q = qs.data() + c.shift, e.k = ks.data() + c.shift, e.v = vs.data(), e.o = os.data(), e.lse = lse.data();
     if (lcx_cuda_attention_fwd_launch(NULL, &e) != cudaSuccess) abort();
     for (size_t i = 0; i < nqe; i++) o[i] = widen(os, i, dt);
     /* the tensor-core path rounds P to bf16 for P V: |dO| <= 2^-9 max |v| (cuda_attention_fwd_tc.cu), allowed 2^-8 */
     const int tc = lcx_cuda_attention_fwd_tc_takes(&e);
+    if (tc && c.shift % 16) {
+        printf("  the tensor-core forward took q, k %d bytes off 16\n", c.shift);
+        fails++;
+    }
     double vmax = 0;
     for (float y : v) vmax = fabs(y) > vmax ? fabs(y) : vmax;
     printf("  forward: %s\n", tc ? "tensor cores" : "scalar");
@@ -117,7 +123,12 @@ static void run(const shape &c, lcx_dtype dt) {
     std::vector<float> eq = dq0, ek = dk0, ev = dv0;
     e.o = os2.data(), e.lse = lse_ref.data(), e.dout = gs.data(), e.dq = eq.data(), e.dk = ek.data(), e.dv = ev.data();
     std::vector<uint8_t> scratch(lcx_cuda_attention_bwd_ws(&e) + 4);
-    printf("  backward: %s\n", lcx_cuda_attention_bwd_tc_takes(&e) ? "tensor cores" : "scalar");
+    const int tcb = lcx_cuda_attention_bwd_tc_takes(&e);
+    printf("  backward: %s\n", tcb ? "tensor cores" : "scalar");
+    if (tcb && c.shift % 16) {
+        printf("  the tensor-core backward took q, k %d bytes off 16\n", c.shift);
+        fails++;
+    }
     if (lcx_cuda_attention_bwd_launch(NULL, &e, scratch.data()) != cudaSuccess) abort();
     compare("dq", eq.data(), dq.data(), nqe, 64 * 0x1p-23, 5e-5);
     compare("dk", ek.data(), dk.data(), nke, 64 * 0x1p-23, 5e-5);
@@ -145,6 +156,7 @@ int main(int argc, char **argv) {
         {"causal 65x200 h2/1 d64 (keys no query sees)", 65, 200, 2, 1, 64, 0, 0, CA, 0, 0},
         {"causal q@20 50x70 h3/3 d33 (odd head_dim)", 50, 70, 3, 3, 33, 20, 0, CA, 0, 0},
         {"full 10x10 h1/1 d1", 10, 10, 1, 1, 1, 0, 0, FU, 0, 0},
+        {"causal 129x129 h4/2 d64, q and k 8 bytes off 16", 129, 129, 4, 2, 64, 0, 0, CA, 0, 0, 8},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]), only = argc > 1 ? atoi(argv[1]) : -1;
     for (int i = 0; i < n; i++)
