@@ -123,8 +123,7 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
     while (ib < a.n_q && att_key_end(a, (ib + TB_COLS < a.n_q ? ib + TB_COLS : a.n_q) - 1) <= j0) ib += TB_COLS;
     const int64_t per_head = ib < a.n_q ? (a.n_q - ib + TB_COLS - 1) / TB_COLS : 0, ntiles = rep * per_head;
 
-    att_tc_load_rows<HD>(ks, LD, (const uint16_t *)a.k, j0, TB_ROWS, a.n_k, G, kvh, TB_THREADS);
-    att_tc_load_rows<HD>(vs, LD, (const uint16_t *)a.v, j0, TB_ROWS, a.n_k, G, kvh, TB_THREADS);
+    att_tc_load_kv<HD>(ks, LD, a, j0, TB_ROWS, kvh, TB_THREADS);
     if (ntiles > 0) tb_dkv_tile<HD>(a, D, kvh * rep, ib, qbuf, lbuf);
     lcx_cp_async_commit();
     float dk[ND][4], dv[ND][4];
@@ -134,15 +133,12 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
         for (int c = 0; c < 4; c++) dk[nd][c] = dv[nd][c] = 0.0f;
     const int64_t jl[2] = {j0 + wr + g, j0 + wr + g + 8}; /* this lane's two keys */
     for (int64_t n = 0; n < ntiles; n++) { /* tile n: head kvh rep + n / per_head (head order), rows i0.. */
-        if (n + 1 < ntiles) {              /* the next into the other buffer, free since the barrier ending n - 1 */
-            const int b = (int)((n + 1) & 1);
+        const bool next = n + 1 < ntiles;  /* into the other buffer, free since the barrier ending n - 1 */
+        const int b = (int)((n + 1) & 1);
+        if (next)
             tb_dkv_tile<HD>(a, D, kvh * rep + (n + 1) / per_head, ib + (n + 1) % per_head * TB_COLS,
                             qbuf + b * TILE, lbuf + 2 * b * TB_COLS);
-            lcx_cp_async_commit();
-            lcx_cp_async_wait<1>();
-        } else {
-            lcx_cp_async_wait<0>();
-        }
+        att_tc_wait_current(next);
         __syncthreads();
         const int64_t i0 = ib + n % per_head * TB_COLS;
         const uint16_t *qs = qbuf + (n & 1) * TILE, *gs = qs + TB_COLS * LD;
@@ -191,7 +187,6 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
     extern __shared__ float sm[];
     constexpr int LD = HD + TB_PAD, KS = HD / 16, ND = HD / 8, TILE = 2 * TB_COLS * LD;
     uint16_t *qs = (uint16_t *)sm, *gs = qs + TB_ROWS * LD, *kbuf = gs + TB_ROWS * LD; /* buffer b: K, V */
-    const uint16_t *k = (const uint16_t *)a.k, *v = (const uint16_t *)a.v;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, wr = warp * 16;
     const int64_t H = a.n_heads, G = a.n_kv_heads, h = blockIdx.y, kvh = h / (H / G);
     const int64_t i0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * TB_ROWS; /* the longest causal tiles first */
@@ -200,10 +195,7 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
 
     att_tc_load_rows<HD>(qs, LD, (const uint16_t *)a.q, i0, TB_ROWS, a.n_q, H, h, TB_THREADS);
     att_tc_load_rows<HD>(gs, LD, (const uint16_t *)a.dout, i0, TB_ROWS, a.n_q, H, h, TB_THREADS);
-    if (ntiles > 0) {
-        att_tc_load_rows<HD>(kbuf, LD, k, 0, TB_COLS, a.n_k, G, kvh, TB_THREADS);
-        att_tc_load_rows<HD>(kbuf + TB_COLS * LD, LD, v, 0, TB_COLS, a.n_k, G, kvh, TB_THREADS);
-    }
+    if (ntiles > 0) att_tc_load_kv<HD>(kbuf, LD, a, 0, TB_COLS, kvh, TB_THREADS);
     lcx_cp_async_commit();
     uint32_t qf[KS][4], gf[KS][4];
     float L[2], Dx[2], acc[ND][4];
@@ -219,15 +211,9 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
     for (int nd = 0; nd < ND; nd++) acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
     for (int it = 0; it < ntiles; it++) {
         const int64_t j0 = (int64_t)it * TB_COLS;
-        if (it + 1 < ntiles) { /* the next into the other buffer, free since the barrier ending it - 1 */
-            uint16_t *nb = kbuf + ((it + 1) & 1) * TILE;
-            att_tc_load_rows<HD>(nb, LD, k, j0 + TB_COLS, TB_COLS, a.n_k, G, kvh, TB_THREADS);
-            att_tc_load_rows<HD>(nb + TB_COLS * LD, LD, v, j0 + TB_COLS, TB_COLS, a.n_k, G, kvh, TB_THREADS);
-            lcx_cp_async_commit();
-            lcx_cp_async_wait<1>();
-        } else {
-            lcx_cp_async_wait<0>();
-        }
+        const bool next = it + 1 < ntiles; /* into the other buffer, free since the barrier ending it - 1 */
+        if (next) att_tc_load_kv<HD>(kbuf + ((it + 1) & 1) * TILE, LD, a, j0 + TB_COLS, TB_COLS, kvh, TB_THREADS);
+        att_tc_wait_current(next);
         __syncthreads();
         if (it == 0)
 #pragma unroll

@@ -24,9 +24,9 @@ static size_t tc_fwd_smem(int hd) { return sizeof(uint16_t) * (size_t)(TC_M + 4 
 template <int HD>
 static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a) {
     extern __shared__ float sm[];
-    constexpr int LD = HD + TC_PAD, KS = HD / 16, ND = HD / 8, NT = TC_N / 8;
-    uint16_t *qs = (uint16_t *)sm, *kbuf = qs + TC_M * LD; /* buffer b: K at kbuf + 2 b TC_N LD, V after it */
-    const uint16_t *q = (const uint16_t *)a.q, *k = (const uint16_t *)a.k, *v = (const uint16_t *)a.v;
+    constexpr int LD = HD + TC_PAD, KS = HD / 16, ND = HD / 8, NT = TC_N / 8, TILE = 2 * TC_N * LD;
+    uint16_t *qs = (uint16_t *)sm, *kbuf = qs + TC_M * LD; /* buffer b: K at kbuf + b TILE, V after it */
+    const uint16_t *q = (const uint16_t *)a.q;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int64_t H = a.n_heads, G = a.n_kv_heads, h = blockIdx.y, kvh = h / (H / G);
     const int64_t i0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * TC_M; /* the longest causal tiles first */
@@ -36,10 +36,7 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
     const int ntiles = (int)((kend_tile + TC_N - 1) / TC_N);
 
     att_tc_load_rows<HD>(qs, LD, q, i0, TC_M, a.n_q, H, h, TC_THREADS);
-    if (ntiles > 0) {
-        att_tc_load_rows<HD>(kbuf, LD, k, 0, TC_N, a.n_k, G, kvh, TC_THREADS);
-        att_tc_load_rows<HD>(kbuf + TC_N * LD, LD, v, 0, TC_N, a.n_k, G, kvh, TC_THREADS);
-    }
+    if (ntiles > 0) att_tc_load_kv<HD>(kbuf, LD, a, 0, TC_N, kvh, TC_THREADS);
     lcx_cp_async_commit();
 
     const int wr = warp * 16;
@@ -56,20 +53,14 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
 
     for (int it = 0; it < ntiles; it++) {
         const int64_t j0 = (int64_t)it * TC_N;
-        if (it + 1 < ntiles) { /* the next tile into the other buffer, free since the barrier ending it - 1 */
-            uint16_t *nb = kbuf + (size_t)((it + 1) & 1) * 2 * TC_N * LD;
-            att_tc_load_rows<HD>(nb, LD, k, j0 + TC_N, TC_N, a.n_k, G, kvh, TC_THREADS);
-            att_tc_load_rows<HD>(nb + TC_N * LD, LD, v, j0 + TC_N, TC_N, a.n_k, G, kvh, TC_THREADS);
-            lcx_cp_async_commit();
-            lcx_cp_async_wait<1>(); /* everything but the next tile has landed */
-        } else {
-            lcx_cp_async_wait<0>();
-        }
-        __syncthreads(); /* ... for every thread's copies */
+        const bool next = it + 1 < ntiles; /* into the other buffer, free since the barrier ending it - 1 */
+        if (next) att_tc_load_kv<HD>(kbuf + ((it + 1) & 1) * TILE, LD, a, j0 + TC_N, TC_N, kvh, TC_THREADS);
+        att_tc_wait_current(next);
+        __syncthreads();
         if (it == 0)
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) lcx_mma_frag_a(qa[kk], qs, LD, wr, kk * 16);
-        const uint16_t *ks = kbuf + (size_t)(it & 1) * 2 * TC_N * LD, *vs = ks + TC_N * LD;
+        const uint16_t *ks = kbuf + (it & 1) * TILE, *vs = ks + TC_N * LD;
 
         /* S = Q K^T; ldmatrix's matrix i = lane / 8 is keys 8 (nt + i / 2).., head dims 16 kk + 8 (i % 2).. */
         float s[NT][4];

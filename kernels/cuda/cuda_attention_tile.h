@@ -131,6 +131,26 @@ static __device__ __forceinline__ void att_tc_load_rows(uint16_t *dst, int ld, c
     }
 }
 
+/* Queue keys j0.. of K and V (kv head kvh) into buf: K as [rows][ld], V right after it. */
+template <int HD>
+static __device__ __forceinline__ void att_tc_load_kv(uint16_t *buf, int ld, const lcx_attn_args &a, int64_t j0,
+                                                      int rows, int64_t kvh, int threads) {
+    att_tc_load_rows<HD>(buf, ld, (const uint16_t *)a.k, j0, rows, a.n_k, a.n_kv_heads, kvh, threads);
+    att_tc_load_rows<HD>(buf + rows * ld, ld, (const uint16_t *)a.v, j0, rows, a.n_k, a.n_kv_heads, kvh, threads);
+}
+
+/* The double-buffer step of the tensor-core kernels: with the next tile just queued (next), close its group and
+ * wait for every older one; else wait for all. Then this thread's copies of the current tile have landed (a
+ * __syncthreads after it makes every thread's visible). */
+static __device__ __forceinline__ void att_tc_wait_current(bool next) {
+    if (next) {
+        lcx_cp_async_commit();
+        lcx_cp_async_wait<1>();
+    } else {
+        lcx_cp_async_wait<0>();
+    }
+}
+
 /* P and dS of one (query row, key) pair from the raw dot products; 0 for a masked pair or a row without keys. */
 static __device__ __forceinline__ void att_p_ds(int vis, float scale, float s, float dp, float L, float Dx, float *p,
                                                 float *ds) {
