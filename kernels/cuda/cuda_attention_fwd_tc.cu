@@ -9,8 +9,8 @@
  * accumulator fragments in float32 (a row's max and sum over the 4 lanes that hold it by shuffles; base-2
  * exponentials of scores prescaled by scale * log2(e)); tiles every row of the block sees whole skip the mask.
  * The row sum l is taken from the float32 probabilities; P V takes them rounded to bf16, as FlashAttention does:
- * that one rounding changes O by at most 2^-9 sum_j (p_j / l) |v_j| <= 2^-9 max |v|, which the bf16 op cases
- * allow for explicitly (tests/unit/backend_ops_cases.h).
+ * that one rounding (relative 2^-8: bf16 keeps 8 significant bits) changes O by at most 2^-8 sum_j (p_j / l) |v_j|
+ * <= 2^-8 max |v|, which the bf16 op cases allow for explicitly (tests/unit/test_backend_ops.c, compare).
  *
  * Shared memory (bf16, rows padded by 8 elements so the 8 rows of an ldmatrix hit 32 different banks): Q
  * [64][hd + 8] and two buffers of K and V [64][hd + 8] each: 45 KiB at head_dim 64, 85 KiB at 128 (opted in). */

@@ -94,7 +94,7 @@ extern "C" cudaError_t lcx_cuda_gemm_beta_bf16_launch(cudaStream_t s, const floa
 
 /* cuda_matmul.c's f32 x bf16 path: op(src) rows x cols (op = transpose when trans; src row stride ld) as three
  * row-major bf16 arrays of rows x cols each, `stride` elements apart in t: t0 = bf16(x), t1 = bf16(x - t0),
- * t2 = bf16(x - t0 - t1), so t0 + t1 + t2 = x to 2^-26 relative (below float32's own rounding). */
+ * t2 = bf16(x - t0 - t1), so t0 + t1 + t2 = x to 2^-24 relative (float32's own rounding). */
 static __global__ void split_bf16(const float *src, int64_t ld, int trans, int64_t rows, int64_t cols, uint16_t *t,
                                   int64_t stride) {
     LCX_CUDA_FOR(i, rows * cols) {

@@ -106,9 +106,9 @@ static int lt_may_run(const lcx_matmul_args *g) {
  *    an H200), so the product goes to a float32 staging behind the workspace (row blocks of C within
  *    LCX_CUDA_MATMUL_STAGE) and a kernel adds beta C with one rounding, as the CPU does;
  *  - f32 x bf16 (one operand of each): cuBLASLt has no such kernel, so the f32 operand enters as three bf16 terms
- *    whose sum is x to 2^-26 (t0 = bf16(x), t1 = bf16(x - t0), t2 = bf16(x - t0 - t1): below float32's own
+ *    whose sum is x to 2^-24 (t0 = bf16(x), t1 = bf16(x - t0), t2 = bf16(x - t0 - t1): float32's own
  *    rounding, so the result is float32-exact in the op tests' sense), three bf16 GEMMs accumulating in float32
- *    (two terms, 2^-17, were not enough: a 4500-long reduction came within a factor 2 of the f32 allowance), into C
+ *    (two terms, 2^-16, were not enough: a 4500-long reduction came within a factor 2 of the f32 allowance), into C
  *    (f32) or the staging (bf16 C). Blocks of at most MIX_ROWS rows of C by kb of the reduction (the three terms
  *    within LCX_CUDA_MATMUL_SPLIT bytes; kb a multiple of 8 below k). The loss chunk's GEMMs are this case
  *    (float32 dlogits against bf16 weights or activations), which the tiled kernel ran at 5.5 TF/s on an H200. */

@@ -72,7 +72,7 @@ cudaError_t lcx_cuda_gemm_tiled_launch(cudaStream_t s, const lcx_matmul_args *g)
 cudaError_t lcx_cuda_gemm_beta_bf16_launch(cudaStream_t s, const float *t, int64_t rows, int64_t n, void *c,
                                            int64_t ldc, float beta);
 /* cuda_gemm_tiled.cu: op(src) [rows][cols] (src f32, row stride ld, transposed when trans) as three row-major
- * bf16 arrays, `stride` elements apart in `terms`, whose sum is x to 2^-26 */
+ * bf16 arrays, `stride` elements apart in `terms`, whose sum is x to 2^-24 */
 cudaError_t lcx_cuda_split_bf16_launch(cudaStream_t s, const float *src, int64_t ld, int trans, int64_t rows,
                                        int64_t cols, void *terms, int64_t stride);
 /* cuda_attention.cu (the merge), cuda_attention_fwd.cu, cuda_attention_bwd.cu (D in `scratch`:

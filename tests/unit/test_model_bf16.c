@@ -1,7 +1,6 @@
 /* bf16 activations (opts.act_dtype = LCX_BF16, docs/model.md "bf16 activations") on the HF fixture models.
  *
- * bf16 keeps 8 significant bits: one rounding is a relative error of at most 2^-9 (~2e-3), 2^-8 (~3.9e-3) per
- * ulp. Every act tensor of a layer is rounded once per op that writes it, and the errors of a few tens of
+ * bf16 keeps 8 significant bits: one rounding is a relative error of at most 2^-8 (~3.9e-3), half an ulp. Every act tensor of a layer is rounded once per op that writes it, and the errors of a few tens of
  * roundings (layers x ops) partly add up, so the bounds are a few ulps. Measured (all 10 fixtures, printed on
  * every run) and the bounds, 2-2.5x over the largest measured value (float32 math everywhere: the errors are
  * rounding only):
