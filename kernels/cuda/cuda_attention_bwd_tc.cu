@@ -9,9 +9,12 @@
  * The walked tiles (Q and dO for dK/dV, K and V for dQ) come by cp.async into two buffers, the next while the
  * current is computed on; every fragment is read by ldmatrix from the row-major tiles (transposed where the
  * tile is the product's B by rows: dO, Q, K in the accumulations), so no tile is stored twice.
- * P and dS enter their products as two bf16 terms each, hi = bf16(x) and lo = bf16(x - hi) (x = hi + lo to 2^-17
+ * P and dS enter their products as two bf16 terms each, hi = bf16(x) and lo = bf16(x - hi) (x = hi + lo to 2^-16
  * relative), so the gradients keep float32-level accuracy and meet the scalar path's f32 tolerances (two mma
  * instead of one for those three products). The score side needs no split: q, k, v and dO are bf16 already.
+ * LCX_CUDA_ATTN_BWD_BF16=1 drops the lo terms, as FlashAttention 2 does (7 products of a tile pair instead of 10):
+ * rounding P and dS to bf16 (relative 2^-8) moves dV by at most 2^-8 sum_i |P_ij| |dO_i|, dK by 2^-8 scale
+ * sum_i |dS_ij| |Q_i| and dQ by 2^-8 scale sum_j |dS_ij| |K_j|, elementwise (tests/cuda_emu checks those bounds).
  *
  * Shared memory (bf16; rows padded by 8 so the 8 rows of an ldmatrix hit 32 different banks): dK/dV K, V
  * [64][hd + 8] and two buffers of Q, dO [32][hd + 8] and of LSE, D [32] floats: 68.5 KiB at head_dim 128; dQ
@@ -44,11 +47,10 @@ static __device__ __forceinline__ void tb_dot32(float (&s)[4][4], const uint32_t
 }
 
 /* acc[nd] += X M for X the warp's 16 x 32 tile held as accumulator fragments x[4][4] (columns 8 nt + 2t..) and M a
- * row-major [32][HD] bf16 tile in shared memory (row stride ld), X split in hi + lo; M's fragments by
- * ldmatrix.trans, matrix i = lane / 8 being rows 16 kk + 8 (i % 2).., columns 8 (nd + i / 2)... */
-template <int ND>
-static __device__ __forceinline__ void tb_acc_split(float (&acc)[ND][4], const float (&x)[4][4], const uint16_t *m,
-                                                    int ld) {
+ * row-major [32][HD] bf16 tile in shared memory (row stride ld), X split in hi + lo (SPLIT) or hi alone; M's
+ * fragments by ldmatrix.trans, matrix i = lane / 8 being rows 16 kk + 8 (i % 2).., columns 8 (nd + i / 2)... */
+template <int ND, bool SPLIT>
+static __device__ __forceinline__ void tb_acc(float (&acc)[ND][4], const float (&x)[4][4], const uint16_t *m, int ld) {
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int kk = 0; kk < 2; kk++) {
@@ -62,9 +64,9 @@ static __device__ __forceinline__ void tb_acc_split(float (&acc)[ND][4], const f
             uint32_t f[4];
             lcx_ldmatrix_x4_trans(f, m + (kk * 16 + lane / 8 % 2 * 8 + lane % 8) * ld + nd * 8 + lane / 16 * 8);
             lcx_mma_bf16(acc[nd], hi, f[0], f[1]);
-            lcx_mma_bf16(acc[nd], lo, f[0], f[1]);
+            if (SPLIT) lcx_mma_bf16(acc[nd], lo, f[0], f[1]);
             lcx_mma_bf16(acc[nd + 1], hi, f[2], f[3]);
-            lcx_mma_bf16(acc[nd + 1], lo, f[2], f[3]);
+            if (SPLIT) lcx_mma_bf16(acc[nd + 1], lo, f[2], f[3]);
         }
     }
 }
@@ -109,7 +111,7 @@ static __device__ __forceinline__ void tb_dkv_tile(const lcx_attn_args &a, const
     }
 }
 
-template <int HD>
+template <int HD, bool SPLIT>
 static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_args a, const float *D) {
     extern __shared__ float sm[];
     constexpr int LD = HD + TB_PAD, KS = HD / 16, ND = HD / 8, TILE = 2 * TB_COLS * LD;
@@ -169,8 +171,8 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
                 att_p_ds(vis, a.scale, s[nt][c], dp[nt][c], ls[col], dsh[col], &p, &ds);
                 s[nt][c] = p, dp[nt][c] = ds;
             }
-        tb_acc_split<ND>(dv, s, gs, LD);  /* dV += P^T dO */
-        tb_acc_split<ND>(dk, dp, qs, LD); /* dK += dS^T Q */
+        tb_acc<ND, SPLIT>(dv, s, gs, LD);  /* dV += P^T dO */
+        tb_acc<ND, SPLIT>(dk, dp, qs, LD); /* dK += dS^T Q */
         __syncthreads(); /* every warp is done with this buffer before the next iteration refills it */
     }
     lcx_cp_async_wait<0>(); /* no tile at all: K's and V's copies are still in flight */
@@ -182,7 +184,7 @@ static size_t tb_dq_smem(int hd) {
     return sizeof(uint16_t) * (size_t)(2 * TB_ROWS + 4 * TB_COLS) * (size_t)(hd + TB_PAD);
 }
 
-template <int HD>
+template <int HD, bool SPLIT>
 static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_args a, const float *D) {
     extern __shared__ float sm[];
     constexpr int LD = HD + TB_PAD, KS = HD / 16, ND = HD / 8, TILE = 2 * TB_COLS * LD;
@@ -243,20 +245,25 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
                 att_p_ds(j < kend[x], a.scale, s[nt][c], dp[nt][c], L[x], Dx[x], &p, &ds);
                 dp[nt][c] = ds;
             }
-        tb_acc_split<ND>(acc, dp, ks, LD); /* dQ += dS K */
+        tb_acc<ND, SPLIT>(acc, dp, ks, LD); /* dQ += dS K */
         __syncthreads(); /* every warp is done with this buffer before the next iteration refills it */
     }
     lcx_cp_async_wait<0>(); /* no tile at all: Q's and dO's copies are still in flight */
     tb_add<ND>(a.dq, acc, i0 + wr, a.n_q, H, h, a.scale);
 }
 
-template <int HD>
+template <int HD, bool SPLIT>
 static cudaError_t bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D) {
     const dim3 kv_grid((unsigned)((a->n_k + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_kv_heads);
-    cudaError_t e = att_launch_n(attn_bwd_dkv_tc<HD>, kv_grid, TB_THREADS, tb_dkv_smem(HD), s, *a, D);
+    cudaError_t e = att_launch_n(attn_bwd_dkv_tc<HD, SPLIT>, kv_grid, TB_THREADS, tb_dkv_smem(HD), s, *a, D);
     if (e != cudaSuccess) return e;
     const dim3 q_grid((unsigned)((a->n_q + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_heads);
-    return att_launch_n(attn_bwd_dq_tc<HD>, q_grid, TB_THREADS, tb_dq_smem(HD), s, *a, D);
+    return att_launch_n(attn_bwd_dq_tc<HD, SPLIT>, q_grid, TB_THREADS, tb_dq_smem(HD), s, *a, D);
+}
+
+template <int HD>
+static cudaError_t bwd_tc_launch_hd(cudaStream_t s, const lcx_attn_args *a, const float *D) {
+    return att_bwd_bf16_ps() ? bwd_tc_launch<HD, false>(s, a, D) : bwd_tc_launch<HD, true>(s, a, D);
 }
 
 /* Whether the tensor-core backward takes this call: bf16 storage, head_dim 32/64/96/128, q, k, v, dO at 16-byte
@@ -270,10 +277,10 @@ extern "C" int lcx_cuda_attention_bwd_tc_takes(const lcx_attn_args *a) {
 /* dK, dV, dQ for a call with work, D = rowsum(dO * O) already in D (cuda_attention_bwd.cu). */
 extern "C" cudaError_t lcx_cuda_attention_bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D) {
     switch (a->head_dim) {
-    case 32: return bwd_tc_launch<32>(s, a, D);
-    case 64: return bwd_tc_launch<64>(s, a, D);
-    case 96: return bwd_tc_launch<96>(s, a, D);
-    case 128: return bwd_tc_launch<128>(s, a, D);
+    case 32: return bwd_tc_launch_hd<32>(s, a, D);
+    case 64: return bwd_tc_launch_hd<64>(s, a, D);
+    case 96: return bwd_tc_launch_hd<96>(s, a, D);
+    case 128: return bwd_tc_launch_hd<128>(s, a, D);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -188,6 +188,14 @@ static inline int att_scalar_only(void) {
     return v;
 }
 
+/* LCX_CUDA_ATTN_BWD_BF16=1: the tensor-core backward's P and dS enter their products as one bf16 term each, as
+ * FlashAttention 2's (cuda_attention_bwd_tc.cu), instead of a hi + lo pair. Read at every call, so that a test can
+ * run both in one process. */
+static inline int att_bwd_bf16_ps(void) {
+    const char *e = getenv("LCX_CUDA_ATTN_BWD_BF16");
+    return e && e[0] == '1';
+}
+
 /* Instantiate fn<NC> for NC = ceil(hd / 32) in 1..8 (the backend refuses head_dim > LCX_CUDA_ATTN_MAX_HEAD_DIM). */
 #define ATT_DISPATCH_NC(hd, fn, ...)                                                                              \
     switch (((hd) + 31) / 32) {                                                                                  \

@@ -3,13 +3,17 @@
  * tolerances of tests/unit/backend_ops_cases.h (|got - ref| <= atol + rtol |ref|; f32 rtol 64 eps, bf16 outputs
  * 2 bf16 eps; atol 1e-5 forward, 5e-5 backward). The backward gets the final o/lse of a context [0, ctx) of
  * which its key block is a slice (ctx 0: the block alone), as a ring step does. One case puts q and k 8 bytes
- * off a 16-byte boundary: the tensor-core paths (cp.async) must leave it to the scalar ones. Prints each case's worst
- * error / allowed; exit 1 if any is over 1. Usage: attention_emu [CASE-INDEX]. */
+ * off a 16-byte boundary: the tensor-core paths (cp.async) must leave it to the scalar ones. The tensor-core backward
+ * runs twice: P and dS as hi + lo bf16 pairs (the default, f32 tolerances) and as one bf16 term each
+ * (LCX_CUDA_ATTN_BWD_BF16=1), allowed in addition what that rounding can move each element by
+ * (tests/unit/attn_ps_bounds.h).
+ * Prints each case's worst error / allowed; exit 1 if any is over 1. Usage: attention_emu [CASE-INDEX]. */
 #include "emu_cuda.h"
 #include "xf_attention_fwd.cu"
 #include "xf_attention_fwd_tc.cu"
 #include "xf_attention_bwd.cu"
 #include "xf_attention_bwd_tc.cu"
+#include "tests/unit/attn_ps_bounds.h"
 
 #include <random>
 
@@ -53,12 +57,14 @@ static float widen(const std::vector<uint8_t> &b, size_t i, lcx_dtype dt) {
     memcpy(&h, &b[i * 2], 2);
     return lcx_bf16_to_f32(h);
 }
-static void compare(const char *what, const float *got, const float *ref, size_t n, double rtol, double atol) {
+/* |got - ref| <= atol + rtol |ref| + extra[i] (extra: an elementwise allowance, or none). */
+static void compare(const char *what, const float *got, const float *ref, size_t n, double rtol, double atol,
+                    const double *extra = nullptr) {
     double worst = 0;
     size_t wi = 0;
     for (size_t i = 0; i < n; i++) {
         double g = got[i], f = ref[i], err = g == f ? 0 : (std::isnan(g) || std::isnan(f)) ? INFINITY : fabs(g - f);
-        double r = err / (atol + rtol * fabs(f));
+        double r = err / (atol + rtol * fabs(f) + (extra ? extra[i] : 0.0));
         if (std::isnan(r)) r = INFINITY;
         if (r > worst) worst = r, wi = i;
     }
@@ -98,7 +104,7 @@ static void run(const shape &c, lcx_dtype dt) {
     e.q = qs.data() + c.shift, e.k = ks.data() + c.shift, e.v = vs.data(), e.o = os.data(), e.lse = lse.data();
     if (lcx_cuda_attention_fwd_launch(NULL, &e) != cudaSuccess) abort();
     for (size_t i = 0; i < nqe; i++) o[i] = widen(os, i, dt);
-    /* the tensor-core path rounds P to bf16 for P V: |dO| <= 2^-9 max |v| (cuda_attention_fwd_tc.cu), allowed 2^-8 */
+    /* the tensor-core path rounds P to bf16 for P V: O moves by <= 2^-8 max |v| (cuda_attention_fwd_tc.cu), allowed */
     const int tc = lcx_cuda_attention_fwd_tc_takes(&e);
     if (tc && c.shift % 16) {
         printf("  the tensor-core forward took q, k %d bytes off 16\n", c.shift);
@@ -133,6 +139,20 @@ static void run(const shape &c, lcx_dtype dt) {
     compare("dq", eq.data(), dq.data(), nqe, 64 * 0x1p-23, 5e-5);
     compare("dk", ek.data(), dk.data(), nke, 64 * 0x1p-23, 5e-5);
     compare("dv", ev.data(), dv.data(), nke, 64 * 0x1p-23, 5e-5);
+    if (tcb) { /* again with P and dS as one bf16 term (LCX_CUDA_ATTN_BWD_BF16=1), within their rounding's bounds */
+        std::vector<double> bq(nqe), bk(nke), bv(nke);
+        attn_ps_bounds(&a, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data(), g.data(), bq.data(), bk.data(),
+                       bv.data());
+        eq = dq0, ek = dk0, ev = dv0;
+        setenv("LCX_CUDA_ATTN_BWD_BF16", "1", 1);
+        const cudaError_t r = lcx_cuda_attention_bwd_launch(NULL, &e, scratch.data());
+        unsetenv("LCX_CUDA_ATTN_BWD_BF16");
+        if (r != cudaSuccess) abort();
+        printf("  backward, P and dS in bf16:\n");
+        compare("dq", eq.data(), dq.data(), nqe, 64 * 0x1p-23, 5e-5, bq.data());
+        compare("dk", ek.data(), dk.data(), nke, 64 * 0x1p-23, 5e-5, bk.data());
+        compare("dv", ev.data(), dv.data(), nke, 64 * 0x1p-23, 5e-5, bv.data());
+    }
     lcx_exec_free(x);
 }
 

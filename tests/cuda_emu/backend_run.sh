@@ -5,7 +5,8 @@
 # pointer is on), of cuBLASLt (emu_cublaslt.h: host GEMMs that refuse what the library refuses) and of the
 # kernels' CUDA subset (emu_cuda.h), all under AddressSanitizer. It then runs the CUDA tests against it, all three
 # by default, or TEST with ARGS:
-#   test_backend_ops_cuda  every op case against the CPU backend (ARGS: its backend and a case filter)
+#   test_backend_ops_cuda  every op case against the CPU backend (ARGS: its backend and a case filter); without
+#                          ARGS, the attention backward's cases once more with LCX_CUDA_ATTN_BWD_BF16=1
 #   test_exec_cuda         the exec contract: copies, events, the allocation ledger, determinism
 #   test_model_cuda        the HF-parity fixtures' forward, backward and training steps against the CPU
 #   cp_check               lcextend on it: bench/cp_check.sh, CP 2 and 4 MPI ranks sharing the one emulated
@@ -74,5 +75,10 @@ for test in $tests; do
     echo "backend_run.sh: $test on the emulated CUDA backend" >&2
     (cd "$build/tests" && LCX_CUDA_EMU=1 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
         OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$work/$test" "$@") || { echo "backend_run.sh: $test failed" >&2; rc=1; }
+    if [ "$test" = test_backend_ops_cuda ] && [ $# -eq 0 ]; then # the backward with P and dS as one bf16 term
+        echo "backend_run.sh: $test cuda attention_bwd with LCX_CUDA_ATTN_BWD_BF16=1" >&2
+        (cd "$build/tests" && LCX_CUDA_EMU=1 LCX_CUDA_ATTN_BWD_BF16=1 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+            "$work/$test" cuda attention_bwd) || { echo "backend_run.sh: $test (bf16 P, dS) failed" >&2; rc=1; }
+    fi
 done
 exit $rc

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_ps_bounds.h"
 #include "kernels/backend.h"
 #include "src/core/tensor.h"
 #include "test_util.h"
@@ -467,29 +468,70 @@ static double max_abs_of(const case_data *d, const char *name) {
     return m;
 }
 
-static worst compare(const case_data *d, lcx_op op, int *bit_identical) {
+/* The case's input tensor `name` as floats (NULL if absent). */
+static const float *host_floats(const case_data *d, const char *name) {
+    for (int i = 0; i < d->n; i++)
+        if (strcmp(d->t[i].name, name) == 0 && is_float(d->t[i].kind)) return (const float *)d->t[i].host;
+    return NULL;
+}
+
+/* Under LCX_CUDA_ATTN_BWD_BF16=1 a bf16 attention backward may take P and dS as one bf16 term each (the CUDA
+ * tensor-core path, as FlashAttention 2 does): what that rounding can move dq, dk, dv by, elementwise
+ * (attn_ps_bounds.h), in b[0..2]; 0 and nothing allocated otherwise. */
+static int ps_allowance(const op_case *c, const case_data *d, double *b[3]) {
+    const char *e = getenv("LCX_CUDA_ATTN_BWD_BF16");
+    const float *q = host_floats(d, "q"), *k = host_floats(d, "k"), *v = host_floats(d, "v");
+    const float *o = host_floats(d, "o"), *lse = host_floats(d, "lse"), *g = host_floats(d, "dout");
+    if (c->op != LCX_OP_ATTENTION_BWD || !e || e[0] != '1' || !q || !k || !v || !o || !lse || !g) return 0;
+    int bf = 0;
+    for (int i = 0; i < d->n; i++)
+        if (strcmp(d->t[i].name, "q") == 0) bf = d->t[i].kind == LCX_BF16;
+    if (!bf) return 0;
+    const attn_p *p = &c->attn;
+    lcx_attn_args a = {.n_q = p->nq, .n_k = p->nk, .n_heads = p->heads, .n_kv_heads = p->kv_heads, .head_dim = p->hd,
+                       .q_offset = p->q_off, .k_offset = p->k_off, .mask = p->mask,
+                       .scale = p->scale ? p->scale : (float)(1.0 / sqrt((double)p->hd))};
+    const size_t nq = (size_t)(p->nq * p->heads * p->hd), nk = (size_t)(p->nk * p->kv_heads * p->hd);
+    b[0] = xmalloc(sizeof(double) * (nq + 1)), b[1] = xmalloc(sizeof(double) * (nk + 1));
+    b[2] = xmalloc(sizeof(double) * (nk + 1));
+    attn_ps_bounds(&a, q, k, v, o, lse, g, b[0], b[1], b[2]);
+    return 1;
+}
+
+static worst compare(const op_case *c, const case_data *d, int *bit_identical) {
+    const lcx_op op = c->op;
     worst w = {0};
     *bit_identical = 1;
+    double *ps[3] = {NULL, NULL, NULL};
+    const int has_ps = ps_allowance(c, d, ps);
     for (int i = 0; i < d->n; i++) {
         const tensor *t = &d->t[i];
         if (t->role == IN) continue;
+        const double *extra = !has_ps                     ? NULL
+                              : strcmp(t->name, "dq") == 0 ? ps[0]
+                              : strcmp(t->name, "dk") == 0 ? ps[1]
+                              : strcmp(t->name, "dv") == 0 ? ps[2]
+                                                           : NULL;
         int bf = t->kind == LCX_BF16 || t->kind == KEEP_BF16;
         double rtol = bf ? 0x1p-8 * tols[op].bf16 : 0x1p-23 * tols[op].f32, atol = tols[op].atol;
         /* A bf16 attention forward may take P rounded to bf16 for P V (the CUDA tensor-core path, as FlashAttention
-         * does): each p_j / l moves by at most 2^-9 of itself, so O by at most 2^-9 sum_j (p_j / l) |v_j| <= 2^-9
-         * max |v|. Allowed: 2^-8 max |v| on top of the output's own rounding (the factor 2 for the float32 sums). */
+         * does): each p_j / l moves by at most 2^-8 of itself (8 significant bits, round to nearest), so O by at
+         * most 2^-8 sum_j (p_j / l) |v_j| <= 2^-8 max |v|. Allowed: that, on top of the output's own rounding and
+         * the float32 sums' tolerance. */
         if (op == LCX_OP_ATTENTION_FWD && bf && strcmp(t->name, "o") == 0) atol += 0x1p-8 * max_abs_of(d, "v");
         size_t hs = host_size(t->kind);
         for (int64_t e = 0; e < t->n; e++) {
             if (!inside(&t->lay, e)) continue;
             const void *g = (const char *)t->res[1] + e * hs, *f = (const char *)t->res[0] + e * hs;
             if (memcmp(g, f, hs) != 0) *bit_identical = 0;
-            if (is_float(t->kind)) judge(&w, t, e, *(const float *)g, *(const float *)f, rtol, atol);
+            if (is_float(t->kind))
+                judge(&w, t, e, *(const float *)g, *(const float *)f, rtol, atol + (extra ? extra[e] : 0.0));
             else if (t->kind == LCX_F64) judge(&w, t, e, *(const double *)g, *(const double *)f, rtol, atol);
             else if (t->kind == LCX_I32) judge(&w, t, e, *(const int32_t *)g, *(const int32_t *)f, 0, 0);
             else judge(&w, t, e, (double)*(const int64_t *)g, (double)*(const int64_t *)f, 0, 0);
         }
     }
+    for (int i = 0; i < 3; i++) free(ps[i]);
     return w;
 }
 
@@ -517,7 +559,7 @@ static void run_case(int ci, const op_case *c, lcx_dtype act, lcx_exec *xref, lc
         n_skipped++;
     } else if (ok) {
         int same = 0;
-        worst w = compare(&d, c->op, &same);
+        worst w = compare(c, &d, &same);
         /* the CPU against itself with the reference's dtypes: two runs must give the same bits */
         int must_match = xtest->be == xref->be;
         for (int i = 0; i < d.n; i++)
