@@ -4,7 +4,7 @@ op (bench_attention, built beside this script), on the shapes of issue 14: one s
 head_dim 64 and 128, GQA, 4k-64k tokens.
 
 usage: bench_attention.py [--lcx BUILD/bench/bench_attention] [--seqs 4096,8192,...] [--reps 10] [--scalar-too]
-                          [--bf16-bwd-too]
+                          [--bwd-modes]
 
 Per shape and implementation: the median over reps (after one warm-up) of the forward and of the backward in ms,
 and TFLOP/s of the usual count (causal forward 2 seq^2 heads head_dim, backward 2.5 times that), one line each:
@@ -78,9 +78,10 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--scalar-too", action="store_true",
                     help="also time lcextend's scalar kernels (LCX_CUDA_ATTN_SCALAR=1), printed as lcx_scalar")
-    ap.add_argument("--bf16-bwd-too", action="store_true",
-                    help="also time lcextend's backward with P and dS as one bf16 term (LCX_CUDA_ATTN_BWD_BF16=1, "
-                         "FlashAttention 2's precision), printed as lcx_bf16bwd")
+    ap.add_argument("--bwd-modes", action="store_true",
+                    help="also time lcextend's tensor-core backward in its other modes: P and dS as one bf16 term "
+                         "(LCX_CUDA_ATTN_BWD_BF16=1, FlashAttention 2's precision) as lcx_bf16bwd, dQ fused into the "
+                         "dK/dV pass (LCX_CUDA_ATTN_BWD_FUSED=1) as lcx_fused, both as lcx_bf16fused")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_attention.py: no CUDA device", file=sys.stderr)
@@ -91,10 +92,16 @@ def main():
             sdpa(SDPBackend.FLASH_ATTENTION, "sdpa_flash", seq, heads, kvh, hd, args.reps)
             sdpa(SDPBackend.CUDNN_ATTENTION, "sdpa_cudnn", seq, heads, kvh, hd, args.reps)
             torch.cuda.empty_cache()
-            variants = [("lcx", "0", "0")] + ([("lcx_bf16bwd", "0", "1")] if args.bf16_bwd_too else []) + \
-                ([("lcx_scalar", "1", "0")] if args.scalar_too else [])
-            for label, scalar, bf16bwd in variants if args.lcx else ():
-                env = dict(os.environ, LCX_CUDA_ATTN_SCALAR=scalar, LCX_CUDA_ATTN_BWD_BF16=bf16bwd)
+            # (label, LCX_CUDA_ATTN_SCALAR, LCX_CUDA_ATTN_BWD_BF16, LCX_CUDA_ATTN_BWD_FUSED)
+            variants = [("lcx", "0", "0", "0")]
+            if args.bwd_modes:
+                variants += [("lcx_bf16bwd", "0", "1", "0"), ("lcx_fused", "0", "0", "1"),
+                             ("lcx_bf16fused", "0", "1", "1")]
+            if args.scalar_too:
+                variants.append(("lcx_scalar", "1", "0", "0"))
+            for label, scalar, bf16bwd, fused in variants if args.lcx else ():
+                env = dict(os.environ, LCX_CUDA_ATTN_SCALAR=scalar, LCX_CUDA_ATTN_BWD_BF16=bf16bwd,
+                           LCX_CUDA_ATTN_BWD_FUSED=fused)
                 r = subprocess.run([args.lcx, str(seq), str(heads), str(kvh), str(hd), str(args.reps)],
                                    capture_output=True, text=True, env=env)
                 line = r.stdout.strip() if r.returncode == 0 else f"failed ({r.returncode}): {r.stderr.strip()}"

@@ -1,7 +1,8 @@
 /* cuda_attention_bwd: the flash-attention-2 backward of one (query block, key block) pair
  * (kernels/cpu/cpu_attention_bwd.c), float32 math for f32 and bf16 storage, deterministic: no float atomics,
  * every sum has one owner that adds in a fixed order. Three kernels on the stream, in this order:
- *  1. D[i, h] = rowsum(dO * O), one warp per (row, head), in double (the CPU's precision), into the arena.
+ *  1. D[i, h] = rowsum(dO * O), one warp per (row, head), in double (the CPU's precision), into the arena (after
+ *     it the fused tensor-core backward's counters, which this kernel zeroes).
  *  2. dK, dV: one block per (key tile, kv head). It keeps the tile's K and V in shared memory, walks the query
  *     heads of its group in head order and for each the query tiles that see the key tile (from the one holding
  *     att_row_begin), recomputing P = exp(scale q.k - LSE) and dS = P (dO.v - D), and sums dV += P^T dO,
@@ -19,11 +20,14 @@
 #include "kernels/cuda/cuda_attention_tile.h"
 
 /* D[x] = sum over d of dO[x, d] O[x, d] for x = i * n_heads + h, in double (products exact), lanes then a
- * butterfly: fixed order. */
-static __global__ void attn_bwd_rowdot(int bf, int64_t n, int hd, const void *dout, const void *o, float *D) {
+ * butterfly: fixed order. Also zeroes the n_order counters of the fused tensor-core backward (n_order <= n), which
+ * saves a launch. */
+static __global__ void attn_bwd_rowdot(int bf, int64_t n, int hd, const void *dout, const void *o, float *D,
+                                       int *order, int64_t n_order) {
     const int lane = threadIdx.x % 32;
     const int64_t warps = (int64_t)gridDim.x * (ATT_THREADS / 32);
     for (int64_t x = ((int64_t)blockIdx.x * ATT_THREADS + threadIdx.x) / 32; x < n; x += warps) {
+        if (lane == 0 && x < n_order) order[x] = 0;
         double acc = 0.0;
         for (int d = lane; d < hd; d += 32)
             acc = __dadd_rn(acc, __dmul_rn((double)lcx_dev_load(dout, x * hd + d, bf),
@@ -154,10 +158,13 @@ extern "C" cudaError_t lcx_cuda_attention_bwd_launch(cudaStream_t s, const lcx_a
     if (lcx_cuda_attention_bwd_ws(a) == 0) return cudaSuccess; /* no query, no key or no visible key */
     float *D = (float *)scratch;
     const int64_t rows = a->n_q * a->n_heads;
+    const int64_t n_order = (a->n_q + LCX_CUDA_ATTN_BWD_QTILE - 1) / LCX_CUDA_ATTN_BWD_QTILE * a->n_heads;
+    int *order = (int *)((char *)scratch + lcx_cuda_ws_part(rows, sizeof(float))); /* lcx_cuda_attention_bwd_ws */
     attn_bwd_rowdot<<<lcx_cuda_blocks(rows, ATT_THREADS / 32), ATT_THREADS, 0, s>>>(
-        a->dt == LCX_BF16, rows, (int)a->head_dim, a->dout, a->o, D);
+        a->dt == LCX_BF16, rows, (int)a->head_dim, a->dout, a->o, D, order, n_order);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    if (!att_scalar_only() && lcx_cuda_attention_bwd_tc_takes(a)) return lcx_cuda_attention_bwd_tc_launch(s, a, D);
+    if (!att_scalar_only() && lcx_cuda_attention_bwd_tc_takes(a))
+        return lcx_cuda_attention_bwd_tc_launch(s, a, D, order);
     ATT_DISPATCH_NC(a->head_dim, bwd_launch, s, a, D)
 }

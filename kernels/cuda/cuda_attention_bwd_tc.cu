@@ -15,14 +15,21 @@
  * LCX_CUDA_ATTN_BWD_BF16=1 drops the lo terms, as FlashAttention 2 does (7 products of a tile pair instead of 10):
  * rounding P and dS to bf16 (relative 2^-8) moves dV by at most 2^-8 sum_i |P_ij| |dO_i|, dK by 2^-8 scale
  * sum_i |dS_ij| |Q_i| and dQ by 2^-8 scale sum_j |dS_ij| |K_j|, elementwise (tests/cuda_emu checks those bounds).
+ * LCX_CUDA_ATTN_BWD_FUSED=1 drops the dQ pass and its recomputation of S and dP (2 products fewer): the dK/dV
+ * block puts dS in shared memory, multiplies it by its K tile and adds the result into dQ in key-block order,
+ * waiting on a counter per (head, query tile) for the key blocks before it (cuda_order.h), so dQ is still a
+ * fixed-order sum, the same bits on every run. Its blocks walk the query tiles downward (tb_tile), so each waits
+ * about one tile for the block before it. Both variables together: 5 products, FlashAttention 2's count.
  *
  * Shared memory (bf16; rows padded by 8 so the 8 rows of an ldmatrix hit 32 different banks): dK/dV K, V
- * [64][hd + 8] and two buffers of Q, dO [32][hd + 8] and of LSE, D [32] floats: 68.5 KiB at head_dim 128; dQ
- * Q, dO [64][hd + 8] and two buffers of K, V [32][hd + 8]: 68 KiB at 128 (opted in). */
+ * [64][hd + 8] and two buffers of Q, dO [32][hd + 8] and of LSE, D [32] floats: 68.5 KiB at head_dim 128, fused
+ * 9 KiB more for dS hi and lo [32][64 + 8] (4.5 with one term); dQ Q, dO [64][hd + 8] and two buffers of K, V
+ * [32][hd + 8]: 68 KiB at 128 (opted in). */
 #include "kernels/cuda/cuda_attention_tile.h"
 #include "kernels/cuda/cuda_mma.h"
+#include "kernels/cuda/cuda_order.h"
 
-enum { TB_ROWS = 64, TB_COLS = 32, TB_THREADS = 128, TB_PAD = 8 };
+enum { TB_ROWS = 64, TB_COLS = LCX_CUDA_ATTN_BWD_QTILE, TB_THREADS = 128, TB_PAD = 8 }; /* TB_COLS: cuda_ops.h */
 
 /* The bf16 pair of x0, x1 (hi) and of what that rounding left (lo). */
 static __device__ __forceinline__ void tb_split(float x0, float x1, uint32_t *hi, uint32_t *lo) {
@@ -90,9 +97,80 @@ static __device__ __forceinline__ void tb_add(float *dst, const float (&acc)[ND]
     }
 }
 
-static size_t tb_dkv_smem(int hd) {
+/* K, V, two buffers of Q, dO, LSE, D; with the fused dQ (terms: 1, or 2 for hi + lo) dS [32][64 + 8] per term */
+static size_t tb_dkv_smem(int hd, int ds_terms) {
     return sizeof(uint16_t) * (size_t)(2 * TB_ROWS + 4 * TB_COLS) * (size_t)(hd + TB_PAD) +
-           sizeof(float) * 4 * TB_COLS;
+           sizeof(float) * 4 * TB_COLS + sizeof(uint16_t) * (size_t)(ds_terms * TB_COLS * (TB_ROWS + TB_PAD));
+}
+
+/* Tile n of a dK/dV block's walk (rep heads x per_head query tiles from row ib): the two-pass backward walks the
+ * heads in order and each one's tiles upward; the fused one the tiles downward and the heads within each, so
+ * that key block kb reaches a query tile right after key block kb - 1 (which walks the same tiles in the same
+ * order, plus the ones below kb's) and the ordered dQ sum waits about one tile per block (cuda_order.h). */
+template <bool FUSED>
+static __device__ __forceinline__ void tb_tile(int64_t n, int64_t rep, int64_t per_head, int64_t ib, int64_t kvh,
+                                               int64_t *h, int64_t *i0) {
+    *h = kvh * rep + (FUSED ? n % rep : n / per_head);
+    *i0 = ib + (FUSED ? per_head - 1 - n / rep : n % per_head) * TB_COLS;
+}
+
+/* dS^T of the warp's 16 keys x 32 queries (accumulator fragments x[nt][c]: key wr + g + 8 (c / 2), query
+ * 8 nt + 2 t + (c & 1)) into dsb as dS [32 queries][64 keys + pad], as bf16 hi and (SPLIT) lo after it. */
+template <bool SPLIT>
+static __device__ __forceinline__ void tb_store_ds(uint16_t *dsb, const float (&x)[4][4], int wr) {
+    constexpr int LDS = TB_ROWS + TB_PAD;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int at = (nt * 8 + 2 * t + (c & 1)) * LDS + wr + g + 8 * (c / 2);
+            const uint16_t hi = lcx_dev_f32_to_bf16(x[nt][c]);
+            dsb[at] = hi;
+            if (SPLIT) dsb[TB_COLS * LDS + at] = lcx_dev_f32_to_bf16(__fsub_rn(x[nt][c], lcx_dev_bf16_to_f32(hi)));
+        }
+}
+
+/* The fused backward's dQ of query tile (head h, rows i0..): dQ += scale dS K over this block's 64 keys, added into
+ * a.dq in key-block order (`counter`: this tile's, rank: this block's key block). dS in dsb (tb_store_ds), K the
+ * block's [64][ld] tile. Warp w computes rows 16 (w % 2).. and head dims (w / 2) HD / 2... */
+template <int HD, bool SPLIT>
+static __device__ __forceinline__ void tb_dq_ordered(const lcx_attn_args &a, const uint16_t *dsb, const uint16_t *ks,
+                                                     int ld, int64_t h, int64_t i0, int *counter, int rank) {
+    constexpr int LDS = TB_ROWS + TB_PAD, NH = HD / 16; /* the warp's 8-column tiles */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int mr = warp % 2 * 16, dc = warp / 2 * (HD / 2);
+    float acc[NH][4];
+#pragma unroll
+    for (int nd = 0; nd < NH; nd++) acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
+#pragma unroll
+    for (int term = 0; term < (SPLIT ? 2 : 1); term++) /* hi, then lo: one A fragment live at a time */
+#pragma unroll
+        for (int kk = 0; kk < TB_ROWS / 16; kk++) {
+            uint32_t af[4];
+            lcx_mma_frag_a(af, dsb + term * TB_COLS * LDS, LDS, mr, kk * 16);
+#pragma unroll
+            for (int nd = 0; nd < NH; nd += 2) {
+                uint32_t f[4];
+                lcx_ldmatrix_x4_trans(f, ks + (kk * 16 + lane / 8 % 2 * 8 + lane % 8) * ld + dc + nd * 8 +
+                                             lane / 16 * 8);
+                lcx_mma_bf16(acc[nd], af, f[0], f[1]);
+                lcx_mma_bf16(acc[nd + 1], af, f[2], f[3]);
+            }
+        }
+    lcx_order_wait(counter, rank);
+#pragma unroll
+    for (int x = 0; x < 2; x++) {
+        const int64_t row = i0 + mr + g + 8 * x;
+        if (row >= a.n_q) continue;
+        float *p = a.dq + (row * a.n_heads + h) * HD + dc + 2 * t;
+#pragma unroll
+        for (int nd = 0; nd < NH; nd++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                __stcg(p + nd * 8 + e, __fadd_rn(__ldcg(p + nd * 8 + e), __fmul_rn(a.scale, acc[nd][2 * x + e])));
+    }
+    lcx_order_post(counter);
 }
 
 /* Query tile (head h, rows i0..) of the dK/dV walk into one buffer: Q and dO by cp.async, LSE and D (strided by
@@ -111,12 +189,16 @@ static __device__ __forceinline__ void tb_dkv_tile(const lcx_attn_args &a, const
     }
 }
 
-template <int HD, bool SPLIT>
-static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_args a, const float *D) {
+/* FUSED: dQ too, added in key-block order (order: a counter per (head, query tile), zeroed); else dQ is
+ * attn_bwd_dq_tc's. */
+template <int HD, bool SPLIT, bool FUSED>
+static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_args a, const float *D, int *order) {
     extern __shared__ float sm[];
     constexpr int LD = HD + TB_PAD, KS = HD / 16, ND = HD / 8, TILE = 2 * TB_COLS * LD;
     uint16_t *ks = (uint16_t *)sm, *vs = ks + TB_ROWS * LD, *qbuf = vs + TB_ROWS * LD; /* buffer b: Q, dO */
     float *lbuf = (float *)(qbuf + 2 * TILE);                                         /* buffer b: LSE, D */
+    uint16_t *dsb = (uint16_t *)(lbuf + 4 * TB_COLS);                                 /* FUSED: dS */
+    const int64_t nqt = (a.n_q + TB_COLS - 1) / TB_COLS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, wr = warp * 16;
     const int64_t H = a.n_heads, G = a.n_kv_heads, rep = H / G, kvh = blockIdx.y, j0 = (int64_t)blockIdx.x * TB_ROWS;
 
@@ -126,7 +208,11 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
     const int64_t per_head = ib < a.n_q ? (a.n_q - ib + TB_COLS - 1) / TB_COLS : 0, ntiles = rep * per_head;
 
     att_tc_load_kv<HD>(ks, LD, a, j0, TB_ROWS, kvh, TB_THREADS);
-    if (ntiles > 0) tb_dkv_tile<HD>(a, D, kvh * rep, ib, qbuf, lbuf);
+    if (ntiles > 0) {
+        int64_t h, i0;
+        tb_tile<FUSED>(0, rep, per_head, ib, kvh, &h, &i0);
+        tb_dkv_tile<HD>(a, D, h, i0, qbuf, lbuf);
+    }
     lcx_cp_async_commit();
     float dk[ND][4], dv[ND][4];
 #pragma unroll
@@ -134,15 +220,17 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
 #pragma unroll
         for (int c = 0; c < 4; c++) dk[nd][c] = dv[nd][c] = 0.0f;
     const int64_t jl[2] = {j0 + wr + g, j0 + wr + g + 8}; /* this lane's two keys */
-    for (int64_t n = 0; n < ntiles; n++) { /* tile n: head kvh rep + n / per_head (head order), rows i0.. */
+    for (int64_t n = 0; n < ntiles; n++) { /* tile n: head h, rows i0.. (tb_tile) */
         const bool next = n + 1 < ntiles;  /* into the other buffer, free since the barrier ending n - 1 */
         const int b = (int)((n + 1) & 1);
-        if (next)
-            tb_dkv_tile<HD>(a, D, kvh * rep + (n + 1) / per_head, ib + (n + 1) % per_head * TB_COLS,
-                            qbuf + b * TILE, lbuf + 2 * b * TB_COLS);
+        int64_t h, i0;
+        if (next) {
+            tb_tile<FUSED>(n + 1, rep, per_head, ib, kvh, &h, &i0);
+            tb_dkv_tile<HD>(a, D, h, i0, qbuf + b * TILE, lbuf + 2 * b * TB_COLS);
+        }
         att_tc_wait_current(next);
         __syncthreads();
-        const int64_t i0 = ib + n % per_head * TB_COLS;
+        tb_tile<FUSED>(n, rep, per_head, ib, kvh, &h, &i0);
         const uint16_t *qs = qbuf + (n & 1) * TILE, *gs = qs + TB_COLS * LD;
         const float *ls = lbuf + 2 * (n & 1) * TB_COLS, *dsh = ls + TB_COLS;
         /* S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 32 queries */
@@ -171,9 +259,14 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
                 att_p_ds(vis, a.scale, s[nt][c], dp[nt][c], ls[col], dsh[col], &p, &ds);
                 s[nt][c] = p, dp[nt][c] = ds;
             }
+        if (FUSED) tb_store_ds<SPLIT>(dsb, dp, wr);
         tb_acc<ND, SPLIT>(dv, s, gs, LD);  /* dV += P^T dO */
         tb_acc<ND, SPLIT>(dk, dp, qs, LD); /* dK += dS^T Q */
-        __syncthreads(); /* every warp is done with this buffer before the next iteration refills it */
+        if (FUSED) {
+            __syncthreads(); /* dS whole */
+            tb_dq_ordered<HD, SPLIT>(a, dsb, ks, LD, h, i0, order + h * nqt + i0 / TB_COLS, (int)blockIdx.x);
+        }
+        __syncthreads(); /* every warp is done with this buffer (and dS) before the next iteration refills it */
     }
     lcx_cp_async_wait<0>(); /* no tile at all: K's and V's copies are still in flight */
     tb_add<ND>(a.dk, dk, j0 + wr, a.n_k, G, kvh, a.scale);
@@ -252,18 +345,22 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
     tb_add<ND>(a.dq, acc, i0 + wr, a.n_q, H, h, a.scale);
 }
 
-template <int HD, bool SPLIT>
-static cudaError_t bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D) {
+template <int HD, bool SPLIT, bool FUSED>
+static cudaError_t bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D, int *order) {
     const dim3 kv_grid((unsigned)((a->n_k + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_kv_heads);
-    cudaError_t e = att_launch_n(attn_bwd_dkv_tc<HD, SPLIT>, kv_grid, TB_THREADS, tb_dkv_smem(HD), s, *a, D);
-    if (e != cudaSuccess) return e;
+    const size_t smem = tb_dkv_smem(HD, FUSED ? (SPLIT ? 2 : 1) : 0);
+    cudaError_t e = att_launch_n(attn_bwd_dkv_tc<HD, SPLIT, FUSED>, kv_grid, TB_THREADS, smem, s, *a, D, order);
+    if (e != cudaSuccess || FUSED) return e;
     const dim3 q_grid((unsigned)((a->n_q + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_heads);
     return att_launch_n(attn_bwd_dq_tc<HD, SPLIT>, q_grid, TB_THREADS, tb_dq_smem(HD), s, *a, D);
 }
 
 template <int HD>
-static cudaError_t bwd_tc_launch_hd(cudaStream_t s, const lcx_attn_args *a, const float *D) {
-    return att_bwd_bf16_ps() ? bwd_tc_launch<HD, false>(s, a, D) : bwd_tc_launch<HD, true>(s, a, D);
+static cudaError_t bwd_tc_launch_hd(cudaStream_t s, const lcx_attn_args *a, const float *D, int *order) {
+    const bool split = !att_bwd_bf16_ps();
+    if (att_bwd_fused())
+        return split ? bwd_tc_launch<HD, true, true>(s, a, D, order) : bwd_tc_launch<HD, false, true>(s, a, D, order);
+    return split ? bwd_tc_launch<HD, true, false>(s, a, D, order) : bwd_tc_launch<HD, false, false>(s, a, D, order);
 }
 
 /* Whether the tensor-core backward takes this call: bf16 storage, head_dim 32/64/96/128, q, k, v, dO at 16-byte
@@ -274,13 +371,15 @@ extern "C" int lcx_cuda_attention_bwd_tc_takes(const lcx_attn_args *a) {
     return a->dt == LCX_BF16 && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && (al & 15u) == 0;
 }
 
-/* dK, dV, dQ for a call with work, D = rowsum(dO * O) already in D (cuda_attention_bwd.cu). */
-extern "C" cudaError_t lcx_cuda_attention_bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D) {
+/* dK, dV, dQ for a call with work, D = rowsum(dO * O) already in D and the fused backward's counters zeroed in
+ * order (cuda_attention_bwd.cu). */
+extern "C" cudaError_t lcx_cuda_attention_bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D,
+                                                        int *order) {
     switch (a->head_dim) {
-    case 32: return bwd_tc_launch_hd<32>(s, a, D);
-    case 64: return bwd_tc_launch_hd<64>(s, a, D);
-    case 96: return bwd_tc_launch_hd<96>(s, a, D);
-    case 128: return bwd_tc_launch_hd<128>(s, a, D);
+    case 32: return bwd_tc_launch_hd<32>(s, a, D, order);
+    case 64: return bwd_tc_launch_hd<64>(s, a, D, order);
+    case 96: return bwd_tc_launch_hd<96>(s, a, D, order);
+    case 128: return bwd_tc_launch_hd<128>(s, a, D, order);
     default: return cudaErrorInvalidValue;
     }
 }

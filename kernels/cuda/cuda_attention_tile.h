@@ -196,6 +196,14 @@ static inline int att_bwd_bf16_ps(void) {
     return e && e[0] == '1';
 }
 
+/* LCX_CUDA_ATTN_BWD_FUSED=1: the tensor-core backward computes dQ in the dK/dV pass and adds it in key-block order
+ * (cuda_order.h) instead of recomputing S and dP in a pass of its own (cuda_attention_bwd_tc.cu). Read at every
+ * call, as above. */
+static inline int att_bwd_fused(void) {
+    const char *e = getenv("LCX_CUDA_ATTN_BWD_FUSED");
+    return e && e[0] == '1';
+}
+
 /* Instantiate fn<NC> for NC = ceil(hd / 32) in 1..8 (the backend refuses head_dim > LCX_CUDA_ATTN_MAX_HEAD_DIM). */
 #define ATT_DISPATCH_NC(hd, fn, ...)                                                                              \
     switch (((hd) + 31) / 32) {                                                                                  \

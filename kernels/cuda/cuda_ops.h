@@ -32,12 +32,17 @@ enum { LCX_CUDA_NORM_BLOCK = 8192 };
 /* Attention: the kernels keep a lane's head dims lane + 32 c (c < 8) in registers; larger heads are refused. */
 enum { LCX_CUDA_ATTN_MAX_HEAD_DIM = 256 };
 
-/* attention_bwd: D = rowsum(dO * O), one float per (query row, head), when the call has work (queries, keys and
- * a mask that shows some key). */
+/* attention_bwd, when the call has work (queries, keys and a mask that shows some key): D = rowsum(dO * O), one
+ * float per (query row, head), then one int per (head, query tile of LCX_CUDA_ATTN_BWD_QTILE rows): the fused
+ * tensor-core backward's counters (cuda_order.h). */
+enum { LCX_CUDA_ATTN_BWD_QTILE = 32 };
 static inline size_t lcx_cuda_attention_bwd_ws(const lcx_attn_args *a) {
     if (a->n_q <= 0 || a->n_k <= 0 || a->n_heads <= 0 || a->head_dim <= 0 || a->mask == LCX_MASK_NONE) return 0;
     if (a->n_q > INT64_MAX / a->n_heads) return SIZE_MAX;
-    return lcx_cuda_ws_part(a->n_q * a->n_heads, sizeof(float));
+    const size_t d = lcx_cuda_ws_part(a->n_q * a->n_heads, sizeof(float));
+    const size_t c = lcx_cuda_ws_part((a->n_q + LCX_CUDA_ATTN_BWD_QTILE - 1) / LCX_CUDA_ATTN_BWD_QTILE * a->n_heads,
+                                      sizeof(int));
+    return d == SIZE_MAX || c == SIZE_MAX ? SIZE_MAX : d + c;
 }
 
 /* AdamW's per-step constants, formed on the host in double exactly as kernels/cpu/cpu_adamw.c forms them. */
@@ -83,9 +88,10 @@ cudaError_t lcx_cuda_attention_fwd_launch(cudaStream_t s, const lcx_attn_args *a
 int lcx_cuda_attention_fwd_tc_takes(const lcx_attn_args *a);
 cudaError_t lcx_cuda_attention_fwd_tc_launch(cudaStream_t s, const lcx_attn_args *a);
 cudaError_t lcx_cuda_attention_bwd_launch(cudaStream_t s, const lcx_attn_args *a, void *scratch);
-/* cuda_attention_bwd_tc.cu: the tensor-core dK/dV and dQ (after D, which the launcher above computes) */
+/* cuda_attention_bwd_tc.cu: the tensor-core dK/dV and dQ (after D and the zeroed counters, which the launcher
+ * above provides) */
 int lcx_cuda_attention_bwd_tc_takes(const lcx_attn_args *a);
-cudaError_t lcx_cuda_attention_bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D);
+cudaError_t lcx_cuda_attention_bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D, int *order);
 
 #ifdef __cplusplus
 }

@@ -4,9 +4,10 @@
  * 2 bf16 eps; atol 1e-5 forward, 5e-5 backward). The backward gets the final o/lse of a context [0, ctx) of
  * which its key block is a slice (ctx 0: the block alone), as a ring step does. One case puts q and k 8 bytes
  * off a 16-byte boundary: the tensor-core paths (cp.async) must leave it to the scalar ones. The tensor-core backward
- * runs twice: P and dS as hi + lo bf16 pairs (the default, f32 tolerances) and as one bf16 term each
- * (LCX_CUDA_ATTN_BWD_BF16=1), allowed in addition what that rounding can move each element by
- * (tests/unit/attn_ps_bounds.h).
+ * runs in its four modes: P and dS as hi + lo bf16 pairs (the default, f32 tolerances) or as one bf16 term each
+ * (LCX_CUDA_ATTN_BWD_BF16=1, allowed in addition what that rounding can move each element by:
+ * tests/unit/attn_ps_bounds.h), with dQ from a pass of its own (the default) or fused into the dK/dV pass and added
+ * in key-block order (LCX_CUDA_ATTN_BWD_FUSED=1).
  * Prints each case's worst error / allowed; exit 1 if any is over 1. Usage: attention_emu [CASE-INDEX]. */
 #include "emu_cuda.h"
 #include "xf_attention_fwd.cu"
@@ -139,19 +140,25 @@ static void run(const shape &c, lcx_dtype dt) {
     compare("dq", eq.data(), dq.data(), nqe, 64 * 0x1p-23, 5e-5);
     compare("dk", ek.data(), dk.data(), nke, 64 * 0x1p-23, 5e-5);
     compare("dv", ev.data(), dv.data(), nke, 64 * 0x1p-23, 5e-5);
-    if (tcb) { /* again with P and dS as one bf16 term (LCX_CUDA_ATTN_BWD_BF16=1), within their rounding's bounds */
+    if (tcb) { /* the tensor-core backward's other modes (cuda_attention_bwd_tc.cu) */
         std::vector<double> bq(nqe), bk(nke), bv(nke);
         attn_ps_bounds(&a, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data(), g.data(), bq.data(), bk.data(),
                        bv.data());
-        eq = dq0, ek = dk0, ev = dv0;
-        setenv("LCX_CUDA_ATTN_BWD_BF16", "1", 1);
-        const cudaError_t r = lcx_cuda_attention_bwd_launch(NULL, &e, scratch.data());
-        unsetenv("LCX_CUDA_ATTN_BWD_BF16");
-        if (r != cudaSuccess) abort();
-        printf("  backward, P and dS in bf16:\n");
-        compare("dq", eq.data(), dq.data(), nqe, 64 * 0x1p-23, 5e-5, bq.data());
-        compare("dk", ek.data(), dk.data(), nke, 64 * 0x1p-23, 5e-5, bk.data());
-        compare("dv", ev.data(), dv.data(), nke, 64 * 0x1p-23, 5e-5, bv.data());
+        for (int mode = 1; mode < 4; mode++) { /* bit 0: P and dS as one bf16 term; bit 1: dQ fused, in order */
+            const bool ps = mode & 1;
+            eq = dq0, ek = dk0, ev = dv0;
+            setenv("LCX_CUDA_ATTN_BWD_BF16", ps ? "1" : "0", 1);
+            setenv("LCX_CUDA_ATTN_BWD_FUSED", mode & 2 ? "1" : "0", 1);
+            const cudaError_t r = lcx_cuda_attention_bwd_launch(NULL, &e, scratch.data());
+            unsetenv("LCX_CUDA_ATTN_BWD_BF16");
+            unsetenv("LCX_CUDA_ATTN_BWD_FUSED");
+            if (r != cudaSuccess) abort();
+            printf("  backward%s%s:\n", ps ? ", P and dS in bf16" : "", mode & 2 ? ", dQ fused" : "");
+            /* P and dS in bf16: allowed in addition what that rounding can move each element by */
+            compare("dq", eq.data(), dq.data(), nqe, 64 * 0x1p-23, 5e-5, ps ? bq.data() : nullptr);
+            compare("dk", ek.data(), dk.data(), nke, 64 * 0x1p-23, 5e-5, ps ? bk.data() : nullptr);
+            compare("dv", ev.data(), dv.data(), nke, 64 * 0x1p-23, 5e-5, ps ? bv.data() : nullptr);
+        }
     }
     lcx_exec_free(x);
 }

@@ -6,7 +6,8 @@
 # kernels' CUDA subset (emu_cuda.h), all under AddressSanitizer. It then runs the CUDA tests against it, all three
 # by default, or TEST with ARGS:
 #   test_backend_ops_cuda  every op case against the CPU backend (ARGS: its backend and a case filter); without
-#                          ARGS, the attention backward's cases once more with LCX_CUDA_ATTN_BWD_BF16=1
+#                          ARGS, the attention backward's cases once more in each of the tensor-core backward's
+#                          other modes (LCX_CUDA_ATTN_BWD_BF16, LCX_CUDA_ATTN_BWD_FUSED)
 #   test_exec_cuda         the exec contract: copies, events, the allocation ledger, determinism
 #   test_model_cuda        the HF-parity fixtures' forward, backward and training steps against the CPU
 #   cp_check               lcextend on it: bench/cp_check.sh, CP 2 and 4 MPI ranks sharing the one emulated
@@ -75,10 +76,15 @@ for test in $tests; do
     echo "backend_run.sh: $test on the emulated CUDA backend" >&2
     (cd "$build/tests" && LCX_CUDA_EMU=1 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
         OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$work/$test" "$@") || { echo "backend_run.sh: $test failed" >&2; rc=1; }
-    if [ "$test" = test_backend_ops_cuda ] && [ $# -eq 0 ]; then # the backward with P and dS as one bf16 term
-        echo "backend_run.sh: $test cuda attention_bwd with LCX_CUDA_ATTN_BWD_BF16=1" >&2
-        (cd "$build/tests" && LCX_CUDA_EMU=1 LCX_CUDA_ATTN_BWD_BF16=1 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
-            "$work/$test" cuda attention_bwd) || { echo "backend_run.sh: $test (bf16 P, dS) failed" >&2; rc=1; }
-    fi
+    # the tensor-core backward's other modes: P and dS as one bf16 term, dQ fused (cuda_attention_bwd_tc.cu)
+    modes=()
+    if [ "$test" = test_backend_ops_cuda ] && [ $# -eq 0 ]; then modes=("1 0" "0 1" "1 1"); fi
+    for mode in "${modes[@]}"; do
+        read -r ps fused <<<"$mode"
+        echo "backend_run.sh: $test cuda attention_bwd, LCX_CUDA_ATTN_BWD_BF16=$ps LCX_CUDA_ATTN_BWD_FUSED=$fused" >&2
+        (cd "$build/tests" && LCX_CUDA_EMU=1 LCX_CUDA_ATTN_BWD_BF16=$ps LCX_CUDA_ATTN_BWD_FUSED=$fused \
+            ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} "$work/$test" cuda attention_bwd) ||
+            { echo "backend_run.sh: $test (mode $mode) failed" >&2; rc=1; }
+    done
 done
 exit $rc

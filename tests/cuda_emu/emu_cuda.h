@@ -7,8 +7,8 @@
  * buffer of exactly the launch's size filled with NaN (AddressSanitizer catches a read or write past it, a read
  * of an unwritten float shows as NaN in the results). A kernel asking for more than sm_80's 163 KiB fails like
  * cudaFuncSetAttribute would. The tensor-core kernels' mma.sync, ldmatrix and cp.async are emulated from their
- * register layouts and group semantics (below). Float intrinsics are the host's IEEE operations; expf/logf are
- * glibc's. */
+ * register layouts and group semantics, the ordered sums' wait and post from launch order (below). Float
+ * intrinsics are the host's IEEE operations; expf/logf are glibc's. */
 #pragma once
 #include <math.h>
 #include <stdint.h>
@@ -24,7 +24,8 @@
 
 #include "emu_runtime.h" /* the runtime API (host side: emu_runtime.cpp) */
 
-#define LCX_CUDA_EMU 1 /* cuda_mma.h, cuda_cp_async.h: mma.sync, ldmatrix and cp.async come from here */
+#define LCX_CUDA_EMU 1 /* cuda_mma.h, cuda_cp_async.h, cuda_order.h: mma.sync, ldmatrix, cp.async and the ordered
+                        * sums come from here */
 #define __global__
 #define __device__
 #define __host__
@@ -134,6 +135,23 @@ template <int N> void lcx_cp_async_wait() {
         emu_cp_groups.pop_front();
     }
 }
+
+/* Ordered sums across blocks (kernels/cuda/cuda_order.h). The blocks run in launch order, so a wait that is not
+ * met at once waits for a later block: a GPU may deadlock on it (that block need not be resident), so stop. */
+inline void lcx_order_wait(const int *counter, int rank) {
+    if (threadIdx.x == 0 && *counter != rank) {
+        fprintf(stderr, "lcx_order_wait: block (%u, %u, %u) waits for counter %d to reach %d: only a later block can "
+                "post it\n", blockIdx.x, blockIdx.y, blockIdx.z, *counter, rank);
+        abort();
+    }
+    __syncthreads();
+}
+inline void lcx_order_post(int *counter) {
+    __syncthreads();
+    if (threadIdx.x == 0) ++*counter;
+}
+template <class T> T __ldcg(const T *p) { return *p; }
+template <class T> void __stcg(T *p, T v) { *p = v; }
 
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
