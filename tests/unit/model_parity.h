@@ -64,18 +64,9 @@ static double max_abs(const float *x, size_t n) {
     return r;
 }
 
-/* Three AdamW steps on both backends: step results and weights after each within the variant's bounds. */
-static void test_train(const char *name, const variant *v) {
-    int32_t ids[16];
-    int64_t T = fx_inputs(name, ids, 16);
-    CHECK(T == 16);
-    lcx_batch b[2] = {{1, 8, ids, NULL, NULL}, {1, 8, ids + 8, NULL, NULL}};
-    lcx_model_opts oc = v->o, og = v->o;
-    oc.training = og.training = 1;
-    oc.max_tokens = og.max_tokens = 8;
-    og.backend = BE;
-    lcx_model *mc = fx_open(name, oc), *mg = fx_open(name, og);
-    if (!mc || !mg) goto done;
+/* Three AdamW steps of the batches b[0..1] on both models (mc on the CPU, mg on BE, the same weights): step
+ * results and weights after each within the variant's bounds. */
+static void train_compare(const char *name, const variant *v, lcx_model *mc, lcx_model *mg, const lcx_batch *b) {
     const int bf16 = v->o.act_dtype == LCX_BF16 || v->o.param_dtype == LCX_BF16;
     const double tol_step = EXACT ? 0 : bf16 ? TOL_STEP_BF16 : TOL_STEP_F32;
     const double tol_w = EXACT ? 0 : bf16 ? TOL_W_BF16 : TOL_W_F32;
@@ -106,8 +97,56 @@ static void test_train(const char *name, const variant *v) {
         printf("%s, %s: last gradients rel_norm_err %.3g, rel_max_err %.3g\n", name, v->what,
                rel_norm_err(gg, gc, nc), rel_max_err(gg, gc, nc));
     free(gc), free(gg);
-done:
+}
+
+/* A fixture model: its 16 input ids as two batches of 8. */
+static void test_train(const char *name, const variant *v) {
+    int32_t ids[16];
+    int64_t T = fx_inputs(name, ids, 16);
+    CHECK(T == 16);
+    lcx_batch b[2] = {{1, 8, ids, NULL, NULL}, {1, 8, ids + 8, NULL, NULL}};
+    lcx_model_opts oc = v->o, og = v->o;
+    oc.training = og.training = 1;
+    oc.max_tokens = og.max_tokens = 8;
+    og.backend = BE;
+    lcx_model *mc = fx_open(name, oc), *mg = fx_open(name, og);
+    if (mc && mg) train_compare(name, v, mc, mg, b);
     lcx_model_free(mc), lcx_model_free(mg);
+}
+
+/* A Llama shape whose attention the CUDA backend runs on its tensor-core kernels (bf16 storage, head_dim 64), which
+ * the fixtures' head dims (8, 16) never reach: random weights (std 0.05: a softmax far from uniform; at std 0.1 a
+ * larger version of this shape trained so fast that cpu-perturbed's 2-ulp matmul nudges alone moved the third
+ * step's gradient norm by 0.95 of its bound), one layer, GQA 2, two sequences of 80 tokens (two key blocks of 64, three
+ * query tiles of 32 in the backward), three AdamW steps. Small, as tests/cuda_emu runs it too. */
+static void test_train_tc_shape(const variant *v) {
+    static const char cfg_text[] =
+        "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"vocab_size\": 256, "
+        "\"hidden_size\": 128, \"intermediate_size\": 256, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+        "\"num_key_value_heads\": 1, \"head_dim\": 64, \"max_position_embeddings\": 256, \"rms_norm_eps\": 1e-5, "
+        "\"rope_theta\": 10000.0, \"tie_word_embeddings\": false}";
+    enum { T = 80 };
+    lcx_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    CHECK_OK(lcx_config_parse("tc shape", cfg_text, sizeof cfg_text - 1, &cfg));
+    int32_t ids[2 * T];
+    uint64_t z = 0x7c5eed;
+    for (int i = 0; i < 2 * T; i++) z = z * 6364136223846793005ull + 1442695040888963407ull, ids[i] = (int32_t)(z >> 56);
+    lcx_batch b[2] = {{1, T, ids, NULL, NULL}, {1, T, ids + T, NULL, NULL}};
+    lcx_model_opts oc = v->o, og = v->o;
+    oc.training = og.training = 1;
+    oc.max_tokens = og.max_tokens = T;
+    og.backend = BE;
+    lcx_model *mc = NULL, *mg = NULL;
+    CHECK_OK(lcx_model_init(&mc, &cfg, &oc));
+    CHECK_OK(lcx_model_init(&mg, &cfg, &og));
+    if (mc && mg) {
+        CHECK_OK(lcx_model_init_random(mc, 7, 0.05));
+        CHECK_OK(lcx_model_init_random(mg, 7, 0.05));
+        train_compare("llama head_dim 64", v, mc, mg, b);
+    }
+    lcx_model_free(mc), lcx_model_free(mg);
+    lcx_config_free(&cfg);
 }
 
 /* Forward-only, float32: chunked logits, then a KV-cache prefill and three decode steps. */
@@ -170,6 +209,7 @@ static void model_parity_run(const lcx_backend *be, int exact) {
         {"bf16 parameters and activations", {.param_dtype = LCX_BF16, .act_dtype = LCX_BF16, .loss_chunk = 5}},
     };
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) test_train("llama_gqa", &vs[i]);
+    test_train_tc_shape(&vs[4]); /* bf16 activations, recompute */
     test_train("qwen3", &vs[0]);
     test_train("llama_tied", &vs[3]);
     test_infer("llama_gqa");
