@@ -158,7 +158,7 @@ extern "C" cudaError_t lcx_cuda_attention_bwd_launch(cudaStream_t s, const lcx_a
     if (lcx_cuda_attention_bwd_ws(a) == 0) return cudaSuccess; /* no query, no key or no visible key */
     float *D = (float *)scratch;
     const int64_t rows = a->n_q * a->n_heads;
-    const int64_t n_order = (a->n_q + LCX_CUDA_ATTN_BWD_QTILE - 1) / LCX_CUDA_ATTN_BWD_QTILE * a->n_heads;
+    const int64_t n_order = lcx_cuda_attention_bwd_counters(a);
     int *order = (int *)((char *)scratch + lcx_cuda_ws_part(rows, sizeof(float))); /* lcx_cuda_attention_bwd_ws */
     attn_bwd_rowdot<<<lcx_cuda_blocks(rows, ATT_THREADS / 32), ATT_THREADS, 0, s>>>(
         a->dt == LCX_BF16, rows, (int)a->head_dim, a->dout, a->o, D, order, n_order);

@@ -178,31 +178,28 @@ static cudaError_t att_launch(K kernel, dim3 grid, size_t smem, cudaStream_t s, 
     return att_launch_n(kernel, grid, ATT_THREADS, smem, s, args...);
 }
 
+/* Whether the environment variable `name` is set to 1. */
+static inline int att_env_on(const char *name) {
+    const char *e = getenv(name);
+    return e && e[0] == '1';
+}
+
 /* LCX_CUDA_ATTN_SCALAR=1 keeps every call on the scalar kernels (to compare them with the tensor-core ones). */
 static inline int att_scalar_only(void) {
     static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("LCX_CUDA_ATTN_SCALAR");
-        v = e && e[0] == '1';
-    }
+    if (v < 0) v = att_env_on("LCX_CUDA_ATTN_SCALAR");
     return v;
 }
 
 /* LCX_CUDA_ATTN_BWD_BF16=1: the tensor-core backward's P and dS enter their products as one bf16 term each, as
  * FlashAttention 2's (cuda_attention_bwd_tc.cu), instead of a hi + lo pair. Read at every call, so that a test can
  * run both in one process. */
-static inline int att_bwd_bf16_ps(void) {
-    const char *e = getenv("LCX_CUDA_ATTN_BWD_BF16");
-    return e && e[0] == '1';
-}
+static inline int att_bwd_bf16_ps(void) { return att_env_on("LCX_CUDA_ATTN_BWD_BF16"); }
 
 /* LCX_CUDA_ATTN_BWD_FUSED=1: the tensor-core backward computes dQ in the dK/dV pass and adds it in key-block order
  * (cuda_order.h) instead of recomputing S and dP in a pass of its own (cuda_attention_bwd_tc.cu). Read at every
  * call, as above. */
-static inline int att_bwd_fused(void) {
-    const char *e = getenv("LCX_CUDA_ATTN_BWD_FUSED");
-    return e && e[0] == '1';
-}
+static inline int att_bwd_fused(void) { return att_env_on("LCX_CUDA_ATTN_BWD_FUSED"); }
 
 /* Instantiate fn<NC> for NC = ceil(hd / 32) in 1..8 (the backend refuses head_dim > LCX_CUDA_ATTN_MAX_HEAD_DIM). */
 #define ATT_DISPATCH_NC(hd, fn, ...)                                                                              \

@@ -36,12 +36,14 @@ enum { LCX_CUDA_ATTN_MAX_HEAD_DIM = 256 };
  * float per (query row, head), then one int per (head, query tile of LCX_CUDA_ATTN_BWD_QTILE rows): the fused
  * tensor-core backward's counters (cuda_order.h). */
 enum { LCX_CUDA_ATTN_BWD_QTILE = 32 };
+static inline int64_t lcx_cuda_attention_bwd_counters(const lcx_attn_args *a) {
+    return (a->n_q + LCX_CUDA_ATTN_BWD_QTILE - 1) / LCX_CUDA_ATTN_BWD_QTILE * a->n_heads;
+}
 static inline size_t lcx_cuda_attention_bwd_ws(const lcx_attn_args *a) {
     if (a->n_q <= 0 || a->n_k <= 0 || a->n_heads <= 0 || a->head_dim <= 0 || a->mask == LCX_MASK_NONE) return 0;
     if (a->n_q > INT64_MAX / a->n_heads) return SIZE_MAX;
     const size_t d = lcx_cuda_ws_part(a->n_q * a->n_heads, sizeof(float));
-    const size_t c = lcx_cuda_ws_part((a->n_q + LCX_CUDA_ATTN_BWD_QTILE - 1) / LCX_CUDA_ATTN_BWD_QTILE * a->n_heads,
-                                      sizeof(int));
+    const size_t c = lcx_cuda_ws_part(lcx_cuda_attention_bwd_counters(a), sizeof(int));
     return d == SIZE_MAX || c == SIZE_MAX ? SIZE_MAX : d + c;
 }
 

@@ -259,11 +259,14 @@ static void naive_attention(const attn_p *p, lcx_attn_mask mask, float scale, co
     free(acc);
 }
 
+/* The case's softmax scale: its own, or 1 / sqrt(head_dim). */
+static float attn_scale(const attn_p *p) { return p->scale ? p->scale : (float)(1.0 / sqrt((double)p->hd)); }
+
 static void mk_attention(const op_case *c, run *r, op_args *u) {
     const attn_p *p = &c->attn;
     lcx_attn_args *a = &u->attn;
     int64_t H = p->heads, G = p->kv_heads, hd = p->hd, nq = p->nq * H * hd, nk = p->nk * G * hd;
-    float scale = p->scale ? p->scale : (float)(1.0 / sqrt((double)hd));
+    float scale = attn_scale(p);
     *a = (lcx_attn_args){.dt = act_st(r), .n_q = p->nq, .n_k = p->nk, .n_heads = H, .n_kv_heads = G,
                          .head_dim = hd, .q_offset = p->q_off, .k_offset = p->k_off, .mask = p->mask,
                          .scale = scale};

@@ -490,7 +490,7 @@ static int ps_allowance(const op_case *c, const case_data *d, double *b[3]) {
     const attn_p *p = &c->attn;
     lcx_attn_args a = {.n_q = p->nq, .n_k = p->nk, .n_heads = p->heads, .n_kv_heads = p->kv_heads, .head_dim = p->hd,
                        .q_offset = p->q_off, .k_offset = p->k_off, .mask = p->mask,
-                       .scale = p->scale ? p->scale : (float)(1.0 / sqrt((double)p->hd))};
+                       .scale = attn_scale(p)};
     const size_t nq = (size_t)(p->nq * p->heads * p->hd), nk = (size_t)(p->nk * p->kv_heads * p->hd);
     b[0] = xmalloc(sizeof(double) * (nq + 1)), b[1] = xmalloc(sizeof(double) * (nk + 1));
     b[2] = xmalloc(sizeof(double) * (nk + 1));
