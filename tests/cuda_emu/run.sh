@@ -3,7 +3,8 @@
 # CUDA subset they use (emu_cuda.h), against the CPU backend (attention_emu.cpp). For machines without a GPU:
 # it checks the kernels' indexing, masks, GQA mapping, tile walks and barriers/shuffles, not the GPU's memory
 # model, occupancy or speed. BUILD is a configured and built tree (its liblcx.a and link line are used). Takes
-# minutes (one host thread per CUDA thread); not a registered test. Exit 0 when every case is within tolerance.
+# a minute (each CUDA thread a fiber: emu_cuda.h); not a registered test. Exit 0 when every case is within
+# tolerance.
 # tests/cuda_emu/backend_run.sh runs the whole backend (every op, the model) the same way.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
