@@ -3,26 +3,28 @@
 # the cuBLASLt matmul with its staged and split paths, every kernel) on the CPU, under emulations of the CUDA
 # runtime (emu_runtime.h: device memory is host memory, queues are synchronous, copies check which side each
 # pointer is on), of cuBLASLt (emu_cublaslt.h: host GEMMs that refuse what the library refuses) and of the
-# kernels' CUDA subset (emu_cuda.h), all under AddressSanitizer. It then runs the CUDA tests against it, all three
-# by default, or TEST with ARGS:
+# kernels' CUDA subset (emu_cuda.h), all under AddressSanitizer. It then runs the CUDA tests against it, all four
+# below by default, or TEST with ARGS:
 #   test_backend_ops_cuda  every op case against the CPU backend (ARGS: its backend and a case filter); without
 #                          ARGS, the attention backward's cases once more in each of the tensor-core backward's
 #                          other modes (LCX_CUDA_ATTN_BWD_BF16, LCX_CUDA_ATTN_BWD_FUSED)
 #   test_exec_cuda         the exec contract: copies, events, the allocation ledger, determinism
-#   test_model_cuda        the HF-parity fixtures' forward, backward and training steps against the CPU
+#   test_model_cuda        the HF-parity fixtures' forward, backward and training steps against the CPU; without
+#                          ARGS, once more with both of the tensor-core backward's modes on (its head_dim-64 model
+#                          reaches them)
 #   cp_check               lcextend on it: bench/cp_check.sh, CP 2 and 4 MPI ranks sharing the one emulated
 #                          device (the staged communicator through "pinned" memory) against one rank (SEQ, STEPS,
-#                          CFG: default the llama_gqa fixture, 64 tokens: the host GEMMs are slow)
+#                          CFG: default the llama_gqa fixture, 64 tokens: the host GEMMs are slow; needs mpirun)
 # For machines without a GPU: it checks the host code, the kernels' indexing and the cuBLASLt calls' shapes,
 # strides and staging, not the GPU's memory model, speed, or cuBLASLt's own numerics. BUILD is a configured and
 # built CPU-only tree with AddressSanitizer (the CI's build-asan: its liblcx.a and link line are used). Not a
-# registered test (about 3 minutes on 2 cores for all three; each CUDA thread a fiber). Exit status: 0 when
+# registered test (about 5 minutes on 2 cores for all four; each CUDA thread a fiber). Exit status: 0 when
 # every test passed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: backend_run.sh BUILD [TEST [ARGS...]]}" && pwd)
 shift
-tests=${1:-test_backend_ops_cuda test_exec_cuda test_model_cuda}
+tests=${1:-test_backend_ops_cuda test_exec_cuda test_model_cuda cp_check}
 [ $# -gt 0 ] && shift
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -77,14 +79,19 @@ for test in $tests; do
     (cd "$build/tests" && LCX_CUDA_EMU=1 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
         OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$work/$test" "$@") || { echo "backend_run.sh: $test failed" >&2; rc=1; }
     # the tensor-core backward's other modes: P and dS as one bf16 term, dQ fused (cuda_attention_bwd_tc.cu)
-    modes=()
-    if [ "$test" = test_backend_ops_cuda ] && [ $# -eq 0 ]; then modes=("1 0" "0 1" "1 1"); fi
+    modes=() args=()
+    if [ $# -eq 0 ]; then
+        case $test in
+        test_backend_ops_cuda) modes=("1 0" "0 1" "1 1") args=(cuda attention_bwd) ;;
+        test_model_cuda) modes=("1 1") ;;
+        esac
+    fi
     for mode in "${modes[@]}"; do
         read -r ps fused <<<"$mode"
-        echo "backend_run.sh: $test cuda attention_bwd, LCX_CUDA_ATTN_BWD_BF16=$ps LCX_CUDA_ATTN_BWD_FUSED=$fused" >&2
+        echo "backend_run.sh: $test${args[*]:+ ${args[*]}}, LCX_CUDA_ATTN_BWD_BF16=$ps LCX_CUDA_ATTN_BWD_FUSED=$fused" >&2
         (cd "$build/tests" && LCX_CUDA_EMU=1 LCX_CUDA_ATTN_BWD_BF16=$ps LCX_CUDA_ATTN_BWD_FUSED=$fused \
-            ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} "$work/$test" cuda attention_bwd) ||
-            { echo "backend_run.sh: $test (mode $mode) failed" >&2; rc=1; }
+            ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} \
+            "$work/$test" "${args[@]}") || { echo "backend_run.sh: $test (mode $mode) failed" >&2; rc=1; }
     done
 done
 exit $rc
