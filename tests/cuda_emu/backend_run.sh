@@ -59,6 +59,11 @@ cc "$root/kernels/cuda/cuda_matmul.c" -o "$work/obj/cuda_matmul.o"
 cc "$root/kernels/backend.c" -o "$work/obj/backend.o"
 cc "$root/src/comm/comm_stage_cuda.c" -o "$work/obj/comm_stage_cuda.o"
 libs=$(emu_libs "$build")
+# run_test [VAR=VALUE...] PROGRAM [ARGS...]: PROGRAM on the emulated backend, from the build's test directory
+run_test() {
+    (cd "$build/tests" && env LCX_CUDA_EMU=1 ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
+        OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" "$@")
+}
 rc=0
 for test in $tests; do
     if [ "$test" = cp_check ]; then # lcextend on the emulated backend: CP 2 and 4 ranks sharing its one "GPU"
@@ -76,8 +81,7 @@ for test in $tests; do
     # shellcheck disable=SC2086 # the link line is a list of words
     g++ "${san[@]}" "$work"/obj/*.o "$work/$test.o" -o "$work/$test" "$build/liblcx.a" $libs -lpthread
     echo "backend_run.sh: $test on the emulated CUDA backend" >&2
-    (cd "$build/tests" && LCX_CUDA_EMU=1 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
-        OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$work/$test" "$@") || { echo "backend_run.sh: $test failed" >&2; rc=1; }
+    run_test "$work/$test" "$@" || { echo "backend_run.sh: $test failed" >&2; rc=1; }
     # the tensor-core backward's other modes: P and dS as one bf16 term, dQ fused (cuda_attention_bwd_tc.cu)
     modes=() args=()
     if [ $# -eq 0 ]; then
@@ -88,10 +92,10 @@ for test in $tests; do
     fi
     for mode in "${modes[@]}"; do
         read -r ps fused <<<"$mode"
-        echo "backend_run.sh: $test${args[*]:+ ${args[*]}}, LCX_CUDA_ATTN_BWD_BF16=$ps LCX_CUDA_ATTN_BWD_FUSED=$fused" >&2
-        (cd "$build/tests" && LCX_CUDA_EMU=1 LCX_CUDA_ATTN_BWD_BF16=$ps LCX_CUDA_ATTN_BWD_FUSED=$fused \
-            ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} \
-            "$work/$test" "${args[@]}") || { echo "backend_run.sh: $test (mode $mode) failed" >&2; rc=1; }
+        echo "backend_run.sh: $test${args[*]:+ ${args[*]}}," \
+            "LCX_CUDA_ATTN_BWD_BF16=$ps LCX_CUDA_ATTN_BWD_FUSED=$fused" >&2
+        run_test LCX_CUDA_ATTN_BWD_BF16="$ps" LCX_CUDA_ATTN_BWD_FUSED="$fused" "$work/$test" "${args[@]}" ||
+            { echo "backend_run.sh: $test (mode $mode) failed" >&2; rc=1; }
     done
 done
 exit $rc
