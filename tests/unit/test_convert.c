@@ -14,7 +14,6 @@
  *   left behind by a failure. */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -32,6 +31,7 @@
 #include "src/core/fileio.h"
 #include "src/checkpoint/model_params.h"
 #include "test_util.h"
+#include "test_tmpdir.h"
 
 #define MODELS LCX_SOURCE_DIR "/tests/fixtures/models/"
 #define GG LCX_SOURCE_DIR "/tests/fixtures/gguf/"
@@ -732,23 +732,14 @@ static void test_errors(void) {
     CHECK(leftovers() == 0);
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 int main(void) {
-    snprintf(workdir, sizeof workdir, "test_convert.tmp.XXXXXX");
-    if (!mkdtemp(workdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (test_tmpdir_make(workdir, sizeof workdir, ".", "test_convert") != 0) return 1;
     test_hf_roundtrips();
     test_export_dtypes();
     test_gguf_import();
     test_gguf_roundtrips();
     test_reshard();
     test_errors();
-    if (!test_failures_) nftw(workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    test_tmpdir_done(workdir);
     return test_summary("test_convert");
 }

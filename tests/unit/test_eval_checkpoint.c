@@ -10,12 +10,12 @@
 #include "src/eval/eval_checkpoint.h"
 #include "src/pipeline/run_common.h"
 #include "tests/test_util.h"
+#include "tests/test_tmpdir.h"
 #include "tests/unit/recorder.h"
 
 int main(void) {
     char root[256], path[400], data[400], json[400], svg[400], ckpt[400];
-    snprintf(root, sizeof root, "%s/test_eval_checkpoint.XXXXXX", LCX_BINARY_DIR);
-    CHECK(mkdtemp(root) != NULL);
+    if (test_tmpdir_make(root, sizeof root, LCX_BINARY_DIR, "test_eval_checkpoint") != 0) return 1;
     snprintf(path, sizeof path, "%s/ids.txt", root);
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
@@ -79,5 +79,6 @@ int main(void) {
     CHECK_FAILS(lcx_eval_checkpoint(&o, NULL), LCX_ERR_NOT_FOUND, "tokenizer");
     o.trials = 0;
     CHECK_OK(lcx_eval_checkpoint(&o, NULL));
+    test_tmpdir_done(root);
     return test_summary("test_eval_checkpoint");
 }

@@ -15,6 +15,7 @@
 #include "src/pipeline/extend.h"
 #include "src/pipeline/run_common.h"
 #include "tests/test_util.h"
+#include "tests/test_tmpdir.h"
 #include "tests/unit/recorder.h"
 
 static char g_root[256];
@@ -188,8 +189,7 @@ static void check_silent(void) {
 }
 
 int main(void) {
-    snprintf(g_root, sizeof g_root, "%s/test_extend.XXXXXX", LCX_BINARY_DIR);
-    CHECK(mkdtemp(g_root) != NULL);
+    if (test_tmpdir_make(g_root, sizeof g_root, LCX_BINARY_DIR, "test_extend") != 0) return 1;
     /* training ids and held-out data: pseudo-random ids below the vocabulary (256) */
     char path[600], text[20000];
     size_t at = 0;
@@ -223,5 +223,6 @@ int main(void) {
     check_quiet();
     check_dry_run();
     check_silent();
+    test_tmpdir_done(g_root);
     return test_summary("test_extend");
 }

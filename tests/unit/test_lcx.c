@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +23,7 @@
 #include "src/core/fileio.h"
 #include "src/core/layout.h"
 #include "test_util.h"
+#include "test_tmpdir.h"
 
 /* ---- random numbers -------------------------------------------------------------------------------------- */
 
@@ -759,17 +759,8 @@ static void test_crash_safety(void) {
 
 /* ---- setup ----------------------------------------------------------------------------------------------- */
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 int main(void) {
-    snprintf(workdir, sizeof workdir, "test_lcx.tmp.XXXXXX");
-    if (!mkdtemp(workdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (test_tmpdir_make(workdir, sizeof workdir, ".", "test_lcx") != 0) return 1;
     char tokpath[300];
     snprintf(tokpath, sizeof tokpath, "%s/tokenizer.json", workdir);
     write_text(tokpath, "{\"model\": {\"type\": \"BPE\"}}\n");
@@ -787,6 +778,6 @@ int main(void) {
     test_crash_safety();
     truth_free(&tr);
     json_decref(model_config);
-    if (!test_failures_) nftw(workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    test_tmpdir_done(workdir);
     return test_summary("test_lcx");
 }

@@ -13,8 +13,9 @@
 #include "src/core/outpath.h"
 #include "src/core/report.h"
 #include "test_util.h"
+#include "test_tmpdir.h"
 
-static char dir[] = "test_outpath.XXXXXX";
+static char dir[64];
 
 /* Every path the test makes, freed at the end (the sanitizer pass checks for leaks). */
 static char *g_paths[64];
@@ -60,7 +61,7 @@ static long dead_pid(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(dir)) return 1;
+    if (test_tmpdir_make(dir, sizeof dir, ".", "test_outpath") != 0) return 1;
 
     /* inputs */
     char *fifo = at("fifo"), *file = at("file"), *link = at("link");
@@ -153,9 +154,7 @@ int main(void) {
     lcx_out_remove_temp(d2);
     CHECK(!exists(d2));
 
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    test_tmpdir_done(dir);
     free_paths();
     return test_summary("test_outpath");
 }

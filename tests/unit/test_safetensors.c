@@ -17,25 +17,11 @@
 #include "formats/safetensors.h"
 #include "src/core/fileio.h"
 #include "test_util.h"
+#include "test_tmpdir.h"
 
 static char tmpdir[256];
 
 static char *tpath(const char *name) { return lcx_path_join(tmpdir, name); }
-
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        char *p = lcx_path_join(dir, de->d_name);
-        if (lcx_is_dir(p)) rm_tree(p);
-        else unlink(p);
-        free(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 static char *subdir(const char *name) {
     char *p = tpath(name);
@@ -609,11 +595,7 @@ static void write_interop(const char *dir) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "st_test_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (test_tmpdir_make(tmpdir, sizeof tmpdir, ".", "test_safetensors") != 0) return 1;
     test_attack_catalogue();
     test_catalogue_contents();
     test_roundtrip();
@@ -626,6 +608,6 @@ int main(void) {
         mkdir(keep, 0755);
         write_interop(keep);
     }
-    rm_tree(tmpdir);
+    test_tmpdir_done(tmpdir);
     return test_summary("test_safetensors");
 }

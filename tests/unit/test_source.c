@@ -3,12 +3,11 @@
  * shard, a GGUF whose tensors do not match its metadata); config-only opening; and the same parameters read
  * from one fixture model as an HF directory, a .safetensors file, a TP-2 .lcx and an F32 GGUF exported from it
  * (bit-identical), plus a Q4_0/Q4_1 GGUF against the dequantised values gguf-py computed. */
-#define _XOPEN_SOURCE 700 /* nftw */
-#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "formats/gguf.h"
@@ -17,6 +16,7 @@
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
 #include "test_util.h"
+#include "test_tmpdir.h"
 
 static char workdir[64];
 static char path_buf[8][512];
@@ -312,21 +312,12 @@ done:
     lcx_gguf_close(f);
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 int main(void) {
-    snprintf(workdir, sizeof workdir, "test_source.tmp.XXXXXX");
-    if (!mkdtemp(workdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (test_tmpdir_make(workdir, sizeof workdir, ".", "test_source") != 0) return 1;
     test_detect();
     test_forms_agree();
     test_config_only();
     test_quantised();
-    if (!test_failures_) nftw(workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    test_tmpdir_done(workdir);
     return test_summary("test_source");
 }

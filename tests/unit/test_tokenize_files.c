@@ -10,6 +10,7 @@
 #include "src/core/fileio.h"
 #include "src/tokenizer/tokenize_files.h"
 #include "test_util.h"
+#include "test_tmpdir.h"
 
 #define FX LCX_SOURCE_DIR "/tests/fixtures/tokenizer/"
 
@@ -49,8 +50,8 @@ static int exists(const char *p) {
 }
 
 int main(void) {
-    char dir[] = "/tmp/lcx_tokenize_files_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
+    char dir[200];
+    if (test_tmpdir_make(dir, sizeof dir, LCX_BINARY_DIR, "test_tokenize_files") != 0) return 1;
     const char *jsonl[] = {FX "cli_input.jsonl"};
     char prefix[256], bin[300], idx[300];
 
@@ -111,8 +112,6 @@ int main(void) {
     CHECK(strstr(lcx_last_error(), "bad.jsonl:2: no string field 'text'") != NULL);
     CHECK(!exists(bin) && !exists(idx));
 
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
+    test_tmpdir_done(dir);
     return test_summary("test_tokenize_files");
 }

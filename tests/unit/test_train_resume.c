@@ -17,6 +17,7 @@
 #include "src/train/sampler.h"
 #include "src/train/train.h"
 #include "tests/test_util.h"
+#include "tests/test_tmpdir.h"
 
 #define STEPS 6
 #define SEQ 16
@@ -118,8 +119,7 @@ static int same_state(const lcx_model *a, const lcx_model *b) {
 }
 
 int main(void) {
-    snprintf(g_root, sizeof g_root, "%s/test_train_resume.XXXXXX", LCX_BINARY_DIR);
-    CHECK(mkdtemp(g_root) != NULL);
+    if (test_tmpdir_make(g_root, sizeof g_root, LCX_BINARY_DIR, "test_train_resume") != 0) return 1;
     char cfgp[512];
     snprintf(cfgp, sizeof cfgp, "%s/tests/fixtures/models/llama_gqa/config.json", LCX_SOURCE_DIR);
     CHECK_OK(lcx_config_load(cfgp, &g_cfg));
@@ -302,9 +302,7 @@ int main(void) {
     lcx_train_state_free(&sd);
     lcx_tokdata_close(&td);
     lcx_config_free(&g_cfg);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_root);
+    test_tmpdir_done(g_root);
     free(runA);
     free(runB);
     free(runC);

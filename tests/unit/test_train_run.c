@@ -9,6 +9,7 @@
 #include "src/core/fileio.h"
 #include "src/pipeline/train_run.h"
 #include "tests/test_util.h"
+#include "tests/test_tmpdir.h"
 #include "tests/unit/recorder.h"
 
 static char g_root[256];
@@ -30,8 +31,7 @@ static void options(lcx_train_run_options *o, const char *run, char *buf, size_t
 }
 
 int main(void) {
-    snprintf(g_root, sizeof g_root, "%s/test_train_run.XXXXXX", LCX_BINARY_DIR);
-    CHECK(mkdtemp(g_root) != NULL);
+    if (test_tmpdir_make(g_root, sizeof g_root, LCX_BINARY_DIR, "test_train_run") != 0) return 1;
     char path[600];
     snprintf(path, sizeof path, "%s/ids.txt", g_root);
     FILE *f = fopen(path, "w");
@@ -94,5 +94,6 @@ int main(void) {
     o.ids = "/nonexistent/ids.txt";
     CHECK_FAILS(lcx_train_run(&o, NULL), LCX_ERR_NOT_FOUND, "no such file");
     CHECK(!lcx_is_dir(run));
+    test_tmpdir_done(g_root);
     return test_summary("test_train_run");
 }
