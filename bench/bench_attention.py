@@ -4,7 +4,7 @@ op (bench_attention, built beside this script), on the shapes of issue 14: one s
 head_dim 64 and 128, GQA, 4k-64k tokens.
 
 usage: bench_attention.py [--lcx BUILD/bench/bench_attention] [--seqs 4096,8192,...] [--reps 10] [--scalar-too]
-                          [--bwd-modes]
+                          [--bwd-modes] [--fwd-rows64]
 
 Per shape and implementation: the median over reps (after one warm-up) of the forward and of the backward in ms,
 and TFLOP/s of the usual count (causal forward 2 seq^2 heads head_dim, backward 2.5 times that), one line each:
@@ -82,6 +82,9 @@ def main():
                     help="also time lcextend's tensor-core backward in its other modes: P and dS as one bf16 term "
                          "(LCX_CUDA_ATTN_BWD_BF16=1, FlashAttention 2's precision) as lcx_bf16bwd, dQ fused into the "
                          "dK/dV pass (LCX_CUDA_ATTN_BWD_FUSED=1) as lcx_fused, both as lcx_bf16fused")
+    ap.add_argument("--fwd-rows64", action="store_true",
+                    help="also time lcextend's tensor-core forward in 64-row query blocks (LCX_CUDA_ATTN_FWD_ROWS64=1, "
+                         "one 16-row tile per warp) as lcx_rows64, against the default 128 (two per warp)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_attention.py: no CUDA device", file=sys.stderr)
@@ -92,16 +95,18 @@ def main():
             sdpa(SDPBackend.FLASH_ATTENTION, "sdpa_flash", seq, heads, kvh, hd, args.reps)
             sdpa(SDPBackend.CUDNN_ATTENTION, "sdpa_cudnn", seq, heads, kvh, hd, args.reps)
             torch.cuda.empty_cache()
-            # (label, LCX_CUDA_ATTN_SCALAR, LCX_CUDA_ATTN_BWD_BF16, LCX_CUDA_ATTN_BWD_FUSED)
-            variants = [("lcx", "0", "0", "0")]
+            # (label, the switches set to 1: LCX_CUDA_ATTN_<name>; every other one is 0)
+            variants = [("lcx", ())]
             if args.bwd_modes:
-                variants += [("lcx_bf16bwd", "0", "1", "0"), ("lcx_fused", "0", "0", "1"),
-                             ("lcx_bf16fused", "0", "1", "1")]
+                variants += [("lcx_bf16bwd", ("BWD_BF16",)), ("lcx_fused", ("BWD_FUSED",)),
+                             ("lcx_bf16fused", ("BWD_BF16", "BWD_FUSED"))]
+            if args.fwd_rows64:
+                variants.append(("lcx_rows64", ("FWD_ROWS64",)))
             if args.scalar_too:
-                variants.append(("lcx_scalar", "1", "0", "0"))
-            for label, scalar, bf16bwd, fused in variants if args.lcx else ():
-                env = dict(os.environ, LCX_CUDA_ATTN_SCALAR=scalar, LCX_CUDA_ATTN_BWD_BF16=bf16bwd,
-                           LCX_CUDA_ATTN_BWD_FUSED=fused)
+                variants.append(("lcx_scalar", ("SCALAR",)))
+            for label, on in variants if args.lcx else ():
+                env = dict(os.environ, **{f"LCX_CUDA_ATTN_{n}": "1" if n in on else "0"
+                                          for n in ("SCALAR", "BWD_BF16", "BWD_FUSED", "FWD_ROWS64")})
                 r = subprocess.run([args.lcx, str(seq), str(heads), str(kvh), str(hd), str(args.reps)],
                                    capture_output=True, text=True, env=env)
                 line = r.stdout.strip() if r.returncode == 0 else f"failed ({r.returncode}): {r.stderr.strip()}"

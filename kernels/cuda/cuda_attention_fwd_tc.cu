@@ -2,7 +2,7 @@
  * (cuda_attention_fwd.cu takes every other call, and f32 storage, in scalar float32). The same contract: LSE,
  * q/k offsets, the three masks, GQA by indexing, O(n) memory, a row with no visible key gets O = 0, LSE = -inf.
  *
- * One block of 4 warps per (64 query rows, head); a warp owns 16 rows. Q's fragments stay in registers; 64-key
+ * One block of 4 warps per (64 MT query rows, head); a warp owns MT row tiles of 16 (rows 16 w + 64 mt..). 64-key
  * tiles of K and V come into shared memory by cp.async, double-buffered (tile j + 1 loads while tile j is
  * computed on); S = Q K^T and O += P V are mma.sync m16n8k16 (bf16 in, float32 accumulate, cuda_mma.h) with the
  * B fragments read by ldmatrix (V's transposed, so V keeps its row-major layout); the online softmax runs on S's
@@ -12,151 +12,206 @@
  * that one rounding (relative 2^-8: bf16 keeps 8 significant bits) changes O by at most 2^-8 sum_j (p_j / l) |v_j|
  * <= 2^-8 max |v|, which the bf16 op cases allow for explicitly (tests/unit/test_backend_ops.c, compare).
  *
+ * MT = 2 (128-row blocks, the default) is FlashAttention 2's tiling for sm_80/sm_90: each K or V fragment a warp
+ * reads from shared memory feeds 2 MT products instead of 2, and each K/V tile brought in serves 128 rows. With
+ * one mma.sync m16n8k16 every 2 cycles per SM and 128 bytes of shared memory per cycle, the 256-byte fragment of
+ * MT = 1 would keep shared memory as busy as the tensor cores. Q's fragments stay in registers where they fit
+ * (MT KS 4 <= 32 registers: MT = 1, or head_dim <= 64); else they are read again per key tile. Each row's result
+ * is the same for either MT: only which warp computes it changes. LCX_CUDA_ATTN_FWD_ROWS64=1 selects MT = 1.
+ *
  * Shared memory (bf16, rows padded by 8 elements so the 8 rows of an ldmatrix hit 32 different banks): Q
- * [64][hd + 8] and two buffers of K and V [64][hd + 8] each: 45 KiB at head_dim 64, 85 KiB at 128 (opted in). */
+ * [64 MT][hd + 8] and two buffers of K and V [64][hd + 8] each: MT = 2, 54 KiB at head_dim 64 and 102 KiB at
+ * 128 (opted in). */
 #include "kernels/cuda/cuda_attention_tile.h"
 #include "kernels/cuda/cuda_mma.h"
 
 enum { TC_M = 64, TC_N = 64, TC_THREADS = 128, TC_PAD = 8 };
 
-static size_t tc_fwd_smem(int hd) { return sizeof(uint16_t) * (size_t)(TC_M + 4 * TC_N) * (size_t)(hd + TC_PAD); }
+static size_t tc_fwd_smem(int hd, int mt) {
+    return sizeof(uint16_t) * (size_t)(mt * TC_M + 4 * TC_N) * (size_t)(hd + TC_PAD);
+}
 
-template <int HD>
+template <int HD, int MT>
 static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a) {
     extern __shared__ float sm[];
-    constexpr int LD = HD + TC_PAD, KS = HD / 16, ND = HD / 8, NT = TC_N / 8, TILE = 2 * TC_N * LD;
-    uint16_t *qs = (uint16_t *)sm, *kbuf = qs + TC_M * LD; /* buffer b: K at kbuf + b TILE, V after it */
+    constexpr int LD = HD + TC_PAD, KS = HD / 16, ND = HD / 8, NT = TC_N / 8, TILE = 2 * TC_N * LD, BM = MT * TC_M;
+    constexpr bool QREG = MT * KS * 4 <= 32; /* Q's fragments in registers */
+    uint16_t *qs = (uint16_t *)sm, *kbuf = qs + BM * LD; /* buffer b: K at kbuf + b TILE, V after it */
     const uint16_t *q = (const uint16_t *)a.q;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int64_t H = a.n_heads, G = a.n_kv_heads, h = blockIdx.y, kvh = h / (H / G);
-    const int64_t i0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * TC_M; /* the longest causal tiles first */
-    const int64_t i1 = i0 + TC_M < a.n_q ? i0 + TC_M : a.n_q;
+    const int64_t i0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * BM; /* the longest causal tiles first */
+    const int64_t i1 = i0 + BM < a.n_q ? i0 + BM : a.n_q;
     const int64_t kend_tile = att_key_end(a, i1 - 1); /* the block's last row sees the most keys */
     const int64_t kall = att_key_end(a, i0);          /* and its first the fewest: keys below it need no mask */
     const int ntiles = (int)((kend_tile + TC_N - 1) / TC_N);
 
-    att_tc_load_rows<HD>(qs, LD, q, i0, TC_M, a.n_q, H, h, TC_THREADS);
+    att_tc_load_rows<HD>(qs, LD, q, i0, BM, a.n_q, H, h, TC_THREADS);
     if (ntiles > 0) att_tc_load_kv<HD>(kbuf, LD, a, 0, TC_N, kvh, TC_THREADS);
     lcx_cp_async_commit();
 
-    const int wr = warp * 16;
-    uint32_t qa[KS][4];
-    /* this lane's two rows (fragment rows g and g + 8) and how many keys each sees */
-    const int64_t row[2] = {i0 + wr + g, i0 + wr + g + 8};
-    int64_t kend[2];
+    uint32_t qa[QREG ? MT : 1][QREG ? KS : 1][4];
+    /* how many keys this lane's rows see: fragment rows g and g + 8 of each of its tiles, row_of(mt, x) */
+    const auto row_of = [&](int mt, int x) { return i0 + mt * TC_M + warp * 16 + g + 8 * x; };
+    int kend[MT][2]; /* n_k < 2^31 (lcx_cuda_attention_fwd_tc_takes): 32-bit keys spare registers */
 #pragma unroll
-    for (int x = 0; x < 2; x++) kend[x] = row[x] < a.n_q ? att_key_end(a, row[x]) : 0;
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int x = 0; x < 2; x++) kend[mt][x] = row_of(mt, x) < a.n_q ? (int)att_key_end(a, row_of(mt, x)) : 0;
     const float sl2 = __fmul_rn(a.scale, 1.4426950408889634f); /* scale * log2(e) */
-    float o[ND][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[MT][ND][4], m[MT][2], l[MT][2];
 #pragma unroll
-    for (int nd = 0; nd < ND; nd++) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+    for (int mt = 0; mt < MT; mt++) {
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+#pragma unroll
+        for (int nd = 0; nd < ND; nd++) o[mt][nd][0] = o[mt][nd][1] = o[mt][nd][2] = o[mt][nd][3] = 0.0f;
+    }
 
     for (int it = 0; it < ntiles; it++) {
-        const int64_t j0 = (int64_t)it * TC_N;
+        const int j0 = it * TC_N;
         const bool next = it + 1 < ntiles; /* into the other buffer, free since the barrier ending it - 1 */
         if (next) att_tc_load_kv<HD>(kbuf + ((it + 1) & 1) * TILE, LD, a, j0 + TC_N, TC_N, kvh, TC_THREADS);
         att_tc_wait_current(next);
         __syncthreads();
-        if (it == 0)
+        if (QREG && it == 0)
 #pragma unroll
-            for (int kk = 0; kk < KS; kk++) lcx_mma_frag_a(qa[kk], qs, LD, wr, kk * 16);
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int kk = 0; kk < KS; kk++)
+                    lcx_mma_frag_a(qa[QREG ? mt : 0][QREG ? kk : 0], qs, LD, mt * TC_M + warp * 16, kk * 16);
         const uint16_t *ks = kbuf + (it & 1) * TILE, *vs = ks + TC_N * LD;
 
         /* S = Q K^T; ldmatrix's matrix i = lane / 8 is keys 8 (nt + i / 2).., head dims 16 kk + 8 (i % 2).. */
-        float s[NT][4];
+        float s[MT][NT][4];
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int nt = 0; nt < NT; nt += 2)
+            for (int nt = 0; nt < NT; nt++) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < KS; kk++) {
+        for (int kk = 0; kk < KS; kk++) {
+            uint32_t qf[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                if (QREG)
+#pragma unroll
+                    for (int r = 0; r < 4; r++) qf[mt][r] = qa[QREG ? mt : 0][QREG ? kk : 0][r];
+                else
+                    lcx_mma_frag_a(qf[mt], qs, LD, mt * TC_M + warp * 16, kk * 16);
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT; nt += 2) {
                 uint32_t b[4];
                 lcx_ldmatrix_x4(b, ks + (nt * 8 + lane / 16 * 8 + lane % 8) * LD + kk * 16 + lane / 8 % 2 * 8);
-                lcx_mma_bf16(s[nt], qa[kk], b[0], b[1]);
-                lcx_mma_bf16(s[nt + 1], qa[kk], b[2], b[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    lcx_mma_bf16(s[mt][nt], qf[mt], b[0], b[1]);
+                    lcx_mma_bf16(s[mt][nt + 1], qf[mt], b[2], b[3]);
+                }
             }
+        }
         /* online softmax on the fragments: element c of tile nt is row (c / 2), key j0 + 8 nt + 2 t + (c & 1) */
         const bool whole = j0 + TC_N <= kall; /* the same for the whole block */
-        float mt[2] = {-INFINITY, -INFINITY};
+        float mnew[MT][2];
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
+        for (int mt = 0; mt < MT; mt++) {
+            float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int x = c / 2;
-                const int64_t j = j0 + nt * 8 + 2 * t + (c & 1);
-                s[nt][c] = whole || j < kend[x] ? __fmul_rn(s[nt][c], sl2) : -INFINITY;
-                mt[x] = fmaxf(mt[x], s[nt][c]);
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int x = c / 2;
+                    const int j = j0 + nt * 8 + 2 * t + (c & 1);
+                    s[mt][nt][c] = whole || j < kend[mt][x] ? __fmul_rn(s[mt][nt][c], sl2) : -INFINITY;
+                    mx[x] = fmaxf(mx[x], s[mt][nt][c]);
+                }
+#pragma unroll
+            for (int x = 0; x < 2; x++) {
+                mx[x] = fmaxf(mx[x], __shfl_xor_sync(0xffffffffu, mx[x], 1));
+                mx[x] = fmaxf(mx[x], __shfl_xor_sync(0xffffffffu, mx[x], 2));
+                mnew[mt][x] = fmaxf(m[mt][x], mx[x]);
+                /* nothing visible yet: keep the state (corr 1, every p 0); else rescale what was summed before */
+                const float corr = mnew[mt][x] == -INFINITY ? 1.0f
+                                   : m[mt][x] == -INFINITY  ? 0.0f
+                                                            : exp2f(__fsub_rn(m[mt][x], mnew[mt][x]));
+                l[mt][x] = __fmul_rn(l[mt][x], corr);
+                m[mt][x] = mnew[mt][x];
+#pragma unroll
+                for (int nd = 0; nd < ND; nd++) o[mt][nd][2 * x] = __fmul_rn(o[mt][nd][2 * x], corr),
+                                                o[mt][nd][2 * x + 1] = __fmul_rn(o[mt][nd][2 * x + 1], corr);
             }
-        float mnew[2];
 #pragma unroll
-        for (int x = 0; x < 2; x++) {
-            mt[x] = fmaxf(mt[x], __shfl_xor_sync(0xffffffffu, mt[x], 1));
-            mt[x] = fmaxf(mt[x], __shfl_xor_sync(0xffffffffu, mt[x], 2));
-            mnew[x] = fmaxf(m[x], mt[x]);
-            /* nothing visible yet: keep the state (corr 1, every p 0); else rescale what was summed before */
-            const float corr = mnew[x] == -INFINITY ? 1.0f : m[x] == -INFINITY ? 0.0f : exp2f(__fsub_rn(m[x], mnew[x]));
-            l[x] = __fmul_rn(l[x], corr);
-            m[x] = mnew[x];
+            for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int nd = 0; nd < ND; nd++) o[nd][2 * x] = __fmul_rn(o[nd][2 * x], corr),
-                                            o[nd][2 * x + 1] = __fmul_rn(o[nd][2 * x + 1], corr);
+                for (int c = 0; c < 4; c++) {
+                    const int x = c / 2;
+                    const float p = mnew[mt][x] == -INFINITY ? 0.0f : exp2f(__fsub_rn(s[mt][nt][c], mnew[mt][x]));
+                    s[mt][nt][c] = p;
+                    l[mt][x] = __fadd_rn(l[mt][x], p);
+                }
         }
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int x = c / 2;
-                const float p = mnew[x] == -INFINITY ? 0.0f : exp2f(__fsub_rn(s[nt][c], mnew[x]));
-                s[nt][c] = p;
-                l[x] = __fadd_rn(l[x], p);
-            }
         /* O += P V: P's accumulator fragments are the A fragments of the next product (16 keys per step);
          * ldmatrix.trans's matrix i is keys 16 kk + 8 (i % 2).., head dims 8 (nd + i / 2).. */
 #pragma unroll
         for (int kk = 0; kk < TC_N / 16; kk++) {
-            const uint32_t pa[4] = {lcx_mma_pack(s[2 * kk][0], s[2 * kk][1]), lcx_mma_pack(s[2 * kk][2], s[2 * kk][3]),
-                                    lcx_mma_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                    lcx_mma_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t pa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                pa[mt][0] = lcx_mma_pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[mt][1] = lcx_mma_pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[mt][2] = lcx_mma_pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[mt][3] = lcx_mma_pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
 #pragma unroll
             for (int nd = 0; nd < ND; nd += 2) {
                 uint32_t b[4];
                 lcx_ldmatrix_x4_trans(b, vs + (kk * 16 + lane / 8 % 2 * 8 + lane % 8) * LD + nd * 8 + lane / 16 * 8);
-                lcx_mma_bf16(o[nd], pa, b[0], b[1]);
-                lcx_mma_bf16(o[nd + 1], pa, b[2], b[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    lcx_mma_bf16(o[mt][nd], pa[mt], b[0], b[1]);
+                    lcx_mma_bf16(o[mt][nd + 1], pa[mt], b[2], b[3]);
+                }
             }
         }
         __syncthreads(); /* every warp is done with this buffer before the next iteration refills it */
     }
     lcx_cp_async_wait<0>(); /* no tile at all: Q's copy is still in flight */
 #pragma unroll
-    for (int x = 0; x < 2; x++) {
-        l[x] = __fadd_rn(l[x], __shfl_xor_sync(0xffffffffu, l[x], 1));
-        l[x] = __fadd_rn(l[x], __shfl_xor_sync(0xffffffffu, l[x], 2));
-        if (row[x] >= a.n_q) continue;
-        const int64_t base = row[x] * H + h;
-        const float inv = l[x] == 0.0f ? 0.0f : 1.0f / l[x]; /* l = 0: no visible key at all, O = 0 */
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int nd = 0; nd < ND; nd++)
-            *(uint32_t *)((uint16_t *)a.o + base * HD + nd * 8 + 2 * t) =
-                lcx_mma_pack(__fmul_rn(o[nd][2 * x], inv), __fmul_rn(o[nd][2 * x + 1], inv));
-        if (t == 0)
-            a.lse[base] = l[x] == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(m[x], log2f(l[x])), 0.6931471805599453f);
-    }
+        for (int x = 0; x < 2; x++) {
+            float lx = l[mt][x];
+            lx = __fadd_rn(lx, __shfl_xor_sync(0xffffffffu, lx, 1));
+            lx = __fadd_rn(lx, __shfl_xor_sync(0xffffffffu, lx, 2));
+            if (row_of(mt, x) >= a.n_q) continue;
+            const int64_t base = row_of(mt, x) * H + h;
+            const float inv = lx == 0.0f ? 0.0f : 1.0f / lx; /* l = 0: no visible key at all, O = 0 */
+#pragma unroll
+            for (int nd = 0; nd < ND; nd++)
+                *(uint32_t *)((uint16_t *)a.o + base * HD + nd * 8 + 2 * t) =
+                    lcx_mma_pack(__fmul_rn(o[mt][nd][2 * x], inv), __fmul_rn(o[mt][nd][2 * x + 1], inv));
+            if (t == 0)
+                a.lse[base] = lx == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(m[mt][x], log2f(lx)), 0.6931471805599453f);
+        }
 }
 
+template <int HD, int MT>
+static cudaError_t fwd_tc_launch_mt(cudaStream_t s, const lcx_attn_args *a) {
+    const dim3 grid((unsigned)((a->n_q + MT * TC_M - 1) / (MT * TC_M)), (unsigned)a->n_heads);
+    return att_launch_n(attn_fwd_tc<HD, MT>, grid, TC_THREADS, tc_fwd_smem(HD, MT), s, *a);
+}
 template <int HD>
 static cudaError_t fwd_tc_launch(cudaStream_t s, const lcx_attn_args *a) {
-    const dim3 grid((unsigned)((a->n_q + TC_M - 1) / TC_M), (unsigned)a->n_heads);
-    return att_launch_n(attn_fwd_tc<HD>, grid, TC_THREADS, tc_fwd_smem(HD), s, *a);
+    return att_fwd_rows64() ? fwd_tc_launch_mt<HD, 1>(s, a) : fwd_tc_launch_mt<HD, 2>(s, a);
 }
 
 /* Whether the tensor-core forward takes this call: bf16 storage, head_dim 32/64/96/128, q, k, v at 16-byte
- * alignment (cp.async moves 16 bytes) and o at 4 (stores move bf16 pairs). */
+ * alignment (cp.async moves 16 bytes), o at 4 (stores move bf16 pairs), and fewer than 2^31 keys. */
 extern "C" int lcx_cuda_attention_fwd_tc_takes(const lcx_attn_args *a) {
     const int hd = (int)a->head_dim;
     const uintptr_t al = (uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v;
     return a->dt == LCX_BF16 && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && (al & 15u) == 0 &&
-           ((uintptr_t)a->o & 3u) == 0;
+           ((uintptr_t)a->o & 3u) == 0 && a->n_k <= INT32_MAX;
 }
 
 extern "C" cudaError_t lcx_cuda_attention_fwd_tc_launch(cudaStream_t s, const lcx_attn_args *a) {

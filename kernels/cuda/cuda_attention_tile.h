@@ -201,6 +201,10 @@ static inline int att_bwd_bf16_ps(void) { return att_env_on("LCX_CUDA_ATTN_BWD_B
  * call, as above. */
 static inline int att_bwd_fused(void) { return att_env_on("LCX_CUDA_ATTN_BWD_FUSED"); }
 
+/* LCX_CUDA_ATTN_FWD_ROWS64=1: the tensor-core forward runs 64-row query blocks (one 16-row tile per warp) instead
+ * of 128 (two), to compare the two (cuda_attention_fwd_tc.cu). Read at every call, as above. */
+static inline int att_fwd_rows64(void) { return att_env_on("LCX_CUDA_ATTN_FWD_ROWS64"); }
+
 /* Instantiate fn<NC> for NC = ceil(hd / 32) in 1..8 (the backend refuses head_dim > LCX_CUDA_ATTN_MAX_HEAD_DIM). */
 #define ATT_DISPATCH_NC(hd, fn, ...)                                                                              \
     switch (((hd) + 31) / 32) {                                                                                  \

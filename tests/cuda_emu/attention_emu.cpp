@@ -7,7 +7,8 @@
  * runs in its four modes: P and dS as hi + lo bf16 pairs (the default, f32 tolerances) or as one bf16 term each
  * (LCX_CUDA_ATTN_BWD_BF16=1, allowed in addition what that rounding can move each element by:
  * tests/unit/attn_ps_bounds.h), with dQ from a pass of its own (the default) or fused into the dK/dV pass and added
- * in key-block order (LCX_CUDA_ATTN_BWD_FUSED=1).
+ * in key-block order (LCX_CUDA_ATTN_BWD_FUSED=1). The tensor-core forward runs in 128-row blocks (the default) and in
+ * 64-row ones (LCX_CUDA_ATTN_FWD_ROWS64=1), which must give the same values.
  * Prints each case's worst error / allowed; exit 1 if any is over 1. Usage: attention_emu [CASE-INDEX]. */
 #include "emu_cuda.h"
 #include "xf_attention_fwd.cu"
@@ -116,6 +117,21 @@ static void run(const shape &c, lcx_dtype dt) {
     printf("  forward: %s\n", tc ? "tensor cores" : "scalar");
     compare("o", o.data(), o_ref.data(), nqe, dt == LCX_F32 ? 64 * 0x1p-23 : 2 * 0x1p-8, 1e-5 + (tc ? 0x1p-8 * vmax : 0));
     compare("lse", lse.data(), lse_ref.data(), nl, 64 * 0x1p-23, 1e-5);
+    if (tc) { /* 64-row blocks (LCX_CUDA_ATTN_FWD_ROWS64=1): each row's arithmetic is the same, so are its values */
+        std::vector<uint8_t> os64(os.size(), 0xff);
+        std::vector<float> lse64(nl + 1, NAN);
+        lcx_attn_args e64 = e;
+        e64.o = os64.data(), e64.lse = lse64.data();
+        setenv("LCX_CUDA_ATTN_FWD_ROWS64", "1", 1);
+        const cudaError_t r = lcx_cuda_attention_fwd_launch(NULL, &e64);
+        unsetenv("LCX_CUDA_ATTN_FWD_ROWS64");
+        if (r != cudaSuccess) abort();
+        size_t differ = 0;
+        for (size_t i = 0; i < nqe; i++) differ += !(widen(os64, i, dt) == o[i]);
+        for (size_t i = 0; i < nl; i++) differ += !(lse64[i] == lse[i]);
+        printf("  forward in 64-row blocks: %zu of %zu values differ from 128-row blocks'\n", differ, nqe + nl);
+        fails += differ != 0;
+    }
 
     /* backward: o/lse final over the context (every key visible when this block's mask shows none) */
     lcx_attn_args f = a;
