@@ -45,6 +45,9 @@ step step_1b_ours 90 "$B/lcextend train-steps --config bench/llama1b.json --seq 
     --activations bf16 --policy recompute --backend cuda"
 step step_1b_hf 60 "python3 bench/train_step_torch.py bench/llama1b.json 8192 4 16 --device cuda --dtype bf16 \
     --checkpointing --peak-tflops 989"
+# ours without recompute (8k tokens of the 1B shape fit; what the planner picks when they do), larger loss chunks
+step step_1b_ours_keep 60 "$B/lcextend train-steps --config bench/llama1b.json --seq 8192 --steps 4 --dtype bf16 \
+    --activations bf16 --policy keep --chunk 1024 --backend cuda"
 # issue 15: our longest one-step context for the 1B shape (the allocator's high-water mark against the plan)
 step longest_1b 120 "BACKEND=cuda CFG=bench/llama1b.json START=65536 MAX=1048576 GRAIN=65536 \
     POLICIES='recompute recompute+offload' bench/longest_context.sh $B"

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "src/checkpoint/source.h"
 #include "src/model/model.h"
 #include "src/plan/plan.h"
 
@@ -24,7 +25,7 @@ static void help(void) {
            "--config FILE    instead of CKPT: a config.json; weights are random (normal, std 0.02, --seed)\n"
            "\n"
            "options:\n"
-           "  --steps N            optimizer steps (default 3); 0: print the memory and the prediction only\n"
+           "  --steps N            optimizer steps (default 3); 0: print the prediction only (nothing is allocated)\n"
            "  --seq S              tokens per row (default 128)\n"
            "  --batch B            rows per micro-batch (default 1)\n"
            "  --micro M            micro-batches per step (default 1)\n"
@@ -59,6 +60,31 @@ static uint64_t mix(uint64_t *s) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+
+/* The planner's memory model for this model, length and policy (the same buffers train-steps allocates; on the
+ * CPU the offload host pool is ordinary memory too), printed; *total = its device bytes. */
+static lcx_status print_prediction(const lcx_model_config *mc, uint64_t n_params, lcx_dtype pdt, lcx_dtype adt,
+                                   lcx_act_policy policy, int64_t chunk, int64_t mlp_tile, int64_t tokens,
+                                   lcx_mem_backend where, double *total) {
+    lcx_mem_model pm = {.n_layers = mc->num_hidden_layers, .hidden = mc->hidden_size, .ffn = mc->intermediate_size,
+                        .heads = mc->num_attention_heads, .kv_heads = mc->num_key_value_heads,
+                        .head_dim = mc->head_dim, .vocab = mc->vocab_size, .n_params = n_params, .tp = 1, .cp = 1,
+                        .weight_bytes = pdt == LCX_BF16 ? 2 : 4, .act_bytes = (int)lcx_act_size(adt),
+                        .loss_chunk = chunk, .mlp_tile = mlp_tile};
+    lcx_mem_set_op_ws(&pm, where);
+    lcx_act_policy *pol = malloc((size_t)mc->num_hidden_layers * sizeof *pol);
+    LCX_FAIL_IF(!pol, LCX_ERR_OOM, "out of memory");
+    for (int64_t l = 0; l < mc->num_hidden_layers; l++) pol[l] = policy;
+    lcx_mem_estimate e;
+    lcx_mem_estimate_compute(&pm, tokens, 1, pol, &e);
+    free(pol);
+    *total = e.total;
+    printf("predicted (plan memory model): %.1f MiB = weights, grads, master, AdamW %.1f MiB + activations, "
+           "workspace, logits %.1f MiB + host pool %.1f MiB\n",
+           (e.total + e.host) / 1048576.0, (e.weights + e.grads + e.master + e.optimizer) / 1048576.0,
+           (e.activations + e.workspace + e.logits) / 1048576.0, e.host / 1048576.0);
+    return LCX_OK;
 }
 
 int lcx_cmd_train_steps(int argc, char **argv) {
@@ -107,6 +133,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     lcx_model *m = NULL;
     lcx_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
+    lcx_source *src = NULL;
     int32_t *file_ids = NULL, *tokens = NULL;
     lcx_batch *mb = NULL;
     int64_t n_file = 0;
@@ -114,6 +141,25 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     lcx_status st;
     size_t held0 = 0, hwm = 0; /* the backend's allocator: before the model, and its high-water mark after */
     double predicted = 0;      /* the plan's device total for the same model, length and policy */
+
+    /* the config alone first (a GGUF's from its metadata): the prediction needs no weights, so a length that
+     * would not fit is predicted, not run out of memory */
+    st = lcx_source_open(config ? config : ckpt, LCX_SOURCE_CONFIG_FILE, &src);
+    if (st == LCX_OK && !src->has_config)
+        st = lcx_fail(LCX_ERR_NOT_FOUND, "%s: no config.json beside it: train-steps needs the model config",
+                      config ? config : ckpt);
+    if (st != LCX_OK) goto fail;
+    printf("model: %s, %llu parameters, %s weights, %s activations, policy %s%s%s; step = %lld x %lld x %lld tokens\n",
+           lcx_arch_name(src->cfg.arch), (unsigned long long)src->params.total_numel, lcx_dtype_name(pdt),
+           lcx_dtype_name(adt), lcx_act_policy_name(policy), be != lcx_backend_cpu() ? ", backend " : "",
+           be != lcx_backend_cpu() ? be->name : "", (long long)micro, (long long)batch, (long long)seq);
+    st = print_prediction(&src->cfg, src->params.total_numel, pdt, adt, policy, chunk, mlp_tile, batch * seq,
+                          be == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA, &predicted);
+    lcx_source_close(src);
+    src = NULL;
+    if (st != LCX_OK) goto fail;
+    if (steps == 0) goto flush;
+
     be->mem_reset_peak();
     be->mem_stats(&held0, NULL);
     if (config) {
@@ -140,39 +186,9 @@ int lcx_cmd_train_steps(int argc, char **argv) {
         goto fail;
     }
     const lcx_model_memory mem = lcx_model_memory_of(m);
-    printf("model: %s, %llu parameters, %s weights, %s activations, policy %s%s%s; step = %lld x %lld x %lld tokens\n",
-           lcx_arch_name(lcx_model_config_of(m)->arch), (unsigned long long)lcx_model_params(m)->total_numel,
-           lcx_dtype_name(pdt), lcx_dtype_name(adt), lcx_act_policy_name(policy),
-           be != lcx_backend_cpu() ? ", backend " : "", be != lcx_backend_cpu() ? be->name : "", (long long)micro,
-           (long long)batch, (long long)seq);
     printf("memory: params %.1f MiB, master %.1f MiB, grads %.1f MiB, AdamW %.1f MiB, activations %.1f MiB\n",
            mem.params / 1048576.0, mem.master / 1048576.0, mem.grads / 1048576.0, mem.moments / 1048576.0,
            mem.acts / 1048576.0);
-    {
-        /* the planner's prediction of the same buffers (CPU: the host pool is ordinary memory too) */
-        const lcx_model_config *mc = lcx_model_config_of(m);
-        lcx_mem_model pm = {.n_layers = mc->num_hidden_layers, .hidden = mc->hidden_size, .ffn = mc->intermediate_size,
-                            .heads = mc->num_attention_heads, .kv_heads = mc->num_key_value_heads,
-                            .head_dim = mc->head_dim, .vocab = mc->vocab_size,
-                            .n_params = lcx_model_params(m)->total_numel, .tp = 1, .cp = 1,
-                            .weight_bytes = pdt == LCX_BF16 ? 2 : 4, .act_bytes = (int)lcx_act_size(adt),
-                            .loss_chunk = chunk, .mlp_tile = mlp_tile};
-        lcx_mem_set_op_ws(&pm, be == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA);
-        lcx_act_policy *pol = malloc((size_t)mc->num_hidden_layers * sizeof *pol);
-        if (!pol) {
-            st = lcx_fail(LCX_ERR_OOM, "out of memory");
-            goto fail;
-        }
-        for (int64_t l = 0; l < mc->num_hidden_layers; l++) pol[l] = policy;
-        lcx_mem_estimate e;
-        lcx_mem_estimate_compute(&pm, batch * seq, 1, pol, &e);
-        free(pol);
-        predicted = e.total;
-        printf("predicted (plan memory model): %.1f MiB = weights, grads, master, AdamW %.1f MiB + activations, "
-               "workspace, logits %.1f MiB + host pool %.1f MiB\n",
-               (e.total + e.host) / 1048576.0, (e.weights + e.grads + e.master + e.optimizer) / 1048576.0,
-               (e.activations + e.workspace + e.logits) / 1048576.0, e.host / 1048576.0);
-    }
     uint64_t rng = (uint64_t)seed * 0x2545F4914F6CDD1Dull + 1;
     int64_t cursor = 0;
     double sum_tps = 0, sum_cpu_tps = 0, max_rss = 0;
@@ -207,11 +223,11 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     if (n_tps > 0)
         printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB  tokens/cpu-s %.1f\n", sum_tps / n_tps,
                steps > 1 ? "2..N" : "1", max_rss, sum_cpu_tps / n_tps);
-    be->mem_stats(NULL, &hwm);
-    if (steps > 0) /* the device's side of the prediction: what the backend's alloc held at most */
-        printf("backend memory: high-water mark %.1f MiB (%s's allocations), predicted %.1f MiB (%+.1f%%)\n",
-               (double)(hwm - held0) / 1048576.0, be->name, predicted / 1048576.0,
-               predicted > 0 ? 100.0 * ((double)(hwm - held0) / predicted - 1) : 0.0);
+    be->mem_stats(NULL, &hwm); /* the device's side of the prediction: what the backend's alloc held at most */
+    printf("backend memory: high-water mark %.1f MiB (%s's allocations), predicted %.1f MiB (%+.1f%%)\n",
+           (double)(hwm - held0) / 1048576.0, be->name, predicted / 1048576.0,
+           predicted > 0 ? 100.0 * ((double)(hwm - held0) / predicted - 1) : 0.0);
+flush:
     LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
     goto done;
 fail:
@@ -222,5 +238,6 @@ done:
     free(file_ids);
     lcx_model_free(m);
     lcx_config_free(&cfg);
+    lcx_source_close(src);
     return rc;
 }
