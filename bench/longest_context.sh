@@ -10,13 +10,15 @@
 # prints it without training); the process's own baseline (binary, libraries, OpenMP/BLAS buffers) is the
 # measured peak minus that prediction at START. The plan's longest length is the same doubling and bisection on
 # prediction + baseline <= BUDGET, with --steps 0 (no training: seconds).
-# POLICIES entries are POLICY or POLICY:TILE (--mlp-tile TILE). One thread by default: other jobs share the cores.
+# POLICIES entries are POLICY or POLICY:TILE (--mlp-tile TILE); POLICY auto is the planner's per-layer split for
+# the budget (train-steps --policy auto --memory BUDGET, less the process baseline where peak RSS is measured, and
+# --host-memory HOST_BUDGET MiB when given). One thread by default: other jobs share the cores.
 # On a GPU (BACKEND=cuda; issue 15's "longest context on one GPU", against bench/longest_context_hf.py): the figure
 # is the backend's allocator high-water mark (train-steps' last line, MEASURE=hwm, the default there) against a
 # BUDGET of device memory (default: the card's), the model CFG (e.g. bench/llama1b.json) in DTYPE (bf16 weights and
 # activations by default there). MEASURE=hwm on the CPU runs the same path against the CPU backend's allocations.
 # usage: [BUDGET=384] (MiB) [THREADS=1] [START=512] [MAX=16384] [GRAIN=256] [POLICIES="..."]
-#        [BACKEND=cpu|cuda] [MEASURE=rss|hwm] [CFG=bench/llama10m.json] [DTYPE=f32|bf16]
+#        [BACKEND=cpu|cuda] [MEASURE=rss|hwm] [CFG=bench/llama10m.json] [DTYPE=f32|bf16] [HOST_BUDGET=MiB]
 #        bench/longest_context.sh BUILD_DIR
 set -euo pipefail
 BUILD=${1:?usage: $0 BUILD_DIR}
@@ -45,6 +47,7 @@ trap 'rm -rf "$out"' EXIT
 step() {
     local pol=$1 tile=$2 s=$3 n=${4:-1} args=()
     [ -n "$tile" ] && args=(--mlp-tile "$tile")
+    [ "$pol" = auto ] && args+=(--memory "$((BUDGET - auto_base))M" ${HOST_BUDGET:+--host-memory "${HOST_BUDGET}M"})
     ok=0 rss=0 pred=0 secs=0
     local timer=(/usr/bin/time -f "maxrss %M" -o "$out/time")
     [ "$MEASURE" = hwm ] && timer=()
@@ -98,6 +101,12 @@ what="peak RSS"
 echo "model $(basename "$CFG"), $DTYPE, batch 1, loss chunk 256, backend $BACKEND; budget $BUDGET MiB $what; threads $THREADS; lengths $START.. (x2, then bisection to $GRAIN), at most $MAX"
 col="peak RSS"
 [ "$MEASURE" = hwm ] && col="alloc HWM"
+# auto fits the plan model to the budget: where the whole process's RSS is measured, less its baseline (keep's at START)
+auto_base=0
+if [ "$MEASURE" = rss ] && [[ " $POLICIES " == *" auto"* ]]; then
+    step keep "" "$START"
+    auto_base=$(awk -v r="$rss" -v p="$pred" 'BEGIN { printf "%d", r - p + 1 }')
+fi
 printf "%-22s %9s %10s %10s %10s %9s %11s\n" policy longest "$col" predicted "step s" "plan says" "plan+base"
 for entry in $POLICIES; do
     pol=${entry%%:*} tile=""

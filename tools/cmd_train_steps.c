@@ -33,7 +33,9 @@ static void help(void) {
            "                       default: random ids from --seed\n"
            "  --lr X               learning rate (default 1e-4); --wd X weight decay (0.01); --clip X max grad\n"
            "                       norm (1.0, 0 = off)\n"
-           "  --policy P           activation policy for every layer: keep | recompute | offload (default keep)\n"
+           "  --policy P           activation policy for every layer: keep | recompute | offload | recompute+offload\n"
+           "                       (default keep); auto: the planner's split of the layers that fits --memory\n"
+           "                       SIZE per device (and --host-memory SIZE of offload pool, if given) fastest\n"
            "  --dtype f32|bf16     stored weights (default f32; master weights are always f32)\n"
            "  --activations A      activation storage: f32 | bf16 (default f32; math, loss and gradients stay f32)\n"
            "  --chunk N            rows per loss chunk (default 256)\n"
@@ -62,11 +64,34 @@ static uint64_t mix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-/* The planner's memory model for this model, length and policy (the same buffers train-steps allocates; on the
- * CPU the offload host pool is ordinary memory too), printed; *total = its device bytes. */
-static lcx_status print_prediction(const lcx_model_config *mc, uint64_t n_params, lcx_dtype pdt, lcx_dtype adt,
-                                   lcx_act_policy policy, int64_t chunk, int64_t mlp_tile, int64_t tokens,
-                                   lcx_mem_backend where, double *total) {
+/* --policy: the concrete policies, and auto (the planner's per-layer choice for --memory / --host-memory) */
+static const lcx_cli_word POLICIES[] = {{"keep", LCX_ACT_KEEP},
+                                        {"recompute", LCX_ACT_RECOMPUTE},
+                                        {"offload", LCX_ACT_OFFLOAD},
+                                        {"recompute+offload", LCX_ACT_RECOMPUTE_OFFLOAD},
+                                        {"recompute_offload", LCX_ACT_RECOMPUTE_OFFLOAD},
+                                        {"auto", LCX_ACT_AUTO},
+                                        {NULL, 0}};
+
+/* "layers 0-10 recompute+offload, 11-15 recompute" */
+static void print_layers(const lcx_act_policy *pol, int64_t n) {
+    printf("policy (auto): layers");
+    for (int64_t l = 0, e; l < n; l = e) {
+        for (e = l + 1; e < n && pol[e] == pol[l];) e++;
+        printf("%s %lld", l ? "," : "", (long long)l);
+        if (e - 1 > l) printf("-%lld", (long long)(e - 1));
+        printf(" %s", lcx_act_policy_name(pol[l]));
+    }
+    printf("\n");
+}
+
+/* The layers' policies (*out, [layers], the caller frees it): `policy` on every layer, or for LCX_ACT_AUTO the
+ * planner's split for the budgets; then the planner's memory model for them (the same buffers train-steps
+ * allocates; on the CPU the offload host pool is ordinary memory too), printed; *total = its device bytes. */
+static lcx_status plan_step(const lcx_model_config *mc, uint64_t n_params, lcx_dtype pdt, lcx_dtype adt,
+                            lcx_act_policy policy, double memory, double host_memory, int64_t chunk,
+                            int64_t mlp_tile, int64_t tokens, lcx_mem_backend where, lcx_act_policy **out,
+                            double *total) {
     lcx_mem_model pm = {.n_layers = mc->num_hidden_layers, .hidden = mc->hidden_size, .ffn = mc->intermediate_size,
                         .heads = mc->num_attention_heads, .kv_heads = mc->num_key_value_heads,
                         .head_dim = mc->head_dim, .vocab = mc->vocab_size, .n_params = n_params, .tp = 1, .cp = 1,
@@ -75,10 +100,22 @@ static lcx_status print_prediction(const lcx_model_config *mc, uint64_t n_params
     lcx_mem_set_op_ws(&pm, where);
     lcx_act_policy *pol = malloc((size_t)mc->num_hidden_layers * sizeof *pol);
     LCX_FAIL_IF(!pol, LCX_ERR_OOM, "out of memory");
-    for (int64_t l = 0; l < mc->num_hidden_layers; l++) pol[l] = policy;
     lcx_mem_estimate e;
-    lcx_mem_estimate_compute(&pm, tokens, 1, pol, &e);
-    free(pol);
+    if (policy == LCX_ACT_AUTO) {
+        lcx_plan_opts po;
+        lcx_plan_opts_default(&po);
+        po.mem_budget = memory, po.host_budget = host_memory, po.backend = where;
+        lcx_status st = lcx_plan_step_policies(&pm, &po, tokens, pol, &e);
+        if (st != LCX_OK) {
+            free(pol);
+            return lcx_fail_context(st, "--policy auto: ");
+        }
+        print_layers(pol, mc->num_hidden_layers);
+    } else {
+        for (int64_t l = 0; l < mc->num_hidden_layers; l++) pol[l] = policy;
+        lcx_mem_estimate_compute(&pm, tokens, 1, pol, &e);
+    }
+    *out = pol;
     *total = e.total;
     printf("predicted (plan memory model): %.1f MiB = weights, grads, master, AdamW %.1f MiB + activations, "
            "workspace, logits %.1f MiB + host pool %.1f MiB\n",
@@ -92,7 +129,8 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     int64_t mlp_tile = 0;
     int64_t steps = 3, seq = 128, batch = 1, micro = 1, chunk = 256, seed = 1;
     lcx_adamw_opts ao = lcx_adamw_opts_default();
-    lcx_act_policy policy = LCX_ACT_KEEP;
+    lcx_act_policy policy = LCX_ACT_KEEP, *layer_policy = NULL;
+    uint64_t memory = 0, host_memory = 0;
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     const lcx_cli_flag flags[] = {
         LCX_FLAG_INT("--steps", steps, 0, 1000000),
@@ -107,7 +145,9 @@ int lcx_cmd_train_steps(int argc, char **argv) {
         LCX_FLAG_REAL("--clip", ao.max_grad_norm, 0, 1e30),
         LCX_FLAG_STR("--config", config),
         LCX_FLAG_STR("--ids", ids_path),
-        LCX_FLAG_CHOICE("--policy", policy, lcx_cli_act_policies),
+        LCX_FLAG_CHOICE("--policy", policy, POLICIES),
+        LCX_FLAG_SIZE("--memory", memory, LCX_BYTES_BINARY),
+        LCX_FLAG_SIZE("--host-memory", host_memory, LCX_BYTES_BINARY),
         LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),
         LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
         LCX_FLAG_STR("--backend", backend),
@@ -117,6 +157,11 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     if (stop != LCX_CLI_RUN) return stop;
     if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
     if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
+    if ((policy == LCX_ACT_AUTO) != (memory > 0))
+        return lcx_cli_usage_error(CMD, policy == LCX_ACT_AUTO ? "--policy auto needs --memory SIZE (the budget to fit)"
+                                                                : "flag --memory: only with --policy auto");
+    if (host_memory && policy != LCX_ACT_AUTO)
+        return lcx_cli_usage_error(CMD, "flag --host-memory: only with --policy auto");
     const lcx_backend *be = NULL;
     if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
 
@@ -128,7 +173,6 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     o.loss_chunk = chunk;
     o.mlp_chunk = mlp_tile;
     o.training = 1;
-    o.policy = policy;
     o.backend = be;
     lcx_model *m = NULL;
     lcx_model_config cfg;
@@ -153,12 +197,15 @@ int lcx_cmd_train_steps(int argc, char **argv) {
            lcx_arch_name(src->cfg.arch), (unsigned long long)src->params.total_numel, lcx_dtype_name(pdt),
            lcx_dtype_name(adt), lcx_act_policy_name(policy), be != lcx_backend_cpu() ? ", backend " : "",
            be != lcx_backend_cpu() ? be->name : "", (long long)micro, (long long)batch, (long long)seq);
-    st = print_prediction(&src->cfg, src->params.total_numel, pdt, adt, policy, chunk, mlp_tile, batch * seq,
-                          be == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA, &predicted);
+    st = plan_step(&src->cfg, src->params.total_numel, pdt, adt, policy, (double)memory, (double)host_memory, chunk,
+                   mlp_tile, batch * seq, be == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA, &layer_policy,
+                   &predicted);
     lcx_source_close(src);
     src = NULL;
     if (st != LCX_OK) goto fail;
     if (steps == 0) goto flush;
+    o.layer_policy = layer_policy; /* every layer's, auto resolved */
+    o.policy = LCX_ACT_KEEP;
 
     be->mem_reset_peak();
     be->mem_stats(&held0, NULL);
@@ -239,5 +286,6 @@ done:
     lcx_model_free(m);
     lcx_config_free(&cfg);
     lcx_source_close(src);
+    free(layer_policy);
     return rc;
 }

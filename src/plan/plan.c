@@ -434,6 +434,32 @@ static void search_policies(const lcx_plan *p, lcx_plan_stage *ps) {
     lcx_mem_estimate_compute(&p->model, ps->seq_len, ps->micro_seqs, ps->activation, &ps->mem);
 }
 
+static const char *human_bytes(double x, char *buf, size_t cap);
+
+/* plan.h */
+lcx_status lcx_plan_step_policies(const lcx_mem_model *m, const lcx_plan_opts *o, int64_t seq_len,
+                                  lcx_act_policy *out, lcx_mem_estimate *e) {
+    LCX_FAIL_IF(!m || !o || !out || !e || seq_len < 1 || m->n_layers < 1, LCX_ERR_INVALID,
+                "step policies: bad arguments");
+    LCX_FAIL_IF(!(o->mem_budget > 0), LCX_ERR_INVALID, "step policies: no memory budget to fit");
+    lcx_plan p;
+    lcx_plan_stage ps;
+    memset(&p, 0, sizeof p);
+    memset(&ps, 0, sizeof ps);
+    p.model = *m, p.opts = *o;
+    ps.seq_len = seq_len, ps.micro_seqs = 1, ps.grad_accum = 1, ps.activation = out;
+    search_policies(&p, &ps); /* CP 1 here: no ring traffic to weigh */
+    *e = ps.mem;
+    if (e->total <= o->mem_budget && (o->host_budget <= 0 || e->host <= o->host_budget)) return LCX_OK;
+    char b1[32], b2[32], b3[32], b4[32];
+    return lcx_fail(LCX_ERR_INVALID,
+                    "no split of the %lld layers over recompute+offload, recompute, offload and keep fits %lld "
+                    "tokens: the least needs %s per device and %s of host pool (budget %s per device, host %s)",
+                    (long long)m->n_layers, (long long)seq_len, human_bytes(e->total, b1, sizeof b1),
+                    human_bytes(e->host, b2, sizeof b2), human_bytes(o->mem_budget, b3, sizeof b3),
+                    o->host_budget > 0 ? human_bytes(o->host_budget, b4, sizeof b4) : "not limited");
+}
+
 static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe_stage *s, lcx_plan_stage *ps) {
     const lcx_mem_model *m = &p->model;
     int64_t L = m->n_layers;

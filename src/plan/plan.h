@@ -225,6 +225,14 @@ lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, cons
                           lcx_plan **out);
 void lcx_plan_free(lcx_plan *p); /* NULL ok */
 
+/* The per-layer policies the layout search gives an `activation: auto` stage, for one step of one sequence of
+ * seq_len tokens on one device of layout o (its tp/cp/dp, rates and budgets): the fastest split of the layers
+ * over LCX_PLAN_SEARCH_POLICIES that fits o->mem_budget (required) and o->host_budget (when > 0), written to
+ * out[m->n_layers], its estimate in *e. None fits: LCX_ERR_INVALID naming the least any split needs and the
+ * budgets (out and *e then hold that split). What `lcextend train-steps --policy auto` runs. */
+lcx_status lcx_plan_step_policies(const lcx_mem_model *m, const lcx_plan_opts *o, int64_t seq_len,
+                                  lcx_act_policy *out, lcx_mem_estimate *e);
+
 /* The plan as a table (stages, rope, steps, tokens, lr, activation, memory, FLOPs, time) plus totals; with
  * CP > 1 also one ring-traffic line per stage and a line saying the memory figures are per rank. */
 void lcx_plan_print(const lcx_plan *p, FILE *f);

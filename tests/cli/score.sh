@@ -99,6 +99,26 @@ check "train-steps --steps 0: no step" bash -c "! grep -q '^step ' '$tmp/out'"
 (ulimit -v 2097152 && run train-steps --config "$LCX_SRC/bench/llama1b.json" --seq 1048576 --steps 0 --dtype bf16)
 check "train-steps --steps 0, 1B x 1M tokens: exit 0 in 2 GiB" [ "$(rc)" -eq 0 ]
 check "train-steps --steps 0, 1B x 1M tokens: predicted" grep -q "^predicted (plan memory model): [0-9]\{7\}" "$tmp/out"
+# --policy auto: the planner's per-layer split for --memory (and --host-memory)
+run train-steps "$g" --steps 1 --seq 16 --policy auto --memory 1G
+check "train-steps --policy auto: exit 0" [ "$(rc)" -eq 0 ]
+check "train-steps --policy auto, room for all: keep" grep -q "^policy (auto): layers 0-1 keep$" "$tmp/out"
+check "train-steps --policy auto: a step" grep -q "^step 1/1 " "$tmp/out"
+run train-steps --config "$LCX_SRC/bench/llama1b.json" --seq 1048576 --steps 0 --dtype bf16 --activations bf16 \
+    --policy auto --memory 141G --host-memory 120G --mlp-tile 4k --chunk 4096
+check "train-steps --policy auto, 1B x 1M tokens in 141 GiB + 120 GiB host: exit 0" [ "$(rc)" -eq 0 ]
+check "train-steps --policy auto, 1B x 1M: offload the first layers, recompute the rest" \
+    grep -q "^policy (auto): layers 0-12 recompute+offload, 13-15 recompute$" "$tmp/out"
+run train-steps --config "$LCX_SRC/bench/llama1b.json" --seq 1048576 --steps 0 --dtype bf16 --policy auto \
+    --memory 80G --host-memory 120G --mlp-tile 4k
+check "train-steps --policy auto, 1B x 1M in 80 GiB: exit 1" [ "$(rc)" -eq 1 ]
+check "train-steps --policy auto, 1B x 1M in 80 GiB: one line" one_line_err
+check "train-steps --policy auto, 1B x 1M in 80 GiB: the least split's needs" \
+    grep -q "no split of the 16 layers .* fits 1048576 tokens: the least needs .* per device" "$tmp/err"
+run train-steps "$g" --steps 0 --policy auto
+check "train-steps --policy auto without --memory: exit 2" [ "$(rc)" -eq 2 ]
+run train-steps "$g" --steps 0 --memory 1G
+check "train-steps --memory without --policy auto: exit 2" [ "$(rc)" -eq 2 ]
 run train-steps "$g" --steps -1
 check "train-steps --steps -1: exit 2" [ "$(rc)" -eq 2 ]
 run train-steps "$g" --policy swap
