@@ -4,7 +4,7 @@ op (bench_attention, built beside this script), on the shapes of issue 14: one s
 head_dim 64 and 128, GQA, 4k-64k tokens.
 
 usage: bench_attention.py [--lcx BUILD/bench/bench_attention] [--seqs 4096,8192,...] [--reps 10] [--scalar-too]
-                          [--bwd-modes] [--fwd-rows64]
+                          [--bwd-modes] [--bwd-keys64] [--fwd-rows64]
 
 Per shape and implementation: the median over reps (after one warm-up) of the forward and of the backward in ms,
 and TFLOP/s of the usual count (causal forward 2 seq^2 heads head_dim, backward 2.5 times that), one line each:
@@ -82,6 +82,10 @@ def main():
                     help="also time lcextend's tensor-core backward in its other modes: P and dS as one bf16 term "
                          "(LCX_CUDA_ATTN_BWD_BF16=1, FlashAttention 2's precision) as lcx_bf16bwd, dQ fused into the "
                          "dK/dV pass (LCX_CUDA_ATTN_BWD_FUSED=1) as lcx_fused, both as lcx_bf16fused")
+    ap.add_argument("--bwd-keys64", action="store_true",
+                    help="also time lcextend's tensor-core backward with dK/dV blocks of 64 keys "
+                         "(LCX_CUDA_ATTN_BWD_KEYS64=1, 4 warps) as lcx_keys64, against the default 128 (8 warps), "
+                         "and both fused with P and dS in bf16 as lcx_bf16fused_keys64")
     ap.add_argument("--fwd-rows64", action="store_true",
                     help="also time lcextend's tensor-core forward in 64-row query blocks (LCX_CUDA_ATTN_FWD_ROWS64=1, "
                          "one 16-row tile per warp) as lcx_rows64, against the default 128 (two per warp)")
@@ -100,13 +104,16 @@ def main():
             if args.bwd_modes:
                 variants += [("lcx_bf16bwd", ("BWD_BF16",)), ("lcx_fused", ("BWD_FUSED",)),
                              ("lcx_bf16fused", ("BWD_BF16", "BWD_FUSED"))]
+            if args.bwd_keys64:
+                variants += [("lcx_keys64", ("BWD_KEYS64",)),
+                             ("lcx_bf16fused_keys64", ("BWD_BF16", "BWD_FUSED", "BWD_KEYS64"))]
             if args.fwd_rows64:
                 variants.append(("lcx_rows64", ("FWD_ROWS64",)))
             if args.scalar_too:
                 variants.append(("lcx_scalar", ("SCALAR",)))
             for label, on in variants if args.lcx else ():
                 env = dict(os.environ, **{f"LCX_CUDA_ATTN_{n}": "1" if n in on else "0"
-                                          for n in ("SCALAR", "BWD_BF16", "BWD_FUSED", "FWD_ROWS64")})
+                                          for n in ("SCALAR", "BWD_BF16", "BWD_FUSED", "BWD_KEYS64", "FWD_ROWS64")})
                 r = subprocess.run([args.lcx, str(seq), str(heads), str(kvh), str(hd), str(args.reps)],
                                    capture_output=True, text=True, env=env)
                 line = r.stdout.strip() if r.returncode == 0 else f"failed ({r.returncode}): {r.stderr.strip()}"

@@ -1,8 +1,11 @@
 /* cuda_attention_bwd_tc: the attention backward on tensor cores, for bf16 storage and head_dim 32, 64, 96 or
  * 128 (cuda_attention_bwd.cu runs the rest, and D = rowsum(dO * O) for both). The same geometry and the same
  * determinism as the scalar kernels: no float atomics, one owner per sum.
- *  - dK, dV: one block of 4 warps per (64 keys, kv head), a warp owns 16 keys; it walks the group's query heads in
- *    head order and, per head, the 32-row query tiles that see its keys. S^T = K Q^T and dP^T = V dO^T are
+ *  - dK, dV: one block of 8 warps per (128 keys, kv head) at head_dim 64 and 128, as FlashAttention 2's backward
+ *    (each Q/dO tile brought in serves 128 keys, and the fused dQ below waits on half as many key blocks), else
+ *    (or with LCX_CUDA_ATTN_BWD_KEYS64=1) of 4 warps per 64 keys; a warp owns 16 keys. A block walks the group's
+ *    query heads in head order and, per head, the 32-row query tiles that see its keys. Each key's sums are the
+ *    same in both block sizes. S^T = K Q^T and dP^T = V dO^T are
  *    mma.sync m16n8k16 (bf16 in, float32 accumulate); P = exp(scale s - LSE) and dS = P (dP - D) in float32 as
  *    on the CPU; dV += P^T dO and dK += dS^T Q on tensor cores too.
  *  - dQ: one block per (64 query rows, head), 32-key tiles: S = Q K^T, dP = dO V^T, dQ += dS K.
@@ -22,9 +25,9 @@
  * about one tile for the block before it. Both variables together: 5 products, FlashAttention 2's count.
  *
  * Shared memory (bf16; rows padded by 8 so the 8 rows of an ldmatrix hit 32 different banks): dK/dV K, V
- * [64][hd + 8] and two buffers of Q, dO [32][hd + 8] and of LSE, D [32] floats: 68.5 KiB at head_dim 128, fused
- * 9 KiB more for dS hi and lo [32][64 + 8] (4.5 with one term); dQ Q, dO [64][hd + 8] and two buffers of K, V
- * [32][hd + 8]: 68 KiB at 128 (opted in). */
+ * [keys][hd + 8] and two buffers of Q, dO [32][hd + 8] and of LSE, D [32] floats: 102.5 KiB at head_dim 128 with
+ * 128 keys (68.5 with 64), fused 17 KiB more for dS hi and lo [32][keys + 8] (8.5 with one term); dQ Q, dO
+ * [64][hd + 8] and two buffers of K, V [32][hd + 8]: 68 KiB at 128 (opted in). */
 #include "kernels/cuda/cuda_attention_tile.h"
 #include "kernels/cuda/cuda_mma.h"
 #include "kernels/cuda/cuda_order.h"
@@ -97,10 +100,11 @@ static __device__ __forceinline__ void tb_add(float *dst, const float (&acc)[ND]
     }
 }
 
-/* K, V, two buffers of Q, dO, LSE, D; with the fused dQ (terms: 1, or 2 for hi + lo) dS [32][64 + 8] per term */
-static size_t tb_dkv_smem(int hd, int ds_terms) {
-    return sizeof(uint16_t) * (size_t)(2 * TB_ROWS + 4 * TB_COLS) * (size_t)(hd + TB_PAD) +
-           sizeof(float) * 4 * TB_COLS + sizeof(uint16_t) * (size_t)(ds_terms * TB_COLS * (TB_ROWS + TB_PAD));
+/* K, V [keys], two buffers of Q, dO, LSE, D; with the fused dQ (terms: 1, or 2 for hi + lo) dS [32][keys + 8]
+ * per term */
+static size_t tb_dkv_smem(int hd, int ds_terms, int keys) {
+    return sizeof(uint16_t) * (size_t)(2 * keys + 4 * TB_COLS) * (size_t)(hd + TB_PAD) + sizeof(float) * 4 * TB_COLS +
+           sizeof(uint16_t) * (size_t)(ds_terms * TB_COLS * (keys + TB_PAD));
 }
 
 /* Tile n of a dK/dV block's walk (rep heads x per_head query tiles from row ib): the two-pass backward walks the
@@ -115,10 +119,10 @@ static __device__ __forceinline__ void tb_tile(int64_t n, int64_t rep, int64_t p
 }
 
 /* dS^T of the warp's 16 keys x 32 queries (accumulator fragments x[nt][c]: key wr + g + 8 (c / 2), query
- * 8 nt + 2 t + (c & 1)) into dsb as dS [32 queries][64 keys + pad], as bf16 hi and (SPLIT) lo after it. */
-template <bool SPLIT>
+ * 8 nt + 2 t + (c & 1)) into dsb as dS [32 queries][KEYS + pad], as bf16 hi and (SPLIT) lo after it. */
+template <bool SPLIT, int KEYS>
 static __device__ __forceinline__ void tb_store_ds(uint16_t *dsb, const float (&x)[4][4], int wr) {
-    constexpr int LDS = TB_ROWS + TB_PAD;
+    constexpr int LDS = KEYS + TB_PAD;
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int nt = 0; nt < 4; nt++)
@@ -131,22 +135,24 @@ static __device__ __forceinline__ void tb_store_ds(uint16_t *dsb, const float (&
         }
 }
 
-/* The fused backward's dQ of query tile (head h, rows i0..): dQ += scale dS K over this block's 64 keys, added into
- * a.dq in key-block order (`counter`: this tile's, rank: this block's key block). dS in dsb (tb_store_ds), K the
- * block's [64][ld] tile. Warp w computes rows 16 (w % 2).. and head dims (w / 2) HD / 2... */
-template <int HD, bool SPLIT>
+/* The fused backward's dQ of query tile (head h, rows i0..): dQ += scale dS K over this block's KEYS = 16 NW keys,
+ * added into a.dq in key-block order (`counter`: this tile's, rank: this block's key block). dS in dsb
+ * (tb_store_ds), K the block's [KEYS][ld] tile. Warp w of NW computes rows 16 (w % 2).. and head dims
+ * (w / 2) 2 HD / NW.. (NW = 8 needs head_dim 64 or 128: two 8-column tiles per warp at least). */
+template <int HD, bool SPLIT, int NW>
 static __device__ __forceinline__ void tb_dq_ordered(const lcx_attn_args &a, const uint16_t *dsb, const uint16_t *ks,
                                                      int ld, int64_t h, int64_t i0, int *counter, int rank) {
-    constexpr int LDS = TB_ROWS + TB_PAD, NH = HD / 16; /* the warp's 8-column tiles */
+    constexpr int KEYS = 16 * NW, LDS = KEYS + TB_PAD, NH = 2 * HD / NW / 8; /* the warp's 8-column tiles */
+    static_assert(NH % 2 == 0, "two 8-column tiles per ldmatrix.x4");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int mr = warp % 2 * 16, dc = warp / 2 * (HD / 2);
+    const int mr = warp % 2 * 16, dc = warp / 2 * (2 * HD / NW);
     float acc[NH][4];
 #pragma unroll
     for (int nd = 0; nd < NH; nd++) acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
 #pragma unroll
     for (int term = 0; term < (SPLIT ? 2 : 1); term++) /* hi, then lo: one A fragment live at a time */
 #pragma unroll
-        for (int kk = 0; kk < TB_ROWS / 16; kk++) {
+        for (int kk = 0; kk < KEYS / 16; kk++) {
             uint32_t af[4];
             lcx_mma_frag_a(af, dsb + term * TB_COLS * LDS, LDS, mr, kk * 16);
 #pragma unroll
@@ -177,11 +183,10 @@ static __device__ __forceinline__ void tb_dq_ordered(const lcx_attn_args &a, con
  * the heads, so not cp.async's 16 contiguous bytes) by plain stores; readable after the wait and a barrier. */
 template <int HD>
 static __device__ __forceinline__ void tb_dkv_tile(const lcx_attn_args &a, const float *D, int64_t h, int64_t i0,
-                                                   uint16_t *qs, float *ls) {
+                                                   uint16_t *qs, float *ls, int threads) {
     constexpr int LD = HD + TB_PAD;
-    att_tc_load_rows<HD>(qs, LD, (const uint16_t *)a.q, i0, TB_COLS, a.n_q, a.n_heads, h, TB_THREADS);
-    att_tc_load_rows<HD>(qs + TB_COLS * LD, LD, (const uint16_t *)a.dout, i0, TB_COLS, a.n_q, a.n_heads, h,
-                         TB_THREADS);
+    att_tc_load_rows<HD>(qs, LD, (const uint16_t *)a.q, i0, TB_COLS, a.n_q, a.n_heads, h, threads);
+    att_tc_load_rows<HD>(qs + TB_COLS * LD, LD, (const uint16_t *)a.dout, i0, TB_COLS, a.n_q, a.n_heads, h, threads);
     if (threadIdx.x < TB_COLS) {
         const int64_t i = i0 + threadIdx.x;
         ls[threadIdx.x] = i < a.n_q ? a.lse[i * a.n_heads + h] : -INFINITY;
@@ -190,28 +195,28 @@ static __device__ __forceinline__ void tb_dkv_tile(const lcx_attn_args &a, const
 }
 
 /* FUSED: dQ too, added in key-block order (order: a counter per (head, query tile), zeroed); else dQ is
- * attn_bwd_dq_tc's. */
-template <int HD, bool SPLIT, bool FUSED>
-static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_args a, const float *D, int *order) {
+ * attn_bwd_dq_tc's. NW warps, 16 keys each: a block owns 16 NW keys. */
+template <int HD, bool SPLIT, bool FUSED, int NW>
+static __global__ void __launch_bounds__(NW * 32) attn_bwd_dkv_tc(lcx_attn_args a, const float *D, int *order) {
     extern __shared__ float sm[];
-    constexpr int LD = HD + TB_PAD, KS = HD / 16, ND = HD / 8, TILE = 2 * TB_COLS * LD;
-    uint16_t *ks = (uint16_t *)sm, *vs = ks + TB_ROWS * LD, *qbuf = vs + TB_ROWS * LD; /* buffer b: Q, dO */
+    constexpr int LD = HD + TB_PAD, KS = HD / 16, ND = HD / 8, TILE = 2 * TB_COLS * LD, KEYS = 16 * NW;
+    uint16_t *ks = (uint16_t *)sm, *vs = ks + KEYS * LD, *qbuf = vs + KEYS * LD; /* buffer b: Q, dO */
     float *lbuf = (float *)(qbuf + 2 * TILE);                                         /* buffer b: LSE, D */
     uint16_t *dsb = (uint16_t *)(lbuf + 4 * TB_COLS);                                 /* FUSED: dS */
     const int64_t nqt = (a.n_q + TB_COLS - 1) / TB_COLS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, wr = warp * 16;
-    const int64_t H = a.n_heads, G = a.n_kv_heads, rep = H / G, kvh = blockIdx.y, j0 = (int64_t)blockIdx.x * TB_ROWS;
+    const int64_t H = a.n_heads, G = a.n_kv_heads, rep = H / G, kvh = blockIdx.y, j0 = (int64_t)blockIdx.x * KEYS;
 
     /* the query tiles that see key j0: visibility grows with the row, so they run from ib to the end */
     int64_t ib = att_row_begin(a, j0) / TB_COLS * TB_COLS;
     while (ib < a.n_q && att_key_end(a, (ib + TB_COLS < a.n_q ? ib + TB_COLS : a.n_q) - 1) <= j0) ib += TB_COLS;
     const int64_t per_head = ib < a.n_q ? (a.n_q - ib + TB_COLS - 1) / TB_COLS : 0, ntiles = rep * per_head;
 
-    att_tc_load_kv<HD>(ks, LD, a, j0, TB_ROWS, kvh, TB_THREADS);
+    att_tc_load_kv<HD>(ks, LD, a, j0, KEYS, kvh, NW * 32);
     if (ntiles > 0) {
         int64_t h, i0;
         tb_tile<FUSED>(0, rep, per_head, ib, kvh, &h, &i0);
-        tb_dkv_tile<HD>(a, D, h, i0, qbuf, lbuf);
+        tb_dkv_tile<HD>(a, D, h, i0, qbuf, lbuf, NW * 32);
     }
     lcx_cp_async_commit();
     float dk[ND][4], dv[ND][4];
@@ -226,7 +231,7 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
         int64_t h, i0;
         if (next) {
             tb_tile<FUSED>(n + 1, rep, per_head, ib, kvh, &h, &i0);
-            tb_dkv_tile<HD>(a, D, h, i0, qbuf + b * TILE, lbuf + 2 * b * TB_COLS);
+            tb_dkv_tile<HD>(a, D, h, i0, qbuf + b * TILE, lbuf + 2 * b * TB_COLS, NW * 32);
         }
         att_tc_wait_current(next);
         __syncthreads();
@@ -259,12 +264,12 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dkv_tc(lcx_attn_ar
                 att_p_ds(vis, a.scale, s[nt][c], dp[nt][c], ls[col], dsh[col], &p, &ds);
                 s[nt][c] = p, dp[nt][c] = ds;
             }
-        if (FUSED) tb_store_ds<SPLIT>(dsb, dp, wr);
+        if (FUSED) tb_store_ds<SPLIT, KEYS>(dsb, dp, wr);
         tb_acc<ND, SPLIT>(dv, s, gs, LD);  /* dV += P^T dO */
         tb_acc<ND, SPLIT>(dk, dp, qs, LD); /* dK += dS^T Q */
         if (FUSED) {
             __syncthreads(); /* dS whole */
-            tb_dq_ordered<HD, SPLIT>(a, dsb, ks, LD, h, i0, order + h * nqt + i0 / TB_COLS, (int)blockIdx.x);
+            tb_dq_ordered<HD, SPLIT, NW>(a, dsb, ks, LD, h, i0, order + h * nqt + i0 / TB_COLS, (int)blockIdx.x);
         }
         __syncthreads(); /* every warp is done with this buffer (and dS) before the next iteration refills it */
     }
@@ -345,14 +350,24 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
     tb_add<ND>(a.dq, acc, i0 + wr, a.n_q, H, h, a.scale);
 }
 
-template <int HD, bool SPLIT, bool FUSED>
-static cudaError_t bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D, int *order) {
-    const dim3 kv_grid((unsigned)((a->n_k + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_kv_heads);
-    const size_t smem = tb_dkv_smem(HD, FUSED ? (SPLIT ? 2 : 1) : 0);
-    cudaError_t e = att_launch_n(attn_bwd_dkv_tc<HD, SPLIT, FUSED>, kv_grid, TB_THREADS, smem, s, *a, D, order);
+template <int HD, bool SPLIT, bool FUSED, int NW>
+static cudaError_t bwd_tc_launch_nw(cudaStream_t s, const lcx_attn_args *a, const float *D, int *order) {
+    constexpr int KEYS = 16 * NW;
+    const dim3 kv_grid((unsigned)((a->n_k + KEYS - 1) / KEYS), (unsigned)a->n_kv_heads);
+    const size_t smem = tb_dkv_smem(HD, FUSED ? (SPLIT ? 2 : 1) : 0, KEYS);
+    cudaError_t e = att_launch_n(attn_bwd_dkv_tc<HD, SPLIT, FUSED, NW>, kv_grid, NW * 32, smem, s, *a, D, order);
     if (e != cudaSuccess || FUSED) return e;
     const dim3 q_grid((unsigned)((a->n_q + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_heads);
     return att_launch_n(attn_bwd_dq_tc<HD, SPLIT>, q_grid, TB_THREADS, tb_dq_smem(HD), s, *a, D);
+}
+
+/* dK/dV blocks of 128 keys (8 warps) at head_dim 64 and 128, as FlashAttention 2's backward; else, or with
+ * LCX_CUDA_ATTN_BWD_KEYS64=1, of 64 (4 warps). */
+template <int HD, bool SPLIT, bool FUSED>
+static cudaError_t bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D, int *order) {
+    if constexpr (HD == 64 || HD == 128)
+        if (!att_bwd_keys64()) return bwd_tc_launch_nw<HD, SPLIT, FUSED, 8>(s, a, D, order);
+    return bwd_tc_launch_nw<HD, SPLIT, FUSED, 4>(s, a, D, order);
 }
 
 template <int HD>

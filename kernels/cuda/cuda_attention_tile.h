@@ -205,6 +205,10 @@ static inline int att_bwd_fused(void) { return att_env_on("LCX_CUDA_ATTN_BWD_FUS
  * of 128 (two), to compare the two (cuda_attention_fwd_tc.cu). Read at every call, as above. */
 static inline int att_fwd_rows64(void) { return att_env_on("LCX_CUDA_ATTN_FWD_ROWS64"); }
 
+/* LCX_CUDA_ATTN_BWD_KEYS64=1: the tensor-core backward's dK/dV blocks own 64 keys (4 warps) at every head_dim,
+ * instead of 128 (8 warps) at head_dim 64 and 128 (cuda_attention_bwd_tc.cu). Read at every call, as above. */
+static inline int att_bwd_keys64(void) { return att_env_on("LCX_CUDA_ATTN_BWD_KEYS64"); }
+
 /* Instantiate fn<NC> for NC = ceil(hd / 32) in 1..8 (the backend refuses head_dim > LCX_CUDA_ATTN_MAX_HEAD_DIM). */
 #define ATT_DISPATCH_NC(hd, fn, ...)                                                                              \
     switch (((hd) + 31) / 32) {                                                                                  \

@@ -8,7 +8,8 @@
  * (LCX_CUDA_ATTN_BWD_BF16=1, allowed in addition what that rounding can move each element by:
  * tests/unit/attn_ps_bounds.h), with dQ from a pass of its own (the default) or fused into the dK/dV pass and added
  * in key-block order (LCX_CUDA_ATTN_BWD_FUSED=1). The tensor-core forward runs in 128-row blocks (the default) and in
- * 64-row ones (LCX_CUDA_ATTN_FWD_ROWS64=1), which must give the same values.
+ * 64-row ones (LCX_CUDA_ATTN_FWD_ROWS64=1), which must give the same values; so must the backward's dK/dV
+ * blocks of 128 keys (the default at head_dim 64 and 128) and of 64 (LCX_CUDA_ATTN_BWD_KEYS64=1).
  * Prints each case's worst error / allowed; exit 1 if any is over 1. Usage: attention_emu [CASE-INDEX]. */
 #include "emu_cuda.h"
 #include "xf_attention_fwd.cu"
@@ -156,6 +157,20 @@ static void run(const shape &c, lcx_dtype dt) {
     compare("dq", eq.data(), dq.data(), nqe, 64 * 0x1p-23, 5e-5);
     compare("dk", ek.data(), dk.data(), nke, 64 * 0x1p-23, 5e-5);
     compare("dv", ev.data(), dv.data(), nke, 64 * 0x1p-23, 5e-5);
+    if (tcb && (c.hd == 64 || c.hd == 128)) { /* dK/dV blocks of 64 keys instead of 128: each key's sums are the same */
+        std::vector<float> kq = dq0, kk = dk0, kv = dv0;
+        lcx_attn_args e64 = e;
+        e64.dq = kq.data(), e64.dk = kk.data(), e64.dv = kv.data();
+        setenv("LCX_CUDA_ATTN_BWD_KEYS64", "1", 1);
+        const cudaError_t r = lcx_cuda_attention_bwd_launch(NULL, &e64, scratch.data());
+        unsetenv("LCX_CUDA_ATTN_BWD_KEYS64");
+        if (r != cudaSuccess) abort();
+        size_t differ = 0;
+        for (size_t i = 0; i < nqe; i++) differ += !(kq[i] == eq[i]);
+        for (size_t i = 0; i < nke; i++) differ += !(kk[i] == ek[i]) + !(kv[i] == ev[i]);
+        printf("  backward in 64-key blocks: %zu of %zu values differ from 128-key blocks'\n", differ, nqe + 2 * nke);
+        fails += differ != 0;
+    }
     if (tcb) { /* the tensor-core backward's other modes (cuda_attention_bwd_tc.cu) */
         std::vector<double> bq(nqe), bk(nke), bv(nke);
         attn_ps_bounds(&a, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data(), g.data(), bq.data(), bk.data(),
