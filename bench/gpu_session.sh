@@ -31,7 +31,7 @@ step bwd_modes_ops 60 "for m in '1 0' '0 1' '1 1'; do set -- \$m; LCX_CUDA_ATTN_
 step train_steps_cuda 30 "for b in cuda cpu; do $B/lcextend train-steps tests/fixtures/models/llama_gqa --steps 5 \
     --seq 16 --lr 1e-2 --backend \$b; done"
 # speed, each against its peer in the same run
-step bench_attention 150 "python3 bench/bench_attention.py --lcx $B/bench/bench_attention --seqs 4096,8192,16384 --reps 5 \
+step bench_attention 180 "python3 bench/bench_attention.py --lcx $B/bench/bench_attention --seqs 4096,8192,16384 --reps 5 \
     --bwd-modes --bwd-keys64 --fwd-rows64"
 step racecheck_attention 90 "compute-sanitizer --tool racecheck --error-exitcode 99 $B/tests/test_backend_ops_cuda cuda attention_"
 step racecheck_fused 40 "for m in '0 1' '1 1'; do set -- \$m; LCX_CUDA_ATTN_BWD_BF16=\$1 LCX_CUDA_ATTN_BWD_FUSED=\$2 \
