@@ -73,18 +73,6 @@ static const lcx_cli_word POLICIES[] = {{"keep", LCX_ACT_KEEP},
                                         {"auto", LCX_ACT_AUTO},
                                         {NULL, 0}};
 
-/* "layers 0-10 recompute+offload, 11-15 recompute" */
-static void print_layers(const lcx_act_policy *pol, int64_t n) {
-    printf("policy (auto): layers");
-    for (int64_t l = 0, e; l < n; l = e) {
-        for (e = l + 1; e < n && pol[e] == pol[l];) e++;
-        printf("%s %lld", l ? "," : "", (long long)l);
-        if (e - 1 > l) printf("-%lld", (long long)(e - 1));
-        printf(" %s", lcx_act_policy_name(pol[l]));
-    }
-    printf("\n");
-}
-
 /* The layers' policies (*out, [layers], the caller frees it): `policy` on every layer, or for LCX_ACT_AUTO the
  * planner's split for the budgets; then the planner's memory model for them (the same buffers train-steps
  * allocates; on the CPU the offload host pool is ordinary memory too), printed; *total = its device bytes. */
@@ -110,7 +98,15 @@ static lcx_status plan_step(const lcx_model_config *mc, uint64_t n_params, lcx_d
             free(pol);
             return lcx_fail_context(st, "--policy auto: ");
         }
-        print_layers(pol, mc->num_hidden_layers);
+        const size_t len = (size_t)lcx_act_layers_str(pol, mc->num_hidden_layers, NULL, 0) + 1;
+        char *runs = malloc(len);
+        if (!runs) {
+            free(pol);
+            return lcx_fail(LCX_ERR_OOM, "out of memory");
+        }
+        lcx_act_layers_str(pol, mc->num_hidden_layers, runs, len);
+        printf("policy (auto): layers%s\n", runs);
+        free(runs);
     } else {
         for (int64_t l = 0; l < mc->num_hidden_layers; l++) pol[l] = policy;
         lcx_mem_estimate_compute(&pm, tokens, 1, pol, &e);

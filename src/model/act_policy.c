@@ -1,5 +1,6 @@
 #include "src/model/act_policy.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *const POLICY_NAMES[LCX_ACT_COUNT] = {"keep", "recompute", "offload",
@@ -7,6 +8,21 @@ static const char *const POLICY_NAMES[LCX_ACT_COUNT] = {"keep", "recompute", "of
 
 const char *lcx_act_policy_name(lcx_act_policy p) {
     return (unsigned)p < LCX_ACT_COUNT ? POLICY_NAMES[p] : "?";
+}
+
+int lcx_act_layers_str(const lcx_act_policy *pol, int64_t n, char *buf, size_t cap) {
+    size_t at = 0;
+    if (cap) buf[0] = '\0';
+    for (int64_t l = 0, e; l < n; l = e + 1) {
+        for (e = l; e + 1 < n && pol[e + 1] == pol[l];) e++;
+        char run[64];
+        int k = e > l ? snprintf(run, sizeof run, "%s %lld-%lld %s", l ? "," : "", (long long)l, (long long)e,
+                                 lcx_act_policy_name(pol[l]))
+                      : snprintf(run, sizeof run, "%s %lld %s", l ? "," : "", (long long)l, lcx_act_policy_name(pol[l]));
+        if (at < cap) snprintf(buf + at, cap - at, "%s", run);
+        at += (size_t)k;
+    }
+    return (int)at;
 }
 
 lcx_status lcx_act_policy_parse(const char *s, lcx_act_policy *out) {

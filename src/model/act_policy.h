@@ -3,6 +3,9 @@
 #ifndef LCX_ACT_POLICY_H
 #define LCX_ACT_POLICY_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "src/core/status.h"
 
 typedef enum lcx_act_policy {
@@ -21,6 +24,11 @@ typedef enum lcx_act_policy {
 
 /* "keep", "recompute", "offload", "recompute+offload", "auto"; "?" otherwise. */
 const char *lcx_act_policy_name(lcx_act_policy p);
+
+/* The layers' policies as runs of equal ones, " first[-last] name" each, separated by ",": " 0-12
+ * recompute+offload, 13-15 recompute". snprintf's contract: writes at most cap bytes (NUL included), returns the
+ * length the whole text needs. */
+int lcx_act_layers_str(const lcx_act_policy *pol, int64_t n, char *buf, size_t cap);
 
 /* Parse a concrete policy (keep, recompute, offload, recompute+offload, also spelled recompute_offload);
  * "auto" and anything else is an error. */

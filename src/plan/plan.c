@@ -689,17 +689,7 @@ static void policy_line(const lcx_plan *p, char *line, size_t cap) {
         const lcx_plan_stage *ps = &p->stages[i];
         n += (size_t)snprintf(line + n, cap - n, "%s %s: layers", i ? ";" : "",
                               lcx_format_length(ps->seq_len, b1, sizeof b1));
-        for (int64_t l = 0; l < p->model.n_layers && n < cap;) {
-            int64_t e = l;
-            while (e + 1 < p->model.n_layers && ps->activation[e + 1] == ps->activation[l]) e++;
-            if (e > l)
-                n += (size_t)snprintf(line + n, cap - n, "%s %lld-%lld %s", l ? "," : "", (long long)l, (long long)e,
-                                      lcx_act_policy_name(ps->activation[l]));
-            else
-                n += (size_t)snprintf(line + n, cap - n, "%s %lld %s", l ? "," : "", (long long)l,
-                                      lcx_act_policy_name(ps->activation[l]));
-            l = e + 1;
-        }
+        if (n < cap) n += (size_t)lcx_act_layers_str(ps->activation, p->model.n_layers, line + n, cap - n);
     }
 }
 
