@@ -6,6 +6,7 @@
 
 #include "test_util.h"
 #ifdef LCX_HAVE_CUDA
+#include "rss_util.h"
 #include <cublasLt.h>
 
 #include "kernels/cuda/cublaslt_lazy.h"
@@ -21,18 +22,8 @@ static int mapped(const char *lib) {
     return found;
 }
 
-static long rss_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) sscanf(line + 6, "%ld", &v);
-    if (f) fclose(f);
-    return v;
-}
-
 int main(void) {
-    const long before = rss_kib();
+    const uint64_t before = rss_now();
     CHECK_MSG(mapped("libcublasLt") == 0, "libcublasLt is mapped before its first use");
     const char *why = NULL;
     CHECK_MSG(lcx_cublaslt_load(&why) == 1, "lcx_cublaslt_load: %s", why ? why : "?");
@@ -48,7 +39,8 @@ int main(void) {
     cublasLtMatrixLayout_t lay = NULL; /* host-side descriptors need no device */
     CHECK(cublasLtMatrixLayoutCreate(&lay, CUDA_R_32F, 4, 3, 4) == CUBLAS_STATUS_SUCCESS && lay != NULL);
     if (lay) CHECK(cublasLtMatrixLayoutDestroy(lay) == CUBLAS_STATUS_SUCCESS);
-    printf("cuBLASLt loaded on first use: resident memory %ld -> %ld KiB\n", before, rss_kib());
+    printf("cuBLASLt loaded on first use: resident memory %llu -> %llu KiB\n", (unsigned long long)(before >> 10),
+           (unsigned long long)(rss_now() >> 10));
     return test_summary("test_cublaslt_lazy");
 }
 #else
