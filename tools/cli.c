@@ -363,20 +363,18 @@ fail:
     return LCX_EXIT_FAIL;
 }
 
-lcx_comm *lcx_cli_mesh_grad(const lcx_cli_mesh *mm) {
-    return mm->world && mm->world->size > 1 ? mm->group[LCX_GROUP_GRAD] : NULL;
-}
-
-lcx_comm *lcx_cli_mesh_cp(const lcx_cli_mesh *mm) {
-    return mm->world && mm->cp_size > 1 ? mm->group[LCX_GROUP_CP] : NULL;
-}
-
-lcx_comm *lcx_cli_mesh_tp(const lcx_cli_mesh *mm) {
-    return mm->world && mm->tp_size > 1 ? mm->group[LCX_GROUP_TP] : NULL;
-}
-
-lcx_comm *lcx_cli_mesh_world(const lcx_cli_mesh *mm) {
-    return mm->world && mm->world->size > 1 ? mm->world : NULL;
+lcx_run_ranks lcx_cli_mesh_ranks(const lcx_cli_mesh *mm, int zero1) {
+    const int many = mm->world && mm->world->size > 1;
+    return (lcx_run_ranks){
+        .world = many ? mm->world : NULL,
+        .grad = many ? mm->group[LCX_GROUP_GRAD] : NULL,
+        .cp_comm = mm->world && mm->cp_size > 1 ? mm->group[LCX_GROUP_CP] : NULL,
+        .tp_comm = mm->world && mm->tp_size > 1 ? mm->group[LCX_GROUP_TP] : NULL,
+        .dp_rank = mm->dp_rank, .dp_size = mm->dp_size,
+        .cp_rank = mm->cp_rank, .cp_size = mm->cp_size,
+        .tp_rank = mm->tp_rank, .tp_size = mm->tp_size,
+        .zero1 = zero1,
+    };
 }
 
 int lcx_cli_mesh_close(const char *cmd, lcx_cli_mesh *mm, lcx_status st) {

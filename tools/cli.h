@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "src/comm/run_ranks.h"
 #include "src/core/report.h"
 #include "src/core/status.h"
 #include "src/core/tensor.h"
@@ -191,7 +192,6 @@ int lcx_cli_backend(const char *cmd, const char *name, const lcx_backend **out);
  * rank 0 only. Returns LCX_CLI_RUN, or the exit code.
  * lcx_cli_mesh_close: every rank learns the run's outcome (an all-reduce over the world); the lowest failing
  * rank prints its error line; the groups and the world are freed (MPI finalised). Returns the exit code. */
-typedef struct lcx_comm lcx_comm;
 typedef struct lcx_cli_mesh {
     lcx_comm *world;
     lcx_comm *group[4];       /* the lcx_comm_groups communicators (TP, CP, DP, GRAD) */
@@ -201,13 +201,7 @@ typedef struct lcx_cli_mesh {
 } lcx_cli_mesh;
 int lcx_cli_mesh_open(const char *cmd, int tp, int cp, int dp, const lcx_backend *be, lcx_cli_mesh *out);
 int lcx_cli_mesh_close(const char *cmd, lcx_cli_mesh *mm, lcx_status st);
-/* The gradient group of an open mesh, NULL when the world is one rank. */
-lcx_comm *lcx_cli_mesh_grad(const lcx_cli_mesh *mm);
-/* The context-parallel group of an open mesh, NULL when CP is 1. */
-lcx_comm *lcx_cli_mesh_cp(const lcx_cli_mesh *mm);
-/* The tensor-parallel group of an open mesh, NULL when TP is 1. */
-lcx_comm *lcx_cli_mesh_tp(const lcx_cli_mesh *mm);
-/* The whole job of an open mesh, NULL when it is one rank. */
-lcx_comm *lcx_cli_mesh_world(const lcx_cli_mesh *mm);
+/* An open mesh as a training run's ranks (src/comm/run_ranks.h): a group of one rank is NULL. */
+lcx_run_ranks lcx_cli_mesh_ranks(const lcx_cli_mesh *mm, int zero1);
 
 #endif

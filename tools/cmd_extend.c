@@ -220,17 +220,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.backend = be;
     o.keep = keep;
     o.quiet = quiet;
-    o.grad = lcx_cli_mesh_grad(&mesh);
-    o.dp_rank = mesh.dp_rank;
-    o.dp_size = mesh.dp_size;
-    o.cp_comm = lcx_cli_mesh_cp(&mesh);
-    o.cp_rank = mesh.cp_rank;
-    o.cp_size = mesh.cp_size;
-    o.zero1 = zero1;
-    o.world = lcx_cli_mesh_world(&mesh);
-    o.tp_comm = lcx_cli_mesh_tp(&mesh);
-    o.tp_rank = mesh.tp_rank;
-    o.tp_size = mesh.tp_size;
+    o.ranks = lcx_cli_mesh_ranks(&mesh, zero1);
     /* --quiet silences training's step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, 0);

@@ -65,9 +65,8 @@ static lcx_status check_ids(const char *ids, int64_t vocab) {
 /* The TP x CP x DP mesh against the model and every stage's sequence length (lcx_comm_check_mesh; the
  * recipe parser and the plan already refuse explicit stage lengths that 2 x CP does not divide). */
 static lcx_status check_mesh(const extend_job *job) {
-    const lcx_extend_options *o = job->o;
     lcx_mesh mesh;
-    LCX_TRY(lcx_mesh_init(&mesh, job->tp, job->cp, job->g ? o->dp_size : 1));
+    LCX_TRY(lcx_mesh_init(&mesh, job->tp, job->cp, job->dp_size));
     const lcx_model_config *c = &job->cfg;
     lcx_tp_dims dims = {.nh = c->num_attention_heads, .ng = c->num_key_value_heads, .d = c->head_dim,
                         .H = c->hidden_size, .F = c->intermediate_size, .V = c->vocab_size};
@@ -357,14 +356,18 @@ lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
     extend_job job;
     memset(&job, 0, sizeof job);
     job.o = o;
-    job.g = o->grad && o->grad->size > 1 ? o->grad : NULL;
-    job.all = o->world && o->world->size > 1 ? o->world : job.g;
-    job.lead = !job.all || job.all->rank == 0;
-    job.tpc = o->tp_comm && o->tp_size > 1 ? o->tp_comm : NULL;
-    job.tp = job.tpc ? o->tp_size : 1;
-    job.cpc = o->cp_comm && o->cp_size > 1 ? o->cp_comm : NULL;
-    job.cp = job.cpc ? o->cp_size : 1;
-    job.cp_rank = job.cpc ? o->cp_rank : 0;
+    lcx_run_groups grp;
+    lcx_status st = lcx_run_ranks_resolve(&o->ranks, "extend", &grp);
+    job.g = grp.g;
+    job.all = grp.all;
+    job.lead = grp.lead;
+    job.tpc = grp.tpc;
+    job.tp = grp.tp;
+    job.cpc = grp.cpc;
+    job.cp = grp.cp;
+    job.cp_rank = grp.cp_rank;
+    job.dp_rank = grp.dp_rank;
+    job.dp_size = grp.dp_size;
     job.all_r = r;
     job.lead_r = job.lead && r ? *r : (lcx_reporter){0}; /* only the lead says anything */
     r = &job.lead_r;
@@ -374,30 +377,14 @@ lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
     job.full_eval = o->eval_data || o->passkey_trials > 0;
     job.bos = -1;
     lcx_train_state_init(&job.state);
-    lcx_status st = LCX_OK;
     /* the same checks on every rank, before anything is created */
-    LCX_FAIL_GOTO(job.cpc && (job.cpc->size != job.cp || job.cpc->rank != job.cp_rank), LCX_ERR_INVALID, done,
-                  "extend: CP rank %d of %d does not match the CP group's rank %d of %d", job.cp_rank, job.cp,
-                  job.cpc->rank, job.cpc->size);
-    LCX_FAIL_GOTO(job.cpc && !job.g, LCX_ERR_INVALID, done,
-                  "extend: context parallelism needs the gradient group (CP x DP)");
-    LCX_FAIL_GOTO(job.tpc && (job.tpc->size != job.tp || job.tpc->rank != o->tp_rank || !job.all ||
-                              job.all->size != job.tp * (job.g ? job.g->size : 1)),
-                  LCX_ERR_INVALID, done,
-                  "extend: TP rank %d of %d does not match the TP group's rank %d of %d and a world of %d ranks "
-                  "(TP x the gradient group's %d)",
-                  o->tp_rank, job.tp, job.tpc->rank, job.tpc->size, job.all ? job.all->size : 1,
-                  job.g ? job.g->size : 1);
+    if (st != LCX_OK) goto done;
     LCX_FAIL_GOTO(!o->dry_run && o->plan.tp != job.tp, LCX_ERR_INVALID, done,
                   "extend: the plan's tp %lld is not the TP group's size %d", (long long)o->plan.tp, job.tp);
     LCX_FAIL_GOTO(!o->dry_run && o->plan.cp != job.cp, LCX_ERR_INVALID, done,
                   "extend: the plan's cp %lld is not the CP group's size %d", (long long)o->plan.cp, job.cp);
-    if (job.g)
-        LCX_FAIL_GOTO(o->dp_size * job.cp != job.g->size || o->dp_rank * job.cp + job.cp_rank != job.g->rank ||
-                          o->plan.dp != o->dp_size,
-                      LCX_ERR_INVALID, done, "extend: CP rank %d of %d, DP rank %d of %d (plan dp %lld) do not "
-                      "match the gradient group's rank %d of %d", job.cp_rank, job.cp, o->dp_rank, o->dp_size,
-                      (long long)o->plan.dp, job.g->rank, job.g->size);
+    LCX_FAIL_GOTO(job.g && o->plan.dp != job.dp_size, LCX_ERR_INVALID, done,
+                  "extend: the plan's dp %lld is not the DP size %d", (long long)o->plan.dp, job.dp_size);
     st = run(&job);
     lcx_train_release_signals(); /* a signal after the run (mpirun ending the job) must not claim a save */
 done:

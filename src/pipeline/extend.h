@@ -31,6 +31,7 @@
 #ifndef LCX_PIPELINE_EXTEND_H
 #define LCX_PIPELINE_EXTEND_H
 
+#include "src/comm/run_ranks.h"
 #include "src/core/report.h"
 #include "src/core/status.h"
 #include "src/core/tensor.h"
@@ -66,33 +67,18 @@ typedef struct lcx_extend_options {
     int keep;              /* checkpoints kept (0 = all) */
     int quiet;             /* no training step lines, "saved" notes or progress states (the run's own notes and
                               results still go out) */
-    /* Data parallelism (docs/parallel.md "Data parallelism"): every rank of grad calls lcx_extend_run with the same
-     * options, plan.dp = dp_size (the plan's micro_seqs and grad_accum are then per rank). Rank 0 of grad checks,
-     * creates RUN, imports, evaluates, records and exports; every rank trains each stage on its share of the
-     * steps, the others wait for rank 0 at fixed points and start each stage from its checkpoint. Only rank 0
-     * says anything through the reporter; every rank returns the same success or failure (a failure only some
-     * ranks see while training ends the job with lcx_comm_abort). grad NULL (or of size 1): one rank. */
-    struct lcx_comm *grad;
-    int dp_rank, dp_size;
-    /* Context parallelism (CP x DP, as lcx_train_run_options): cp_comm is the CP group (NULL or cp_size 0/1:
-     * none), plan.cp = cp_size, and grad is then the GRAD group of cp_size x dp_size ranks, whose rank is
-     * cp_rank + cp_size x dp_rank. Every stage trains on the model built over cp_comm (each rank holds seq_len /
-     * cp_size tokens of every sequence; every stage length a multiple of 2 cp_size, checked before any work);
-     * the stage evaluations run on the CP ranks of DP rank 0 (ring attention, the window losses summed over
-     * CP); the before/after evaluation and the passkey test run on rank 0 alone with a one-rank forward-only
-     * model while the others wait. */
-    struct lcx_comm *cp_comm;
-    int cp_rank, cp_size;
-    int zero1;             /* ZeRO-1: AdamW moments sharded over grad (lcx_train_run_options.zero1) */
-    /* Tensor parallelism (TP x CP x DP, as lcx_train_run_options): world is the whole job (NULL or one rank:
-     * grad is the job), tp_comm the TP group (NULL or tp_size 0/1: none), plan.tp = tp_size; grad is then the
-     * GRAD group of this rank's TP coordinate. Rank 0 of world is the lead; the agreement points are over world;
-     * every stage's model holds this rank's TP slices; the stage evaluations run on every TP rank of the CP ranks
-     * of DP rank 0; the before/after evaluation, the passkey test and the export stay on the lead (one-rank
-     * forward-only model, whole tensors read from the checkpoint). */
-    struct lcx_comm *world;
-    struct lcx_comm *tp_comm;
-    int tp_rank, tp_size;
+    /* The job's ranks (src/comm/run_ranks.h; all zero: one rank): every rank calls lcx_extend_run with the same
+     * options but these, with plan.tp = tp_size, plan.cp = cp_size and plan.dp = dp_size (the plan's micro_seqs
+     * and grad_accum are then per rank). The lead (rank 0 of the job) checks, creates RUN, imports, evaluates,
+     * records and exports; every rank trains each stage on its share of the steps, on the model built over
+     * cp_comm and tp_comm (its TP slices, seq_len / cp_size tokens of every sequence; every stage length a
+     * multiple of 2 cp_size, checked before any work); the others wait for the lead at fixed points (over the
+     * world) and start each stage from its checkpoint. The stage evaluations run on the TP and CP ranks of DP rank
+     * 0 (ring attention, the window losses summed over CP); the before/after evaluation, the passkey test and the
+     * export stay on the lead (a one-rank forward-only model, whole tensors read from the checkpoint) while the
+     * others wait. Only the lead says anything through the reporter; every rank returns the same success or
+     * failure (a failure only some ranks see while training ends the job with lcx_comm_abort). */
+    lcx_run_ranks ranks;
 } lcx_extend_options;
 
 /* The defaults of `lcextend CKPT --to N` without flags (ckpt, plan.target and data/ids still to fill). */

@@ -124,7 +124,7 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     mo.layer_policy = ps->activation;
     mo.loss_chunk = job->plan->opts.loss_chunk; /* the plan's memory figures assume its chunk and tile */
     mo.mlp_chunk = job->plan->opts.mlp_tile;
-    mo.zero_comm = job->o->zero1 ? job->g : NULL; /* ZeRO-1: this rank's rows of the moments */
+    mo.zero_comm = job->o->ranks.zero1 ? job->g : NULL; /* ZeRO-1: this rank's rows of the moments */
     mo.backend = job->o->backend;
     LCX_TRY(lcx_model_init(&job->m, &job->scfg, &mo));
     lcx_train_state ls;
@@ -220,8 +220,8 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.run_info = job->run_info;
     ctx.run_tokens = (int64_t)p->total_tokens;
     ctx.grad = job->g;
-    ctx.dp_rank = job->g ? job->o->dp_rank : 0;
-    ctx.dp_size = job->g ? job->o->dp_size : 1;
+    ctx.dp_rank = job->dp_rank;
+    ctx.dp_size = job->dp_size;
     ctx.cp_rank = job->cp_rank;
     ctx.cp_size = job->cp;
     ctx.world = job->all;
@@ -246,7 +246,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
                             lcx_run_json_number(sum.mean_tokens_per_s), "peak_rss", (json_int_t)sum.peak_rss, "saved",
                             job->state.saved));
     /* the lead's CP group, and every TP rank of it */
-    const int evaluates = job->lead || ((job->cpc || job->tpc) && (job->g ? job->o->dp_rank : 0) == 0);
+    const int evaluates = job->lead || ((job->cpc || job->tpc) && job->dp_rank == 0);
     if (evaluates && job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
     return LCX_OK;
 }

@@ -10,6 +10,7 @@
 #include "formats/hf_config.h"
 #include "formats/tokdata.h"
 #include "src/checkpoint/source.h"
+#include "src/comm/comm.h"
 #include "src/comm/mesh_check.h"
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
@@ -36,9 +37,9 @@ void lcx_train_run_options_default(lcx_train_run_options *o) {
 }
 
 /* The TP x CP x DP mesh against the model and the sequence length (lcx_comm_check_mesh). */
-static lcx_status check_mesh(const lcx_model_config *cfg, const lcx_train_run_options *o, int tp, int cp) {
+static lcx_status check_mesh(const lcx_model_config *cfg, const lcx_train_run_options *o, int tp, int cp, int dp) {
     lcx_mesh mesh;
-    LCX_TRY(lcx_mesh_init(&mesh, tp, cp, o->grad && o->grad->size > 1 ? o->dp_size : 1));
+    LCX_TRY(lcx_mesh_init(&mesh, tp, cp, dp));
     lcx_tp_dims dims = {.nh = cfg->num_attention_heads, .ng = cfg->num_key_value_heads, .d = cfg->head_dim,
                         .H = cfg->hidden_size, .F = cfg->intermediate_size, .V = cfg->vocab_size};
     return lcx_comm_check_mesh(&mesh, &dims, o->seq_len);
@@ -64,32 +65,15 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
      * lead reports and exports (third). A rank that fails before an agreement point still joins the rest of them
      * (at done), so no rank waits for it. The job (all): the world when given, else the gradient group (with TP
      * the gradient group is one TP coordinate's share of the world). */
-    lcx_comm *g = o->grad && o->grad->size > 1 ? o->grad : NULL;
-    lcx_comm *all = o->world && o->world->size > 1 ? o->world : g;
-    const int lead = !all || all->rank == 0;
-    /* tensor parallelism: the TP group and its size */
-    lcx_comm *tpc = o->tp_comm && o->tp_size > 1 ? o->tp_comm : NULL;
-    const int tp = tpc ? o->tp_size : 1;
+    lcx_run_groups grp; /* filled also when the ranks do not check out: done uses all */
+    const lcx_status ranks_st = lcx_run_ranks_resolve(&o->ranks, "train", &grp);
+    lcx_comm *const g = grp.g, *const all = grp.all, *const tpc = grp.tpc, *const cpc = grp.cpc;
+    const int lead = grp.lead, tp = grp.tp, cp = grp.cp, cp_rank = grp.cp_rank;
     int agreed = 0; /* agreement points passed (of 3) */
-    /* context parallelism: the CP group, its size and this rank's place in it */
-    lcx_comm *cpc = o->cp_comm && o->cp_size > 1 ? o->cp_comm : NULL;
-    const int cp = cpc ? o->cp_size : 1, cp_rank = cpc ? o->cp_rank : 0;
-    /* the same checks on every rank, before anything is created (the seq_len's split over CP, the mesh) */
-    LCX_FAIL_GOTO(o->cp_comm && o->cp_size > 1 && (o->cp_comm->size != o->cp_size || o->cp_comm->rank != o->cp_rank),
-                  LCX_ERR_INVALID, done, "train: CP rank %d of %d does not match the CP group's rank %d of %d",
-                  o->cp_rank, o->cp_size, o->cp_comm->rank, o->cp_comm->size);
+    /* the same checks on every rank, before anything is created (the mesh, the seq_len's split over CP) */
+    LCX_TRY_GOTO(ranks_st, done);
     lcx_cp_split split;
     LCX_TRY_GOTO(lcx_cp_split_of(o->seq_len, cp, 0, &split), done);
-    LCX_FAIL_GOTO(cpc && !g, LCX_ERR_INVALID, done, "train: context parallelism needs the gradient group (CP x DP)");
-    LCX_FAIL_GOTO(tpc && (tpc->size != tp || tpc->rank != o->tp_rank || !all || all->size != tp * (g ? g->size : 1)),
-                  LCX_ERR_INVALID, done,
-                  "train: TP rank %d of %d does not match the TP group's rank %d of %d and a world of %d ranks "
-                  "(TP x the gradient group's %d)",
-                  o->tp_rank, tp, tpc->rank, tpc->size, all ? all->size : 1, g ? g->size : 1);
-    if (g)
-        LCX_FAIL_GOTO(o->dp_size * cp != g->size || o->dp_rank * cp + cp_rank != g->rank, LCX_ERR_INVALID, done,
-                      "train: CP rank %d of %d, DP rank %d of %d do not match the gradient group's rank %d of %d",
-                      cp_rank, cp, o->dp_rank, o->dp_size, g->rank, g->size);
     if (all && !lead) {
         agreed++;
         LCX_TRY_GOTO(lcx_tool_agree(all, LCX_OK), done);
@@ -130,13 +114,13 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
             st = lcx_source_open(latest ? latest : o->ckpt, LCX_SOURCE_CONFIG_ONLY, &in);
             if (st == LCX_OK && !in->has_config)
                 st = lcx_fail(LCX_ERR_INVALID, "%s: no model config: training needs one", in->path);
-            if (st == LCX_OK) st = check_mesh(&in->cfg, o, tp, cp);
+            if (st == LCX_OK) st = check_mesh(&in->cfg, o, tp, cp, grp.dp_size);
             lcx_source_close(in);
         } else {
             lcx_model_config c0;
             memset(&c0, 0, sizeof c0);
             st = lcx_config_load(o->config, &c0);
-            if (st == LCX_OK) st = check_mesh(&c0, o, tp, cp);
+            if (st == LCX_OK) st = check_mesh(&c0, o, tp, cp, grp.dp_size);
             lcx_config_free(&c0);
         }
         if (st != LCX_OK) {
@@ -157,15 +141,15 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     if (load_from) {
         LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), done);
-        LCX_TRY_GOTO(check_mesh(&cfg, o, tp, cp), done);
+        LCX_TRY_GOTO(check_mesh(&cfg, o, tp, cp, grp.dp_size), done);
         LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, o->batch * o->seq_len / cp, o->mlp_tile,
                                             o->policy, o->param_dtype, o->act_dtype, o->backend, cpc, tpc,
-                                            o->zero1 ? g : NULL, latest ? &state : NULL, &m),
+                                            o->ranks.zero1 ? g : NULL, latest ? &state : NULL, &m),
                      done);
         LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(load_from, &tok, &n_tok), done);
     } else {
         LCX_TRY_GOTO(lcx_config_load(o->config, &cfg), done);
-        LCX_TRY_GOTO(check_mesh(&cfg, o, tp, cp), done);
+        LCX_TRY_GOTO(check_mesh(&cfg, o, tp, cp, grp.dp_size), done);
         lcx_model_opts mo;
         memset(&mo, 0, sizeof mo);
         mo.param_dtype = o->param_dtype;
@@ -173,7 +157,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         mo.max_tokens = o->batch * o->seq_len / cp; /* the rank's local tokens */
         mo.cp_comm = cpc;
         mo.tp_comm = tpc;
-        mo.zero_comm = o->zero1 ? g : NULL;
+        mo.zero_comm = o->ranks.zero1 ? g : NULL;
         mo.training = 1;
         mo.policy = o->policy;
         mo.mlp_chunk = o->mlp_tile;
@@ -247,8 +231,8 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     lcx_reporter train_r = o->quiet ? lcx_tool_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
     ctx.report = &train_r;
     ctx.grad = g;
-    ctx.dp_rank = g ? o->dp_rank : 0;
-    ctx.dp_size = g ? o->dp_size : 1;
+    ctx.dp_rank = grp.dp_rank;
+    ctx.dp_size = grp.dp_size;
     ctx.cp_rank = cp_rank;
     ctx.cp_size = cp;
     ctx.world = all;
@@ -262,7 +246,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     uint64_t n_params = lcx_model_params(m)->total_numel;
     char dp_text[32] = "", cp_text[96] = "";
-    if (g && o->dp_size > 1) snprintf(dp_text, sizeof dp_text, "%d ranks x ", o->dp_size);
+    if (grp.dp_size > 1) snprintf(dp_text, sizeof dp_text, "%d ranks x ", grp.dp_size);
     if (cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", cp, (long long)(o->seq_len / cp));
     if (tpc) snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d", tp);
     const int on_cpu = strcmp(be_name, "cpu") == 0; /* the device is worth a word only when it is not the CPU */

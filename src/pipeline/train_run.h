@@ -18,13 +18,13 @@
 
 #include <stdint.h>
 
+#include "src/comm/run_ranks.h"
 #include "src/core/report.h"
 #include "src/core/status.h"
 #include "src/core/tensor.h"
 #include "src/model/act_policy.h"
 #include "src/train/lr_schedule.h"
 
-typedef struct lcx_comm lcx_comm; /* src/comm/comm.h */
 typedef struct lcx_backend lcx_backend; /* kernels/backend.h */
 
 typedef struct lcx_train_run_options {
@@ -51,34 +51,15 @@ typedef struct lcx_train_run_options {
                                    ranks the communicators must move its buffers (lcx_comm_for_backend) */
     int resume;              /* continue from the run's latest checkpoint */
     int quiet;               /* no step lines, "saved" notes or progress states */
-    /* Data parallelism (docs/parallel.md "Data parallelism"): every rank of grad calls lcx_train_run with the same
-     * options. Rank 0 of grad checks, creates RUN, imports and converts first; the others wait for it, then read
-     * what it wrote. Only rank 0 writes metrics and the export (every rank its own pieces of each checkpoint,
-     * committed by rank 0) and says anything that reaches the reporter; every rank returns the same success or failure (a failure that only some ranks see while
-     * training ends the job with lcx_comm_abort). --batch and --accum are per rank: a step trains on dp_size x
-     * accum x batch sequences. grad NULL (or of size 1): one rank. */
-    lcx_comm *grad;          /* the gradient group (src/comm/comm.h), NULL: one rank */
-    int dp_rank, dp_size;
-    /* Context parallelism (docs/parallel.md "Data parallelism", CP x DP): cp_comm is the CP group (NULL or
-     * cp_size 0/1: none); grad is then the GRAD group of cp_size x dp_size ranks, whose rank is cp_rank +
-     * cp_size x dp_rank. Each rank holds seq_len / cp_size tokens of every sequence (seq_len a multiple of 2
-     * cp_size, checked before any work); weights are replicated, so rank 0 of grad writes as above. */
-    lcx_comm *cp_comm;
-    int cp_rank, cp_size;
-    /* ZeRO-1 (docs/parallel.md "Data parallelism"): the AdamW moments sharded over grad (opts.zero_comm); the
-     * weights and every number the run computes are the same as without it. Every rank then writes its own
-     * pieces of each checkpoint. No effect on one rank. */
-    int zero1;
-    /* Tensor parallelism (docs/parallel.md "Tensor parallelism", TP x CP x DP): world is the whole job (every rank
-     * calls lcx_train_run; NULL or one rank: grad is the job), tp_comm the TP group (NULL or tp_size 0/1: none),
-     * given to the model (opts.tp_comm: each rank holds its TP slice of every parameter). grad is then the GRAD
-     * group of this rank's TP coordinate (cp_size x dp_size ranks). Rank 0 of world is the lead (checks, creates
-     * RUN, imports, reports, exports); the agreement points are over world; every rank writes its pieces of each
-     * checkpoint (the manifest's layout says tp_size), and the export reads the whole tensors back from the
-     * committed checkpoint. */
-    lcx_comm *world;
-    lcx_comm *tp_comm;
-    int tp_rank, tp_size;
+    /* The job's ranks (src/comm/run_ranks.h; all zero: one rank): every rank calls lcx_train_run with the same
+     * options but these. The lead (rank 0 of the job) checks, creates RUN, imports and converts first; the others
+     * wait for it, then read what it wrote. Only the lead writes metrics and the export (every rank its own pieces
+     * of each checkpoint, committed by the lead; the manifest's layout says tp_size, and the export reads the whole
+     * tensors back from the committed checkpoint) and says anything that reaches the reporter; every rank returns
+     * the same success or failure (a failure that only some ranks see while training ends the job with
+     * lcx_comm_abort). --batch and --accum are per rank: a step trains on dp_size x accum x batch sequences.
+     * seq_len is a multiple of 2 cp_size, checked before any work. */
+    lcx_run_ranks ranks;
 } lcx_train_run_options;
 
 /* The defaults of `lcextend train` (batch 1, accum 1, keep 2, seed 1234, lr 3e-4 cosine, clip 1, wd 0.01,
