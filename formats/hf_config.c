@@ -731,6 +731,16 @@ char *lcx_json_dumps_hf(const json_t *v) {
     return b.s;
 }
 
+lcx_status lcx_json_write_hf(const char *path, const json_t *v) {
+    lcx_strbuf b = {0};
+    put_value(&b, v, 0);
+    lcx_strbuf_put(&b, "\n", 1);
+    lcx_status st = b.oom || !b.s ? lcx_fail(LCX_ERR_OOM, "%s: out of memory", path)
+                                  : lcx_write_file_atomic(path, b.s, b.len);
+    lcx_strbuf_free(&b);
+    return st;
+}
+
 lcx_status lcx_config_write(const lcx_model_config *cfg, const char *path) {
     json_t *doc = cfg->json ? json_deep_copy(cfg->json) : json_object();
     LCX_FAIL_IF(!doc, LCX_ERR_OOM, "%s: out of memory", path);
@@ -739,17 +749,7 @@ lcx_status lcx_config_write(const lcx_model_config *cfg, const char *path) {
         json_decref(doc);
         return lcx_fail_context(st, "%s: ", path);
     }
-    char *text = lcx_json_dumps_hf(doc);
+    st = lcx_json_write_hf(path, doc);
     json_decref(doc);
-    LCX_FAIL_IF(!text, LCX_ERR_OOM, "%s: out of memory", path);
-    size_t n = strlen(text);
-    char *full = realloc(text, n + 2);
-    if (!full) {
-        free(text);
-        return lcx_fail(LCX_ERR_OOM, "%s: out of memory", path);
-    }
-    full[n] = '\n', full[n + 1] = 0;
-    st = lcx_write_file_atomic(path, full, n + 1);
-    free(full);
     return st;
 }

@@ -101,5 +101,8 @@ lcx_status lcx_config_sync_json(lcx_model_config *cfg);
 /* Serialise any JSON value like Python's json.dumps(v, indent=2, sort_keys=True) (no trailing newline).
  * Returns a malloc'd string or NULL when out of memory. */
 char *lcx_json_dumps_hf(const json_t *v);
+/* v as lcx_json_dumps_hf writes it, plus a trailing newline (how transformers writes config.json, the tokenizer
+ * files and the safetensors index), to path atomically. */
+lcx_status lcx_json_write_hf(const char *path, const json_t *v);
 
 #endif

@@ -93,6 +93,11 @@ lcx_status lcx_st_write_lazy(const char *path, const lcx_st_out_tensor *tensors,
  * max_shard_bytes 0 = LCX_ST_DEFAULT_SHARD_BYTES. */
 lcx_status lcx_st_write_sharded(const char *dir, const lcx_st_out_tensor *tensors, size_t n,
                                 uint64_t max_shard_bytes);
+/* lcx_st_write_sharded with tensor bytes produced while each file is written, as lcx_st_write_lazy (the `data`
+ * members are ignored): fetch and release get the tensor's index in tensors. */
+lcx_status lcx_st_write_sharded_lazy(const char *dir, const lcx_st_out_tensor *tensors, size_t n,
+                                     uint64_t max_shard_bytes, lcx_st_fetch_fn fetch, lcx_st_release_fn release,
+                                     void *user);
 
 /* ---- sets: a checkpoint made of one or more files -------------------------------------------------------- */
 typedef struct lcx_st_set {

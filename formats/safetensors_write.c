@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "formats/hf_config.h"
 #include "src/core/fileio.h"
 #include "src/core/strbuf.h"
 
@@ -323,24 +324,47 @@ static lcx_status remove_stale(const char *dir, int remove_index, int remove_sin
     return st;
 }
 
-lcx_status lcx_st_write_sharded(const char *dir, const lcx_st_out_tensor *tensors, size_t n,
-                                uint64_t max_shard_bytes) {
+/* One shard's tensors as the sharded writer's: fetch and release with the index in the whole list. */
+typedef struct shard_view {
+    const size_t *index; /* shard entry -> tensor */
+    lcx_st_fetch_fn fetch;
+    lcx_st_release_fn release;
+    void *user;
+} shard_view;
+
+static lcx_status shard_fetch(void *user, size_t k, const void **data) {
+    const shard_view *v = user;
+    return v->fetch(v->user, v->index[k], data);
+}
+
+static void shard_release(void *user, size_t k) {
+    const shard_view *v = user;
+    if (v->release) v->release(v->user, v->index[k]);
+}
+
+lcx_status lcx_st_write_sharded_lazy(const char *dir, const lcx_st_out_tensor *tensors, size_t n,
+                                     uint64_t max_shard_bytes, lcx_st_fetch_fn fetch, lcx_st_release_fn release,
+                                     void *user) {
     if (max_shard_bytes == 0) max_shard_bytes = LCX_ST_DEFAULT_SHARD_BYTES;
+    LCX_FAIL_IF(!fetch, LCX_ERR_INVALID, "%s: no fetch function", dir);
     LCX_FAIL_IF(!lcx_is_dir(dir), LCX_ERR_NOT_FOUND, "%s: not a directory", dir);
+    static const uint8_t placeholder; /* stands for the data out_tensor_bytes checks for; never read */
     lcx_status st = LCX_OK;
-    size_t *shard_of = calloc(n ? n : 1, sizeof *shard_of);
+    size_t *shard_of = calloc(n ? n : 1, sizeof *shard_of), *part_index = calloc(n ? n : 1, sizeof *part_index);
     lcx_st_out_tensor *part = malloc((n ? n : 1) * sizeof *part);
     json_t *index = NULL;
     char *path = NULL;
-    LCX_FAIL_GOTO(!shard_of || !part, LCX_ERR_OOM, done, "%s: out of memory", dir);
+    LCX_FAIL_GOTO(!shard_of || !part_index || !part, LCX_ERR_OOM, done, "%s: out of memory", dir);
 
     /* Assign shards exactly as huggingface_hub's split_state_dict_into_shards_factory. */
     size_t n_shards = 0, cur = (size_t)-1;
     uint64_t cur_bytes = 0, total_size = 0, total_params = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t b, numel;
-        LCX_TRY_GOTO(out_tensor_bytes(dir, &tensors[i], &b), done);
-        LCX_ASSERT(lcx_shape_numel(&tensors[i].shape, &numel) == LCX_OK);
+        lcx_st_out_tensor t = tensors[i];
+        t.data = &placeholder;
+        LCX_TRY_GOTO(out_tensor_bytes(dir, &t, &b), done);
+        LCX_ASSERT(lcx_shape_numel(&t.shape, &numel) == LCX_OK);
         LCX_FAIL_GOTO(__builtin_add_overflow(total_size, b, &total_size) ||
                           __builtin_add_overflow(total_params, numel, &total_params),
                       LCX_ERR_INVALID, done, "%s: total size overflows", dir);
@@ -358,59 +382,68 @@ lcx_status lcx_st_write_sharded(const char *dir, const lcx_st_out_tensor *tensor
     if (n_shards == 0) n_shards = 1; /* no tensors: one empty model.safetensors */
     LCX_FAIL_GOTO(n_shards > 99999, LCX_ERR_INVALID, done, "%s: %zu shards are more than 99999", dir, n_shards);
 
-    if (n_shards == 1) {
-        path = lcx_path_join(dir, ST_SINGLE_NAME);
-        LCX_FAIL_GOTO(!path, LCX_ERR_OOM, done, "%s: out of memory", dir);
-        LCX_TRY_GOTO(lcx_st_write(path, tensors, n, NULL, NULL, 0), done);
-        LCX_TRY_GOTO(remove_stale(dir, 1, 0, 0), done);
-        goto done;
+    if (n_shards > 1) {
+        index = json_object();
+        json_t *meta = json_object(), *wmap = json_object();
+        LCX_FAIL_GOTO(!index || !meta || !wmap, LCX_ERR_OOM, done, "%s: out of memory", dir);
+        json_object_set_new(index, "metadata", meta);
+        json_object_set_new(index, "weight_map", wmap);
+        json_object_set_new(meta, "total_parameters", json_integer((json_int_t)total_params));
+        json_object_set_new(meta, "total_size", json_integer((json_int_t)total_size));
+        /* The whole weight_map first: a duplicate name fails before any file is written. */
+        for (size_t i = 0; i < n; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", shard_of[i] + 1, n_shards);
+            LCX_FAIL_GOTO(json_object_get(wmap, tensors[i].name), LCX_ERR_INVALID, done,
+                          "%s: tensor '%s' given twice", dir, tensors[i].name);
+            LCX_TRY_GOTO(json_set(dir, wmap, tensors[i].name, json_string(name)), done);
+        }
     }
-
-    index = json_object();
-    json_t *meta = json_object(), *wmap = json_object();
-    LCX_FAIL_GOTO(!index || !meta || !wmap, LCX_ERR_OOM, done, "%s: out of memory", dir);
-    json_object_set_new(index, "metadata", meta);
-    json_object_set_new(index, "weight_map", wmap);
-    json_object_set_new(meta, "total_parameters", json_integer((json_int_t)total_params));
-    json_object_set_new(meta, "total_size", json_integer((json_int_t)total_size));
-    /* The whole weight_map first: a duplicate name fails before any file is written. */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t sh = 0; sh < n_shards; sh++) {
         char name[64];
-        snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", shard_of[i] + 1, n_shards);
-        LCX_FAIL_GOTO(json_object_get(wmap, tensors[i].name), LCX_ERR_INVALID, done, "%s: tensor '%s' given twice",
-                      dir, tensors[i].name);
-        LCX_TRY_GOTO(json_set(dir, wmap, tensors[i].name, json_string(name)), done);
-    }
-    for (size_t s = 0; s < n_shards; s++) {
-        char name[64];
-        snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, n_shards);
+        if (n_shards == 1) snprintf(name, sizeof name, ST_SINGLE_NAME);
+        else snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", sh + 1, n_shards);
         size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-            if (shard_of[i] == s) part[k++] = tensors[i];
+        for (size_t i = 0; i < n; i++) {
+            if (shard_of[i] != sh) continue;
+            part[k] = tensors[i];
+            part_index[k++] = i;
+        }
         free(path);
         path = lcx_path_join(dir, name);
         LCX_FAIL_GOTO(!path, LCX_ERR_OOM, done, "%s: out of memory", dir);
-        LCX_TRY_GOTO(lcx_st_write(path, part, k, NULL, NULL, 0), done);
+        shard_view v = {.index = part_index, .fetch = fetch, .release = release, .user = user};
+        LCX_TRY_GOTO(lcx_st_write_lazy(path, part, k, shard_fetch, shard_release, &v), done);
     }
-    char *txt = json_dumps(index, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
-    LCX_FAIL_GOTO(!txt, LCX_ERR_OOM, done, "%s: cannot serialise the index", dir);
-    size_t len = strlen(txt);
-    char *withnl = realloc(txt, len + 2);
-    if (!withnl) {
-        free(txt);
-        LCX_FAIL_GOTO(1, LCX_ERR_OOM, done, "%s: out of memory", dir);
-    }
-    withnl[len] = '\n';
-    withnl[len + 1] = '\0';
     free(path);
-    path = lcx_path_join(dir, ST_INDEX_NAME);
-    st = path ? lcx_write_file_atomic(path, withnl, len + 1) : lcx_fail(LCX_ERR_OOM, "%s: out of memory", dir);
-    free(withnl);
-    if (st == LCX_OK) st = remove_stale(dir, 0, 1, (unsigned)n_shards);
+    path = NULL;
+    /* the index last, as transformers writes it (json.dumps(indent=2, sort_keys=True) + "\n"); then what a save
+     * of the other form left in dir */
+    if (index) {
+        path = lcx_path_join(dir, ST_INDEX_NAME);
+        LCX_FAIL_GOTO(!path, LCX_ERR_OOM, done, "%s: out of memory", dir);
+        LCX_TRY_GOTO(lcx_json_write_hf(path, index), done);
+    }
+    st = n_shards == 1 ? remove_stale(dir, 1, 0, 0) : remove_stale(dir, 0, 1, (unsigned)n_shards);
 done:
     json_decref(index);
     free(path);
     free(shard_of);
+    free(part_index);
     free(part);
     return st;
+}
+
+static lcx_status eager_fetch(void *user, size_t i, const void **data) {
+    *data = ((const lcx_st_out_tensor *)user)[i].data;
+    return LCX_OK;
+}
+
+lcx_status lcx_st_write_sharded(const char *dir, const lcx_st_out_tensor *tensors, size_t n,
+                                uint64_t max_shard_bytes) {
+    for (size_t i = 0; i < n; i++) { /* checked here, since the lazy writer stands in for every tensor's data */
+        uint64_t b;
+        LCX_TRY(out_tensor_bytes(dir, &tensors[i], &b));
+    }
+    return lcx_st_write_sharded_lazy(dir, tensors, n, max_shard_bytes, eager_fetch, NULL, (void *)tensors);
 }

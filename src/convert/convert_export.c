@@ -20,21 +20,19 @@
 typedef struct hf_export {
     lcx_source *src;
     const lcx_convert_opts *o;
-    size_t *index;    /* shard entry -> parameter */
-    lcx_dtype *dtype; /* shard entry -> output dtype */
+    lcx_dtype *dtype; /* parameter -> output dtype */
     void *buf;
     uint64_t done, total;
     size_t n, n_done;
 } hf_export;
 
-static lcx_status hf_fetch(void *user, size_t k, const void **data) {
+static lcx_status hf_fetch(void *user, size_t i, const void **data) {
     hf_export *ex = user;
-    size_t i = ex->index[k];
     uint64_t nb;
-    LCX_TRY(lcx_dtype_nbytes(ex->dtype[k], ex->src->params.params[i].numel, &nb));
+    LCX_TRY(lcx_dtype_nbytes(ex->dtype[i], ex->src->params.params[i].numel, &nb));
     ex->buf = malloc(nb + 1);
     LCX_FAIL_IF(!ex->buf, LCX_ERR_OOM, "tensor '%s': out of memory", ex->src->params.params[i].name);
-    LCX_TRY(lcx_source_read(ex->src, i, ex->dtype[k], ex->buf));
+    LCX_TRY(lcx_source_read(ex->src, i, ex->dtype[i], ex->buf));
     *data = ex->buf;
     ex->done += nb;
     ex->n_done++;
@@ -42,9 +40,9 @@ static lcx_status hf_fetch(void *user, size_t k, const void **data) {
     return LCX_OK;
 }
 
-static void hf_release(void *user, size_t k) {
+static void hf_release(void *user, size_t i) {
     hf_export *ex = user;
-    (void)k;
+    (void)i;
     free(ex->buf);
     ex->buf = NULL;
     lcx_source_release(ex->src);
@@ -60,17 +58,8 @@ static lcx_status copy_file(const char *from, int flags, const char *to) {
 }
 
 static lcx_status write_json(const char *dir, const char *name, const json_t *v) {
-    char *txt = lcx_json_dumps_hf(v), *path = lcx_path_join(dir, name);
-    size_t len = txt ? strlen(txt) : 0;
-    char *nl = txt ? realloc(txt, len + 2) : NULL;
-    if (!nl) free(txt);
-    lcx_status st = LCX_OK;
-    if (!nl || !path) st = lcx_fail(LCX_ERR_OOM, "%s: out of memory", name);
-    else {
-        nl[len] = '\n';
-        st = lcx_write_file_atomic(path, nl, len + 1);
-    }
-    free(nl);
+    char *path = lcx_path_join(dir, name);
+    lcx_status st = path ? lcx_json_write_hf(path, v) : lcx_fail(LCX_ERR_OOM, "%s: out of memory", name);
     free(path);
     return st;
 }
@@ -115,12 +104,9 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
     lcx_model_config *cfg = &s->cfg; /* dtype set below, then written: the source is ours until closed */
     const lcx_source_tensor *list = s->tensor_of;
     char *parent = NULL, *base = NULL, *tmp = NULL, *path = NULL;
-    size_t *shard_of = NULL;
-    lcx_st_out_tensor *part = NULL;
-    size_t *ex_index = NULL;
+    lcx_st_out_tensor *outs = NULL;
     lcx_dtype *ex_dtype = NULL;
-    json_t *index = NULL;
-    size_t n = 0, n_shards = 0;
+    size_t n = 0;
 
     LCX_TRY_GOTO(lcx_source_need_model(s, "HF export"), done);
     LCX_FAIL_GOTO(o->dtype != LCX_DTYPE_INVALID && !lcx_dtype_is_compute(o->dtype), LCX_ERR_INVALID, done,
@@ -143,65 +129,22 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
     LCX_FAIL_GOTO(!lcx_is_dir(parent), LCX_ERR_NOT_FOUND, done, "%s: directory does not exist", parent);
     LCX_TRY_GOTO(lcx_out_temp_dir(out, &tmp), done);
 
-    /* Shards as huggingface_hub splits them (see lcx_st_write_sharded), computed up front from the sizes. */
-    uint64_t max_shard = o->shard_bytes ? o->shard_bytes : LCX_ST_DEFAULT_SHARD_BYTES;
-    shard_of = calloc(n + 1, sizeof *shard_of);
-    part = calloc(n + 1, sizeof *part);
-    ex_index = calloc(n + 1, sizeof *ex_index);
+    /* every tensor in its output dtype, in the parameter table's order; the shards as huggingface_hub splits them */
+    outs = calloc(n + 1, sizeof *outs);
     ex_dtype = calloc(n + 1, sizeof *ex_dtype);
-    LCX_FAIL_GOTO(!shard_of || !part || !ex_index || !ex_dtype, LCX_ERR_OOM, done, "out of memory");
-    uint64_t cur_bytes = 0, total_size = 0, total_params = 0;
-    size_t cur = (size_t)-1;
+    LCX_FAIL_GOTO(!outs || !ex_dtype, LCX_ERR_OOM, done, "out of memory");
+    uint64_t total_size = 0;
     for (size_t i = 0; i < n; i++) {
-        lcx_dtype dt = o->dtype != LCX_DTYPE_INVALID ? o->dtype : list[i].dtype;
+        ex_dtype[i] = o->dtype != LCX_DTYPE_INVALID ? o->dtype : list[i].dtype;
+        outs[i] = (lcx_st_out_tensor){.name = tab.params[i].name, .dtype = ex_dtype[i], .shape = tab.params[i].shape};
         uint64_t b;
-        LCX_TRY_GOTO(lcx_dtype_nbytes(dt, tab.params[i].numel, &b), done);
+        LCX_TRY_GOTO(lcx_dtype_nbytes(ex_dtype[i], tab.params[i].numel, &b), done);
         total_size += b;
-        total_params += tab.params[i].numel;
-        if (b > max_shard) {
-            shard_of[i] = n_shards++;
-            continue;
-        }
-        if (cur == (size_t)-1 || cur_bytes + b > max_shard) cur = n_shards++, cur_bytes = 0;
-        shard_of[i] = cur;
-        cur_bytes += b;
     }
-    if (n_shards == 0) n_shards = 1;
-    LCX_FAIL_GOTO(n_shards > 99999, LCX_ERR_INVALID, done, "--shard-size: %zu shards are more than 99999", n_shards);
-    if (n_shards > 1) {
-        index = json_object();
-        json_t *meta = json_object(), *wmap = json_object();
-        LCX_FAIL_GOTO(!index || !meta || !wmap, LCX_ERR_OOM, done, "out of memory");
-        json_object_set_new(index, "metadata", meta);
-        json_object_set_new(index, "weight_map", wmap);
-        json_object_set_new(meta, "total_parameters", json_integer((json_int_t)total_params));
-        json_object_set_new(meta, "total_size", json_integer((json_int_t)total_size));
-        for (size_t i = 0; i < n; i++) {
-            char name[64];
-            snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", shard_of[i] + 1, n_shards);
-            json_object_set_new(wmap, tab.params[i].name, json_string(name));
-        }
-    }
-    hf_export ex = {.src = s, .o = o, .total = total_size, .n = n, .index = ex_index, .dtype = ex_dtype};
-    for (size_t s = 0; s < n_shards; s++) {
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (shard_of[i] != s) continue;
-            lcx_dtype dt = o->dtype != LCX_DTYPE_INVALID ? o->dtype : list[i].dtype;
-            part[k] = (lcx_st_out_tensor){.name = tab.params[i].name, .dtype = dt, .shape = tab.params[i].shape};
-            ex.index[k] = i;
-            ex.dtype[k] = dt;
-            k++;
-        }
-        char name[64];
-        if (n_shards == 1) snprintf(name, sizeof name, "model.safetensors");
-        else snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, n_shards);
-        free(path);
-        path = lcx_path_join(tmp, name);
-        LCX_FAIL_GOTO(!path, LCX_ERR_OOM, done, "out of memory");
-        LCX_TRY_GOTO(lcx_st_write_lazy(path, part, k, hf_fetch, hf_release, &ex), done);
-    }
-    if (index) LCX_TRY_GOTO(write_json(tmp, "model.safetensors.index.json", index), done);
+    hf_export ex = {.src = s, .o = o, .total = total_size, .n = n, .dtype = ex_dtype};
+    st = lcx_st_write_sharded_lazy(tmp, outs, n, o->shard_bytes, hf_fetch, hf_release, &ex);
+    free(ex.buf);
+    if (st != LCX_OK) goto done;
     free(path);
     path = lcx_path_join(tmp, "config.json");
     LCX_FAIL_GOTO(!path, LCX_ERR_OOM, done, "out of memory");
@@ -223,11 +166,8 @@ lcx_status lcx_export_hf(const char *src, const char *out, const lcx_convert_opt
     tmp = NULL;
 done:
     if (tmp) lcx_out_remove_temp(tmp);
-    free(ex_index);
     free(ex_dtype);
-    free(part);
-    free(shard_of);
-    json_decref(index);
+    free(outs);
     free(path);
     free(tmp);
     free(parent);

@@ -594,6 +594,78 @@ static void write_interop(const char *dir) {
     free(p);
 }
 
+/* The lazy sharded writer: the same files as the eager one, byte for byte, each tensor fetched once with its index
+ * in the list and released after it; a failing fetch fails the write with its message. */
+typedef struct lazy_src {
+    const lcx_st_out_tensor *ts;
+    int fetched[8], released[8], fail_at, open;
+} lazy_src;
+
+static lcx_status lazy_fetch(void *user, size_t i, const void **data) {
+    lazy_src *l = user;
+    CHECK(i < 8 && l->open < 0);
+    l->fetched[i]++;
+    l->open = (int)i;
+    if ((int)i == l->fail_at) return lcx_fail(LCX_ERR_IO, "tensor %zu: cannot read", i);
+    *data = l->ts[i].data;
+    return LCX_OK;
+}
+
+static void lazy_release(void *user, size_t i) {
+    lazy_src *l = user;
+    CHECK((int)i == l->open);
+    l->released[i]++;
+    l->open = -1;
+}
+
+static void test_sharded_lazy(void) {
+    uint8_t *blob = pattern(1000, 12);
+    lcx_st_out_tensor ts[] = {
+        {"t0", LCX_F32, lcx_shape_1d(10), blob},        {"t1", LCX_BF16, lcx_shape_2d(4, 5), blob + 40},
+        {"t2", LCX_F16, lcx_shape_1d(20), blob + 80},   {"t3", LCX_U8, lcx_shape_2d(15, 10), blob + 120},
+        {"t4", LCX_F16, lcx_shape_1d(15), blob + 270},  {"t5", LCX_F32, lcx_shape_1d(20), blob + 300},
+    };
+    const uint64_t limits[] = {100, 0};
+    for (int li = 0; li < 2; li++) {
+        char *eager = subdir(li ? "lazy_single_eager" : "lazy_eager"), *lazy = subdir(li ? "lazy_single" : "lazy");
+        CHECK_OK(lcx_st_write_sharded(eager, ts, 6, limits[li]));
+        lcx_st_out_tensor nodata[6];
+        for (int i = 0; i < 6; i++) nodata[i] = ts[i], nodata[i].data = NULL;
+        lazy_src l = {.ts = ts, .fail_at = -1, .open = -1};
+        CHECK_OK(lcx_st_write_sharded_lazy(lazy, nodata, 6, limits[li], lazy_fetch, lazy_release, &l));
+        for (int i = 0; i < 6; i++) CHECK(l.fetched[i] == 1 && l.released[i] == 1);
+        const char *names[] = {"model.safetensors.index.json", "model-00001-of-00004.safetensors",
+                               "model-00002-of-00004.safetensors", "model-00003-of-00004.safetensors",
+                               "model-00004-of-00004.safetensors", "model.safetensors"};
+        for (int f = 0; f < 6; f++) {
+            char *pe = lcx_path_join(eager, names[f]), *pl = lcx_path_join(lazy, names[f]);
+            CHECK(lcx_is_file(pe) == (li ? f == 5 : f < 5));
+            CHECK(lcx_is_file(pe) == lcx_is_file(pl));
+            char *be = NULL, *bl = NULL;
+            size_t ne = 0, nl = 0;
+            if (lcx_is_file(pe) && lcx_read_file(pe, 1 << 20, &be, &ne) == LCX_OK &&
+                lcx_read_file(pl, 1 << 20, &bl, &nl) == LCX_OK)
+                CHECK_MSG(ne == nl && memcmp(be, bl, ne) == 0, "%s differs", names[f]);
+            free(be);
+            free(bl);
+            free(pe);
+            free(pl);
+        }
+        free(eager);
+        free(lazy);
+    }
+    char *dir = subdir("lazy_fail");
+    lazy_src l = {.ts = ts, .fail_at = 4, .open = -1};
+    CHECK_FAILS(lcx_st_write_sharded_lazy(dir, ts, 6, 100, lazy_fetch, lazy_release, &l), LCX_ERR_IO,
+                "tensor 4: cannot read");
+    CHECK(l.fetched[4] == 1 && l.released[4] == 1 && l.open == -1);
+    char *idx = lcx_path_join(dir, "model.safetensors.index.json");
+    CHECK(!lcx_is_file(idx)); /* the index comes last: a failed save leaves none */
+    free(idx);
+    free(dir);
+    free(blob);
+}
+
 int main(void) {
     if (test_tmpdir_make(tmpdir, sizeof tmpdir, ".", "test_safetensors") != 0) return 1;
     test_attack_catalogue();
@@ -602,6 +674,7 @@ int main(void) {
     test_layout_raw();
     test_write_errors();
     test_sharded();
+    test_sharded_lazy();
     test_set_errors();
     const char *keep = getenv("LCX_KEEP_OUTPUT");
     if (keep && *keep) {
