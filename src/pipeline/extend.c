@@ -66,7 +66,7 @@ static lcx_status check_ids(const char *ids, int64_t vocab) {
  * recipe parser and the plan already refuse explicit stage lengths that 2 x CP does not divide). */
 static lcx_status check_mesh(const extend_job *job) {
     lcx_mesh mesh;
-    LCX_TRY(lcx_mesh_init(&mesh, job->tp, job->cp, job->dp_size));
+    LCX_TRY(lcx_mesh_init(&mesh, job->grp.tp, job->grp.cp, job->grp.dp_size));
     const lcx_model_config *c = &job->cfg;
     lcx_tp_dims dims = {.nh = c->num_attention_heads, .ng = c->num_key_value_heads, .d = c->head_dim,
                         .H = c->hidden_size, .F = c->intermediate_size, .V = c->vocab_size};
@@ -74,10 +74,10 @@ static lcx_status check_mesh(const extend_job *job) {
         const lcx_plan_stage *ps = &job->plan->stages[i];
         lcx_status st = lcx_comm_check_mesh(&mesh, &dims, ps->seq_len);
         if (st != LCX_OK)
-            return job->tp > 1 ? lcx_fail_context(st, "stage %d/%d (seq %lld, tp %d, cp %d): ", i + 1,
-                                                  job->plan->n_stages, (long long)ps->seq_len, job->tp, job->cp)
+            return job->grp.tp > 1 ? lcx_fail_context(st, "stage %d/%d (seq %lld, tp %d, cp %d): ", i + 1,
+                                                  job->plan->n_stages, (long long)ps->seq_len, job->grp.tp, job->grp.cp)
                                : lcx_fail_context(st, "stage %d/%d (seq %lld, cp %d): ", i + 1, job->plan->n_stages,
-                                                  (long long)ps->seq_len, job->cp);
+                                                  (long long)ps->seq_len, job->grp.cp);
     }
     return LCX_OK;
 }
@@ -117,7 +117,7 @@ static lcx_status prepare(extend_job *job, int *stop) {
     }
     LCX_TRY(extend_check_passkey_fit(job));
     LCX_TRY(lcx_tool_run_dir_check(job->out, o->resume, &job->latest));
-    LCX_FAIL_IF(job->lead && !lcx_is_dir(job->out) && mkdir(job->out, 0777) != 0, LCX_ERR_IO,
+    LCX_FAIL_IF(job->grp.lead && !lcx_is_dir(job->out) && mkdir(job->out, 0777) != 0, LCX_ERR_IO,
                 "%s: cannot create the run directory", job->out);
     return LCX_OK;
 }
@@ -127,7 +127,7 @@ static lcx_status import(extend_job *job) {
     const lcx_extend_options *o = job->o;
     LCX_TRY(lcx_tool_source_lcx(o->ckpt, job->out, &job->src));
     LCX_TRY(lcx_tool_ckpt_tokenizer_files(job->src, &job->tok, &job->n_tok));
-    if (o->ids && job->lead) {
+    if (o->ids && job->grp.lead) {
         LCX_TRY(lcx_tool_ids_open(o->ids, job->out, job->cfg.vocab_size, &job->td));
         job->td_open = 1;
     } else if (o->ids) { /* the lead converted it */
@@ -272,8 +272,8 @@ done:
 }
 
 lcx_status extend_sync(extend_job *job, lcx_status st) {
-    if (!job->all || job->synced) return st;
-    st = lcx_tool_agree(job->all, st);
+    if (!job->grp.all || job->synced) return st;
+    st = lcx_tool_agree(job->grp.all, st);
     if (st != LCX_OK) job->synced = 1;
     return st;
 }
@@ -285,12 +285,12 @@ static lcx_status run(extend_job *job) {
     int stop = 0, first = 0;
     LCX_TRY(prepare(job, &stop));
     if (stop) return LCX_OK;
-    if (!job->lead) LCX_TRY(extend_sync(job, LCX_OK)); /* RUN, the import and the ids are the lead's */
+    if (!job->grp.lead) LCX_TRY(extend_sync(job, LCX_OK)); /* RUN, the import and the ids are the lead's */
     LCX_TRY(import(job));
-    if (job->lead) LCX_TRY(extend_sync(job, LCX_OK));
+    if (job->grp.lead) LCX_TRY(extend_sync(job, LCX_OK));
     LCX_TRY(start_stage(job, &first));
     LCX_TRY(eval_setup(job));
-    if (job->lead && job->full_eval && !lcx_is_file(job->before_json)) {
+    if (job->grp.lead && job->full_eval && !lcx_is_file(job->before_json)) {
         lcx_report(job->r, LCX_REPORT_NOTE, "evaluating the input %s (rope unchanged) before training", job->o->ckpt);
         LCX_TRY(eval_side(job, "before", job->o->ckpt, job->src, &job->cfg, job->before_json, job->pk_before));
     }
@@ -302,14 +302,14 @@ static lcx_status run(extend_job *job) {
         LCX_TRY(extend_stage_run(job, i, first));
         LCX_TRY(extend_sync(job, LCX_OK)); /* the lead saved and evaluated the stage */
         job->load_from = job->state.saved;
-        if (!job->lead) { /* the lead's checkpoint */
+        if (!job->grp.lead) { /* the lead's checkpoint */
             free(job->peer_saved);
             job->peer_saved = NULL;
             LCX_TRY(lcx_train_latest(job->out, &job->peer_saved));
             job->load_from = job->peer_saved;
         }
         int64_t intr = lcx_train_interrupted();
-        if (job->all) LCX_TRY(lcx_comm_all_reduce(job->all, NULL, &intr, &intr, 1, LCX_I64, LCX_COMM_MAX));
+        if (job->grp.all) LCX_TRY(lcx_comm_all_reduce(job->grp.all, NULL, &intr, &intr, 1, LCX_I64, LCX_COMM_MAX));
         if (intr && i + 1 < p->n_stages) /* Ctrl-C during the evaluation: stop here */
             return lcx_fail(LCX_ERR_INTERRUPTED, "interrupted after stage %d; saved %s (continue with --resume)", i + 1,
                             job->state.saved);
@@ -318,7 +318,7 @@ static lcx_status run(extend_job *job) {
             job->latest = NULL;
         }
     }
-    if (job->lead) {
+    if (job->grp.lead) {
         if (job->full_eval) LCX_TRY(eval_after(job));
         LCX_TRY(export_result(job));
     }
@@ -356,20 +356,9 @@ lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
     extend_job job;
     memset(&job, 0, sizeof job);
     job.o = o;
-    lcx_run_groups grp;
-    lcx_status st = lcx_run_ranks_resolve(&o->ranks, "extend", &grp);
-    job.g = grp.g;
-    job.all = grp.all;
-    job.lead = grp.lead;
-    job.tpc = grp.tpc;
-    job.tp = grp.tp;
-    job.cpc = grp.cpc;
-    job.cp = grp.cp;
-    job.cp_rank = grp.cp_rank;
-    job.dp_rank = grp.dp_rank;
-    job.dp_size = grp.dp_size;
+    lcx_status st = lcx_run_ranks_resolve(&o->ranks, "extend", &job.grp); /* fills grp also when it fails */
     job.all_r = r;
-    job.lead_r = job.lead && r ? *r : (lcx_reporter){0}; /* only the lead says anything */
+    job.lead_r = job.grp.lead && r ? *r : (lcx_reporter){0}; /* only the lead says anything */
     r = &job.lead_r;
     job.r = r;
     job.train_r = o->quiet ? lcx_tool_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
@@ -379,12 +368,12 @@ lcx_status lcx_extend_run(const lcx_extend_options *o, const lcx_reporter *r) {
     lcx_train_state_init(&job.state);
     /* the same checks on every rank, before anything is created */
     if (st != LCX_OK) goto done;
-    LCX_FAIL_GOTO(!o->dry_run && o->plan.tp != job.tp, LCX_ERR_INVALID, done,
-                  "extend: the plan's tp %lld is not the TP group's size %d", (long long)o->plan.tp, job.tp);
-    LCX_FAIL_GOTO(!o->dry_run && o->plan.cp != job.cp, LCX_ERR_INVALID, done,
-                  "extend: the plan's cp %lld is not the CP group's size %d", (long long)o->plan.cp, job.cp);
-    LCX_FAIL_GOTO(job.g && o->plan.dp != job.dp_size, LCX_ERR_INVALID, done,
-                  "extend: the plan's dp %lld is not the DP size %d", (long long)o->plan.dp, job.dp_size);
+    LCX_FAIL_GOTO(!o->dry_run && o->plan.tp != job.grp.tp, LCX_ERR_INVALID, done,
+                  "extend: the plan's tp %lld is not the TP group's size %d", (long long)o->plan.tp, job.grp.tp);
+    LCX_FAIL_GOTO(!o->dry_run && o->plan.cp != job.grp.cp, LCX_ERR_INVALID, done,
+                  "extend: the plan's cp %lld is not the CP group's size %d", (long long)o->plan.cp, job.grp.cp);
+    LCX_FAIL_GOTO(job.grp.g && o->plan.dp != job.grp.dp_size, LCX_ERR_INVALID, done,
+                  "extend: the plan's dp %lld is not the DP size %d", (long long)o->plan.dp, job.grp.dp_size);
     st = run(&job);
     lcx_train_release_signals(); /* a signal after the run (mpirun ending the job) must not claim a save */
 done:

@@ -41,21 +41,11 @@ typedef struct extend_job {
     lcx_eval_spec es;        /* the before/after evaluation: the last stage's eval lengths and stride */
     lcx_train_state state;
     const char *load_from;   /* the checkpoint the next stage starts from */
-    /* the job's groups (lcx_extend_options.ranks, as lcx_run_ranks_resolve makes them); data parallelism */
-    lcx_comm *g;             /* the gradient group when it has more than one rank, else NULL */
-    int dp_rank, dp_size;    /* this rank's data slice (0 and 1 without g) */
-    lcx_comm *all;           /* every rank of the job: the world when given (TP > 1), else g */
-    int lead;                /* rank 0 of all (or no all): checks, writes, evaluates, exports, reports */
+    lcx_run_groups grp;      /* the job's groups (lcx_extend_options.ranks, as lcx_run_ranks_resolve makes them) */
     int synced;              /* a failure already went through an agreement point: no more collectives */
     const lcx_reporter *all_r; /* the caller's reporter, for a fatal message from any rank */
     lcx_reporter lead_r;     /* r on the lead, silent elsewhere */
     char *peer_saved;        /* not the lead: RUN's latest checkpoint after a stage (the lead's save) */
-    /* context parallelism */
-    lcx_comm *cpc;           /* the CP group when CP > 1, else NULL */
-    int cp, cp_rank;         /* its size (1: none) and this rank's place in it */
-    /* tensor parallelism */
-    lcx_comm *tpc;           /* the TP group when TP > 1, else NULL */
-    int tp;                  /* its size (1: none) */
 } extend_job;
 
 /* extend.c */

@@ -112,19 +112,19 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     memset(&mo, 0, sizeof mo);
     mo.param_dtype = job->o->param_dtype;
     mo.act_dtype = job->o->act_dtype;
-    mo.max_tokens = ps->micro_seqs * ps->seq_len / job->cp; /* the rank's local tokens */
+    mo.max_tokens = ps->micro_seqs * ps->seq_len / job->grp.cp; /* the rank's local tokens */
     for (int e = 0; e < ps->n_eval; e++) { /* the stage evaluation's windows (padded, split over CP) */
-        int64_t w = lcx_train_cp_window_tokens(ps->eval_lengths[e], job->cp);
+        int64_t w = lcx_train_cp_window_tokens(ps->eval_lengths[e], job->grp.cp);
         if (w > mo.max_tokens && job->o->eval_data) mo.max_tokens = w;
     }
-    mo.cp_comm = job->cpc;
-    mo.tp_comm = job->tpc;
+    mo.cp_comm = job->grp.cpc;
+    mo.tp_comm = job->grp.tpc;
     mo.training = 1;
     mo.policy = LCX_ACT_KEEP;
     mo.layer_policy = ps->activation;
     mo.loss_chunk = job->plan->opts.loss_chunk; /* the plan's memory figures assume its chunk and tile */
     mo.mlp_chunk = job->plan->opts.mlp_tile;
-    mo.zero_comm = job->o->ranks.zero1 ? job->g : NULL; /* ZeRO-1: this rank's rows of the moments */
+    mo.zero_comm = job->o->ranks.zero1 ? job->grp.g : NULL; /* ZeRO-1: this rank's rows of the moments */
     mo.backend = job->o->backend;
     LCX_TRY(lcx_model_init(&job->m, &job->scfg, &mo));
     lcx_train_state ls;
@@ -160,17 +160,17 @@ static lcx_status stage_eval(extend_job *job, int i) {
     pc.stride = ps->eval_stride;
     pc.bos_id = job->bos;
     pc.short_docs = LCX_PPL_SHORT_SKIP;
-    lcx_train_cp_scorer sc = {job->m, job->cp_rank, job->cp};
+    lcx_train_cp_scorer sc = {job->m, job->grp.cp_rank, job->grp.cp};
     lcx_status st = lcx_ppl_eval(&pc, job->docs, job->n_docs, lcx_train_window_score_cp, &sc, res);
-    if ((job->cpc || job->tpc) && st != LCX_OK) {
+    if ((job->grp.cpc || job->grp.tpc) && st != LCX_OK) {
         /* the other CP or TP ranks may be waiting in this window's ring or collectives: the job ends here */
         char msg[600];
-        snprintf(msg, sizeof msg, "stage %d evaluation: rank %d: %s: %s", i + 1, job->all->rank, lcx_status_name(st),
-                 lcx_last_error());
-        lcx_comm_abort(job->all, job->all_r, 1, msg);
+        snprintf(msg, sizeof msg, "stage %d evaluation: rank %d: %s: %s", i + 1, job->grp.all->rank,
+                 lcx_status_name(st), lcx_last_error());
+        lcx_comm_abort(job->grp.all, job->all_r, 1, msg);
     }
     LCX_TRY(st);
-    if (!job->lead) return LCX_OK;
+    if (!job->grp.lead) return LCX_OK;
     return extend_record_stage_eval(job, i + 1, ps->seq_len, &pc, res);
 }
 
@@ -184,9 +184,9 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     job->m = NULL;
     LCX_TRY(stage_model(job, i, first));
     char cp_text[96] = "";
-    if (job->cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", job->cp,
-                           (long long)(ps->seq_len / job->cp));
-    if (job->tpc) snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d", job->tp);
+    if (job->grp.cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", job->grp.cp,
+                           (long long)(ps->seq_len / job->grp.cp));
+    if (job->grp.tpc) snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d", job->grp.tp);
     lcx_report(job->r, LCX_REPORT_NOTE,
                "stage %d/%d: seq %lld%s, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens", i + 1,
                p->n_stages, (long long)ps->seq_len, cp_text, lcx_rope_method_name(ps->method),
@@ -219,22 +219,22 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.report = &job->train_r;
     ctx.run_info = job->run_info;
     ctx.run_tokens = (int64_t)p->total_tokens;
-    ctx.grad = job->g;
-    ctx.dp_rank = job->dp_rank;
-    ctx.dp_size = job->dp_size;
-    ctx.cp_rank = job->cp_rank;
-    ctx.cp_size = job->cp;
-    ctx.world = job->all;
-    ctx.tp_size = job->tp;
+    ctx.grad = job->grp.g;
+    ctx.dp_rank = job->grp.dp_rank;
+    ctx.dp_size = job->grp.dp_size;
+    ctx.cp_rank = job->grp.cp_rank;
+    ctx.cp_size = job->grp.cp;
+    ctx.world = job->grp.all;
+    ctx.tp_size = job->grp.tp;
     lcx_train_summary sum = {0}; /* read below also when the stage failed before filling it */
     lcx_status st = lcx_train_stage_run(job->m, &job->td, &sg, &ctx, &job->state, &sum);
-    if (job->all && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
+    if (job->grp.all && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
         /* a failure some ranks may not share (one not returned by all of them together, sum.agreed): the others
          * could be waiting in the next step's collectives, so the job ends here */
         char msg[600];
-        snprintf(msg, sizeof msg, "stage %d: rank %d: %s: %s", i + 1, job->all->rank, lcx_status_name(st),
+        snprintf(msg, sizeof msg, "stage %d: rank %d: %s: %s", i + 1, job->grp.all->rank, lcx_status_name(st),
                  lcx_last_error());
-        lcx_comm_abort(job->all, job->all_r, 1, msg);
+        lcx_comm_abort(job->grp.all, job->all_r, 1, msg);
     }
     LCX_TRY(st);
     lcx_report(job->r, LCX_REPORT_NOTE, "stage %d/%d done: loss %.6f, %.1f tokens/s, peak RSS %.1f MiB, saved %s",
@@ -246,7 +246,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
                             lcx_run_json_number(sum.mean_tokens_per_s), "peak_rss", (json_int_t)sum.peak_rss, "saved",
                             job->state.saved));
     /* the lead's CP group, and every TP rank of it */
-    const int evaluates = job->lead || ((job->cpc || job->tpc) && job->dp_rank == 0);
+    const int evaluates = job->grp.lead || ((job->grp.cpc || job->grp.tpc) && job->grp.dp_rank == 0);
     if (evaluates && job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
     return LCX_OK;
 }
