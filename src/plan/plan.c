@@ -236,7 +236,7 @@ static lcx_status expand_stages(lcx_plan *p, const lcx_recipe *r, int64_t diviso
             last = s.seq_len;
         } else if (s.seq_kind == LCX_SEQ_TARGET) {
             if (target > last) out[n++] = (pending){i, target}, last = target;
-        } else { /* auto: x2 while the target is at least 1.5x ahead */
+        } else if (last < target) { /* auto: x2 while the target is at least 1.5x ahead; nothing once reached */
             int64_t len = last;
             while (n < LCX_RECIPE_MAX_STAGES + 40) {
                 int64_t next = round_up(len * 2, divisor);

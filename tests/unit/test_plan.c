@@ -282,6 +282,42 @@ static void test_errors(void) {
     lcx_config_free(&cfg);
 }
 
+/* Explicit stages followed by auto or target: the last stage is --to exactly once, even when an explicit stage
+ * already ends there (the fuzzer found auto repeating it: 16k, 32k, 32k). */
+static void test_auto_after_explicit(void) {
+    lcx_model_config cfg;
+    if (!load_cfg(&cfg, 8192, "\"rope_theta\": 500000.0")) return;
+    static const char *tails[] = {"auto", "target"};
+    static const struct {
+        int64_t target;
+        int n;
+        int64_t lens[5];
+    } want[] = {{16384, 1, {16384}},
+                {32768, 2, {16384, 32768}},
+                {49152, 3, {16384, 32768, 49152}},
+                {131072, 4, {16384, 32768, 65536, 131072}}};
+    for (int t = 0; t < 2; t++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "stages:\n  - {seq_len: 16k, steps: 3}\n  - {seq_len: 32k, steps: 3}\n  - {seq_len: %s, steps: 3}\n",
+                 tails[t]);
+        lcx_recipe *r = recipe_text(text);
+        for (size_t w = 0; r && w < sizeof want / sizeof want[0]; w++) {
+            if (t == 1 && want[w].target == 131072) continue; /* target is one stage: 32k -> 128k */
+            lcx_plan *p = build(&cfg, r, want[w].target);
+            if (!p) continue;
+            CHECK_MSG(p->n_stages == want[w].n, "%s to %lld: %d stages", tails[t], (long long)want[w].target,
+                      p->n_stages);
+            for (int i = 0; i < p->n_stages && i < want[w].n; i++)
+                CHECK_MSG(p->stages[i].seq_len == want[w].lens[i], "%s to %lld: stage %d is %lld", tails[t],
+                          (long long)want[w].target, i, (long long)p->stages[i].seq_len);
+            lcx_plan_free(p);
+        }
+        lcx_recipe_free(r);
+    }
+    lcx_config_free(&cfg);
+}
+
 /* The memory model of docs/plan.md, evaluated by hand for two small layouts. */
 static void test_memory(void) {
     lcx_mem_model m = {.n_layers = 2, .hidden = 32, .ffn = 64, .heads = 4, .kv_heads = 2, .head_dim = 8,
@@ -728,6 +764,7 @@ int main(void) {
     test_reextension();
     test_abf_and_override();
     test_errors();
+    test_auto_after_explicit();
     test_memory();
     test_ring();
     test_flops();
