@@ -1,7 +1,8 @@
 /* libFuzzer target: lcx_recipe_parse on arbitrary bytes, then lcx_plan_build of a parsed recipe for a small model
  * at a few targets. Checks beyond "no crash": a failure is one line starting with the label and returns no
  * recipe; a parsed recipe satisfies the documented invariants; a plan's stages end at the target with increasing
- * lengths. Seed corpora: recipes/ and tests/attack/recipes/ (e.g. `fuzz_recipe recipes tests/attack/recipes`). */
+ * lengths (multiples of 2 x CP with CP 2). Seed corpora: recipes/ and tests/attack/recipes/ (e.g. `fuzz_recipe
+ * recipes tests/attack/recipes`). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,15 +51,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lcx_model_config cfg;
     if (lcx_config_parse("cfg.json", CFG, strlen(CFG), &cfg) == LCX_OK) {
         const int64_t targets[] = {512, 1000, 4096, 131072};
-        for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+        for (size_t t = 0; t < 2 * sizeof targets / sizeof targets[0]; t++) {
             lcx_plan_opts o;
             lcx_plan_opts_default(&o);
-            o.target = targets[t];
+            o.target = targets[t / 2];
+            o.cp = t % 2 ? 2 : 1; /* with CP every length is a multiple of 2 x CP */
             lcx_plan *p = NULL;
             if (lcx_plan_build(&cfg, r, &o, &p) == LCX_OK) {
-                require(p->n_stages >= 1 && p->stages[p->n_stages - 1].seq_len == targets[t], "ends at target");
+                require(p->n_stages >= 1 && p->stages[p->n_stages - 1].seq_len == o.target, "ends at target");
                 for (int i = 1; i < p->n_stages; i++)
                     require(p->stages[i].seq_len > p->stages[i - 1].seq_len, "plan lengths increase");
+                for (int i = 0; i < p->n_stages; i++)
+                    require(o.cp == 1 || p->stages[i].seq_len % (2 * o.cp) == 0, "lengths divisible by 2 x CP");
                 json_decref(lcx_plan_json(p));
             } else {
                 require(p == NULL && !strchr(lcx_last_error(), '\n'), "plan failure");
