@@ -10,7 +10,8 @@
  * in key-block order (LCX_CUDA_ATTN_BWD_FUSED=1). The tensor-core forward runs in 128-row blocks (the default) and in
  * 64-row ones (LCX_CUDA_ATTN_FWD_ROWS64=1), which must give the same values; so must the backward's dK/dV
  * blocks of 128 keys (the default at head_dim 64 and 128) and of 64 (LCX_CUDA_ATTN_BWD_KEYS64=1).
- * Prints each case's worst error / allowed; exit 1 if any is over 1. Usage: attention_emu [CASE-INDEX]. */
+ * Prints each case's worst error / allowed; exit 1 if any is over 1. Usage: attention_emu [CASE-INDEX | --cases]
+ * (--cases: the case indices, one a line, the costliest first). */
 #include "emu_cuda.h"
 #include "xf_attention_fwd.cu"
 #include "xf_attention_fwd_tc.cu"
@@ -18,6 +19,8 @@
 #include "xf_attention_bwd_tc.cu"
 #include "tests/unit/attn_ps_bounds.h"
 
+#include <algorithm>
+#include <cstring>
 #include <random>
 
 static std::mt19937_64 rng(42);
@@ -216,7 +219,17 @@ int main(int argc, char **argv) {
         {"full 10x10 h1/1 d1", 10, 10, 1, 1, 1, 0, 0, FU, 0, 0},
         {"causal 129x129 h4/2 d64, q and k 8 bytes off 16", 129, 129, 4, 2, 64, 0, 0, CA, 0, 0, 8},
     };
-    const int n = (int)(sizeof cases / sizeof cases[0]), only = argc > 1 ? atoi(argv[1]) : -1;
+    const int n = (int)(sizeof cases / sizeof cases[0]);
+    if (argc > 1 && !strcmp(argv[1], "--cases")) { /* run.sh runs the cases in parallel, one process each */
+        std::vector<int> order(n);
+        for (int i = 0; i < n; i++) order[i] = i;
+        /* the costliest first (queries x keys x heads x head_dim), so the longest case does not start last */
+        auto cost = [&](int i) { return cases[i].nq * cases[i].nk * cases[i].H * cases[i].hd; };
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost(a) > cost(b); });
+        for (int i : order) printf("%d\n", i);
+        return 0;
+    }
+    const int only = argc > 1 ? atoi(argv[1]) : -1;
     for (int i = 0; i < n; i++)
         if (only < 0 || i == only) run(cases[i], LCX_F32), run(cases[i], LCX_BF16);
     printf("attention_emu: %d over tolerance; largest shared memory of a launch %zu bytes\n", fails, emu_max_smem);
