@@ -234,9 +234,11 @@ static lcx_status expand_stages(lcx_plan *p, const lcx_recipe *r, int64_t diviso
             }
             out[n++] = (pending){i, s.seq_len};
             last = s.seq_len;
+        } else if (last >= target) { /* auto or target after an explicit stage at --to: nothing to add */
+            continue;
         } else if (s.seq_kind == LCX_SEQ_TARGET) {
-            if (target > last) out[n++] = (pending){i, target}, last = target;
-        } else if (last < target) { /* auto: x2 while the target is at least 1.5x ahead; nothing once reached */
+            out[n++] = (pending){i, target}, last = target;
+        } else { /* auto: x2 while the target is at least 1.5x ahead */
             int64_t len = last;
             while (n < LCX_RECIPE_MAX_STAGES + 40) {
                 int64_t next = round_up(len * 2, divisor);
