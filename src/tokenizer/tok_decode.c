@@ -59,25 +59,24 @@ static lcx_status dec_bytelevel(toklist *l) {
     return l->v ? LCX_OK : oom();
 }
 
-static lcx_status dec_replace(toklist *l, const tok_dec *d) {
+/* Replace in every token; Metaspace's first token with a prepend scheme gets first_b instead of b (its leading
+ * replacement was the prepended one: tokenizers drops each one in that token). */
+static lcx_status replace_each(toklist *l, const char *a, size_t alen, const char *b, size_t blen,
+                               const char *first_b, size_t first_blen) {
     for (size_t i = 0; i < l->n; i++) {
         lcx_strbuf o = {0};
-        const char *s = l->v[i].s;
-        size_t n = l->v[i].len;
-        if (!lcx_strbuf_put(&o, "", 0)) return oom();
-        for (size_t j = 0; j < n;) {
-            if (j + d->alen <= n && memcmp(s + j, d->a, d->alen) == 0) {
-                if (!lcx_strbuf_put(&o, d->b, d->blen)) { free(o.s); return oom(); }
-                j += d->alen;
-            } else {
-                if (!lcx_strbuf_put(&o, s + j, 1)) { free(o.s); return oom(); }
-                j++;
-            }
+        if (!tok_replace_all(l->v[i].s, l->v[i].len, a, alen, i ? b : first_b, i ? blen : first_blen, &o)) {
+            free(o.s);
+            return oom();
         }
         free(l->v[i].s);
         l->v[i] = o;
     }
     return LCX_OK;
+}
+
+static lcx_status dec_replace(toklist *l, const tok_dec *d) {
+    return replace_each(l, d->a, d->alen, d->b, d->blen, d->b, d->blen);
 }
 
 static int hexval(char c) {
@@ -156,24 +155,8 @@ static lcx_status dec_strip(toklist *l, const tok_dec *d) {
 }
 
 static lcx_status dec_metaspace(toklist *l, const tok_dec *d) {
-    for (size_t i = 0; i < l->n; i++) {
-        lcx_strbuf o = {0};
-        const char *s = l->v[i].s;
-        size_t n = l->v[i].len;
-        if (!lcx_strbuf_put(&o, "", 0)) return oom();
-        for (size_t j = 0; j < n;) {
-            if (j + d->alen <= n && memcmp(s + j, d->a, d->alen) == 0) {
-                if (!(i == 0 && d->scheme != PREPEND_NEVER) && !lcx_strbuf_put(&o, " ", 1)) { free(o.s); return oom(); }
-                j += d->alen;
-            } else {
-                if (!lcx_strbuf_put(&o, s + j, 1)) { free(o.s); return oom(); }
-                j++;
-            }
-        }
-        free(l->v[i].s);
-        l->v[i] = o;
-    }
-    return LCX_OK;
+    const int drop_first = d->scheme != PREPEND_NEVER;
+    return replace_each(l, d->a, d->alen, " ", 1, drop_first ? "" : " ", drop_first ? 0 : 1);
 }
 
 lcx_status lcx_tokenizer_decode(const lcx_tokenizer *t, const uint32_t *ids, size_t n, int skip_special,

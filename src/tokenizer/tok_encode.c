@@ -109,22 +109,13 @@ static lcx_status apply_norm(const tok_norm *nm, const char *s, size_t n, char *
         *out = o; *out_len = w + n;
         return LCX_OK;
     }
-    /* Replace: all non-overlapping occurrences, left to right */
-    size_t count = 0;
-    for (size_t i = 0; i + nm->alen <= n;) {
-        if (memcmp(s + i, nm->a, nm->alen) == 0) { count++; i += nm->alen; } else i++;
+    lcx_strbuf o = {0};
+    if (!tok_replace_all(s, n, nm->a, nm->alen, nm->b, nm->blen, &o)) {
+        free(o.s);
+        return lcx_fail(LCX_ERR_OOM, "normalizer");
     }
-    size_t cap = n + count * nm->blen + 1;
-    char *o = malloc(cap);
-    if (!o) return lcx_fail(LCX_ERR_OOM, "normalizer");
-    size_t w = 0;
-    for (size_t i = 0; i < n;) {
-        if (i + nm->alen <= n && memcmp(s + i, nm->a, nm->alen) == 0) {
-            memcpy(o + w, nm->b, nm->blen); w += nm->blen; i += nm->alen;
-        } else o[w++] = s[i++];
-    }
-    o[w] = 0;
-    *out = o; *out_len = w;
+    *out = o.s;
+    *out_len = o.len;
     return LCX_OK;
 }
 

@@ -6,6 +6,7 @@
 #include <pcre2.h>
 #include <stdint.h>
 
+#include "src/core/strbuf.h"
 #include "src/tokenizer/tokenizer.h"
 
 #define TOK_NONE UINT32_MAX
@@ -136,6 +137,10 @@ size_t tok_utf8_len(uint8_t lead); /* 1..4 by lead byte (assumes valid text) */
 uint32_t tok_utf8_decode(const uint8_t *s, size_t *adv);
 size_t tok_utf8_encode(uint32_t cp, char *out);
 int tok_is_whitespace(uint32_t cp);
+/* tokenizers' Replace with a String pattern: each non-overlapping occurrence of a, left to right, appended to out
+ * as b, the rest as it is. An empty pattern matches at every character boundary, as a regex's empty match does
+ * (and Python's str.replace): "ab" -> "XaXbX", and empty text stays empty. Returns 0 when out of memory. */
+int tok_replace_all(const char *s, size_t n, const char *a, size_t alen, const char *b, size_t blen, lcx_strbuf *out);
 
 /* Byte-level alphabet (GPT-2 bytes_to_unicode): byte -> code point, and the reverse (-1 if not one). */
 uint32_t tok_byte_to_cp(uint8_t b);

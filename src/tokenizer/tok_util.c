@@ -89,6 +89,29 @@ int tok_is_whitespace(uint32_t c) {
            (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
+int tok_replace_all(const char *s, size_t n, const char *a, size_t alen, const char *b, size_t blen, lcx_strbuf *out) {
+    lcx_strbuf_put(out, "", 0);
+    for (size_t j = 0; j < n;) {
+        if (alen == 0) { /* b, one character, and b again after the last one */
+            size_t step = tok_utf8_len((uint8_t)s[j]);
+            if (step > n - j) step = n - j;
+            lcx_strbuf_put(out, b, blen);
+            lcx_strbuf_put(out, s + j, step);
+            j += step;
+            if (j == n) lcx_strbuf_put(out, b, blen);
+        } else if (j + alen <= n && memcmp(s + j, a, alen) == 0) {
+            lcx_strbuf_put(out, b, blen);
+            j += alen;
+        } else { /* up to the next byte that could start a match */
+            const char *next = memchr(s + j + 1, a[0], n - j - 1);
+            size_t run = next ? (size_t)(next - (s + j)) : n - j;
+            lcx_strbuf_put(out, s + j, run);
+            j += run;
+        }
+    }
+    return !out->oom;
+}
+
 /* ---- byte-level alphabet ---------------------------------------------------------------------------------- */
 /* Printable Latin-1 bytes stand for themselves; the other 68 bytes map, in byte order, to U+0100.. */
 static int printable_byte(unsigned b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; }

@@ -243,7 +243,6 @@ static lcx_status parse_normalizer(lcx_tokenizer *t, const jctx *c, json_t *n, c
         nm.a = dupn(json_string_value(ps), json_string_length(ps)); nm.alen = json_string_length(ps);
         nm.b = dupn(s, len); nm.blen = len;
         if (!nm.a || !nm.b) { free(nm.a); free(nm.b); return lcx_fail(LCX_ERR_OOM, "normalizer"); }
-        if (nm.alen == 0) { free(nm.a); free(nm.b); return LCX_OK; } /* replaces nothing */
         return add_norm(t, nm);
     }
     if (strcmp(type, "NFC") == 0) {
