@@ -144,6 +144,14 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     return st;
 }
 
+/* Ends every rank's job over a failure this rank may not share ("stage N<part>: rank R: status: error"). */
+__attribute__((noreturn)) static void abort_job(extend_job *job, int i, const char *part, lcx_status st) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "stage %d%s: rank %d: %s: %s", i + 1, part, job->grp.all->rank, lcx_status_name(st),
+             lcx_last_error());
+    lcx_comm_abort(job->grp.all, job->all_r, 1, msg);
+}
+
 /* The stage's own evaluation at its eval lengths (the last stage's is part of the after-evaluation): the
  * perplexities on the CP ranks of DP rank 0 (every window over the ring; one rank without CP) and every TP rank
  * of those (the training model's forward over TP), recorded by the lead. */
@@ -164,10 +172,7 @@ static lcx_status stage_eval(extend_job *job, int i) {
     lcx_status st = lcx_ppl_eval(&pc, job->docs, job->n_docs, lcx_train_window_score_cp, &sc, res);
     if ((job->grp.cpc || job->grp.tpc) && st != LCX_OK) {
         /* the other CP or TP ranks may be waiting in this window's ring or collectives: the job ends here */
-        char msg[600];
-        snprintf(msg, sizeof msg, "stage %d evaluation: rank %d: %s: %s", i + 1, job->grp.all->rank,
-                 lcx_status_name(st), lcx_last_error());
-        lcx_comm_abort(job->grp.all, job->all_r, 1, msg);
+        abort_job(job, i, " evaluation", st);
     }
     LCX_TRY(st);
     if (!job->grp.lead) return LCX_OK;
@@ -231,10 +236,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     if (job->grp.all && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
         /* a failure some ranks may not share (one not returned by all of them together, sum.agreed): the others
          * could be waiting in the next step's collectives, so the job ends here */
-        char msg[600];
-        snprintf(msg, sizeof msg, "stage %d: rank %d: %s: %s", i + 1, job->grp.all->rank, lcx_status_name(st),
-                 lcx_last_error());
-        lcx_comm_abort(job->grp.all, job->all_r, 1, msg);
+        abort_job(job, i, "", st);
     }
     LCX_TRY(st);
     lcx_report(job->r, LCX_REPORT_NOTE, "stage %d/%d done: loss %.6f, %.1f tokens/s, peak RSS %.1f MiB, saved %s",
