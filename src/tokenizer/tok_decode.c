@@ -169,9 +169,16 @@ lcx_status lcx_tokenizer_decode(const lcx_tokenizer *t, const uint32_t *ids, siz
     for (size_t i = 0; i < n; i++) {
         uint32_t id = ids[i];
         if (id >= t->n_ids || !t->id_str[id]) continue;
-        if (skip_special && (t->id_flags[id] & 2)) continue;
+        if (skip_special && (t->id_flags[id] & TOK_ID_SKIPPED)) continue;
+        const char *s = t->id_str[id];
+        size_t sl = t->id_len[id];
+        if (t->id_flags[id] & TOK_ID_DECODES_NORMALIZED) {
+            const tok_id_added key = {id, 0};
+            const tok_id_added *o = bsearch(&key, t->dec_over, t->n_dec_over, sizeof key, tok_id_added_cmp);
+            if (o) { s = t->added[o->added].decoded; sl = t->added[o->added].decoded_len; }
+        }
         lcx_strbuf b = {0};
-        if (!lcx_strbuf_put(&b, t->id_str[id], t->id_len[id])) { st = oom(); break; }
+        if (!lcx_strbuf_put(&b, s, sl)) { st = oom(); break; }
         l.v[l.n++] = b;
     }
     for (size_t k = 0; st == LCX_OK && k < t->n_decs; k++) {

@@ -195,7 +195,9 @@ static lcx_status split_added(lcx_tok_encoder *e, const char *s, size_t n, const
             }
             LCX_TRY(grow((void **)out, cap, *nout + 2, sizeof **out));
             if (start_offset < start) (*out)[(*nout)++] = (span){start_offset, start, -1};
-            (*out)[(*nout)++] = (span){start, stop, best};
+            /* a match inside the whitespace the previous one stripped ends up empty: tokenizers drops the empty
+             * piece, so the token is not there */
+            if (start < stop) (*out)[(*nout)++] = (span){start, stop, best};
             start_offset = stop;
         }
     }
@@ -279,11 +281,15 @@ static lcx_status add_ival(lcx_tok_encoder *e, size_t s, size_t en, int m) {
     return LCX_OK;
 }
 
-/* Matches of re in piece p as intervals covering it (like tokenizers' Pattern::find_matches for a regex). */
+/* Matches of re in piece p as intervals covering it (like tokenizers' Pattern::find_matches for a regex). As in
+ * its regex iterator, an empty match right where the previous match ended is not one: "x*" over "xx-" matches
+ * "xx" and then nothing before "-". */
 static lcx_status regex_intervals(lcx_tok_encoder *e, const pcre2_code *re, const piece *p) {
     e->niv = 0;
     const char *s = e->arena + p->off;
     size_t n = p->len, pos = 0, prev = 0;
+    int matched = 0; /* prev is the end of a match */
+    if (n == 0) return add_ival(e, 0, 0, 0);
     while (pos <= n) {
         int rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, e->md, e->mctx);
         if (rc == PCRE2_ERROR_NOMATCH) break;
@@ -295,9 +301,12 @@ static lcx_status regex_intervals(lcx_tok_encoder *e, const pcre2_code *re, cons
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
         size_t ms = ov[0], me = ov[1];
-        if (prev < ms) LCX_TRY(add_ival(e, prev, ms, 0));
-        LCX_TRY(add_ival(e, ms, me, 1));
-        prev = me;
+        if (me > ms || !matched || me != prev) {
+            if (prev < ms) LCX_TRY(add_ival(e, prev, ms, 0));
+            LCX_TRY(add_ival(e, ms, me, 1));
+            prev = me;
+            matched = 1;
+        }
         if (me > ms) pos = me;
         else if (me < n) pos = me + tok_utf8_len((uint8_t)s[me]);
         else break;

@@ -57,7 +57,7 @@ static lcx_status add_added(lcx_tokenizer *t, uint32_t id, const char *s, size_t
     a->id = id;
     a->special = special;
     t->n_added++;
-    t->id_flags[id] |= 1 | (special ? 2 : 0);
+    t->id_flags[id] |= TOK_ID_ADDED | (special ? TOK_ID_SPECIAL : 0);
     return LCX_OK;
 }
 

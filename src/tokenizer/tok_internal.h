@@ -54,6 +54,9 @@ typedef struct tok_added {
     char *content; size_t len;
     uint32_t id;
     int special, single_word, lstrip, rstrip, normalized;
+    /* a normalized token's normalized form where the normalizer changes it, NULL otherwise: what it decodes as
+     * (tokenizers >= 0.23 decodes that form, so that the decoder inverts what the normalizer did) */
+    char *decoded; size_t decoded_len;
 } tok_added;
 
 /* Byte trie over a set of added tokens; leftmost-longest matching like aho-corasick's LeftmostLongest. */
@@ -100,12 +103,23 @@ typedef struct tok_dec {
     tok_prepend_scheme scheme;
 } tok_dec;
 
+typedef struct tok_id_added {
+    uint32_t id, added; /* an id and the index of its added token */
+} tok_id_added;
+
+enum {
+    TOK_ID_ADDED = 1,
+    TOK_ID_SPECIAL = 2,
+    TOK_ID_DECODES_NORMALIZED = 4, /* decodes as its added token's `decoded` (dec_over) */
+    TOK_ID_SKIPPED = 8, /* dropped by decode(skip_special): its decoded string is a special token's content */
+};
+
 struct lcx_tokenizer {
     char *name;
     /* id -> token string as written in the vocabulary (for decoding); NULL where no token has that id */
     char **id_str;
     uint32_t *id_len;
-    uint8_t *id_flags;  /* bit0: added token, bit1: special */
+    uint8_t *id_flags;  /* TOK_ID_* */
     size_t n_ids;
     size_t id_limit;    /* ids must be below this (the file's entry count): the table above is sized by ids */
     /* BPE model */
@@ -122,6 +136,7 @@ struct lcx_tokenizer {
     /* added tokens */
     tok_added *added; size_t n_added;
     tok_trie trie_raw, trie_norm;  /* non-normalized / normalized added tokens */
+    tok_id_added *dec_over; size_t n_dec_over; /* the TOK_ID_DECODES_NORMALIZED ids and their added tokens, by id */
     /* pipeline */
     tok_norm *norms; size_t n_norms;
     tok_pre *pres; size_t n_pres;
@@ -166,6 +181,7 @@ void tok_bpe_scratch_free(tok_bpe_scratch *sc);
 /* Builders used by the JSON and GGUF loaders. */
 lcx_status tok_set_id(lcx_tokenizer *tok, uint32_t id, const char *s, size_t len);
 lcx_tokenizer *tok_alloc(const char *name);
+int tok_id_added_cmp(const void *a, const void *b); /* tok_id_added by id, for qsort and bsearch */
 lcx_status tok_finish(lcx_tokenizer *tok); /* byte tables, tries, regexes, bos/eos guesses */
 /* Apply the normalizers to a string (heap result). */
 lcx_status tok_normalize_string(const lcx_tokenizer *tok, const char *s, size_t len, char **out, size_t *out_len);

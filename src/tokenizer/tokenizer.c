@@ -31,7 +31,8 @@ void lcx_tokenizer_free(lcx_tokenizer *t) {
     free(t->id_str); free(t->id_len); free(t->id_flags);
     tok_strmap_free(&t->vocab);
     tok_pairmap_free(&t->merges);
-    for (size_t i = 0; i < t->n_added; i++) free(t->added[i].content);
+    for (size_t i = 0; i < t->n_added; i++) { free(t->added[i].content); free(t->added[i].decoded); }
+    free(t->dec_over);
     free(t->added);
     tok_trie_free(&t->trie_raw);
     tok_trie_free(&t->trie_norm);
@@ -470,7 +471,7 @@ static lcx_status parse_added(lcx_tokenizer *t, const jctx *c, json_t *arr) {
         /* An added token may shadow a model token of the same id: decoding uses the added content, like
          * tokenizers does. */
         LCX_TRY(tok_set_id(t, a->id, s, len));
-        t->id_flags[a->id] |= 1 | (a->special ? 2 : 0);
+        t->id_flags[a->id] |= TOK_ID_ADDED | (a->special ? TOK_ID_SPECIAL : 0);
     }
     return LCX_OK;
 }
@@ -595,6 +596,41 @@ static lcx_status parse_dec(lcx_tokenizer *t, const jctx *c, json_t *n, const ch
 }
 
 /* ---- finishing -------------------------------------------------------------------------------------------- */
+static int is_special_content(const lcx_tokenizer *t, const char *s, size_t n) {
+    for (size_t i = 0; i < t->n_added; i++)
+        if (t->added[i].special && t->added[i].len == n && memcmp(t->added[i].content, s, n) == 0) return 1;
+    return 0;
+}
+
+int tok_id_added_cmp(const void *x, const void *y) {
+    uint32_t a = ((const tok_id_added *)x)->id, b = ((const tok_id_added *)y)->id;
+    return (a > b) - (a < b);
+}
+
+/* What decode writes for each added token, and which ones skip_special drops: tokenizers drops a token when the
+ * string it decodes as is a special token's content (so a special token whose normalized form differs stays). */
+static lcx_status decode_forms(lcx_tokenizer *t) {
+    size_t n = 0;
+    for (size_t i = 0; i < t->n_added; i++) n += t->added[i].decoded != NULL;
+    t->dec_over = malloc((n ? n : 1) * sizeof *t->dec_over);
+    if (!t->dec_over) return lcx_fail(LCX_ERR_OOM, "tokenizer");
+    t->n_dec_over = 0;
+    for (size_t i = 0; i < t->n_added; i++) {
+        const tok_added *a = &t->added[i];
+        uint8_t *f = &t->id_flags[a->id];
+        *f &= (uint8_t)~(TOK_ID_DECODES_NORMALIZED | TOK_ID_SKIPPED);
+        if (a->decoded) {
+            *f |= TOK_ID_DECODES_NORMALIZED;
+            t->dec_over[t->n_dec_over++] = (tok_id_added){a->id, (uint32_t)i};
+            if (is_special_content(t, a->decoded, a->decoded_len)) *f |= TOK_ID_SKIPPED;
+        } else if (a->special) {
+            *f |= TOK_ID_SKIPPED;
+        }
+    }
+    qsort(t->dec_over, t->n_dec_over, sizeof *t->dec_over, tok_id_added_cmp);
+    return LCX_OK;
+}
+
 lcx_status tok_finish(lcx_tokenizer *t) {
     for (int b = 0; b < 256; b++) {
         t->byte_sym[b] = TOK_NONE;
@@ -612,15 +648,21 @@ lcx_status tok_finish(lcx_tokenizer *t) {
         if (!a->normalized || t->n_norms == 0) {
             LCX_TRY(tok_trie_add(a->normalized ? &t->trie_norm : &t->trie_raw, a->content, a->len, (int32_t)i));
         } else {
-            /* A normalized added token is matched in normalized text by its normalized form. */
+            /* A normalized added token is matched in normalized text by its normalized form, and decodes as it. */
             char *norm = NULL;
             size_t nl = 0;
             LCX_TRY(tok_normalize_string(t, a->content, a->len, &norm, &nl));
             lcx_status st = tok_trie_add(&t->trie_norm, norm, nl, (int32_t)i);
+            if (st == LCX_OK && (nl != a->len || memcmp(norm, a->content, nl) != 0)) {
+                a->decoded = norm;
+                a->decoded_len = nl;
+                norm = NULL;
+            }
             free(norm);
             LCX_TRY(st);
         }
     }
+    LCX_TRY(decode_forms(t));
     /* Can words be cut before a "▁" that follows another character? Only if every "▁" of every token is in
      * the token's leading run of "▁" (true for SentencePiece vocabularies), "▁" is a token, and no whole-word
      * lookup applies. */
@@ -742,7 +784,9 @@ const char *lcx_tokenizer_token(const lcx_tokenizer *t, uint32_t id, size_t *len
     return t->id_str[id];
 }
 
-int lcx_tokenizer_is_special(const lcx_tokenizer *t, uint32_t id) { return id < t->n_ids && (t->id_flags[id] & 2); }
+int lcx_tokenizer_is_special(const lcx_tokenizer *t, uint32_t id) {
+    return id < t->n_ids && (t->id_flags[id] & TOK_ID_SPECIAL);
+}
 int64_t lcx_tokenizer_bos_id(const lcx_tokenizer *t) { return t->bos_id; }
 int64_t lcx_tokenizer_eos_id(const lcx_tokenizer *t) { return t->eos_id; }
 void lcx_tokenizer_set_eos_id(lcx_tokenizer *t, int64_t id) { t->eos_id = id; }

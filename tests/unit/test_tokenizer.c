@@ -269,49 +269,11 @@ static void test_queries(void) {
     lcx_tokenizer_free(tok);
 }
 
-/* An empty Replace pattern, in the normalizer and in the decoder, against tokenizers' ids and decodes
- * (tests/fixtures/gen_tokenizer_edges.py): it matches at every character boundary. It once looped forever. */
-static void test_empty_replace(void) {
-    const char *dir = LCX_SOURCE_DIR "/tests/fixtures/tokenizer_edges/";
-    char path[512];
-    snprintf(path, sizeof path, "%sempty_replace.expected.json", dir);
-    json_error_t je;
-    json_t *want = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    CHECK_MSG(want != NULL, "%s: %s", path, je.text);
-    snprintf(path, sizeof path, "%sempty_replace.json", dir);
-    lcx_tokenizer *t = NULL;
-    CHECK_OK(lcx_tokenizer_load(path, &t));
-    json_t *texts = json_object_get(want, "texts"), *ids = json_object_get(want, "ids");
-    json_t *decoded = json_object_get(want, "decoded");
-    CHECK(json_array_size(texts) >= 5 && json_array_size(ids) == json_array_size(texts) &&
-          json_array_size(decoded) == json_array_size(texts));
-    for (size_t k = 0; t && k < json_array_size(texts); k++) {
-        json_t *jt = json_array_get(texts, k), *ji = json_array_get(ids, k), *jd = json_array_get(decoded, k);
-        lcx_tok_ids got = {0};
-        CHECK_OK(lcx_tokenizer_encode(t, json_string_value(jt), json_string_length(jt), 0, &got));
-        int same = got.n == json_array_size(ji);
-        for (size_t i = 0; same && i < got.n; i++)
-            same = got.ids[i] == (uint32_t)json_integer_value(json_array_get(ji, i));
-        CHECK_MSG(same, "empty Replace: text %zu: %zu ids, tokenizers gives %zu", k, got.n, json_array_size(ji));
-        char *text = NULL;
-        size_t len = 0;
-        CHECK_OK(lcx_tokenizer_decode(t, got.ids, got.n, 0, &text, &len));
-        CHECK_MSG(text && len == json_string_length(jd) && memcmp(text, json_string_value(jd), len) == 0,
-                  "empty Replace: text %zu decodes to '%s', tokenizers to '%s'", k, text ? text : "",
-                  json_string_value(jd));
-        free(text);
-        lcx_tok_ids_free(&got);
-    }
-    lcx_tokenizer_free(t);
-    json_decref(want);
-}
-
 int main(void) {
     test_utf8_repair();
     test_long_words();
     test_errors();
     test_queries();
     test_gguf_llama_by_hand();
-    test_empty_replace();
     return test_summary("test_tokenizer");
 }
