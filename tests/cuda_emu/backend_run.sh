@@ -18,8 +18,8 @@
 # For machines without a GPU: it checks the host code, the kernels' indexing and the cuBLASLt calls' shapes,
 # strides and staging, not the GPU's memory model, speed, or cuBLASLt's own numerics. BUILD is a configured and
 # built CPU-only tree with AddressSanitizer (the CI's build-asan: its liblcx.a and link line are used). Not a
-# registered test (about 5 minutes on 2 cores for all four; each CUDA thread a fiber). Exit status: 0 when
-# every test passed.
+# registered test (each CUDA thread is a fiber of one host thread, so the runs go as parallel processes, JOBS at
+# a time: about 15 CPU-minutes in all). Exit status: 0 when every run passed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: backend_run.sh BUILD [TEST [ARGS...]]}" && pwd)
@@ -59,29 +59,43 @@ cc "$root/kernels/cuda/cuda_matmul.c" -o "$work/obj/cuda_matmul.o"
 cc "$root/kernels/backend.c" -o "$work/obj/backend.o"
 cc "$root/src/comm/comm_stage_cuda.c" -o "$work/obj/comm_stage_cuda.o"
 libs=$(emu_libs "$build")
-# run_test [VAR=VALUE...] PROGRAM [ARGS...]: PROGRAM on the emulated backend, from the build's test directory
-run_test() {
-    (cd "$build/tests" && env LCX_CUDA_EMU=1 ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
-        OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" "$@")
+# The runs are written as job scripts first, then run JOBS at a time (default: the CPU count; each is one host
+# thread), costliest first, their output printed in the order they were written.
+mkdir -p "$work/jobs"
+njobs=0
+# job COST LABEL [VAR=VALUE...] PROGRAM [ARGS...]: PROGRAM on the emulated backend, from the build's test directory
+job() {
+    local cost=$1 label=$2 f
+    shift 2
+    f=$(printf '%s/jobs/%03d' "$work" "$njobs")
+    njobs=$((njobs + 1))
+    echo "$label" >"$f.label"
+    {
+        echo "echo $(printf '%q' "backend_run.sh: $label") >&2"
+        printf 'cd %q && exec env LCX_CUDA_EMU=1 ASAN_OPTIONS=%q OMP_NUM_THREADS=%q' "$build/tests" \
+            "${ASAN_OPTIONS:-detect_leaks=1}" "${OMP_NUM_THREADS:-2}"
+        printf ' %q' "$@"
+        echo
+    } >"$f.sh"
+    echo "$cost $f" >>"$work/jobs/list"
 }
-rc=0
 for test in $tests; do
     if [ "$test" = cp_check ]; then # lcextend on the emulated backend: CP 2 and 4 ranks sharing its one "GPU"
         for f in "$root"/tools/*.c; do cc "$f" -o "$work/tool_$(basename "$f" .c).o"; done
         # shellcheck disable=SC2086 # the link line is a list of words
         g++ "${san[@]}" "$work"/obj/*.o "$work"/tool_*.o -o "$work/lcextend" "$build/liblcx.a" $libs -lpthread
-        echo "backend_run.sh: bench/cp_check.sh on the emulated CUDA backend" >&2
-        LCX_CUDA_EMU=1 ASAN_OPTIONS=detect_leaks=0 BACKEND=cuda SEQ=${SEQ:-64} STEPS=${STEPS:-3} \
-            CFG=${CFG:-$root/tests/fixtures/models/llama_gqa/config.json} bash "$root/bench/cp_check.sh" "$work" ||
-            { echo "backend_run.sh: cp_check failed" >&2; rc=1; }
+        job 2 "bench/cp_check.sh on the emulated CUDA backend" LCX_CUDA_EMU=1 ASAN_OPTIONS=detect_leaks=0 \
+            BACKEND=cuda SEQ="${SEQ:-64}" STEPS="${STEPS:-3}" \
+            CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}" bash "$root/bench/cp_check.sh" "$work"
         continue
     fi
     cc -I"$root/tests" -I"$root/tests/unit" -DLCX_SOURCE_DIR="\"$root\"" -DLCX_BINARY_DIR="\"$build\"" \
         "$root/tests/unit/$test.c" -o "$work/$test.o"
     # shellcheck disable=SC2086 # the link line is a list of words
     g++ "${san[@]}" "$work"/obj/*.o "$work/$test.o" -o "$work/$test" "$build/liblcx.a" $libs -lpthread
-    echo "backend_run.sh: $test on the emulated CUDA backend" >&2
-    run_test "$work/$test" "$@" || { echo "backend_run.sh: $test failed" >&2; rc=1; }
+    cost=1
+    [ "$test" = test_backend_ops_cuda ] && [ $# -eq 0 ] && cost=3
+    job "$cost" "$test on the emulated CUDA backend" "$work/$test" "$@"
     # the tensor-core backward's other modes: P and dS as one bf16 term, dQ fused (cuda_attention_bwd_tc.cu)
     modes=() args=()
     if [ $# -eq 0 ]; then
@@ -92,10 +106,18 @@ for test in $tests; do
     fi
     for mode in "${modes[@]}"; do
         read -r ps fused <<<"$mode"
-        echo "backend_run.sh: $test${args[*]:+ ${args[*]}}," \
-            "LCX_CUDA_ATTN_BWD_BF16=$ps LCX_CUDA_ATTN_BWD_FUSED=$fused" >&2
-        run_test LCX_CUDA_ATTN_BWD_BF16="$ps" LCX_CUDA_ATTN_BWD_FUSED="$fused" "$work/$test" "${args[@]}" ||
-            { echo "backend_run.sh: $test (mode $mode) failed" >&2; rc=1; }
+        job 2 "$test${args[*]:+ ${args[*]}}, LCX_CUDA_ATTN_BWD_BF16=$ps LCX_CUDA_ATTN_BWD_FUSED=$fused" \
+            LCX_CUDA_ATTN_BWD_BF16="$ps" LCX_CUDA_ATTN_BWD_FUSED="$fused" "$work/$test" "${args[@]}"
     done
+done
+# each job writes its log and exit status
+# shellcheck disable=SC2016
+sort -k1,1nr -s "$work/jobs/list" | cut -d' ' -f2 |
+    xargs -P "${JOBS:-$(nproc)}" -n 1 sh -c 'bash "$1.sh" >"$1.log" 2>&1; echo $? >"$1.rc"' sh
+rc=0
+for ((i = 0; i < njobs; i++)); do
+    f=$(printf '%s/jobs/%03d' "$work" "$i")
+    cat "$f.log" >&2
+    [ "$(cat "$f.rc" 2>/dev/null)" = 0 ] || { echo "backend_run.sh: failed: $(cat "$f.label")" >&2; rc=1; }
 done
 exit $rc
