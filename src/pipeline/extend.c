@@ -104,7 +104,8 @@ static lcx_status prepare(extend_job *job, int *stop) {
         LCX_TRY(lcx_tokdata_open(o->data, &job->td));
         job->td_open = 1;
     }
-    LCX_FAIL_IF(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, "--ids %s: no such file", o->ids);
+    LCX_FAIL_IF(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, "--ids %s: no such file, or not a regular one",
+                o->ids);
     if (o->ids) LCX_TRY(check_ids(o->ids, job->cfg.vocab_size));
     if (o->eval_data) {
         LCX_TRY(lcx_tokdata_open(o->eval_data, &job->ed));

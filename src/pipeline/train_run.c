@@ -96,9 +96,10 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         LCX_TRY_GOTO(lcx_tokdata_open(o->data, &td), done);
         td_open = 1;
     }
-    LCX_FAIL_GOTO(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, done, "--ids %s: no such file", o->ids);
-    LCX_FAIL_GOTO(o->config && !lcx_is_file(o->config), LCX_ERR_NOT_FOUND, done, "--config %s: no such file",
-                  o->config);
+    LCX_FAIL_GOTO(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, done,
+                  "--ids %s: no such file, or not a regular one", o->ids);
+    LCX_FAIL_GOTO(o->config && !lcx_is_file(o->config), LCX_ERR_NOT_FOUND, done,
+                  "--config %s: no such file, or not a regular one", o->config);
     LCX_FAIL_GOTO(o->ckpt && !lcx_is_dir(o->ckpt) && !lcx_is_file(o->ckpt), LCX_ERR_NOT_FOUND, done,
                   "%s: no such checkpoint", o->ckpt);
     if (lead && o->ckpt && !latest) { /* any form through the loader, tensors checked before RUN exists */
@@ -187,8 +188,8 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     LCX_FAIL_GOTO(!tok_all, LCX_ERR_OOM, done, "out of memory");
     int n_all = 0;
     for (int i = 0; i < o->n_tokenizer_files; i++) {
-        LCX_FAIL_GOTO(!lcx_is_file(o->tokenizer_files[i]), LCX_ERR_NOT_FOUND, done, "--tokenizer %s: no such file",
-                      o->tokenizer_files[i]);
+        LCX_FAIL_GOTO(!lcx_is_file(o->tokenizer_files[i]), LCX_ERR_NOT_FOUND, done,
+                      "--tokenizer %s: no such file, or not a regular one", o->tokenizer_files[i]);
         tok_all[n_all++] = o->tokenizer_files[i];
     }
     for (int i = 0; i < n_tok; i++) {
