@@ -276,8 +276,17 @@ lcx_status tok_regex_compile(const char *pat, size_t len, int literal, const cha
     }
     int err = 0;
     PCRE2_SIZE off = 0;
-    uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* LITERAL refuses UCP */
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)(literal ? pat : p), literal ? len : plen, opts, &err, &off, NULL);
+    /* Oniguruma's (Ruby syntax) ^ and $ are line anchors, a line ending at each "\n" alone: PCRE2's MULTILINE with
+     * LF newlines, which also keeps "." off "\n" only. LITERAL refuses UCP. */
+    uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP | PCRE2_MULTILINE);
+    pcre2_compile_context *cc = pcre2_compile_context_create(NULL);
+    if (!cc || pcre2_set_newline(cc, PCRE2_NEWLINE_LF) != 0) {
+        free(p);
+        pcre2_compile_context_free(cc);
+        return lcx_fail(LCX_ERR_OOM, "regex");
+    }
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)(literal ? pat : p), literal ? len : plen, opts, &err, &off, cc);
+    pcre2_compile_context_free(cc);
     free(p);
     if (!re) {
         PCRE2_UCHAR msg[256];
