@@ -17,25 +17,62 @@
 
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
-static const char LLAMA3_RE[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
-                                "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char QWEN2_RE[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
-                               "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char GPT2_RE[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char *const LLAMA3_RE[] = {
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
+static const char *const QWEN2_RE[] = {
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
+static const char *const GPT2_RE[] = {
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"};
+/* DeepSeek LLM and Coder (Llama architecture): the Split regexes of their tokenizer.json, in order. The LLM's
+ * second one is a list of cased letters (A-Z, a-z, Latin, Greek, Cyrillic, ...), its fourth takes the whitespace
+ * before each line end (a line anchor, as in tokenizers' regex engine). */
+static const char *const DEEPSEEK_LLM_RE[] = {
+    "[\\r\\n]",
+    "\\s?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-\\x{293}"
+    "\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}\\x{388}-\\x{38A}\\x{38C}"
+    "\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}\\x{48A}-\\x{52F}\\x{531}-\\x{556}\\x{10A0}-\\x{10C5}"
+    "\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}"
+    "\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}"
+    "\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}\\x{1F80}-\\x{1FB4}"
+    "\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}"
+    "\\x{1FE0}-\\x{1FEC}\\x{1FF2}-\\x{1FF4}\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}"
+    "\\x{2119}-\\x{211D}\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}"
+    "\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}\\x{2C7E}-\\x{2CE4}"
+    "\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}"
+    "\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}"
+    "\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}"
+    "\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+",
+    "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
+    "\\s+$",
+    "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+",
+    "\\p{N}+"};
+static const char *const DEEPSEEK_CODER_RE[] = {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
+                                                "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}"};
+#define N_OF(a) ((int)(sizeof(a) / sizeof(a)[0]))
 
 int tok_gguf_split_of(const char *pre, tok_gguf_split *out) {
-    *out = (tok_gguf_split){GPT2_RE, 0, 0};
+    *out = (tok_gguf_split){GPT2_RE, 1, 0, 0};
     if (!pre || strcmp(pre, "default") == 0 || strcmp(pre, "gpt2") == 0 || strcmp(pre, "gpt-2") == 0) return 1;
     if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0 || strcmp(pre, "smaug-bpe") == 0) {
         /* llama.cpp: whole-word vocabulary hits for Llama 3 (HF: ignore_merges) */
-        *out = (tok_gguf_split){LLAMA3_RE, 0, 1};
+        *out = (tok_gguf_split){LLAMA3_RE, 1, 0, 1};
         return 1;
     }
     if (strcmp(pre, "qwen2") == 0) {
         out->regex = QWEN2_RE;
         return 1;
     }
-    /* llama.cpp's "\p{N}" split before the GPT-2 regex (HF: Digits(individual_digits)) */
+    if (strcmp(pre, "deepseek-llm") == 0) {
+        *out = (tok_gguf_split){DEEPSEEK_LLM_RE, N_OF(DEEPSEEK_LLM_RE), 0, 0};
+        return 1;
+    }
+    if (strcmp(pre, "deepseek-coder") == 0) {
+        *out = (tok_gguf_split){DEEPSEEK_CODER_RE, N_OF(DEEPSEEK_CODER_RE), 0, 0};
+        return 1;
+    }
+    /* llama.cpp's "\\p{N}" split before the GPT-2 regex (HF: Digits(individual_digits)) */
     if (strcmp(pre, "smollm") == 0 || strcmp(pre, "starcoder") == 0 || strcmp(pre, "refact") == 0) {
         out->digits = 1;
         return 1;
@@ -61,11 +98,11 @@ static lcx_status add_added(lcx_tokenizer *t, uint32_t id, const char *s, size_t
     return LCX_OK;
 }
 
-/* Pre-tokenizers: [Digits(individual) when digits,] Split(re, Isolated), ByteLevel (no regex). */
-static lcx_status add_pre_split(lcx_tokenizer *t, const char *re, int digits) {
-    t->pres = calloc(3, sizeof *t->pres);
+/* Pre-tokenizers: [Digits(individual) when digits,] Split(re, Isolated) for each regex, ByteLevel (no regex). */
+static lcx_status add_pre_split(lcx_tokenizer *t, const tok_gguf_split *sp) {
+    t->pres = calloc((size_t)sp->n_regex + 2, sizeof *t->pres);
     if (!t->pres) return lcx_fail(LCX_ERR_OOM, "pre-tokenizer");
-    if (digits) {
+    if (sp->digits) {
         tok_pre *d = &t->pres[t->n_pres];
         d->kind = PRE_DIGITS;
         d->individual_digits = 1;
@@ -73,11 +110,13 @@ static lcx_status add_pre_split(lcx_tokenizer *t, const char *re, int digits) {
         LCX_TRY(tok_regex_compile("\\p{N}", 5, 0, "GGUF pre-tokenizer", &d->re));
         t->n_pres++;
     }
-    tok_pre *p = &t->pres[t->n_pres];
-    p->kind = PRE_SPLIT;
-    p->behavior = SPLIT_ISOLATED;
-    LCX_TRY(tok_regex_compile(re, strlen(re), 0, "GGUF pre-tokenizer", &p->re));
-    t->n_pres++;
+    for (int k = 0; k < sp->n_regex; k++) {
+        tok_pre *p = &t->pres[t->n_pres];
+        p->kind = PRE_SPLIT;
+        p->behavior = SPLIT_ISOLATED;
+        LCX_TRY(tok_regex_compile(sp->regex[k], strlen(sp->regex[k]), 0, "GGUF pre-tokenizer", &p->re));
+        t->n_pres++;
+    }
     t->pres[t->n_pres++].kind = PRE_BYTELEVEL;
     return LCX_OK;
 }
@@ -146,8 +185,9 @@ lcx_status lcx_tokenizer_from_gguf(const lcx_gguf_vocab *v, const char *name, lc
     if (gpt2) {
         tok_gguf_split sp;
         LCX_FAIL_GOTO(!tok_gguf_split_of(v->pre, &sp), LCX_ERR_UNSUPPORTED, fail, "%s: tokenizer.ggml.pre '%s' is not "
-                      "supported (llama-bpe, qwen2, gpt2, smollm, starcoder, refact, default)", name, v->pre);
-        LCX_TRY_GOTO(add_pre_split(t, sp.regex, sp.digits), fail);
+                      "supported (llama-bpe, qwen2, gpt2, smollm, starcoder, refact, deepseek-llm, deepseek-coder, "
+                      "default)", name, v->pre);
+        LCX_TRY_GOTO(add_pre_split(t, &sp), fail);
         t->ignore_merges = sp.ignore_merges;
         t->decs = calloc(1, sizeof *t->decs);
         LCX_FAIL_GOTO(!t->decs, LCX_ERR_OOM, fail, "decoder");

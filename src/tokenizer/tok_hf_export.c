@@ -2,9 +2,9 @@
  * tokenizer.json describes the same pipeline lcx_tokenizer_from_gguf builds (and llama.cpp runs) and
  * tokenizer_config.json carries bos/eos/unk/pad, add_bos/add_eos and the chat template.
  *
- * gpt2 (byte-level BPE): [Digits(individual)] + Split(regex, Isolated) + ByteLevel(no regex), the byte-level
- * decoder, the GGUF's tokens (already in the byte alphabet, like HF's vocab) and merges ("a b", HF's own string
- * form). SentencePiece ("llama") vocabularies are not written: their merges would have to be derived from scores,
+ * gpt2 (byte-level BPE): [Digits(individual)] + Split(regex, Isolated) per regex + ByteLevel(no regex), the
+ * byte-level decoder, the GGUF's tokens (already in the byte alphabet, like HF's vocab) and merges ("a b", HF's
+ * own string form). SentencePiece ("llama") vocabularies are not written: their merges would have to be derived from scores,
  * and HF's BPE cannot express ties between merges of equal score, so the ids could differ; the caller warns. */
 #include <jansson.h>
 #include <stdio.h>
@@ -26,11 +26,18 @@ static json_t *byte_level(int add_prefix_space, int trim_offsets, int use_regex)
 }
 
 static json_t *pre_tokenizer(const tok_gguf_split *sp) {
-    json_t *split = json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "Regex", sp->regex, "behavior",
-                              "Isolated", "invert", 0);
-    json_t *seq = sp->digits ? json_pack("[{s:s, s:b}, o, o]", "type", "Digits", "individual_digits", 1, split,
-                                         byte_level(0, 1, 0))
-                             : json_pack("[o, o]", split, byte_level(0, 1, 0));
+    json_t *seq = json_array();
+    int ok = seq != NULL;
+    if (ok && sp->digits)
+        ok = json_array_append_new(seq, json_pack("{s:s, s:b}", "type", "Digits", "individual_digits", 1)) == 0;
+    for (int k = 0; ok && k < sp->n_regex; k++)
+        ok = json_array_append_new(seq, json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "Regex",
+                                                  sp->regex[k], "behavior", "Isolated", "invert", 0)) == 0;
+    if (ok) ok = json_array_append_new(seq, byte_level(0, 1, 0)) == 0;
+    if (!ok) {
+        json_decref(seq);
+        return NULL;
+    }
     return json_pack("{s:s, s:o}", "type", "Sequence", "pretokenizers", seq);
 }
 

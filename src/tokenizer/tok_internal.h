@@ -189,10 +189,12 @@ lcx_status tok_add_merge(lcx_tokenizer *tok, const char *a, size_t alen, const c
                          uint32_t rank, const char *where);
 
 /* ---- GGUF vocabularies (tok_gguf.c) ----------------------------------------------------------------------- */
-/* How a gpt2-model GGUF splits text before byte-level BPE, from tokenizer.ggml.pre: the split regex, whether
- * digits are split off one by one first, and whether whole-word vocabulary hits skip the merges. */
+/* How a gpt2-model GGUF splits text before byte-level BPE, from tokenizer.ggml.pre: the split regexes, applied in
+ * turn (each splits the pieces of the one before, matches kept: HF's Split Isolated), whether digits are split off
+ * one by one first, and whether whole-word vocabulary hits skip the merges. */
 typedef struct tok_gguf_split {
-    const char *regex;
+    const char *const *regex;
+    int n_regex;
     int digits, ignore_merges;
 } tok_gguf_split;
 /* 0 when `pre` is not a pre-tokenizer we know (NULL is the GPT-2 default). */
