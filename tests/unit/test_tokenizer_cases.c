@@ -9,8 +9,8 @@
  * with and without skip_special_tokens, so decode is checked even where encode differs. A case that tokenizers
  * refused to build is not in the file; one that we refuse to load fails here. A case with "gguf_pre" is also
  * built as GGUF metadata (lcx_tokenizer_from_gguf: its vocabulary and merges, that tokenizer.ggml.pre) and must
- * give the same ids. `gen_tokenizer_edges.py --random N`
- * writes N random pipelines to another DIR for a developer's differential run. */
+ * give the same ids. `gen_tokenizer_edges.py --random N` writes N random pipelines to another DIR for a
+ * developer's differential run. */
 #include <jansson.h>
 #include <string.h>
 
