@@ -48,8 +48,8 @@ static const char *const DEEPSEEK_LLM_RE[] = {
     "\\s+$",
     "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+",
     "\\p{N}+"};
-static const char *const DEEPSEEK_CODER_RE[] = {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
-                                                "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}"};
+static const char *const DEEPSEEK_CODER_RE[] = {
+    "[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}"};
 #define N_OF(a) ((int)(sizeof(a) / sizeof(a)[0]))
 
 int tok_gguf_split_of(const char *pre, tok_gguf_split *out) {

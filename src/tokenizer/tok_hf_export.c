@@ -4,8 +4,9 @@
  *
  * gpt2 (byte-level BPE): [Digits(individual)] + Split(regex, Isolated) per regex + ByteLevel(no regex), the
  * byte-level decoder, the GGUF's tokens (already in the byte alphabet, like HF's vocab) and merges ("a b", HF's
- * own string form). SentencePiece ("llama") vocabularies are not written: their merges would have to be derived from scores,
- * and HF's BPE cannot express ties between merges of equal score, so the ids could differ; the caller warns. */
+ * own string form). SentencePiece ("llama") vocabularies are not written: their merges would have to be derived
+ * from scores, and HF's BPE cannot express ties between merges of equal score, so the ids could differ; the
+ * caller warns. */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
