@@ -84,7 +84,7 @@ for test in $tests; do
         for f in "$root"/tools/*.c; do cc "$f" -o "$work/tool_$(basename "$f" .c).o"; done
         # shellcheck disable=SC2086 # the link line is a list of words
         g++ "${san[@]}" "$work"/obj/*.o "$work"/tool_*.o -o "$work/lcextend" "$build/liblcx.a" $libs -lpthread
-        job 2 "bench/cp_check.sh on the emulated CUDA backend" LCX_CUDA_EMU=1 ASAN_OPTIONS=detect_leaks=0 \
+        job 2 "bench/cp_check.sh on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
             BACKEND=cuda SEQ="${SEQ:-64}" STEPS="${STEPS:-3}" \
             CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}" bash "$root/bench/cp_check.sh" "$work"
         continue
