@@ -170,7 +170,9 @@ typedef struct lcx_rope_args {
     const float *cos, *sin;  /* f32 [n_pos, rot_dim/2] */
 } lcx_rope_args;
 
-/* Which keys a query sees in one attention call (positions are global: q_offset + i, k_offset + j). */
+/* Which keys a query sees in one attention call (positions are global: q_offset + i, k_offset + j). With
+ * document masking (lcx_attn_args.q_doc_start) a key must also be at or after the first position of the query's
+ * document: the mask then keeps a query inside its own document of a packed row. */
 typedef enum lcx_attn_mask {
     LCX_MASK_CAUSAL = 0, /* key visible iff k_offset + j <= q_offset + i */
     LCX_MASK_FULL,       /* every key visible */
@@ -192,6 +194,9 @@ typedef struct lcx_attn_args {
     int64_t n_heads, n_kv_heads, head_dim;
     int64_t q_offset, k_offset; /* global position of query row 0 and key row 0 (used by LCX_MASK_CAUSAL) */
     lcx_attn_mask mask;
+    const int32_t *q_doc_start; /* [n_q] device: global position of the first key query row i may see (its
+                                   document's first token), with any mask: key j is visible only if
+                                   k_offset + j >= q_doc_start[i]. NULL: no lower bound (no document mask) */
     float scale;                /* softmax scale, usually 1/sqrt(head_dim) */
     const void *q;              /* act [n_q, n_heads, head_dim] */
     const void *k, *v;          /* act [n_k, n_kv_heads, head_dim] */

@@ -65,7 +65,12 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, int64_t h, int64_t i0, 
         for (int64_t d = 0; d < hd; d++) ob[r * ldq + d] = 0.0f;
     }
     const int64_t kend_tile = att_key_end(a, i1 - 1); /* the last row sees the most keys */
-    for (int64_t j0 = 0; j0 < kend_tile; j0 += ATT_FWD_BK) {
+    int64_t kbeg_tile = a->n_k; /* key tiles before every row's document hold nothing visible */
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t b = att_key_begin(a, i);
+        kbeg_tile = b < kbeg_tile ? b : kbeg_tile;
+    }
+    for (int64_t j0 = kbeg_tile / ATT_FWD_BK * ATT_FWD_BK; j0 < kend_tile; j0 += ATT_FWD_BK) {
         int64_t nk = kend_tile - j0 < ATT_FWD_BK ? kend_tile - j0 : ATT_FWD_BK;
         const float *kb, *vb;
         if (bf) {
@@ -85,17 +90,18 @@ LCX_CPU_HOT static void fwd_tile(const lcx_attn_args *a, int64_t h, int64_t i0, 
         }
         for (int64_t r = 0; r < nr; r++) {
             float *sr = s + r * ATT_FWD_BK;
-            int64_t cnt = att_key_end(a, i0 + r) - j0;
-            cnt = cnt < 0 ? 0 : cnt > nk ? nk : cnt;
-            if (cnt == 0) { /* nothing visible in this tile: the row keeps its state */
+            int64_t lo, hi;
+            att_tile_range(a, i0 + r, j0, nk, &lo, &hi);
+            if (hi <= lo) { /* nothing visible in this tile: the row keeps its state */
                 for (int64_t jj = 0; jj < nk; jj++) sr[jj] = 0.0f;
                 continue;
             }
-            float mt = att_row_max(sr, cnt);
+            float mt = att_row_max(sr + lo, hi - lo);
             float mnew = m[r] > mt ? m[r] : mt;
             float corr = m[r] == -INFINITY ? 0.0f : lcx_cpu_expf(m[r] - mnew); /* 0 when nothing seen yet */
-            l[r] = l[r] * corr + att_row_exp_sum(sr, cnt, mnew); /* the backward's exp: P matches the LSE */
-            for (int64_t jj = cnt; jj < nk; jj++) sr[jj] = 0.0f; /* masked keys */
+            l[r] = l[r] * corr + att_row_exp_sum(sr + lo, hi - lo, mnew); /* the backward's exp: P matches the LSE */
+            for (int64_t jj = 0; jj < lo; jj++) sr[jj] = 0.0f; /* masked keys: other documents */
+            for (int64_t jj = hi; jj < nk; jj++) sr[jj] = 0.0f; /* masked keys: the future */
             m[r] = mnew;
             if (corr != 1.0f) {
                 float *orow = ob + r * ldq;

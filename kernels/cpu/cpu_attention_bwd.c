@@ -86,6 +86,14 @@ LCX_CPU_HOT static void bwd_head(const lcx_attn_args *a, const float *D, float *
             int64_t nk = att_key_end(a, i1 - 1) - j0; /* keys of the tile the last (widest) row sees */
             if (nk <= 0) continue;
             if (nk > nkt) nk = nkt;
+            if (a->q_doc_start) { /* document mask: skip the pair when no row of the tile sees its keys */
+                int64_t any = 0, lo, hi;
+                for (int64_t i = i0; i < i1 && !any; i++) {
+                    att_tile_range(a, i, j0, nk, &lo, &hi);
+                    any = hi > lo;
+                }
+                if (!any) continue;
+            }
             const float *qi, *gi;
             if (bf) {
                 lcx_cpu_act_load(a->dt, a->q, (i0 * H + h) * hd, H * hd, nr, hd, w->q);
@@ -105,17 +113,18 @@ LCX_CPU_HOT static void bwd_head(const lcx_attn_args *a, const float *D, float *
             }
             for (int64_t r = 0; r < nr; r++) {
                 const int64_t x = (i0 + r) * H + h;
-                int64_t cnt = att_key_end(a, i0 + r) - j0;
-                cnt = cnt < 0 ? 0 : cnt > nk ? nk : cnt;
+                int64_t lo, hi;
+                att_tile_range(a, i0 + r, j0, nk, &lo, &hi);
                 const float L = lse[x], Dx = D[x];
                 float *pr = w->p + r * ATT_BK, *dsr = w->ds + r * ATT_BK;
-                if (L == -INFINITY) cnt = 0; /* no visible key at all: no gradient */
-                for (int64_t jj = 0; jj < cnt; jj++) {
+                if (L == -INFINITY || hi < lo) lo = hi = 0; /* no visible key at all: no gradient */
+                for (int64_t jj = 0; jj < lo; jj++) pr[jj] = dsr[jj] = 0.0f; /* masked keys: other documents */
+                for (int64_t jj = lo; jj < hi; jj++) {
                     float pj = lcx_cpu_expf(pr[jj] - L);
                     pr[jj] = pj;
                     dsr[jj] = pj * (dsr[jj] - Dx) * ds_scale;
                 }
-                for (int64_t jj = cnt; jj < nk; jj++) pr[jj] = dsr[jj] = 0.0f; /* masked keys */
+                for (int64_t jj = hi; jj < nk; jj++) pr[jj] = dsr[jj] = 0.0f; /* masked keys: the future */
             }
             if (avx2) {
                 lcx_cpu_att_ptv(w->p, ATT_BK, nr, nk, gi, ldq, hd, dvh + j0 * hd, hd);

@@ -1,5 +1,6 @@
 /* cpu_attention_common: mask geometry shared by the attention forward and backward. Every mask mode makes the
- * visible keys of query row i a prefix [0, key_end(i)) of the key block, so tiles can stop early. */
+ * visible keys of query row i a range [key_begin(i), key_end(i)) of the key block (a prefix without a document
+ * mask), so tiles can start late and stop early. */
 #ifndef LCX_CPU_ATTENTION_COMMON_H
 #define LCX_CPU_ATTENTION_COMMON_H
 
@@ -27,7 +28,22 @@ static inline int64_t att_key_end(const lcx_attn_args *a, int64_t i) {
     return e < 0 ? 0 : e > a->n_k ? a->n_k : e;
 }
 
-/* First query row that sees key j (n_q if none). */
+/* First visible key of query row i: 0, or with a document mask the first key of the query's document. */
+static inline int64_t att_key_begin(const lcx_attn_args *a, int64_t i) {
+    if (!a->q_doc_start) return 0;
+    int64_t b = (int64_t)a->q_doc_start[i] - a->k_offset;
+    return b < 0 ? 0 : b > a->n_k ? a->n_k : b;
+}
+
+/* Visible keys of row i inside the key tile [j0, j0 + nk): [*lo, *hi) relative to j0, empty when *hi <= *lo. */
+static inline void att_tile_range(const lcx_attn_args *a, int64_t i, int64_t j0, int64_t nk, int64_t *lo,
+                                  int64_t *hi) {
+    int64_t b = att_key_begin(a, i) - j0, e = att_key_end(a, i) - j0;
+    *lo = b < 0 ? 0 : b > nk ? nk : b;
+    *hi = e < 0 ? 0 : e > nk ? nk : e;
+}
+
+/* First query row that may see key j (n_q if none; without a document mask exactly the first). */
 static inline int64_t att_row_begin(const lcx_attn_args *a, int64_t j) {
     if (a->mask == LCX_MASK_NONE) return a->n_q;
     if (a->mask == LCX_MASK_FULL) return 0;

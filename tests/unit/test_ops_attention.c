@@ -1,8 +1,9 @@
 /* Attention forward/backward/merge of the CPU backend against a naive softmax attention written here in double
  * (full score rows, no tiling), and the naive backward against central differences. Covers lengths that are
  * not multiples of the tiles, GQA ratios 1/2/4/8, query and key blocks at global offsets, causal/full/none
- * masks, fully masked rows, the LSE, merging key-block partials and ring-style accumulation of the backward;
- * bf16 activations against float32 on the same values. Every call runs on an arena of exactly its workspace. */
+ * masks, document masks, fully masked rows, the LSE, merging key-block partials and ring-style accumulation of
+ * the backward; bf16 activations against float32 on the same values. Every call runs on an arena of exactly its
+ * workspace. */
 #include "ops_common.h"
 
 static lcx_exec *X;
@@ -33,6 +34,7 @@ static lcx_status attn_merge(float *o_acc, float *lse_acc, const float *o_part, 
 /* ---- naive reference in double ------------------------------------------------------------------------- */
 static int visible(const lcx_attn_args *a, int64_t i, int64_t j) {
     if (a->mask == LCX_MASK_NONE) return 0;
+    if (a->q_doc_start && a->k_offset + j < a->q_doc_start[i]) return 0; /* an earlier document */
     if (a->mask == LCX_MASK_FULL) return 1;
     return a->k_offset + j <= a->q_offset + i;
 }
@@ -125,6 +127,7 @@ typedef struct prob {
     int64_t nqe, nke, nle; /* element counts of q/o, k/v, lse */
     float *q, *k, *v, *go;
     double *qd, *kd, *vd, *god;
+    int32_t *doc; /* [nq] document starts, or NULL */
 } prob;
 
 static prob make(int64_t nq, int64_t nk, int64_t H, int64_t G, int64_t hd, int64_t qoff, int64_t koff,
@@ -146,7 +149,21 @@ static prob make(int64_t nq, int64_t nk, int64_t H, int64_t G, int64_t hd, int64
 }
 static void unmake(prob *p) {
     free(p->q); free(p->k); free(p->v); free(p->go);
-    free(p->qd); free(p->kd); free(p->vd); free(p->god);
+    free(p->qd); free(p->kd); free(p->vd); free(p->god); free(p->doc);
+}
+
+/* Document masking: query rows in documents of random lengths (mean len) that start at or before the key block
+ * (a row may see none, some or all of its keys), or every token its own document when len is 1. */
+static void with_docs(prob *p, int64_t len) {
+    lcx_attn_args *a = &p->a;
+    p->doc = malloc(sizeof(int32_t) * (size_t)(a->n_q + 1));
+    int64_t lo = a->q_offset < a->k_offset ? a->q_offset : a->k_offset, start = lo - rng_int(0, 3);
+    if (start < 0) start = 0;
+    for (int64_t pos = start; pos < a->q_offset + a->n_q; pos++) {
+        if (pos > start && rng_int(1, len) == 1) start = pos; /* a document begins at pos */
+        if (pos >= a->q_offset) p->doc[pos - a->q_offset] = (int32_t)start;
+    }
+    a->q_doc_start = p->doc;
 }
 
 static double lse_err(const float *got, const double *want, int64_t n, int *inf_mismatch) {
@@ -383,6 +400,36 @@ int main(void) {
         check_split(&p, rng_int(0, nk), tag);
         unmake(&p);
     }
+    /* document masks: the forward's and backward's tiles crossed (AVX2 and OpenBLAS products), one-token
+     * documents, documents wider than a tile, causal and full (a ring step's earlier block) */
+    static const struct { int64_t nq, nk, H, G, hd, qoff, koff, len; lcx_attn_mask mask; } docs[] = {
+        {300, 1100, 3, 1, 64, 800, 0, 200, LCX_MASK_CAUSAL},
+        {517, 517, 2, 1, 20, 0, 0, 150, LCX_MASK_CAUSAL},
+        {263, 530, 2, 2, 72, 600, 0, 300, LCX_MASK_FULL},
+        {40, 40, 4, 2, 8, 0, 0, 1, LCX_MASK_CAUSAL},
+        {130, 140, 2, 1, 16, 10, 0, 1000, LCX_MASK_CAUSAL},
+    };
+    for (size_t c = 0; c < sizeof docs / sizeof docs[0]; c++) {
+        prob p = make(docs[c].nq, docs[c].nk, docs[c].H, docs[c].G, docs[c].hd, docs[c].qoff, docs[c].koff,
+                      docs[c].mask, 1.5);
+        with_docs(&p, docs[c].len);
+        snprintf(tag, sizeof tag, "docs %zu", c);
+        check_prob(&p, tag);
+        check_split(&p, docs[c].nk / 3, tag);
+        unmake(&p);
+    }
+    for (int t = 0; t < 30; t++) {
+        int64_t G = rng_int(1, 2), H = G * ratios[rng_int(0, 3)], hd = 4 * rng_int(1, 5);
+        int64_t nq = rng_int(1, 80), nk = rng_int(1, 160), koff = rng_int(0, 100), qoff = koff + rng_int(0, 100);
+        lcx_attn_mask mask = rng_int(0, 3) == 0 ? LCX_MASK_FULL : LCX_MASK_CAUSAL;
+        prob p = make(nq, nk, H, G, hd, qoff, koff, mask, rng_uniform(0.5, 4.0));
+        with_docs(&p, rng_int(1, 60));
+        snprintf(tag, sizeof tag, "random docs %d (q %lld@%lld k %lld@%lld mask %d)", t, (long long)nq,
+                 (long long)qoff, (long long)nk, (long long)koff, (int)mask);
+        check_prob(&p, tag);
+        check_split(&p, rng_int(0, nk), tag);
+        unmake(&p);
+    }
     printf("attention vs naive double (%d checks so far)\n", test_checks_);
     CHECK_ERR("forward O (normwise)", worst_fwd_o, 1e-5);
     CHECK_ERR("forward LSE (|d|/(1+|lse|))", worst_fwd_lse, 2e-6);
@@ -392,10 +439,12 @@ int main(void) {
 
     /* gradient checks against central differences on small shapes */
     double wn = 0, wo = 0;
-    for (int t = 0; t < 6; t++) {
+    for (int t = 0; t < 9; t++) {
         int64_t G = rng_int(1, 2), H = G * ratios[rng_int(0, 2)], hd = 4 * rng_int(1, 2);
         int64_t nq = rng_int(1, 20), nk = rng_int(1, 24), qoff = rng_int(0, 20), koff = rng_int(0, 10);
+        if (t >= 6) qoff = koff = 0, nk = nk > nq ? nk : nq; /* documents: row i sees at least key i */
         prob p = make(nq, nk, H, G, hd, qoff, koff, t % 3 == 2 ? LCX_MASK_FULL : LCX_MASK_CAUSAL, 2.0);
+        if (t >= 6) with_docs(&p, 6); /* document masks */
         snprintf(tag, sizeof tag, "fd %d", t);
         grad_check(&p, tag, &wn, &wo);
         unmake(&p);
@@ -441,6 +490,7 @@ int main(void) {
         int64_t G = rng_int(1, 2), H = G * ratios[rng_int(0, 3)], hd = 4 * rng_int(1, 5);
         int64_t nq = rng_int(1, 150), nk = rng_int(1, 300), qoff = rng_int(0, 200), koff = rng_int(0, 100);
         prob p = make(nq, nk, H, G, hd, qoff, koff, t % 4 == 3 ? LCX_MASK_FULL : LCX_MASK_CAUSAL, 2.0);
+        if (t % 2) with_docs(&p, 40); /* document masks */
         check_bf16(&p);
         unmake(&p);
     }
