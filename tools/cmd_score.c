@@ -89,7 +89,7 @@ int lcx_cmd_score(int argc, char **argv) {
             goto fail;
         }
     }
-    lcx_batch b = {1, n, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = n, .ids = ids};
     double loss_sum = 0;
     int64_t count = 0;
     st = lcx_model_forward(m, &b, logits, &loss_sum, &count);

@@ -52,7 +52,7 @@ static lcx_status run(void *model, const int32_t *tokens, int64_t n, int64_t fir
     LCX_FAIL_IF(!model || !tokens || n < 2 || first < 1 || first >= n, LCX_ERR_INVALID,
                 "eval scorer: bad window (n %lld, first %lld)", (long long)n, (long long)first);
     score_ctx c = {tokens, n, first, 0, nll, next};
-    lcx_batch b = {1, n, tokens, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = n, .ids = tokens};
     return lcx_model_forward_logits(model, &b, first - 1, on_logits, &c);
 }
 

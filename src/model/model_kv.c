@@ -132,7 +132,7 @@ lcx_status lcx_model_forward_cached(lcx_model *m, lcx_kv_cache *c, const int32_t
     int32_t *pos = malloc((size_t)n * sizeof *pos);
     LCX_FAIL_IF(!pos, LCX_ERR_OOM, "cached forward: out of memory");
     for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)(c->len + i);
-    lcx_batch b = {1, n, ids, NULL, pos};
+    lcx_batch b = {.n_seq = 1, .seq_len = n, .ids = ids, .positions = pos};
     lcx_status st = lcx_model_prepare(m, &b, NULL);
     if (st == LCX_OK) st = lcx_model_embed(m, n);
     if (st == LCX_OK) st = lcx_infer_layers_cached(m, &b, c->k, c->v, c->cap, c->len);

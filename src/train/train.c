@@ -292,7 +292,7 @@ lcx_status lcx_train_window_score(void *model, const int32_t *tokens, int64_t n,
     int32_t *tgt = malloc((size_t)n * sizeof *tgt);
     LCX_FAIL_IF(!tgt, LCX_ERR_OOM, "score: out of memory");
     for (int64_t j = 0; j < n; j++) tgt[j] = j + 1 >= first && j + 1 < n ? tokens[j + 1] : LCX_IGNORE_INDEX;
-    lcx_batch b = {1, n, tokens, tgt, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = n, .ids = tokens, .targets = tgt};
     double sum = 0;
     int64_t count = 0;
     lcx_status st = lcx_model_forward(m, &b, NULL, &sum, &count);
@@ -326,7 +326,7 @@ lcx_status lcx_train_window_score_cp(void *scorer, const int32_t *tokens, int64_
     double sum = 0;
     int64_t count = 0;
     lcx_status st = lcx_cp_local_batch(np, cp, s->cp_rank, ids, tgt, NULL, ids_l, tgt_l, pos_l);
-    lcx_batch b = {1, loc, ids_l, tgt_l, pos_l};
+    lcx_batch b = {.n_seq = 1, .seq_len = loc, .ids = ids_l, .targets = tgt_l, .positions = pos_l};
     if (st == LCX_OK) st = lcx_model_forward(s->model, &b, NULL, &sum, &count); /* summed over CP */
     free(buf);
     LCX_TRY(st);

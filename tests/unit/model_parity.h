@@ -104,7 +104,7 @@ static void test_train(const char *name, const variant *v) {
     int32_t ids[16];
     int64_t T = fx_inputs(name, ids, 16);
     CHECK(T == 16);
-    lcx_batch b[2] = {{1, 8, ids, NULL, NULL}, {1, 8, ids + 8, NULL, NULL}};
+    lcx_batch b[2] = {{.n_seq = 1, .seq_len = 8, .ids = ids}, {.n_seq = 1, .seq_len = 8, .ids = ids + 8}};
     lcx_model_opts oc = v->o, og = v->o;
     oc.training = og.training = 1;
     oc.max_tokens = og.max_tokens = 8;
@@ -132,7 +132,7 @@ static void test_train_tc_shape(const variant *v) {
     int32_t ids[2 * T];
     uint64_t z = 0x7c5eed;
     for (int i = 0; i < 2 * T; i++) z = z * 6364136223846793005ull + 1442695040888963407ull, ids[i] = (int32_t)(z >> 56);
-    lcx_batch b[2] = {{1, T, ids, NULL, NULL}, {1, T, ids + T, NULL, NULL}};
+    lcx_batch b[2] = {{.n_seq = 1, .seq_len = T, .ids = ids}, {.n_seq = 1, .seq_len = T, .ids = ids + T}};
     lcx_model_opts oc = v->o, og = v->o;
     oc.training = og.training = 1;
     oc.max_tokens = og.max_tokens = T;
@@ -160,7 +160,7 @@ static void test_infer(const char *name) {
     const double tol = EXACT ? 0 : TOL_LOGITS_F32;
     int64_t V = lcx_model_config_of(mc)->vocab_size;
     float *lc = calloc((size_t)(T * V), sizeof(float)), *lg = calloc((size_t)(T * V), sizeof(float));
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     double sc = 0, sg = 0;
     CHECK_OK(lcx_model_forward(mc, &b, lc, &sc, NULL));
     CHECK_OK(lcx_model_forward(mg, &b, lg, &sg, NULL));

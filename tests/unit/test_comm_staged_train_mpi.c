@@ -68,7 +68,7 @@ static void train(lcx_comm *world, const lcx_model_config *cfg, int tp, int cp, 
         for (int s = 0; s < MSEQ; s++)
             CHECK_OK(lcx_cp_local_batch(SEQ, cp, gs.coord.c, ids + s * SEQ, tgt + s * SEQ, pos + s * SEQ,
                                         lid + s * L, ltg + s * L, lpos + s * L));
-        lcx_batch b = {MSEQ, L, lid, ltg, lpos};
+        lcx_batch b = {.n_seq = MSEQ, .seq_len = L, .ids = lid, .targets = ltg, .positions = lpos};
         lcx_step_result res;
         CHECK_OK(lcx_model_train_step_group(m, &b, 1, &ao, gs.group[LCX_GROUP_GRAD], &res));
         r->loss[step] = res.loss, r->norm[step] = res.grad_norm;

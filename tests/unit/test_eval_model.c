@@ -29,7 +29,7 @@ static void check_model(lcx_dtype dt, double tol_hf) {
     if (!m) return;
 
     /* Sum of per-token NLLs (first = 1: every predicted token) = the model's summed loss. */
-    lcx_batch b = {1, n, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = n, .ids = ids};
     double loss_sum = 0;
     int64_t count = 0;
     CHECK_OK(lcx_model_forward(m, &b, NULL, &loss_sum, &count));

@@ -189,7 +189,7 @@ static void run_extension(const fixture *f, lcx_rope_method method, double *rows
     CHECK(lcx_model_config_of(m)->vocab_size == f->vocab);
     logits = malloc((size_t)SEQ * (size_t)f->vocab * sizeof *logits);
     if (!logits) goto done;
-    lcx_batch b = {1, SEQ, (int32_t *)f->ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = SEQ, .ids = (int32_t *)f->ids};
     double loss = 0;
     int64_t cnt = 0;
     CHECK_OK(lcx_model_forward(m, &b, logits, &loss, &cnt));

@@ -69,7 +69,7 @@ static void check_forward(const char *name, lcx_dtype pdt, const int32_t *ids) {
     int64_t V = lcx_model_config_of(m32)->vocab_size;
     float *l32 = malloc((size_t)(T * V) * sizeof(float)), *l16 = malloc((size_t)(T * V) * sizeof(float));
     float *li = malloc((size_t)(T * V) * sizeof(float)), *ref = NULL;
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     double s32 = 0, s16 = 0, si = 0;
     int64_t n32 = 0, n16 = 0, ni = 0;
     CHECK_OK(lcx_model_forward(m32, &b, l32, &s32, &n32));
@@ -111,7 +111,7 @@ static void check_grads(const char *name, lcx_dtype pdt, const int32_t *ids) {
     lcx_model *mk = open_model(name, pdt, LCX_BF16, 1, LCX_ACT_KEEP);
     lcx_model *mr = open_model(name, pdt, LCX_BF16, 1, LCX_ACT_RECOMPUTE);
     if (!m32 || !mk || !mr) goto done;
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     float dscale = 1.0f / (float)lcx_batch_count(&b);
     CHECK_OK(lcx_model_forward_backward(m32, &b, dscale, NULL, NULL));
     CHECK_OK(lcx_model_forward_backward(mk, &b, dscale, NULL, NULL));
@@ -152,7 +152,7 @@ static void check_training(const char *name, lcx_dtype pdt, const int32_t *ids) 
     if (!m32 || !m16) goto done;
     lcx_adamw_opts o = lcx_adamw_opts_default();
     o.lr = 1e-3;
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     double worst = 0, first = 0, last32 = 0, last16 = 0;
     for (int s = 0; s < STEPS; s++) {
         lcx_step_result r32, r16;
@@ -181,7 +181,7 @@ static void check_kv(const char *name, lcx_dtype pdt, const int32_t *ids) {
     if (!m || !m32) goto done;
     int64_t V = lcx_model_config_of(m)->vocab_size;
     float *want = malloc((size_t)(T * V) * sizeof(float)), *got = malloc((size_t)(T * V) * sizeof(float));
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     CHECK_OK(lcx_model_forward(m, &b, want, NULL, NULL));
     CHECK_OK(lcx_kv_cache_init(&kc, m, T));
     CHECK_OK(lcx_kv_cache_init(&k32, m32, T));
@@ -193,7 +193,7 @@ static void check_kv(const char *name, lcx_dtype pdt, const int32_t *ids) {
     CHECK_OK(lcx_model_forward_cached(m, kc, ids, 10, 10, 0, fx_on_rows, &c));
     lcx_model *mp = open_model(name, pdt, LCX_BF16, 0, LCX_ACT_KEEP);
     float *pre = malloc((size_t)(10 * V) * sizeof(float));
-    lcx_batch bp = {1, 10, ids, NULL, NULL};
+    lcx_batch bp = {.n_seq = 1, .seq_len = 10, .ids = ids};
     if (mp) CHECK_OK(lcx_model_forward(mp, &bp, pre, NULL, NULL));
     CHECK_MSG(memcmp(got, pre, (size_t)(10 * V) * sizeof(float)) == 0, "%s: bf16 prefill differs from uncached",
               name);

@@ -60,7 +60,9 @@ static int run(int layers, int n_micro, lcx_act_policy pol, lcx_dtype adt, count
     int32_t ids[3][SEQ];
     for (int b = 0; b < 3; b++)
         for (int t = 0; t < SEQ; t++) ids[b][t] = (int32_t)((t * 37 + b * 11) % cfg.vocab_size);
-    lcx_batch batch[3] = {{1, SEQ, ids[0], NULL, NULL}, {1, SEQ, ids[1], NULL, NULL}, {1, SEQ, ids[2], NULL, NULL}};
+    lcx_batch batch[3] = {{.n_seq = 1, .seq_len = SEQ, .ids = ids[0]},
+                          {.n_seq = 1, .seq_len = SEQ, .ids = ids[1]},
+                          {.n_seq = 1, .seq_len = SEQ, .ids = ids[2]}};
     lcx_adamw_opts ao = lcx_adamw_opts_default();
     memset(out, 0, sizeof *out);
     for (int s = 0; m && s < STEPS; s++) {

@@ -49,7 +49,7 @@ static void check_fixture(const char *name, lcx_dtype dt) {
     const int64_t V = lcx_model_config_of(ref)->vocab_size;
     const size_t bytes = (size_t)(T * V) * sizeof(float);
     float *want = malloc(bytes), *got = malloc(bytes), *cb_want = calloc(1, bytes);
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     double ls_want = 0;
     int64_t cnt_want = 0;
     CHECK_OK(lcx_model_forward(ref, &b, want, &ls_want, &cnt_want));
@@ -59,7 +59,7 @@ static void check_fixture(const char *name, lcx_dtype dt) {
     /* a packed batch: two rows of 8 tokens at positions 0.. and 5.. */
     int32_t pos[T];
     for (int i = 0; i < T; i++) pos[i] = i < 8 ? i : 5 + (i - 8);
-    lcx_batch pb = {2, 8, ids, NULL, pos};
+    lcx_batch pb = {.n_seq = 2, .seq_len = 8, .ids = ids, .positions = pos};
     float *pwant = malloc(bytes), *pgot = malloc(bytes);
     double pls_want = 0;
     CHECK_OK(lcx_model_forward(ref, &pb, pwant, &pls_want, NULL));
@@ -121,7 +121,7 @@ static void check_chunks_random(void) {
     enum { N = 300 };
     int32_t ids[N];
     for (int i = 0; i < N; i++) ids[i] = (int32_t)((i * 73 + 5) % cfg.vocab_size);
-    lcx_batch b = {1, N, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = N, .ids = ids};
     const int64_t V = cfg.vocab_size;
     float *want = malloc((size_t)(N * V) * sizeof(float)), *got = malloc((size_t)(N * V) * sizeof(float));
     const int threads0 = omp_get_max_threads();

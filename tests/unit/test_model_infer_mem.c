@@ -29,7 +29,7 @@ static double pass_peak(const lcx_model_config *cfg, int64_t T, int64_t mlp_chun
     if (!m) return 0;
     CHECK_OK(lcx_model_init_random(m, 3, 0.05));
     CHECK(lcx_model_memory_of(m).acts == lcx_model_forward_bytes(cfg, &o));
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     double ls = 0;
     if (!lcx_peak_rss_reset()) printf("cannot reset the peak RSS: skipped\n");
     uint64_t base = rss_now();

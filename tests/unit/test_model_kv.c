@@ -36,7 +36,7 @@ static lcx_model *open_model(const char *name, lcx_dtype dt, int training) {
 
 /* Uncached logits of seq[0..n) (forward-only model). */
 static void uncached(lcx_model *m, const int32_t *seq, int64_t n, float *out) {
-    lcx_batch b = {1, n, seq, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = n, .ids = seq};
     CHECK_OK(lcx_model_forward(m, &b, out, NULL, NULL));
 }
 

@@ -59,7 +59,7 @@ static void test_fixture(const char *name, lcx_dtype adt) {
     const lcx_model_config *cfg = lcx_model_config_of(ref);
     int32_t ids[TT];
     make_batch(name, cfg->vocab_size, ids);
-    lcx_batch b = {NSEQ, SEQ, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = NSEQ, .seq_len = SEQ, .ids = ids};
     size_t n0;
     double l0;
     float *g0 = fx_grads(ref, &b, 1, &n0, &l0);
@@ -132,7 +132,7 @@ static void test_fixture(const char *name, lcx_dtype adt) {
             CHECK_MSG(memcmp(g1, g0, n0 * 4) == 0 && l1 == l0, "%s %s: mlp_chunk = max_tokens is not untiled", name,
                       dtn);
             CHECK(lcx_model_memory_of(mt).acts == acts_rec);
-            lcx_batch b16 = {1, 16, ids, NULL, NULL};
+            lcx_batch b16 = {.n_seq = 1, .seq_len = 16, .ids = ids};
             float *g2 = fx_grads(ref, &b16, 1, &n2, &l2), *g3 = fx_grads(m16, &b16, 1, &n3, &l3);
             CHECK_MSG(memcmp(g2, g3, n0 * 4) == 0 && l2 == l3, "%s %s: one tile differs from untiled", name, dtn);
             free(g1), free(g2), free(g3);

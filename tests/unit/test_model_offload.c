@@ -68,7 +68,7 @@ static void run(const char *name) {
     cfg.num_hidden_layers = L;
     int32_t ids[TOK];
     for (int t = 0; t < TOK; t++) ids[t] = (int32_t)((t * 37 + 11) % cfg.vocab_size);
-    lcx_batch b = {NSEQ, SEQ, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = NSEQ, .seq_len = SEQ, .ids = ids};
     const lcx_act_policy K = LCX_ACT_KEEP, R = LCX_ACT_RECOMPUTE, O = LCX_ACT_OFFLOAD, RO = LCX_ACT_RECOMPUTE_OFFLOAD;
     const lcx_act_policy cases[][L] = {
         {R, R, R, R, R, R},  {O, O, O, O, O, O}, {RO, RO, RO, RO, RO, RO},

@@ -57,7 +57,7 @@ static void check_offsets(const char *name) {
     if (!m) return;
     int64_t V = lcx_model_config_of(m)->vocab_size;
     float *logits = malloc((size_t)(32 * V) * sizeof(float));
-    lcx_batch b = {2, 16, ids, NULL, pos};
+    lcx_batch b = {.n_seq = 2, .seq_len = 16, .ids = ids, .positions = pos};
     CHECK_OK(lcx_model_forward(m, &b, logits, NULL, NULL));
     for (int row = 0; row < 2; row++) {
         char *p = row ? fx_path(name, "grads", "logits_pos40.npy") : fx_path(name, "models", "logits.npy");
@@ -101,7 +101,7 @@ static void check_dynamic(void) {
         CHECK_OK(lcx_model_load(m, c));
         int64_t V = cfg.vocab_size;
         float *logits = malloc((size_t)(T * V) * sizeof(float)), *ref = NULL;
-        lcx_batch b = {1, T, ids, NULL, NULL};
+        lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
         CHECK_OK(lcx_model_forward(m, &b, logits, NULL, NULL));
         char *p = fx_path("llama_gqa", "grads", "logits_dynamic.npy");
         lcx_shape sh;
@@ -125,7 +125,7 @@ static void check_forward(const char *name, lcx_model *m, const int32_t *ids, in
     float *logits = malloc((size_t)(T * V) * sizeof(float));
     double ls = 0;
     int64_t cnt = 0;
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     CHECK_OK(lcx_model_forward(m, &b, logits, &ls, &cnt));
     char *p = fx_path(name, "models", "logits.npy");
     float *ref = NULL;
@@ -168,7 +168,7 @@ static void check_step(const char *name, lcx_model *m, const int32_t *ids, int64
     lcx_adamw_opts o;
     lcx_st_file *f = open_grads(name, &o);
     if (!f) return;
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     lcx_step_result r;
     CHECK_OK(lcx_model_train_step(m, &b, 1, &o, &r));
     CHECK_REL(r.loss, fx_number(name, "grads", "reference.json", "loss", NULL), 1e-5);

@@ -24,7 +24,7 @@ static void test_policies(const char *name) {
     int32_t ids[16];
     int64_t T = fx_inputs(name, ids, 16);
     CHECK(T == 16);
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     lcx_model *keep = open_fx(name, 16, 16, LCX_ACT_KEEP, NULL);
     lcx_model *rec = open_fx(name, 16, 16, LCX_ACT_RECOMPUTE, NULL);
     lcx_model *off = open_fx(name, 16, 16, LCX_ACT_OFFLOAD, NULL);
@@ -56,7 +56,7 @@ done:
 static void test_chunks(const char *name) {
     int32_t ids[16];
     int64_t T = fx_inputs(name, ids, 16);
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     lcx_model *m = open_fx(name, 16, 16, LCX_ACT_KEEP, NULL);
     if (!m) return;
     int64_t V = lcx_model_config_of(m)->vocab_size;
@@ -97,8 +97,9 @@ static void test_accumulation(const char *name) {
         tgt[i] = i + 1 < T ? ids[i + 1] : LCX_IGNORE_INDEX;
         tgt[T + i] = (i % 3 == 0 || i + 1 == T) ? LCX_IGNORE_INDEX : ids[T + i + 1];
     }
-    lcx_batch micro[2] = {{1, T, ids, tgt, NULL}, {1, T, ids + T, tgt + T, NULL}};
-    lcx_batch packed = {2, T, ids, tgt, NULL};
+    lcx_batch micro[2] = {{.n_seq = 1, .seq_len = T, .ids = ids, .targets = tgt},
+                          {.n_seq = 1, .seq_len = T, .ids = ids + T, .targets = tgt + T}};
+    lcx_batch packed = {.n_seq = 2, .seq_len = T, .ids = ids, .targets = tgt};
     CHECK(lcx_batch_count(&packed) == 15 + 10);
     lcx_model *m = open_fx(name, 32, 7, LCX_ACT_KEEP, NULL);
     if (!m) return;
@@ -139,22 +140,22 @@ static void test_errors(void) {
     CHECK_OK(lcx_model_init(&m, &cfg, &o));
     if (m) {
         CHECK_OK(lcx_model_load(m, c));
-        lcx_batch b = {1, T, ids, NULL, NULL};
+        lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
         CHECK_FAILS(lcx_model_forward(m, &b, NULL, NULL, NULL), LCX_ERR_UNSUPPORTED, "sliding_window 8");
-        lcx_batch b8 = {1, 8, ids, NULL, NULL};
+        lcx_batch b8 = {.n_seq = 1, .seq_len = 8, .ids = ids};
         double ls;
         CHECK_OK(lcx_model_forward(m, &b8, NULL, &ls, NULL));
-        lcx_batch big = {2, 16, ids, NULL, NULL};
+        lcx_batch big = {.n_seq = 2, .seq_len = 16, .ids = ids};
         CHECK_FAILS(lcx_model_forward(m, &big, NULL, NULL, NULL), LCX_ERR_INVALID, "capacity");
         int32_t bad[8] = {1, 2, 3, 400, 5, 6, 7, 8};
-        lcx_batch bb = {1, 8, bad, NULL, NULL};
+        lcx_batch bb = {.n_seq = 1, .seq_len = 8, .ids = bad};
         CHECK_FAILS(lcx_model_forward(m, &bb, NULL, NULL, NULL), LCX_ERR_INVALID, "outside the vocabulary");
         int32_t pos[8] = {0, 1, 2, 4, 5, 6, 7, 8};
-        lcx_batch bp = {1, 8, ids, NULL, pos};
+        lcx_batch bp = {.n_seq = 1, .seq_len = 8, .ids = ids, .positions = pos};
         CHECK_FAILS(lcx_model_forward(m, &bp, NULL, NULL, NULL), LCX_ERR_INVALID, "consecutive");
         int32_t allign[8];
         for (int i = 0; i < 8; i++) allign[i] = LCX_IGNORE_INDEX;
-        lcx_batch bi = {1, 8, ids, allign, NULL};
+        lcx_batch bi = {.n_seq = 1, .seq_len = 8, .ids = ids, .targets = allign};
         lcx_adamw_opts ao = lcx_adamw_opts_default();
         CHECK_FAILS(lcx_model_train_step(m, &bi, 1, &ao, NULL), LCX_ERR_INVALID, "no counted target");
         ao.beta1 = 1.0;
@@ -185,7 +186,7 @@ static void test_training(void) {
     if (!m) return;
     int32_t pos[16];
     for (int i = 0; i < 16; i++) pos[i] = 20 + i;
-    lcx_batch bp = {1, T, ids, NULL, pos}, b = {1, T, ids, NULL, NULL};
+    lcx_batch bp = {.n_seq = 1, .seq_len = T, .ids = ids, .positions = pos}, b = {.n_seq = 1, .seq_len = T, .ids = ids};
     double l0, l1;
     CHECK_OK(lcx_model_forward(m, &b, NULL, &l0, NULL));
     CHECK_OK(lcx_model_forward(m, &bp, NULL, &l1, NULL));
@@ -209,7 +210,7 @@ static void test_training(void) {
 static void test_inference_only(void) {
     int32_t ids[16];
     int64_t T = fx_inputs("qwen3", ids, 16);
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     for (int k = 0; k < 2; k++) {
         lcx_model *mm[2] = {NULL, NULL};
         float *lg[2];
@@ -242,7 +243,7 @@ static void test_inference_only(void) {
 static void test_shared_exec(void) {
     int32_t ids[16];
     int64_t T = fx_inputs("qwen3", ids, 16);
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     lcx_exec *x = NULL;
     CHECK_OK(lcx_exec_create(NULL, &x));
     if (!x) return;

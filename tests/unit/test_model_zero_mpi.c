@@ -42,7 +42,7 @@ static void check(lcx_comm *world, lcx_dtype dt) {
         ids[i] = (int32_t)((i * 31 + 7 * me + 5) % g_cfg.vocab_size);
         tgt[i] = i % 7 == 3 ? LCX_IGNORE_INDEX : (int32_t)((i * 17 + 3 + me) % g_cfg.vocab_size);
     }
-    lcx_batch b = {rows, SEQ, ids, tgt, NULL};
+    lcx_batch b = {.n_seq = rows, .seq_len = SEQ, .ids = ids, .targets = tgt};
     lcx_adamw_opts o = lcx_adamw_opts_default();
     o.lr = 1e-2;
     o.max_grad_norm = 0.3;

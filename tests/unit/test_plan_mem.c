@@ -57,7 +57,7 @@ static int step(const lcx_model_config *cfg, int64_t T, lcx_act_policy pol, poin
     int ok = lcx_exec_create(lcx_backend_cpu(), &x) == LCX_OK;
     o.exec = x;
     ok = ok && lcx_model_init(&m, cfg, &o) == LCX_OK && lcx_model_init_random(m, 5, 0.02) == LCX_OK;
-    lcx_batch b = {1, T, ids, NULL, NULL};
+    lcx_batch b = {.n_seq = 1, .seq_len = T, .ids = ids};
     lcx_adamw_opts ao = lcx_adamw_opts_default();
     lcx_step_result r;
     ok = ok && lcx_model_train_step(m, &b, 1, &ao, &r) == LCX_OK && isfinite(r.loss);

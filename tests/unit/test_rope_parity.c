@@ -82,7 +82,7 @@ static void check_logits(const char *type) {
     if (m && n == SEQ) {
         int64_t V = lcx_model_config_of(m)->vocab_size;
         logits = malloc((size_t)(SEQ * V) * sizeof *logits);
-        lcx_batch b = {1, SEQ, ids, NULL, NULL};
+        lcx_batch b = {.n_seq = 1, .seq_len = SEQ, .ids = ids};
         double loss = 0;
         int64_t cnt = 0;
         CHECK_OK(lcx_model_forward(m, &b, logits, &loss, &cnt));

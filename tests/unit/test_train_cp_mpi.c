@@ -147,7 +147,7 @@ static void check_step(lcx_comm *world, const lcx_tokdata *td) {
     for (int t = 0; t < SEQ; t++) ids[t] = (int32_t)((t * 31 + 7) % g_cfg.vocab_size);
     for (int t = 0; t < SEQ; t++) tgt[t] = t % 5 == 2 ? LCX_IGNORE_INDEX : (int32_t)((t * 17 + 3) % g_cfg.vocab_size);
     CHECK_OK(lcx_cp_local_batch(SEQ, cp, c, ids, tgt, NULL, lid, ltg, lpos));
-    lcx_batch lb = {1, S, lid, ltg, lpos};
+    lcx_batch lb = {.n_seq = 1, .seq_len = S, .ids = lid, .targets = ltg, .positions = lpos};
     lcx_adamw_opts o = lcx_adamw_opts_default();
     o.lr = 1e-2;
     o.max_grad_norm = 0.3;

@@ -119,8 +119,8 @@ static void check_ragged(lcx_comm *world) {
     lcx_model *ref = new_model((int64_t)W * SEQ, NULL), *dp = new_model((int64_t)W * SEQ, NULL);
     lcx_batch *all = calloc((size_t)W, sizeof *all);
     for (int r = 0, at = 0; r < W; at += r + 1, r++)
-        all[r] = (lcx_batch){r + 1, SEQ, ids + at * SEQ, tgt + at * SEQ, NULL};
-    lcx_batch mine = {rows, SEQ, ids + row0 * SEQ, tgt + row0 * SEQ, NULL};
+        all[r] = (lcx_batch){.n_seq = r + 1, .seq_len = SEQ, .ids = ids + at * SEQ, .targets = tgt + at * SEQ};
+    lcx_batch mine = {.n_seq = rows, .seq_len = SEQ, .ids = ids + row0 * SEQ, .targets = tgt + row0 * SEQ};
     lcx_step_result rr, rd;
     for (int s = 0; s < 2; s++) {
         CHECK_OK(lcx_model_train_step(ref, all, W, &o, &rr));

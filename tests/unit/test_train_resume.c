@@ -170,7 +170,7 @@ int main(void) {
         double tot = 0, ls;
         int64_t cnt = 0, c;
         for (int k = 0; k < 2; k++) {
-            lcx_batch b = {2, SEQ, ids + k * 2 * SEQ, tgt + k * 2 * SEQ, NULL};
+            lcx_batch b = {.n_seq = 2, .seq_len = SEQ, .ids = ids + k * 2 * SEQ, .targets = tgt + k * 2 * SEQ};
             CHECK_OK(lcx_model_forward(a, &b, NULL, &ls, &c));
             tot += ls;
             cnt += c;
@@ -268,13 +268,13 @@ int main(void) {
         for (int i = 0; i < SEQ; i++) tok[i] = (int32_t)((i * 37 + 5) % g_cfg.vocab_size);
         double nll[SEQ], ref = 0, s = 0;
         int64_t cnt = 0;
-        lcx_batch hb = {1, SEQ, tok, NULL, NULL};
+        lcx_batch hb = {.n_seq = 1, .seq_len = SEQ, .ids = tok};
         CHECK_OK(lcx_model_forward(d, &hb, NULL, &ref, &cnt));
         CHECK_OK(lcx_train_window_score(d, tok, SEQ, 1, nll));
         for (int i = 0; i < SEQ - 1; i++) s += nll[i];
         CHECK_REL(s, ref, 1e-9);
         for (int i = 0; i < SEQ; i++) tg[i] = i >= 9 && i + 1 < SEQ ? tok[i + 1] : LCX_IGNORE_INDEX;
-        lcx_batch tb = {1, SEQ, tok, tg, NULL};
+        lcx_batch tb = {.n_seq = 1, .seq_len = SEQ, .ids = tok, .targets = tg};
         CHECK_OK(lcx_model_forward(d, &tb, NULL, &ref, &cnt));
         CHECK(cnt == SEQ - 10);
         CHECK_OK(lcx_train_window_score(d, tok, SEQ, 10, nll));

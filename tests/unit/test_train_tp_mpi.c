@@ -159,9 +159,11 @@ static void train_z(const lcx_model_config *cfg, const lcx_comm_groups *gs, int 
                     CHECK_OK(lcx_cp_local_batch(SEQ, cp, c, b.ids[g] + s * SEQ, b.tgt[g] + s * SEQ, b.pos[g] + s * SEQ,
                                                 local.ids[i] + s * L, local.tgt[i] + s * L, local.pos[i] + s * L));
                 }
-                mb[i] = (lcx_batch){MSEQ, SEQ / cp, local.ids[i], local.tgt[i], local.pos[i]};
+                mb[i] = (lcx_batch){.n_seq = MSEQ, .seq_len = SEQ / cp, .ids = local.ids[i], .targets = local.tgt[i],
+                                    .positions = local.pos[i]};
             } else {
-                mb[i] = (lcx_batch){MSEQ, SEQ, b.ids[g], b.tgt[g], b.pos[g]};
+                mb[i] = (lcx_batch){.n_seq = MSEQ, .seq_len = SEQ, .ids = b.ids[g], .targets = b.tgt[g],
+                                    .positions = b.pos[g]};
             }
         }
         lcx_step_result res;
