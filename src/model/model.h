@@ -90,6 +90,9 @@ typedef struct lcx_batch {
                                  NULL = HF shift of ids (labels = inputs: target t = ids[t+1], last ignored) */
     const int32_t *positions; /* host [n_seq * seq_len] global positions, consecutive inside a row;
                                  NULL = 0 .. seq_len-1 in every row */
+    const int32_t *doc_start; /* host [n_seq * seq_len] document masking (training models only): the global
+                                 position of the first token of each token's document, in [0, its position];
+                                 attention keeps a token inside its document. NULL = no document mask */
 } lcx_batch;
 
 typedef struct lcx_adamw_opts {

@@ -78,6 +78,7 @@ lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, cons
         aa.q = lcx_m_at(m, a->q, oq), aa.k = lcx_m_at(m, a->k, okv), aa.v = lcx_m_at(m, a->v, okv);
         aa.o = lcx_m_at(m, a->o, oq), aa.lse = a->lse + s * S * m->nh;
         aa.dout = lcx_m_at(m, m->dout, oq), aa.dq = m->dq + oq, aa.dk = m->dk + okv, aa.dv = m->dv + okv;
+        aa.q_doc_start = lcx_m_doc(m, s * S);
         LCX_TRY(be->attention_bwd(m->x, &aa));
     }
     /* dq/dk/dv are attention's f32 accumulators: RoPE's transpose runs on them with dt = F32 (every tensor of

@@ -81,6 +81,8 @@ lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
         LCX_FAIL_IF(b->ids[t] < 0 || b->ids[t] >= m->V, LCX_ERR_INVALID,
                     "model: token %lld: id %d outside the vocabulary [0, %lld)", (long long)t, b->ids[t],
                     (long long)m->V);
+    LCX_FAIL_IF(b->doc_start && !m->d_doc, LCX_ERR_INVALID,
+                "model: document masking (a batch with document starts) needs a model built for training");
     int32_t *pos = malloc((size_t)T * sizeof(int32_t)), *tgt = malloc((size_t)T * sizeof(int32_t));
     int64_t *gpos = m->cp ? malloc((size_t)S * sizeof(int64_t)) : NULL; /* CP: local row -> global offset */
     LCX_FAIL_GOTO(!pos || !tgt || (m->cp && !gpos), LCX_ERR_OOM, done, "model: out of memory");
@@ -111,6 +113,9 @@ lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
             }
             pos[t] = (int32_t)p;
             if (p > max_pos) max_pos = p;
+            LCX_FAIL_GOTO(b->doc_start && (b->doc_start[t] < 0 || b->doc_start[t] > p), LCX_ERR_INVALID, done,
+                          "model: token %lld: document start %d outside [0, its position %lld]", (long long)t,
+                          b->doc_start[t], (long long)p);
             int32_t y = b->targets ? b->targets[t] : (i + 1 < S ? b->ids[t + 1] : LCX_IGNORE_INDEX);
             LCX_FAIL_GOTO(y != LCX_IGNORE_INDEX && (y < 0 || y >= m->V), LCX_ERR_INVALID, done,
                           "model: token %lld: target %d outside the vocabulary [0, %lld) (ignore index is %d)",
@@ -122,6 +127,8 @@ lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
     LCX_TRY_GOTO(be->copy_h2d(m->x, m->d_ids, b->ids, (size_t)T * sizeof(int32_t)), done);
     LCX_TRY_GOTO(be->copy_h2d(m->x, m->d_pos, pos, (size_t)T * sizeof(int32_t)), done);
     LCX_TRY_GOTO(be->copy_h2d(m->x, m->d_tgt, tgt, (size_t)T * sizeof(int32_t)), done);
+    m->doc_on = b->doc_start != NULL;
+    if (m->doc_on) LCX_TRY_GOTO(be->copy_h2d(m->x, m->d_doc, b->doc_start, (size_t)T * sizeof(int32_t)), done);
     LCX_TRY_GOTO(rope_tables(m, max_pos + 1), done);
     if (count) *count = n;
 done:
@@ -217,6 +224,7 @@ lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const
             aa.q = lcx_m_at(m, a->q, s * S * m->Q), aa.k = lcx_m_at(m, a->k, s * S * m->KV);
             aa.v = lcx_m_at(m, a->v, s * S * m->KV);
             aa.o = lcx_m_at(m, a->o, s * S * m->Q), aa.lse = a->lse + s * S * m->nh;
+            aa.q_doc_start = lcx_m_doc(m, s * S);
             LCX_TRY(m->be->attention_fwd(m->x, &aa));
         }
     }

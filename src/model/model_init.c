@@ -70,6 +70,7 @@ static void layout_acts(lcx_model *m, cursor *c) {
     m->d_ids = (int32_t *)take(c, T, sizeof(int32_t));
     m->d_tgt = (int32_t *)take(c, T, sizeof(int32_t));
     m->d_pos = (int32_t *)take(c, T, sizeof(int32_t));
+    m->d_doc = (int32_t *)take(c, T, sizeof(int32_t));
     m->logit_chunk = TAKEF(c, m->loss_chunk_cap * m->Vl);
     if (m->training) {
         m->dres = TAKEA(c, T * m->H);

@@ -124,6 +124,8 @@ struct lcx_model {
     float *rstdf;             /* f32 [T] */
     float *ones;              /* f32 [T] all 1 (bias add / bias grad through matmul with a_dtype F32) */
     int32_t *d_ids, *d_tgt, *d_pos; /* [T] */
+    int32_t *d_doc;           /* [T] document starts of the batch (training models; NULL otherwise) */
+    int doc_on;               /* the prepared batch has document starts in d_doc */
     float *logit_chunk;       /* f32 [loss_chunk, V]: the loss is computed from float32 logits whatever adt is */
     /* backward scratch */
     void *dres, *dxn;         /* act [T, H] */

@@ -43,6 +43,9 @@ static inline lcx_attn_args lcx_m_attn_args(const lcx_model *m, int64_t S, int64
     return a;
 }
 
+/* The document starts of query rows from token t on (NULL without a document mask). */
+static inline const int32_t *lcx_m_doc(const lcx_model *m, int64_t t) { return m->doc_on ? m->d_doc + t : NULL; }
+
 static inline lcx_status lcx_m_swiglu_fwd(lcx_model *m, const void *gate, const void *up, void *h, int64_t n) {
     lcx_swiglu_args a = {.dt = m->adt, .n = n, .gate = gate, .up = up, .h = h};
     return m->be->swiglu_fwd(m->x, &a);

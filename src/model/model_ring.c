@@ -68,15 +68,31 @@ static lcx_status wait_all(lcx_model *m, lcx_comm_request **rq, int n) {
     return st;
 }
 
-/* The attention call of task tk of a row (q, o, lse at the row's first local token; the held block at blk). */
+/* The attention call of task tk of a row (q, o, lse and the document starts doc (NULL: none) at the row's first
+ * local token; the held block at blk). Document starts are global positions, so they hold for any rank's block. */
 static lcx_attn_args task_args(const lcx_model *m, const lcx_cp_task *tk, int64_t base, const void *q,
-                               const char *blk, size_t kvb) {
+                               const int32_t *doc, const char *blk, size_t kvb) {
     lcx_attn_args a = lcx_m_attn_args(m, tk->n_q, base + tk->q_offset);
+    a.q_doc_start = doc ? doc + tk->q_row : NULL;
     a.n_k = tk->n_k, a.k_offset = base + tk->k_offset, a.mask = (lcx_attn_mask)tk->mask;
     a.q = lcx_m_at(m, q, tk->q_row * m->Q);
     a.k = lcx_m_at(m, blk, tk->k_row * m->KV);
     a.v = lcx_m_at(m, blk + kvb, tk->k_row * m->KV);
     return a;
+}
+
+/* A document mask needs every key's true global position, k_offset + j, but a full-mask task may span both
+ * chunks of the held block, which are not adjacent in the row: then it runs as two pieces split at the chunk
+ * boundary n (row n of the block is chunk 2cp-1-src's first token). Returns the number of pieces. */
+static int task_pieces(const lcx_model *m, const lcx_cp_step *st, const lcx_cp_task *tk, int64_t n,
+                       lcx_cp_task piece[2]) {
+    piece[0] = *tk;
+    if (!m->doc_on || tk->k_row >= n || tk->k_row + tk->n_k <= n) return 1;
+    piece[1] = *tk;
+    piece[0].n_k = n - tk->k_row;
+    piece[1].k_row = n, piece[1].n_k = tk->k_row + tk->n_k - n;
+    piece[1].k_offset = (int64_t)(2 * m->cp_size - 1 - st->src) * n;
+    return 2;
 }
 
 lcx_status lcx_ring_attn_fwd(lcx_model *m, const lcx_batch *b, const void *q, const void *k, const void *v, void *o,
@@ -107,10 +123,13 @@ lcx_status lcx_ring_attn_fwd(lcx_model *m, const lcx_batch *b, const void *q, co
                 if (st_ == LCX_OK) st_ = post(m, 1, cur, 2 * kvb, st.send_to, RING_TAG_FWD, &rq[nr]);
                 if (st_ == LCX_OK) nr++;
             }
-            for (int t = 0; t < st.n_tasks && st_ == LCX_OK; t++) {
-                const lcx_cp_task *tk = &st.task[t];
+            lcx_cp_task pc[2 * LCX_CP_MAX_TASKS];
+            int npc = 0;
+            for (int t = 0; t < st.n_tasks; t++) npc += task_pieces(m, &st, &st.task[t], n, pc + npc);
+            for (int t = 0; t < npc && st_ == LCX_OK; t++) {
+                const lcx_cp_task *tk = &pc[t];
                 int h0 = (int)(tk->q_row / n), h1 = (int)((tk->q_row + tk->n_q - 1) / n);
-                lcx_attn_args a = task_args(m, tk, base, qr, cur, kvb);
+                lcx_attn_args a = task_args(m, tk, base, qr, lcx_m_doc(m, r * S), cur, kvb);
                 void *od = lcx_m_at(m, orow, tk->q_row * m->Q);
                 float *ld = lrow + tk->q_row * m->nh;
                 if (!written[h0] && !written[h1]) { /* first result of these rows: straight into o, lse */
@@ -170,9 +189,12 @@ lcx_status lcx_ring_attn_bwd(lcx_model *m, const lcx_batch *b, const void *q, co
                 if (st_ == LCX_OK) nr++;
             }
             float *dkc = (float *)(void *)(cur + 2 * kvb), *dvc = (float *)(void *)(cur + 2 * kvb + dkb);
-            for (int t = 0; t < st.n_tasks && st_ == LCX_OK; t++) {
-                const lcx_cp_task *tk = &st.task[t];
-                lcx_attn_args a = task_args(m, tk, base, lcx_m_at(m, q, oq), cur, kvb);
+            lcx_cp_task pc[2 * LCX_CP_MAX_TASKS];
+            int npc = 0;
+            for (int t = 0; t < st.n_tasks; t++) npc += task_pieces(m, &st, &st.task[t], S / 2, pc + npc);
+            for (int t = 0; t < npc && st_ == LCX_OK; t++) {
+                const lcx_cp_task *tk = &pc[t];
+                lcx_attn_args a = task_args(m, tk, base, lcx_m_at(m, q, oq), lcx_m_doc(m, r * S), cur, kvb);
                 a.o = lcx_m_at(m, o, oq + tk->q_row * m->Q);
                 a.lse = (float *)(uintptr_t)(lse + (r * S + tk->q_row) * m->nh);
                 a.dout = lcx_m_at(m, dout, oq + tk->q_row * m->Q);

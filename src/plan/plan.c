@@ -84,8 +84,9 @@ static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t
     e->host = counts[LCX_ACT_OFFLOAD] * T * keep + n_ro * T * rec;
     /* the largest offloaded layer's stored bytes per token (an offload slot) */
     double slot = counts[LCX_ACT_OFFLOAD] > 0 ? keep : n_ro > 0 ? rec : 0;
-    /* the last layer's output and the final-norm output (+ its rstd), ones, ids, targets, positions */
-    e->activations = T * stored + T * (2.0 * a * H + 5 * 4);
+    /* the last layer's output and the final-norm output (+ its rstd), ones, ids, targets, positions, document
+     * starts */
+    e->activations = T * stored + T * (2.0 * a * H + 6 * 4);
     /* the backward's dres, dxn, dout (act dtype), dq, dk, dv (fp32) and the MLP tile's dgate, dup, dact */
     e->workspace = T * (a * (2 * H + Q) + 4 * (Q + 2 * KV)) + 3 * a * C * F;
     /* the recompute scratch: one layer's tensors without its input, o and LSE; gate/up/act for one MLP tile */

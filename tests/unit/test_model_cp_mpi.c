@@ -12,7 +12,8 @@
  * - bf16 activations: the CP gradients within 2e-2 of the single-rank bf16 model's, and no further from the
  *   float32 reference than twice the single-rank bf16 model's own distance;
  * - a CP communicator of one rank (lcx_comm_single): the ring with the own block only, vs the plain model;
- * - errors: a batch without targets, an odd local row, positions that are not this rank's chunks.
+ * - errors: a batch without targets, an odd local row, positions that are not this rank's chunks;
+ * - document masks (check_cp_docs).
  * Tolerances (float32, another summation order than one causal attention over the row): loss sum 1e-5
  * relative, logits 1e-5 of the largest |logit|, each gradient 1e-5 of its largest |value|. */
 #include <stdint.h>
@@ -246,6 +247,77 @@ static void check_cp(lcx_comm *world, int cp) {
     lcx_comm_groups_free(&gs);
 }
 
+/* Document masks under CP: the global rows hold documents that start inside chunks of other ranks and cross
+ * chunk boundaries (one of a single token); each rank permutes the document starts like any per-token tensor
+ * (lcx_cp_scatter_rows). The loss and the CP sum of the gradients equal the single-rank masked model's, recompute
+ * equals keep bit for bit, and the mask changes the loss (the check has power). */
+static double worst_doc_loss = 0, worst_doc_grad = 0;
+
+static void check_cp_docs(lcx_comm *world, int cp) {
+    lcx_mesh mesh;
+    lcx_comm_groups gs;
+    CHECK_OK(lcx_mesh_init(&mesh, 1, cp, world->size / cp));
+    CHECK_OK(lcx_comm_mesh(world, &mesh, &gs));
+    lcx_comm *g = gs.group[LCX_GROUP_CP];
+    const int c = g->rank;
+    const int64_t S = LG / cp;
+    static const int starts[NSEQ][4] = {{0, 5, 6, 19}, {0, 9, 25, LG}}; /* columns where documents begin */
+    int32_t ids[TG], tgt[TG], pos[TG], doc[TG];
+    lcx_model *ref = make_model(TG, NULL, 1, LCX_ACT_KEEP);
+    const int64_t V = lcx_model_config_of(ref)->vocab_size;
+    uint32_t h = 999;
+    for (int64_t t = 0; t < TG; t++) h = h * 1103515245u + 12345u, ids[t] = (int32_t)((h >> 8) % (uint32_t)V);
+    for (int64_t r = 0; r < NSEQ; r++)
+        for (int64_t i = 0, d = 0; i < LG; i++) {
+            int64_t t = r * LG + i;
+            while (d + 1 < 4 && starts[r][d + 1] <= i) d++;
+            tgt[t] = i + 1 < LG ? ids[t + 1] : LCX_IGNORE_INDEX;
+            pos[t] = (int32_t)(i + (r == 1 ? 5 : 0));
+            doc[t] = (int32_t)(starts[r][d] + (r == 1 ? 5 : 0));
+        }
+    lcx_batch gb = {.n_seq = NSEQ, .seq_len = LG, .ids = ids, .targets = tgt, .positions = pos, .doc_start = doc};
+    double ref_sum = 0, nomask_sum = 0;
+    int64_t ref_cnt = 0;
+    size_t ng = n_grads(ref);
+    float *ref_g = malloc(sizeof(float) * ng), *g1 = malloc(sizeof(float) * ng), *g2 = malloc(sizeof(float) * ng);
+    CHECK_OK(lcx_model_zero_grads(ref));
+    CHECK_OK(lcx_model_forward_backward(ref, &gb, 1.0f / (float)(TG - NSEQ), &ref_sum, &ref_cnt));
+    grads_of(ref, ref_g);
+    lcx_batch nomask = gb;
+    nomask.doc_start = NULL;
+    CHECK_OK(lcx_model_forward(ref, &nomask, NULL, &nomask_sum, NULL));
+    CHECK_MSG(fabs(nomask_sum - ref_sum) > 1e-3 * fabs(ref_sum), "the document mask does not change the loss");
+
+    int32_t lid[TG], ltg[TG], lpos[TG], ldoc[TG];
+    for (int64_t r = 0; r < NSEQ; r++) {
+        CHECK_OK(lcx_cp_local_batch(LG, cp, c, ids + r * LG, tgt + r * LG, pos + r * LG, lid + r * S, ltg + r * S,
+                                    lpos + r * S));
+        CHECK_OK(lcx_cp_scatter_rows(LG, cp, c, doc + r * LG, ldoc + r * S, sizeof(int32_t)));
+    }
+    lcx_batch lb = {.n_seq = NSEQ, .seq_len = S, .ids = lid, .targets = ltg, .positions = lpos, .doc_start = ldoc};
+    lcx_model *m = make_model(NSEQ * S, g, 1, LCX_ACT_KEEP), *mr = make_model(NSEQ * S, g, 1, LCX_ACT_RECOMPUTE);
+    double sum = 0;
+    int64_t cnt = 0;
+    CHECK_OK(lcx_model_zero_grads(m));
+    CHECK_OK(lcx_model_forward_backward(m, &lb, 1.0f / (float)(TG - NSEQ), &sum, &cnt));
+    grads_of(m, g1);
+    CHECK_OK(lcx_model_zero_grads(mr));
+    CHECK_OK(lcx_model_forward_backward(mr, &lb, 1.0f / (float)(TG - NSEQ), NULL, NULL));
+    grads_of(mr, g2);
+    CHECK_MSG(memcmp(g1, g2, sizeof(float) * ng) == 0, "cp=%d rank %d documents: recompute differs from keep", cp, c);
+    CHECK_OK(lcx_comm_all_reduce(g, NULL, g1, g1, (int64_t)ng, LCX_F32, LCX_COMM_SUM));
+    double el = fabs(sum - ref_sum) / fabs(ref_sum), eg = scaled_err(g1, ref_g, (int64_t)ng);
+    CHECK_MSG(cnt == ref_cnt && el <= 1e-5 && eg <= 1e-5,
+              "cp=%d rank %d documents: loss %.9g vs %.9g (%.2e), count %lld vs %lld, gradients %.2e", cp, c, sum,
+              ref_sum, el, (long long)cnt, (long long)ref_cnt, eg);
+    worst_doc_loss = fmax(worst_doc_loss, el), worst_doc_grad = fmax(worst_doc_grad, eg);
+    lcx_model_free(m);
+    lcx_model_free(mr);
+    lcx_model_free(ref);
+    free(ref_g), free(g1), free(g2);
+    lcx_comm_groups_free(&gs);
+}
+
 int main(void) {
     lcx_comm *world = NULL;
     lcx_status st = lcx_comm_world_init(&world);
@@ -260,6 +332,11 @@ int main(void) {
     check_cp1();
     check_cp(world, 2);
     check_cp(world, 4);
+    check_cp_docs(world, 2);
+    check_cp_docs(world, 4);
+    if (world->rank == 0)
+        printf("document masks, CP 2 and 4 vs one rank: worst loss %.2e (rel), gradients %.2e\n", worst_doc_loss,
+               worst_doc_grad);
     if (world->rank == 0)
         printf("CP 2 and 4 vs one rank: worst loss %.2e (rel), logits %.2e, gradients %.2e (of the largest); "
                "bf16 activations: gradients %.2e vs one rank's bf16, %.2e vs f32 (one rank's bf16: %.2e)\n",

@@ -331,14 +331,15 @@ static void test_memory(void) {
     lcx_mem_estimate e;
     lcx_mem_estimate_compute(&m, 128, 2, pol, &e); /* T = 256 tokens */
     CHECK(e.weights == 2000 && e.grads == 2 * 2000 && e.master == 2 * 2000 && e.optimizer == 4 * 2000);
-    /* layers + last output, final norm (+ rstd), ones, ids, targets, positions: 2 x 2H + 4 x 5 = 148 */
-    CHECK(e.activations == 256.0 * (856 + 144) + 256.0 * 148);
+    /* layers + last output, final norm (+ rstd), ones, ids, targets, positions, document starts:
+     * 2 x 2H + 4 x 6 = 152 */
+    CHECK(e.activations == 256.0 * (856 + 144) + 256.0 * 152);
     /* backward: 2 x (2H + nh d) + 4 x (nh d + 2 nkv d) = 448 a token + 3 x 2 x F per MLP row; the recompute
      * scratch 2 x (3H + nh d + 2 nkv d) + 8 = 328 + the same MLP rows */
     CHECK(e.workspace == 256.0 * 448 + 256.0 * 384 + 256.0 * 328 + 256.0 * 384);
     CHECK(e.logits == 256.0 * 256 * 4); /* chunk = min(4096, T), gradient in place */
     CHECK(e.cp_buffers == 0 && e.host == 0);
-    CHECK(e.total == 18000 + 293888 + 395264 + 262144);
+    CHECK(e.total == 18000 + 294912 + 395264 + 262144);
     /* an MLP tile of 64 rows: the [T, F] temporaries of backward and scratch become [64, F] */
     m.mlp_tile = 64;
     lcx_mem_estimate_compute(&m, 128, 2, pol, &e);
@@ -353,18 +354,18 @@ static void test_memory(void) {
     lcx_act_policy pol2[2] = {LCX_ACT_OFFLOAD, LCX_ACT_KEEP};
     lcx_mem_estimate_compute(&m, 128, 2, pol2, &e);
     CHECK(e.weights == 2000 && e.grads == 2000 && e.master == 0 && e.optimizer == 4000);
-    CHECK(e.activations == 128.0 * 560 + 128.0 * 148);
+    CHECK(e.activations == 128.0 * 560 + 128.0 * 152);
     CHECK(e.host == 128.0 * 560);
     /* backward 2 x (64 + 16) + 4 x (16 + 16) = 288 a token + 3 x 2 x 32 per MLP row; 3 offload slots */
     CHECK(e.workspace == 128.0 * 288 + 128.0 * 192 + 3 * 128.0 * 560);
     CHECK(e.logits == 100.0 * 128 * 4); /* V/TP = 128 */
     CHECK(e.cp_buffers == 8.0 * 128 * 1 * 8 * 2);
-    CHECK(e.total == 8000 + 90624 + 276480 + 51200 + 16384);
+    CHECK(e.total == 8000 + 91136 + 276480 + 51200 + 16384);
     /* recompute+offload: A_rec per token to the host, a 3-slot pool of A_rec, the recompute scratch */
     lcx_act_policy pol3[2] = {LCX_ACT_RECOMPUTE_OFFLOAD, LCX_ACT_KEEP};
     lcx_mem_estimate_compute(&m, 128, 2, pol3, &e);
     CHECK(lcx_mem_layer_recompute(&m) == 2 * (32 + 16) + 4 * 2); /* 104 */
-    CHECK(e.activations == 128.0 * 560 + 128.0 * 148);
+    CHECK(e.activations == 128.0 * 560 + 128.0 * 152);
     CHECK(e.host == 128.0 * 104);
     /* scratch 2 x (96 + 16 + 16) + 8 = 264 a token + 3 x 2 x 32 per MLP row */
     CHECK(e.workspace == 128.0 * 288 + 128.0 * 192 + 128.0 * 264 + 128.0 * 192 + 3 * 128.0 * 104);
