@@ -44,6 +44,8 @@ static void help(void) {
            "  --activations A      activation storage: f32 | bf16 (default f32; math, loss, gradients and\n"
            "                       optimizer state stay f32). Not recorded in RUN: a --resume may change it (the\n"
            "                       saved state is f32 either way; only bit-identity with an unbroken run is lost)\n"
+           "  --doc-mask           document masking: attention stays inside each document of a packed sequence\n"
+           "                       (default: causal over the whole sequence, documents see the ones before)\n"
            "  --seed N             data shuffle seed and random init seed (default 1234)\n"
            "  --init-std X         random init standard deviation (default 0.02)\n"
            "  --save-every K       also save every K steps (default: at the end only)\n"
@@ -84,7 +86,7 @@ int lcx_cmd_train(int argc, char **argv) {
     const char *ckpt = NULL, *config = NULL, *data = NULL, *ids = NULL, *out = NULL, *export_hf = NULL;
     const char *backend = "cpu";
     const char *user_tok[MAX_TOK];
-    int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, tp = 1, cp = 1, dp = 0;
+    int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, doc_mask = 0, tp = 1, cp = 1, dp = 0;
     int64_t mlp_tile = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
     double lr = 3e-4, min_lr = 0, clip = 1.0, wd = 0.01, init_std = 0.02;
@@ -95,6 +97,7 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_SWITCH("--resume", resume),
         LCX_FLAG_SWITCH("--quiet", quiet),
         LCX_FLAG_SWITCH("--zero1", zero1),
+        LCX_FLAG_SWITCH("--doc-mask", doc_mask),
         LCX_FLAG_INT("--seq", seq, 2, INT32_MAX),
         LCX_FLAG_LENGTH("--mlp-tile", mlp_tile, 1, INT32_MAX),
         LCX_FLAG_INT("--tp", tp, 1, 1 << 16),
@@ -167,6 +170,7 @@ int lcx_cmd_train(int argc, char **argv) {
     o.init_std = init_std;
     o.schedule = sched;
     o.policy = policy;
+    o.doc_mask = doc_mask;
     o.mlp_tile = mlp_tile;
     o.param_dtype = pdt;
     o.act_dtype = adt;

@@ -214,6 +214,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     sg.weight_decay = ps->weight_decay;
     sg.seed = ps->seed + (uint64_t)i; /* each stage its own document order */
     sg.save_interval = ps->save_interval;
+    sg.doc_mask = ps->doc_mask;
     lcx_train_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.run_dir = job->out;

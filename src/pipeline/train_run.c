@@ -219,6 +219,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     sg.weight_decay = o->weight_decay;
     sg.seed = (uint64_t)o->seed;
     sg.save_interval = o->save_every;
+    sg.doc_mask = o->doc_mask;
     lcx_train_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.run_dir = o->out;
@@ -226,7 +227,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.tokenizer_paths = tok_all;
     ctx.n_tokenizer = n_all;
     ctx.keep_last = (int)o->keep;
-    run_info = json_pack("{s:s}", "backend", be_name);
+    run_info = json_pack("{s:s, s:s}", "backend", be_name, "attention_mask", o->doc_mask ? "document" : "causal");
     LCX_FAIL_GOTO(!run_info, LCX_ERR_OOM, done, "out of memory");
     ctx.run_info = run_info;
     lcx_reporter train_r = o->quiet ? lcx_tool_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});

@@ -43,6 +43,7 @@ typedef struct lcx_train_run_options {
     double lr, min_lr, clip, weight_decay, init_std;
     lcx_lr_kind schedule;
     lcx_act_policy policy;
+    int doc_mask;            /* document masking (lcx_train_stage.doc_mask); recorded in RUN's training state */
     int64_t mlp_tile;        /* rows per MLP tile of the model (opts.mlp_chunk; 0 = untiled; docs/model.md "Tiled
                                 MLP in training"). Not recorded in RUN: changes the last bits only */
     lcx_dtype param_dtype, act_dtype;

@@ -634,6 +634,7 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
         ps->clip_norm = s.clip_norm;
         ps->weight_decay = s.weight_decay;
         ps->seed = s.seed;
+        ps->doc_mask = s.doc_mask;
         LCX_TRY_GOTO(plan_rope(p, cfg, r, &s, ps), fail);
         LCX_TRY_GOTO(plan_batch(p, r, &s, ps), fail);
         LCX_TRY_GOTO(plan_ring(p, ps), fail); /* before the policies: the search costs the ring */
@@ -1146,6 +1147,7 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(j, "clip_norm", json_real(s->clip_norm), &ok);
         put(j, "weight_decay", json_real(s->weight_decay), &ok);
         put(j, "seed", json_integer((json_int_t)s->seed), &ok);
+        put(j, "attention_mask", json_string(s->doc_mask ? "document" : "causal"), &ok);
         put(j, "flops", json_real(s->flops), &ok);
         put(j, "time_s", s->time_s > 0 ? json_real(s->time_s) : json_null(), &ok);
         json_t *mem = json_object();

@@ -181,6 +181,7 @@ typedef struct lcx_plan_stage {
     int n_keep, n_recompute, n_offload, n_rec_offload; /* layers per policy */
     double clip_norm, weight_decay;
     uint64_t seed;
+    int doc_mask;              /* attention_mask: document */
     double flops;              /* model FLOPs of the stage */
     double time_s;             /* tokens / tokens_per_s (0 when no throughput) */
     lcx_mem_estimate mem;      /* per rank (= per device: every device runs one rank of TP x CP x DP) */

@@ -20,13 +20,14 @@
 /* Key names of a stage / defaults block, indexed like lcx_recipe_field where they map 1:1 (lr.* are nested). */
 static const char *const stage_keys[] = {"seq_len", "method", "factor", "theta", "low_freq_factor",
     "high_freq_factor", "short_factor", "long_factor", "steps", "tokens", "lr", "tokens_per_batch", "grad_accum",
-    "eval_lengths", "eval_stride", "save_interval", "activation", "clip_norm", "weight_decay", "seed", NULL};
+    "eval_lengths", "eval_stride", "save_interval", "activation", "clip_norm", "weight_decay", "seed",
+    "attention_mask", NULL};
 static const char *const lr_keys[] = {"peak", "warmup_steps", "schedule", "min_lr", NULL};
 static const char *const top_keys[] = {"name", "description", "defaults", "stages", NULL};
 static const char *const field_names[LCX_RF_COUNT] = {"seq_len", "method", "factor", "theta", "low_freq_factor",
     "high_freq_factor", "short_factor", "long_factor", "steps", "tokens", "lr.peak", "lr.warmup_steps",
     "lr.schedule", "lr.min_lr", "tokens_per_batch", "grad_accum", "eval_lengths", "eval_stride", "save_interval",
-    "activation", "clip_norm", "weight_decay", "seed"};
+    "activation", "clip_norm", "weight_decay", "seed", "attention_mask"};
 
 const char *lcx_recipe_field_name(lcx_recipe_field f) {
     return (f >= 0 && f < LCX_RF_COUNT) ? field_names[f] : "?";
@@ -461,6 +462,14 @@ static lcx_status parse_stage(const pctx *c, const yaml_node_t *m, int is_stage,
             if (x < 0) return kfail(c, v, key, "must be >= 0, got %lld", (long long)x);
             st_->seed = (uint64_t)x;
             SET(LCX_RF_SEED, v);
+        } else if (!strcmp(key, "attention_mask")) {
+            LCX_TRY(want_scalar(c, v, key, "causal or document"));
+            char shown[48];
+            if (is_word(v, "causal")) st_->doc_mask = 0;
+            else if (is_word(v, "document")) st_->doc_mask = 1;
+            else return kfail(c, v, key, "expected causal or document, got '%s'",
+                              lcx_printable(scalar(v), shown, sizeof shown));
+            SET(LCX_RF_ATTENTION_MASK, v);
         } else {
             return unknown_key(c, k, what, stage_keys);
         }
@@ -549,6 +558,7 @@ static void take(lcx_recipe_stage *dst, const lcx_recipe_stage *src, lcx_recipe_
     case LCX_RF_CLIP_NORM: dst->clip_norm = src->clip_norm; break;
     case LCX_RF_WEIGHT_DECAY: dst->weight_decay = src->weight_decay; break;
     case LCX_RF_SEED: dst->seed = src->seed; break;
+    case LCX_RF_ATTENTION_MASK: dst->doc_mask = src->doc_mask; break;
     default: break;
     }
 }

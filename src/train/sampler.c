@@ -129,11 +129,15 @@ lcx_status lcx_sampler_seek(lcx_sampler *s, const lcx_sampler_cursor *c) {
     return LCX_OK;
 }
 
-/* Copy n stream tokens from cursor c into out, moving c past them. */
-static lcx_status stream_read(lcx_sampler *s, lcx_sampler_cursor *c, uint64_t n, uint32_t *out) {
+/* Copy n stream tokens from cursor c into out, moving c past them; doc (may be NULL) gets each token's document
+ * start, an index into out (0 for the document out begins inside). */
+static lcx_status stream_read(lcx_sampler *s, lcx_sampler_cursor *c, uint64_t n, uint32_t *out, int32_t *doc) {
+    const uint32_t *out0 = out;
     while (n) {
         uint64_t d = lcx_sampler_doc_at(s, c->epoch, c->pos);
         uint64_t dl = doc_tokens(s->td, d), el = dl + (s->cfg.eos_id >= 0);
+        const uint32_t *first_out = out;
+        const int32_t start = c->offset == 0 ? (int32_t)(out - out0) : 0;
         if (c->offset < dl) {
             uint64_t first, end, skip = c->offset;
             lcx_tokdata_doc_seqs(s->td, d, &first, &end);
@@ -153,6 +157,7 @@ static lcx_status stream_read(lcx_sampler *s, lcx_sampler_cursor *c, uint64_t n,
             n--;
             c->offset++;
         }
+        for (const uint32_t *p = first_out; doc && p < out; p++) doc[p - out0] = start;
         if (c->offset == el) {
             c->offset = 0;
             if (++c->pos == s->n_entries) { c->pos = 0; c->epoch++; }
@@ -161,11 +166,11 @@ static lcx_status stream_read(lcx_sampler *s, lcx_sampler_cursor *c, uint64_t n,
     return LCX_OK;
 }
 
-lcx_status lcx_sampler_next(lcx_sampler *s, uint32_t *out) {
+lcx_status lcx_sampler_next(lcx_sampler *s, uint32_t *out, int32_t *doc) {
     lcx_sampler_cursor c = s->cur;
-    LCX_TRY(stream_read(s, &c, s->cfg.seq_len, out)); /* c: where the next sample starts */
+    LCX_TRY(stream_read(s, &c, s->cfg.seq_len, out, doc)); /* c: where the next sample starts */
     lcx_sampler_cursor peek = c;
-    LCX_TRY(stream_read(s, &peek, 1, out + s->cfg.seq_len)); /* the shared last token */
+    LCX_TRY(stream_read(s, &peek, 1, out + s->cfg.seq_len, NULL)); /* the shared last token */
     c.samples = s->cur.samples + 1;
     s->cur = c;
     return LCX_OK;

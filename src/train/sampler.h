@@ -40,8 +40,10 @@ typedef struct lcx_sampler lcx_sampler;
 lcx_status lcx_sampler_init(const lcx_tokdata *td, const lcx_sampler_config *cfg, lcx_sampler **out);
 void lcx_sampler_free(lcx_sampler *s);
 
-/* Next sample: out[0 .. seq_len] (seq_len + 1 ids). */
-lcx_status lcx_sampler_next(lcx_sampler *s, uint32_t *out);
+/* Next sample: out[0 .. seq_len] (seq_len + 1 ids). doc (NULL: not wanted) [seq_len]: for each input token the
+ * index in the sample of its document's first token, 0 for a document that began in an earlier sample (the
+ * document starts of a document mask, lcx_batch.doc_start). */
+lcx_status lcx_sampler_next(lcx_sampler *s, uint32_t *out, int32_t *doc);
 
 lcx_sampler_cursor lcx_sampler_tell(const lcx_sampler *s);
 /* Continue from a saved cursor (checked against this data and config). */

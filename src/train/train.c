@@ -124,10 +124,14 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
     /* CP: one whole row before its split, and the local positions */
     int32_t *row = C > 1 ? malloc((size_t)L * 2 * 4) : NULL;
     int32_t *pos = C > 1 ? malloc((size_t)(per_step / C) * 4) : NULL;
+    /* document masking: a sample's document starts (indices into the sample = global positions), this rank's */
+    int32_t *sdoc = sg->doc_mask ? malloc((size_t)L * 4) : NULL;
+    int32_t *docs = sg->doc_mask ? malloc((size_t)(per_step / C) * 4) : NULL;
     lcx_batch *mb = calloc((size_t)A, sizeof *mb);
     FILE *mf = NULL;
     char *mpath = NULL;
-    LCX_FAIL_GOTO(!sample || !ids || !tgt || !mb || (C > 1 && (!row || !pos)), LCX_ERR_OOM, done,
+    LCX_FAIL_GOTO(!sample || !ids || !tgt || !mb || (C > 1 && (!row || !pos)) || (sg->doc_mask && (!sdoc || !docs)),
+                  LCX_ERR_OOM, done,
                   "train: out of memory for %lld tokens", (long long)per_step);
     if (state->stage == sg->index && state->step > 0) {
         LCX_FAIL_GOTO(state->seq_len && (state->seq_len != sg->seq_len || state->stage_steps != sg->steps ||
@@ -169,7 +173,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
     while (state->step < sg->steps) {
         /* the step's D x A x rows sequences in sample order; this rank keeps the d-th A x rows of them */
         for (int64_t j = 0; j < D * A * rows; j++) {
-            LCX_TRY_GOTO(lcx_sampler_next(smp, sample), done);
+            LCX_TRY_GOTO(lcx_sampler_next(smp, sample, sdoc), done);
             int64_t k = j - d * A * rows; /* a row of this rank's batch when 0 <= k < A * rows */
             const int mine = k >= 0 && k < A * rows;
             int32_t *ri = C > 1 ? row : mine ? ids + k * L : NULL;
@@ -186,6 +190,10 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
                 LCX_TRY_GOTO(lcx_cp_local_batch(L, (int)C, (int)c, ri, rt, NULL, ids + k * Ll, tgt + k * Ll,
                                                 pos + k * Ll),
                              done);
+            if (docs && mine && C > 1) /* permuted like every per-token tensor (global positions need no change) */
+                LCX_TRY_GOTO(lcx_cp_scatter_rows(L, (int)C, (int)c, sdoc, docs + k * Ll, sizeof(int32_t)), done);
+            else if (docs && mine)
+                memcpy(docs + k * L, sdoc, (size_t)L * sizeof(int32_t));
         }
         for (int64_t k = 0; k < A; k++) {
             mb[k].n_seq = rows;
@@ -193,6 +201,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
             mb[k].ids = ids + k * rows * Ll;
             mb[k].targets = tgt + k * rows * Ll;
             mb[k].positions = C > 1 ? pos + k * rows * Ll : NULL;
+            mb[k].doc_start = docs ? docs + k * rows * Ll : NULL;
         }
         ao.lr = lcx_lr_at(&sg->lr, state->step);
         lcx_step_result r;
@@ -280,6 +289,8 @@ done:
     free(tgt);
     free(row);
     free(pos);
+    free(sdoc);
+    free(docs);
     free(mb);
     lcx_sampler_free(smp);
     return st;

@@ -55,6 +55,8 @@ typedef struct lcx_train_stage {
     double beta1, beta2, eps; /* 0 = AdamW defaults */
     uint64_t seed;           /* sampler seed */
     int64_t save_interval;   /* steps between saves inside the stage; 0 = stage end only */
+    int doc_mask;            /* 1: document masking, attention stays inside each document of a packed sequence
+                                (the sampler's document starts, lcx_batch.doc_start) */
 } lcx_train_stage;
 
 typedef struct lcx_train_ctx {

@@ -192,7 +192,8 @@ static void test_values(void) {
         "    high_freq_factor: 8\n"                                       /* 25 */
         "    clip_norm: 0\n"                                              /* 26 */
         "    weight_decay: 0.1\n"                                         /* 27 */
-        "    save_interval: 25\n";                                        /* 28 */
+        "    save_interval: 25\n"                                         /* 28 */
+        "    attention_mask: document\n";                                 /* 29 */
     lcx_recipe *r = parse(text, 8);
     if (!r) return;
     CHECK(!strcmp(r->name, "demo") && !strcmp(r->description, "a test"));
@@ -224,6 +225,9 @@ static void test_values(void) {
     CHECK(s.seq_kind == LCX_SEQ_TARGET && s.method == LCX_EXTEND_LLAMA3);
     CHECK(s.low_freq_factor == 2 && s.high_freq_factor == 8);
     CHECK(s.clip_norm == 0 && s.weight_decay == 0.1 && s.save_interval == 25);
+    CHECK(s.doc_mask == 1 && s.line[LCX_RF_ATTENTION_MASK] == 29);
+    lcx_recipe_stage_resolve(r, 1, &s);
+    CHECK(s.doc_mask == 0 && s.line[LCX_RF_ATTENTION_MASK] == 0); /* built-in: causal */
     lcx_recipe_free(r);
 
     /* a bare recipe: built-in defaults, name from the label's stem */

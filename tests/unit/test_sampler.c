@@ -1,6 +1,7 @@
 /* Sampler: every sample is a window of one stream made of whole documents (each followed by EOS), every epoch
  * lists each eligible document the right number of times, shuffles are seeded, and a saved cursor resumes
- * exactly. Documents carry their identity in their tokens (doc * 1000 + k), so the stream can be parsed back. */
+ * exactly; the document starts it reports match the documents' first tokens. Documents carry their identity in
+ * their tokens (doc * 1000 + k), so the stream can be parsed back. */
 #include <string.h>
 
 #include "formats/tokdata.h"
@@ -70,9 +71,16 @@ int main(void) {
     int overlap_ok = 1;
     lcx_sampler_cursor saved = {0};
     uint32_t *after = malloc(5 * (L + 1) * sizeof *after);
+    int32_t doc[64];
+    int64_t doc_bad = 0, doc_starts = 0;
     for (size_t i = 0; i < n_samples; i++) {
         if (i == n_samples / 2 + 7) saved = lcx_sampler_tell(s);
-        CHECK_OK(lcx_sampler_next(s, smp));
+        CHECK_OK(lcx_sampler_next(s, smp, doc));
+        /* document starts: where a token d*1000+0 is (EOS ends the document before it), else 0 */
+        for (uint64_t t = 0, start = 0; t < L; t++) {
+            if (smp[t] != EOS && smp[t] % 1000 == 0) start = t, doc_starts += t > 0;
+            doc_bad += doc[t] != (int32_t)start;
+        }
         if (i >= n_samples / 2 + 7 && i < n_samples / 2 + 12) memcpy(after + (i - n_samples / 2 - 7) * (L + 1), smp, (L + 1) * sizeof *smp);
         if (prev_last && smp[0] != last_tok) overlap_ok = 0;
         memcpy(stream + i * L, smp, L * sizeof *smp);
@@ -80,6 +88,8 @@ int main(void) {
         prev_last = &last_tok;
     }
     CHECK_MSG(overlap_ok, "sample k's last token is not sample k+1's first");
+    CHECK_MSG(doc_bad == 0 && doc_starts > (int64_t)n_samples / 2, "document starts: %lld wrong (%lld documents begin "
+              "inside a sample)", (long long)doc_bad, (long long)doc_starts);
     CHECK(lcx_sampler_tell(s).samples == n_samples);
     CHECK(lcx_sampler_tell(s).epoch >= 2);
 
@@ -106,7 +116,7 @@ int main(void) {
     CHECK_OK(lcx_sampler_init(&td, &cfg, &s2));
     int same = 1;
     for (size_t i = 0; s2 && i < 50; i++) {
-        CHECK_OK(lcx_sampler_next(s2, smp));
+        CHECK_OK(lcx_sampler_next(s2, smp, NULL));
         same &= memcmp(smp, stream + i * L, L * sizeof *smp) == 0;
     }
     CHECK(same);
@@ -115,7 +125,7 @@ int main(void) {
     CHECK_OK(lcx_sampler_init(&td, &other, &s3));
     int differs = 0;
     for (size_t i = 0; s3 && i < 50; i++) {
-        CHECK_OK(lcx_sampler_next(s3, smp));
+        CHECK_OK(lcx_sampler_next(s3, smp, NULL));
         differs |= memcmp(smp, stream + i * L, L * sizeof *smp) != 0;
     }
     CHECK(differs);
@@ -127,7 +137,7 @@ int main(void) {
     CHECK_OK(lcx_sampler_seek(s2, &saved));
     int resumed = 1;
     for (size_t i = 0; s2 && i < 5; i++) {
-        CHECK_OK(lcx_sampler_next(s2, smp));
+        CHECK_OK(lcx_sampler_next(s2, smp, NULL));
         resumed &= memcmp(smp, after + i * (L + 1), (L + 1) * sizeof *smp) == 0;
     }
     CHECK_MSG(resumed, "samples after seek differ from the original run");

@@ -164,7 +164,7 @@ int main(void) {
         int32_t ids[4 * SEQ], tgt[4 * SEQ];
         uint32_t smp[SEQ + 1];
         for (int k = 0; k < 4; k++) {
-            CHECK_OK(lcx_sampler_next(s, smp));
+            CHECK_OK(lcx_sampler_next(s, smp, NULL));
             for (int t = 0; t < SEQ; t++) ids[k * SEQ + t] = (int32_t)smp[t], tgt[k * SEQ + t] = (int32_t)smp[t + 1];
         }
         double tot = 0, ls;
