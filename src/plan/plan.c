@@ -980,6 +980,7 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
         else fprintf(f, " (non-overlapping windows)");
         fprintf(f, "; save %s", s->save_interval ? "" : "at the end");
         if (s->save_interval) fprintf(f, "every %" PRId64 " steps", s->save_interval);
+        if (s->doc_mask) fprintf(f, "; document mask (attention inside each packed document)");
         fprintf(f, "; attention factor %.6g; memory: weights %s, grads %s, master %s, adam %s, activations %s, "
                    "workspace %s, logits %s",
                 s->attn_factor, human_bytes(s->mem.weights, b1, sizeof b1), human_bytes(s->mem.grads, b2, sizeof b2),

@@ -207,4 +207,15 @@ check "--tp 3 with --gpus 8: exit 1" [ "$(rc)" -eq 1 ]
 check "--tp 3 with --gpus 8: says so" grep -q "\-\-tp 3 does not divide --gpus 8" "$tmp/err"
 bad_flag "--gpus '0' is not an integer in [1, 65536]" plan "$model" --to 1k --gpus 0 --gpu-memory 1G
 
+# attention_mask: document in a stage shows in the table's notes and the JSON; causal elsewhere
+printf 'stages:\n  - {seq_len: 512, steps: 10, attention_mask: document}\n  - {seq_len: 1k, steps: 10}\n' \
+    >"$tmp/dm.yaml"
+run plan "$LCX_SRC/recipes/tiny/model" --to 1k --recipe "$tmp/dm.yaml"
+check "document mask: exit 0 ($(head -c 200 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "document mask: stage 1 says so, stage 2 not" \
+    [ "$(grep -c '^stage 1:.*; document mask' "$tmp/out")" -eq 1 ] && ! grep -q '^stage 2:.*document mask' "$tmp/out"
+run plan "$LCX_SRC/recipes/tiny/model" --to 1k --recipe "$tmp/dm.yaml" --json
+check "document mask: JSON per stage" [ "$(grep -o '"attention_mask": "[a-z]*"' "$tmp/out" | tr '\n' ' ')" = \
+    '"attention_mask": "document" "attention_mask": "causal" ' ]
+
 exit $fail

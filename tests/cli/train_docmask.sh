@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # lcextend train --doc-mask (docs/extend.md "Document masking"): attention stays inside each document of a packed
 # sequence. On the bundled tiny model and short documents: the mask changes the losses; on one document longer
 # than every sequence it changes nothing, bit for bit; the checkpoints record it; under mpirun, --cp 2 --doc-mask
