@@ -106,12 +106,17 @@ static void check_cp1(void) {
     one->impl->free(one); /* not lcx_comm_finalize: that would end MPI */
 }
 
-static void check_cp(lcx_comm *world, int cp) {
+/* The world as a 1 x cp x (size / cp) mesh: this rank's CP group. */
+static lcx_comm *cp_group(lcx_comm *world, int cp, lcx_comm_groups *gs) {
     lcx_mesh mesh;
-    lcx_comm_groups gs;
     CHECK_OK(lcx_mesh_init(&mesh, 1, cp, world->size / cp));
-    CHECK_OK(lcx_comm_mesh(world, &mesh, &gs));
-    lcx_comm *g = gs.group[LCX_GROUP_CP];
+    CHECK_OK(lcx_comm_mesh(world, &mesh, gs));
+    return gs->group[LCX_GROUP_CP];
+}
+
+static void check_cp(lcx_comm *world, int cp) {
+    lcx_comm_groups gs;
+    lcx_comm *g = cp_group(world, cp, &gs);
     const int c = g->rank;
     const int64_t S = LG / cp, T = NSEQ * S;
 
@@ -254,11 +259,8 @@ static void check_cp(lcx_comm *world, int cp) {
 static double worst_doc_loss = 0, worst_doc_grad = 0;
 
 static void check_cp_docs(lcx_comm *world, int cp) {
-    lcx_mesh mesh;
     lcx_comm_groups gs;
-    CHECK_OK(lcx_mesh_init(&mesh, 1, cp, world->size / cp));
-    CHECK_OK(lcx_comm_mesh(world, &mesh, &gs));
-    lcx_comm *g = gs.group[LCX_GROUP_CP];
+    lcx_comm *g = cp_group(world, cp, &gs);
     const int c = g->rank;
     const int64_t S = LG / cp;
     static const int starts[NSEQ][4] = {{0, 5, 6, 19}, {0, 9, 25, LG}}; /* columns where documents begin */
