@@ -64,6 +64,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv(lcx_attn_args
         for (int64_t i0 = ib; i0 < a.n_q; i0 += ATT_T) {
             const int64_t i1 = i0 + ATT_T < a.n_q ? i0 + ATT_T : a.n_q;
             if (att_key_end(a, i1 - 1) <= j0) continue; /* the tile's widest row sees none of these keys */
+            if (att_tile_key_begin(a, i0, i1) >= j0 + ATT_T) continue; /* every row's document starts later */
             __syncthreads(); /* the previous tile's Q, dO, P and dS are no longer read (first: K, V loaded) */
             att_load_tile(qs, ldq, a.q, bf, i0, a.n_q, H, h, hd);
             att_load_tile(gs, ldq, a.dout, bf, i0, a.n_q, H, h, hd);
@@ -77,10 +78,11 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv(lcx_attn_args
             float s[ATT_RPW], dp[ATT_RPW];
             att_dots<true>(s, dp, qs, gs, ldq, ks, vs, hd, hd);
             const int64_t i = i0 + lane, kend = i < a.n_q ? att_key_end(a, i) : 0;
+            const int64_t kbeg = i < a.n_q ? att_key_begin(a, i) : 0;
 #pragma unroll
             for (int k = 0; k < ATT_RPW; k++) {
                 const int64_t j = j0 + warp * ATT_RPW + k; /* j < kend implies j < n_k */
-                att_p_ds(j < kend, a.scale, s[k], dp[k], ls[lane], dsh[lane], &pw[k * ATT_T + lane],
+                att_p_ds(j < kend && j >= kbeg, a.scale, s[k], dp[k], ls[lane], dsh[lane], &pw[k * ATT_T + lane],
                          &dsw[k * ATT_T + lane]);
             }
             __syncwarp();
@@ -113,18 +115,19 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq(lcx_attn_args 
     att_load_tile(qs, hd, a.q, bf, i0, a.n_q, H, h, hd);
     att_load_tile(gs, hd, a.dout, bf, i0, a.n_q, H, h, hd);
     float L[ATT_RPW], Dx[ATT_RPW], acc[ATT_RPW][NC];
-    int64_t kend[ATT_RPW];
+    int64_t kend[ATT_RPW], kbeg[ATT_RPW];
 #pragma unroll
     for (int r = 0; r < ATT_RPW; r++) {
         const int64_t i = i0 + warp * ATT_RPW + r;
         L[r] = i < a.n_q ? a.lse[i * H + h] : -INFINITY;
         Dx[r] = i < a.n_q ? D[i * H + h] : 0.0f;
         kend[r] = i < a.n_q ? att_key_end(a, i) : 0;
+        kbeg[r] = i < a.n_q ? att_key_begin(a, i) : 0;
 #pragma unroll
         for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;
     }
     const int64_t kend_tile = att_key_end(a, i1 - 1);
-    for (int64_t j0 = 0; j0 < kend_tile; j0 += ATT_T) {
+    for (int64_t j0 = att_tile_key_begin(a, i0, i1) / ATT_T * ATT_T; j0 < kend_tile; j0 += ATT_T) {
         __syncthreads(); /* the previous tile's K, V and dS are no longer read (first: Q, dO loaded) */
         att_load_tile(ks, ldk, a.k, bf, j0, a.n_k, G, g, hd);
         att_load_tile(vs, ldk, a.v, bf, j0, a.n_k, G, g, hd);
@@ -135,7 +138,8 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq(lcx_attn_args 
 #pragma unroll
         for (int r = 0; r < ATT_RPW; r++) {
             float p;
-            att_p_ds(j0 + lane < kend[r], a.scale, s[r], dp[r], L[r], Dx[r], &p, &dsw[r * ATT_T + lane]);
+            att_p_ds(j0 + lane < kend[r] && j0 + lane >= kbeg[r], a.scale, s[r], dp[r], L[r], Dx[r], &p,
+                     &dsw[r * ATT_T + lane]);
         }
         __syncwarp();
         /* lane = head dims: dQ[r] += sum_j dS[r][j] K[j] */

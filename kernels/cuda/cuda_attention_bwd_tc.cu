@@ -379,11 +379,12 @@ static cudaError_t bwd_tc_launch_hd(cudaStream_t s, const lcx_attn_args *a, cons
 }
 
 /* Whether the tensor-core backward takes this call: bf16 storage, head_dim 32/64/96/128, q, k, v, dO at 16-byte
- * alignment (cp.async moves 16 bytes). */
+ * alignment (cp.async moves 16 bytes), no document mask (the scalar kernels have it; these not yet). */
 extern "C" int lcx_cuda_attention_bwd_tc_takes(const lcx_attn_args *a) {
     const int hd = (int)a->head_dim;
     const uintptr_t al = (uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->dout;
-    return a->dt == LCX_BF16 && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && (al & 15u) == 0;
+    return a->dt == LCX_BF16 && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && (al & 15u) == 0 &&
+           !a->q_doc_start;
 }
 
 /* dK, dV, dQ for a call with work, D = rowsum(dO * O) already in D and the fused backward's counters zeroed in

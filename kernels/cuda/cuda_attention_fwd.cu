@@ -40,7 +40,14 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_fwd(lcx_attn_args a, 
         for (int c = 0; c < NC; c++) o[r][c] = 0.0f;
     }
     const int64_t kend_tile = att_key_end(a, i1 - 1); /* the last row sees the most keys */
-    for (int64_t j0 = 0; j0 < kend_tile; j0 += ATT_T) {
+    /* document mask: each row's first visible key; tiles before every row's document are skipped */
+    int64_t kbeg[ATT_RPW];
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++) {
+        const int64_t i = i0 + warp * ATT_RPW + r;
+        kbeg[r] = i < a.n_q ? att_key_begin(a, i) : 0;
+    }
+    for (int64_t j0 = att_tile_key_begin(a, i0, i1) / ATT_T * ATT_T; j0 < kend_tile; j0 += ATT_T) {
         __syncthreads(); /* the previous tile's K, V and P are no longer read */
         att_load_tile(ks, ldk, a.k, bf, j0, a.n_k, G, g, hd);
         att_load_tile(vs, hd, a.v, bf, j0, a.n_k, G, g, hd);
@@ -52,7 +59,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) attn_fwd(lcx_attn_args a, 
             const int64_t i = i0 + warp * ATT_RPW + r;
             float p = 0.0f;
             if (i < a.n_q) { /* uniform over the warp, like every branch around a shuffle here */
-                const int vis = lane < att_key_end(a, i) - j0;
+                const int vis = lane < att_key_end(a, i) - j0 && lane >= kbeg[r] - j0;
                 const float sv = vis ? __fmul_rn(a.scale, s[r]) : -INFINITY;
                 const float mt = att_warp_max(sv);
                 if (mt != -INFINITY) { /* else nothing visible in this tile: the row keeps its state */

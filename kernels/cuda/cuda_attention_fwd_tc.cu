@@ -206,12 +206,13 @@ static cudaError_t fwd_tc_launch(cudaStream_t s, const lcx_attn_args *a) {
 }
 
 /* Whether the tensor-core forward takes this call: bf16 storage, head_dim 32/64/96/128, q, k, v at 16-byte
- * alignment (cp.async moves 16 bytes), o at 4 (stores move bf16 pairs), and fewer than 2^31 keys. */
+ * alignment (cp.async moves 16 bytes), o at 4 (stores move bf16 pairs), fewer than 2^31 keys, and no document
+ * mask (the scalar kernels have it; this one not yet). */
 extern "C" int lcx_cuda_attention_fwd_tc_takes(const lcx_attn_args *a) {
     const int hd = (int)a->head_dim;
     const uintptr_t al = (uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v;
     return a->dt == LCX_BF16 && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && (al & 15u) == 0 &&
-           ((uintptr_t)a->o & 3u) == 0 && a->n_k <= INT32_MAX;
+           ((uintptr_t)a->o & 3u) == 0 && a->n_k <= INT32_MAX && !a->q_doc_start;
 }
 
 extern "C" cudaError_t lcx_cuda_attention_fwd_tc_launch(cudaStream_t s, const lcx_attn_args *a) {

@@ -24,7 +24,27 @@ static __device__ __forceinline__ int64_t att_key_end(const lcx_attn_args &a, in
     return e < 0 ? 0 : e > a.n_k ? a.n_k : e;
 }
 
-/* First query row that sees key j (n_q if none): att_row_begin of the CPU. */
+/* First visible key of query row i: 0, or with a document mask the first key of its document (att_key_begin of
+ * the CPU). */
+static __device__ __forceinline__ int64_t att_key_begin(const lcx_attn_args &a, int64_t i) {
+    if (!a.q_doc_start) return 0;
+    const int64_t b = (int64_t)a.q_doc_start[i] - a.k_offset;
+    return b < 0 ? 0 : b > a.n_k ? a.n_k : b;
+}
+
+/* The smallest att_key_begin of rows [i0, i1) (n_k when empty): key tiles before it hold nothing visible. Every
+ * thread reads the same rows, so the result is uniform over the block. */
+static __device__ __forceinline__ int64_t att_tile_key_begin(const lcx_attn_args &a, int64_t i0, int64_t i1) {
+    if (!a.q_doc_start) return 0;
+    int64_t b = a.n_k;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t bi = att_key_begin(a, i);
+        b = bi < b ? bi : b;
+    }
+    return b;
+}
+
+/* First query row that may see key j (n_q if none): att_row_begin of the CPU (exact without a document mask). */
 static __device__ __forceinline__ int64_t att_row_begin(const lcx_attn_args &a, int64_t j) {
     if (a.mask == LCX_MASK_NONE) return a.n_q;
     if (a.mask == LCX_MASK_FULL) return 0;

@@ -9,7 +9,8 @@
  * tests/unit/attn_ps_bounds.h), with dQ from a pass of its own (the default) or fused into the dK/dV pass and added
  * in key-block order (LCX_CUDA_ATTN_BWD_FUSED=1). The tensor-core forward runs in 128-row blocks (the default) and in
  * 64-row ones (LCX_CUDA_ATTN_FWD_ROWS64=1), which must give the same values; so must the backward's dK/dV
- * blocks of 128 keys (the default at head_dim 64 and 128) and of 64 (LCX_CUDA_ATTN_BWD_KEYS64=1).
+ * blocks of 128 keys (the default at head_dim 64 and 128) and of 64 (LCX_CUDA_ATTN_BWD_KEYS64=1). Document
+ * masks (four cases) run on the scalar kernels.
  * Prints each case's worst error / allowed; exit 1 if any is over 1. Usage: attention_emu [CASE-INDEX | --cases]
  * (--cases: the case indices, one a line, the costliest first). */
 #include "emu_cuda.h"
@@ -33,6 +34,7 @@ struct shape {
     float scale;
     int64_t ctx;
     int shift; /* bytes q and k sit past a 16-byte boundary (the tensor-core paths need 16: the scalar ones run) */
+    int64_t doc; /* > 0: a document mask, documents of doc positions (boundaries at 3 mod doc, as the op cases) */
 };
 
 static void fill(std::vector<float> &v, double lo, double hi, lcx_dtype dt) {
@@ -99,6 +101,12 @@ static void run(const shape &c, lcx_dtype dt) {
     lcx_attn_args a = {};
     a.dt = LCX_F32, a.n_q = c.nq, a.n_k = c.nk, a.n_heads = c.H, a.n_kv_heads = c.G, a.head_dim = c.hd;
     a.q_offset = c.qo, a.k_offset = c.ko, a.mask = c.mask, a.scale = scale;
+    std::vector<int32_t> doc((size_t)c.nq + 1);
+    for (int64_t i = 0; i < c.nq; i++) {
+        const int64_t pos = c.qo + i, start = c.doc ? pos - (pos + c.doc - 3) % c.doc : 0;
+        doc[(size_t)i] = (int32_t)(start < 0 ? 0 : start);
+    }
+    if (c.doc) a.q_doc_start = doc.data();
     std::vector<float> o_ref(nqe + 1), lse_ref(nl + 1);
     a.q = q.data(), a.k = k.data(), a.v = v.data(), a.o = o_ref.data(), a.lse = lse_ref.data();
     if (lcx_exec_reserve(x, lcx_exec_workspace(x, LCX_OP_ATTENTION_FWD, &a)) || cpu->attention_fwd(x, &a)) abort();
@@ -218,6 +226,10 @@ int main(int argc, char **argv) {
         {"causal q@20 50x70 h3/3 d33 (odd head_dim)", 50, 70, 3, 3, 33, 20, 0, CA, 0, 0},
         {"full 10x10 h1/1 d1", 10, 10, 1, 1, 1, 0, 0, FU, 0, 0},
         {"causal 129x129 h4/2 d64, q and k 8 bytes off 16", 129, 129, 4, 2, 64, 0, 0, CA, 0, 0, 8},
+        {"causal 300x300 h4/2 d64, documents of 70", 300, 300, 4, 2, 64, 0, 0, CA, 0, 0, 0, 70},
+        {"causal 129x129 h2/1 d128, one-token documents", 129, 129, 2, 1, 128, 0, 0, CA, 0, 0, 0, 1},
+        {"full q@200 150x200 of 350, documents of 90", 150, 200, 2, 1, 32, 200, 0, FU, 0, 350, 0, 90},
+        {"causal q@40 97x137 h8/2 d32, documents of 25", 97, 137, 8, 2, 32, 40, 0, CA, 0, 0, 0, 25},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     if (argc > 1 && !strcmp(argv[1], "--cases")) { /* run.sh runs the cases in parallel, one process each */

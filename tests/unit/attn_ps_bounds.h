@@ -14,7 +14,8 @@
 
 #include "kernels/backend.h"
 
-/* a: the backward's shape, offsets, mask and scale (its pointers unused); q [n_q][H][hd], k, v [n_k][G][hd], o and
+/* a: the backward's shape, offsets, mask, scale and document starts (q_doc_start, host; its other pointers unused);
+ * q [n_q][H][hd], k, v [n_k][G][hd], o and
  * dout like q, lse [n_q][H] final over the context; bdq like q, bdk and bdv like k, overwritten. */
 static inline void attn_ps_bounds(const lcx_attn_args *a, const float *q, const float *k, const float *v,
                                   const float *o, const float *lse, const float *dout, double *bdq, double *bdk,
@@ -32,6 +33,7 @@ static inline void attn_ps_bounds(const lcx_attn_args *a, const float *q, const 
             for (int64_t d = 0; d < hd; d++) D += (double)dout[qi + d] * o[qi + d];
             for (int64_t j = 0; j < a->n_k; j++) {
                 if (a->mask == LCX_MASK_CAUSAL && a->k_offset + j > a->q_offset + i) break;
+                if (a->q_doc_start && a->k_offset + j < a->q_doc_start[i]) continue; /* an earlier document */
                 const int64_t kj = (j * G + kvh) * hd;
                 double s = 0, dp = 0;
                 for (int64_t d = 0; d < hd; d++) {

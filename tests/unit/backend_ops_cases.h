@@ -78,6 +78,7 @@ typedef struct attn_p {
     float scale; /* 0: 1/sqrt(hd) */
     int64_t ctx; /* bwd: o and lse are final over keys at positions [0, ctx), of which this block is one slice;
                     0: over this block alone */
+    int64_t doc; /* > 0: document mask, documents of doc tokens (the first one shorter, shifted by 3) */
 } attn_p;
 typedef struct merge_p {
     int64_t rows, heads, hd;
@@ -231,7 +232,7 @@ static void mk_rope(const op_case *c, run *r, op_args *u) {
 
 /* Softmax attention in double over n_k keys at global positions k_off.., for the final o/lse of the backward. */
 static void naive_attention(const attn_p *p, lcx_attn_mask mask, float scale, const float *q, const float *k,
-                            const float *v, int64_t n_k, int64_t k_off, float *o, float *lse) {
+                            const float *v, int64_t n_k, int64_t k_off, const int32_t *doc, float *o, float *lse) {
     int64_t H = p->heads, G = p->kv_heads, hd = p->hd, rep = H / G;
     double *s = xmalloc(sizeof(double) * (size_t)(n_k + 1)), *acc = xmalloc(sizeof(double) * (size_t)hd);
     for (int64_t i = 0; i < p->nq; i++)
@@ -240,6 +241,7 @@ static void naive_attention(const attn_p *p, lcx_attn_mask mask, float scale, co
             double mx = -INFINITY;
             for (int64_t j = 0; j < n_k; j++) {
                 int vis = mask == LCX_MASK_FULL || (mask == LCX_MASK_CAUSAL && k_off + j <= p->q_off + i);
+                if (doc && k_off + j < doc[i]) vis = 0; /* an earlier document */
                 double d = 0;
                 for (int64_t e = 0; e < hd; e++) d += (double)q[(i * H + h) * hd + e] * k[(j * G + g) * hd + e];
                 s[j] = vis ? d * scale : -INFINITY;
@@ -271,6 +273,15 @@ static void mk_attention(const op_case *c, run *r, op_args *u) {
                          .head_dim = hd, .q_offset = p->q_off, .k_offset = p->k_off, .mask = p->mask,
                          .scale = scale};
     a->q = ten(r, "q", IN, r->act, nq, UNI(-2, 2));
+    int32_t *doc = NULL;
+    if (p->doc) { /* each query row's document start: documents of p->doc positions, boundaries at 3 mod p->doc */
+        a->q_doc_start = ten(r, "doc", IN, LCX_I32, p->nq, CUSTOM);
+        doc = fresh(r);
+        for (int64_t i = 0; doc && i < p->nq; i++) {
+            int64_t pos = p->q_off + i, start = pos - (pos + p->doc - 3) % p->doc;
+            doc[i] = (int32_t)(start < 0 ? 0 : start);
+        }
+    }
     if (c->op == LCX_OP_ATTENTION_FWD) {
         a->k = ten(r, "k", IN, r->act, nk, UNI(-2, 2));
         a->v = ten(r, "v", IN, r->act, nk, UNI(-1, 1));
@@ -301,7 +312,7 @@ static void mk_attention(const op_case *c, run *r, op_args *u) {
         memcpy(v, vall + first * row, sizeof(float) * (size_t)nk);
         /* a block that sees no key still gets a finite final: from the whole context, every key visible */
         lcx_attn_mask fm = p->mask == LCX_MASK_NONE ? LCX_MASK_FULL : p->mask;
-        naive_attention(p, fm, scale, host_of(r, "q"), kall, vall, n_all, off_all, o, lse);
+        naive_attention(p, fm, scale, host_of(r, "q"), kall, vall, n_all, off_all, doc, o, lse);
         free(kall);
         free(vall);
     }
@@ -578,6 +589,12 @@ static const op_case cases[] = {
      .attn = {.nq = 161, .nk = 161, .heads = 8, .kv_heads = 2, .hd = 128, .mask = CAUSAL}},
     {"attention_fwd full 40x45 h3/1 d256", LCX_OP_ATTENTION_FWD,
      .attn = {.nq = 40, .nk = 45, .heads = 3, .kv_heads = 1, .hd = 256, .mask = FULL}},
+    {"attention_fwd causal 300x300 h4/2 d64 docs of 70", LCX_OP_ATTENTION_FWD,
+     .attn = {.nq = 300, .nk = 300, .heads = 4, .kv_heads = 2, .hd = 64, .mask = CAUSAL, .doc = 70}},
+    {"attention_fwd causal 129x129 d128 1-token docs", LCX_OP_ATTENTION_FWD,
+     .attn = {.nq = 129, .nk = 129, .heads = 2, .kv_heads = 1, .hd = 128, .mask = CAUSAL, .doc = 1}},
+    {"attention_fwd full q@200 150x200 d32 docs of 90", LCX_OP_ATTENTION_FWD,
+     .attn = {.nq = 150, .nk = 200, .heads = 2, .kv_heads = 1, .hd = 32, .q_off = 200, .mask = FULL, .doc = 90}},
     {"attention_fwd n_q = 0", LCX_OP_ATTENTION_FWD,
      .attn = {.nq = 0, .nk = 40, .heads = 2, .kv_heads = 1, .hd = 32, .mask = CAUSAL}},
     {"attention_fwd n_k = 0 (O 0, LSE -inf)", LCX_OP_ATTENTION_FWD,
@@ -606,6 +623,13 @@ static const op_case cases[] = {
      .attn = {.nq = 40, .nk = 45, .heads = 3, .kv_heads = 1, .hd = 256, .mask = FULL}},
     {"attention_bwd causal 65x200 h2/1 d64 (keys no query sees)", LCX_OP_ATTENTION_BWD,
      .attn = {.nq = 65, .nk = 200, .heads = 2, .kv_heads = 1, .hd = 64, .mask = CAUSAL}},
+    {"attention_bwd causal 300x300 h4/2 d64 docs of 70", LCX_OP_ATTENTION_BWD,
+     .attn = {.nq = 300, .nk = 300, .heads = 4, .kv_heads = 2, .hd = 64, .mask = CAUSAL, .doc = 70}},
+    {"attention_bwd causal 129x129 d128 1-token docs", LCX_OP_ATTENTION_BWD,
+     .attn = {.nq = 129, .nk = 129, .heads = 2, .kv_heads = 1, .hd = 128, .mask = CAUSAL, .doc = 1}},
+    {"attention_bwd q@200 150x200 of 350 docs of 90", LCX_OP_ATTENTION_BWD,
+     .attn = {.nq = 150, .nk = 200, .heads = 2, .kv_heads = 1, .hd = 32, .q_off = 200, .mask = FULL, .ctx = 350,
+              .doc = 90}},
     {"attention_bwd none 17x23 adds nothing", LCX_OP_ATTENTION_BWD,
      .attn = {.nq = 17, .nk = 23, .heads = 2, .kv_heads = 1, .hd = 32, .mask = NONE}},
     {"attention_bwd n_q = 0", LCX_OP_ATTENTION_BWD,

@@ -491,6 +491,8 @@ static int ps_allowance(const op_case *c, const case_data *d, double *b[3]) {
     lcx_attn_args a = {.n_q = p->nq, .n_k = p->nk, .n_heads = p->heads, .n_kv_heads = p->kv_heads, .head_dim = p->hd,
                        .q_offset = p->q_off, .k_offset = p->k_off, .mask = p->mask,
                        .scale = attn_scale(p)};
+    for (int i = 0; i < d->n; i++) /* a document mask's starts (int32, host) */
+        if (strcmp(d->t[i].name, "doc") == 0) a.q_doc_start = (const int32_t *)d->t[i].host;
     const size_t nq = (size_t)(p->nq * p->heads * p->hd), nk = (size_t)(p->nk * p->kv_heads * p->hd);
     b[0] = xmalloc(sizeof(double) * (nq + 1)), b[1] = xmalloc(sizeof(double) * (nk + 1));
     b[2] = xmalloc(sizeof(double) * (nk + 1));
