@@ -43,7 +43,8 @@ step ncu_attention 60 "ncu --section SpeedOfLight --section Occupancy --section 
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
     -k regex:att --launch-count 6 $B/bench/bench_attention 8192 32 8 128 2"
 step bench_matmul 45 "bench/matmul_cuda.sh $B 8192 10"
-# document masking: 16k tokens in documents of 2k against causal (the skipped tiles; TFLOP/s of the visible work)
+# document masking: 16k tokens in documents of 2k against causal (TFLOP/s of the visible work; document masks run
+# on the scalar kernels until the tensor-core ones take them: docs/cuda.md "Document masks")
 step bench_attention_docs 20 "$B/bench/bench_attention 16384 32 8 128 5 && $B/bench/bench_attention 16384 32 8 128 5 2048"
 step step_1b_ours 90 "$B/lcextend train-steps --config bench/llama1b.json --seq 8192 --steps 4 --dtype bf16 \
     --activations bf16 --policy recompute --backend cuda"
