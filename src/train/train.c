@@ -142,6 +142,11 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
                       state->saved ? state->saved : "the checkpoint", sg->index + 1, (long long)state->seq_len,
                       (long long)state->stage_steps, (unsigned long long)state->seed, (long long)sg->seq_len,
                       (long long)sg->steps, (unsigned long long)sg->seed);
+        LCX_FAIL_GOTO(state->doc_mask >= 0 && state->doc_mask != sg->doc_mask, LCX_ERR_INVALID, done,
+                      "resume: %s was saved by stage %d with attention_mask %s; this run has %s (use the same "
+                      "settings: %s)", state->saved ? state->saved : "the checkpoint", sg->index + 1,
+                      state->doc_mask ? "document" : "causal", sg->doc_mask ? "document" : "causal",
+                      sg->doc_mask ? "leave out --doc-mask" : "--doc-mask, or the recipe's attention_mask");
         LCX_TRY_GOTO(lcx_sampler_seek(smp, &state->cursor), done);
     } else {
         state->stage = sg->index;

@@ -19,7 +19,8 @@
  *                          the stage's config.json, tokenizer files, and the training state (below).
  * Training state JSON: {"format":"lcextend-train","stage":i+1 (1-based, as in checkpoint names),"step":s,"stage_steps":n,"stage_done":0|1,
  *   "tokens":total trained tokens of the run,"optimizer_step":AdamW step count,"seq_len":L,
- *   "sampler":{"seed","epoch","pos","offset","samples"},"next_lr":x,"loss":last loss,"run":caller's object,
+ *   "sampler":{"seed","epoch","pos","offset","samples"},"next_lr":x,"loss":last loss,"attention_mask":"causal"|"document",
+ *   "run":caller's object,
  *   "recipe": run.recipe when given}.
  * The only randomness is the sampler's (seeded shuffle); with the cursor, master weights, moments and step
  * restored the continued run computes exactly the same numbers as an uninterrupted one (same backend and
@@ -99,6 +100,8 @@ typedef struct lcx_train_state {
     lcx_sampler_cursor cursor;    /* where the stage's sampler stands */
     int64_t seq_len, stage_steps; /* of the saved stage (0 = unknown): a resume with other values is refused */
     uint64_t seed;                /* the saved stage's sampler seed */
+    int doc_mask;                 /* the saved stage's attention mask: 1 document, 0 causal, -1 unknown (a
+                                     checkpoint from before the key) */
     double loss;                  /* last step's loss (NaN when none) */
     char *saved;                  /* path of the last checkpoint written or loaded (owned) */
 } lcx_train_state;

@@ -10,6 +10,7 @@
 #include "formats/hf_config.h"
 #include "formats/lcx.h"
 #include "src/core/outpath.h"
+#include "src/core/strbuf.h"
 #include "src/model/model_state.h"
 #include "src/train/train.h"
 
@@ -48,6 +49,7 @@ static json_t *state_json(const lcx_model *m, const lcx_train_ctx *ctx, const lc
                           (json_int_t)s->cursor.offset, "samples", (json_int_t)s->cursor.samples, "next_lr", next_lr);
     if (!j) return NULL;
     json_object_set_new(j, "loss", isfinite(s->loss) ? json_real(s->loss) : json_null());
+    json_object_set_new(j, "attention_mask", json_string(st->doc_mask ? "document" : "causal"));
     json_object_set(j, "run", ctx->run_info ? (json_t *)ctx->run_info : json_null());
     const json_t *rec = ctx->run_info ? json_object_get(ctx->run_info, "recipe") : NULL;
     if (json_is_string(rec)) json_object_set(j, "recipe", (json_t *)rec); /* shown by lcextend inspect */
@@ -479,6 +481,12 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
             state->seq_len = jint(ts, "seq_len") > 0 ? jint(ts, "seq_len") : 0;
             state->stage_steps = jint(ts, "stage_steps") > 0 ? jint(ts, "stage_steps") : 0;
             state->seed = (uint64_t)json_integer_value(json_object_get(smp, "seed"));
+            const char *am_ = json_string_value(json_object_get(ts, "attention_mask"));
+            state->doc_mask = !am_ ? -1 : !strcmp(am_, "document") ? 1 : !strcmp(am_, "causal") ? 0 : -2;
+            char shown[48];
+            LCX_FAIL_GOTO(state->doc_mask == -2, LCX_ERR_FORMAT, done,
+                          "%s: training state: attention_mask '%s' (expected causal or document)", dir,
+                          lcx_printable(am_, shown, sizeof shown));
             const json_t *l = json_object_get(ts, "loss");
             state->loss = json_is_number(l) ? json_number_value(l) : NAN;
         }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lcextend train --doc-mask (docs/extend.md "Document masking"): attention stays inside each document of a packed
 # sequence. On the bundled tiny model and short documents: the mask changes the losses; on one document longer
-# than every sequence it changes nothing, bit for bit; the checkpoints record it; under mpirun, --cp 2 --doc-mask
+# than every sequence it changes nothing, bit for bit; the checkpoints record it and --resume continues exactly
+# with it and refuses a run without it; under mpirun, --cp 2 --doc-mask
 # gives the one-process --doc-mask losses (the document starts permuted with the tokens). The model-level
 # reference (packed documents == each document alone) is tests/unit/test_model_docmask.c.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -17,7 +18,8 @@ check "tokenize 60 documents ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 
 run train "$model" --data "$tmp/data" --seq 64 --steps 4 --lr 1e-3 --out "$tmp/causal" --quiet
 check "causal ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
-run train "$model" --data "$tmp/data" --seq 64 --steps 4 --lr 1e-3 --out "$tmp/doc" --doc-mask --quiet
+run train "$model" --data "$tmp/data" --seq 64 --steps 4 --lr 1e-3 --out "$tmp/doc" --doc-mask --save-every 2 \
+    --keep 0 --quiet
 check "--doc-mask ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--doc-mask: 4 steps" [ "$(field "$tmp/doc/metrics.jsonl" loss | wc -l)" -eq 4 ]
 paste <(field "$tmp/causal/metrics.jsonl" loss) <(field "$tmp/doc/metrics.jsonl" loss) >"$tmp/losses"
@@ -26,6 +28,22 @@ check "the checkpoint records attention_mask document" \
     grep -qE '"attention_mask": ?"document"' "$tmp/doc/checkpoints/s01-step000004/manifest.json"
 check "and causal without the flag" \
     grep -qE '"attention_mask": ?"causal"' "$tmp/causal/checkpoints/s01-step000004/manifest.json"
+
+# --resume from step 2: with --doc-mask the unbroken run's last two losses; without it refused, one line
+resume_from_2() {
+    rm -rf "$tmp/res" && mkdir -p "$tmp/res/checkpoints" && cp -r "$tmp/doc/checkpoints/s01-step000002" \
+        "$tmp/res/checkpoints/" && echo s01-step000002 >"$tmp/res/checkpoints/latest"
+    run train "$model" --data "$tmp/data" --seq 64 --steps 4 --lr 1e-3 --out "$tmp/res" --resume --quiet "$@"
+}
+resume_from_2
+check "--resume without --doc-mask: exit 1" [ "$(rc)" -eq 1 ]
+check "--resume without --doc-mask: one line naming the mask ($(head -c 300 "$tmp/err"))" \
+    grep -q "attention_mask document; this run has causal" "$tmp/err"
+check "--resume without --doc-mask: one line" one_line_err
+resume_from_2 --doc-mask
+check "--resume --doc-mask ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "--resume --doc-mask: steps 3 and 4 as the unbroken run" \
+    [ "$(field "$tmp/res/metrics.jsonl" loss)" = "$(field "$tmp/doc/metrics.jsonl" loss | sed -n 3,4p)" ]
 
 # one document longer than the 4 x 32 tokens drawn: nothing to mask
 awk 'BEGIN { for (i = 0; i < 400; i++) printf "%d ", (i * 37 + 5) % 2000 }' >"$tmp/ids.txt"
