@@ -35,8 +35,8 @@ fi
 n=$(wc -l <"$work/cases")
 # each case writes its log and exit status (the inner shell expands $1..$3: program, folder, case index)
 # shellcheck disable=SC2016
-xargs <"$work/cases" -P "${JOBS:-$(nproc)}" -n 1 sh -c '"$1" "$3" >"$2/case$3.log" 2>&1; echo $? >"$2/case$3.rc"' \
-    sh "$work/attention_emu" "$work"
+xargs <"$work/cases" -P "${JOBS:-$(nproc)}" -n 1 sh -c 's=$(date +%s); "$1" "$3" >"$2/case$3.log" 2>&1
+    echo $? >"$2/case$3.rc"; echo "case $3: $(($(date +%s) - s)) s" >>"$2/case$3.log"' sh "$work/attention_emu" "$work"
 failed=0
 for ((i = 0; i < n; i++)); do
     cat "$work/case$i.log"
