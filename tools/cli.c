@@ -305,6 +305,15 @@ int lcx_cli_backend(const char *cmd, const char *name, const lcx_backend **out) 
     return LCX_CLI_RUN;
 }
 
+int lcx_cli_data_mix(const char *cmd, int n_data, int n_weights) {
+    if (n_data > 1 && n_weights != n_data)
+        return lcx_cli_usage_error(cmd, "--data given %d times: a data mix needs --data-weights with %d weights "
+                                   "(got %d)", n_data, n_data, n_weights);
+    if (n_data <= 1 && n_weights > 0)
+        return lcx_cli_usage_error(cmd, "--data-weights: weights a data mix of two or more --data (got %d)", n_data);
+    return LCX_CLI_RUN;
+}
+
 /* ---- the mesh of a training command ------------------------------------------------------------------------ */
 
 static void mesh_free(lcx_cli_mesh *mm) {

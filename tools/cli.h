@@ -182,6 +182,11 @@ lcx_status lcx_cli_flush_stdout(void);
 typedef struct lcx_backend lcx_backend;
 int lcx_cli_backend(const char *cmd, const char *name, const lcx_backend **out);
 
+/* ---- a data mix: --data repeated (a STRS flag) with --data-weights (a REALS flag of positive numbers) ----------
+ * After the parse: two or more --data need as many weights, one --data none (one line naming the flag, exit 2,
+ * as any usage error). n_data 0 (no --data) passes: the command checks its own alternative. */
+int lcx_cli_data_mix(const char *cmd, int n_data, int n_weights);
+
 /* ---- the mesh of a training command (docs/parallel.md "Data parallelism") ----------------------------------
  * lcx_cli_mesh_open: the world from the launcher (lcx_comm_world_init, once), the TP x CP x DP mesh (dp 0: the
  * world / (tp * cp)) and its groups, checked before any work (both training commands run TP, CP and DP; the

@@ -1,6 +1,7 @@
 /* lcextend CKPT --to N: the whole context extension. The flags become lcx_extend_options and the run is one
  * library call, lcx_extend_run (src/pipeline/extend.h: plan -> import -> evaluate before -> stages -> evaluate
  * after -> export), reporting through the terminal reporter. */
+#include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "src/plan/plan.h"
 #include "src/plan/recipe.h"
 #include "src/rope/rope.h"
+#include "src/train/mix.h"
 
 static const char *CMD = "extend";
 
@@ -51,6 +53,9 @@ static void help(void) {
            "  --method M           yarn | pi | abf | llama3 | ntk: overrides the recipe's method\n"
            "  --data PREFIX        training data PREFIX.bin/.idx (lcextend tokenize writes it)\n"
            "  --ids FILE           or: whitespace-separated token ids (one document)\n"
+           "  --data-weights W,..  with --data given 2 to 8 times: a data mix for every stage, each sample from one\n"
+           "                       dataset, in these shares of the samples (--data long --data short\n"
+           "                       --data-weights 0.6,0.4)\n"
            "  --eval-data PREFIX   held-out data: perplexity at each stage's eval lengths and stride over all its\n"
            "                       documents (src/eval/eval.h protocol) -> RUN/eval/stageN.json, RUN/eval/ppl.svg;\n"
            "                       and of the input before training and the result after it (the last stage's\n"
@@ -108,8 +113,10 @@ static void help(void) {
 }
 
 int lcx_cmd_extend(int argc, char **argv) {
-    const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *data = NULL, *ids = NULL;
-    const char *eval_data = NULL, *out_arg = NULL, *backend = "cpu";
+    const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *ids = NULL;
+    const char *eval_data = NULL, *out_arg = NULL, *backend = "cpu", *data[LCX_MIX_MAX];
+    double data_w[LCX_MIX_MAX];
+    int n_data = 0, n_data_w = 0;
     int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
@@ -128,7 +135,8 @@ int lcx_cmd_extend(int argc, char **argv) {
          .text = &to},
         LCX_FLAG_STR("--recipe", recipe),
         LCX_FLAG_STR("--method", method),
-        LCX_FLAG_STR("--data", data),
+        LCX_FLAG_STRS("--data", data, n_data, LCX_MIX_MAX),
+        LCX_FLAG_REALS("--data-weights", data_w, n_data_w, LCX_MIX_MAX, DBL_TRUE_MIN, DBL_MAX),
         LCX_FLAG_STR("--ids", ids),
         LCX_FLAG_STR("--eval-data", eval_data),
         LCX_FLAG_STR("--out", out_arg),
@@ -164,7 +172,8 @@ int lcx_cmd_extend(int argc, char **argv) {
             return lcx_cli_usage_error(CMD, "flag --method: dynamic is for evaluation only, not for training");
         po.has_method = 1;
     }
-    if (!dry && !data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
+    if (!dry && !n_data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
+    if ((stop = lcx_cli_data_mix(CMD, n_data, n_data_w)) != LCX_CLI_RUN) return stop;
     const lcx_backend *be = NULL;
     if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
 
@@ -205,7 +214,10 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.to_text = to;
     o.plan = po;
     o.recipe = recipe;
-    o.data = data;
+    o.data = n_data ? data[0] : NULL;
+    o.more_data = data + 1;
+    o.n_more_data = n_data ? n_data - 1 : 0;
+    o.data_weights = n_data > 1 ? data_w : NULL;
     o.ids = ids;
     o.eval_data = eval_data;
     o.out = out_arg;

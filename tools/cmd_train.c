@@ -1,6 +1,7 @@
 /* lcextend train: one training stage at one sequence length, into a run directory with checkpoints, metrics and
  * --resume. Pretrains a model from random init (--config) or continues a checkpoint. The flags become
  * lcx_train_run_options for one library call, lcx_train_run (src/pipeline/train_run.h). */
+#include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "src/pipeline/train_run.h"
+#include "src/train/mix.h"
 
 static const char *CMD = "train";
 
@@ -26,6 +28,8 @@ static void help(void) {
            "--config FILE        instead of CKPT: config.json, random weights (normal, std --init-std, --seed)\n"
            "--data PREFIX        training data PREFIX.bin/.idx (lcextend tokenize writes it)\n"
            "--ids FILE           or: whitespace-separated token ids (one document; written to RUN/ids.bin/.idx)\n"
+           "--data-weights W,..  with --data given 2 to 8 times: a data mix, each sample from one dataset, in these\n"
+           "                     shares of the samples (e.g. --data long --data short --data-weights 0.6,0.4)\n"
            "--seq L              tokens per sequence\n"
            "--steps N            optimizer steps\n"
            "--out RUN            run directory (created)\n"
@@ -83,9 +87,11 @@ static void help(void) {
 static const lcx_cli_word SCHEDULES[] = {{"cosine", LCX_LR_COSINE}, {"constant", LCX_LR_CONSTANT}, {NULL, 0}};
 
 int lcx_cmd_train(int argc, char **argv) {
-    const char *ckpt = NULL, *config = NULL, *data = NULL, *ids = NULL, *out = NULL, *export_hf = NULL;
+    const char *ckpt = NULL, *config = NULL, *ids = NULL, *out = NULL, *export_hf = NULL;
     const char *backend = "cpu";
-    const char *user_tok[MAX_TOK];
+    const char *user_tok[MAX_TOK], *data[LCX_MIX_MAX];
+    double data_w[LCX_MIX_MAX];
+    int n_data = 0, n_data_w = 0;
     int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, doc_mask = 0, tp = 1, cp = 1, dp = 0;
     int64_t mlp_tile = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
@@ -116,7 +122,8 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_REAL("--wd", wd, 0, 1e3),
         LCX_FLAG_REAL("--init-std", init_std, 1e-12, 10),
         LCX_FLAG_STR("--config", config),
-        LCX_FLAG_STR("--data", data),
+        LCX_FLAG_STRS("--data", data, n_data, LCX_MIX_MAX),
+        LCX_FLAG_REALS("--data-weights", data_w, n_data_w, LCX_MIX_MAX, DBL_TRUE_MIN, DBL_MAX),
         LCX_FLAG_STR("--ids", ids),
         LCX_FLAG_STR("--out", out),
         LCX_FLAG_STR("--export-hf", export_hf),
@@ -131,7 +138,8 @@ int lcx_cmd_train(int argc, char **argv) {
     int stop = lcx_cli_parse(&spec, argc, argv);
     if (stop != LCX_CLI_RUN) return stop;
     if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
-    if (!data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
+    if (!n_data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
+    if ((stop = lcx_cli_data_mix(CMD, n_data, n_data_w)) != LCX_CLI_RUN) return stop;
     if (!seq) return lcx_cli_usage_error(CMD, "missing --seq L");
     if (!steps) return lcx_cli_usage_error(CMD, "missing --steps N");
     if (!out) return lcx_cli_usage_error(CMD, "missing --out RUN");
@@ -149,7 +157,10 @@ int lcx_cmd_train(int argc, char **argv) {
     lcx_train_run_options_default(&o);
     o.ckpt = ckpt;
     o.config = config;
-    o.data = data;
+    o.data = n_data ? data[0] : NULL;
+    o.more_data = data + 1;
+    o.n_more_data = n_data ? n_data - 1 : 0;
+    o.data_weights = n_data > 1 ? data_w : NULL;
     o.ids = ids;
     o.out = out;
     o.export_hf = export_hf;

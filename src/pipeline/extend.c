@@ -101,8 +101,13 @@ static lcx_status prepare(extend_job *job, int *stop) {
         return LCX_OK;
     }
     if (o->data) {
-        LCX_TRY(lcx_tokdata_open(o->data, &job->td));
-        job->td_open = 1;
+        LCX_FAIL_IF(o->n_more_data < 0 || 1 + o->n_more_data > LCX_MIX_MAX || (o->n_more_data && !o->data_weights),
+                    LCX_ERR_INVALID, "--data: %d sources (1 to %d; a mix needs --data-weights)", 1 + o->n_more_data,
+                    (int)LCX_MIX_MAX);
+        for (int i = 0; i <= o->n_more_data; i++) {
+            LCX_TRY(lcx_tokdata_open(i ? o->more_data[i - 1] : o->data, &job->td[i]));
+            job->td_open++;
+        }
     }
     LCX_FAIL_IF(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, "--ids %s: no such file, or not a regular one",
                 o->ids);
@@ -129,12 +134,12 @@ static lcx_status import(extend_job *job) {
     LCX_TRY(lcx_tool_source_lcx(o->ckpt, job->out, &job->src));
     LCX_TRY(lcx_tool_ckpt_tokenizer_files(job->src, &job->tok, &job->n_tok));
     if (o->ids && job->grp.lead) {
-        LCX_TRY(lcx_tool_ids_open(o->ids, job->out, job->cfg.vocab_size, &job->td));
+        LCX_TRY(lcx_tool_ids_open(o->ids, job->out, job->cfg.vocab_size, &job->td[0]));
         job->td_open = 1;
     } else if (o->ids) { /* the lead converted it */
         char *prefix = lcx_path_join(job->out, "ids");
         LCX_FAIL_IF(!prefix, LCX_ERR_OOM, "out of memory");
-        lcx_status st = lcx_tokdata_open(prefix, &job->td);
+        lcx_status st = lcx_tokdata_open(prefix, &job->td[0]);
         free(prefix);
         LCX_TRY(st);
         job->td_open = 1;
@@ -144,6 +149,13 @@ static lcx_status import(extend_job *job) {
                               "recipe", p->recipe_name ? p->recipe_name : o->recipe, "stages", p->n_stages, "backend",
                               o->backend ? o->backend->name : "cpu");
     LCX_FAIL_IF(!job->run_info, LCX_ERR_OOM, "out of memory");
+    if (job->td_open > 1) { /* a data mix: its sources and weights as given */
+        json_t *srcs = json_array();
+        for (int i = 0; i < job->td_open; i++)
+            json_array_append_new(srcs, json_pack("{s:s, s:f}", "data", job->td[i].prefix, "weight",
+                                                  o->data_weights[i]));
+        json_object_set_new(job->run_info, "data_mix", srcs);
+    }
     return LCX_OK;
 }
 
@@ -332,7 +344,7 @@ static void job_free(extend_job *job) {
     lcx_config_free(&job->scfg);
     lcx_recipe_free(job->recipe);
     lcx_plan_free(job->plan);
-    if (job->td_open) lcx_tokdata_close(&job->td);
+    for (int i = 0; i < job->td_open; i++) lcx_tokdata_close(&job->td[i]);
     if (job->ed_open) lcx_tokdata_close(&job->ed);
     lcx_train_state_free(&job->state);
     lcx_tool_strv_free(job->tok, job->n_tok);

@@ -49,6 +49,10 @@ typedef struct lcx_extend_options {
                               memory estimate; tokens_per_s 0: estimate times from this machine's sgemm rate */
     const char *recipe;    /* built-in recipe name or YAML file (default "yarn-x2") */
     const char *data;      /* training data PREFIX.bin/.idx ... */
+    const char *const *more_data; /* with data: the other sources of a data mix (src/train/mix.h), n_more_data of
+                                     them (data plus them at most LCX_MIX_MAX); every stage draws from the mix */
+    int n_more_data;
+    const double *data_weights; /* with more_data: one weight > 0 per source, data's first; NULL: one source */
     const char *ids;       /* ... or a file of whitespace-separated token ids (exactly one, unless dry_run) */
     const char *eval_data; /* held-out PREFIX.bin/.idx: per-stage perplexities and the before/after evaluation */
     const char *out;       /* the run directory RUN; NULL: the default above */

@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "formats/tokdata.h"
+#include "src/train/mix.h"
 #include "src/checkpoint/source.h"
 #include "src/eval/eval_run.h"
 #include "src/pipeline/extend.h"
@@ -23,7 +24,7 @@ typedef struct extend_job {
     lcx_recipe *recipe;
     lcx_plan *plan;
     lcx_model *m;            /* the training model of the current stage */
-    lcx_tokdata td, ed;      /* training and held-out data */
+    lcx_tokdata td[LCX_MIX_MAX], ed; /* training data (a data mix's sources, td_open of them) and held-out data */
     int td_open, ed_open;
     int pk_trials;           /* resolved passkey trials (o->passkey_trials with -1 decided) */
     int full_eval;           /* before/after evaluation: with eval_data, or with passkey trials > 0 alone */

@@ -50,9 +50,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     lcx_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
     lcx_model *m = NULL;
-    lcx_tokdata td;
-    memset(&td, 0, sizeof td);
-    int td_open = 0;
+    lcx_tokdata td[LCX_MIX_MAX]; /* the data mix's sources (one: --data or --ids) */
+    memset(td, 0, sizeof td);
+    int td_open = 0;             /* how many of them are open */
     char *src = NULL, *latest = NULL, **tok = NULL;
     const char **tok_all = NULL;
     int n_tok = 0;
@@ -93,8 +93,13 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     if (lead && o->export_hf) LCX_TRY_GOTO(lcx_out_absent(o->export_hf), done); /* not after the training */
     if (o->data) {
-        LCX_TRY_GOTO(lcx_tokdata_open(o->data, &td), done);
-        td_open = 1;
+        LCX_FAIL_GOTO(o->n_more_data < 0 || 1 + o->n_more_data > LCX_MIX_MAX || (o->n_more_data && !o->data_weights),
+                      LCX_ERR_INVALID, done, "--data: %d sources (1 to %d; a mix needs --data-weights)",
+                      1 + o->n_more_data, (int)LCX_MIX_MAX);
+        for (int i = 0; i <= o->n_more_data; i++) {
+            LCX_TRY_GOTO(lcx_tokdata_open(i ? o->more_data[i - 1] : o->data, &td[i]), done);
+            td_open++;
+        }
     }
     LCX_FAIL_GOTO(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, done,
                   "--ids %s: no such file, or not a regular one", o->ids);
@@ -169,11 +174,11 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     LCX_TRY_GOTO(lcx_config_sync_json(&cfg), done);
     if (o->ids) {
         if (lead) {
-            LCX_TRY_GOTO(lcx_tool_ids_open(o->ids, o->out, cfg.vocab_size, &td), done);
+            LCX_TRY_GOTO(lcx_tool_ids_open(o->ids, o->out, cfg.vocab_size, &td[0]), done);
         } else { /* the lead converted it */
             char *prefix = lcx_path_join(o->out, "ids");
             LCX_FAIL_GOTO(!prefix, LCX_ERR_OOM, done, "out of memory");
-            st = lcx_tokdata_open(prefix, &td);
+            st = lcx_tokdata_open(prefix, &td[0]);
             free(prefix);
             if (st != LCX_OK) goto done;
         }
@@ -229,6 +234,12 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.keep_last = (int)o->keep;
     run_info = json_pack("{s:s, s:s}", "backend", be_name, "attention_mask", o->doc_mask ? "document" : "causal");
     LCX_FAIL_GOTO(!run_info, LCX_ERR_OOM, done, "out of memory");
+    if (td_open > 1) { /* a data mix: its sources and weights as given */
+        json_t *srcs = json_array();
+        for (int i = 0; i < td_open; i++)
+            json_array_append_new(srcs, json_pack("{s:s, s:f}", "data", td[i].prefix, "weight", o->data_weights[i]));
+        json_object_set_new(run_info, "data_mix", srcs);
+    }
     ctx.run_info = run_info;
     lcx_reporter train_r = o->quiet ? lcx_tool_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
     ctx.report = &train_r;
@@ -257,6 +268,15 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
                lcx_arch_name(cfg.arch), (unsigned long long)n_params, (long long)o->seq_len, cp_text, dp_text,
                (long long)o->accum, (long long)o->batch, (long long)o->steps, o->lr, lcx_lr_kind_name(o->schedule),
                on_cpu ? "" : ", backend ", on_cpu ? "" : be_name);
+    if (td_open > 1) { /* each sample from one source, in these shares of the samples */
+        double wsum = 0;
+        char mix_text[1024] = "";
+        for (int i = 0; i < td_open; i++) wsum += o->data_weights[i];
+        for (int i = 0; i < td_open; i++)
+            snprintf(mix_text + strlen(mix_text), sizeof mix_text - strlen(mix_text), "%s%s %.3g%%", i ? ", " : "",
+                     td[i].prefix, 100 * o->data_weights[i] / wsum);
+        lcx_report(r, LCX_REPORT_NOTE, "data mix (shares of the samples): %s", mix_text);
+    }
     lcx_run_event(r, "train_start",
           json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s, s:s?}", "parameters", (json_int_t)n_params, "seq_len",
                     (json_int_t)o->seq_len, "steps", (json_int_t)o->steps, "micro_seqs", (json_int_t)o->batch,
@@ -264,7 +284,13 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
                     "backend", be_name, "resumed_from", latest));
     lcx_train_catch_signals();
     lcx_train_summary sum = {0}; /* read below also when the stage failed before filling it */
-    st = lcx_train_stage_run(m, &td, &sg, &ctx, &state, &sum);
+    lcx_mix_data mix = lcx_mix_single(&td[0]);
+    mix.n = td_open;
+    for (int i = 0; i < td_open; i++) {
+        mix.td[i] = &td[i];
+        mix.weight[i] = td_open > 1 ? o->data_weights[i] : 1;
+    }
+    st = lcx_train_stage_run(m, &mix, &sg, &ctx, &state, &sum);
     lcx_train_release_signals(); /* training is over: a signal now (mpirun ending the job) must not claim a save */
     if (all && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
         /* a failure some ranks may not share (one not returned by all of them together, sum.agreed): the others
@@ -299,7 +325,7 @@ done:
     lcx_model_free(m);
     json_decref(run_info);
     lcx_config_free(&cfg);
-    if (td_open) lcx_tokdata_close(&td);
+    for (int i = 0; i < td_open; i++) lcx_tokdata_close(&td[i]);
     lcx_train_state_free(&state);
     lcx_tool_strv_free(tok, n_tok);
     free(tok_all);

@@ -31,6 +31,10 @@ typedef struct lcx_train_run_options {
     const char *ckpt;        /* start from: any form of src/checkpoint/source.h (imported unless an .lcx) ... */
     const char *config;      /* ... or random weights for this config.json (exactly one of both) */
     const char *data;        /* training data PREFIX.bin/.idx ... */
+    const char *const *more_data; /* with data: the other sources of a data mix (src/train/mix.h), n_more_data
+                                     of them (data plus them at most LCX_MIX_MAX) */
+    int n_more_data;
+    const double *data_weights; /* with more_data: one weight > 0 per source, data's first; NULL: one source */
     const char *ids;         /* ... or a file of whitespace-separated token ids (exactly one of both) */
     const char *out;         /* the run directory (required) */
     const char *export_hf;   /* NULL, or an HF directory exported from the final checkpoint */

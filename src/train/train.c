@@ -82,7 +82,7 @@ static lcx_status check_stage(const lcx_train_stage *sg, const lcx_model *m) {
     return LCX_OK;
 }
 
-lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_train_stage *sg,
+lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx_train_stage *sg,
                                const lcx_train_ctx *ctx, lcx_train_state *state, lcx_train_summary *sum) {
     LCX_TRY(check_stage(sg, m));
     memset(sum, 0, sizeof *sum);
@@ -116,8 +116,8 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
     sc.seed = sg->seed;
     sc.long_doc_repeat = 1;
     sc.eos_id = -1;
-    lcx_sampler *smp = NULL;
-    LCX_TRY(lcx_sampler_init(td, &sc, &smp));
+    lcx_mix *smp = NULL;
+    LCX_TRY(lcx_mix_init(data, &sc, &smp));
     lcx_status st = LCX_OK;
     uint32_t *sample = malloc((size_t)(L + 1) * 4);
     int32_t *ids = malloc((size_t)per_step * 4), *tgt = malloc((size_t)per_step * 4);
@@ -147,12 +147,21 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
                       "settings: %s)", state->saved ? state->saved : "the checkpoint", sg->index + 1,
                       state->doc_mask ? "document" : "causal", sg->doc_mask ? "document" : "causal",
                       sg->doc_mask ? "leave out --doc-mask" : "--doc-mask, or the recipe's attention_mask");
-        LCX_TRY_GOTO(lcx_sampler_seek(smp, &state->cursor), done);
+        int same = state->cursor.n == data->n;
+        for (int i = 0; same && i < data->n; i++)
+            same = fabs(state->mix_weight[i] - lcx_mix_weight(smp, i)) <= 1e-12;
+        LCX_FAIL_GOTO(!same, LCX_ERR_INVALID, done,
+                      "resume: %s was saved by stage %d from a data mix of %d source%s; this run has %d (use the "
+                      "same --data and --data-weights)", state->saved ? state->saved : "the checkpoint",
+                      sg->index + 1, state->cursor.n, state->cursor.n == 1 ? "" : "s", data->n);
+        LCX_TRY_GOTO(lcx_mix_seek(smp, &state->cursor), done);
     } else {
         state->stage = sg->index;
         state->step = 0;
         state->stage_done = 0;
+        state->cursor = lcx_mix_tell(smp);
     }
+    for (int i = 0; i < data->n; i++) state->mix_weight[i] = lcx_mix_weight(smp, i);
     if (state->stage_done || state->step >= sg->steps) { /* nothing left: the stage finished before */
         state->stage_done = 1;
         goto done;
@@ -178,14 +187,15 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
     while (state->step < sg->steps) {
         /* the step's D x A x rows sequences in sample order; this rank keeps the d-th A x rows of them */
         for (int64_t j = 0; j < D * A * rows; j++) {
-            LCX_TRY_GOTO(lcx_sampler_next(smp, sample, sdoc), done);
+            int src = 0;
+            LCX_TRY_GOTO(lcx_mix_next(smp, sample, sdoc, &src), done);
             int64_t k = j - d * A * rows; /* a row of this rank's batch when 0 <= k < A * rows */
             const int mine = k >= 0 && k < A * rows;
             int32_t *ri = C > 1 ? row : mine ? ids + k * L : NULL;
             int32_t *rt = C > 1 ? row + L : mine ? tgt + k * L : NULL;
             for (int64_t t = 0; t < L; t++) { /* every rank checks every sample: all of them fail together */
                 LCX_FAIL_GOTO(sample[t] >= (uint64_t)V || sample[t + 1] >= (uint64_t)V, LCX_ERR_INVALID, done,
-                              "%s: token id %u is outside the model's vocabulary (%lld)", td->prefix,
+                              "%s: token id %u is outside the model's vocabulary (%lld)", data->td[src]->prefix,
                               sample[t] >= (uint64_t)V ? sample[t] : sample[t + 1], (long long)V);
                 if (!mine) continue;
                 ri[t] = (int32_t)sample[t];
@@ -216,7 +226,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_tr
         state->step++;
         state->tokens += global_step;
         state->loss = r.loss;
-        state->cursor = lcx_sampler_tell(smp);
+        state->cursor = lcx_mix_tell(smp);
         tps_sum += tps;
         n_tps++;
         if (r.peak_rss > sum->peak_rss) sum->peak_rss = r.peak_rss;
@@ -297,7 +307,7 @@ done:
     free(sdoc);
     free(docs);
     free(mb);
-    lcx_sampler_free(smp);
+    lcx_mix_free(smp);
     return st;
 }
 

@@ -19,7 +19,9 @@
  *                          the stage's config.json, tokenizer files, and the training state (below).
  * Training state JSON: {"format":"lcextend-train","stage":i+1 (1-based, as in checkpoint names),"step":s,"stage_steps":n,"stage_done":0|1,
  *   "tokens":total trained tokens of the run,"optimizer_step":AdamW step count,"seq_len":L,
- *   "sampler":{"seed","epoch","pos","offset","samples"},"next_lr":x,"loss":last loss,"attention_mask":"causal"|"document",
+ *   "sampler":{"seed","epoch","pos","offset","samples"} (source 0's),"next_lr":x,"loss":last loss,
+ *   "attention_mask":"causal"|"document", with a data mix of several sources "mix":{"weights":[normalised],
+ *   "cursors":[[epoch,pos,offset,samples] per source]},
  *   "run":caller's object,
  *   "recipe": run.recipe when given}.
  * The only randomness is the sampler's (seeded shuffle); with the cursor, master weights, moments and step
@@ -38,7 +40,7 @@
 #include "formats/tokdata.h"
 #include "src/train/lr_schedule.h"
 #include "src/model/model.h"
-#include "src/train/sampler.h"
+#include "src/train/mix.h"
 #include "src/comm/comm.h"
 #include "src/core/report.h"
 #include "src/core/status.h"
@@ -97,7 +99,8 @@ typedef struct lcx_train_state {
     int64_t step;                 /* steps done in that stage */
     int stage_done;               /* the stage finished */
     int64_t tokens;               /* trained tokens over the run */
-    lcx_sampler_cursor cursor;    /* where the stage's sampler stands */
+    lcx_mix_cursor cursor;        /* where the stage's samplers stand (cursor.n: the data mix's sources) */
+    double mix_weight[LCX_MIX_MAX]; /* the mix's normalised weights (one source: 1) */
     int64_t seq_len, stage_steps; /* of the saved stage (0 = unknown): a resume with other values is refused */
     uint64_t seed;                /* the saved stage's sampler seed */
     int doc_mask;                 /* the saved stage's attention mask: 1 document, 0 causal, -1 unknown (a
@@ -119,11 +122,11 @@ typedef struct lcx_train_summary {
                                      as "rank R: ...": no rank waits for another, the job need not be aborted */
 } lcx_train_summary;
 
-/* Run (or continue) stage st on data td. When state->stage == st->index and state->step > 0 (a loaded
- * checkpoint), the stage continues from state->step with the sampler at state->cursor; otherwise it starts at
- * step 0. Saves every save_interval steps and at the end (state->stage_done = 1). Returns LCX_ERR_INTERRUPTED
+/* Run (or continue) stage st on data (one dataset: lcx_mix_single, or a data mix, src/train/mix.h). When
+ * state->stage == st->index and state->step > 0 (a loaded checkpoint), the stage continues from state->step with
+ * the samplers at state->cursor (the same sources and weights, else refused); otherwise it starts at step 0. Saves every save_interval steps and at the end (state->stage_done = 1). Returns LCX_ERR_INTERRUPTED
  * (after saving) when a caught signal arrived. */
-lcx_status lcx_train_stage_run(lcx_model *m, const lcx_tokdata *td, const lcx_train_stage *st,
+lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx_train_stage *st,
                                const lcx_train_ctx *ctx, lcx_train_state *state, lcx_train_summary *sum);
 
 /* Save the model and state as RUN/checkpoints/NAME (atomically, then `latest` + pruning); state->saved is set.

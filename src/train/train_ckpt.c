@@ -16,6 +16,8 @@
 
 void lcx_train_state_init(lcx_train_state *s) {
     memset(s, 0, sizeof *s);
+    s->cursor.n = 1;
+    s->mix_weight[0] = 1;
     s->loss = NAN;
 }
 
@@ -37,6 +39,31 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
+/* The training state's "mix" (absent: one source) into state->cursor and mix_weight. */
+static lcx_status load_mix(const json_t *mix, const char *dir, lcx_train_state *state) {
+    if (!mix) return LCX_OK;
+    const json_t *w = json_object_get(mix, "weights"), *c = json_object_get(mix, "cursors");
+    const size_t n = json_array_size(w);
+    LCX_FAIL_IF(!json_is_array(w) || !json_is_array(c) || n < 2 || n > LCX_MIX_MAX || json_array_size(c) != n,
+                LCX_ERR_FORMAT, "%s: training state: mix needs 2 to %d weights and as many cursors", dir,
+                (int)LCX_MIX_MAX);
+    state->cursor.n = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *k = json_array_get(c, i);
+        const double wi = json_number_value(json_array_get(w, i));
+        int64_t v[4];
+        for (size_t f = 0; f < 4; f++) {
+            const json_t *x = json_array_get(k, f);
+            v[f] = json_is_integer(x) ? (int64_t)json_integer_value(x) : -1;
+        }
+        LCX_FAIL_IF(!(wi > 0 && wi <= 1) || json_array_size(k) != 4 || v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0,
+                    LCX_ERR_FORMAT, "%s: training state: mix source %zu: bad weight or cursor", dir, i + 1);
+        state->mix_weight[i] = wi;
+        state->cursor.src[i] = (lcx_sampler_cursor){(uint64_t)v[0], (uint64_t)v[1], (uint64_t)v[2], (uint64_t)v[3]};
+    }
+    return LCX_OK;
+}
+
 static json_t *state_json(const lcx_model *m, const lcx_train_ctx *ctx, const lcx_train_state *s,
                           const lcx_train_stage *st) {
     double next_lr = lcx_lr_at(&st->lr, s->step);
@@ -45,9 +72,20 @@ static json_t *state_json(const lcx_model *m, const lcx_train_ctx *ctx, const lc
                           "stage_steps", (json_int_t)st->steps, "stage_done", s->stage_done, "tokens",
                           (json_int_t)s->tokens, "optimizer_step", (json_int_t)lcx_model_step_count(m), "seq_len",
                           (json_int_t)st->seq_len, "sampler", "seed", (json_int_t)st->seed, "epoch",
-                          (json_int_t)s->cursor.epoch, "pos", (json_int_t)s->cursor.pos, "offset",
-                          (json_int_t)s->cursor.offset, "samples", (json_int_t)s->cursor.samples, "next_lr", next_lr);
+                          (json_int_t)s->cursor.src[0].epoch, "pos", (json_int_t)s->cursor.src[0].pos, "offset",
+                          (json_int_t)s->cursor.src[0].offset, "samples", (json_int_t)s->cursor.src[0].samples,
+                          "next_lr", next_lr);
     if (!j) return NULL;
+    if (s->cursor.n > 1) { /* a data mix: every source's cursor, and the weights a resume must match */
+        json_t *w = json_array(), *c = json_array();
+        for (int i = 0; i < s->cursor.n; i++) {
+            const lcx_sampler_cursor *k = &s->cursor.src[i];
+            json_array_append_new(w, json_real(s->mix_weight[i]));
+            json_array_append_new(c, json_pack("[I, I, I, I]", (json_int_t)k->epoch, (json_int_t)k->pos,
+                                               (json_int_t)k->offset, (json_int_t)k->samples));
+        }
+        json_object_set_new(j, "mix", json_pack("{s:o, s:o}", "weights", w, "cursors", c));
+    }
     json_object_set_new(j, "loss", isfinite(s->loss) ? json_real(s->loss) : json_null());
     json_object_set_new(j, "attention_mask", json_string(st->doc_mask ? "document" : "causal"));
     json_object_set(j, "run", ctx->run_info ? (json_t *)ctx->run_info : json_null());
@@ -474,10 +512,8 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
                               n < 0,
                           LCX_ERR_FORMAT, done, "%s: training state: missing or negative stage/step/tokens/sampler",
                           dir);
-            state->cursor.epoch = (uint64_t)e;
-            state->cursor.pos = (uint64_t)p;
-            state->cursor.offset = (uint64_t)o;
-            state->cursor.samples = (uint64_t)n;
+            state->cursor.src[0] = (lcx_sampler_cursor){(uint64_t)e, (uint64_t)p, (uint64_t)o, (uint64_t)n};
+            LCX_TRY_GOTO(load_mix(json_object_get(ts, "mix"), dir, state), done);
             state->seq_len = jint(ts, "seq_len") > 0 ? jint(ts, "seq_len") : 0;
             state->stage_steps = jint(ts, "stage_steps") > 0 ? jint(ts, "stage_steps") : 0;
             state->seed = (uint64_t)json_integer_value(json_object_get(smp, "seed"));

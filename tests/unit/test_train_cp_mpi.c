@@ -49,6 +49,7 @@ static double g_worst_loss, g_worst_norm, g_worst_w;
 /* One stage run (groups NULL: the one-rank reference); returns the final master weights (malloc'd). */
 static float *train(const lcx_tokdata *td, const char *name, const lcx_comm_groups *gs, int64_t micro_seqs,
                     run_log *log, size_t *n_out) {
+    const lcx_mix_data data = lcx_mix_single(td);
     char dir[600];
     snprintf(dir, sizeof dir, "%s/%s", g_root, name);
     mkdir(dir, 0777);
@@ -71,7 +72,7 @@ static float *train(const lcx_tokdata *td, const char *name, const lcx_comm_grou
     lcx_train_state state;
     lcx_train_state_init(&state);
     lcx_train_summary sum;
-    CHECK_OK(lcx_train_stage_run(m, td, &sg, &ctx, &state, &sum));
+    CHECK_OK(lcx_train_stage_run(m, &data, &sg, &ctx, &state, &sum));
     CHECK(log->n == STEPS);
     float *w = masters(m, n_out);
     lcx_train_state_free(&state);
@@ -136,6 +137,7 @@ static void check_cpdp(lcx_comm *world, const lcx_tokdata *td, int cp, int dp) {
 /* The step directly on mesh 1x4x1: grad NULL is the CP group (bit for bit the GRAD group's step), and a group of
  * 2 ranks (the DP group of mesh 1x2x2) with a CP-4 model is refused before any communication. */
 static void check_step(lcx_comm *world, const lcx_tokdata *td) {
+    const lcx_mix_data data = lcx_mix_single(td);
     lcx_mesh m4, m2;
     lcx_comm_groups g4, g2;
     CHECK_OK(lcx_mesh_init(&m4, 1, 4, 1));
@@ -177,14 +179,14 @@ static void check_step(lcx_comm *world, const lcx_tokdata *td) {
     lcx_train_state state;
     lcx_train_state_init(&state);
     lcx_train_summary sum;
-    CHECK_FAILS(lcx_train_stage_run(p, td, &sg, &ctx, &state, &sum), LCX_ERR_INVALID, "needs a gradient group");
+    CHECK_FAILS(lcx_train_stage_run(p, &data, &sg, &ctx, &state, &sum), LCX_ERR_INVALID, "needs a gradient group");
     ctx.grad = g2.group[LCX_GROUP_GRAD];
     ctx.dp_rank = g2.coord.d, ctx.dp_size = 2; /* a GRAD group of 4 is CP 4 x DP 1, not x 2 */
-    CHECK_FAILS(lcx_train_stage_run(p, td, &sg, &ctx, &state, &sum), LCX_ERR_INVALID, "needs a gradient group");
+    CHECK_FAILS(lcx_train_stage_run(p, &data, &sg, &ctx, &state, &sum), LCX_ERR_INVALID, "needs a gradient group");
     ctx.grad = g4.group[LCX_GROUP_GRAD];
     ctx.dp_rank = 0, ctx.dp_size = 1;
     sg.seq_len = 20;
-    CHECK_FAILS(lcx_train_stage_run(p, td, &sg, &ctx, &state, &sum), LCX_ERR_INVALID, "multiple of 8");
+    CHECK_FAILS(lcx_train_stage_run(p, &data, &sg, &ctx, &state, &sum), LCX_ERR_INVALID, "multiple of 8");
     lcx_train_state_free(&state);
     free(wp);
     free(wq);

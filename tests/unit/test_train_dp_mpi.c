@@ -32,6 +32,7 @@
 /* One stage run; returns the final master weights (malloc'd, all parameters back to back). */
 static float *train(const lcx_tokdata *td, const char *name, lcx_comm *grad, int dp_rank, int dp_size,
                     int64_t micro_seqs, run_log *log, size_t *n_out) {
+    const lcx_mix_data data = lcx_mix_single(td);
     char dir[600];
     snprintf(dir, sizeof dir, "%s/%s", g_root, name);
     mkdir(dir, 0777);
@@ -50,7 +51,7 @@ static float *train(const lcx_tokdata *td, const char *name, lcx_comm *grad, int
     lcx_train_state state;
     lcx_train_state_init(&state);
     lcx_train_summary sum;
-    CHECK_OK(lcx_train_stage_run(m, td, &sg, &ctx, &state, &sum));
+    CHECK_OK(lcx_train_stage_run(m, &data, &sg, &ctx, &state, &sum));
     CHECK(log->n == STEPS);
     float *w = masters(m, n_out);
     lcx_train_state_free(&state);

@@ -140,6 +140,7 @@ int main(void) {
     }
     CHECK_OK(lcx_tokdata_writer_commit(&w));
     lcx_tokdata td;
+    const lcx_mix_data data = lcx_mix_single(&td);
     CHECK_OK(lcx_tokdata_open(prefix, &td));
 
     lcx_train_stage sg = stage();
@@ -180,7 +181,7 @@ int main(void) {
     }
     lcx_train_state sa;
     lcx_train_state_init(&sa);
-    CHECK_OK(lcx_train_stage_run(a, &td, &sg, &ctx, &sa, &sum));
+    CHECK_OK(lcx_train_stage_run(a, &data, &sg, &ctx, &sa, &sum));
     CHECK(sa.stage_done == 1 && sa.step == STEPS && sa.tokens == STEPS * 4 * SEQ);
     double la[STEPS], lb[STEPS], lc[STEPS];
     CHECK(read_losses(runA, la) == STEPS);
@@ -198,7 +199,7 @@ int main(void) {
     lcx_model *b = new_model();
     lcx_train_state sb;
     lcx_train_state_init(&sb);
-    CHECK_OK(lcx_train_stage_run(b, &td, &sg, &ctx, &sb, &sum));
+    CHECK_OK(lcx_train_stage_run(b, &data, &sg, &ctx, &sb, &sum));
     CHECK(read_losses(runB, lb) == STEPS);
     CHECK(memcmp(la, lb, sizeof la) == 0);
     CHECK(same_state(a, b));
@@ -223,7 +224,7 @@ int main(void) {
     char *runC = mkrun("C");
     ctx.run_dir = runC;
     sg.save_interval = 0;
-    CHECK_OK(lcx_train_stage_run(c, &td, &sg, &ctx, &sc, &sum));
+    CHECK_OK(lcx_train_stage_run(c, &data, &sg, &ctx, &sc, &sum));
     for (int i = 0; i < STEPS; i++) lc[i] = NAN;
     CHECK(read_losses(runC, lc) == 3);
     CHECK(memcmp(la + 3, lc + 3, 3 * sizeof(double)) == 0);
@@ -239,7 +240,7 @@ int main(void) {
     lcx_model *d = new_model();
     lcx_train_state sd;
     lcx_train_state_init(&sd);
-    CHECK(lcx_train_stage_run(d, &td, &sg, &ctx, &sd, &sum) == LCX_ERR_INTERRUPTED);
+    CHECK(lcx_train_stage_run(d, &data, &sg, &ctx, &sd, &sum) == LCX_ERR_INTERRUPTED);
     CHECK(strstr(lcx_last_error(), "interrupted at stage 1 step 1") != NULL);
     lcx_train_clear_interrupt();
     lcx_model_free(d);
@@ -250,7 +251,7 @@ int main(void) {
     lcx_train_state_free(&sd);
     CHECK_OK(lcx_train_load(latest, d, &sd));
     CHECK(sd.step == 1);
-    CHECK_OK(lcx_train_stage_run(d, &td, &sg, &ctx, &sd, &sum));
+    CHECK_OK(lcx_train_stage_run(d, &data, &sg, &ctx, &sd, &sum));
     CHECK(same_state(a, d));
     double ld[STEPS];
     CHECK(read_losses(runD, ld) == STEPS);
@@ -258,7 +259,7 @@ int main(void) {
 
     /* a finished stage run again does nothing */
     int64_t before = lcx_model_step_count(d);
-    CHECK_OK(lcx_train_stage_run(d, &td, &sg, &ctx, &sd, &sum));
+    CHECK_OK(lcx_train_stage_run(d, &data, &sg, &ctx, &sd, &sum));
     CHECK(sum.steps_run == 0 && lcx_model_step_count(d) == before);
 
     /* the perplexity scorer: first = 1 sums to the HF-shift loss of the window; first = k to the sum over the

@@ -57,6 +57,7 @@ typedef struct run_out {
 } run_out;
 
 static void train(const lcx_tokdata *td, const char *name, const run_opts *ro, run_out *out) {
+    const lcx_mix_data data = lcx_mix_single(td);
     char dir[600];
     snprintf(dir, sizeof dir, "%s/%s", g_root, name);
     mkdir(dir, 0777);
@@ -98,7 +99,7 @@ static void train(const lcx_tokdata *td, const char *name, const run_opts *ro, r
     if (ro->resume) CHECK_OK(lcx_train_load(ro->resume, m, &state));
     else CHECK_OK(lcx_model_init_random(m, 11, 0.05));
     lcx_train_summary sum;
-    CHECK_OK(lcx_train_stage_run(m, td, &sg, &ctx, &state, &sum));
+    CHECK_OK(lcx_train_stage_run(m, &data, &sg, &ctx, &state, &sum));
     out->w = masters(m, &out->n);
     out->moments = lcx_model_memory_of(m).moments;
     lcx_train_state_free(&state);
