@@ -101,13 +101,7 @@ static lcx_status prepare(extend_job *job, int *stop) {
         return LCX_OK;
     }
     if (o->data) {
-        LCX_FAIL_IF(o->n_more_data < 0 || 1 + o->n_more_data > LCX_MIX_MAX || (o->n_more_data && !o->data_weights),
-                    LCX_ERR_INVALID, "--data: %d sources (1 to %d; a mix needs --data-weights)", 1 + o->n_more_data,
-                    (int)LCX_MIX_MAX);
-        for (int i = 0; i <= o->n_more_data; i++) {
-            LCX_TRY(lcx_tokdata_open(i ? o->more_data[i - 1] : o->data, &job->td[i]));
-            job->td_open++;
-        }
+        LCX_TRY(lcx_tool_data_open(o->data, o->more_data, o->n_more_data, o->data_weights, job->td, &job->td_open));
     }
     LCX_FAIL_IF(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, "--ids %s: no such file, or not a regular one",
                 o->ids);
@@ -149,13 +143,8 @@ static lcx_status import(extend_job *job) {
                               "recipe", p->recipe_name ? p->recipe_name : o->recipe, "stages", p->n_stages, "backend",
                               o->backend ? o->backend->name : "cpu");
     LCX_FAIL_IF(!job->run_info, LCX_ERR_OOM, "out of memory");
-    if (job->td_open > 1) { /* a data mix: its sources and weights as given */
-        json_t *srcs = json_array();
-        for (int i = 0; i < job->td_open; i++)
-            json_array_append_new(srcs, json_pack("{s:s, s:f}", "data", job->td[i].prefix, "weight",
-                                                  o->data_weights[i]));
-        json_object_set_new(job->run_info, "data_mix", srcs);
-    }
+    if (job->td_open > 1)
+        json_object_set_new(job->run_info, "data_mix", lcx_tool_mix_info(job->td, job->td_open, o->data_weights));
     return LCX_OK;
 }
 

@@ -6,6 +6,7 @@
 
 #include "src/core/fileio.h"
 #include "src/pipeline/extend_job.h"
+#include "src/pipeline/run_common.h"
 #include "src/rope/rope.h"
 
 /* stage config: the input config.json with the stage's rope written in (a fresh parse keeps both in sync) */
@@ -233,12 +234,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.world = job->grp.all;
     ctx.tp_size = job->grp.tp;
     lcx_train_summary sum = {0}; /* read below also when the stage failed before filling it */
-    lcx_mix_data mix = lcx_mix_single(&job->td[0]);
-    mix.n = job->td_open;
-    for (int i = 0; i < job->td_open; i++) {
-        mix.td[i] = &job->td[i];
-        mix.weight[i] = job->td_open > 1 ? job->o->data_weights[i] : 1;
-    }
+    const lcx_mix_data mix = lcx_tool_mix(job->td, job->td_open, job->td_open > 1 ? job->o->data_weights : NULL);
     lcx_status st = lcx_train_stage_run(job->m, &mix, &sg, &ctx, &job->state, &sum);
     if (job->grp.all && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {
         /* a failure some ranks may not share (one not returned by all of them together, sum.agreed): the others

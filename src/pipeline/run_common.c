@@ -244,3 +244,33 @@ lcx_status lcx_tool_agree(lcx_comm *g, lcx_status st) {
     LCX_FAIL_IF(flag != 0, LCX_ERR_COMM, "rank %d failed (its message is above)", g->size - (int)flag);
     return LCX_OK;
 }
+
+lcx_status lcx_tool_data_open(const char *data, const char *const *more, int n_more, const double *weights,
+                              lcx_tokdata *td, int *n_open) {
+    *n_open = 0;
+    LCX_FAIL_IF(n_more < 0 || 1 + n_more > LCX_MIX_MAX || (n_more && !weights), LCX_ERR_INVALID,
+                "--data: %d sources (1 to %d; a mix needs --data-weights)", 1 + n_more, (int)LCX_MIX_MAX);
+    for (int i = 0; i <= n_more; i++) {
+        LCX_TRY(lcx_tokdata_open(i ? more[i - 1] : data, &td[i]));
+        ++*n_open;
+    }
+    return LCX_OK;
+}
+
+lcx_mix_data lcx_tool_mix(const lcx_tokdata *td, int n, const double *weights) {
+    lcx_mix_data mix = lcx_mix_single(&td[0]);
+    mix.n = n;
+    for (int i = 0; i < n && i < LCX_MIX_MAX; i++) {
+        mix.td[i] = &td[i];
+        mix.weight[i] = weights ? weights[i] : 1;
+    }
+    return mix;
+}
+
+json_t *lcx_tool_mix_info(const lcx_tokdata *td, int n, const double *weights) {
+    if (n < 2 || !weights) return NULL;
+    json_t *srcs = json_array();
+    for (int i = 0; srcs && i < n; i++)
+        json_array_append_new(srcs, json_pack("{s:s, s:f}", "data", td[i].prefix, "weight", weights[i]));
+    return srcs;
+}

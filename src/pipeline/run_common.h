@@ -11,6 +11,7 @@
 #include "src/model/model.h"
 #include "src/core/report.h"
 #include "src/core/status.h"
+#include "src/train/mix.h"
 
 /* Read a text file of whitespace-separated token ids (integers in [0, 2^31)). *ids is malloc'd. Errors name
  * the file and the token index ("ids.txt: token 3: 'abc' is not a non-negative integer"). */
@@ -31,6 +32,15 @@ lcx_status lcx_tool_ids_to_tokdata(const char *ids_path, const char *prefix, int
 struct lcx_tokdata;
 /* --ids FILE of a run: converted into run_dir/ids.bin/.idx (lcx_tool_ids_to_tokdata) and opened into *td. */
 lcx_status lcx_tool_ids_open(const char *ids_path, const char *run_dir, int64_t vocab, struct lcx_tokdata *td);
+
+/* --data (and a data mix's other sources, n_more of them, each needing a weight: weights non-NULL) opened into
+ * td[0 .. *n_open) (src/train/mix.h): on failure the ones opened are counted in *n_open, for the caller to close. */
+lcx_status lcx_tool_data_open(const char *data, const char *const *more, int n_more, const double *weights,
+                              struct lcx_tokdata *td, int *n_open);
+/* The data mix over td[0 .. n) (weights NULL: one source, weight 1), and its sources for a run's info as given
+ * ([{"data": prefix, "weight": w}], NULL for one source). */
+lcx_mix_data lcx_tool_mix(const struct lcx_tokdata *td, int n, const double *weights);
+json_t *lcx_tool_mix_info(const struct lcx_tokdata *td, int n, const double *weights);
 
 /* Tokenizer files stored in checkpoint dir, as full paths (heap array of heap strings; lcx_tool_strv_free). */
 lcx_status lcx_tool_ckpt_tokenizer_files(const char *dir, char ***paths, int *n);

@@ -93,13 +93,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     if (lead && o->export_hf) LCX_TRY_GOTO(lcx_out_absent(o->export_hf), done); /* not after the training */
     if (o->data) {
-        LCX_FAIL_GOTO(o->n_more_data < 0 || 1 + o->n_more_data > LCX_MIX_MAX || (o->n_more_data && !o->data_weights),
-                      LCX_ERR_INVALID, done, "--data: %d sources (1 to %d; a mix needs --data-weights)",
-                      1 + o->n_more_data, (int)LCX_MIX_MAX);
-        for (int i = 0; i <= o->n_more_data; i++) {
-            LCX_TRY_GOTO(lcx_tokdata_open(i ? o->more_data[i - 1] : o->data, &td[i]), done);
-            td_open++;
-        }
+        LCX_TRY_GOTO(lcx_tool_data_open(o->data, o->more_data, o->n_more_data, o->data_weights, td, &td_open), done);
     }
     LCX_FAIL_GOTO(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, done,
                   "--ids %s: no such file, or not a regular one", o->ids);
@@ -234,12 +228,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.keep_last = (int)o->keep;
     run_info = json_pack("{s:s, s:s}", "backend", be_name, "attention_mask", o->doc_mask ? "document" : "causal");
     LCX_FAIL_GOTO(!run_info, LCX_ERR_OOM, done, "out of memory");
-    if (td_open > 1) { /* a data mix: its sources and weights as given */
-        json_t *srcs = json_array();
-        for (int i = 0; i < td_open; i++)
-            json_array_append_new(srcs, json_pack("{s:s, s:f}", "data", td[i].prefix, "weight", o->data_weights[i]));
-        json_object_set_new(run_info, "data_mix", srcs);
-    }
+    if (td_open > 1) json_object_set_new(run_info, "data_mix", lcx_tool_mix_info(td, td_open, o->data_weights));
     ctx.run_info = run_info;
     lcx_reporter train_r = o->quiet ? lcx_tool_quiet_reporter(r) : (r ? *r : (lcx_reporter){0});
     ctx.report = &train_r;
@@ -284,12 +273,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
                     "backend", be_name, "resumed_from", latest));
     lcx_train_catch_signals();
     lcx_train_summary sum = {0}; /* read below also when the stage failed before filling it */
-    lcx_mix_data mix = lcx_mix_single(&td[0]);
-    mix.n = td_open;
-    for (int i = 0; i < td_open; i++) {
-        mix.td[i] = &td[i];
-        mix.weight[i] = td_open > 1 ? o->data_weights[i] : 1;
-    }
+    const lcx_mix_data mix = lcx_tool_mix(td, td_open, td_open > 1 ? o->data_weights : NULL);
     st = lcx_train_stage_run(m, &mix, &sg, &ctx, &state, &sum);
     lcx_train_release_signals(); /* training is over: a signal now (mpirun ending the job) must not claim a save */
     if (all && st != LCX_OK && st != LCX_ERR_INTERRUPTED && !sum.agreed) {

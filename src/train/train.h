@@ -124,8 +124,9 @@ typedef struct lcx_train_summary {
 
 /* Run (or continue) stage st on data (one dataset: lcx_mix_single, or a data mix, src/train/mix.h). When
  * state->stage == st->index and state->step > 0 (a loaded checkpoint), the stage continues from state->step with
- * the samplers at state->cursor (the same sources and weights, else refused); otherwise it starts at step 0. Saves every save_interval steps and at the end (state->stage_done = 1). Returns LCX_ERR_INTERRUPTED
- * (after saving) when a caught signal arrived. */
+ * the samplers at state->cursor (the same sources and weights, else refused); otherwise it starts at step 0.
+ * Saves every save_interval steps and at the end (state->stage_done = 1). Returns LCX_ERR_INTERRUPTED (after
+ * saving) when a caught signal arrived. */
 lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx_train_stage *st,
                                const lcx_train_ctx *ctx, lcx_train_state *state, lcx_train_summary *sum);
 
