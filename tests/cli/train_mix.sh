@@ -7,7 +7,8 @@
 #   - --resume from step 2 gives the unbroken run's steps 3 and 4; a resume with other weights, or with one
 #     --data, is refused with one line;
 #   - flag errors are one line, exit 2, before any work;
-#   - the main command takes the mix for every stage and records it in the run.
+#   - the main command takes the mix for every stage and records it in the run;
+#   - under mpirun, --dp 2 gives the one-process losses and cursors.
 # The sampling itself (every sample from one source, each source's samples those of its sampler alone, a saved
 # cursor continuing exactly) is tests/unit/test_mix.c.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -99,5 +100,21 @@ check "lcextend --to 512 with a mix ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0
 last=$(cat "$tmp/ext/checkpoints/latest" 2>/dev/null)
 check "the extension's last checkpoint records the mix ($(mix_of "$tmp/ext/checkpoints/$last/manifest.json"))" \
     grep -qF '"weights":[0.75,0.25]' <<<"$(mix_of "$tmp/ext/checkpoints/$last/manifest.json")"
+
+# DP 2 under mpirun: each rank trains on its share of the same mixed samples, so the losses are the one-process
+# run's with --batch 2
+if [ -z "${MPIEXEC:-}" ] || ! [ -x "$MPIEXEC" ]; then
+    echo "no mpirun: the DP part skipped"
+    [ "$fail" -eq 0 ] && echo "train_mix: all checks passed"
+    exit "$fail"
+fi
+mpi 2 train "$model" --seq 64 --batch 1 --steps 4 --lr 1e-3 --quiet --data "$tmp/long" --data "$tmp/short" \
+    --data-weights 3,1 --out "$tmp/dp2" --dp 2
+check "mpirun -np 2 --dp 2 with a mix ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+paste <(field "$tmp/mix/metrics.jsonl" loss) <(field "$tmp/dp2/metrics.jsonl" loss) >"$tmp/dp_losses"
+check "--dp 2: 4 losses" [ "$(awk 'NF == 2' "$tmp/dp_losses" | wc -l)" -eq 4 ]
+while read -r a b; do check "--dp 2: loss $b vs $a (one process), 1e-5" close "$b" "$a" 1e-5; done <"$tmp/dp_losses"
+check "--dp 2: the same counts in the training state" \
+    [ "$(mix_of "$tmp/dp2/checkpoints/s01-step000004/manifest.json")" = "$(mix_of "$state")" ]
 [ "$fail" -eq 0 ] && echo "train_mix: all checks passed"
 exit "$fail"
