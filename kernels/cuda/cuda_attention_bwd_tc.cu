@@ -9,6 +9,12 @@
  *    mma.sync m16n8k16 (bf16 in, float32 accumulate); P = exp(scale s - LSE) and dS = P (dP - D) in float32 as
  *    on the CPU; dV += P^T dO and dK += dS^T Q on tensor cores too.
  *  - dQ: one block per (64 query rows, head), 32-key tiles: S = Q K^T, dP = dO V^T, dQ += dS K.
+ * Document masks (q_doc_start): a pair is visible only from its row's document start on. dQ starts its key walk at
+ * the tile of its rows' earliest start; a dK/dV block walks only the query tiles that have a row whose document
+ * starts before its last key: a pass over the starts (one load and a warp min per tile) finds the first and the
+ * last, and only if some between do not (starts out of order) is each tile checked before it is loaded. A query
+ * tile's fused dQ is then summed by the key blocks from the one holding its earliest start's key to the last that
+ * sees it, each at its rank from the first.
  * The walked tiles (Q and dO for dK/dV, K and V for dQ) come by cp.async into two buffers, the next while the
  * current is computed on; every fragment is read by ldmatrix from the row-major tiles (transposed where the
  * tile is the product's B by rows: dO, Q, K in the accumulations), so no tile is stored twice.
@@ -101,10 +107,11 @@ static __device__ __forceinline__ void tb_add(float *dst, const float (&acc)[ND]
 }
 
 /* K, V [keys], two buffers of Q, dO, LSE, D; with the fused dQ (terms: 1, or 2 for hi + lo) dS [32][keys + 8]
- * per term */
-static size_t tb_dkv_smem(int hd, int ds_terms, int keys) {
+ * per term; with a document mask (doc) two buffers of the rows' document starts [32] and 3 ints a warp */
+static size_t tb_dkv_smem(int hd, int ds_terms, int keys, bool doc) {
     return sizeof(uint16_t) * (size_t)(2 * keys + 4 * TB_COLS) * (size_t)(hd + TB_PAD) + sizeof(float) * 4 * TB_COLS +
-           sizeof(uint16_t) * (size_t)(ds_terms * TB_COLS * (keys + TB_PAD));
+           sizeof(uint16_t) * (size_t)(ds_terms * TB_COLS * (keys + TB_PAD)) +
+           (doc ? sizeof(int) * (size_t)(2 * TB_COLS + 3 * (keys / 16)) : 0);
 }
 
 /* Tile n of a dK/dV block's walk (rep heads x per_head query tiles from row ib): the two-pass backward walks the
@@ -180,10 +187,11 @@ static __device__ __forceinline__ void tb_dq_ordered(const lcx_attn_args &a, con
 }
 
 /* Query tile (head h, rows i0..) of the dK/dV walk into one buffer: Q and dO by cp.async, LSE and D (strided by
- * the heads, so not cp.async's 16 contiguous bytes) by plain stores; readable after the wait and a barrier. */
-template <int HD>
+ * the heads, so not cp.async's 16 contiguous bytes) and with DOC the rows' document starts (INT32_MAX past n_q) by
+ * plain stores; readable after the wait and a barrier. */
+template <int HD, bool DOC>
 static __device__ __forceinline__ void tb_dkv_tile(const lcx_attn_args &a, const float *D, int64_t h, int64_t i0,
-                                                   uint16_t *qs, float *ls, int threads) {
+                                                   uint16_t *qs, float *ls, int *dc, int threads) {
     constexpr int LD = HD + TB_PAD;
     att_tc_load_rows<HD>(qs, LD, (const uint16_t *)a.q, i0, TB_COLS, a.n_q, a.n_heads, h, threads);
     att_tc_load_rows<HD>(qs + TB_COLS * LD, LD, (const uint16_t *)a.dout, i0, TB_COLS, a.n_q, a.n_heads, h, threads);
@@ -191,18 +199,39 @@ static __device__ __forceinline__ void tb_dkv_tile(const lcx_attn_args &a, const
         const int64_t i = i0 + threadIdx.x;
         ls[threadIdx.x] = i < a.n_q ? a.lse[i * a.n_heads + h] : -INFINITY;
         ls[TB_COLS + threadIdx.x] = i < a.n_q ? D[i * a.n_heads + h] : 0.0f;
+        if (DOC) dc[threadIdx.x] = i < a.n_q ? a.q_doc_start[i] : INT32_MAX;
     }
 }
 
+/* The smallest document start of the 32 query rows from i0 (INT32_MAX past n_q), to every lane of the warp. */
+static __device__ __forceinline__ int tb_tile_doc_min(const lcx_attn_args &a, int64_t i0) {
+    const int64_t i = i0 + threadIdx.x % 32;
+    return att_warp_min_i(i < a.n_q ? a.q_doc_start[i] : INT32_MAX);
+}
+
+/* With a document mask, the first tile from n on of a dK/dV block's walk (tb_tile) that has a row whose document
+ * starts before key jend (ntiles if none): uniform over the block, as every warp reads the same starts. */
+template <bool FUSED>
+static __device__ __forceinline__ int64_t tb_next_seen(const lcx_attn_args &a, int64_t n, int64_t ntiles, int64_t rep,
+                                                       int64_t per_head, int64_t ib, int64_t kvh, int64_t jend) {
+    for (int64_t h, i0; n < ntiles; n++) {
+        tb_tile<FUSED>(n, rep, per_head, ib, kvh, &h, &i0);
+        if (att_doc_key(a, tb_tile_doc_min(a, i0)) < jend) break;
+    }
+    return n;
+}
+
 /* FUSED: dQ too, added in key-block order (order: a counter per (head, query tile), zeroed); else dQ is
- * attn_bwd_dq_tc's. NW warps, 16 keys each: a block owns 16 NW keys. */
-template <int HD, bool SPLIT, bool FUSED, int NW>
+ * attn_bwd_dq_tc's. NW warps, 16 keys each: a block owns 16 NW keys. DOC: a document mask (q_doc_start); without
+ * it the kernel is the same code as before there was one. */
+template <int HD, bool SPLIT, bool FUSED, int NW, bool DOC>
 static __global__ void __launch_bounds__(NW * 32) attn_bwd_dkv_tc(lcx_attn_args a, const float *D, int *order) {
     extern __shared__ float sm[];
     constexpr int LD = HD + TB_PAD, KS = HD / 16, ND = HD / 8, TILE = 2 * TB_COLS * LD, KEYS = 16 * NW;
     uint16_t *ks = (uint16_t *)sm, *vs = ks + KEYS * LD, *qbuf = vs + KEYS * LD; /* buffer b: Q, dO */
     float *lbuf = (float *)(qbuf + 2 * TILE);                                         /* buffer b: LSE, D */
     uint16_t *dsb = (uint16_t *)(lbuf + 4 * TB_COLS);                                 /* FUSED: dS */
+    int *dcb = (int *)(dsb + (FUSED ? (SPLIT ? 2 : 1) * TB_COLS * (KEYS + TB_PAD) : 0)); /* DOC: buffer b's starts */
     const int64_t nqt = (a.n_q + TB_COLS - 1) / TB_COLS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, wr = warp * 16;
     const int64_t H = a.n_heads, G = a.n_kv_heads, rep = H / G, kvh = blockIdx.y, j0 = (int64_t)blockIdx.x * KEYS;
@@ -210,13 +239,50 @@ static __global__ void __launch_bounds__(NW * 32) attn_bwd_dkv_tc(lcx_attn_args 
     /* the query tiles that see key j0: visibility grows with the row, so they run from ib to the end */
     int64_t ib = att_row_begin(a, j0) / TB_COLS * TB_COLS;
     while (ib < a.n_q && att_key_end(a, (ib + TB_COLS < a.n_q ? ib + TB_COLS : a.n_q) - 1) <= j0) ib += TB_COLS;
-    const int64_t per_head = ib < a.n_q ? (a.n_q - ib + TB_COLS - 1) / TB_COLS : 0, ntiles = rep * per_head;
+    int64_t per_head = ib < a.n_q ? (a.n_q - ib + TB_COLS - 1) / TB_COLS : 0, ntiles = rep * per_head;
 
     att_tc_load_kv<HD>(ks, LD, a, j0, KEYS, kvh, NW * 32);
-    if (ntiles > 0) {
+    /* document mask: of those, only the tiles whose earliest document starts before the block's last key: the
+     * walk runs from the first to the last of them (a pass over the tiles' starts, while K and V load) and, only
+     * where some between do not (starts out of order), checks each tile before loading it */
+    bool holes = false;
+    if constexpr (DOC) {
+        int tf = INT32_MAX, tl = -1, cnt = 0; /* the first and last tile that sees the keys, and how many do */
+        for (int t = (int)(ib / TB_COLS) + warp; t < nqt; t += 4 * NW) {
+            int d[4]; /* four tiles' loads in flight */
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int64_t i = (int64_t)(t + u * NW) * TB_COLS + lane;
+                d[u] = i < a.n_q ? a.q_doc_start[i] : INT32_MAX;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int tu = t + u * NW;
+                if (tu < nqt && att_doc_key(a, att_warp_min_i(d[u])) < j0 + KEYS) {
+                    tf = tf < tu ? tf : tu;
+                    tl = tu;
+                    cnt++;
+                }
+            }
+        }
+        int *red = dcb + 2 * TB_COLS; /* the warps' tf, tl, cnt */
+        if (lane == 0) red[warp] = tf, red[NW + warp] = tl, red[2 * NW + warp] = cnt;
+        __syncthreads();
+        cnt = 0;
+        for (int w = 0; w < NW; w++) {
+            tf = red[w] < tf ? red[w] : tf;
+            tl = red[NW + w] > tl ? red[NW + w] : tl;
+            cnt += red[2 * NW + w];
+        }
+        ib = (int64_t)tf * TB_COLS;
+        per_head = cnt > 0 ? tl - tf + 1 : 0;
+        ntiles = rep * per_head;
+        holes = cnt != per_head;
+    }
+    if (ntiles > 0) { /* the walk's first tile sees the keys (tile tf, or tl when fused: both do) */
         int64_t h, i0;
         tb_tile<FUSED>(0, rep, per_head, ib, kvh, &h, &i0);
-        tb_dkv_tile<HD>(a, D, h, i0, qbuf, lbuf, NW * 32);
+        tb_dkv_tile<HD, DOC>(a, D, h, i0, qbuf, lbuf, dcb, NW * 32);
     }
     lcx_cp_async_commit();
     float dk[ND][4], dv[ND][4];
@@ -225,19 +291,26 @@ static __global__ void __launch_bounds__(NW * 32) attn_bwd_dkv_tc(lcx_attn_args 
 #pragma unroll
         for (int c = 0; c < 4; c++) dk[nd][c] = dv[nd][c] = 0.0f;
     const int64_t jl[2] = {j0 + wr + g, j0 + wr + g + 8}; /* this lane's two keys */
-    for (int64_t n = 0; n < ntiles; n++) { /* tile n: head h, rows i0.. (tb_tile) */
-        const bool next = n + 1 < ntiles;  /* into the other buffer, free since the barrier ending n - 1 */
-        const int b = (int)((n + 1) & 1);
+    /* tile n: head h, rows i0.. (tb_tile), in buffer wb: how many tiles were walked before it, mod 2 (n & 1 without
+     * skips) */
+    int wb = 0;
+    for (int64_t n = 0; n < ntiles; wb ^= 1) {
+        const int64_t nn = DOC && holes ? tb_next_seen<FUSED>(a, n + 1, ntiles, rep, per_head, ib, kvh, j0 + KEYS)
+                                        : n + 1; /* the next tile walked */
+        const int64_t par = DOC ? wb : n;
+        const bool next = nn < ntiles; /* into the other buffer, free since the barrier ending the last tile */
+        const int b = (int)((par + 1) & 1);
         int64_t h, i0;
         if (next) {
-            tb_tile<FUSED>(n + 1, rep, per_head, ib, kvh, &h, &i0);
-            tb_dkv_tile<HD>(a, D, h, i0, qbuf + b * TILE, lbuf + 2 * b * TB_COLS, NW * 32);
+            tb_tile<FUSED>(nn, rep, per_head, ib, kvh, &h, &i0);
+            tb_dkv_tile<HD, DOC>(a, D, h, i0, qbuf + b * TILE, lbuf + 2 * b * TB_COLS, dcb + b * TB_COLS, NW * 32);
         }
         att_tc_wait_current(next);
         __syncthreads();
         tb_tile<FUSED>(n, rep, per_head, ib, kvh, &h, &i0);
-        const uint16_t *qs = qbuf + (n & 1) * TILE, *gs = qs + TB_COLS * LD;
-        const float *ls = lbuf + 2 * (n & 1) * TB_COLS, *dsh = ls + TB_COLS;
+        const uint16_t *qs = qbuf + (par & 1) * TILE, *gs = qs + TB_COLS * LD;
+        const float *ls = lbuf + 2 * (par & 1) * TB_COLS, *dsh = ls + TB_COLS;
+        const int *dc = dcb + (par & 1) * TB_COLS;
         /* S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 32 queries */
         float s[4][4], dp[4][4];
 #pragma unroll
@@ -259,7 +332,8 @@ static __global__ void __launch_bounds__(NW * 32) attn_bwd_dkv_tc(lcx_attn_args 
             for (int c = 0; c < 4; c++) {
                 const int col = nt * 8 + 2 * t + (c & 1);
                 const int64_t i = i0 + col;
-                const int vis = i < a.n_q && jl[c / 2] < att_key_end(a, i);
+                const int vis = i < a.n_q && jl[c / 2] < att_key_end(a, i) &&
+                                (!DOC || a.k_offset + jl[c / 2] >= dc[col]); /* at or after the row's document */
                 float p, ds;
                 att_p_ds(vis, a.scale, s[nt][c], dp[nt][c], ls[col], dsh[col], &p, &ds);
                 s[nt][c] = p, dp[nt][c] = ds;
@@ -269,20 +343,28 @@ static __global__ void __launch_bounds__(NW * 32) attn_bwd_dkv_tc(lcx_attn_args 
         tb_acc<ND, SPLIT>(dk, dp, qs, LD); /* dK += dS^T Q */
         if (FUSED) {
             __syncthreads(); /* dS whole */
-            tb_dq_ordered<HD, SPLIT, NW>(a, dsb, ks, LD, h, i0, order + h * nqt + i0 / TB_COLS, (int)blockIdx.x);
+            /* this tile's dQ sum: the key blocks from the one holding its earliest document's first key on (the
+             * ones before skip it), so this block's rank among them is its distance from that one */
+            int rank = (int)blockIdx.x;
+            if constexpr (DOC) rank -= (int)(att_doc_key(a, att_warp_min_i(dc[lane])) / KEYS);
+            tb_dq_ordered<HD, SPLIT, NW>(a, dsb, ks, LD, h, i0, order + h * nqt + i0 / TB_COLS, rank);
         }
         __syncthreads(); /* every warp is done with this buffer (and dS) before the next iteration refills it */
+        n = nn;
     }
     lcx_cp_async_wait<0>(); /* no tile at all: K's and V's copies are still in flight */
     tb_add<ND>(a.dk, dk, j0 + wr, a.n_k, G, kvh, a.scale);
     tb_add<ND>(a.dv, dv, j0 + wr, a.n_k, G, kvh, 1.0f);
 }
 
-static size_t tb_dq_smem(int hd) {
-    return sizeof(uint16_t) * (size_t)(2 * TB_ROWS + 4 * TB_COLS) * (size_t)(hd + TB_PAD);
+/* Q, dO, two buffers of K, V; with a document mask 8 ints for the block's smallest and largest document start */
+static size_t tb_dq_smem(int hd, bool doc) {
+    return sizeof(uint16_t) * (size_t)(2 * TB_ROWS + 4 * TB_COLS) * (size_t)(hd + TB_PAD) +
+           (doc ? sizeof(int) * 2 * (TB_THREADS / 32) : 0);
 }
 
-template <int HD, bool SPLIT>
+/* DOC: a document mask (q_doc_start); without it the kernel is the same code as before there was one. */
+template <int HD, bool SPLIT, bool DOC>
 static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_args a, const float *D) {
     extern __shared__ float sm[];
     constexpr int LD = HD + TB_PAD, KS = HD / 16, ND = HD / 8, TILE = 2 * TB_COLS * LD;
@@ -295,7 +377,23 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
 
     att_tc_load_rows<HD>(qs, LD, (const uint16_t *)a.q, i0, TB_ROWS, a.n_q, H, h, TB_THREADS);
     att_tc_load_rows<HD>(gs, LD, (const uint16_t *)a.dout, i0, TB_ROWS, a.n_q, H, h, TB_THREADS);
-    if (ntiles > 0) att_tc_load_kv<HD>(kbuf, LD, a, 0, TB_COLS, kvh, TB_THREADS);
+    /* document mask: the first key of this lane's rows; the walk starts at the tile of the block's earliest */
+    int it0 = 0;
+    int64_t kbeg[2];
+    if constexpr (DOC) {
+        int lo = INT32_MAX, hi = INT32_MIN;
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+            const int64_t i = i0 + wr + g + 8 * x;
+            const int d = i < a.n_q ? a.q_doc_start[i] : INT32_MAX; /* rows past n_q: none */
+            kbeg[x] = att_doc_key(a, d);
+            lo = d < lo ? d : lo;
+        }
+        att_block_min_max(&lo, &hi, (int *)(kbuf + 2 * TILE), TB_THREADS / 32);
+        it0 = (int)(att_doc_key(a, lo) / TB_COLS);
+    }
+    if (ntiles > it0)
+        att_tc_load_kv<HD>(kbuf + (it0 & 1) * TILE, LD, a, (int64_t)it0 * TB_COLS, TB_COLS, kvh, TB_THREADS);
     lcx_cp_async_commit();
     uint32_t qf[KS][4], gf[KS][4];
     float L[2], Dx[2], acc[ND][4];
@@ -309,13 +407,13 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
     }
 #pragma unroll
     for (int nd = 0; nd < ND; nd++) acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
-    for (int it = 0; it < ntiles; it++) {
+    for (int it = it0; it < ntiles; it++) {
         const int64_t j0 = (int64_t)it * TB_COLS;
         const bool next = it + 1 < ntiles; /* into the other buffer, free since the barrier ending it - 1 */
         if (next) att_tc_load_kv<HD>(kbuf + ((it + 1) & 1) * TILE, LD, a, j0 + TB_COLS, TB_COLS, kvh, TB_THREADS);
         att_tc_wait_current(next);
         __syncthreads();
-        if (it == 0)
+        if (it == it0)
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
                 lcx_mma_frag_a(qf[kk], qs, LD, wr, kk * 16);
@@ -340,7 +438,7 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
                 const int x = c / 2;
                 const int64_t j = j0 + nt * 8 + 2 * t + (c & 1);
                 float p, ds;
-                att_p_ds(j < kend[x], a.scale, s[nt][c], dp[nt][c], L[x], Dx[x], &p, &ds);
+                att_p_ds(j < kend[x] && (!DOC || j >= kbeg[x]), a.scale, s[nt][c], dp[nt][c], L[x], Dx[x], &p, &ds);
                 dp[nt][c] = ds;
             }
         tb_acc<ND, SPLIT>(acc, dp, ks, LD); /* dQ += dS K */
@@ -350,41 +448,48 @@ static __global__ void __launch_bounds__(TB_THREADS) attn_bwd_dq_tc(lcx_attn_arg
     tb_add<ND>(a.dq, acc, i0 + wr, a.n_q, H, h, a.scale);
 }
 
-template <int HD, bool SPLIT, bool FUSED, int NW>
+template <int HD, bool SPLIT, bool FUSED, int NW, bool DOC>
 static cudaError_t bwd_tc_launch_nw(cudaStream_t s, const lcx_attn_args *a, const float *D, int *order) {
     constexpr int KEYS = 16 * NW;
     const dim3 kv_grid((unsigned)((a->n_k + KEYS - 1) / KEYS), (unsigned)a->n_kv_heads);
-    const size_t smem = tb_dkv_smem(HD, FUSED ? (SPLIT ? 2 : 1) : 0, KEYS);
-    cudaError_t e = att_launch_n(attn_bwd_dkv_tc<HD, SPLIT, FUSED, NW>, kv_grid, NW * 32, smem, s, *a, D, order);
+    const size_t smem = tb_dkv_smem(HD, FUSED ? (SPLIT ? 2 : 1) : 0, KEYS, DOC);
+    cudaError_t e =
+        att_launch_n(attn_bwd_dkv_tc<HD, SPLIT, FUSED, NW, DOC>, kv_grid, NW * 32, smem, s, *a, D, order);
     if (e != cudaSuccess || FUSED) return e;
     const dim3 q_grid((unsigned)((a->n_q + TB_ROWS - 1) / TB_ROWS), (unsigned)a->n_heads);
-    return att_launch_n(attn_bwd_dq_tc<HD, SPLIT>, q_grid, TB_THREADS, tb_dq_smem(HD), s, *a, D);
+    return att_launch_n(attn_bwd_dq_tc<HD, SPLIT, DOC>, q_grid, TB_THREADS, tb_dq_smem(HD, DOC), s, *a, D);
 }
 
 /* dK/dV blocks of 128 keys (8 warps) at head_dim 64 and 128, as FlashAttention 2's backward; else, or with
  * LCX_CUDA_ATTN_BWD_KEYS64=1, of 64 (4 warps). */
-template <int HD, bool SPLIT, bool FUSED>
+template <int HD, bool SPLIT, bool FUSED, bool DOC>
 static cudaError_t bwd_tc_launch(cudaStream_t s, const lcx_attn_args *a, const float *D, int *order) {
     if constexpr (HD == 64 || HD == 128)
-        if (!att_bwd_keys64()) return bwd_tc_launch_nw<HD, SPLIT, FUSED, 8>(s, a, D, order);
-    return bwd_tc_launch_nw<HD, SPLIT, FUSED, 4>(s, a, D, order);
+        if (!att_bwd_keys64()) return bwd_tc_launch_nw<HD, SPLIT, FUSED, 8, DOC>(s, a, D, order);
+    return bwd_tc_launch_nw<HD, SPLIT, FUSED, 4, DOC>(s, a, D, order);
+}
+
+template <int HD, bool DOC>
+static cudaError_t bwd_tc_launch_doc(cudaStream_t s, const lcx_attn_args *a, const float *D, int *order) {
+    const bool split = !att_bwd_bf16_ps();
+    if (att_bwd_fused())
+        return split ? bwd_tc_launch<HD, true, true, DOC>(s, a, D, order)
+                     : bwd_tc_launch<HD, false, true, DOC>(s, a, D, order);
+    return split ? bwd_tc_launch<HD, true, false, DOC>(s, a, D, order)
+                 : bwd_tc_launch<HD, false, false, DOC>(s, a, D, order);
 }
 
 template <int HD>
 static cudaError_t bwd_tc_launch_hd(cudaStream_t s, const lcx_attn_args *a, const float *D, int *order) {
-    const bool split = !att_bwd_bf16_ps();
-    if (att_bwd_fused())
-        return split ? bwd_tc_launch<HD, true, true>(s, a, D, order) : bwd_tc_launch<HD, false, true>(s, a, D, order);
-    return split ? bwd_tc_launch<HD, true, false>(s, a, D, order) : bwd_tc_launch<HD, false, false>(s, a, D, order);
+    return a->q_doc_start ? bwd_tc_launch_doc<HD, true>(s, a, D, order) : bwd_tc_launch_doc<HD, false>(s, a, D, order);
 }
 
 /* Whether the tensor-core backward takes this call: bf16 storage, head_dim 32/64/96/128, q, k, v, dO at 16-byte
- * alignment (cp.async moves 16 bytes), no document mask (the scalar kernels have it; these not yet). */
+ * alignment (cp.async moves 16 bytes). */
 extern "C" int lcx_cuda_attention_bwd_tc_takes(const lcx_attn_args *a) {
     const int hd = (int)a->head_dim;
     const uintptr_t al = (uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->dout;
-    return a->dt == LCX_BF16 && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && (al & 15u) == 0 &&
-           !a->q_doc_start;
+    return a->dt == LCX_BF16 && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && (al & 15u) == 0;
 }
 
 /* dK, dV, dQ for a call with work, D = rowsum(dO * O) already in D and the fused backward's counters zeroed in

@@ -1,6 +1,7 @@
 /* cuda_attention_fwd_tc: the attention forward on tensor cores, for bf16 storage and head_dim 32, 64, 96 or 128
  * (cuda_attention_fwd.cu takes every other call, and f32 storage, in scalar float32). The same contract: LSE,
- * q/k offsets, the three masks, GQA by indexing, O(n) memory, a row with no visible key gets O = 0, LSE = -inf.
+ * q/k offsets, the three masks, document masks, GQA by indexing, O(n) memory, a row with no visible key gets O = 0,
+ * LSE = -inf.
  *
  * One block of 4 warps per (64 MT query rows, head); a warp owns MT row tiles of 16 (rows 16 w + 64 mt..). 64-key
  * tiles of K and V come into shared memory by cp.async, double-buffered (tile j + 1 loads while tile j is
@@ -8,6 +9,9 @@
  * B fragments read by ldmatrix (V's transposed, so V keeps its row-major layout); the online softmax runs on S's
  * accumulator fragments in float32 (a row's max and sum over the 4 lanes that hold it by shuffles; base-2
  * exponentials of scores prescaled by scale * log2(e)); tiles every row of the block sees whole skip the mask.
+ * A document mask (q_doc_start) gives each row a first visible key too: the walk starts at the tile holding the
+ * block's earliest (a tile before it leaves every row's state as it is, so where a block starts changes no value),
+ * and a tile counts as whole only from the block's latest on.
  * The row sum l is taken from the float32 probabilities; P V takes them rounded to bf16, as FlashAttention does:
  * that one rounding (relative 2^-8: bf16 keeps 8 significant bits) changes O by at most 2^-8 sum_j (p_j / l) |v_j|
  * <= 2^-8 max |v|, which the bf16 op cases allow for explicitly (tests/unit/test_backend_ops.c, compare).
@@ -27,11 +31,15 @@
 
 enum { TC_M = 64, TC_N = 64, TC_THREADS = 128, TC_PAD = 8 };
 
-static size_t tc_fwd_smem(int hd, int mt) {
-    return sizeof(uint16_t) * (size_t)(mt * TC_M + 4 * TC_N) * (size_t)(hd + TC_PAD);
+/* doc: with a document mask, after the tiles each row's visible keys (first, end) [2][64 mt], 8 ints for the
+ * block's smallest and largest document start and one for the first key in every row's document */
+static size_t tc_fwd_smem(int hd, int mt, bool doc) {
+    return sizeof(uint16_t) * (size_t)(mt * TC_M + 4 * TC_N) * (size_t)(hd + TC_PAD) +
+           (doc ? sizeof(int) * (size_t)(2 * mt * TC_M + 2 * (TC_THREADS / 32) + 1) : 0);
 }
 
-template <int HD, int MT>
+/* DOC: a document mask (q_doc_start); without it the kernel is the same code as before there was one. */
+template <int HD, int MT, bool DOC>
 static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a) {
     extern __shared__ float sm[];
     constexpr int LD = HD + TC_PAD, KS = HD / 16, ND = HD / 8, NT = TC_N / 8, TILE = 2 * TC_N * LD, BM = MT * TC_M;
@@ -46,14 +54,33 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
     const int64_t kall = att_key_end(a, i0);          /* and its first the fewest: keys below it need no mask */
     const int ntiles = (int)((kend_tile + TC_N - 1) / TC_N);
 
+    /* this lane's rows: fragment rows g and g + 8 of each of its tiles, row_of(mt, x) */
+    const auto row_of = [&](int mt, int x) { return i0 + mt * TC_M + warp * 16 + g + 8 * x; };
     att_tc_load_rows<HD>(qs, LD, q, i0, BM, a.n_q, H, h, TC_THREADS);
-    if (ntiles > 0) att_tc_load_kv<HD>(kbuf, LD, a, 0, TC_N, kvh, TC_THREADS);
+    /* document mask: row i0 + r sees keys [kb[r], ke[r]), kept in shared memory (at MT 2 the registers are all
+     * taken: there they spilled); the walk starts at the tile of the block's earliest document, and keys from
+     * *kwhole on lie in every row's document */
+    int *kb = (int *)(kbuf + 2 * TILE), *ke = kb + BM, *kwhole = ke + BM + 2 * (TC_THREADS / 32);
+    int it0 = 0;
+    if constexpr (DOC) {
+        int lo = INT32_MAX, hi = INT32_MIN; /* rows past n_q count for neither */
+        for (int r = threadIdx.x; r < BM; r += TC_THREADS) {
+            const int d = i0 + r < a.n_q ? a.q_doc_start[i0 + r] : INT32_MAX;
+            kb[r] = (int)att_doc_key(a, d);
+            ke[r] = i0 + r < a.n_q ? (int)att_key_end(a, i0 + r) : 0;
+            lo = d < lo ? d : lo;
+            hi = i0 + r < a.n_q && d > hi ? d : hi;
+        }
+        att_block_min_max(&lo, &hi, ke + BM, TC_THREADS / 32); /* its barrier publishes kb and ke too */
+        it0 = (int)(att_doc_key(a, lo) / TC_N);
+        if (threadIdx.x == 0) *kwhole = (int)att_doc_key(a, hi); /* read after the walk's first barrier */
+    }
+    if (ntiles > it0) att_tc_load_kv<HD>(kbuf + (it0 & 1) * TILE, LD, a, (int64_t)it0 * TC_N, TC_N, kvh, TC_THREADS);
     lcx_cp_async_commit();
 
     uint32_t qa[QREG ? MT : 1][QREG ? KS : 1][4];
-    /* how many keys this lane's rows see: fragment rows g and g + 8 of each of its tiles, row_of(mt, x) */
-    const auto row_of = [&](int mt, int x) { return i0 + mt * TC_M + warp * 16 + g + 8 * x; };
-    int kend[MT][2]; /* n_k < 2^31 (lcx_cuda_attention_fwd_tc_takes): 32-bit keys spare registers */
+    /* how many keys this lane's rows see; n_k < 2^31 (lcx_cuda_attention_fwd_tc_takes): 32-bit keys spare registers */
+    int kend[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -68,13 +95,13 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
         for (int nd = 0; nd < ND; nd++) o[mt][nd][0] = o[mt][nd][1] = o[mt][nd][2] = o[mt][nd][3] = 0.0f;
     }
 
-    for (int it = 0; it < ntiles; it++) {
+    for (int it = it0; it < ntiles; it++) {
         const int j0 = it * TC_N;
         const bool next = it + 1 < ntiles; /* into the other buffer, free since the barrier ending it - 1 */
         if (next) att_tc_load_kv<HD>(kbuf + ((it + 1) & 1) * TILE, LD, a, j0 + TC_N, TC_N, kvh, TC_THREADS);
         att_tc_wait_current(next);
         __syncthreads();
-        if (QREG && it == 0)
+        if (QREG && it == it0)
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -111,7 +138,7 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
             }
         }
         /* online softmax on the fragments: element c of tile nt is row (c / 2), key j0 + 8 nt + 2 t + (c & 1) */
-        const bool whole = j0 + TC_N <= kall; /* the same for the whole block */
+        const bool whole = j0 + TC_N <= kall && (!DOC || j0 >= *kwhole); /* the same for the whole block */
         float mnew[MT][2];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
@@ -122,7 +149,9 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
                 for (int c = 0; c < 4; c++) {
                     const int x = c / 2;
                     const int j = j0 + nt * 8 + 2 * t + (c & 1);
-                    s[mt][nt][c] = whole || j < kend[mt][x] ? __fmul_rn(s[mt][nt][c], sl2) : -INFINITY;
+                    const int r = (int)(row_of(mt, x) - i0);
+                    const bool vis = whole || (DOC ? j >= kb[r] && j < ke[r] : j < kend[mt][x]);
+                    s[mt][nt][c] = vis ? __fmul_rn(s[mt][nt][c], sl2) : -INFINITY;
                     mx[x] = fmaxf(mx[x], s[mt][nt][c]);
                 }
 #pragma unroll
@@ -198,7 +227,9 @@ static __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(lcx_attn_args a
 template <int HD, int MT>
 static cudaError_t fwd_tc_launch_mt(cudaStream_t s, const lcx_attn_args *a) {
     const dim3 grid((unsigned)((a->n_q + MT * TC_M - 1) / (MT * TC_M)), (unsigned)a->n_heads);
-    return att_launch_n(attn_fwd_tc<HD, MT>, grid, TC_THREADS, tc_fwd_smem(HD, MT), s, *a);
+    const bool doc = a->q_doc_start != NULL;
+    return doc ? att_launch_n(attn_fwd_tc<HD, MT, true>, grid, TC_THREADS, tc_fwd_smem(HD, MT, true), s, *a)
+               : att_launch_n(attn_fwd_tc<HD, MT, false>, grid, TC_THREADS, tc_fwd_smem(HD, MT, false), s, *a);
 }
 template <int HD>
 static cudaError_t fwd_tc_launch(cudaStream_t s, const lcx_attn_args *a) {
@@ -206,13 +237,12 @@ static cudaError_t fwd_tc_launch(cudaStream_t s, const lcx_attn_args *a) {
 }
 
 /* Whether the tensor-core forward takes this call: bf16 storage, head_dim 32/64/96/128, q, k, v at 16-byte
- * alignment (cp.async moves 16 bytes), o at 4 (stores move bf16 pairs), fewer than 2^31 keys, and no document
- * mask (the scalar kernels have it; this one not yet). */
+ * alignment (cp.async moves 16 bytes), o at 4 (stores move bf16 pairs), and fewer than 2^31 keys. */
 extern "C" int lcx_cuda_attention_fwd_tc_takes(const lcx_attn_args *a) {
     const int hd = (int)a->head_dim;
     const uintptr_t al = (uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v;
     return a->dt == LCX_BF16 && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && (al & 15u) == 0 &&
-           ((uintptr_t)a->o & 3u) == 0 && a->n_k <= INT32_MAX && !a->q_doc_start;
+           ((uintptr_t)a->o & 3u) == 0 && a->n_k <= INT32_MAX;
 }
 
 extern "C" cudaError_t lcx_cuda_attention_fwd_tc_launch(cudaStream_t s, const lcx_attn_args *a) {

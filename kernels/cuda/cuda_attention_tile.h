@@ -24,12 +24,17 @@ static __device__ __forceinline__ int64_t att_key_end(const lcx_attn_args &a, in
     return e < 0 ? 0 : e > a.n_k ? a.n_k : e;
 }
 
+/* The first visible key of a row whose document starts at global position doc: the key block's index of it,
+ * clamped to [0, n_k]. Monotone in doc, so the smallest (largest) start of some rows gives their first key. */
+static __device__ __forceinline__ int64_t att_doc_key(const lcx_attn_args &a, int32_t doc) {
+    const int64_t b = (int64_t)doc - a.k_offset;
+    return b < 0 ? 0 : b > a.n_k ? a.n_k : b;
+}
+
 /* First visible key of query row i: 0, or with a document mask the first key of its document (att_key_begin of
  * the CPU). */
 static __device__ __forceinline__ int64_t att_key_begin(const lcx_attn_args &a, int64_t i) {
-    if (!a.q_doc_start) return 0;
-    const int64_t b = (int64_t)a.q_doc_start[i] - a.k_offset;
-    return b < 0 ? 0 : b > a.n_k ? a.n_k : b;
+    return a.q_doc_start ? att_doc_key(a, a.q_doc_start[i]) : 0;
 }
 
 /* The smallest att_key_begin of rows [i0, i1) (n_k when empty): key tiles before it hold nothing visible. Every
@@ -76,6 +81,34 @@ static __device__ __forceinline__ float att_warp_max(float v) {
 static __device__ __forceinline__ float att_warp_sum(float v) {
     for (int off = 16; off > 0; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
     return v;
+}
+static __device__ __forceinline__ int att_warp_min_i(int v) {
+    for (int off = 16; off > 0; off /= 2) {
+        const int o = __shfl_xor_sync(0xffffffffu, v, off);
+        v = o < v ? o : v;
+    }
+    return v;
+}
+static __device__ __forceinline__ int att_warp_max_i(int v) {
+    for (int off = 16; off > 0; off /= 2) {
+        const int o = __shfl_xor_sync(0xffffffffu, v, off);
+        v = o > v ? o : v;
+    }
+    return v;
+}
+
+/* The smallest *lo and the largest *hi over the block's threads, into every thread's *lo and *hi: the warps' by
+ * shuffles, then through red (2 ints a warp of shared memory that nothing else uses). Called by the whole block
+ * (the tensor-core kernels, on their rows' document starts). */
+static __device__ __forceinline__ void att_block_min_max(int *lo, int *hi, int *red, int warps) {
+    int l = att_warp_min_i(*lo), h = att_warp_max_i(*hi);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = l, red[warps + threadIdx.x / 32] = h;
+    __syncthreads();
+    for (int w = 0; w < warps; w++) {
+        l = red[w] < l ? red[w] : l;
+        h = red[warps + w] > h ? red[warps + w] : h;
+    }
+    *lo = l, *hi = h;
 }
 
 /* The dot products over head_dim of the score side, in fmaf order: s[r] = x[lane] . y[w + r] for the warp's 8 rows

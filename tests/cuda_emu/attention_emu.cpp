@@ -9,8 +9,10 @@
  * tests/unit/attn_ps_bounds.h), with dQ from a pass of its own (the default) or fused into the dK/dV pass and added
  * in key-block order (LCX_CUDA_ATTN_BWD_FUSED=1). The tensor-core forward runs in 128-row blocks (the default) and in
  * 64-row ones (LCX_CUDA_ATTN_FWD_ROWS64=1), which must give the same values; so must the backward's dK/dV
- * blocks of 128 keys (the default at head_dim 64 and 128) and of 64 (LCX_CUDA_ATTN_BWD_KEYS64=1). Document
- * masks (four cases) run on the scalar kernels.
+ * blocks of 128 keys (the default at head_dim 64 and 128) and of 64 (LCX_CUDA_ATTN_BWD_KEYS64=1). Document masks
+ * (q_doc_start) in documents of a fixed length, as the op cases, and out of order: query tiles whose rows start at
+ * 0, at themselves, past themselves (no visible key) or anywhere, so that a dK/dV block skips tiles between
+ * others it walks.
  * Prints each case's worst error / allowed; exit 1 if any is over 1. Usage: attention_emu [CASE-INDEX | --cases]
  * (--cases: the case indices, one a line, the costliest first). */
 #include "emu_cuda.h"
@@ -34,8 +36,30 @@ struct shape {
     float scale;
     int64_t ctx;
     int shift; /* bytes q and k sit past a 16-byte boundary (the tensor-core paths need 16: the scalar ones run) */
-    int64_t doc; /* > 0: a document mask, documents of doc positions (boundaries at 3 mod doc, as the op cases) */
+    int64_t doc; /* > 0: a document mask, documents of doc positions (boundaries at 3 mod doc, as the op cases);
+                    DOC_SCRAMBLED: starts out of order (doc_starts) */
 };
+
+enum { DOC_SCRAMBLED = -1 };
+
+/* Each query row's document start (global position) for shape c. DOC_SCRAMBLED: by 32-row tile (the backward's
+ * query tile) t, rows that start at 0 (t % 5 = 0), at themselves (one-token documents; 1, 4), 7 past themselves
+ * (no visible key under a causal mask; 2) or anywhere from 100 before themselves to 3 after (3), so that the tiles
+ * a 128-key block sees are not one run (keys 0..127 of a causal block: tiles 0-3 and 5, not 4). */
+static std::vector<int32_t> doc_starts(const shape &c) {
+    std::vector<int32_t> doc((size_t)c.nq + 1);
+    std::uniform_int_distribution<int64_t> u(-100, 3);
+    for (int64_t i = 0; i < c.nq; i++) {
+        const int64_t pos = c.qo + i;
+        int64_t start = c.doc > 0 ? pos - (pos + c.doc - 3) % c.doc : 0;
+        if (c.doc == DOC_SCRAMBLED) {
+            const int64_t kind = i / 32 % 5;
+            start = kind == 0 ? 0 : kind == 2 ? pos + 7 : kind == 3 ? pos + u(rng) : pos;
+        }
+        doc[(size_t)i] = (int32_t)(c.doc > 0 && start < 0 ? 0 : start);
+    }
+    return doc;
+}
 
 static void fill(std::vector<float> &v, double lo, double hi, lcx_dtype dt) {
     std::uniform_real_distribution<double> u(lo, hi);
@@ -101,11 +125,7 @@ static void run(const shape &c, lcx_dtype dt) {
     lcx_attn_args a = {};
     a.dt = LCX_F32, a.n_q = c.nq, a.n_k = c.nk, a.n_heads = c.H, a.n_kv_heads = c.G, a.head_dim = c.hd;
     a.q_offset = c.qo, a.k_offset = c.ko, a.mask = c.mask, a.scale = scale;
-    std::vector<int32_t> doc((size_t)c.nq + 1);
-    for (int64_t i = 0; i < c.nq; i++) {
-        const int64_t pos = c.qo + i, start = c.doc ? pos - (pos + c.doc - 3) % c.doc : 0;
-        doc[(size_t)i] = (int32_t)(start < 0 ? 0 : start);
-    }
+    std::vector<int32_t> doc = doc_starts(c);
     if (c.doc) a.q_doc_start = doc.data();
     std::vector<float> o_ref(nqe + 1), lse_ref(nl + 1);
     a.q = q.data(), a.k = k.data(), a.v = v.data(), a.o = o_ref.data(), a.lse = lse_ref.data();
@@ -226,10 +246,15 @@ int main(int argc, char **argv) {
         {"causal q@20 50x70 h3/3 d33 (odd head_dim)", 50, 70, 3, 3, 33, 20, 0, CA, 0, 0},
         {"full 10x10 h1/1 d1", 10, 10, 1, 1, 1, 0, 0, FU, 0, 0},
         {"causal 129x129 h4/2 d64, q and k 8 bytes off 16", 129, 129, 4, 2, 64, 0, 0, CA, 0, 0, 8},
-        {"causal 200x200 h4/2 d64, documents of 70", 200, 200, 4, 2, 64, 0, 0, CA, 0, 0, 0, 70},
+        {"causal 160x160 h2/1 d64, documents of 70", 160, 160, 2, 1, 64, 0, 0, CA, 0, 0, 0, 70},
         {"causal 129x129 h2/1 d128, one-token documents", 129, 129, 2, 1, 128, 0, 0, CA, 0, 0, 0, 1},
         {"full q@200 150x200 of 350, documents of 90", 150, 200, 2, 1, 32, 200, 0, FU, 0, 350, 0, 90},
         {"causal q@40 97x137 h8/2 d32, documents of 25", 97, 137, 8, 2, 32, 40, 0, CA, 0, 0, 0, 25},
+        {"causal 200x200 h2/1 d64, documents out of order", 200, 200, 2, 1, 64, 0, 0, CA, 0, 0, 0, DOC_SCRAMBLED},
+        {"full q@256 200x256 of 456 h2/1 d128, documents out of order", 200, 256, 2, 1, 128, 256, 0, FU, 0, 456, 0,
+         DOC_SCRAMBLED},
+        {"causal 130x130 h3/1 d96, documents of 50", 130, 130, 3, 1, 96, 0, 0, CA, 0, 0, 0, 50},
+        {"causal q@299 1x300 h2/2 d64 (decode), documents of 70", 1, 300, 2, 2, 64, 299, 0, CA, 0, 0, 0, 70},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     if (argc > 1 && !strcmp(argv[1], "--cases")) { /* run.sh runs the cases in parallel, one process each */

@@ -15,8 +15,8 @@
 #include "kernels/backend.h"
 
 /* a: the backward's shape, offsets, mask, scale and document starts (q_doc_start, host; its other pointers unused);
- * q [n_q][H][hd], k, v [n_k][G][hd], o and
- * dout like q, lse [n_q][H] final over the context; bdq like q, bdk and bdv like k, overwritten. */
+ * q [n_q][H][hd], k, v [n_k][G][hd], o and dout like q, lse [n_q][H] final over the context; bdq like q, bdk and
+ * bdv like k, overwritten. */
 static inline void attn_ps_bounds(const lcx_attn_args *a, const float *q, const float *k, const float *v,
                                   const float *o, const float *lse, const float *dout, double *bdq, double *bdk,
                                   double *bdv) {
