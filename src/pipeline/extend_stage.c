@@ -213,7 +213,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     sg.lr = ps->lr;
     sg.clip_norm = ps->clip_norm;
     sg.weight_decay = ps->weight_decay;
-    sg.seed = ps->seed + (uint64_t)i; /* each stage its own document order */
+    sg.seed = ps->seed; /* the same as the stage before: the data stream goes on (lcx_train_stage_run) */
     sg.save_interval = ps->save_interval;
     sg.doc_mask = ps->doc_mask;
     lcx_train_ctx ctx;

@@ -156,11 +156,23 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
                       sg->index + 1, state->cursor.n, state->cursor.n == 1 ? "" : "s", data->n);
         LCX_TRY_GOTO(lcx_mix_seek(smp, &state->cursor), done);
     } else {
+        /* A new stage right after the run's previous one, on the same data and seed: the data stream goes on from
+         * where that stage left it (each source's cursor, its sample count restarting), so no document comes
+         * back before the data runs out. Otherwise (a first stage, other data or seed) from the start. */
+        int carry = sg->index > 0 && state->stage == sg->index - 1 && state->stage_done &&
+                    state->cursor.n == data->n && state->seed == sg->seed;
+        for (int i = 0; carry && i < data->n; i++) carry = fabs(state->mix_weight[i] - lcx_mix_weight(smp, i)) <= 1e-12;
+        if (carry) {
+            lcx_mix_cursor c = state->cursor;
+            for (int i = 0; i < c.n; i++) c.src[i].samples = 0;
+            LCX_TRY_GOTO(lcx_mix_seek(smp, &c), done);
+        }
         state->stage = sg->index;
         state->step = 0;
         state->stage_done = 0;
         state->cursor = lcx_mix_tell(smp);
     }
+    state->seq_len = sg->seq_len, state->stage_steps = sg->steps, state->seed = sg->seed; /* this stage's, saved */
     for (int i = 0; i < data->n; i++) state->mix_weight[i] = lcx_mix_weight(smp, i);
     if (state->stage_done || state->step >= sg->steps) { /* nothing left: the stage finished before */
         state->stage_done = 1;

@@ -1,6 +1,7 @@
 /* Training resume is bit-exact: 6 steps uninterrupted vs 3 steps, save, a fresh model loaded from the checkpoint,
  * 3 more steps -> the same per-step losses and the same final master weights and AdamW moments, bit for bit.
- * Also: SIGINT mid-stage saves and returns LCX_ERR_INTERRUPTED, and resuming from that save ends identically;
+ * Also: SIGINT mid-stage saves and returns LCX_ERR_INTERRUPTED, and resuming from that save ends identically; a
+ * next stage on the same seed continues the data stream (its cursor at both stages' tokens);
  * the first step's loss equals an independent forward pass over the first sample. bf16 stored weights so the
  * master copy matters. */
 #include <jansson.h>
@@ -117,6 +118,23 @@ static int same_state(const lcx_model *a, const lcx_model *b) {
     }
     return same;
 }
+
+/* Where cursor c stands in the token stream of a sampler with seed seed over td (no EOS, every document): the
+ * tokens of its earlier epochs and of the documents before it in its epoch's order, plus its offset. */
+static int64_t stream_pos_seed(const lcx_tokdata *td, const lcx_sampler_cursor *c, uint64_t seed) {
+    lcx_sampler_config sc = {SEQ, seed, 0, 0, 1, -1};
+    lcx_sampler *s = NULL;
+    if (lcx_sampler_init(td, &sc, &s) != LCX_OK) return -1;
+    int64_t pos = (int64_t)(c->epoch * lcx_sampler_epoch_tokens(s)) + (int64_t)c->offset;
+    for (uint64_t j = 0; j < c->pos; j++) {
+        uint64_t first, end, d = lcx_sampler_doc_at(s, c->epoch, j);
+        lcx_tokdata_doc_seqs(td, d, &first, &end);
+        for (uint64_t q = first; q < end; q++) pos += (int64_t)lcx_tokdata_seq_len(td, q);
+    }
+    lcx_sampler_free(s);
+    return pos;
+}
+static int64_t stream_pos(const lcx_tokdata *td, const lcx_sampler_cursor *c) { return stream_pos_seed(td, c, 99); }
 
 int main(void) {
     if (test_tmpdir_make(g_root, sizeof g_root, LCX_BINARY_DIR, "test_train_resume") != 0) return 1;
@@ -261,6 +279,36 @@ int main(void) {
     int64_t before = lcx_model_step_count(d);
     CHECK_OK(lcx_train_stage_run(d, &data, &sg, &ctx, &sd, &sum));
     CHECK(sum.steps_run == 0 && lcx_model_step_count(d) == before);
+
+    /* E: the next stage (half the length, same seed) goes on with the data stream: its cursor stands at the
+     * tokens of both stages, counted in the stream (the documents' lengths in the seeded order), where a stage
+     * with another seed starts over */
+    {
+        lcx_train_stage s2 = sg;
+        s2.index = 1, s2.n_stages = 2, s2.seq_len = SEQ / 2, s2.steps = 3, s2.lr.total_steps = 3;
+        s2.lr.warmup_steps = 1;
+        const lcx_mix_cursor end1 = sd.cursor;
+        CHECK_OK(lcx_train_stage_run(d, &data, &s2, &ctx, &sd, &sum));
+        const int64_t t1 = STEPS * 4 * SEQ, t2 = 3 * 4 * (SEQ / 2);
+        CHECK(sd.stage == 1 && sd.stage_done && sd.cursor.src[0].samples == 12);
+        CHECK_MSG(stream_pos(&td, &sd.cursor.src[0]) == t1 + t2, "stage 2 ends at stream token %lld, not %lld",
+                  (long long)stream_pos(&td, &sd.cursor.src[0]), (long long)(t1 + t2));
+        /* another seed: from the start of its own order */
+        char *runE = mkrun("E");
+        ctx.run_dir = runE;
+        lcx_model *e = new_model();
+        lcx_train_state se;
+        lcx_train_state_init(&se);
+        se.stage = 0, se.stage_done = 1, se.cursor = end1, se.seed = sg.seed;
+        s2.seed = sg.seed + 1;
+        CHECK_OK(lcx_train_stage_run(e, &data, &s2, &ctx, &se, &sum));
+        lcx_sampler_cursor c = se.cursor.src[0];
+        CHECK(stream_pos_seed(&td, &c, s2.seed) == t2);
+        lcx_train_state_free(&se);
+        lcx_model_free(e);
+        free(runE);
+        ctx.run_dir = runD;
+    }
 
     /* the perplexity scorer: first = 1 sums to the HF-shift loss of the window; first = k to the sum over the
      * explicit targets k..n-1 (an independent forward with hand-built targets) */
