@@ -61,6 +61,8 @@ static void help(void) {
            "                       and of the input before training and the result after it (the last stage's\n"
            "                       eval lengths, plus the passkey test) -> RUN/eval/before.json, after.json\n"
            "                       (the JSON of lcextend eval --json) and a before/after table on stdout\n"
+           "  --eval-every K       with --eval-data: also the validation loss at each stage's seq_len after every\n"
+           "                       K-th step of the stage and its last (val_loss / val_ppl in metrics.jsonl)\n"
            "  --passkey N          passkey trials per (length, depth) before and after (default 2 when CKPT has\n"
            "                       a tokenizer and --eval-data is given; 0 = off; N > 0 alone also evaluates)\n"
            "  --depths D,D,...     passkey key depths in [0, 1] (default 0,0.25,0.5,0.75,1)\n"
@@ -122,6 +124,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     int64_t gpus = 0;
     uint64_t gpu_memory = 0;
+    int64_t eval_every = 0;
     lcx_plan_opts po;
     lcx_plan_opts_default(&po);
     const lcx_cli_flag flags[] = {
@@ -139,6 +142,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_REALS("--data-weights", data_w, n_data_w, LCX_MIX_MAX, DBL_TRUE_MIN, DBL_MAX),
         LCX_FLAG_STR("--ids", ids),
         LCX_FLAG_STR("--eval-data", eval_data),
+        LCX_FLAG_INT("--eval-every", eval_every, 1, INT64_C(1) << 40),
         LCX_FLAG_STR("--out", out_arg),
         LCX_FLAG_INT("--passkey", pk_trials, 0, 100000),
         LCX_FLAG_REALS("--depths", depths, n_depths, LCX_RECIPE_MAX_EVAL, 0, 1),
@@ -174,6 +178,8 @@ int lcx_cmd_extend(int argc, char **argv) {
     }
     if (!dry && !n_data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
     if ((stop = lcx_cli_data_mix(CMD, n_data, n_data_w)) != LCX_CLI_RUN) return stop;
+    if (eval_every && !eval_data)
+        return lcx_cli_usage_error(CMD, "--eval-every: validation needs --eval-data PREFIX (the held-out documents)");
     const lcx_backend *be = NULL;
     if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
 
@@ -220,6 +226,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.data_weights = n_data > 1 ? data_w : NULL;
     o.ids = ids;
     o.eval_data = eval_data;
+    o.eval_every = eval_every;
     o.out = out_arg;
     o.passkey_trials = pk_trials;
     o.depths = depths;

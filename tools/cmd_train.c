@@ -53,6 +53,9 @@ static void help(void) {
            "  --seed N             data shuffle seed and random init seed (default 1234)\n"
            "  --init-std X         random init standard deviation (default 0.02)\n"
            "  --save-every K       also save every K steps (default: at the end only)\n"
+           "  --eval-data PREFIX   held-out documents: the validation loss at --seq (non-overlapping windows)\n"
+           "                       after the last step, into metrics.jsonl as val_loss / val_ppl\n"
+           "  --eval-every K       ... and after every K-th step; --eval-docs N: the first N documents only\n"
            "  --keep N             checkpoints kept in RUN/checkpoints (default 2, 0 = all)\n"
            "  --tokenizer FILE     copy this tokenizer file into the checkpoints (repeatable; CKPT's are kept)\n"
            "  --export-hf DIR      at the end write the model as an HF directory DIR\n"
@@ -87,7 +90,7 @@ static void help(void) {
 static const lcx_cli_word SCHEDULES[] = {{"cosine", LCX_LR_COSINE}, {"constant", LCX_LR_CONSTANT}, {NULL, 0}};
 
 int lcx_cmd_train(int argc, char **argv) {
-    const char *ckpt = NULL, *config = NULL, *ids = NULL, *out = NULL, *export_hf = NULL;
+    const char *ckpt = NULL, *config = NULL, *ids = NULL, *out = NULL, *export_hf = NULL, *eval_data = NULL;
     const char *backend = "cpu";
     const char *user_tok[MAX_TOK], *data[LCX_MIX_MAX];
     double data_w[LCX_MIX_MAX];
@@ -95,6 +98,7 @@ int lcx_cmd_train(int argc, char **argv) {
     int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, doc_mask = 0, tp = 1, cp = 1, dp = 0;
     int64_t mlp_tile = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
+    int64_t eval_every = 0, eval_docs = 0;
     double lr = 3e-4, min_lr = 0, clip = 1.0, wd = 0.01, init_std = 0.02;
     lcx_lr_kind sched = LCX_LR_COSINE;
     lcx_act_policy policy = LCX_ACT_KEEP;
@@ -114,6 +118,8 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_INT("--accum", accum, 1, 1 << 20),
         LCX_FLAG_INT("--warmup", warmup, 0, INT64_C(1) << 40),
         LCX_FLAG_INT("--save-every", save_every, 0, INT64_C(1) << 40),
+        LCX_FLAG_INT("--eval-every", eval_every, 1, INT64_C(1) << 40),
+        LCX_FLAG_INT("--eval-docs", eval_docs, 1, INT64_C(1) << 40),
         LCX_FLAG_INT("--keep", keep, 0, 1 << 20),
         LCX_FLAG_INT("--seed", seed, 0, INT64_MAX),
         LCX_FLAG_REAL("--lr", lr, 1e-12, 1e3),
@@ -125,6 +131,7 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_STRS("--data", data, n_data, LCX_MIX_MAX),
         LCX_FLAG_REALS("--data-weights", data_w, n_data_w, LCX_MIX_MAX, DBL_TRUE_MIN, DBL_MAX),
         LCX_FLAG_STR("--ids", ids),
+        LCX_FLAG_STR("--eval-data", eval_data),
         LCX_FLAG_STR("--out", out),
         LCX_FLAG_STR("--export-hf", export_hf),
         LCX_FLAG_STRS("--tokenizer", user_tok, n_user_tok, MAX_TOK),
@@ -140,6 +147,9 @@ int lcx_cmd_train(int argc, char **argv) {
     if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
     if (!n_data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
     if ((stop = lcx_cli_data_mix(CMD, n_data, n_data_w)) != LCX_CLI_RUN) return stop;
+    if ((eval_every || eval_docs) && !eval_data)
+        return lcx_cli_usage_error(CMD, "--%s: validation needs --eval-data PREFIX (the held-out documents)",
+                                   eval_every ? "eval-every" : "eval-docs");
     if (!seq) return lcx_cli_usage_error(CMD, "missing --seq L");
     if (!steps) return lcx_cli_usage_error(CMD, "missing --steps N");
     if (!out) return lcx_cli_usage_error(CMD, "missing --out RUN");
@@ -162,6 +172,9 @@ int lcx_cmd_train(int argc, char **argv) {
     o.n_more_data = n_data ? n_data - 1 : 0;
     o.data_weights = n_data > 1 ? data_w : NULL;
     o.ids = ids;
+    o.eval_data = eval_data;
+    o.eval_every = eval_every;
+    o.eval_docs = eval_docs;
     o.out = out;
     o.export_hf = export_hf;
     o.tokenizer_files = user_tok;

@@ -55,6 +55,8 @@ typedef struct lcx_extend_options {
     const double *data_weights; /* with more_data: one weight > 0 per source, data's first; NULL: one source */
     const char *ids;       /* ... or a file of whitespace-separated token ids (exactly one, unless dry_run) */
     const char *eval_data; /* held-out PREFIX.bin/.idx: per-stage perplexities and the before/after evaluation */
+    int64_t eval_every;    /* with eval_data, > 0: also the validation loss at the stage's seq_len after every
+                              eval_every-th step of each stage and its last (lcx_tool_validate) */
     const char *out;       /* the run directory RUN; NULL: the default above */
     int passkey_trials;    /* per (length, depth) before and after; -1: 2 when CKPT has a tokenizer and eval_data
                               is given, else 0; > 0 alone also runs the before/after evaluation */

@@ -233,6 +233,15 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.cp_size = job->grp.cp;
     ctx.world = job->grp.all;
     ctx.tp_size = job->grp.tp;
+    /* mid-stage validation at the stage's length: the ranks of the stage evaluation (stage_eval) */
+    lcx_tool_validation val = {.docs = job->docs, .n_docs = job->n_docs, .seq_len = ps->seq_len, .bos = job->bos,
+                               .cp_rank = job->grp.cp_rank, .cp_size = job->grp.cp,
+                               .evaluates = job->grp.lead || ((job->grp.cpc || job->grp.tpc) && job->grp.dp_rank == 0)};
+    if (job->ed_open && job->o->eval_every > 0) {
+        ctx.eval = lcx_tool_validate;
+        ctx.eval_user = &val;
+        ctx.eval_every = job->o->eval_every;
+    }
     lcx_train_summary sum = {0}; /* read below also when the stage failed before filling it */
     const lcx_mix_data mix = lcx_tool_mix(job->td, job->td_open, job->td_open > 1 ? job->o->data_weights : NULL);
     lcx_status st = lcx_train_stage_run(job->m, &mix, &sg, &ctx, &job->state, &sum);

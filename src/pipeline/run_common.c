@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
 #include "src/core/units.h"
+#include "src/eval/eval.h"
 #include "src/train/train.h"
 
 int lcx_tool_is_lcx(const char *path) {
@@ -273,4 +275,26 @@ json_t *lcx_tool_mix_info(const lcx_tokdata *td, int n, const double *weights) {
     for (int i = 0; srcs && i < n; i++)
         json_array_append_new(srcs, json_pack("{s:s, s:f}", "data", td[i].prefix, "weight", weights[i]));
     return srcs;
+}
+
+lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64_t *tokens) {
+    const lcx_tool_validation *v = validation;
+    *loss = NAN;
+    *tokens = 0;
+    if (!v->evaluates) return LCX_OK;
+    const int64_t len = v->seq_len;
+    lcx_ppl_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.lengths = &len;
+    pc.n_lengths = 1;
+    pc.stride = 0; /* non-overlapping */
+    pc.bos_id = v->bos;
+    pc.short_docs = LCX_PPL_SHORT_SCORE;
+    lcx_train_cp_scorer sc = {m, v->cp_size > 1 ? v->cp_rank : 0, v->cp_size > 1 ? v->cp_size : 1};
+    lcx_ppl_result res;
+    LCX_TRY(lcx_ppl_eval(&pc, v->docs, v->n_docs, lcx_train_window_score_cp, &sc, &res));
+    LCX_FAIL_IF(res.tokens == 0, LCX_ERR_INVALID, "validation: the held-out data has no token to score");
+    *loss = res.mean_nll;
+    *tokens = res.tokens;
+    return LCX_OK;
 }

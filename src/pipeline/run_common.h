@@ -42,6 +42,20 @@ lcx_status lcx_tool_data_open(const char *data, const char *const *more, int n_m
 lcx_mix_data lcx_tool_mix(const struct lcx_tokdata *td, int n, const double *weights);
 json_t *lcx_tool_mix_info(const struct lcx_tokdata *td, int n, const double *weights);
 
+/* Validation during training (an lcx_train_eval_fn, src/train/train.h): the mean NLL per token of the held-out
+ * documents cut into non-overlapping windows of seq_len positions (BOS first when bos >= 0; a document shorter
+ * than a window as one shorter window), scored by the training model. Only the ranks with evaluates set do the
+ * work (a CP rank with its ring: every CP rank of the group scores each window together); the others return at
+ * once with NaN. */
+typedef struct lcx_tool_validation {
+    const struct lcx_ppl_doc *docs;
+    int64_t n_docs, seq_len;
+    int32_t bos;
+    int cp_rank, cp_size; /* the model's CP group (cp_size 0 or 1: none) */
+    int evaluates;
+} lcx_tool_validation;
+lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64_t *tokens);
+
 /* Tokenizer files stored in checkpoint dir, as full paths (heap array of heap strings; lcx_tool_strv_free). */
 lcx_status lcx_tool_ckpt_tokenizer_files(const char *dir, char ***paths, int *n);
 void lcx_tool_strv_free(char **v, int n);

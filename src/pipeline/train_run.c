@@ -10,6 +10,7 @@
 #include "formats/hf_config.h"
 #include "formats/tokdata.h"
 #include "src/checkpoint/source.h"
+#include "src/eval/eval_run.h"
 #include "src/comm/comm.h"
 #include "src/comm/mesh_check.h"
 #include "src/convert/convert.h"
@@ -60,6 +61,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     lcx_train_state_init(&state);
     const char *be_name = o->backend ? o->backend->name : "cpu";
     json_t *run_info = NULL; /* the training state's "run": what this run is */
+    lcx_ppl_doc *val_docs = NULL; /* the held-out documents of --eval-data (point into val_store) */
+    int32_t *val_store = NULL;
+    int64_t n_val_docs = 0;
     /* Data parallelism: rank 0 of the job (the lead) checks, creates RUN, imports and converts first while the
      * others wait at the first agreement; then every rank builds its replica (second agreement) and trains; the
      * lead reports and exports (third). A rank that fails before an agreement point still joins the rest of them
@@ -94,6 +98,11 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     if (lead && o->export_hf) LCX_TRY_GOTO(lcx_out_absent(o->export_hf), done); /* not after the training */
     if (o->data) {
         LCX_TRY_GOTO(lcx_tool_data_open(o->data, o->more_data, o->n_more_data, o->data_weights, td, &td_open), done);
+    }
+    if (o->eval_data) { /* there and readable before anything is created; its documents are read below */
+        lcx_tokdata ed;
+        LCX_TRY_GOTO(lcx_tokdata_open(o->eval_data, &ed), done);
+        lcx_tokdata_close(&ed);
     }
     LCX_FAIL_GOTO(o->ids && !lcx_is_file(o->ids), LCX_ERR_NOT_FOUND, done,
                   "--ids %s: no such file, or not a regular one", o->ids);
@@ -239,6 +248,18 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.cp_size = cp;
     ctx.world = all;
     ctx.tp_size = tp;
+    lcx_tool_validation val = {.seq_len = o->seq_len, .cp_rank = cp_rank, .cp_size = cp,
+                               .evaluates = lead || ((cpc || tpc) && grp.dp_rank == 0)};
+    if (o->eval_data) { /* the lead's CP group, and every TP rank of it, score every window (BOS: config.json's) */
+        val.bos = lcx_eval_bos(NULL, &cfg);
+        LCX_TRY_GOTO(lcx_eval_load_docs(o->eval_data, val.bos, cfg.vocab_size, &val_docs, &n_val_docs, &val_store),
+                     done);
+        val.docs = val_docs;
+        val.n_docs = o->eval_docs > 0 && o->eval_docs < n_val_docs ? o->eval_docs : n_val_docs;
+        ctx.eval = lcx_tool_validate;
+        ctx.eval_user = &val;
+        ctx.eval_every = o->eval_every > 0 ? o->eval_every : o->steps;
+    }
     if (latest)
         lcx_report(r, LCX_REPORT_NOTE, "resuming %s at step %lld/%lld (%lld tokens trained)", latest,
                    (long long)state.step, (long long)o->steps, (long long)state.tokens);
@@ -308,6 +329,8 @@ done:
     }
     lcx_model_free(m);
     json_decref(run_info);
+    free(val_docs);
+    free(val_store);
     lcx_config_free(&cfg);
     for (int i = 0; i < td_open; i++) lcx_tokdata_close(&td[i]);
     lcx_train_state_free(&state);

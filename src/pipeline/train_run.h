@@ -48,6 +48,10 @@ typedef struct lcx_train_run_options {
     lcx_lr_kind schedule;
     lcx_act_policy policy;
     int doc_mask;            /* document masking (lcx_train_stage.doc_mask); recorded in RUN's training state */
+    const char *eval_data;   /* NULL, or held-out PREFIX.bin/.idx: the validation loss at seq_len after every
+                                eval_every-th step and the last (lcx_tool_validate), into metrics.jsonl */
+    int64_t eval_every;      /* 0: after the last step only */
+    int64_t eval_docs;       /* the first eval_docs held-out documents (0: all) */
     int64_t mlp_tile;        /* rows per MLP tile of the model (opts.mlp_chunk; 0 = untiled; docs/model.md "Tiled
                                 MLP in training"). Not recorded in RUN: changes the last bits only */
     lcx_dtype param_dtype, act_dtype;

@@ -278,6 +278,23 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
                    "stage %d/%d step %lld/%lld loss %.6f lr %.4g grad_norm %.4f tokens/s %.1f ETA %s%s peak_rss %.1f MiB",
                    sg->index + 1, sg->n_stages, (long long)state->step, (long long)sg->steps, r.loss, ao.lr,
                    r.grad_norm, tps, eta, reta, r.peak_rss / 1048576.0);
+        if (ctx->eval && ctx->eval_every > 0 && (state->step % ctx->eval_every == 0 || state->step == sg->steps)) {
+            double vl = NAN, te = now_s();
+            int64_t vt = 0;
+            LCX_TRY_GOTO(ctx->eval(ctx->eval_user, m, &vl, &vt), done);
+            snprintf(rec, sizeof rec,
+                     "{\"stage\": %d, \"step\": %lld, \"val_loss\": %.9g, \"val_ppl\": %.9g, \"val_tokens\": %lld, "
+                     "\"val_time\": %.4f}",
+                     sg->index + 1, (long long)state->step, vl, exp(vl), (long long)vt, now_s() - te);
+            if (mf) {
+                fprintf(mf, "%s\n", rec);
+                fflush(mf);
+            }
+            lcx_report_event(ctx->report, "validation", "%s", rec);
+            lcx_report(ctx->report, LCX_REPORT_NOTE, "stage %d/%d step %lld: validation loss %.6f, perplexity %.4f "
+                       "(%lld tokens, %.1f s)", sg->index + 1, sg->n_stages, (long long)state->step, vl, exp(vl),
+                       (long long)vt, now_s() - te);
+        }
         int64_t stop = lcx_train_interrupted();
         if (everyone && everyone->size > 1) /* a signal seen by any rank stops all of them after this step */
             LCX_TRY_GOTO(lcx_comm_all_reduce(everyone, NULL, &stop, &stop, 1, LCX_I64, LCX_COMM_MAX), done);

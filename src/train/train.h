@@ -62,6 +62,12 @@ typedef struct lcx_train_stage {
                                 (the sampler's document starts, lcx_batch.doc_start) */
 } lcx_train_stage;
 
+/* Validation during a stage (lcx_train_ctx.eval): the held-out loss of model m as it stands after a step, as a
+ * mean NLL per token over *tokens scored tokens. Called on every rank of the job after the same steps; the
+ * callee picks the ranks that evaluate (the writer among them: its result is the one recorded). It must leave
+ * the training as it was: the steps after it compute what they would have without it. */
+typedef lcx_status (*lcx_train_eval_fn)(void *user, lcx_model *m, double *loss, int64_t *tokens);
+
 typedef struct lcx_train_ctx {
     const char *run_dir;          /* must exist */
     const json_t *model_config;   /* config.json saved in checkpoints (the stage's rope); required */
@@ -92,6 +98,10 @@ typedef struct lcx_train_ctx {
                                      none */
     int test_fail_save;           /* tests: 1 + the world rank whose part of every save fails after it wrote its
                                      data file (0: none) */
+    lcx_train_eval_fn eval;       /* NULL: no validation; else after every eval_every-th step and the stage's last:
+                                     a "val_loss" line in metrics.jsonl and a report line */
+    void *eval_user;
+    int64_t eval_every;
 } lcx_train_ctx;
 
 typedef struct lcx_train_state {
