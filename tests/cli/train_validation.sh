@@ -7,7 +7,8 @@
 #     documents scored, the same BOS): the same tokens and perplexity; --eval-docs 5 equals eval of a dataset of
 #     the first 5 documents alone;
 #   - flag errors are one line before any work;
-#   - under mpirun, --cp 2 (the ring scores each window) and --dp 2 give the one-process validation losses;
+#   - under mpirun, --cp 2 (the ring scores each window), --dp 2 and --tp 2 give the one-process validation
+#     losses;
 #   - the main command validates in each stage with --eval-every.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 model="$LCX_SRC/recipes/tiny/model"
@@ -86,13 +87,13 @@ check "lcextend --to 512 --eval-every 1 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -
 check "a validation line after each of the stage's 2 steps" \
     [ "$(vals "$tmp/ext/metrics.jsonl" step | tr '\n' ' ')" = "1 2 " ]
 
-# CP 2 and DP 2 against one process
+# CP 2, DP 2 and TP 2 against one process
 if [ -z "${MPIEXEC:-}" ] || ! [ -x "$MPIEXEC" ]; then
     echo "no mpirun: the CP and DP parts skipped"
     [ "$fail" -eq 0 ] && echo "train_validation: all checks passed"
     exit "$fail"
 fi
-for mode in "cp 2" "dp 2"; do
+for mode in "cp 2" "dp 2" "tp 2"; do
     set -- $mode
     # DP 2 trains on 2 sequences a step: its one-process reference is --batch 2
     ref="$tmp/val"
