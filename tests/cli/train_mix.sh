@@ -43,6 +43,9 @@ check "the training state records the weights 0.75, 0.25 ($mix)" grep -qF '"weig
 samples=$(grep -oE '[0-9]+\]' <<<"${mix#*cursors}" | tr -d ']' | tr '\n' ' ')
 check "8 samples: 6 from long, 2 from short (got: $samples)" [ "$samples" = "6 2 " ]
 check "the run records the mix" grep -qE '"data_mix": ?\[' "$state"
+run inspect "$tmp/mix/checkpoints/s01-step000004"
+check "inspect shows the mix ($(grep data_mix "$tmp/out"))" \
+    grep -qE '^data_mix: +\[\{"data":"[^"]*long","weight":3(\.0)?\},\{"data":"[^"]*short","weight":1(\.0)?\}\]' "$tmp/out"
 
 train --data "$tmp/long" --out "$tmp/long_only"
 check "long alone ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
