@@ -57,6 +57,9 @@ static void help(void) {
            "  --eval-data PREFIX   held-out documents: the validation loss at --seq (non-overlapping windows)\n"
            "                       after the last step, into metrics.jsonl as val_loss / val_ppl\n"
            "  --eval-every K       ... and after every K-th step; --eval-docs N: the first N documents only\n"
+           "  --min-doc-tokens N   draw only documents of N+ tokens (e.g. 4k: long-context data only)\n"
+           "  --long-doc-tokens N --long-doc-repeat R\n"
+           "                       documents of N+ tokens are drawn R times per epoch (length upsampling)\n"
            "  --keep N             checkpoints kept in RUN/checkpoints (default 2, 0 = all)\n"
            "  --tokenizer FILE     copy this tokenizer file into the checkpoints (repeatable; CKPT's are kept)\n"
            "  --export-hf DIR      at the end write the model as an HF directory DIR\n"
@@ -99,7 +102,7 @@ int lcx_cmd_train(int argc, char **argv) {
     int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, doc_mask = 0, tp = 1, cp = 1, dp = 0;
     int64_t mlp_tile = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
-    int64_t eval_every = 0, eval_docs = 0;
+    int64_t eval_every = 0, eval_docs = 0, min_doc = 0, long_doc = 0, long_repeat = 0;
     double lr = 3e-4, min_lr = 0, clip = 1.0, wd = 0.01, init_std = 0.02;
     lcx_lr_kind sched = LCX_LR_COSINE;
     lcx_act_policy policy = LCX_ACT_KEEP;
@@ -121,6 +124,9 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_INT("--save-every", save_every, 0, INT64_C(1) << 40),
         LCX_FLAG_INT("--eval-every", eval_every, 1, INT64_C(1) << 40),
         LCX_FLAG_INT("--eval-docs", eval_docs, 1, INT64_C(1) << 40),
+        LCX_FLAG_LENGTH("--min-doc-tokens", min_doc, 1, INT64_C(1) << 40),
+        LCX_FLAG_LENGTH("--long-doc-tokens", long_doc, 1, INT64_C(1) << 40),
+        LCX_FLAG_INT("--long-doc-repeat", long_repeat, 1, 1000),
         LCX_FLAG_INT("--keep", keep, 0, 1 << 20),
         LCX_FLAG_INT("--seed", seed, 0, INT64_MAX),
         LCX_FLAG_REAL("--lr", lr, 1e-12, 1e3),
@@ -148,6 +154,9 @@ int lcx_cmd_train(int argc, char **argv) {
     if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
     if (!n_data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
     if ((stop = lcx_cli_data_mix(CMD, n_data, n_data_w)) != LCX_CLI_RUN) return stop;
+    if (!long_doc != !long_repeat)
+        return lcx_cli_usage_error(CMD, "--long-doc-tokens N and --long-doc-repeat R go together (documents of N+ "
+                                   "tokens drawn R times per epoch)");
     if ((eval_every || eval_docs) && !eval_data)
         return lcx_cli_usage_error(CMD, "--%s: validation needs --eval-data PREFIX (the held-out documents)",
                                    eval_every ? "eval-every" : "eval-docs");
@@ -176,6 +185,9 @@ int lcx_cmd_train(int argc, char **argv) {
     o.eval_data = eval_data;
     o.eval_every = eval_every;
     o.eval_docs = eval_docs;
+    o.min_doc_tokens = min_doc;
+    o.long_doc_tokens = long_doc;
+    o.long_doc_repeat = long_repeat;
     o.out = out;
     o.export_hf = export_hf;
     o.tokenizer_files = user_tok;

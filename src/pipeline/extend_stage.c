@@ -216,6 +216,9 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     sg.seed = ps->seed; /* the same as the stage before: the data stream goes on (lcx_train_stage_run) */
     sg.save_interval = ps->save_interval;
     sg.doc_mask = ps->doc_mask;
+    sg.min_doc_tokens = ps->min_doc_tokens;
+    sg.long_doc_tokens = ps->long_doc_tokens;
+    sg.long_doc_repeat = ps->long_doc_repeat;
     lcx_train_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.run_dir = job->out;

@@ -228,6 +228,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     sg.seed = (uint64_t)o->seed;
     sg.save_interval = o->save_every;
     sg.doc_mask = o->doc_mask;
+    sg.min_doc_tokens = o->min_doc_tokens;
+    sg.long_doc_tokens = o->long_doc_tokens;
+    sg.long_doc_repeat = o->long_doc_repeat;
     lcx_train_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.run_dir = o->out;

@@ -52,6 +52,8 @@ typedef struct lcx_train_run_options {
                                 eval_every-th step and the last (lcx_tool_validate), into metrics.jsonl */
     int64_t eval_every;      /* 0: after the last step only */
     int64_t eval_docs;       /* the first eval_docs held-out documents (0: all) */
+    int64_t min_doc_tokens, long_doc_tokens, long_doc_repeat; /* the sampler's filter and upsampling
+                                                                 (lcx_train_stage; 0, 0, 0: none) */
     int64_t mlp_tile;        /* rows per MLP tile of the model (opts.mlp_chunk; 0 = untiled; docs/model.md "Tiled
                                 MLP in training"). Not recorded in RUN: changes the last bits only */
     lcx_dtype param_dtype, act_dtype;

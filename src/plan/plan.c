@@ -635,6 +635,13 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
         ps->weight_decay = s.weight_decay;
         ps->seed = s.seed;
         ps->doc_mask = s.doc_mask;
+        ps->min_doc_tokens = s.min_doc_tokens;
+        ps->long_doc_tokens = s.long_doc_tokens;
+        ps->long_doc_repeat = s.long_doc_repeat > 0 ? s.long_doc_repeat : 1;
+        LCX_FAIL_GOTO(ps->long_doc_repeat > 1 && !ps->long_doc_tokens, LCX_ERR_INVALID, fail,
+                      "%s:%d: stage %lld: long_doc_repeat %lld needs long_doc_tokens (the length from which a "
+                      "document counts as long)", r->label, s.line_start, (long long)ps->seq_len,
+                      (long long)ps->long_doc_repeat);
         LCX_TRY_GOTO(plan_rope(p, cfg, r, &s, ps), fail);
         LCX_TRY_GOTO(plan_batch(p, r, &s, ps), fail);
         LCX_TRY_GOTO(plan_ring(p, ps), fail); /* before the policies: the search costs the ring */
@@ -981,6 +988,10 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
         fprintf(f, "; save %s", s->save_interval ? "" : "at the end");
         if (s->save_interval) fprintf(f, "every %" PRId64 " steps", s->save_interval);
         if (s->doc_mask) fprintf(f, "; document mask (attention inside each packed document)");
+        if (s->min_doc_tokens) fprintf(f, "; documents from %s tokens", lcx_format_length(s->min_doc_tokens, b1, sizeof b1));
+        if (s->long_doc_tokens && s->long_doc_repeat > 1)
+            fprintf(f, "; documents of %s+ tokens drawn %" PRId64 "x", lcx_format_length(s->long_doc_tokens, b1, sizeof b1),
+                    s->long_doc_repeat);
         fprintf(f, "; attention factor %.6g; memory: weights %s, grads %s, master %s, adam %s, activations %s, "
                    "workspace %s, logits %s",
                 s->attn_factor, human_bytes(s->mem.weights, b1, sizeof b1), human_bytes(s->mem.grads, b2, sizeof b2),
@@ -1149,6 +1160,9 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(j, "weight_decay", json_real(s->weight_decay), &ok);
         put(j, "seed", json_integer((json_int_t)s->seed), &ok);
         put(j, "attention_mask", json_string(s->doc_mask ? "document" : "causal"), &ok);
+        put(j, "min_doc_tokens", json_integer((json_int_t)s->min_doc_tokens), &ok);
+        put(j, "long_doc_tokens", json_integer((json_int_t)s->long_doc_tokens), &ok);
+        put(j, "long_doc_repeat", json_integer((json_int_t)s->long_doc_repeat), &ok);
         put(j, "flops", json_real(s->flops), &ok);
         put(j, "time_s", s->time_s > 0 ? json_real(s->time_s) : json_null(), &ok);
         json_t *mem = json_object();

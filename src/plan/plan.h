@@ -182,6 +182,7 @@ typedef struct lcx_plan_stage {
     double clip_norm, weight_decay;
     uint64_t seed;
     int doc_mask;              /* attention_mask: document */
+    int64_t min_doc_tokens, long_doc_tokens, long_doc_repeat; /* the stage's sampling (recipe keys; repeat >= 1) */
     double flops;              /* model FLOPs of the stage */
     double time_s;             /* tokens / tokens_per_s (0 when no throughput) */
     lcx_mem_estimate mem;      /* per rank (= per device: every device runs one rank of TP x CP x DP) */

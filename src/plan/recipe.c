@@ -21,13 +21,14 @@
 static const char *const stage_keys[] = {"seq_len", "method", "factor", "theta", "low_freq_factor",
     "high_freq_factor", "short_factor", "long_factor", "steps", "tokens", "lr", "tokens_per_batch", "grad_accum",
     "eval_lengths", "eval_stride", "save_interval", "activation", "clip_norm", "weight_decay", "seed",
-    "attention_mask", NULL};
+    "attention_mask", "min_doc_tokens", "long_doc_tokens", "long_doc_repeat", NULL};
 static const char *const lr_keys[] = {"peak", "warmup_steps", "schedule", "min_lr", NULL};
 static const char *const top_keys[] = {"name", "description", "defaults", "stages", NULL};
 static const char *const field_names[LCX_RF_COUNT] = {"seq_len", "method", "factor", "theta", "low_freq_factor",
     "high_freq_factor", "short_factor", "long_factor", "steps", "tokens", "lr.peak", "lr.warmup_steps",
     "lr.schedule", "lr.min_lr", "tokens_per_batch", "grad_accum", "eval_lengths", "eval_stride", "save_interval",
-    "activation", "clip_norm", "weight_decay", "seed", "attention_mask"};
+    "activation", "clip_norm", "weight_decay", "seed", "attention_mask", "min_doc_tokens", "long_doc_tokens",
+    "long_doc_repeat"};
 
 const char *lcx_recipe_field_name(lcx_recipe_field f) {
     return (f >= 0 && f < LCX_RF_COUNT) ? field_names[f] : "?";
@@ -470,6 +471,18 @@ static lcx_status parse_stage(const pctx *c, const yaml_node_t *m, int is_stage,
             else return kfail(c, v, key, "expected causal or document, got '%s'",
                               lcx_printable(scalar(v), shown, sizeof shown));
             SET(LCX_RF_ATTENTION_MASK, v);
+        } else if (!strcmp(key, "min_doc_tokens")) {
+            LCX_TRY(get_length(c, v, key, &st_->min_doc_tokens));
+            SET(LCX_RF_MIN_DOC_TOKENS, v);
+        } else if (!strcmp(key, "long_doc_tokens")) {
+            LCX_TRY(get_length(c, v, key, &st_->long_doc_tokens));
+            SET(LCX_RF_LONG_DOC_TOKENS, v);
+        } else if (!strcmp(key, "long_doc_repeat")) {
+            LCX_TRY(get_int(c, v, key, 0, &st_->long_doc_repeat));
+            if (st_->long_doc_repeat < 1 || st_->long_doc_repeat > 1000)
+                return kfail(c, v, key, "must be in [1, 1000] (times a long document is drawn per epoch), got %lld",
+                             (long long)st_->long_doc_repeat);
+            SET(LCX_RF_LONG_DOC_REPEAT, v);
         } else {
             return unknown_key(c, k, what, stage_keys);
         }
@@ -559,6 +572,9 @@ static void take(lcx_recipe_stage *dst, const lcx_recipe_stage *src, lcx_recipe_
     case LCX_RF_WEIGHT_DECAY: dst->weight_decay = src->weight_decay; break;
     case LCX_RF_SEED: dst->seed = src->seed; break;
     case LCX_RF_ATTENTION_MASK: dst->doc_mask = src->doc_mask; break;
+    case LCX_RF_MIN_DOC_TOKENS: dst->min_doc_tokens = src->min_doc_tokens; break;
+    case LCX_RF_LONG_DOC_TOKENS: dst->long_doc_tokens = src->long_doc_tokens; break;
+    case LCX_RF_LONG_DOC_REPEAT: dst->long_doc_repeat = src->long_doc_repeat; break;
     default: break;
     }
 }

@@ -31,7 +31,8 @@ typedef enum lcx_recipe_field {
     LCX_RF_SHORT_FACTOR, LCX_RF_LONG_FACTOR, LCX_RF_STEPS, LCX_RF_TOKENS, LCX_RF_LR_PEAK, LCX_RF_LR_WARMUP,
     LCX_RF_LR_SCHEDULE, LCX_RF_LR_MIN, LCX_RF_TOKENS_PER_BATCH, LCX_RF_GRAD_ACCUM, LCX_RF_EVAL_LENGTHS,
     LCX_RF_EVAL_STRIDE, LCX_RF_SAVE_INTERVAL, LCX_RF_ACTIVATION, LCX_RF_CLIP_NORM, LCX_RF_WEIGHT_DECAY,
-    LCX_RF_SEED, LCX_RF_ATTENTION_MASK, LCX_RF_COUNT
+    LCX_RF_SEED, LCX_RF_ATTENTION_MASK, LCX_RF_MIN_DOC_TOKENS, LCX_RF_LONG_DOC_TOKENS, LCX_RF_LONG_DOC_REPEAT,
+    LCX_RF_COUNT
 } lcx_recipe_field;
 
 /* Key name of a field as written in a recipe ("steps", "lr.peak", ...); "?" out of range. */
@@ -83,6 +84,9 @@ typedef struct lcx_recipe_stage {
     uint64_t seed;
     int doc_mask;                 /* attention_mask: document (1: attention stays inside each packed document) or
                                      causal (0, the default) */
+    int64_t min_doc_tokens;       /* documents shorter than this are not drawn (0: all; src/train/sampler.h) */
+    int64_t long_doc_tokens;      /* documents at least this long ... (0: no upsampling) */
+    int64_t long_doc_repeat;      /* ... are drawn this many times per epoch (0 = unset: 1) */
 } lcx_recipe_stage;
 
 typedef struct lcx_recipe {

@@ -114,7 +114,10 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
     memset(&sc, 0, sizeof sc);
     sc.seq_len = (uint64_t)L;
     sc.seed = sg->seed;
-    sc.long_doc_repeat = 1;
+    sc.min_doc_tokens = (uint64_t)(sg->min_doc_tokens > 0 ? sg->min_doc_tokens : 0);
+    sc.long_doc_tokens = (uint64_t)(sg->long_doc_tokens > 0 ? sg->long_doc_tokens : 0);
+    sc.long_doc_repeat = (uint32_t)(sg->long_doc_repeat > 1 && sg->long_doc_tokens > 0 ? sg->long_doc_repeat : 1);
+    const int64_t sampling[3] = {(int64_t)sc.min_doc_tokens, (int64_t)sc.long_doc_tokens, sc.long_doc_repeat};
     sc.eos_id = -1;
     lcx_mix *smp = NULL;
     LCX_TRY(lcx_mix_init(data, &sc, &smp));
@@ -142,6 +145,15 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
                       state->saved ? state->saved : "the checkpoint", sg->index + 1, (long long)state->seq_len,
                       (long long)state->stage_steps, (unsigned long long)state->seed, (long long)sg->seq_len,
                       (long long)sg->steps, (unsigned long long)sg->seed);
+        LCX_FAIL_GOTO(state->min_doc_tokens != sampling[0] || state->long_doc_tokens != sampling[1] ||
+                          state->long_doc_repeat != sampling[2],
+                      LCX_ERR_INVALID, done,
+                      "resume: %s was saved by stage %d sampling documents of %lld+ tokens, those of %lld+ tokens %lld "
+                      "times; this run has %lld+, %lld+ %lld times (use the same --min-doc-tokens, --long-doc-tokens, "
+                      "--long-doc-repeat or recipe keys)", state->saved ? state->saved : "the checkpoint", sg->index + 1,
+                      (long long)state->min_doc_tokens, (long long)state->long_doc_tokens,
+                      (long long)state->long_doc_repeat, (long long)sampling[0], (long long)sampling[1],
+                      (long long)sampling[2]);
         LCX_FAIL_GOTO(state->doc_mask >= 0 && state->doc_mask != sg->doc_mask, LCX_ERR_INVALID, done,
                       "resume: %s was saved by stage %d with attention_mask %s; this run has %s (use the same "
                       "settings: %s)", state->saved ? state->saved : "the checkpoint", sg->index + 1,
@@ -160,7 +172,8 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
          * where that stage left it (each source's cursor, its sample count restarting), so no document comes
          * back before the data runs out. Otherwise (a first stage, other data or seed) from the start. */
         int carry = sg->index > 0 && state->stage == sg->index - 1 && state->stage_done &&
-                    state->cursor.n == data->n && state->seed == sg->seed;
+                    state->cursor.n == data->n && state->seed == sg->seed && state->min_doc_tokens == sampling[0] &&
+                    state->long_doc_tokens == sampling[1] && state->long_doc_repeat == sampling[2];
         for (int i = 0; carry && i < data->n; i++) carry = fabs(state->mix_weight[i] - lcx_mix_weight(smp, i)) <= 1e-12;
         if (carry) {
             lcx_mix_cursor c = state->cursor;
@@ -173,6 +186,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
         state->cursor = lcx_mix_tell(smp);
     }
     state->seq_len = sg->seq_len, state->stage_steps = sg->steps, state->seed = sg->seed; /* this stage's, saved */
+    state->min_doc_tokens = sampling[0], state->long_doc_tokens = sampling[1], state->long_doc_repeat = sampling[2];
     for (int i = 0; i < data->n; i++) state->mix_weight[i] = lcx_mix_weight(smp, i);
     if (state->stage_done || state->step >= sg->steps) { /* nothing left: the stage finished before */
         state->stage_done = 1;

@@ -60,6 +60,8 @@ typedef struct lcx_train_stage {
     int64_t save_interval;   /* steps between saves inside the stage; 0 = stage end only */
     int doc_mask;            /* 1: document masking, attention stays inside each document of a packed sequence
                                 (the sampler's document starts, lcx_batch.doc_start) */
+    int64_t min_doc_tokens;  /* the sampler's filter and upsampling (src/train/sampler.h; 0, 0, 0 or 1: none) */
+    int64_t long_doc_tokens, long_doc_repeat;
 } lcx_train_stage;
 
 /* Validation during a stage (lcx_train_ctx.eval): the held-out loss of model m as it stands after a step, as a
@@ -113,6 +115,7 @@ typedef struct lcx_train_state {
     double mix_weight[LCX_MIX_MAX]; /* the mix's normalised weights (one source: 1) */
     int64_t seq_len, stage_steps; /* of the saved stage (0 = unknown): a resume with other values is refused */
     uint64_t seed;                /* the saved stage's sampler seed */
+    int64_t min_doc_tokens, long_doc_tokens, long_doc_repeat; /* ... and its filter and upsampling (0, 0, 1: none) */
     int doc_mask;                 /* the saved stage's attention mask: 1 document, 0 causal, -1 unknown (a
                                      checkpoint from before the key) */
     double loss;                  /* last step's loss (NaN when none) */

@@ -18,6 +18,7 @@ void lcx_train_state_init(lcx_train_state *s) {
     memset(s, 0, sizeof *s);
     s->cursor.n = 1;
     s->mix_weight[0] = 1;
+    s->long_doc_repeat = 1;
     s->loss = NAN;
 }
 
@@ -76,6 +77,12 @@ static json_t *state_json(const lcx_model *m, const lcx_train_ctx *ctx, const lc
                           (json_int_t)s->cursor.src[0].offset, "samples", (json_int_t)s->cursor.src[0].samples,
                           "next_lr", next_lr);
     if (!j) return NULL;
+    if (s->min_doc_tokens || s->long_doc_tokens) { /* the sampler's filter and upsampling, which a resume must match */
+        json_t *smp = json_object_get(j, "sampler");
+        json_object_set_new(smp, "min_doc_tokens", json_integer((json_int_t)s->min_doc_tokens));
+        json_object_set_new(smp, "long_doc_tokens", json_integer((json_int_t)s->long_doc_tokens));
+        json_object_set_new(smp, "long_doc_repeat", json_integer((json_int_t)s->long_doc_repeat));
+    }
     if (s->cursor.n > 1) { /* a data mix: every source's cursor, and the weights a resume must match */
         json_t *w = json_array(), *c = json_array();
         for (int i = 0; i < s->cursor.n; i++) {
@@ -514,6 +521,14 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
                           dir);
             state->cursor.src[0] = (lcx_sampler_cursor){(uint64_t)e, (uint64_t)p, (uint64_t)o, (uint64_t)n};
             LCX_TRY_GOTO(load_mix(json_object_get(ts, "mix"), dir, state), done);
+            const json_t *mn = json_object_get(smp, "min_doc_tokens"), *ln = json_object_get(smp, "long_doc_tokens"),
+                         *lr = json_object_get(smp, "long_doc_repeat");
+            state->min_doc_tokens = mn ? jint(smp, "min_doc_tokens") : 0;
+            state->long_doc_tokens = ln ? jint(smp, "long_doc_tokens") : 0;
+            state->long_doc_repeat = lr ? jint(smp, "long_doc_repeat") : 1;
+            LCX_FAIL_GOTO(state->min_doc_tokens < 0 || state->long_doc_tokens < 0 || state->long_doc_repeat < 1,
+                          LCX_ERR_FORMAT, done, "%s: training state: bad sampler min_doc_tokens/long_doc_tokens/"
+                          "long_doc_repeat", dir);
             state->seq_len = jint(ts, "seq_len") > 0 ? jint(ts, "seq_len") : 0;
             state->stage_steps = jint(ts, "stage_steps") > 0 ? jint(ts, "stage_steps") : 0;
             state->seed = (uint64_t)json_integer_value(json_object_get(smp, "seed"));

@@ -98,6 +98,13 @@ CASES = {
                       "key 'defaults': defaults has 65 keys, more than the limit of 64"),
     "non_scalar_key": ("stages:\n  - {seq_len: 16k, steps: 10, [a]: 1}\n", 2,
                        "key 'stages': stages[0] keys must be plain names, got a list"),
+    "attention_mask_typo": ("stages:\n  - seq_len: 16k\n    steps: 10\n    atention_mask: document\n", 4,
+                            "key 'atention_mask': unknown key in stages[0] (did you mean 'attention_mask'?)"),
+    "attention_mask_unknown": ("stages:\n  - seq_len: 16k\n    steps: 10\n    attention_mask: documents\n", 4,
+                               "key 'attention_mask': expected causal or document, got 'documents'"),
+    "long_doc_repeat_zero": ("stages:\n  - seq_len: 16k\n    steps: 10\n    long_doc_repeat: 0\n", 4,
+                             "key 'long_doc_repeat': must be in [1, 1000] (times a long document is drawn per "
+                             "epoch), got 0"),
 }
 
 

@@ -218,4 +218,21 @@ run plan "$LCX_SRC/recipes/tiny/model" --to 1k --recipe "$tmp/dm.yaml" --json
 check "document mask: JSON per stage" [ "$(grep -o '"attention_mask": "[a-z]*"' "$tmp/out" | tr '\n' ' ')" = \
     '"attention_mask": "document" "attention_mask": "causal" ' ]
 
+# the sampler's filter and upsampling in a stage: its notes and JSON; an upsampling without its length refused
+printf 'stages:\n  - {seq_len: 512, steps: 10, min_doc_tokens: 256, long_doc_tokens: 1k, long_doc_repeat: 3}\n  - {seq_len: 1k, steps: 10}\n' \
+    >"$tmp/ld.yaml"
+run plan "$LCX_SRC/recipes/tiny/model" --to 1k --recipe "$tmp/ld.yaml"
+check "long documents: exit 0 ($(head -c 200 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "long documents: stage 1's notes ($(grep '^stage 1:' "$tmp/out"))" \
+    grep -q '^stage 1:.*; documents from 256 tokens; documents of 1k+ tokens drawn 3x' "$tmp/out"
+check "long documents: not in stage 2" fails grep -q '^stage 2:.*documents' "$tmp/out"
+run plan "$LCX_SRC/recipes/tiny/model" --to 1k --recipe "$tmp/ld.yaml" --json
+check "long documents: JSON per stage" [ "$(grep -o '"long_doc_repeat": [0-9]*' "$tmp/out" | tr '\n' ' ')" = \
+    '"long_doc_repeat": 3 "long_doc_repeat": 1 ' ]
+printf 'stages:\n  - {seq_len: 512, steps: 10, long_doc_repeat: 3}\n' >"$tmp/ld2.yaml"
+run plan "$LCX_SRC/recipes/tiny/model" --to 512 --recipe "$tmp/ld2.yaml"
+check "long_doc_repeat without long_doc_tokens: exit 1, one line ($(head -c 200 "$tmp/err"))" \
+    [ "$(rc)" -eq 1 ]
+check "long_doc_repeat without long_doc_tokens: names it" grep -q "long_doc_repeat 3 needs long_doc_tokens" "$tmp/err"
+
 exit $fail

@@ -95,6 +95,22 @@ run train "$model" --data "$tmp/long" --data "$tmp/nothing" --data-weights 1,1 -
 check "a missing second source: exit 1, one line naming it ($(head -c 300 "$tmp/err"))" refused "nothing"
 check "a missing second source: no run directory" [ ! -e "$tmp/bad7" ]
 
+# long-document sampling (docs/extend.md "Long-document sampling"): the settings go together, a filter that leaves
+# no document is one line naming the data, and a mix with upsampling records it
+bad_flag "--long-doc-tokens N and --long-doc-repeat R go together" \
+    train "$model" --data "$tmp/long" --seq 64 --steps 1 --out "$tmp/bad8" --long-doc-tokens 100
+run train "$model" --data "$tmp/long" --data "$tmp/short" --data-weights 3,1 --seq 64 --steps 1 --out "$tmp/bad9" \
+    --min-doc-tokens 100k
+check "--min-doc-tokens 100k: exit 1 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 1 ]
+check "--min-doc-tokens 100k: one line naming the data" refused "long: no document has at least 102400 tokens"
+train --data "$tmp/long" --data "$tmp/short" --data-weights 3,1 --out "$tmp/up" --min-doc-tokens 8 \
+    --long-doc-tokens 100 --long-doc-repeat 3
+check "a mix with length upsampling ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "the training state records the sampling" \
+    grep -qE '"long_doc_repeat": ?3' "$tmp/up/checkpoints/s01-step000004/manifest.json"
+check "upsampling changes the losses" \
+    [ "$(field "$tmp/up/metrics.jsonl" loss)" != "$(field "$tmp/mix/metrics.jsonl" loss)" ]
+
 # the main command: the mix in every stage, recorded in the run
 recipe "$tmp/two.yaml" mix-test 512 "64" 256 512
 run "$model" --to 512 --recipe "$tmp/two.yaml" --data "$tmp/long" --data "$tmp/short" --data-weights 3,1 \

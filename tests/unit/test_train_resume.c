@@ -119,10 +119,9 @@ static int same_state(const lcx_model *a, const lcx_model *b) {
     return same;
 }
 
-/* Where cursor c stands in the token stream of a sampler with seed seed over td (no EOS, every document): the
- * tokens of its earlier epochs and of the documents before it in its epoch's order, plus its offset. */
-static int64_t stream_pos_seed(const lcx_tokdata *td, const lcx_sampler_cursor *c, uint64_t seed) {
-    lcx_sampler_config sc = {SEQ, seed, 0, 0, 1, -1};
+/* Where cursor c stands in the token stream of sampler config sc over td: the tokens of its earlier epochs and
+ * of the list entries before it in its epoch's order, plus its offset. */
+static int64_t stream_pos_cfg(const lcx_tokdata *td, const lcx_sampler_cursor *c, lcx_sampler_config sc) {
     lcx_sampler *s = NULL;
     if (lcx_sampler_init(td, &sc, &s) != LCX_OK) return -1;
     int64_t pos = (int64_t)(c->epoch * lcx_sampler_epoch_tokens(s)) + (int64_t)c->offset;
@@ -133,6 +132,10 @@ static int64_t stream_pos_seed(const lcx_tokdata *td, const lcx_sampler_cursor *
     }
     lcx_sampler_free(s);
     return pos;
+}
+/* ... of a sampler over every document, no EOS, with seed seed */
+static int64_t stream_pos_seed(const lcx_tokdata *td, const lcx_sampler_cursor *c, uint64_t seed) {
+    return stream_pos_cfg(td, c, (lcx_sampler_config){SEQ, seed, 0, 0, 1, -1});
 }
 static int64_t stream_pos(const lcx_tokdata *td, const lcx_sampler_cursor *c) { return stream_pos_seed(td, c, 99); }
 
@@ -307,6 +310,44 @@ int main(void) {
         lcx_train_state_free(&se);
         lcx_model_free(e);
         free(runE);
+        ctx.run_dir = runD;
+    }
+
+    /* F: the sampler's filter and upsampling (documents of 20 + 9 d tokens: 56, 65 and 74 have 50+, 65 and 74
+     * have 60+): the stage's cursor stands at its tokens in the stream of that list (56 + 3 x 65 + 3 x 74 a
+     * epoch), and a resume with other values is refused */
+    {
+        lcx_train_stage s3 = sg;
+        s3.min_doc_tokens = 50, s3.long_doc_tokens = 60, s3.long_doc_repeat = 3;
+        char *runF = mkrun("F");
+        ctx.run_dir = runF;
+        lcx_model *f = new_model();
+        lcx_train_state sf;
+        lcx_train_state_init(&sf);
+        CHECK_OK(lcx_train_stage_run(f, &data, &s3, &ctx, &sf, &sum));
+        const lcx_sampler_config fc = {SEQ, sg.seed, 50, 60, 3, -1};
+        lcx_sampler *fs = NULL;
+        CHECK_OK(lcx_sampler_init(&td, &fc, &fs));
+        CHECK(fs && lcx_sampler_epoch_tokens(fs) == 56 + 3 * 65 + 3 * 74);
+        lcx_sampler_free(fs);
+        CHECK_MSG(stream_pos_cfg(&td, &sf.cursor.src[0], fc) == STEPS * 4 * SEQ,
+                  "the filtered stage ends at stream token %lld, not %lld",
+                  (long long)stream_pos_cfg(&td, &sf.cursor.src[0], fc), (long long)(STEPS * 4 * SEQ));
+        /* saved and loaded with the checkpoint; a mid-stage resume with another filter is refused */
+        char ck2[600];
+        snprintf(ck2, sizeof ck2, "%s/checkpoints/s01-step%06d", runF, STEPS);
+        lcx_train_state sl;
+        lcx_train_state_init(&sl);
+        CHECK_OK(lcx_train_load(ck2, f, &sl));
+        CHECK(sl.min_doc_tokens == 50 && sl.long_doc_tokens == 60 && sl.long_doc_repeat == 3);
+        sl.step = 2, sl.stage_done = 0;
+        s3.long_doc_repeat = 2;
+        CHECK_FAILS(lcx_train_stage_run(f, &data, &s3, &ctx, &sl, &sum), LCX_ERR_INVALID,
+                    "sampling documents of 50+ tokens, those of 60+ tokens 3 times; this run has 50+, 60+ 2 times");
+        lcx_train_state_free(&sl);
+        lcx_train_state_free(&sf);
+        lcx_model_free(f);
+        free(runF);
         ctx.run_dir = runD;
     }
 
