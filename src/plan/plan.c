@@ -988,10 +988,11 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
         fprintf(f, "; save %s", s->save_interval ? "" : "at the end");
         if (s->save_interval) fprintf(f, "every %" PRId64 " steps", s->save_interval);
         if (s->doc_mask) fprintf(f, "; document mask (attention inside each packed document)");
-        if (s->min_doc_tokens) fprintf(f, "; documents from %s tokens", lcx_format_length(s->min_doc_tokens, b1, sizeof b1));
+        if (s->min_doc_tokens)
+            fprintf(f, "; documents from %s tokens", lcx_format_length(s->min_doc_tokens, b1, sizeof b1));
         if (s->long_doc_tokens && s->long_doc_repeat > 1)
-            fprintf(f, "; documents of %s+ tokens drawn %" PRId64 "x", lcx_format_length(s->long_doc_tokens, b1, sizeof b1),
-                    s->long_doc_repeat);
+            fprintf(f, "; documents of %s+ tokens drawn %" PRId64 "x",
+                    lcx_format_length(s->long_doc_tokens, b1, sizeof b1), s->long_doc_repeat);
         fprintf(f, "; attention factor %.6g; memory: weights %s, grads %s, master %s, adam %s, activations %s, "
                    "workspace %s, logits %s",
                 s->attn_factor, human_bytes(s->mem.weights, b1, sizeof b1), human_bytes(s->mem.grads, b2, sizeof b2),

@@ -150,7 +150,8 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
                       LCX_ERR_INVALID, done,
                       "resume: %s was saved by stage %d sampling documents of %lld+ tokens, those of %lld+ tokens %lld "
                       "times; this run has %lld+, %lld+ %lld times (use the same --min-doc-tokens, --long-doc-tokens, "
-                      "--long-doc-repeat or recipe keys)", state->saved ? state->saved : "the checkpoint", sg->index + 1,
+                      "--long-doc-repeat or recipe keys)", state->saved ? state->saved : "the checkpoint",
+                      sg->index + 1,
                       (long long)state->min_doc_tokens, (long long)state->long_doc_tokens,
                       (long long)state->long_doc_repeat, (long long)sampling[0], (long long)sampling[1],
                       (long long)sampling[2]);

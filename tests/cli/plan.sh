@@ -219,8 +219,8 @@ check "document mask: JSON per stage" [ "$(grep -o '"attention_mask": "[a-z]*"' 
     '"attention_mask": "document" "attention_mask": "causal" ' ]
 
 # the sampler's filter and upsampling in a stage: its notes and JSON; an upsampling without its length refused
-printf 'stages:\n  - {seq_len: 512, steps: 10, min_doc_tokens: 256, long_doc_tokens: 1k, long_doc_repeat: 3}\n  - {seq_len: 1k, steps: 10}\n' \
-    >"$tmp/ld.yaml"
+printf 'stages:\n  - {seq_len: 512, steps: 10, min_doc_tokens: 256, long_doc_tokens: 1k, long_doc_repeat: 3}\n%s\n' \
+    '  - {seq_len: 1k, steps: 10}' >"$tmp/ld.yaml"
 run plan "$LCX_SRC/recipes/tiny/model" --to 1k --recipe "$tmp/ld.yaml"
 check "long documents: exit 0 ($(head -c 200 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "long documents: stage 1's notes ($(grep '^stage 1:' "$tmp/out"))" \
