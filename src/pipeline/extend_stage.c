@@ -136,10 +136,14 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
         job->state = ls;
     } else {
         int64_t tokens = job->latest || i > first ? ls.tokens : 0;
-        lcx_train_state_free(&ls);
         lcx_train_state_free(&job->state);
-        lcx_train_state_init(&job->state);
-        job->state.stage = i;
+        if (st == LCX_OK && i > 0 && ls.stage == i - 1 && ls.stage_done) {
+            job->state = ls; /* the previous stage's end: its data cursor goes on (lcx_train_stage_run) */
+        } else {
+            lcx_train_state_free(&ls);
+            lcx_train_state_init(&job->state);
+            job->state.stage = i;
+        }
         job->state.tokens = tokens;
     }
     return st;

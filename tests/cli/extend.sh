@@ -53,6 +53,11 @@ check "eval JSON per stage" grep -q '"series": "stage 2 (256)"' "$tmp/full/eval/
 check "eval plot" grep -q "<svg" "$tmp/full/eval/ppl.svg"
 check "checkpoints of both stages" [ -d "$tmp/full/checkpoints/s02-step000002" ] && [ -d "$tmp/full/checkpoints/s01-step000001" ]
 check "latest is the last" grep -qx "s02-step000002" "$tmp/full/checkpoints/latest"
+# one data stream over the stages: the ids are one document of 2500 tokens, so the sampler's offset is the tokens
+# drawn in the run: 2 steps x 256 in each stage (a stage starting over would stand at 512)
+offset=$(tr -d ' \n' <"$tmp/full/checkpoints/s02-step000002/manifest.json" | grep -o '"sampler":{[^}]*}' |
+    grep -o '"offset":[0-9]*' | cut -d: -f2)
+check "stage 2 goes on with stage 1's data stream (sampler offset $offset, expected 1024)" [ "$offset" = 1024 ]
 check "HF export" [ -f "$tmp/full/hf/config.json" ]
 run inspect "$tmp/full/hf"
 check "export inspects" [ "$(rc)" -eq 0 ]
