@@ -82,6 +82,18 @@ static lcx_status check_stage(const lcx_train_stage *sg, const lcx_model *m) {
     return LCX_OK;
 }
 
+/* Whether the state was saved with these sampler settings (min_doc_tokens, long_doc_tokens, long_doc_repeat) ... */
+static int same_sampling(const lcx_train_state *s, const int64_t sampling[3]) {
+    return s->min_doc_tokens == sampling[0] && s->long_doc_tokens == sampling[1] && s->long_doc_repeat == sampling[2];
+}
+
+/* ... and from this data mix: as many sources, the same normalised weights. */
+static int same_mix(const lcx_train_state *s, const lcx_mix *smp, int n) {
+    int same = s->cursor.n == n;
+    for (int i = 0; same && i < n; i++) same = fabs(s->mix_weight[i] - lcx_mix_weight(smp, i)) <= 1e-12;
+    return same;
+}
+
 lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx_train_stage *sg,
                                const lcx_train_ctx *ctx, lcx_train_state *state, lcx_train_summary *sum) {
     LCX_TRY(check_stage(sg, m));
@@ -145,9 +157,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
                       state->saved ? state->saved : "the checkpoint", sg->index + 1, (long long)state->seq_len,
                       (long long)state->stage_steps, (unsigned long long)state->seed, (long long)sg->seq_len,
                       (long long)sg->steps, (unsigned long long)sg->seed);
-        LCX_FAIL_GOTO(state->min_doc_tokens != sampling[0] || state->long_doc_tokens != sampling[1] ||
-                          state->long_doc_repeat != sampling[2],
-                      LCX_ERR_INVALID, done,
+        LCX_FAIL_GOTO(!same_sampling(state, sampling), LCX_ERR_INVALID, done,
                       "resume: %s was saved by stage %d sampling documents of %lld+ tokens, those of %lld+ tokens %lld "
                       "times; this run has %lld+, %lld+ %lld times (use the same --min-doc-tokens, --long-doc-tokens, "
                       "--long-doc-repeat or recipe keys)", state->saved ? state->saved : "the checkpoint",
@@ -160,10 +170,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
                       "settings: %s)", state->saved ? state->saved : "the checkpoint", sg->index + 1,
                       state->doc_mask ? "document" : "causal", sg->doc_mask ? "document" : "causal",
                       sg->doc_mask ? "leave out --doc-mask" : "--doc-mask, or the recipe's attention_mask");
-        int same = state->cursor.n == data->n;
-        for (int i = 0; same && i < data->n; i++)
-            same = fabs(state->mix_weight[i] - lcx_mix_weight(smp, i)) <= 1e-12;
-        LCX_FAIL_GOTO(!same, LCX_ERR_INVALID, done,
+        LCX_FAIL_GOTO(!same_mix(state, smp, data->n), LCX_ERR_INVALID, done,
                       "resume: %s was saved by stage %d from a data mix of %d source%s; this run has %d (use the "
                       "same --data and --data-weights)", state->saved ? state->saved : "the checkpoint",
                       sg->index + 1, state->cursor.n, state->cursor.n == 1 ? "" : "s", data->n);
@@ -172,11 +179,8 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
         /* A new stage right after the run's previous one, on the same data and seed: the data stream goes on from
          * where that stage left it (each source's cursor, its sample count restarting), so no document comes
          * back before the data runs out. Otherwise (a first stage, other data or seed) from the start. */
-        int carry = sg->index > 0 && state->stage == sg->index - 1 && state->stage_done &&
-                    state->cursor.n == data->n && state->seed == sg->seed && state->min_doc_tokens == sampling[0] &&
-                    state->long_doc_tokens == sampling[1] && state->long_doc_repeat == sampling[2];
-        for (int i = 0; carry && i < data->n; i++) carry = fabs(state->mix_weight[i] - lcx_mix_weight(smp, i)) <= 1e-12;
-        if (carry) {
+        if (sg->index > 0 && state->stage == sg->index - 1 && state->stage_done && state->seed == sg->seed &&
+            same_sampling(state, sampling) && same_mix(state, smp, data->n)) {
             lcx_mix_cursor c = state->cursor;
             for (int i = 0; i < c.n; i++) c.src[i].samples = 0;
             LCX_TRY_GOTO(lcx_mix_seek(smp, &c), done);
