@@ -39,7 +39,9 @@ static void help(void) {
            "  --batch B            sequences per micro-batch (default 1)\n"
            "  --accum A            micro-batches per optimizer step (default 1)\n"
            "  --lr X               peak learning rate (default 3e-4); --min-lr X (default 0)\n"
-           "  --warmup N           warm-up steps (default 0); --schedule cosine|constant (default cosine)\n"
+           "  --warmup N           warm-up steps (default 0); --schedule cosine|constant|wsd (default cosine)\n"
+           "  --decay-steps N      wsd (warm-up, stable at --lr, decay to --min-lr): the last N steps decay\n"
+           "                       (default a fifth of --steps); --decay-type cosine|linear|1-sqrt (default cosine)\n"
            "  --clip X             max gradient norm (default 1, 0 = off); --wd X weight decay (default 0.01)\n"
            "  --dtype f32|bf16     stored weights (default f32; master weights are f32)\n"
            "  --policy P           activations: keep | recompute | offload | recompute+offload (default keep)\n"
@@ -91,7 +93,10 @@ static void help(void) {
 
 #define MAX_TOK 16
 
-static const lcx_cli_word SCHEDULES[] = {{"cosine", LCX_LR_COSINE}, {"constant", LCX_LR_CONSTANT}, {NULL, 0}};
+static const lcx_cli_word SCHEDULES[] = {
+    {"cosine", LCX_LR_COSINE}, {"constant", LCX_LR_CONSTANT}, {"wsd", LCX_LR_WSD}, {NULL, 0}};
+static const lcx_cli_word DECAYS[] = {
+    {"cosine", LCX_DECAY_COSINE}, {"linear", LCX_DECAY_LINEAR}, {"1-sqrt", LCX_DECAY_SQRT}, {NULL, 0}};
 
 int lcx_cmd_train(int argc, char **argv) {
     const char *ckpt = NULL, *config = NULL, *ids = NULL, *out = NULL, *export_hf = NULL, *eval_data = NULL;
@@ -102,7 +107,8 @@ int lcx_cmd_train(int argc, char **argv) {
     int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, doc_mask = 0, tp = 1, cp = 1, dp = 0;
     int64_t mlp_tile = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
-    int64_t eval_every = 0, eval_docs = 0, min_doc = 0, long_doc = 0, long_repeat = 0;
+    int64_t eval_every = 0, eval_docs = 0, min_doc = 0, long_doc = 0, long_repeat = 0, decay_steps = 0;
+    int decay_type = -1; /* -1: not given */
     double lr = 3e-4, min_lr = 0, clip = 1.0, wd = 0.01, init_std = 0.02;
     lcx_lr_kind sched = LCX_LR_COSINE;
     lcx_act_policy policy = LCX_ACT_KEEP;
@@ -121,6 +127,7 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_INT("--batch", batch, 1, 1 << 20),
         LCX_FLAG_INT("--accum", accum, 1, 1 << 20),
         LCX_FLAG_INT("--warmup", warmup, 0, INT64_C(1) << 40),
+        LCX_FLAG_INT("--decay-steps", decay_steps, 1, INT64_C(1) << 40),
         LCX_FLAG_INT("--save-every", save_every, 0, INT64_C(1) << 40),
         LCX_FLAG_INT("--eval-every", eval_every, 1, INT64_C(1) << 40),
         LCX_FLAG_INT("--eval-docs", eval_docs, 1, INT64_C(1) << 40),
@@ -143,6 +150,7 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_STR("--export-hf", export_hf),
         LCX_FLAG_STRS("--tokenizer", user_tok, n_user_tok, MAX_TOK),
         LCX_FLAG_CHOICE("--schedule", sched, SCHEDULES),
+        LCX_FLAG_CHOICE("--decay-type", decay_type, DECAYS),
         LCX_FLAG_CHOICE("--policy", policy, lcx_cli_act_policies),
         LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),
         LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
@@ -166,6 +174,13 @@ int lcx_cmd_train(int argc, char **argv) {
     if (warmup > steps) return lcx_cli_usage_error(CMD, "--warmup %lld is longer than --steps %lld", (long long)warmup,
                                                    (long long)steps);
     if (min_lr > lr) return lcx_cli_usage_error(CMD, "--min-lr %g is above --lr %g", min_lr, lr);
+    if ((decay_steps || decay_type >= 0) && sched != LCX_LR_WSD)
+        return lcx_cli_usage_error(CMD, "--%s: only --schedule wsd has a decay phase (the schedule is %s)",
+                                   decay_steps ? "decay-steps" : "decay-type", lcx_lr_kind_name(sched));
+    if (sched == LCX_LR_WSD && !decay_steps) decay_steps = lcx_lr_decay_steps(0.2, steps, warmup);
+    if (warmup + decay_steps > steps)
+        return lcx_cli_usage_error(CMD, "--warmup %lld + --decay-steps %lld are more than --steps %lld",
+                                   (long long)warmup, (long long)decay_steps, (long long)steps);
     if (batch > INT32_MAX / seq) return lcx_cli_usage_error(CMD, "--batch x --seq is too many tokens");
     const lcx_backend *be = NULL;
     if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
@@ -206,6 +221,8 @@ int lcx_cmd_train(int argc, char **argv) {
     o.weight_decay = wd;
     o.init_std = init_std;
     o.schedule = sched;
+    o.decay_steps = decay_steps;
+    o.decay = decay_type < 0 ? LCX_DECAY_COSINE : (lcx_lr_decay)decay_type;
     o.policy = policy;
     o.doc_mask = doc_mask;
     o.mlp_tile = mlp_tile;

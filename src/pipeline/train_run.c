@@ -223,6 +223,8 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     sg.lr.min_lr = o->min_lr;
     sg.lr.warmup_steps = o->warmup;
     sg.lr.total_steps = o->steps;
+    sg.lr.decay_steps = o->decay_steps;
+    sg.lr.decay = o->decay;
     sg.clip_norm = o->clip;
     sg.weight_decay = o->weight_decay;
     sg.seed = (uint64_t)o->seed;

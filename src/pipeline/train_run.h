@@ -46,6 +46,8 @@ typedef struct lcx_train_run_options {
     int64_t warmup, save_every, keep, seed;
     double lr, min_lr, clip, weight_decay, init_std;
     lcx_lr_kind schedule;
+    int64_t decay_steps;     /* schedule wsd: the last decay_steps steps decay (lcx_lr_schedule) */
+    lcx_lr_decay decay;
     lcx_act_policy policy;
     int doc_mask;            /* document masking (lcx_train_stage.doc_mask); recorded in RUN's training state */
     const char *eval_data;   /* NULL, or held-out PREFIX.bin/.idx: the validation loss at seq_len after every

@@ -374,7 +374,8 @@ static lcx_status plan_batch(lcx_plan *p, const lcx_recipe *r, const lcx_recipe_
                 "per step)",
                 lab, s->line[LCX_RF_LR_WARMUP], (long long)warmup,
                 (long long)ps->steps, (long long)s->tokens, (long long)ps->tokens_per_step);
-    ps->lr = (lcx_lr_schedule){s->lr_schedule, s->lr_peak, s->lr_min, warmup, ps->steps};
+    ps->lr = (lcx_lr_schedule){s->lr_schedule, s->lr_peak, s->lr_min, warmup, ps->steps, 0, s->lr_decay_type};
+    if (s->lr_schedule == LCX_LR_WSD) ps->lr.decay_steps = lcx_lr_decay_steps(s->lr_decay_fraction, ps->steps, warmup);
     ps->save_interval = s->save_interval;
     return LCX_OK;
 }
@@ -939,6 +940,12 @@ static const char *act_str(const lcx_plan_stage *s, char *buf, size_t cap) {
     return buf;
 }
 
+static int any_wsd(const lcx_plan *p) {
+    for (int i = 0; i < p->n_stages; i++)
+        if (p->stages[i].lr.kind == LCX_LR_WSD) return 1;
+    return 0;
+}
+
 void lcx_plan_print(const lcx_plan *p, FILE *f) {
     char b1[48], b2[48], b3[48], b4[48], b5[48], b6[48], b7[48];
     const lcx_mem_model *m = &p->model;
@@ -967,7 +974,11 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
         char rope[64], lr[64], batch[32], len[16], mp[16], tok[16], mem[24], fl[16], tm[16], act[24];
         snprintf(lr, sizeof lr, "%.3g w%" PRId64 " %s", s->lr.peak, s->lr.warmup_steps,
                  lcx_lr_kind_name(s->lr.kind));
-        if (s->lr.kind == LCX_LR_COSINE) snprintf(lr + strlen(lr), sizeof lr - strlen(lr), "->%.3g", s->lr.min_lr);
+        if (s->lr.kind == LCX_LR_WSD)
+            snprintf(lr + strlen(lr), sizeof lr - strlen(lr), " d%" PRId64 " %s", s->lr.decay_steps,
+                     lcx_lr_decay_name(s->lr.decay));
+        if (s->lr.kind != LCX_LR_CONSTANT)
+            snprintf(lr + strlen(lr), sizeof lr - strlen(lr), "->%.3g", s->lr.min_lr);
         snprintf(batch, sizeof batch, "%" PRId64 "x%" PRId64, s->seqs_per_step, s->grad_accum);
         fprintf(f, "%-5d %-7s %-26s %-8s %7" PRId64 " %9s %-9s %-28s %-10s %11s %9s %8s\n", s->index,
                 lcx_format_length(s->seq_len, len, sizeof len), rope_str(s, rope, sizeof rope),
@@ -975,7 +986,9 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
                 batch, lr, act_str(s, act, sizeof act), human_bytes(s->mem.total, mem, sizeof mem),
                 sci(s->flops, fl, sizeof fl), human_time(s->time_s, tm, sizeof tm));
     }
-    fprintf(f, "\n(batch = sequences per optimizer step x gradient accumulation; lr = peak, warm-up steps, schedule)\n");
+    fprintf(f, "\n(batch = sequences per optimizer step x gradient accumulation; lr = peak, warm-up steps, "
+               "schedule%s)\n",
+            any_wsd(p) ? "; wsd: decay steps, decay shape" : "");
     if (p->opts.cp > 1)
         fprintf(f, "(memory/dev and peak memory are per rank: each device runs one rank of TP x CP x DP and holds "
                    "1/CP of every sequence; ring = bytes each rank sends, recomputed layers rerun no attention)\n");
@@ -1143,6 +1156,10 @@ json_t *lcx_plan_json(const lcx_plan *p) {
             put(lr, "warmup_steps", json_integer(s->lr.warmup_steps), &ok);
             put(lr, "schedule", json_string(lcx_lr_kind_name(s->lr.kind)), &ok);
             put(lr, "min_lr", json_real(s->lr.min_lr), &ok);
+            if (s->lr.kind == LCX_LR_WSD) {
+                put(lr, "decay_steps", json_integer(s->lr.decay_steps), &ok);
+                put(lr, "decay_type", json_string(lcx_lr_decay_name(s->lr.decay)), &ok);
+            }
         }
         json_t *ev = json_array();
         put(j, "eval_lengths", ev, &ok);

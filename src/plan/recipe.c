@@ -22,13 +22,14 @@ static const char *const stage_keys[] = {"seq_len", "method", "factor", "theta",
     "high_freq_factor", "short_factor", "long_factor", "steps", "tokens", "lr", "tokens_per_batch", "grad_accum",
     "eval_lengths", "eval_stride", "save_interval", "activation", "clip_norm", "weight_decay", "seed",
     "attention_mask", "min_doc_tokens", "long_doc_tokens", "long_doc_repeat", NULL};
-static const char *const lr_keys[] = {"peak", "warmup_steps", "schedule", "min_lr", NULL};
+static const char *const lr_keys[] = {"peak", "warmup_steps", "schedule", "min_lr", "decay_fraction", "decay_type",
+    NULL};
 static const char *const top_keys[] = {"name", "description", "defaults", "stages", NULL};
 static const char *const field_names[LCX_RF_COUNT] = {"seq_len", "method", "factor", "theta", "low_freq_factor",
     "high_freq_factor", "short_factor", "long_factor", "steps", "tokens", "lr.peak", "lr.warmup_steps",
     "lr.schedule", "lr.min_lr", "tokens_per_batch", "grad_accum", "eval_lengths", "eval_stride", "save_interval",
     "activation", "clip_norm", "weight_decay", "seed", "attention_mask", "min_doc_tokens", "long_doc_tokens",
-    "long_doc_repeat"};
+    "long_doc_repeat", "lr.decay_fraction", "lr.decay_type"};
 
 const char *lcx_recipe_field_name(lcx_recipe_field f) {
     return (f >= 0 && f < LCX_RF_COUNT) ? field_names[f] : "?";
@@ -254,13 +255,26 @@ static lcx_status parse_lr(const pctx *c, const yaml_node_t *v, lcx_recipe_stage
                 return kfail(c, x, "lr.warmup_steps", "must be >= 0, got %lld", (long long)st_->lr_warmup);
             SET(LCX_RF_LR_WARMUP, x);
         } else if (!strcmp(key, "schedule")) {
-            LCX_TRY(want_scalar(c, x, "lr.schedule", "cosine or constant"));
+            LCX_TRY(want_scalar(c, x, "lr.schedule", "cosine, constant or wsd"));
             if (lcx_lr_kind_parse(scalar(x), &st_->lr_schedule) != 0) {
                 char shown[48];
-                return kfail(c, x, "lr.schedule", "unknown schedule '%s' (expected cosine or constant)",
+                return kfail(c, x, "lr.schedule", "unknown schedule '%s' (expected cosine, constant or wsd)",
                              lcx_printable(scalar(x), shown, sizeof shown));
             }
             SET(LCX_RF_LR_SCHEDULE, x);
+        } else if (!strcmp(key, "decay_fraction")) {
+            LCX_TRY(get_number(c, x, "lr.decay_fraction", &st_->lr_decay_fraction));
+            if (!(st_->lr_decay_fraction > 0 && st_->lr_decay_fraction <= 1))
+                return kfail(c, x, "lr.decay_fraction", "must be in (0, 1], got %g", st_->lr_decay_fraction);
+            SET(LCX_RF_LR_DECAY_FRACTION, x);
+        } else if (!strcmp(key, "decay_type")) {
+            LCX_TRY(want_scalar(c, x, "lr.decay_type", "cosine, linear or 1-sqrt"));
+            if (lcx_lr_decay_parse(scalar(x), &st_->lr_decay_type) != 0) {
+                char shown[48];
+                return kfail(c, x, "lr.decay_type", "unknown decay '%s' (expected cosine, linear or 1-sqrt)",
+                             lcx_printable(scalar(x), shown, sizeof shown));
+            }
+            SET(LCX_RF_LR_DECAY_TYPE, x);
         } else {
             return unknown_key(c, k, "lr", lr_keys);
         }
@@ -526,6 +540,8 @@ void lcx_recipe_builtin_defaults(lcx_recipe_stage *d) {
     d->lr_peak = 2e-5;
     d->lr_min = 0;
     d->lr_warmup = 20;
+    d->lr_decay_fraction = 0.2; /* wsd: the last fifth decays (Hagele et al. 2024: 10-20% match cosine) */
+    d->lr_decay_type = LCX_DECAY_COSINE;
     d->tokens_per_batch = 0;
     d->grad_accum = 0; /* auto: one sequence per device per micro-batch */
     d->eval_auto = 1;
@@ -575,6 +591,8 @@ static void take(lcx_recipe_stage *dst, const lcx_recipe_stage *src, lcx_recipe_
     case LCX_RF_MIN_DOC_TOKENS: dst->min_doc_tokens = src->min_doc_tokens; break;
     case LCX_RF_LONG_DOC_TOKENS: dst->long_doc_tokens = src->long_doc_tokens; break;
     case LCX_RF_LONG_DOC_REPEAT: dst->long_doc_repeat = src->long_doc_repeat; break;
+    case LCX_RF_LR_DECAY_FRACTION: dst->lr_decay_fraction = src->lr_decay_fraction; break;
+    case LCX_RF_LR_DECAY_TYPE: dst->lr_decay_type = src->lr_decay_type; break;
     default: break;
     }
 }
@@ -631,6 +649,11 @@ static lcx_status check_stages(const pctx *c, const lcx_recipe *r, yaml_node_t *
             return lcx_fail(LCX_ERR_FORMAT, "%s:%d: key 'lr.warmup_steps': %s: %lld warm-up steps exceed its %lld "
                                             "steps",
                             c->label, s.line[LCX_RF_LR_WARMUP], what, (long long)s.lr_warmup, (long long)s.steps);
+        for (lcx_recipe_field f = LCX_RF_LR_DECAY_FRACTION; f <= LCX_RF_LR_DECAY_TYPE; f++)
+            if (s.lr_schedule != LCX_LR_WSD && has(&r->stages[i], f))
+                return lcx_fail(LCX_ERR_FORMAT, "%s:%d: key '%s': %s: only the wsd schedule has a decay phase (its "
+                                                "schedule is %s)",
+                                c->label, s.line[f], field_names[f], what, lcx_lr_kind_name(s.lr_schedule));
         if (s.save_interval && s.steps && s.save_interval > s.steps)
             return lcx_fail(LCX_ERR_FORMAT, "%s:%d: key 'save_interval': %s: %lld is above its %lld steps", c->label,
                             s.line[LCX_RF_SAVE_INTERVAL], what, (long long)s.save_interval, (long long)s.steps);

@@ -32,7 +32,7 @@ typedef enum lcx_recipe_field {
     LCX_RF_LR_SCHEDULE, LCX_RF_LR_MIN, LCX_RF_TOKENS_PER_BATCH, LCX_RF_GRAD_ACCUM, LCX_RF_EVAL_LENGTHS,
     LCX_RF_EVAL_STRIDE, LCX_RF_SAVE_INTERVAL, LCX_RF_ACTIVATION, LCX_RF_CLIP_NORM, LCX_RF_WEIGHT_DECAY,
     LCX_RF_SEED, LCX_RF_ATTENTION_MASK, LCX_RF_MIN_DOC_TOKENS, LCX_RF_LONG_DOC_TOKENS, LCX_RF_LONG_DOC_REPEAT,
-    LCX_RF_COUNT
+    LCX_RF_LR_DECAY_FRACTION, LCX_RF_LR_DECAY_TYPE, LCX_RF_COUNT
 } lcx_recipe_field;
 
 /* Key name of a field as written in a recipe ("steps", "lr.peak", ...); "?" out of range. */
@@ -68,6 +68,8 @@ typedef struct lcx_recipe_stage {
     int64_t tokens;               /* training tokens (0 = derived from steps) */
     lcx_lr_kind lr_schedule;
     double lr_peak, lr_min;
+    double lr_decay_fraction;     /* wsd: the share of the stage's steps that decay (0, 1]; default 0.2 */
+    lcx_lr_decay lr_decay_type;   /* wsd: the decay's shape (default cosine, as HF's get_wsd_schedule) */
     int64_t lr_warmup;            /* steps; the built-in 20 shrinks to a shorter stage, a written value must fit */
     int64_t tokens_per_batch;     /* per optimizer step, all ranks; 0 = one sequence */
     int64_t grad_accum;           /* micro-batches per optimizer step, >= 1; 0 = auto (one sequence per micro-batch) */

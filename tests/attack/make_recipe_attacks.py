@@ -105,6 +105,16 @@ CASES = {
     "long_doc_repeat_zero": ("stages:\n  - seq_len: 16k\n    steps: 10\n    long_doc_repeat: 0\n", 4,
                              "key 'long_doc_repeat': must be in [1, 1000] (times a long document is drawn per "
                              "epoch), got 0"),
+    "decay_fraction_zero": ("stages:\n  - seq_len: 16k\n    steps: 10\n    lr:\n      schedule: wsd\n"
+                            "      decay_fraction: 0\n", 6, "key 'lr.decay_fraction': must be in (0, 1], got 0"),
+    "decay_type_unknown": ("defaults:\n  lr: {schedule: wsd, decay_type: sqrt}\n"
+                           "stages:\n  - {seq_len: 16k, steps: 10}\n", 2, "key 'lr.decay_type': unknown decay 'sqrt' (expected cosine, linear or 1-sqrt)"),
+    "decay_without_wsd": ("defaults:\n  lr: {schedule: cosine}\nstages:\n  - seq_len: 16k\n    steps: 10\n"
+                          "    lr: {decay_fraction: 0.1}\n", 6,
+                          "key 'lr.decay_fraction': stages[0]: only the wsd schedule has a decay phase (its schedule "
+                          "is cosine)"),
+    "schedule_typo_wsd": ("stages:\n  - seq_len: 16k\n    steps: 10\n    lr: {schedule: wds}\n", 4,
+                         "key 'lr.schedule': unknown schedule 'wds' (expected cosine, constant or wsd)"),
 }
 
 

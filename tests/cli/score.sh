@@ -140,7 +140,7 @@ bad_flag "--dtype 'f16' (expected f32 or bf16)" score "$g" --ids "$tmp/ids.txt" 
 bad_flag "--lr 'nan' is not a number" train-steps "$g" --lr nan
 bad_flag "--seq '16x'" train-steps "$g" --seq 16x
 bad_flag "--steps '1e3'" train --config x.json --ids x --seq 8 --steps 1e3 --out "$tmp/run"
-bad_flag "--schedule 'linear' (expected cosine or constant)" train --config x.json --ids x --seq 8 --steps 1 \
+bad_flag "--schedule 'linear' (expected cosine, constant or wsd)" train --config x.json --ids x --seq 8 --steps 1 \
     --out "$tmp/run" --schedule linear
 check "train flag errors: no run directory" [ ! -e "$tmp/run" ]
 

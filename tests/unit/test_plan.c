@@ -483,6 +483,27 @@ static double hf_cosine(int64_t step, int64_t W, int64_t T, double min_rate) {
 static double hf_constant(int64_t step, int64_t W) {
     return step < W ? (double)step / (double)(W > 1 ? W : 1) : 1.0;
 }
+/* _get_wsd_scheduler_lambda (warmup_type "linear", num_cycles 0.5, stable = T - W - D); decay 0 cosine, 1 linear,
+ * 2 1-sqrt. */
+static double hf_wsd(int64_t step, int64_t W, int64_t T, int64_t D, int decay, double min_lr_ratio) {
+    int64_t S = T - W - D;
+    double factor;
+    if (step < W) {
+        double progress = (double)step / (double)(W > 1 ? W : 1);
+        factor = progress * (1.0 - min_lr_ratio) + min_lr_ratio;
+        return factor > 0 ? factor : 0;
+    }
+    if (step < W + S) return 1.0;
+    if (step < W + S + D) {
+        double progress = (double)(step - W - S) / (double)(D > 1 ? D : 1);
+        if (decay == 1) factor = 1.0 - progress;
+        else if (decay == 2) factor = 1.0 - sqrt(progress);
+        else factor = 0.5 * (1.0 + cos(M_PI * 0.5 * 2.0 * progress));
+        factor = factor * (1.0 - min_lr_ratio) + min_lr_ratio;
+        return factor > 0 ? factor : 0;
+    }
+    return min_lr_ratio;
+}
 
 static void test_lr(void) {
     const int64_t Ws[] = {0, 1, 5, 20}, Ts[] = {1, 10, 100, 1000};
@@ -493,8 +514,8 @@ static void test_lr(void) {
             if (W > T) continue;
             for (int mr = 0; mr < 2; mr++) {
                 double peak = 3e-4, min_lr = mr ? 3e-5 : 0;
-                lcx_lr_schedule c = {LCX_LR_COSINE, peak, min_lr, W, T};
-                lcx_lr_schedule k = {LCX_LR_CONSTANT, peak, min_lr, W, T};
+                lcx_lr_schedule c = {LCX_LR_COSINE, peak, min_lr, W, T, 0, LCX_DECAY_COSINE};
+                lcx_lr_schedule k = {LCX_LR_CONSTANT, peak, min_lr, W, T, 0, LCX_DECAY_COSINE};
                 for (int64_t s = 0; s <= T; s++) {
                     double ref = peak * hf_cosine(s, W, T, min_lr / peak);
                     CHECK_MSG(fabs(lcx_lr_at(&c, s) - ref) <= 1e-15 * peak, "cosine W=%lld T=%lld step %lld: %.17g vs "
@@ -504,9 +525,35 @@ static void test_lr(void) {
                 }
                 /* past the end: HF's cosine would rise again; ours stays at min_lr */
                 CHECK(lcx_lr_at(&c, T + 5) == min_lr);
+                for (int64_t D = 0; D <= T - W; D += (T - W) / 3 + 1)
+                    for (int decay = 0; decay < LCX_DECAY_COUNT; decay++) {
+                        lcx_lr_schedule w = {LCX_LR_WSD, peak, min_lr, W, T, D, (lcx_lr_decay)decay};
+                        for (int64_t s = 0; s <= T + 2; s++) {
+                            double ref = peak * hf_wsd(s, W, T, D, decay, min_lr / peak);
+                            CHECK_MSG(fabs(lcx_lr_at(&w, s) - ref) <= 1e-15 * peak, "wsd %s W=%lld T=%lld D=%lld "
+                                      "step %lld: %.17g vs %.17g", lcx_lr_decay_name(w.decay), (long long)W,
+                                      (long long)T, (long long)D, (long long)s, lcx_lr_at(&w, s), ref);
+                            compared++;
+                        }
+                    }
             }
         }
-    lcx_lr_schedule c = {LCX_LR_COSINE, 1.0, 0.0, 10, 110};
+    /* WSD by hand: 10 warm-up, 60 stable, 30 linear decay steps to 0.1 */
+    lcx_lr_schedule w = {LCX_LR_WSD, 1.0, 0.1, 10, 100, 30, LCX_DECAY_LINEAR};
+    CHECK_NEAR(lcx_lr_at(&w, 0), 0.1, 1e-15); /* HF's WSD warm-up starts at min_lr */
+    CHECK(lcx_lr_at(&w, 10) == 1.0 && lcx_lr_at(&w, 69) == 1.0);
+    CHECK(lcx_lr_at(&w, 70) == 1.0); /* the decay's first step: progress 0 */
+    CHECK_NEAR(lcx_lr_at(&w, 85), 0.55, 1e-15);
+    CHECK(lcx_lr_at(&w, 100) == 0.1 && lcx_lr_at(&w, 1000) == 0.1);
+    w.decay = LCX_DECAY_SQRT;
+    CHECK_NEAR(lcx_lr_at(&w, 77), 0.1 + 0.9 * (1 - sqrt(7.0 / 30)), 1e-15);
+    CHECK(lcx_lr_decay_steps(0.2, 100, 10) == 20 && lcx_lr_decay_steps(0.2, 100, 90) == 10);
+    CHECK(lcx_lr_decay_steps(0.001, 100, 0) == 1 && lcx_lr_decay_steps(0.5, 10, 10) == 0);
+    lcx_lr_decay dk;
+    CHECK(lcx_lr_decay_parse("1-sqrt", &dk) == 0 && dk == LCX_DECAY_SQRT && lcx_lr_decay_parse("sqrt", &dk) != 0);
+    lcx_lr_kind kk;
+    CHECK(lcx_lr_kind_parse("wsd", &kk) == 0 && kk == LCX_LR_WSD && !strcmp(lcx_lr_kind_name(kk), "wsd"));
+    lcx_lr_schedule c = {LCX_LR_COSINE, 1.0, 0.0, 10, 110, 0, LCX_DECAY_COSINE};
     CHECK(lcx_lr_at(&c, 0) == 0.0);              /* HF: the first update uses lr 0 */
     CHECK_NEAR(lcx_lr_at(&c, 5), 0.5, 1e-15);
     CHECK(lcx_lr_at(&c, 10) == 1.0);

@@ -253,6 +253,23 @@ static void test_values(void) {
         CHECK(s.line_start == 7);
     }
     lcx_recipe_free(l);
+
+    /* wsd: the decay keys inherit like the other lr.* keys; the built-in fraction is 0.2, cosine */
+    const char *w = "defaults:\n  lr: {schedule: wsd, decay_fraction: 0.1}\nstages:\n"
+                    "  - {seq_len: 8k, steps: 10, lr: {decay_type: 1-sqrt}}\n"
+                    "  - {seq_len: 16k, steps: 10, lr: {schedule: constant}}\n";
+    lcx_recipe *wr = parse(w, 1);
+    if (wr) {
+        lcx_recipe_stage_resolve(wr, 0, &s);
+        CHECK(s.lr_schedule == LCX_LR_WSD && s.lr_decay_fraction == 0.1 && s.lr_decay_type == LCX_DECAY_SQRT);
+        CHECK(s.line[LCX_RF_LR_DECAY_FRACTION] == 2 && s.line[LCX_RF_LR_DECAY_TYPE] == 4);
+        lcx_recipe_stage_resolve(wr, 1, &s); /* the defaults' fraction is not an error for a constant stage */
+        CHECK(s.lr_schedule == LCX_LR_CONSTANT);
+    }
+    lcx_recipe_free(wr);
+    lcx_recipe_stage bd;
+    lcx_recipe_builtin_defaults(&bd);
+    CHECK(bd.lr_decay_fraction == 0.2 && bd.lr_decay_type == LCX_DECAY_COSINE);
 }
 
 static void test_open(void) {
