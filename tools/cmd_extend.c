@@ -68,6 +68,8 @@ static void help(void) {
            "  --depths D,D,...     passkey key depths in [0, 1] (default 0,0.25,0.5,0.75,1)\n"
            "  --out RUN            run directory (default: CKPT's name + '-' + N)\n"
            "  --resume             continue RUN from its latest checkpoint (same flags)\n"
+           "  --override-lr        with --resume: go on with the recipe's learning-rate schedule where it differs\n"
+           "                       from the saved stage's (default: refused)\n"
            "  --dry-run            print the plan and stop\n"
            "  --gguf               also export RUN/model.gguf\n"
            "  --dtype f32|bf16     stored weights while training (default f32; master weights are f32)\n"
@@ -119,6 +121,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     const char *eval_data = NULL, *out_arg = NULL, *backend = "cpu", *data[LCX_MIX_MAX];
     double data_w[LCX_MIX_MAX];
     int n_data = 0, n_data_w = 0;
+    int override_lr = 0;
     int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
@@ -129,6 +132,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     lcx_plan_opts_default(&po);
     const lcx_cli_flag flags[] = {
         LCX_FLAG_SWITCH("--resume", resume),
+        LCX_FLAG_SWITCH("--override-lr", override_lr),
         LCX_FLAG_SWITCH("--dry-run", dry),
         LCX_FLAG_SWITCH("--gguf", gguf),
         LCX_FLAG_SWITCH("--quiet", quiet),
@@ -169,6 +173,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     po.weight_bytes = pdt == LCX_BF16 ? 2 : 4;
     po.act_bytes = (int)lcx_act_size(adt); /* the plan's memory estimate follows --activations */
     if (!to) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
+    if (override_lr && !resume) return lcx_cli_usage_error(CMD, "flag --override-lr: only with --resume");
     if (method) {
         if (lcx_rope_method_parse(method, &po.method) != LCX_OK)
             return lcx_cli_usage_error(CMD, "flag --method: %s", lcx_last_error());
@@ -232,6 +237,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.depths = depths;
     o.n_depths = n_depths;
     o.resume = resume;
+    o.override_lr = override_lr;
     o.dry_run = dry;
     o.gguf = gguf;
     o.param_dtype = pdt;

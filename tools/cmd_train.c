@@ -66,6 +66,8 @@ static void help(void) {
            "  --tokenizer FILE     copy this tokenizer file into the checkpoints (repeatable; CKPT's are kept)\n"
            "  --export-hf DIR      at the end write the model as an HF directory DIR\n"
            "  --resume             continue RUN from its latest checkpoint (same flags)\n"
+           "  --override-lr        with --resume: go on with this command's --lr, --min-lr, --warmup, --schedule,\n"
+           "                       --decay-* where they differ from the saved run's (default: refused)\n"
            "  --quiet              no per-step lines on stdout\n"
            "  --backend B          where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU;\n"
            "                       under mpirun NCCL with one rank per GPU, else MPI staged through host memory:\n"
@@ -104,6 +106,7 @@ int lcx_cmd_train(int argc, char **argv) {
     const char *user_tok[MAX_TOK], *data[LCX_MIX_MAX];
     double data_w[LCX_MIX_MAX];
     int n_data = 0, n_data_w = 0;
+    int override_lr = 0;
     int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, doc_mask = 0, tp = 1, cp = 1, dp = 0;
     int64_t mlp_tile = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
@@ -115,6 +118,7 @@ int lcx_cmd_train(int argc, char **argv) {
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     const lcx_cli_flag flags[] = {
         LCX_FLAG_SWITCH("--resume", resume),
+        LCX_FLAG_SWITCH("--override-lr", override_lr),
         LCX_FLAG_SWITCH("--quiet", quiet),
         LCX_FLAG_SWITCH("--zero1", zero1),
         LCX_FLAG_SWITCH("--doc-mask", doc_mask),
@@ -168,6 +172,7 @@ int lcx_cmd_train(int argc, char **argv) {
     if ((eval_every || eval_docs) && !eval_data)
         return lcx_cli_usage_error(CMD, "--%s: validation needs --eval-data PREFIX (the held-out documents)",
                                    eval_every ? "eval-every" : "eval-docs");
+    if (override_lr && !resume) return lcx_cli_usage_error(CMD, "--override-lr goes with --resume");
     if (!seq) return lcx_cli_usage_error(CMD, "missing --seq L");
     if (!steps) return lcx_cli_usage_error(CMD, "missing --steps N");
     if (!out) return lcx_cli_usage_error(CMD, "missing --out RUN");
@@ -230,6 +235,7 @@ int lcx_cmd_train(int argc, char **argv) {
     o.act_dtype = adt;
     o.backend = be;
     o.resume = resume;
+    o.override_lr = override_lr;
     o.quiet = quiet;
     o.ranks = lcx_cli_mesh_ranks(&mesh, zero1);
     /* --quiet silences the step lines and progress inside the library; the run's notes always print */

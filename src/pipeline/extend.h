@@ -63,6 +63,8 @@ typedef struct lcx_extend_options {
     const double *depths;  /* passkey key depths in [0, 1] (n_depths of them; default 0, .25, .5, .75, 1) */
     int n_depths;
     int resume;            /* continue RUN from its latest checkpoint */
+    int override_lr;       /* resume: go on with the recipe's learning-rate schedule where it differs from the
+                              saved stage's (lcx_train_ctx.override_lr); 0: refused */
     int dry_run;           /* report the plan and stop */
     int gguf;              /* also export RUN/model.gguf */
     lcx_dtype param_dtype; /* stored weights while training (LCX_F32 | LCX_BF16) */

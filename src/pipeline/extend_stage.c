@@ -240,6 +240,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.cp_size = job->grp.cp;
     ctx.world = job->grp.all;
     ctx.tp_size = job->grp.tp;
+    ctx.override_lr = job->o->override_lr;
     /* mid-stage validation at the stage's length: the ranks of the stage evaluation (stage_eval) */
     lcx_tool_validation val = {.docs = job->docs, .n_docs = job->n_docs, .seq_len = ps->seq_len, .bos = job->bos,
                                .cp_rank = job->grp.cp_rank, .cp_size = job->grp.cp,

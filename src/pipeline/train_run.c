@@ -253,6 +253,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.cp_size = cp;
     ctx.world = all;
     ctx.tp_size = tp;
+    ctx.override_lr = o->override_lr;
     lcx_tool_validation val = {.seq_len = o->seq_len, .cp_rank = cp_rank, .cp_size = cp,
                                .evaluates = lead || ((cpc || tpc) && grp.dp_rank == 0)};
     if (o->eval_data) { /* the lead's CP group, and every TP rank of it, score every window (BOS: config.json's) */

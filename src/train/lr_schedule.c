@@ -1,6 +1,7 @@
 #include "src/train/lr_schedule.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const kind_names[LCX_LR_KIND_COUNT] = {"cosine", "constant", "wsd"};
@@ -38,6 +39,25 @@ int64_t lcx_lr_decay_steps(double fraction, int64_t total, int64_t warmup) {
     if (d < 1) d = 1;
     if (d > total - warmup) d = total - warmup;
     return d > 0 ? d : 0;
+}
+
+static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b)); }
+
+int lcx_lr_same(const lcx_lr_schedule *a, const lcx_lr_schedule *b) {
+    int same = a->kind == b->kind && close_to(a->peak, b->peak) && a->warmup_steps == b->warmup_steps;
+    if (same && a->kind != LCX_LR_CONSTANT) same = close_to(a->min_lr, b->min_lr);
+    if (same && a->kind == LCX_LR_WSD) same = a->decay_steps == b->decay_steps && a->decay == b->decay;
+    return same;
+}
+
+const char *lcx_lr_describe(const lcx_lr_schedule *s, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "lr %g %s, warm-up %lld", s->peak, lcx_lr_kind_name(s->kind),
+                     (long long)s->warmup_steps);
+    if (n >= 0 && (size_t)n < cap && s->kind != LCX_LR_CONSTANT)
+        n += snprintf(buf + n, cap - (size_t)n, ", min_lr %g", s->min_lr);
+    if (n >= 0 && (size_t)n < cap && s->kind == LCX_LR_WSD)
+        snprintf(buf + n, cap - (size_t)n, ", decay %lld %s", (long long)s->decay_steps, lcx_lr_decay_name(s->decay));
+    return buf;
 }
 
 static const double PI = 3.14159265358979323846;

@@ -21,6 +21,7 @@
 #ifndef LCX_LR_SCHEDULE_H
 #define LCX_LR_SCHEDULE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum lcx_lr_kind { LCX_LR_COSINE = 0, LCX_LR_CONSTANT, LCX_LR_WSD, LCX_LR_KIND_COUNT } lcx_lr_kind;
@@ -46,6 +47,12 @@ int lcx_lr_kind_parse(const char *name, lcx_lr_kind *out);
 const char *lcx_lr_decay_name(lcx_lr_decay d); /* "cosine", "linear", "1-sqrt" ("?" out of range) */
 /* 0 on success, -1 when the name is not a decay shape. */
 int lcx_lr_decay_parse(const char *name, lcx_lr_decay *out);
+
+/* Whether a and b give the same rate at every step (kind, peak and min_lr to 1e-12 relative, warm-up, and for
+ * WSD the decay; total_steps is not compared). */
+int lcx_lr_same(const lcx_lr_schedule *a, const lcx_lr_schedule *b);
+/* "lr 0.001 wsd, warm-up 3, min_lr 0.0001, decay 6 linear" into buf (truncated to cap); returns buf. */
+const char *lcx_lr_describe(const lcx_lr_schedule *s, char *buf, size_t cap);
 
 /* WSD's decay steps for a fraction of a stage of `total` steps after `warmup` warm-up steps: round(fraction x
  * total), at least 1, at most total - warmup (0 when the warm-up is the whole stage). */

@@ -174,6 +174,17 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
                       "resume: %s was saved by stage %d from a data mix of %d source%s; this run has %d (use the "
                       "same --data and --data-weights)", state->saved ? state->saved : "the checkpoint",
                       sg->index + 1, state->cursor.n, state->cursor.n == 1 ? "" : "s", data->n);
+        if (state->lr.peak > 0 && !lcx_lr_same(&state->lr, &sg->lr)) {
+            char was[160], now[160];
+            lcx_lr_describe(&state->lr, was, sizeof was), lcx_lr_describe(&sg->lr, now, sizeof now);
+            LCX_FAIL_GOTO(!ctx->override_lr, LCX_ERR_INVALID, done,
+                          "resume: %s was saved by stage %d with %s; this run has %s (use the same lr settings, or "
+                          "--override-lr to go on with this run's)", state->saved ? state->saved : "the checkpoint",
+                          sg->index + 1, was, now);
+            if (writer)
+                lcx_report(ctx->report, LCX_REPORT_NOTE, "resume: --override-lr: from step %lld on %s (was %s)",
+                           (long long)state->step + 1, now, was);
+        }
         LCX_TRY_GOTO(lcx_mix_seek(smp, &state->cursor), done);
     } else {
         /* A new stage right after the run's previous one, on the same data and seed: the data stream goes on from
@@ -193,6 +204,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
     state->seq_len = sg->seq_len, state->stage_steps = sg->steps, state->seed = sg->seed; /* this stage's, saved */
     state->min_doc_tokens = sampling[0], state->long_doc_tokens = sampling[1], state->long_doc_repeat = sampling[2];
     for (int i = 0; i < data->n; i++) state->mix_weight[i] = lcx_mix_weight(smp, i);
+    state->lr = sg->lr;
     if (state->stage_done || state->step >= sg->steps) { /* nothing left: the stage finished before */
         state->stage_done = 1;
         goto done;

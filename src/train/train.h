@@ -104,6 +104,8 @@ typedef struct lcx_train_ctx {
                                      a "val_loss" line in metrics.jsonl and a report line */
     void *eval_user;
     int64_t eval_every;
+    int override_lr;              /* a resume with another learning-rate schedule than the saved one continues with
+                                     this stage's (Megatron's --override-opt_param-scheduler); 0: refused */
 } lcx_train_ctx;
 
 typedef struct lcx_train_state {
@@ -118,6 +120,8 @@ typedef struct lcx_train_state {
     int64_t min_doc_tokens, long_doc_tokens, long_doc_repeat; /* ... and its filter and upsampling (0, 0, 1: none) */
     int doc_mask;                 /* the saved stage's attention mask: 1 document, 0 causal, -1 unknown (a
                                      checkpoint from before the key) */
+    lcx_lr_schedule lr;           /* the saved stage's learning-rate schedule (lr.peak 0: unknown, a checkpoint
+                                     from before the key) */
     double loss;                  /* last step's loss (NaN when none) */
     char *saved;                  /* path of the last checkpoint written or loaded (owned) */
 } lcx_train_state;

@@ -94,6 +94,13 @@ static json_t *state_json(const lcx_model *m, const lcx_train_ctx *ctx, const lc
         json_object_set_new(j, "mix", json_pack("{s:o, s:o}", "weights", w, "cursors", c));
     }
     json_object_set_new(j, "loss", isfinite(s->loss) ? json_real(s->loss) : json_null());
+    json_t *lr = json_pack("{s:s, s:f, s:f, s:I}", "schedule", lcx_lr_kind_name(st->lr.kind), "peak", st->lr.peak,
+                           "min_lr", st->lr.min_lr, "warmup_steps", (json_int_t)st->lr.warmup_steps);
+    if (lr && st->lr.kind == LCX_LR_WSD) {
+        json_object_set_new(lr, "decay_steps", json_integer((json_int_t)st->lr.decay_steps));
+        json_object_set_new(lr, "decay_type", json_string(lcx_lr_decay_name(st->lr.decay)));
+    }
+    json_object_set_new(j, "lr", lr);
     json_object_set_new(j, "attention_mask", json_string(st->doc_mask ? "document" : "causal"));
     json_object_set(j, "run", ctx->run_info ? (json_t *)ctx->run_info : json_null());
     const json_t *rec = ctx->run_info ? json_object_get(ctx->run_info, "recipe") : NULL;
@@ -449,6 +456,28 @@ static int64_t jint(const json_t *o, const char *k) {
     return json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
 }
 
+/* The saved stage's learning-rate schedule ("lr"; absent in checkpoints from before it: peak 0, unknown). */
+static lcx_status load_lr(const json_t *lr, const char *dir, lcx_train_state *state) {
+    if (!lr) return LCX_OK;
+    const json_t *peak = json_object_get(lr, "peak"), *min = json_object_get(lr, "min_lr");
+    const char *kind = json_string_value(json_object_get(lr, "schedule"));
+    lcx_lr_schedule *s = &state->lr;
+    s->total_steps = state->stage_steps;
+    s->warmup_steps = jint(lr, "warmup_steps");
+    int bad = !json_is_object(lr) || !kind || lcx_lr_kind_parse(kind, &s->kind) != 0 || !json_is_number(peak) ||
+              !json_is_number(min) || s->warmup_steps < 0;
+    if (!bad && s->kind == LCX_LR_WSD) {
+        const char *dt = json_string_value(json_object_get(lr, "decay_type"));
+        s->decay_steps = jint(lr, "decay_steps");
+        bad = !dt || lcx_lr_decay_parse(dt, &s->decay) != 0 || s->decay_steps < 0;
+    }
+    LCX_FAIL_IF(bad, LCX_ERR_FORMAT, "%s: training state: bad lr (schedule, peak, min_lr, warmup_steps, decay)", dir);
+    s->peak = json_number_value(peak), s->min_lr = json_number_value(min);
+    LCX_FAIL_IF(!(s->peak > 0) || !(s->min_lr >= 0), LCX_ERR_FORMAT, "%s: training state: bad lr peak %g, min_lr %g",
+                dir, s->peak, s->min_lr);
+    return LCX_OK;
+}
+
 lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state) {
     lcx_ckpt *ck = NULL;
     LCX_TRY(lcx_ckpt_open(dir, &ck));
@@ -540,6 +569,7 @@ lcx_status lcx_train_load(const char *dir, lcx_model *m, lcx_train_state *state)
                           lcx_printable(am_, shown, sizeof shown));
             const json_t *l = json_object_get(ts, "loss");
             state->loss = json_is_number(l) ? json_number_value(l) : NAN;
+            LCX_TRY_GOTO(load_lr(json_object_get(ts, "lr"), dir, state), done);
         }
     }
 done:

@@ -65,6 +65,33 @@ tail -n 10 "$tmp/res/metrics.jsonl" | grep -o '"loss": [^,]*, "lr": [^,]*' >"$tm
 check "--resume: steps 11-20 have the unbroken run's losses and rates" cmp -s "$tmp/whole.tail" "$tmp/res.tail"
 check "--resume: 10 steps compared" [ "$(wc -l <"$tmp/res.tail")" -eq 10 ]
 
+# the training state records the schedule; a --resume with another one is refused with one line naming both, and
+# with --override-lr goes on with the new one from the saved step (the rates of HF's schedule there)
+check "the training state records the schedule" grep -qE '"decay_steps": ?12' \
+    "$tmp/whole/checkpoints/s01-step000010/manifest.json"
+resume_with() {
+    rm -rf "$tmp/res" && mkdir -p "$tmp/res/checkpoints" && cp -r "$tmp/whole/checkpoints/s01-step000010" \
+        "$tmp/res/checkpoints/" && echo s01-step000010 >"$tmp/res/checkpoints/latest"
+    run train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 20 --save-every 10 --keep 0 --out "$tmp/res" --resume \
+        --quiet "$@"
+}
+resume_with --lr 1e-3 --schedule wsd --decay-steps 8
+check "--resume with 8 decay steps instead of 12: exit 1" [ "$(rc)" -eq 1 ]
+check "--resume with another schedule: one line naming both ($(head -c 400 "$tmp/err"))" \
+    bash -c "[ \$(wc -l <'$tmp/err') -eq 1 ] && grep -qF 'lr 0.001 wsd, warm-up 0, min_lr 0, decay 12 cosine; this run \
+has lr 0.001 wsd, warm-up 0, min_lr 0, decay 8 cosine (use the same lr settings, or --override-lr' '$tmp/err'"
+check "refused: nothing trained" [ "$(wc -l <"$tmp/res/metrics.jsonl" 2>/dev/null || echo 0)" -eq 0 ]
+resume_with --lr 2e-3 --schedule cosine --min-lr 1e-4 --override-lr
+check "--override-lr ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+field "$tmp/res/metrics.jsonl" lr >"$tmp/override.lr"
+awk 'BEGIN { pi = atan2(0, -1)
+    for (s = 10; s < 20; s++) printf "%.12g\n", 1e-4 + (2e-3 - 1e-4) * 0.5 * (1 + cos(pi * s / 20)) }' \
+    >"$tmp/override.hf"
+check "--override-lr: steps 11-20 at the new cosine's rates ($(tr '\n' ' ' <"$tmp/override.lr"))" \
+    same_rates "$tmp/override.lr" "$tmp/override.hf"
+bad_flag "--override-lr goes with --resume" train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 20 --override-lr \
+    --out "$tmp/bad"
+
 # flag errors: one line each, no run directory
 bad_flag "--decay-steps: only --schedule wsd has a decay phase (the schedule is cosine)" train "$model" \
     --ids "$tmp/ids.txt" --seq 32 --steps 20 --decay-steps 4 --out "$tmp/bad"
