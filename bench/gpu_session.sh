@@ -47,12 +47,12 @@ step bench_matmul 45 "bench/matmul_cuda.sh $B 8192 10"
 # on the scalar kernels until the tensor-core ones take them: docs/cuda.md "Document masks")
 step bench_attention_docs 20 "$B/bench/bench_attention 16384 32 8 128 5 && $B/bench/bench_attention 16384 32 8 128 5 2048"
 step step_1b_ours 90 "$B/lcextend train-steps --config bench/llama1b.json --seq 8192 --steps 4 --dtype bf16 \
-    --activations bf16 --policy recompute --backend cuda"
+    --activations bf16 --policy recompute --backend cuda --peak-tflops 989"
 step step_1b_hf 60 "python3 bench/train_step_torch.py bench/llama1b.json 8192 4 16 --device cuda --dtype bf16 \
     --checkpointing --peak-tflops 989"
 # ours without recompute (8k tokens of the 1B shape fit; what the planner picks when they do), larger loss chunks
 step step_1b_ours_keep 60 "$B/lcextend train-steps --config bench/llama1b.json --seq 8192 --steps 4 --dtype bf16 \
-    --activations bf16 --policy keep --chunk 1024 --backend cuda"
+    --activations bf16 --policy keep --chunk 1024 --backend cuda --peak-tflops 989"
 # issue 15: our longest one-step context for the 1B shape (the allocator's high-water mark against the plan)
 step longest_1b 120 "BACKEND=cuda CFG=bench/llama1b.json START=65536 MAX=1048576 GRAIN=65536 \
     POLICIES='recompute recompute+offload' bench/longest_context.sh $B"

@@ -87,6 +87,8 @@ static void help(void) {
            "                       or the search's choice with --gpus)\n"
            "  --keep N             checkpoints kept (default 2, 0 = all)\n"
            "  --quiet              no per-step lines on stdout\n"
+           "  --peak-tflops X      the device's peak TFLOP/s (e.g. 989: an H100's dense bf16): each metrics line\n"
+           "                       gets \"mfu\" beside \"tflops\" (model TFLOP/s per device, no recompute)\n"
            "  --backend B          where the model trains and evaluates: cpu (default) or cuda (a build with CUDA,\n"
            "                       a visible GPU; under mpirun NCCL with one rank per GPU, else MPI staged through\n"
            "                       host memory); recorded in the checkpoints. The time estimate is the CPU's: give\n"
@@ -120,6 +122,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *ids = NULL;
     const char *eval_data = NULL, *out_arg = NULL, *backend = "cpu", *data[LCX_MIX_MAX];
     double data_w[LCX_MIX_MAX];
+    double peak_tflops = 0;
     int n_data = 0, n_data_w = 0;
     int override_lr = 0;
     int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
@@ -143,6 +146,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_STR("--recipe", recipe),
         LCX_FLAG_STR("--method", method),
         LCX_FLAG_STRS("--data", data, n_data, LCX_MIX_MAX),
+        LCX_FLAG_REAL("--peak-tflops", peak_tflops, 1e-6, 1e9),
         LCX_FLAG_REALS("--data-weights", data_w, n_data_w, LCX_MIX_MAX, DBL_TRUE_MIN, DBL_MAX),
         LCX_FLAG_STR("--ids", ids),
         LCX_FLAG_STR("--eval-data", eval_data),
@@ -245,6 +249,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.backend = be;
     o.keep = keep;
     o.quiet = quiet;
+    o.peak_tflops = peak_tflops;
     o.ranks = lcx_cli_mesh_ranks(&mesh, zero1);
     /* --quiet silences training's step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;

@@ -69,6 +69,8 @@ static void help(void) {
            "  --override-lr        with --resume: go on with this command's --lr, --min-lr, --warmup, --schedule,\n"
            "                       --decay-* where they differ from the saved run's (default: refused)\n"
            "  --quiet              no per-step lines on stdout\n"
+           "  --peak-tflops X      the device's peak TFLOP/s (e.g. 989: an H100's dense bf16): each metrics line\n"
+           "                       gets \"mfu\" beside \"tflops\" (model TFLOP/s per device, no recompute)\n"
            "  --backend B          where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU;\n"
            "                       under mpirun NCCL with one rank per GPU, else MPI staged through host memory:\n"
            "                       docs/parallel.md \"Device buffers\"); recorded in the checkpoints\n"
@@ -105,6 +107,7 @@ int lcx_cmd_train(int argc, char **argv) {
     const char *backend = "cpu";
     const char *user_tok[MAX_TOK], *data[LCX_MIX_MAX];
     double data_w[LCX_MIX_MAX];
+    double peak_tflops = 0;
     int n_data = 0, n_data_w = 0;
     int override_lr = 0;
     int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, doc_mask = 0, tp = 1, cp = 1, dp = 0;
@@ -147,6 +150,7 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_REAL("--init-std", init_std, 1e-12, 10),
         LCX_FLAG_STR("--config", config),
         LCX_FLAG_STRS("--data", data, n_data, LCX_MIX_MAX),
+        LCX_FLAG_REAL("--peak-tflops", peak_tflops, 1e-6, 1e9),
         LCX_FLAG_REALS("--data-weights", data_w, n_data_w, LCX_MIX_MAX, DBL_TRUE_MIN, DBL_MAX),
         LCX_FLAG_STR("--ids", ids),
         LCX_FLAG_STR("--eval-data", eval_data),
@@ -237,6 +241,7 @@ int lcx_cmd_train(int argc, char **argv) {
     o.resume = resume;
     o.override_lr = override_lr;
     o.quiet = quiet;
+    o.peak_tflops = peak_tflops;
     o.ranks = lcx_cli_mesh_ranks(&mesh, zero1);
     /* --quiet silences the step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;

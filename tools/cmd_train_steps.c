@@ -41,6 +41,8 @@ static void help(void) {
            "  --chunk N            rows per loss chunk (default 256)\n"
            "  --mlp-tile N         rows per MLP tile (e.g. 1k; default: all rows at once)\n"
            "  --seed N             random seed (default 1)\n"
+           "  --peak-tflops X      the device's peak TFLOP/s (e.g. 989: an H100's dense bf16): the last line adds\n"
+           "                       the MFU beside the model TFLOP/s (docs/plan.md \"FLOPs\"; no recompute)\n"
            "  --backend B          where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU);\n"
            "                       peak_rss is host memory either way; at the end, the backend's allocator\n"
            "                       high-water mark against the plan's device total\n"
@@ -123,6 +125,7 @@ static lcx_status plan_step(const lcx_model_config *mc, uint64_t n_params, lcx_d
 int lcx_cmd_train_steps(int argc, char **argv) {
     const char *ckpt = NULL, *config = NULL, *ids_path = NULL, *backend = "cpu";
     int64_t mlp_tile = 0;
+    double peak_tflops = 0, flops_per_token = 0;
     int64_t steps = 3, seq = 128, batch = 1, micro = 1, chunk = 256, seed = 1;
     lcx_adamw_opts ao = lcx_adamw_opts_default();
     lcx_act_policy policy = LCX_ACT_KEEP, *layer_policy = NULL;
@@ -139,6 +142,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
         LCX_FLAG_REAL("--lr", ao.lr, 0, 1e3),
         LCX_FLAG_REAL("--wd", ao.weight_decay, 0, 1e3),
         LCX_FLAG_REAL("--clip", ao.max_grad_norm, 0, 1e30),
+        LCX_FLAG_REAL("--peak-tflops", peak_tflops, 1e-6, 1e9),
         LCX_FLAG_STR("--config", config),
         LCX_FLAG_STR("--ids", ids_path),
         LCX_FLAG_CHOICE("--policy", policy, POLICIES),
@@ -193,6 +197,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
            lcx_arch_name(src->cfg.arch), (unsigned long long)src->params.total_numel, lcx_dtype_name(pdt),
            lcx_dtype_name(adt), lcx_act_policy_name(policy), be != lcx_backend_cpu() ? ", backend " : "",
            be != lcx_backend_cpu() ? be->name : "", (long long)micro, (long long)batch, (long long)seq);
+    flops_per_token = lcx_config_flops_per_token(&src->cfg, seq);
     st = plan_step(&src->cfg, src->params.total_numel, pdt, adt, policy, (double)memory, (double)host_memory, chunk,
                    mlp_tile, batch * seq, be == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA, &layer_policy,
                    &predicted);
@@ -263,9 +268,13 @@ int lcx_cmd_train_steps(int argc, char **argv) {
                (long long)r.step, (long long)steps, r.loss, r.grad_norm, r.clip_scale, dt, dc, tps, rss);
         fflush(stdout);
     }
-    if (n_tps > 0)
-        printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB  tokens/cpu-s %.1f\n", sum_tps / n_tps,
-               steps > 1 ? "2..N" : "1", max_rss, sum_cpu_tps / n_tps);
+    if (n_tps > 0) {
+        double tflops = flops_per_token * sum_tps / n_tps / 1e12; /* one device: the model FLOPs of its tokens */
+        printf("mean tokens/s %.1f (steps %s)  max peak_rss %.1f MiB  tokens/cpu-s %.1f  tflops %.4g", sum_tps / n_tps,
+               steps > 1 ? "2..N" : "1", max_rss, sum_cpu_tps / n_tps, tflops);
+        if (peak_tflops > 0) printf("  mfu %.1f%%", 100.0 * tflops / peak_tflops);
+        printf("\n");
+    }
     be->mem_stats(NULL, &hwm); /* the device's side of the prediction: what the backend's alloc held at most */
     printf("backend memory: high-water mark %.1f MiB (%s's allocations), predicted %.1f MiB (%+.1f%%)\n",
            (double)(hwm - held0) / 1048576.0, be->name, predicted / 1048576.0,

@@ -63,6 +63,7 @@ typedef struct lcx_extend_options {
     const double *depths;  /* passkey key depths in [0, 1] (n_depths of them; default 0, .25, .5, .75, 1) */
     int n_depths;
     int resume;            /* continue RUN from its latest checkpoint */
+    double peak_tflops;    /* the device's peak TFLOP/s for the metrics' MFU (0: no MFU) */
     int override_lr;       /* resume: go on with the recipe's learning-rate schedule where it differs from the
                               saved stage's (lcx_train_ctx.override_lr); 0: refused */
     int dry_run;           /* report the plan and stop */

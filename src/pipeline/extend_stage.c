@@ -241,6 +241,9 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.world = job->grp.all;
     ctx.tp_size = job->grp.tp;
     ctx.override_lr = job->o->override_lr;
+    ctx.flops_per_token = lcx_config_flops_per_token(&job->scfg, ps->seq_len);
+    ctx.n_devices = job->grp.tp * job->grp.cp * (job->grp.dp_size > 1 ? job->grp.dp_size : 1);
+    ctx.peak_flops = job->o->peak_tflops * 1e12;
     /* mid-stage validation at the stage's length: the ranks of the stage evaluation (stage_eval) */
     lcx_tool_validation val = {.docs = job->docs, .n_docs = job->n_docs, .seq_len = ps->seq_len, .bos = job->bos,
                                .cp_rank = job->grp.cp_rank, .cp_size = job->grp.cp,
@@ -259,8 +262,13 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
         abort_job(job, i, "", st);
     }
     LCX_TRY(st);
-    lcx_report(job->r, LCX_REPORT_NOTE, "stage %d/%d done: loss %.6f, %.1f tokens/s, peak RSS %.1f MiB, saved %s",
-               i + 1, p->n_stages, job->state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
+    char mfu_text[48];
+    lcx_report(job->r, LCX_REPORT_NOTE,
+               "stage %d/%d done: loss %.6f, %.1f tokens/s (%.3g model TFLOP/s per device%s), peak RSS %.1f MiB, "
+               "saved %s",
+               i + 1, p->n_stages, job->state.loss, sum.mean_tokens_per_s, sum.mean_tflops,
+               lcx_tool_mfu_text(sum.mean_tflops, job->o->peak_tflops, mfu_text, sizeof mfu_text),
+               sum.peak_rss / 1048576.0,
                job->state.saved);
     lcx_run_event(job->r, "stage_done",
                   json_pack("{s:i, s:i, s:o, s:o, s:I, s:s?}", "stage", i + 1, "stages", p->n_stages, "loss",

@@ -298,3 +298,9 @@ lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64
     *tokens = res.tokens;
     return LCX_OK;
 }
+
+const char *lcx_tool_mfu_text(double tflops, double peak_tflops, char *buf, size_t cap) {
+    if (peak_tflops > 0) snprintf(buf, cap, ", MFU %.1f%% of %g TFLOP/s", 100.0 * tflops / peak_tflops, peak_tflops);
+    else if (cap) buf[0] = '\0';
+    return buf;
+}

@@ -41,6 +41,9 @@ lcx_status lcx_tool_data_open(const char *data, const char *const *more, int n_m
  * ([{"data": prefix, "weight": w}], NULL for one source). */
 lcx_mix_data lcx_tool_mix(const struct lcx_tokdata *td, int n, const double *weights);
 json_t *lcx_tool_mix_info(const struct lcx_tokdata *td, int n, const double *weights);
+/* ", MFU 41.2% of 989 TFLOP/s" for a mean of tflops model TFLOP/s per device on a device of peak_tflops, "" without
+ * a peak; into buf (cap bytes), returned. */
+const char *lcx_tool_mfu_text(double tflops, double peak_tflops, char *buf, size_t cap);
 
 /* Validation during training (an lcx_train_eval_fn, src/train/train.h): the mean NLL per token of the held-out
  * documents cut into non-overlapping windows of seq_len positions (BOS first when bos >= 0; a document shorter

@@ -18,6 +18,7 @@
 #include "src/core/outpath.h"
 #include "src/model/model.h"
 #include "src/pipeline/run_common.h"
+#include "src/plan/plan.h"
 #include "src/pipeline/run_report.h"
 #include "src/train/train.h"
 
@@ -254,6 +255,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.world = all;
     ctx.tp_size = tp;
     ctx.override_lr = o->override_lr;
+    ctx.flops_per_token = lcx_config_flops_per_token(&cfg, o->seq_len);
+    ctx.n_devices = tp * cp * (grp.dp_size > 1 ? grp.dp_size : 1);
+    ctx.peak_flops = o->peak_tflops * 1e12;
     lcx_tool_validation val = {.seq_len = o->seq_len, .cp_rank = cp_rank, .cp_size = cp,
                                .evaluates = lead || ((cpc || tpc) && grp.dp_rank == 0)};
     if (o->eval_data) { /* the lead's CP group, and every TP rank of it, score every window (BOS: config.json's) */
@@ -312,9 +316,12 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     if (st != LCX_OK) goto done;
     if (!lead) goto done;
+    char mfu_text[48];
     lcx_report(r, LCX_REPORT_RESULT,
-               "done: %lld steps, final loss %.6f, mean tokens/s %.1f, peak RSS %.1f MiB, checkpoint %s",
-               (long long)state.step, state.loss, sum.mean_tokens_per_s, sum.peak_rss / 1048576.0,
+               "done: %lld steps, final loss %.6f, mean tokens/s %.1f (%.3g model TFLOP/s per device%s), peak RSS "
+               "%.1f MiB, checkpoint %s",
+               (long long)state.step, state.loss, sum.mean_tokens_per_s, sum.mean_tflops,
+               lcx_tool_mfu_text(sum.mean_tflops, o->peak_tflops, mfu_text, sizeof mfu_text), sum.peak_rss / 1048576.0,
                state.saved ? state.saved : "-");
     lcx_run_event(r, "train_done",
           json_pack("{s:I, s:o, s:o, s:I, s:s?}", "steps", (json_int_t)state.step, "loss",

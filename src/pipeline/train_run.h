@@ -63,6 +63,7 @@ typedef struct lcx_train_run_options {
                                    as "run": {"backend": NAME} in each checkpoint's training state. With several
                                    ranks the communicators must move its buffers (lcx_comm_for_backend) */
     int resume;              /* continue from the run's latest checkpoint */
+    double peak_tflops;      /* the device's peak TFLOP/s for the metrics' MFU (0: no MFU) */
     int override_lr;         /* resume with another schedule than the saved one (lcx_train_ctx.override_lr) */
     int quiet;               /* no step lines, "saved" notes or progress states */
     /* The job's ranks (src/comm/run_ranks.h; all zero: one rank): every rank calls lcx_train_run with the same

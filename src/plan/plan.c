@@ -130,6 +130,14 @@ double lcx_flops_per_token(const lcx_mem_model *m, int64_t seq_len) {
            6.0 * (double)m->n_layers * (double)m->heads * (double)m->head_dim * ((double)seq_len + 1.0);
 }
 
+double lcx_config_flops_per_token(const lcx_model_config *cfg, int64_t seq_len) {
+    const lcx_mem_model m = {.n_layers = cfg->num_hidden_layers, .hidden = cfg->hidden_size,
+                             .ffn = cfg->intermediate_size, .heads = cfg->num_attention_heads,
+                             .kv_heads = cfg->num_key_value_heads, .head_dim = cfg->head_dim,
+                             .vocab = cfg->vocab_size, .tp = 1, .cp = 1};
+    return lcx_flops_per_token(&m, seq_len);
+}
+
 /* ---- options ------------------------------------------------------------------------------------------------ */
 void lcx_plan_opts_default(lcx_plan_opts *o) {
     memset(o, 0, sizeof *o);

@@ -77,6 +77,8 @@ void lcx_mem_estimate_compute(const lcx_mem_model *m, int64_t seq_len, int64_t m
 double lcx_flops_per_token(const lcx_mem_model *m, int64_t seq_len);
 /* N_mm of the formula above. */
 double lcx_matmul_params(const lcx_mem_model *m);
+/* lcx_flops_per_token of a checkpoint's whole model (no TP): the training metrics' "tflops". */
+double lcx_config_flops_per_token(const lcx_model_config *cfg, int64_t seq_len);
 
 typedef struct lcx_plan_opts {
     int64_t target;            /* --to (tokens) */

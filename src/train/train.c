@@ -225,7 +225,8 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
     if (sg->beta2 > 0) ao.beta2 = sg->beta2;
     if (sg->eps > 0) ao.eps = sg->eps;
     const int64_t V = lcx_model_config_of(m)->vocab_size;
-    double t_start = now_s(), tps_sum = 0;
+    double t_start = now_s(), tps_sum = 0, tflops_sum = 0;
+    const double devices = ctx->n_devices > 1 ? ctx->n_devices : 1;
     int64_t n_tps = 0, first = state->step;
     while (state->step < sg->steps) {
         /* the step's D x A x rows sequences in sample order; this rank keeps the d-th A x rows of them */
@@ -271,6 +272,12 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
         state->loss = r.loss;
         state->cursor = lcx_mix_tell(smp);
         tps_sum += tps;
+        /* model FLOP/s per device: the whole job's tokens of the step over its devices */
+        const double tflops = ctx->flops_per_token * (double)global_step / (dt > 0 ? dt : 1e-9) / devices / 1e12;
+        tflops_sum += tflops;
+        char mfu[48] = "";
+        if (ctx->peak_flops > 0 && ctx->flops_per_token > 0)
+            snprintf(mfu, sizeof mfu, ", \"mfu\": %.4g", tflops * 1e12 / ctx->peak_flops);
         n_tps++;
         if (r.peak_rss > sum->peak_rss) sum->peak_rss = r.peak_rss;
         sum->steps_run++;
@@ -280,10 +287,10 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
                  "{\"stage\": %d, \"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"clip\": %.6g, "
                  "\"tokens\": %lld, \"tokens_per_s\": %.1f, \"peak_rss\": %llu, \"time\": %.4f, "
                  "\"comm_s\": %.4f, \"compute_s\": %.4f, \"ring_wait_s\": %.4f, \"tp_comm_s\": %.4f, "
-                 "\"offload_wait_s\": %.4f}",
+                 "\"offload_wait_s\": %.4f, \"tflops\": %.4g%s}",
                  sg->index + 1, (long long)state->step, r.loss, ao.lr, r.grad_norm, r.clip_scale,
                  (long long)state->tokens, tps, (unsigned long long)r.peak_rss, dt, r.comm_s,
-                 dt > r.comm_s ? dt - r.comm_s : 0.0, r.ring_wait_s, r.tp_comm_s, r.offload_wait_s);
+                 dt > r.comm_s ? dt - r.comm_s : 0.0, r.ring_wait_s, r.tp_comm_s, r.offload_wait_s, tflops, mfu);
         if (mf) {
             fprintf(mf, "%s\n", rec);
             fflush(mf);
@@ -356,6 +363,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
     lcx_report_progress_end(ctx->report);
     sum->seconds = now_s() - t_start;
     sum->mean_tokens_per_s = n_tps ? tps_sum / (double)n_tps : 0;
+    sum->mean_tflops = n_tps ? tflops_sum / (double)n_tps : 0;
 done:
     if (mf && fclose(mf) != 0 && st == LCX_OK) st = lcx_fail(LCX_ERR_IO, "%s: write failed", mpath);
     free(mpath);

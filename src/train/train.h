@@ -104,6 +104,12 @@ typedef struct lcx_train_ctx {
                                      a "val_loss" line in metrics.jsonl and a report line */
     void *eval_user;
     int64_t eval_every;
+    /* Throughput in model FLOPs (Megatron's TFLOP/s per GPU): flops_per_token at the stage's length (0: not
+     * reported), over n_devices (the job's ranks, TP x CP x DP; 0 = 1); peak_flops, when > 0, the device's
+     * peak FLOP/s for the model FLOPs utilisation (MFU). Written as "tflops" and "mfu" in metrics.jsonl. */
+    double flops_per_token;
+    int n_devices;
+    double peak_flops;
     int override_lr;              /* a resume with another learning-rate schedule than the saved one continues with
                                      this stage's (Megatron's --override-opt_param-scheduler); 0: refused */
 } lcx_train_ctx;
@@ -133,6 +139,7 @@ void lcx_train_state_free(lcx_train_state *s);  /* frees saved */
 typedef struct lcx_train_summary {
     int64_t steps_run;            /* steps executed by this call */
     double last_loss, mean_tokens_per_s, seconds;
+    double mean_tflops;           /* model TFLOP/s per device over the steps (0 without ctx.flops_per_token) */
     uint64_t peak_rss;
     int agreed;                   /* the returned failure came back on every rank of the gradient group at the same
                                      point (rank 0's metrics file or a save failed), with the failing rank's message

@@ -68,7 +68,8 @@ ext=("$model" --to 128 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --eval-dat
      --tokens-per-s 1000)
 run "${ext[@]}" --out "$tmp/e0"
 check "main command, no flag ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
-untimed() { sed 's/[0-9.]* tokens\/s//g; s/peak RSS [0-9.]* MiB//g; s/ in [0-9.]* s$//; s|/e[01]/|/e/|g' "$1"; }
+untimed() { sed 's/[0-9.]* tokens\/s//g; s/[0-9.e+-]* model TFLOP//g; s/peak RSS [0-9.]* MiB//g; s/ in [0-9.]* s$//
+    s|/e[01]/|/e/|g' "$1"; }
 untimed "$tmp/out" >"$tmp/e0.out"
 run "${ext[@]}" --out "$tmp/e1" --backend cpu
 check "main command --backend cpu: exit 0" [ "$(rc)" -eq 0 ]

@@ -80,3 +80,16 @@ YAML
         for len in "$@"; do echo "  - seq_len: $len"; done
     } >"$file"
 }
+# flops_per_token MODEL_DIR S: model FLOPs per trained token at length S from MODEL_DIR/config.json (docs/plan.md
+# "FLOPs": 6 x the weights used in matmuls, the output projection included, + 6 L nh d (S + 1) for attention)
+flops_per_token() {
+    python3 - "$1/config.json" "$2" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+S, H, F, L = int(sys.argv[2]), c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+nh, nkv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
+d = c.get("head_dim") or H // nh
+per_layer = H * nh * d + 2 * H * nkv * d + nh * d * H + 3 * H * F
+print(6 * (L * per_layer + c["vocab_size"] * H) + 6 * L * nh * d * (S + 1))
+PY
+}

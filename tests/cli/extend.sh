@@ -49,6 +49,13 @@ check "full run exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
 cp "$tmp/out" "$tmp/out.full"
 check "metrics: 4 step lines" [ "$(grep -c '"step"' "$tmp/full/metrics.jsonl")" -eq 4 ]
 check "metrics: eval lines" [ "$(grep -c '"eval_len"' "$tmp/full/metrics.jsonl")" -eq 4 ]
+check "metrics: tflops x time = the model FLOPs of each stage's 256 tokens at its length" awk \
+    -v F1="$(flops_per_token "$model" 128)" -v F2="$(flops_per_token "$model" 256)" '/"step"/ {
+        match($0, /"time": [0-9.]+/); t = substr($0, RSTART + 8, RLENGTH - 8) + 0
+        match($0, /"tflops": [0-9.e+-]+/); f = substr($0, RSTART + 10, RLENGTH - 10) * 1e12
+        want = ($0 ~ /"stage": 1,/ ? F1 : F2) * 256; d = f * t - want; if (d < 0) d = -d
+        if (t <= 0 || d > want * (0.002 + 0.00006 / t)) bad = 1; n++ } END { exit bad || n != 4 }' \
+    "$tmp/full/metrics.jsonl"
 check "eval JSON per stage" grep -q '"series": "stage 2 (256)"' "$tmp/full/eval/stage2.json"
 check "eval plot" grep -q "<svg" "$tmp/full/eval/ppl.svg"
 check "checkpoints of both stages" [ -d "$tmp/full/checkpoints/s02-step000002" ] && [ -d "$tmp/full/checkpoints/s01-step000001" ]

@@ -91,6 +91,13 @@ check "train-steps: first loss is HF's" close "$first" 6.041093 2e-6
 check "train-steps: loss $first -> $last decreases" awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1) }'
 check "train-steps: the backend's high-water mark against the plan" \
     grep -q "^backend memory: high-water mark [0-9.]* MiB (cpu's allocations), predicted [0-9.]* MiB" "$tmp/out"
+run train-steps "$g" --steps 3 --seq 16 --peak-tflops 0.002
+check "train-steps --peak-tflops: exit 0" [ "$(rc)" -eq 0 ]
+check "train-steps: tflops = the model FLOPs of the mean tokens/s, mfu = tflops / 0.002" \
+    awk -v F="$(flops_per_token "$g" 16)" '/^mean tokens\/s/ { tps = $3
+        for (i = 1; i < NF; i++) { if ($i == "tflops") f = $(i + 1); if ($i == "mfu") u = $(i + 1) + 0 }
+        d = f - F * tps / 1e12; if (d < 0) d = -d; e = u - 100 * f / 0.002; if (e < 0) e = -e
+        ok = f > 0 && d <= 1e-3 * f && e <= 1e-2 * u } END { exit !ok }' "$tmp/out"
 run train-steps "$g" --steps 0 --seq 16
 check "train-steps --steps 0: exit 0" [ "$(rc)" -eq 0 ]
 check "train-steps --steps 0: the plan's prediction" grep -q "^predicted (plan memory model): [0-9.]* MiB = " "$tmp/out"

@@ -25,7 +25,13 @@ check "one step line per step" [ "$(grep -c '^stage 1/1 step' "$tmp/out")" -eq 5
 check "the header says 2 ranks" grep -q "2 ranks x 1 x 1 sequences per step" "$tmp/out"
 check "5 metrics lines (rank 0 only)" [ "$(grep -c '"step"' "$tmp/two/metrics.jsonl")" -eq 5 ]
 check "metrics: comm_s, compute_s, ring_wait_s, tp_comm_s and offload_wait_s" \
-    grep -q '"comm_s": [0-9.]*, "compute_s": [0-9.]*, "ring_wait_s": [0-9.]*, "tp_comm_s": 0.0000, "offload_wait_s": 0.0000}' "$tmp/two/metrics.jsonl"
+    grep -q '"comm_s": [0-9.]*, "compute_s": [0-9.]*, "ring_wait_s": [0-9.]*, "tp_comm_s": 0.0000, "offload_wait_s": 0.0000, "tflops": [0-9.e-]*}' "$tmp/two/metrics.jsonl"
+# model FLOP/s per device: the step's 2 sequences over 2 devices (tests/cli/train_throughput.sh checks the FLOPs)
+check "--dp 2: tflops x time = FLOPs of one 32-token sequence a device" awk -v F="$(flops_per_token "$model" 32)" '
+    /"step"/ { match($0, /"time": [0-9.]+/); t = substr($0, RSTART + 8, RLENGTH - 8) + 0
+               match($0, /"tflops": [0-9.e+-]+/); f = substr($0, RSTART + 10, RLENGTH - 10) * 1e12
+               want = F * 32; d = f * t - want; if (d < 0) d = -d; if (d > want * (0.002 + 0.00006 / t)) bad = 1; n++ }
+    END { exit bad || n != 5 }' "$tmp/two/metrics.jsonl"
 check "one process: comm_s 0" [ "$(field "$tmp/one/metrics.jsonl" comm_s | sort -u)" = "0.0000" ]
 check "no CP: ring_wait_s 0" [ "$(field "$tmp/two/metrics.jsonl" ring_wait_s | sort -u)" = "0.0000" ]
 check "the same tokens per step" [ "$(field "$tmp/two/metrics.jsonl" tokens)" = "$(field "$tmp/one/metrics.jsonl" tokens)" ]
