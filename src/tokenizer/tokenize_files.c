@@ -11,6 +11,7 @@
 #include "src/core/fileio.h"
 #include "src/core/strbuf.h" /* lcx_printable */
 #include "src/core/units.h"
+#include "src/core/zstream.h"
 #include "src/tokenizer/tokenizer.h"
 
 static double now_s(void) {
@@ -26,9 +27,21 @@ typedef struct doc {
     uint64_t line; /* jsonl: 1-based line number */
 } doc;
 
-/* Documents are cut from the mapped inputs as they are needed, so memory stays bounded for any input size. */
+/* A compressed input (.zst): its decompressed bytes [0, len) of a buffer refilled between batches. */
+typedef struct zinput {
+    lcx_zstream z;
+    char *buf;
+    size_t len, cap;
+} zinput;
+
+/* Documents are cut from the inputs as they are needed, so memory stays bounded for any input size: a plain file
+ * is mapped, a compressed one decompressed into a buffer that holds a batch's documents (and grows to hold one
+ * long document, up to ZBUF_MAX). */
+#define ZBUF_MIN ((size_t)8 << 20)
+#define ZBUF_MAX ((size_t)1 << 30)
 typedef struct source {
-    const lcx_mapping *maps;
+    const lcx_mapping *maps;      /* plain inputs (a compressed one's entry is empty) */
+    zinput *zin;                  /* compressed inputs (a plain one's entry is zeroed) */
     const uint8_t *is_jsonl;
     size_t n_files;
     int blank_lines;   /* text: documents are blank-line separated blocks (else one per file) */
@@ -51,41 +64,58 @@ static void line_at(const char *s, size_t n, size_t off, size_t *end, size_t *ne
 }
 
 static void next_file(source *src) {
-    src->done += src->maps[src->f].size - src->off;
+    const zinput *zi = &src->zin[src->f];
+    src->done += zi->z.path ? zi->z.in.size : src->maps[src->f].size - src->off;
     src->f++;
     src->off = 0;
     src->line = 0;
 }
 
-/* The next document, or 0 at the end of the input. */
+/* Input bytes behind a document or separator of a plain file (a compressed one counts whole files). */
+static void advance(source *src, size_t to) {
+    if (!src->zin[src->f].z.path) src->done += to - src->off;
+    src->off = to;
+}
+
+enum { SRC_END = 0, SRC_DOC, SRC_MORE };
+
+/* The next document (SRC_DOC), the end of the input (SRC_END), or SRC_MORE: a compressed input needs its buffer
+ * refilled (source_refill, once no document of the batch points into it) before its next document is whole. */
 static int source_next(source *src, doc *d) {
     while (src->f < src->n_files) {
-        const char *s = (const char *)src->maps[src->f].data;
-        size_t n = src->maps[src->f].size;
+        const zinput *zi = &src->zin[src->f];
+        const char *s = zi->z.path ? zi->buf : (const char *)src->maps[src->f].data;
+        size_t n = zi->z.path ? zi->len : src->maps[src->f].size;
+        const int eof = !zi->z.path || zi->z.eof; /* all of the file is in [0, n) */
         uint32_t f = (uint32_t)src->f;
         if (!src->is_jsonl[f] && !src->blank_lines) { /* the whole file */
+            if (!eof) return SRC_MORE;
             *d = (doc){s ? s : "", n, f, 0};
-            src->off = n;
+            advance(src, n);
             next_file(src);
-            return 1;
+            return SRC_DOC;
         }
-        if (src->off >= n) { next_file(src); continue; }
+        if (src->off >= n) {
+            if (!eof) return SRC_MORE;
+            next_file(src);
+            continue;
+        }
         size_t end, next;
         line_at(s, n, src->off, &end, &next);
+        if (end == n && !eof) return SRC_MORE; /* the line goes on past the buffer */
         src->line++;
         if (blank_line(s + src->off, end - src->off)) { /* skip separators / empty lines */
-            src->done += next - src->off;
-            src->off = next;
+            advance(src, next);
             continue;
         }
         if (src->is_jsonl[f]) { /* one line */
             *d = (doc){s + src->off, end - src->off, f, src->line};
-            src->done += next - src->off;
-            src->off = next;
-            return 1;
+            advance(src, next);
+            return SRC_DOC;
         }
         size_t start = src->off, last_end = end; /* a block: lines up to the next blank one */
         size_t pos = next;
+        uint64_t line0 = src->line - 1;
         while (pos < n) {
             line_at(s, n, pos, &end, &next);
             if (blank_line(s + pos, end - pos)) break;
@@ -93,12 +123,46 @@ static int source_next(source *src, doc *d) {
             last_end = end;
             pos = next;
         }
+        if (!eof && (pos >= n || end == n)) { /* the block, or its last line, may go on past the buffer */
+            src->line = line0;
+            return SRC_MORE;
+        }
         *d = (doc){s + start, last_end - start, f, 0};
-        src->done += pos - src->off;
-        src->off = pos;
-        return 1;
+        advance(src, pos);
+        return SRC_DOC;
     }
-    return 0;
+    return SRC_END;
+}
+
+/* The current compressed input's buffer: the bytes not yet cut into documents moved to its start, then filled
+ * from the stream; grown when one document fills it (up to ZBUF_MAX). Only between batches. */
+static lcx_status source_refill(source *src, const char *path) {
+    zinput *zi = &src->zin[src->f];
+    if (src->off) memmove(zi->buf, zi->buf + src->off, zi->len - src->off); /* (no buffer yet: off 0) */
+    zi->len -= src->off;
+    src->off = 0;
+    if (zi->len == zi->cap) {
+        LCX_FAIL_IF(zi->cap >= ZBUF_MAX, LCX_ERR_UNSUPPORTED,
+                    "%s: a document of more than %zu MiB once decompressed (after line %llu): too long to tokenize "
+                    "from a compressed file", path, ZBUF_MAX >> 20, (unsigned long long)src->line);
+        size_t cap = zi->cap ? 2 * zi->cap : ZBUF_MIN;
+        char *b = realloc(zi->buf, cap);
+        LCX_FAIL_IF(!b, LCX_ERR_OOM, "%s: out of memory for a %zu MiB buffer", path, cap >> 20);
+        zi->buf = b, zi->cap = cap;
+    }
+    size_t got = 0;
+    LCX_TRY(lcx_zstream_read(&zi->z, (uint8_t *)zi->buf + zi->len, zi->cap - zi->len, &got));
+    zi->len += got;
+    return LCX_OK;
+}
+
+/* Compressed inputs the source has left: their buffers are freed once the batch cut from them is written. */
+static void release_behind(source *src) {
+    for (size_t f = 0; f < src->f && f < src->n_files; f++) {
+        free(src->zin[f].buf);
+        src->zin[f].buf = NULL;
+        src->zin[f].len = src->zin[f].cap = 0;
+    }
 }
 
 /* Text of a JSON-lines document: the string `field` of the object on that line. */
@@ -190,8 +254,8 @@ static lcx_status resolve_eos(const lcx_tokenize_options *o, const lcx_tokenizer
 }
 
 static int is_jsonl_name(const char *path) {
-    size_t n = strlen(path);
-    return (n > 6 && strcmp(path + n - 6, ".jsonl") == 0) || (n > 5 && strcmp(path + n - 5, ".json") == 0);
+    size_t n = lcx_zstream_stem_len(path); /* web.jsonl.zst is JSON lines */
+    return (n > 6 && strncmp(path + n - 6, ".jsonl", 6) == 0) || (n > 5 && strncmp(path + n - 5, ".json", 5) == 0);
 }
 
 static void report_progress(const lcx_reporter *r, double t0, uint64_t done, uint64_t total) {
@@ -208,6 +272,7 @@ lcx_status lcx_tokenize_files(const lcx_tokenize_options *o, const lcx_reporter 
     int nthreads = o->threads > 0 ? o->threads : omp_get_num_procs();
     lcx_tokenizer *tok = NULL;
     lcx_mapping *maps = NULL;
+    zinput *zin = NULL;
     uint8_t *is_jsonl = NULL;
     doc *batch = NULL;
     lcx_tokdata_writer w = {0};
@@ -231,14 +296,20 @@ lcx_status lcx_tokenize_files(const lcx_tokenize_options *o, const lcx_reporter 
     }
 
     maps = calloc(o->n_inputs, sizeof *maps);
+    zin = calloc(o->n_inputs, sizeof *zin);
     is_jsonl = calloc(o->n_inputs, 1);
-    if (!maps || !is_jsonl) { st = lcx_fail(LCX_ERR_OOM, "inputs: out of memory"); goto out; }
+    if (!maps || !zin || !is_jsonl) { st = lcx_fail(LCX_ERR_OOM, "inputs: out of memory"); goto out; }
     for (size_t f = 0; f < o->n_inputs; f++) {
-        LCX_TRY_GOTO(lcx_map_file(o->inputs[f], &maps[f]), out);
+        if (lcx_zstream_is_zst(o->inputs[f])) { /* decompressed as it is read (progress: compressed bytes) */
+            LCX_TRY_GOTO(lcx_zstream_open(o->inputs[f], &zin[f].z), out);
+            res->bytes += zin[f].z.in.size;
+        } else {
+            LCX_TRY_GOTO(lcx_map_file(o->inputs[f], &maps[f]), out);
+            res->bytes += maps[f].size;
+        }
         is_jsonl[f] = (uint8_t)(o->format == LCX_INPUT_AUTO ? is_jsonl_name(o->inputs[f]) : o->format == LCX_INPUT_JSONL);
-        res->bytes += maps[f].size;
     }
-    source src = {maps, is_jsonl, o->n_inputs, o->blank_line_split, 0, 0, 0, 0};
+    source src = {maps, zin, is_jsonl, o->n_inputs, o->blank_line_split, 0, 0, 0, 0};
 
     LCX_TRY_GOTO(lcx_tokdata_writer_create(&w, o->output, dtype), out);
     encs = calloc((size_t)nthreads, sizeof *encs);
@@ -254,7 +325,16 @@ lcx_status lcx_tokenize_files(const lcx_tokenize_options *o, const lcx_reporter 
     double t0 = now_s(), last = 0;
     for (;;) {
         size_t cnt = 0, bytes = 0;
-        while (cnt < batch_cap && bytes < batch_bytes && source_next(&src, &batch[cnt])) bytes += batch[cnt++].len;
+        while (cnt < batch_cap && bytes < batch_bytes) {
+            int k = source_next(&src, &batch[cnt]);
+            if (k == SRC_DOC) {
+                bytes += batch[cnt++].len;
+            } else if (k == SRC_MORE && cnt == 0) { /* no document points into the buffer yet: refill it now */
+                LCX_TRY_GOTO(source_refill(&src, o->inputs[src.f]), out);
+            } else {
+                break; /* the end, or a refill after this batch */
+            }
+        }
         if (cnt == 0) break;
 #pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
         for (size_t k = 0; k < cnt; k++) {
@@ -289,6 +369,7 @@ lcx_status lcx_tokenize_files(const lcx_tokenize_options *o, const lcx_reporter 
             res->tokens += ids[k].n;
         }
         res->documents += cnt;
+        release_behind(&src);
         if (now_s() - last > 0.2) { report_progress(r, t0, src.done, res->bytes); last = now_s(); }
     }
     LCX_TRY_GOTO(lcx_tokdata_writer_commit(&w), out);
@@ -317,7 +398,12 @@ out:
     for (int t = 0; encs && t < nthreads; t++) lcx_tok_encoder_free(encs[t]);
     free(encs);
     for (size_t f = 0; maps && f < o->n_inputs; f++) lcx_unmap(&maps[f]);
+    for (size_t f = 0; zin && f < o->n_inputs; f++) {
+        lcx_zstream_close(&zin[f].z);
+        free(zin[f].buf);
+    }
     free(maps);
+    free(zin);
     free(is_jsonl);
     free(batch);
     lcx_tokenizer_free(tok);
