@@ -2,7 +2,7 @@
 # Install the Debian 12 packages lcextend needs, only those missing (needs root or sudo).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config
-      libjansson-dev libzstd-dev libxxhash-dev libopenblas-dev libopenmpi-dev openmpi-bin libyaml-dev libpcre2-dev
+      libjansson-dev libzstd-dev zlib1g-dev libxxhash-dev libopenblas-dev libopenmpi-dev openmpi-bin libyaml-dev libpcre2-dev
       clang libclang-rt-14-dev zstd bible-kjv bible-kjv-text python3)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -39,3 +39,12 @@ set(LCX_MPIEXEC "${MPIEXEC_EXECUTABLE}" CACHE INTERNAL "")
 
 find_package(Threads REQUIRED)
 target_link_libraries(lcx_deps INTERFACE Threads::Threads)
+
+# zlib (optional): `lcextend tokenize` reads gzip-compressed inputs (*.jsonl.gz) where it is there.
+pkg_check_modules(LCXDEP_zlib QUIET IMPORTED_TARGET zlib)
+if(LCXDEP_zlib_FOUND)
+  target_link_libraries(lcx_deps INTERFACE PkgConfig::LCXDEP_zlib)
+  target_compile_definitions(lcx_deps INTERFACE LCX_HAVE_ZLIB=1)
+else()
+  message(STATUS "zlib not found: tokenize reads no .gz inputs (install the Debian package 'zlib1g-dev')")
+endif()

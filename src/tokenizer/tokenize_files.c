@@ -254,7 +254,7 @@ static lcx_status resolve_eos(const lcx_tokenize_options *o, const lcx_tokenizer
 }
 
 static int is_jsonl_name(const char *path) {
-    size_t n = lcx_zstream_stem_len(path); /* web.jsonl.zst is JSON lines */
+    size_t n = lcx_zstream_stem_len(path); /* web.jsonl.zst and c4.json.gz are JSON lines */
     return (n > 6 && strncmp(path + n - 6, ".jsonl", 6) == 0) || (n > 5 && strncmp(path + n - 5, ".json", 5) == 0);
 }
 
@@ -300,7 +300,7 @@ lcx_status lcx_tokenize_files(const lcx_tokenize_options *o, const lcx_reporter 
     is_jsonl = calloc(o->n_inputs, 1);
     if (!maps || !zin || !is_jsonl) { st = lcx_fail(LCX_ERR_OOM, "inputs: out of memory"); goto out; }
     for (size_t f = 0; f < o->n_inputs; f++) {
-        if (lcx_zstream_is_zst(o->inputs[f])) { /* decompressed as it is read (progress: compressed bytes) */
+        if (lcx_zstream_kind(o->inputs[f]) != LCX_Z_NONE) { /* read as a stream (progress: compressed bytes) */
             LCX_TRY_GOTO(lcx_zstream_open(o->inputs[f], &zin[f].z), out);
             res->bytes += zin[f].z.in.size;
         } else {

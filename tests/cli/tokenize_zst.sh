@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# lcextend tokenize on zstd-compressed inputs (.jsonl.zst, .txt.zst: src/core/zstream.h): the .bin/.idx equal,
+# lcextend tokenize on compressed inputs (.jsonl.zst, .txt.zst, .json.gz: src/core/zstream.h): the .bin/.idx equal,
 # byte for byte, those of the same files uncompressed (tests/cli/tokenize.sh checks those against Hugging Face
 # `tokenizers` + Megatron) for JSON lines, blank-line blocks and whole files, over 20 MB inputs (so the 8 MiB
 # buffer is refilled between batches, and documents straddle refills), concatenated frames, and one 9 MB line
-# (the buffer grows); a truncated or corrupt file is a one-line error naming it, with no output.
+# (the buffer grows); gzip the same (several members in one file); a truncated or corrupt file is a one-line error
+# naming it, with no output.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 FX="$LCX_SRC/tests/fixtures/tokenizer"
 command -v zstd >/dev/null || { echo "zstd (the tool) is not installed: skipped"; exit 77; }
@@ -59,5 +60,28 @@ check "not zstd: exit 1, one line naming the file ($(head -c 300 "$tmp/err"))" \
     bash -c "[ \$(cat '$tmp/rc') -eq 1 ] && [ \$(wc -l <'$tmp/err') -eq 1 ] && \
         grep -qF '$tmp/bad.jsonl.zst: not a valid zstd stream at compressed byte' '$tmp/err'"
 check "not zstd: no output" [ ! -e "$tmp/bad.bin" ]
+
+# gzip (where the build has zlib: CI's does): JSON lines, two members in one file, a cut-off file
+gzip -c "$tmp/big.jsonl" >"$tmp/big.json.gz"
+run tokenize --tokenizer "$FX/bytelevel.json" --threads 1 --quiet --input "$tmp/big.json.gz" --output "$tmp/gz_jl"
+if grep -q "built without zlib" "$tmp/err"; then
+    echo "this build has no zlib: gzip checks skipped"
+else
+    check "json.gz ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+    check "json.gz: the output of the uncompressed file, byte for byte" same "$tmp/plain_jl" "$tmp/gz_jl"
+    gzip -c "$tmp/part1.txt" >"$tmp/both.txt.gz" && gzip -c "$tmp/part2.txt" >>"$tmp/both.txt.gz"
+    tok --input "$tmp/part1.txt" "$tmp/both.txt.gz" "$tmp/part2.txt" --output "$tmp/gz_files"
+    check "whole files, two gzip members in one .gz: the same 3 documents" same "$tmp/plain_files" "$tmp/gz_files"
+    head -c 100000 "$tmp/big.json.gz" >"$tmp/cut.json.gz"
+    run tokenize --tokenizer "$FX/bytelevel.json" --quiet --input "$tmp/cut.json.gz" --output "$tmp/cutgz"
+    check "truncated .gz: exit 1, one line naming the file ($(head -c 300 "$tmp/err"))" \
+        bash -c "[ \$(cat '$tmp/rc') -eq 1 ] && [ \$(wc -l <'$tmp/err') -eq 1 ] && \
+            grep -qF '$tmp/cut.json.gz: gzip stream is truncated' '$tmp/err'"
+    check "truncated .gz: no output" [ ! -e "$tmp/cutgz.bin" ]
+    printf 'not gzip\n' >"$tmp/bad.json.gz"
+    run tokenize --tokenizer "$FX/bytelevel.json" --quiet --input "$tmp/bad.json.gz" --output "$tmp/badgz"
+    check "not gzip: one line naming the file ($(head -c 300 "$tmp/err"))" \
+        grep -qF "$tmp/bad.json.gz: not a valid gzip stream at compressed byte" "$tmp/err"
+fi
 
 exit $fail
