@@ -40,6 +40,10 @@ lcx_status lcx_zstream_open(const char *path, lcx_zstream *z) {
     z->path = strdup(path);
     LCX_FAIL_IF(!z->path, LCX_ERR_OOM, "%s: out of memory", path);
     lcx_status st = lcx_map_file(path, &z->in);
+    /* the zstd and gzip tools refuse an empty file too: here it is a failed download, not an empty corpus */
+    if (st == LCX_OK && z->in.size == 0)
+        st = lcx_fail(LCX_ERR_FORMAT, "%s: empty file (a %s file holds at least one frame)", path,
+                      z->kind == LCX_Z_ZSTD ? "zstd" : "gzip");
     if (st == LCX_OK && z->kind == LCX_Z_ZSTD && !(z->ctx = ZSTD_createDCtx()))
         st = lcx_fail(LCX_ERR_OOM, "%s: out of memory", path);
 #ifdef LCX_HAVE_ZLIB
@@ -83,7 +87,10 @@ static lcx_status step(lcx_zstream *z, uint8_t *dst, size_t cap, size_t *out_pos
                 "%s: not a valid gzip stream at compressed byte %zu: %s", z->path, *in_pos,
                 g->msg ? g->msg : "inflate failed");
     *more = r != Z_STREAM_END;
-    if (r == Z_STREAM_END) LCX_FAIL_IF(inflateReset(g) != Z_OK, LCX_ERR_FORMAT, "%s: inflateReset failed", z->path);
+    if (r == Z_STREAM_END) {
+        LCX_FAIL_IF(inflateReset(g) != Z_OK, LCX_ERR_FORMAT, "%s: inflateReset failed", z->path);
+        while (*in_pos < z->in.size && z->in.data[*in_pos] == 0) ++*in_pos; /* zero padding, as gzip skips it */
+    }
     return LCX_OK;
 #else
     (void)dst, (void)cap, (void)out_pos, (void)in_pos, (void)more;

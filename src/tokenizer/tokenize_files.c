@@ -42,6 +42,7 @@ typedef struct zinput {
 typedef struct source {
     const lcx_mapping *maps;      /* plain inputs (a compressed one's entry is empty) */
     zinput *zin;                  /* compressed inputs (a plain one's entry is zeroed) */
+    size_t zbuf_min;              /* their first buffer: a batch's bytes, so that every thread has work */
     const uint8_t *is_jsonl;
     size_t n_files;
     int blank_lines;   /* text: documents are blank-line separated blocks (else one per file) */
@@ -141,11 +142,15 @@ static lcx_status source_refill(source *src, const char *path) {
     if (src->off) memmove(zi->buf, zi->buf + src->off, zi->len - src->off); /* (no buffer yet: off 0) */
     zi->len -= src->off;
     src->off = 0;
+    if (zi->len == zi->cap && zi->z.in_pos == zi->z.in.size && !zi->z.frame_open) { /* it ended at the edge */
+        zi->z.eof = 1;
+        return LCX_OK;
+    }
     if (zi->len == zi->cap) {
         LCX_FAIL_IF(zi->cap >= ZBUF_MAX, LCX_ERR_UNSUPPORTED,
                     "%s: a document of more than %zu MiB once decompressed (after line %llu): too long to tokenize "
                     "from a compressed file", path, ZBUF_MAX >> 20, (unsigned long long)src->line);
-        size_t cap = zi->cap ? 2 * zi->cap : ZBUF_MIN;
+        size_t cap = zi->cap ? 2 * zi->cap : src->zbuf_min;
         char *b = realloc(zi->buf, cap);
         LCX_FAIL_IF(!b, LCX_ERR_OOM, "%s: out of memory for a %zu MiB buffer", path, cap >> 20);
         zi->buf = b, zi->cap = cap;
@@ -154,6 +159,11 @@ static lcx_status source_refill(source *src, const char *path) {
     LCX_TRY(lcx_zstream_read(&zi->z, (uint8_t *)zi->buf + zi->len, zi->cap - zi->len, &got));
     zi->len += got;
     return LCX_OK;
+}
+
+/* Input bytes behind the source: whole files, and of a compressed one the compressed bytes read so far. */
+static uint64_t source_done(const source *src) {
+    return src->done + (src->f < src->n_files ? src->zin[src->f].z.in_pos : 0);
 }
 
 /* Compressed inputs the source has left: their buffers are freed once the batch cut from them is written. */
@@ -309,7 +319,10 @@ lcx_status lcx_tokenize_files(const lcx_tokenize_options *o, const lcx_reporter 
         }
         is_jsonl[f] = (uint8_t)(o->format == LCX_INPUT_AUTO ? is_jsonl_name(o->inputs[f]) : o->format == LCX_INPUT_JSONL);
     }
-    source src = {maps, zin, is_jsonl, o->n_inputs, o->blank_line_split, 0, 0, 0, 0};
+    /* batches of documents: encoded in parallel, written in input order; 4 MB of text per thread per batch */
+    const size_t batch_bytes = (size_t)nthreads << 22;
+    source src = {.maps = maps, .zin = zin, .zbuf_min = 2 * batch_bytes > ZBUF_MIN ? 2 * batch_bytes : ZBUF_MIN,
+                  .is_jsonl = is_jsonl, .n_files = o->n_inputs, .blank_lines = o->blank_line_split};
 
     LCX_TRY_GOTO(lcx_tokdata_writer_create(&w, o->output, dtype), out);
     encs = calloc((size_t)nthreads, sizeof *encs);
@@ -320,8 +333,6 @@ lcx_status lcx_tokenize_files(const lcx_tokenize_options *o, const lcx_reporter 
     if (!encs || !ids || !sts || !msgs || !batch) { st = lcx_fail(LCX_ERR_OOM, "tokenize: out of memory"); goto out; }
     for (int t = 0; t < nthreads; t++) LCX_TRY_GOTO(lcx_tok_encoder_init(tok, &encs[t]), out);
 
-    /* Batches of documents: encoded in parallel, written in input order. */
-    const size_t batch_bytes = (size_t)nthreads << 22; /* 4 MB of text per thread per batch */
     double t0 = now_s(), last = 0;
     for (;;) {
         size_t cnt = 0, bytes = 0;
@@ -370,7 +381,7 @@ lcx_status lcx_tokenize_files(const lcx_tokenize_options *o, const lcx_reporter 
         }
         res->documents += cnt;
         release_behind(&src);
-        if (now_s() - last > 0.2) { report_progress(r, t0, src.done, res->bytes); last = now_s(); }
+        if (now_s() - last > 0.2) { report_progress(r, t0, source_done(&src), res->bytes); last = now_s(); }
     }
     LCX_TRY_GOTO(lcx_tokdata_writer_commit(&w), out);
     report_progress(r, t0, res->bytes, res->bytes);

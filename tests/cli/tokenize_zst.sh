@@ -60,6 +60,10 @@ check "not zstd: exit 1, one line naming the file ($(head -c 300 "$tmp/err"))" \
     bash -c "[ \$(cat '$tmp/rc') -eq 1 ] && [ \$(wc -l <'$tmp/err') -eq 1 ] && \
         grep -qF '$tmp/bad.jsonl.zst: not a valid zstd stream at compressed byte' '$tmp/err'"
 check "not zstd: no output" [ ! -e "$tmp/bad.bin" ]
+: >"$tmp/empty.jsonl.zst"
+run tokenize --tokenizer "$FX/bytelevel.json" --quiet --input "$tmp/empty.jsonl.zst" --output "$tmp/empty"
+check "an empty .zst (a failed download): one line naming it ($(head -c 300 "$tmp/err"))" \
+    bash -c "[ \$(cat '$tmp/rc') -eq 1 ] && grep -qF '$tmp/empty.jsonl.zst: empty file' '$tmp/err'"
 
 # gzip (where the build has zlib: CI's does): JSON lines, two members in one file, a cut-off file
 gzip -c "$tmp/big.jsonl" >"$tmp/big.json.gz"
@@ -72,6 +76,9 @@ else
     gzip -c "$tmp/part1.txt" >"$tmp/both.txt.gz" && gzip -c "$tmp/part2.txt" >>"$tmp/both.txt.gz"
     tok --input "$tmp/part1.txt" "$tmp/both.txt.gz" "$tmp/part2.txt" --output "$tmp/gz_files"
     check "whole files, two gzip members in one .gz: the same 3 documents" same "$tmp/plain_files" "$tmp/gz_files"
+    head -c 4096 /dev/zero >>"$tmp/both.txt.gz" # zero padding after the last member, which gzip ignores
+    tok --input "$tmp/part1.txt" "$tmp/both.txt.gz" "$tmp/part2.txt" --output "$tmp/gz_pad"
+    check "a .gz padded with zeros: the same 3 documents" same "$tmp/plain_files" "$tmp/gz_pad"
     head -c 100000 "$tmp/big.json.gz" >"$tmp/cut.json.gz"
     run tokenize --tokenizer "$FX/bytelevel.json" --quiet --input "$tmp/cut.json.gz" --output "$tmp/cutgz"
     check "truncated .gz: exit 1, one line naming the file ($(head -c 300 "$tmp/err"))" \
