@@ -135,7 +135,7 @@ static json_t *lcx_summary(lcx_ckpt *ck) {
     json_object_set_new(j, "format", json_string(LCX_CKPT_FORMAT));
     json_object_set_new(j, "layout", json_pack("{s:i, s:i, s:i, s:s}", "tp", tp, "cp", cp, "dp", dp, "kv_layout", kv));
     const json_t *ts = lcx_ckpt_training_state(ck), *cfg = lcx_ckpt_model_config(ck);
-    static const char *const ts_keys[] = {"recipe", "stage", "step", "tokens", "tokens_seen", "attention_mask"};
+    static const char *const ts_keys[] = {"recipe", "stage", "step", "tokens", "tokens_seen", "lr", "attention_mask"};
     for (size_t k = 0; k < sizeof ts_keys / sizeof ts_keys[0]; k++) {
         json_t *v = json_is_object(ts) ? json_object_get(ts, ts_keys[k]) : NULL;
         if (v) json_object_set(j, ts_keys[k], v);
@@ -194,11 +194,12 @@ static int inspect_lcx(lcx_ckpt *ck, const char *path, int as_json) {
                (long long)json_integer_value(json_object_get(l, "dp")), json_string_value(json_object_get(l, "kv_layout")));
         const char *keys[] = {"model_type", "num_hidden_layers", "hidden_size", "num_attention_heads",
                               "num_key_value_heads", "vocab_size", "max_position_embeddings", "recipe", "stage", "step",
-                              "tokens", "tokens_seen", "attention_mask", "data_mix"};
+                              "tokens", "tokens_seen", "lr", "attention_mask", "data_mix"};
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
             json_t *v = json_object_get(j, keys[k]);
             if (!v) continue;
-            char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            /* 9 digits: a rate reads 0.0003, not 0.00029999999999999997 */
+            char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(9));
             char label[40];
             snprintf(label, sizeof label, "%s:", keys[k]);
             printf("%-24s %s\n", label, s ? s : "?");

@@ -69,6 +69,9 @@ check "--resume: 10 steps compared" [ "$(wc -l <"$tmp/res.tail")" -eq 10 ]
 # with --override-lr goes on with the new one from the saved step (the rates of HF's schedule there)
 check "the training state records the schedule" grep -qE '"decay_steps": ?12' \
     "$tmp/whole/checkpoints/s01-step000010/manifest.json"
+run inspect "$tmp/whole/checkpoints/s01-step000010"
+want='^lr: +\{"schedule":"wsd","peak":0.001,"min_lr":0(\.0)?,"warmup_steps":0,"decay_steps":12,'
+check "inspect shows the schedule ($(grep '^lr:' "$tmp/out"))" grep -qE "$want\"decay_type\":\"cosine\"\\}" "$tmp/out"
 resume_with() {
     rm -rf "$tmp/res" && mkdir -p "$tmp/res/checkpoints" && cp -r "$tmp/whole/checkpoints/s01-step000010" \
         "$tmp/res/checkpoints/" && echo s01-step000010 >"$tmp/res/checkpoints/latest"
