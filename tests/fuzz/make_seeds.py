@@ -11,7 +11,10 @@ tokenizer      texts to encode (lines of tests/fixtures/tokenizer/cli_input.txt,
 tokenizer_json the fixture tokenizers cut down to their first ids (vocabulary, merges, added tokens below K)
 tokdata        fuzz_tokdata's framing (u32 .idx length, .idx, .bin) of tests/fixtures/tokdata/u16 and of small
                hand-built indexes (every dtype, empty documents, a multimodal tail)
+zstream        fuzz_zstream's framing (a byte: kind and read size, then the file) of small zstd files (one frame,
+               two frames; made with the zstd tool) and gzip files (one member, two; Python's gzip)
 """
+import gzip
 import json
 import os
 import shutil
@@ -176,12 +179,23 @@ def tokdata_seeds():
     put("tokdata", "empty", frame(ix, b""))
 
 
+def zstream_seeds():
+    text = open(os.path.join(SRC, "tests", "fixtures", "tokenizer", "cli_input.jsonl"), "rb").read()[:3000]
+    zst = subprocess.run(["zstd", "-q", "-c", "-3"], input=text, stdout=subprocess.PIPE, check=True).stdout
+    put("zstream", "zstd_one_frame", bytes([0]) + zst)          # kind 0: zstd, 1 byte a read
+    put("zstream", "zstd_two_frames", bytes([40]) + zst + zst)  # 21 bytes a read
+    gz = gzip.compress(text, mtime=0)
+    put("zstream", "gzip_one_member", bytes([1]) + gz)
+    put("zstream", "gzip_two_members", bytes([41]) + gz + gzip.compress(b"second member\n", mtime=0))
+
+
 def main():
     lcextend = sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "lcextend")
     manifest_seeds(lcextend)
     recipe_seeds()
     tokenizer_seeds()
     tokdata_seeds()
+    zstream_seeds()
 
 
 if __name__ == "__main__":
