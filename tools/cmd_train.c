@@ -186,7 +186,7 @@ int lcx_cmd_train(int argc, char **argv) {
     if ((decay_steps || decay_type >= 0) && sched != LCX_LR_WSD)
         return lcx_cli_usage_error(CMD, "--%s: only --schedule wsd has a decay phase (the schedule is %s)",
                                    decay_steps ? "decay-steps" : "decay-type", lcx_lr_kind_name(sched));
-    if (sched == LCX_LR_WSD && !decay_steps) decay_steps = lcx_lr_decay_steps(0.2, steps, warmup);
+    if (sched == LCX_LR_WSD && !decay_steps) decay_steps = lcx_lr_decay_steps(LCX_LR_WSD_DECAY_FRACTION, steps, warmup);
     if (warmup + decay_steps > steps)
         return lcx_cli_usage_error(CMD, "--warmup %lld + --decay-steps %lld are more than --steps %lld",
                                    (long long)warmup, (long long)decay_steps, (long long)steps);

@@ -242,7 +242,6 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.tp_size = job->grp.tp;
     ctx.override_lr = job->o->override_lr;
     ctx.flops_per_token = lcx_config_flops_per_token(&job->scfg, ps->seq_len);
-    ctx.n_devices = job->grp.tp * job->grp.cp * (job->grp.dp_size > 1 ? job->grp.dp_size : 1);
     ctx.peak_flops = job->o->peak_tflops * 1e12;
     /* mid-stage validation at the stage's length: the ranks of the stage evaluation (stage_eval) */
     lcx_tool_validation val = {.docs = job->docs, .n_docs = job->n_docs, .seq_len = ps->seq_len, .bos = job->bos,

@@ -256,7 +256,6 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.tp_size = tp;
     ctx.override_lr = o->override_lr;
     ctx.flops_per_token = lcx_config_flops_per_token(&cfg, o->seq_len);
-    ctx.n_devices = tp * cp * (grp.dp_size > 1 ? grp.dp_size : 1);
     ctx.peak_flops = o->peak_tflops * 1e12;
     lcx_tool_validation val = {.seq_len = o->seq_len, .cp_rank = cp_rank, .cp_size = cp,
                                .evaluates = lead || ((cpc || tpc) && grp.dp_rank == 0)};

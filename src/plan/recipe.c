@@ -540,7 +540,7 @@ void lcx_recipe_builtin_defaults(lcx_recipe_stage *d) {
     d->lr_peak = 2e-5;
     d->lr_min = 0;
     d->lr_warmup = 20;
-    d->lr_decay_fraction = 0.2; /* wsd: the last fifth decays (Hagele et al. 2024: 10-20% match cosine) */
+    d->lr_decay_fraction = LCX_LR_WSD_DECAY_FRACTION;
     d->lr_decay_type = LCX_DECAY_COSINE;
     d->tokens_per_batch = 0;
     d->grad_accum = 0; /* auto: one sequence per device per micro-batch */

@@ -137,8 +137,9 @@ static int source_next(source *src, doc *d) {
 
 /* The current compressed input's buffer: the bytes not yet cut into documents moved to its start, then filled
  * from the stream; grown when one document fills it (up to ZBUF_MAX). Only between batches. */
-static lcx_status source_refill(source *src, const char *path) {
+static lcx_status source_refill(source *src) {
     zinput *zi = &src->zin[src->f];
+    const char *path = zi->z.path;
     if (src->off) memmove(zi->buf, zi->buf + src->off, zi->len - src->off); /* (no buffer yet: off 0) */
     zi->len -= src->off;
     src->off = 0;
@@ -341,7 +342,7 @@ lcx_status lcx_tokenize_files(const lcx_tokenize_options *o, const lcx_reporter 
             if (k == SRC_DOC) {
                 bytes += batch[cnt++].len;
             } else if (k == SRC_MORE && cnt == 0) { /* no document points into the buffer yet: refill it now */
-                LCX_TRY_GOTO(source_refill(&src, o->inputs[src.f]), out);
+                LCX_TRY_GOTO(source_refill(&src), out);
             } else {
                 break; /* the end, or a refill after this batch */
             }

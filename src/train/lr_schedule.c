@@ -62,7 +62,8 @@ const char *lcx_lr_describe(const lcx_lr_schedule *s, char *buf, size_t cap) {
 
 static const double PI = 3.14159265358979323846;
 
-/* WSD (header): the multiplier of peak, HF's _get_wsd_scheduler_lambda with a linear warm-up. */
+/* WSD (header) before step T (lcx_lr_at gives min_lr from T on): the multiplier of peak, HF's
+ * _get_wsd_scheduler_lambda with a linear warm-up. */
 static double wsd_factor(const lcx_lr_schedule *s, int64_t step, int64_t W) {
     double m = s->min_lr / s->peak, f;
     int64_t D = s->decay_steps > 0 ? s->decay_steps : 0, T = s->total_steps;
@@ -70,12 +71,10 @@ static double wsd_factor(const lcx_lr_schedule *s, int64_t step, int64_t W) {
         f = (double)step / (double)W;
     } else if (step < T - D) {
         return 1.0;
-    } else if (step < T) {
+    } else {
         double p = (double)(step - (T - D)) / (double)(D > 1 ? D : 1);
         f = s->decay == LCX_DECAY_LINEAR ? 1.0 - p : s->decay == LCX_DECAY_SQRT ? 1.0 - sqrt(p)
                                                                                : 0.5 * (1.0 + cos(PI * p));
-    } else {
-        return m; /* lcx_lr_at gives min_lr itself */
     }
     f = f * (1.0 - m) + m;
     return f > 0 ? f : 0;

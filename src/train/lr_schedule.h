@@ -54,6 +54,9 @@ int lcx_lr_same(const lcx_lr_schedule *a, const lcx_lr_schedule *b);
 /* "lr 0.001 wsd, warm-up 3, min_lr 0.0001, decay 6 linear" into buf (truncated to cap); returns buf. */
 const char *lcx_lr_describe(const lcx_lr_schedule *s, char *buf, size_t cap);
 
+/* WSD's default share of a stage's steps that decay: the last fifth (Hagele et al. 2024: 10-20% match cosine). */
+#define LCX_LR_WSD_DECAY_FRACTION 0.2
+
 /* WSD's decay steps for a fraction of a stage of `total` steps after `warmup` warm-up steps: round(fraction x
  * total), at least 1, at most total - warmup (0 when the warm-up is the whole stage). */
 int64_t lcx_lr_decay_steps(double fraction, int64_t total, int64_t warmup);

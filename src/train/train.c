@@ -226,7 +226,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
     if (sg->eps > 0) ao.eps = sg->eps;
     const int64_t V = lcx_model_config_of(m)->vocab_size;
     double t_start = now_s(), tps_sum = 0, tflops_sum = 0;
-    const double devices = ctx->n_devices > 1 ? ctx->n_devices : 1;
+    const double devices = everyone ? everyone->size : 1; /* the job's ranks: one device each */
     int64_t n_tps = 0, first = state->step;
     while (state->step < sg->steps) {
         /* the step's D x A x rows sequences in sample order; this rank keeps the d-th A x rows of them */

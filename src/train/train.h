@@ -105,10 +105,9 @@ typedef struct lcx_train_ctx {
     void *eval_user;
     int64_t eval_every;
     /* Throughput in model FLOPs (Megatron's TFLOP/s per GPU): flops_per_token at the stage's length (0: not
-     * reported), over n_devices (the job's ranks, TP x CP x DP; 0 = 1); peak_flops, when > 0, the device's
+     * reported), over the job's ranks (world, else grad: TP x CP x DP devices); peak_flops, when > 0, the device's
      * peak FLOP/s for the model FLOPs utilisation (MFU). Written as "tflops" and "mfu" in metrics.jsonl. */
     double flops_per_token;
-    int n_devices;
     double peak_flops;
     int override_lr;              /* a resume with another learning-rate schedule than the saved one continues with
                                      this stage's (Megatron's --override-opt_param-scheduler); 0: refused */
