@@ -80,6 +80,11 @@ typedef struct lcx_model_opts {
                                     [r R / D, (r+1) R / D) of each parameter's local buffer (R = its dim 0) and
                                     updates only those; the weights stay whole on every rank. NULL or one rank:
                                     every rank holds all moments */
+    int distribute_saved;        /* with TP > 1 (docs/parallel.md "Distributed saved activations", Megatron's
+                                    --distribute-saved-activations): a recompute or recompute+offload layer keeps
+                                    only this TP rank's rows (ceil(T / TP)) of its input, replicated over TP
+                                    otherwise, and the backward all-gathers them before the rerun; the same bits,
+                                    TP-fold less stored input. No effect with TP 1 or on keep/offload layers */
 } lcx_model_opts;
 
 /* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */

@@ -115,6 +115,7 @@ lcx_status lcx_model_fwd_bwd(lcx_model *m, const lcx_batch *b, float dscale, lcx
     LCX_TRY(lcx_model_embed(m, T)); /* with offload: into layer 0's slot */
     for (int l = 0; l < m->L; l++) {
         LCX_TRY(lcx_offload_fwd_pre(m, l));
+        LCX_TRY(lcx_tp_keep_input(m, l, T)); /* distributed: this TP rank's rows of the input */
         LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 0));
         LCX_TRY(lcx_offload_fwd_post(m, l, 1));
     }
@@ -124,6 +125,7 @@ lcx_status lcx_model_fwd_bwd(lcx_model *m, const lcx_batch *b, float dscale, lcx
         /* recompute: rebuild everything but the attention output/LSE (kept) up to the MLP norm's output into the
          * shared scratch; the backward recomputes each MLP tile's intermediates, and the layer's output, which
          * nothing reads again, is not written (layer l+1's input slot may be back in the offload pool) */
+        LCX_TRY(lcx_tp_gather_input(m, l, T)); /* distributed: the whole input from the TP ranks' rows */
         if (lcx_act_recomputes(m->policy[l])) LCX_TRY(lcx_layer_forward(m, l, &m->layer[l], b, 1));
         LCX_TRY(lcx_layer_backward(m, l, &m->layer[l], b));
         LCX_TRY(lcx_offload_bwd_post(m, l));

@@ -53,14 +53,22 @@ static void layout_acts(lcx_model *m, cursor *c) {
     for (int l = 0; l < m->L; l++) any_recompute |= lcx_act_recomputes(m->policy[l]);
     /* the recompute scratch: one layer's tensors, of which the MLP's gate/up/act for one tile only */
     if (any_recompute) lcx_layer_take_full(m, c, &scratch, T, m->mlp_tile);
+    /* distributed layers run on one shared whole input and keep their rows of it (docs/parallel.md) */
+    int any_distributed = 0;
+    for (int l = 0; l < m->L; l++) any_distributed |= lcx_m_distributes(m, l);
+    m->x_full = any_distributed ? TAKEA(c, m->tp_size * lcx_m_part_rows(m, T) * m->H) : NULL;
     /* offloaded layers' stored tensors (their input included) live in the offload pools (model_offload.c) */
-    for (int64_t l = 0; l <= m->L; l++) m->resid[l] = l < m->L && lcx_act_offloads(m->policy[l]) ? NULL : TAKEA(c, T * m->H);
+    for (int64_t l = 0; l <= m->L; l++)
+        m->resid[l] = l < m->L && lcx_m_distributes(m, (int)l)     ? m->x_full
+                      : l < m->L && lcx_act_offloads(m->policy[l]) ? NULL
+                                                                   : TAKEA(c, T * m->H);
     for (int l = 0; l < m->L; l++) {
         lcx_layer_acts *a = &m->layer[l];
         if (lcx_act_recomputes(m->policy[l])) *a = scratch;
         if (lcx_act_offloads(m->policy[l])) continue;
         if (m->policy[l] != LCX_ACT_RECOMPUTE) lcx_layer_take_full(m, c, a, T, T);
         a->x_in = m->resid[l];
+        if (lcx_m_distributes(m, l)) a->x_part = TAKEA(c, lcx_m_part_rows(m, T) * m->H);
         a->o = TAKEA(c, T * m->Q);
         a->lse = TAKEF(c, T * m->nh);
     }
@@ -196,6 +204,7 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     m->mlp_tile = m->ws.mlp_chunk;
     LCX_TRY_GOTO(lcx_param_table_init(&m->tab, cfg), fail);
     LCX_TRY_GOTO(lcx_tp_init(m, opts->tp_comm), fail);
+    m->distribute = opts->distribute_saved && m->tp_size > 1;
     LCX_FAIL_GOTO(m->tp_size > 1 && !m->training, LCX_ERR_UNSUPPORTED, fail,
                   "model: tensor parallelism runs in training models (forward-only passes take the whole model)");
     LCX_TRY_GOTO(init_slices(m, m->tp_size, m->tp_rank), fail);

@@ -10,7 +10,9 @@
  * KV = nkv*hd). With RECOMPUTE only x_in, o and lse are the layer's own; the rest point into shared scratch.
  * void *: act tensors in the model's activation dtype m->adt (index them with lcx_m_at); float *: always f32. */
 typedef struct lcx_layer_acts {
-    void *x_in;           /* [T, H] layer input (residual stream) */
+    void *x_in;           /* [T, H] layer input (residual stream); distributed layers: the shared x_full */
+    void *x_part;         /* distributed layers (lcx_m_distributes): [ceil(T / TP), H] this TP rank's rows of the
+                             input, kept for the backward (else NULL) */
     void *xn1;            /* [T, H] */
     float *rstd1;         /* [T] */
     void *qpre, *kpre;    /* [T, Q], [T, KV] before q_norm/k_norm (qwen3 only, else NULL) */
@@ -157,6 +159,9 @@ struct lcx_model {
     void *tp_gather;          /* TP x the largest summed buffer */
     double *tp_stats;         /* f64 [C][3] this rank's loss-chunk statistics, then [TP][C][3] gathered */
     double tp_comm_s;         /* seconds in the TP group's collectives since the step began (model_train.c resets) */
+    int distribute;           /* opts.distribute_saved with TP > 1: recompute layers keep their input's rows */
+    void *x_full;             /* act [TP * ceil(T / TP), H]: a distributed layer's whole input (the residual stream
+                                 in the forward, the all-gathered rows before its backward); NULL when none */
 
     lcx_offload offl;         /* activation offload (model_offload.c) */
 
@@ -280,6 +285,18 @@ lcx_status lcx_tp_sum(lcx_model *m, void *buf, int64_t n);
 lcx_status lcx_tp_loss_chunk(lcx_model *m, int64_t c, float dscale, int backward, lcx_loss_slot *acc, int64_t r0);
 lcx_status lcx_tp_reduce_grads(lcx_model *m);
 lcx_status lcx_tp_sum_host(lcx_model *m, double *v);
+/* Distributed saved activations (opts.distribute_saved): layer l keeps this TP rank's rows of its input. */
+static inline int lcx_m_distributes(const lcx_model *m, int l) {
+    return m->distribute && lcx_act_recomputes(m->policy[l]);
+}
+/* Rows of the input each TP rank keeps for T tokens: ceil(T / TP) (the last ranks' may be partly padding). */
+static inline int64_t lcx_m_part_rows(const lcx_model *m, int64_t T) {
+    return (T + m->tp_size - 1) / m->tp_size;
+}
+/* Before layer l's forward: copy this rank's rows of its input (x_full) into x_part (no-op unless distributed). */
+lcx_status lcx_tp_keep_input(lcx_model *m, int l, int64_t T);
+/* Before layer l's backward: all-gather the TP ranks' x_part into x_full (no-op unless distributed). */
+lcx_status lcx_tp_gather_input(lcx_model *m, int l, int64_t T);
 /* With CP: sum a loss sum and count over the CP group (every rank then reports the global values). */
 lcx_status lcx_ring_reduce_loss(lcx_model *m, lcx_loss_slot *r);
 /* ZeRO-1 (model_zero.c). init: the row ranges and moment offsets of every parameter (every row, offsets = off,

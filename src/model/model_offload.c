@@ -11,13 +11,19 @@
 
 /* Lay out layer l's stored tensors from base (NULL: sizing only); returns their bytes. Offload: the layer input
  * and every tensor keep stores; recompute+offload: the layer input, attention output and LSE (the rest stays in
- * the shared recompute scratch layout_acts pointed it at). */
+ * the shared recompute scratch layout_acts pointed it at), of the input only this TP rank's rows when the layer
+ * is distributed (it then runs on the shared x_full). */
 static size_t bind(lcx_model *m, int l, char *base) {
     lcx_cursor c = {base, 0, 0};
     lcx_layer_acts *a = &m->layer[l];
     const int64_t T = m->max_tokens;
     const size_t as = lcx_act_size(m->adt);
-    a->x_in = lcx_cursor_take(&c, T * m->H, as);
+    if (lcx_m_distributes(m, l)) {
+        a->x_part = lcx_cursor_take(&c, lcx_m_part_rows(m, T) * m->H, as);
+        a->x_in = m->x_full;
+    } else {
+        a->x_in = lcx_cursor_take(&c, T * m->H, as);
+    }
     if (m->policy[l] == LCX_ACT_OFFLOAD) lcx_layer_take_full(m, &c, a, T, T);
     a->o = lcx_cursor_take(&c, T * m->Q, as);
     a->lse = (float *)lcx_cursor_take(&c, T * m->nh, sizeof(float));

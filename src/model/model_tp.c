@@ -125,3 +125,28 @@ lcx_status lcx_tp_sum_host(lcx_model *m, double *v) {
     if (st == LCX_OK) *v = sum;
     return st;
 }
+
+/* Distributed saved activations (docs/parallel.md "Distributed saved activations"): every TP rank holds the same
+ * layer input, so a recomputed layer stores only its rank's rows of it and the ranks rebuild the whole by
+ * all-gather before the rerun. The rows are copied, never computed, so the backward sees the same bits. */
+lcx_status lcx_tp_keep_input(lcx_model *m, int l, int64_t T) {
+    if (!lcx_m_distributes(m, l)) return LCX_OK;
+    const lcx_layer_acts *a = &m->layer[l];
+    const int64_t rows = lcx_m_part_rows(m, T), r0 = (int64_t)m->tp_rank * rows;
+    const int64_t n = T - r0 < 0 ? 0 : T - r0 < rows ? T - r0 : rows;
+    const size_t es = lcx_act_size(m->adt);
+    if (n) LCX_TRY(m->be->copy_d2d(m->x, a->x_part, lcx_m_at(m, m->x_full, r0 * m->H), (size_t)(n * m->H) * es));
+    /* rows past T (the last ranks' padding) are gathered past T, where nothing reads them: zeroed, not left as
+     * whatever the buffer held, so every byte that is sent is defined */
+    if (n < rows) LCX_TRY(m->be->zero(m->x, lcx_m_at(m, a->x_part, n * m->H), (size_t)((rows - n) * m->H) * es));
+    return LCX_OK;
+}
+
+lcx_status lcx_tp_gather_input(lcx_model *m, int l, int64_t T) {
+    if (!lcx_m_distributes(m, l)) return LCX_OK;
+    double t0 = lcx_clock_s();
+    lcx_status st = lcx_comm_all_gather(m->tp, m->x, m->layer[l].x_part, m->x_full, lcx_m_part_rows(m, T) * m->H,
+                                        m->adt);
+    m->tp_comm_s += lcx_clock_s() - t0;
+    return st;
+}
