@@ -85,6 +85,10 @@ static void help(void) {
            "  --gpu-memory SIZE    memory per device for --gpus, e.g. 80GB\n"
            "  --mlp-tile N         run the MLP in tiles of N tokens while training (e.g. 4k; default: all at once,\n"
            "                       or the search's choice with --gpus)\n"
+           "  --distribute-saved-activations\n"
+           "                       with --tp: TP ranks keep only their rows of a recomputed layer's input and\n"
+           "                       all-gather them before its rerun (the same numbers, less memory; with --gpus the\n"
+           "                       search tries both)\n"
            "  --keep N             checkpoints kept (default 2, 0 = all)\n"
            "  --quiet              no per-step lines on stdout\n"
            "  --peak-tflops X      the device's peak TFLOP/s (e.g. 989: an H100's dense bf16): each metrics line\n"
@@ -124,7 +128,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     double data_w[LCX_MIX_MAX];
     double peak_tflops = 0;
     int n_data = 0, n_data_w = 0;
-    int override_lr = 0;
+    int override_lr = 0, distribute = 0;
     int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
@@ -163,6 +167,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
         LCX_FLAG_INT("--gpus", gpus, 1, 65536),
         LCX_FLAG_LENGTH("--mlp-tile", po.mlp_tile, 1, INT32_MAX),
+        LCX_FLAG_SWITCH("--distribute-saved-activations", distribute),
         LCX_FLAG_SIZE("--gpu-memory", gpu_memory, LCX_BYTES_BINARY),
         LCX_FLAG_STR("--backend", backend),
     };
@@ -178,6 +183,10 @@ int lcx_cmd_extend(int argc, char **argv) {
     po.act_bytes = (int)lcx_act_size(adt); /* the plan's memory estimate follows --activations */
     if (!to) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
     if (override_lr && !resume) return lcx_cli_usage_error(CMD, "flag --override-lr: only with --resume");
+    if (distribute && (gpus ? lcx_cli_flag_given(argc, argv, "--tp") && tp == 1 : tp == 1))
+        return lcx_cli_usage_error(CMD, "flag --distribute-saved-activations: the rows are split over TP ranks: "
+                                        "give --tp 2 or more (or --gpus N)");
+    if (distribute) po.distribute_saved = 1;
     if (method) {
         if (lcx_rope_method_parse(method, &po.method) != LCX_OK)
             return lcx_cli_usage_error(CMD, "flag --method: %s", lcx_last_error());

@@ -48,6 +48,9 @@ static void help(void) {
            "  --fp32              fp32 weights and activations (CPU backend) instead of bf16 + fp32 master\n"
            "  --loss-chunk N      tokens per chunk of the chunked loss (default 4096)\n"
            "  --mlp-tile N        tokens per MLP tile in training (default: none, the whole micro-batch at once)\n"
+           "  --distribute-saved-activations\n"
+           "                      TP ranks keep only their rows of a recomputed layer's input and all-gather them\n"
+           "                      before its rerun (docs/parallel.md); with --gpus the search tries both\n"
            "  --json              print one JSON object instead of the table\n"
            "  --help              this help\n"
            "\n"
@@ -62,7 +65,7 @@ static void help(void) {
 
 int lcx_cmd_plan(int argc, char **argv) {
     const char *path = NULL, *recipe = "yarn-x2", *method = NULL;
-    int as_json = 0, fp32 = 0;
+    int as_json = 0, fp32 = 0, distribute = 0;
     uint64_t memory = 0, host_memory = 0;
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
@@ -70,6 +73,7 @@ int lcx_cmd_plan(int argc, char **argv) {
     const lcx_cli_flag flags[] = {
         LCX_FLAG_SWITCH("--json", as_json),
         LCX_FLAG_SWITCH("--fp32", fp32),
+        LCX_FLAG_SWITCH("--distribute-saved-activations", distribute),
         LCX_FLAG_LENGTH("--to", o.target, 1, INT64_C(1) << 34),
         LCX_FLAG_STR("--recipe", recipe),
         LCX_FLAG_STR("--method", method),
@@ -88,6 +92,10 @@ int lcx_cmd_plan(int argc, char **argv) {
     int stop = lcx_cli_parse(&spec, argc, argv);
     if (stop != LCX_CLI_RUN) return stop;
     if (fp32) o.weight_bytes = o.act_bytes = 4;
+    if (distribute && ((!o.gpus && o.tp <= 1) || o.tp == 1))
+        return lcx_cli_usage_error(CMD, "flag --distribute-saved-activations: the rows are split over TP ranks: "
+                                        "give --tp 2 or more (or --gpus N)");
+    if (distribute) o.distribute_saved = 1;
     if (memory) o.mem_budget = (double)memory;
     if (host_memory) o.host_budget = (double)host_memory;
     if (!o.gpus) {

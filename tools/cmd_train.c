@@ -48,6 +48,10 @@ static void help(void) {
            "  --mlp-tile N         run the MLP in tiles of N tokens (e.g. 4k; default: all tokens at once): with\n"
            "                       recompute no [tokens x intermediate] buffer exists; gradients change in the\n"
            "                       last bits only\n"
+           "  --distribute-saved-activations\n"
+           "                       with --tp and --policy recompute (or recompute+offload): each TP rank keeps\n"
+           "                       only its rows of a layer's input and the backward all-gathers them (the same\n"
+           "                       numbers; the stored input is 1/T)\n"
            "  --activations A      activation storage: f32 | bf16 (default f32; math, loss, gradients and\n"
            "                       optimizer state stay f32). Not recorded in RUN: a --resume may change it (the\n"
            "                       saved state is f32 either way; only bit-identity with an unbroken run is lost)\n"
@@ -109,7 +113,7 @@ int lcx_cmd_train(int argc, char **argv) {
     double data_w[LCX_MIX_MAX];
     double peak_tflops = 0;
     int n_data = 0, n_data_w = 0;
-    int override_lr = 0;
+    int override_lr = 0, distribute = 0;
     int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, doc_mask = 0, tp = 1, cp = 1, dp = 0;
     int64_t mlp_tile = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
@@ -127,6 +131,7 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_SWITCH("--doc-mask", doc_mask),
         LCX_FLAG_INT("--seq", seq, 2, INT32_MAX),
         LCX_FLAG_LENGTH("--mlp-tile", mlp_tile, 1, INT32_MAX),
+        LCX_FLAG_SWITCH("--distribute-saved-activations", distribute),
         LCX_FLAG_INT("--tp", tp, 1, 1 << 16),
         LCX_FLAG_INT("--cp", cp, 1, 1 << 16),
         LCX_FLAG_INT("--dp", dp, 1, 1 << 16),
@@ -170,6 +175,11 @@ int lcx_cmd_train(int argc, char **argv) {
     if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
     if (!n_data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
     if ((stop = lcx_cli_data_mix(CMD, n_data, n_data_w)) != LCX_CLI_RUN) return stop;
+    if (distribute && (tp == 1 || !lcx_act_recomputes(policy)))
+        return lcx_cli_usage_error(CMD, "flag --distribute-saved-activations: %s",
+                                   tp == 1 ? "the rows are split over TP ranks: give --tp 2 or more"
+                                           : "only recomputed layers keep their input: give --policy recompute or "
+                                             "recompute+offload");
     if (!long_doc != !long_repeat)
         return lcx_cli_usage_error(CMD, "--long-doc-tokens N and --long-doc-repeat R go together (documents of N+ "
                                    "tokens drawn R times per epoch)");
@@ -235,6 +245,7 @@ int lcx_cmd_train(int argc, char **argv) {
     o.policy = policy;
     o.doc_mask = doc_mask;
     o.mlp_tile = mlp_tile;
+    o.distribute_saved = distribute;
     o.param_dtype = pdt;
     o.act_dtype = adt;
     o.backend = be;

@@ -245,6 +245,9 @@ typedef struct lcx_model_memory {
     size_t offload_host;    /* the offload host pool: every offloaded layer's stored bytes (pinned on a GPU) */
 } lcx_model_memory;
 lcx_model_memory lcx_model_memory_of(const lcx_model *m);
+/* 1 when some layer keeps only this TP rank's rows of its input (opts.distribute_saved in effect: TP > 1 and a
+ * recompute or recompute+offload layer), else 0. */
+int lcx_model_distributes_saved(const lcx_model *m);
 
 /* The offload pools' accounting (docs/model.md "Activation policy (per layer)"): bytes of offloaded layers'
  * stored tensors held in the device pool and in the host pool, and their high-water marks since the model was

@@ -142,6 +142,8 @@ lcx_status lcx_tp_keep_input(lcx_model *m, int l, int64_t T) {
     return LCX_OK;
 }
 
+int lcx_model_distributes_saved(const lcx_model *m) { return m->x_full != NULL; }
+
 lcx_status lcx_tp_gather_input(lcx_model *m, int l, int64_t T) {
     if (!lcx_m_distributes(m, l)) return LCX_OK;
     double t0 = lcx_clock_s();

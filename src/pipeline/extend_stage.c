@@ -125,6 +125,7 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     mo.layer_policy = ps->activation;
     mo.loss_chunk = job->plan->opts.loss_chunk; /* the plan's memory figures assume its chunk and tile */
     mo.mlp_chunk = job->plan->opts.mlp_tile;
+    mo.distribute_saved = job->plan->model.distribute; /* the plan's (searched, or --distribute-saved-...) */
     mo.zero_comm = job->o->ranks.zero1 ? job->grp.g : NULL; /* ZeRO-1: this rank's rows of the moments */
     mo.backend = job->o->backend;
     LCX_TRY(lcx_model_init(&job->m, &job->scfg, &mo));
@@ -193,10 +194,12 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     lcx_model_free(job->m);
     job->m = NULL;
     LCX_TRY(stage_model(job, i, first));
-    char cp_text[96] = "";
+    char cp_text[128] = "";
     if (job->grp.cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", job->grp.cp,
                            (long long)(ps->seq_len / job->grp.cp));
-    if (job->grp.tpc) snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d", job->grp.tp);
+    if (job->grp.tpc)
+        snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d%s", job->grp.tp,
+                 lcx_model_distributes_saved(job->m) ? " (saved activations distributed)" : "");
     lcx_report(job->r, LCX_REPORT_NOTE,
                "stage %d/%d: seq %lld%s, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens", i + 1,
                p->n_stages, (long long)ps->seq_len, cp_text, lcx_rope_method_name(ps->method),

@@ -168,24 +168,10 @@ done:
     return st;
 }
 
-lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
-                                   int64_t mlp_tile, lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
-                                   const lcx_backend *be, struct lcx_comm *cp_comm, struct lcx_comm *tp_comm,
-                                   struct lcx_comm *zero_comm, struct lcx_train_state *state, lcx_model **out) {
-    lcx_model_opts o;
-    memset(&o, 0, sizeof o);
-    o.cp_comm = cp_comm;
-    o.tp_comm = tp_comm;
-    o.zero_comm = zero_comm; /* ZeRO-1: the moments of this rank's rows only */
-    o.param_dtype = dtype;
-    o.act_dtype = act_dtype;
-    o.max_tokens = max_tokens;
-    o.mlp_chunk = mlp_tile;
-    o.training = 1;
-    o.policy = policy;
-    o.backend = be;
+lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, const lcx_model_opts *opts,
+                                   struct lcx_train_state *state, lcx_model **out) {
     *out = NULL;
-    LCX_TRY(lcx_model_init(out, cfg, &o));
+    LCX_TRY(lcx_model_init(out, cfg, opts));
     lcx_status st = lcx_train_load(dir, *out, state);
     if (st != LCX_OK) {
         lcx_model_free(*out);

@@ -65,15 +65,11 @@ void lcx_tool_strv_free(char **v, int n);
 
 struct lcx_train_state;
 struct lcx_comm;
-/* Build a training model for cfg (max_tokens, mlp_tile: rows per MLP tile, 0 = untiled; policy, dtype; be: the
- * backend it runs on, NULL for the CPU; cp_comm: the context-parallel group, NULL for none,
- * max_tokens then the rank's local tokens; tp_comm: the TP group, NULL for none) and load checkpoint dir into it
- * (and its training state into state when non-NULL): each rank reads only its own boxes (lcx_train_load), so a
- * checkpoint of any layout loads. */
-lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, int64_t max_tokens,
-                                   int64_t mlp_tile, lcx_act_policy policy, lcx_dtype dtype, lcx_dtype act_dtype,
-                                   const lcx_backend *be, struct lcx_comm *cp_comm, struct lcx_comm *tp_comm,
-                                   struct lcx_comm *zero_comm, struct lcx_train_state *state, lcx_model **out);
+/* Build a model for cfg with opts (a training model: opts->training set) and load checkpoint dir into it (and its
+ * training state into state when non-NULL): each rank reads only its own boxes (lcx_train_load), so a checkpoint
+ * of any layout loads. */
+lcx_status lcx_tool_model_from_lcx(const char *dir, const lcx_model_config *cfg, const lcx_model_opts *opts,
+                                   struct lcx_train_state *state, lcx_model **out);
 
 /* The run directory OUT before any work. With resume: OUT must be a directory holding a checkpoint, whose path
  * goes to *latest (heap); without: OUT must not already hold a run (checkpoints/latest). Creates nothing. Errors

@@ -149,29 +149,27 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         LCX_TRY_GOTO(lcx_tool_source_lcx(o->ckpt, o->out, &src), done);
         load_from = src;
     }
+    lcx_model_opts mo;
+    memset(&mo, 0, sizeof mo);
+    mo.param_dtype = o->param_dtype;
+    mo.act_dtype = o->act_dtype;
+    mo.max_tokens = o->batch * o->seq_len / cp; /* the rank's local tokens */
+    mo.cp_comm = cpc;
+    mo.tp_comm = tpc;
+    mo.zero_comm = o->ranks.zero1 ? g : NULL;
+    mo.training = 1;
+    mo.policy = o->policy;
+    mo.mlp_chunk = o->mlp_tile;
+    mo.distribute_saved = o->distribute_saved;
+    mo.backend = o->backend;
     if (load_from) {
         LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), done);
         LCX_TRY_GOTO(check_mesh(&cfg, o, tp, cp, grp.dp_size), done);
-        LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, o->batch * o->seq_len / cp, o->mlp_tile,
-                                            o->policy, o->param_dtype, o->act_dtype, o->backend, cpc, tpc,
-                                            o->ranks.zero1 ? g : NULL, latest ? &state : NULL, &m),
-                     done);
+        LCX_TRY_GOTO(lcx_tool_model_from_lcx(load_from, &cfg, &mo, latest ? &state : NULL, &m), done);
         LCX_TRY_GOTO(lcx_tool_ckpt_tokenizer_files(load_from, &tok, &n_tok), done);
     } else {
         LCX_TRY_GOTO(lcx_config_load(o->config, &cfg), done);
         LCX_TRY_GOTO(check_mesh(&cfg, o, tp, cp, grp.dp_size), done);
-        lcx_model_opts mo;
-        memset(&mo, 0, sizeof mo);
-        mo.param_dtype = o->param_dtype;
-        mo.act_dtype = o->act_dtype;
-        mo.max_tokens = o->batch * o->seq_len / cp; /* the rank's local tokens */
-        mo.cp_comm = cpc;
-        mo.tp_comm = tpc;
-        mo.zero_comm = o->ranks.zero1 ? g : NULL;
-        mo.training = 1;
-        mo.policy = o->policy;
-        mo.mlp_chunk = o->mlp_tile;
-        mo.backend = o->backend;
         LCX_TRY_GOTO(lcx_model_init(&m, &cfg, &mo), done);
         LCX_TRY_GOTO(lcx_model_init_random(m, (uint64_t)o->seed, o->init_std), done);
     }
@@ -277,10 +275,12 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         LCX_TRY_GOTO(lcx_tool_agree(all, LCX_OK), done);
     }
     uint64_t n_params = lcx_model_params(m)->total_numel;
-    char dp_text[32] = "", cp_text[96] = "";
+    char dp_text[32] = "", cp_text[128] = "";
     if (grp.dp_size > 1) snprintf(dp_text, sizeof dp_text, "%d ranks x ", grp.dp_size);
     if (cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", cp, (long long)(o->seq_len / cp));
-    if (tpc) snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d", tp);
+    if (tpc)
+        snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d%s", tp,
+                 lcx_model_distributes_saved(m) ? " (saved activations distributed)" : "");
     const int on_cpu = strcmp(be_name, "cpu") == 0; /* the device is worth a word only when it is not the CPU */
     lcx_report(r, LCX_REPORT_NOTE,
                "train: %s, %llu parameters, seq %lld%s, %s%lld x %lld sequences per step, %lld steps, lr %g (%s)%s%s",

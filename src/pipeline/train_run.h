@@ -58,6 +58,7 @@ typedef struct lcx_train_run_options {
                                                                  (lcx_train_stage; 0, 0, 0: none) */
     int64_t mlp_tile;        /* rows per MLP tile of the model (opts.mlp_chunk; 0 = untiled; docs/model.md "Tiled
                                 MLP in training"). Not recorded in RUN: changes the last bits only */
+    int distribute_saved;    /* the model's opts.distribute_saved (with TP; docs/parallel.md): no bit changes */
     lcx_dtype param_dtype, act_dtype;
     const lcx_backend *backend; /* where the model runs (NULL: the CPU; checked available by the caller); recorded
                                    as "run": {"backend": NAME} in each checkpoint's training state. With several

@@ -26,10 +26,14 @@ double lcx_mem_layer_keep(const lcx_mem_model *m) {
     return m->act_bytes * (4 * H + 2 * nh * d + 2 * nkv * d + 3 * F) + 4 * (2 + nh);
 }
 
+/* Distributed saved activations in effect: TP ranks keep their rows of a recomputed layer's input. */
+static int distributes(const lcx_mem_model *m) { return m->distribute && m->tp > 1; }
+
 double lcx_mem_layer_recompute(const lcx_mem_model *m) {
-    double nh = per_tp(m->heads, m->tp);
-    /* layer input + attention output and its LSE (so the quadratic attention is not rerun) */
-    return m->act_bytes * ((double)m->hidden + nh * (double)m->head_dim) + 4 * nh;
+    double nh = per_tp(m->heads, m->tp), in = (double)m->hidden / (distributes(m) ? (double)m->tp : 1.0);
+    /* layer input (this TP rank's rows when distributed) + attention output and its LSE (so the quadratic
+     * attention is not rerun) */
+    return m->act_bytes * (in + nh * (double)m->head_dim) + 4 * nh;
 }
 
 void lcx_mem_set_op_ws(lcx_mem_model *m, lcx_mem_backend b) {
@@ -91,6 +95,8 @@ static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t
     e->workspace = T * (a * (2 * H + Q) + 4 * (Q + 2 * KV)) + 3 * a * C * F;
     /* the recompute scratch: one layer's tensors without its input, o and LSE; gate/up/act for one MLP tile */
     if (any_rec) e->workspace += T * (a * (3 * H + Q + 2 * KV) + 8) + 3 * a * C * F;
+    /* distributed: the recomputed layers' whole input, shared (rebuilt by all-gather before each rerun) */
+    if (any_rec && distributes(m)) e->workspace += T * a * H;
     /* the offload device pool: prefetch depth + 2 = 3 slots (docs/model.md "Activation policy (per layer)") */
     e->workspace += 3 * T * slot;
     e->workspace += op_arena(m, T);
@@ -148,6 +154,7 @@ void lcx_plan_opts_default(lcx_plan_opts *o) {
     o->dev_flops = 400e12;
     o->link_bytes_s = 150e9;
     o->host_bytes_s = 25e9;
+    o->distribute_saved = -1;
 }
 
 /* ---- throughput model (docs/plan.md "Throughput model") ---------------------------------------------------- */
@@ -166,9 +173,11 @@ double lcx_plan_step_time(const lcx_plan_opts *o, const lcx_mem_model *m, int64_
     double layer_mm = (lcx_matmul_params(m) - (double)m->vocab * (double)m->hidden) / L;
     /* model FLOPs + the recomputed layers' extra forward (matmuls only: the attention is not rerun), over TP */
     c.compute = tokens * (lcx_flops_per_token(m, seq_len) + 2.0 * layer_mm * n_rec) / tp / R;
-    /* two all-reduces of [tokens x H] per layer forward, two backward, two more per recomputed layer (ring) */
+    /* two all-reduces of [tokens x H] per layer forward, two backward, two more per recomputed layer (ring), and
+     * with distributed saved activations an all-gather of the input (half an all-reduce) per recomputed layer */
+    double gathers = distributes(m) ? 0.5 * n_rec : 0;
     if (m->tp > 1)
-        c.tp = (4 * L + 2 * n_rec) * 2.0 * (tp - 1) / tp * tokens * (double)m->hidden * m->act_bytes / B;
+        c.tp = (4 * L + 2 * n_rec + gathers) * 2.0 * (tp - 1) / tp * tokens * (double)m->hidden * m->act_bytes / B;
     c.cp = (double)ring_per_step / B;
     double G = (double)(m->cp * dp); /* the gradient group: every rank holding the same shard */
     if (G > 1) c.grad = 2.0 * (G - 1) / G * (double)m->n_params / tp * 4 / B;
@@ -602,7 +611,7 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
     p->model = (lcx_mem_model){cfg->num_hidden_layers, cfg->hidden_size, cfg->intermediate_size,
                                cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, cfg->vocab_size,
                                table.total_numel, o->tp, o->cp, o->weight_bytes, o->act_bytes, o->loss_chunk,
-                               o->mlp_tile, 0, 0, NULL};
+                               o->mlp_tile, 0, 0, NULL, o->distribute_saved == 1};
     lcx_mem_set_op_ws(&p->model, o->backend);
     p->current_context = lcx_rope_implied_context(cfg);
     {
@@ -693,10 +702,11 @@ static const char *layout_str(const lcx_plan_candidate *c, char *buf, size_t cap
     return buf;
 }
 
-/* "loss chunk C, MLP tile N" (tile "none": the whole micro-batch at once). */
+/* "loss chunk C, MLP tile N[, saved activations distributed]" (tile "none": the whole micro-batch at once). */
 static const char *knobs_str(const lcx_plan_candidate *c, char *buf, size_t cap) {
     if (c->mlp_tile > 0) snprintf(buf, cap, "loss chunk %lld, MLP tile %lld", (long long)c->loss_chunk, (long long)c->mlp_tile);
     else snprintf(buf, cap, "loss chunk %lld, MLP tile none", (long long)c->loss_chunk);
+    if (c->distribute) snprintf(buf + strlen(buf), cap - strlen(buf), ", saved activations distributed");
     return buf;
 }
 
@@ -733,13 +743,16 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
     c->tp = tp, c->cp = cp, c->dp = dp;
     const int n_chunks = o->loss_chunk > 0 ? 1 : (int)(sizeof SEARCH_CHUNKS / sizeof SEARCH_CHUNKS[0]);
     const int n_tiles = o->mlp_tile > 0 ? 1 : (int)(sizeof SEARCH_TILES / sizeof SEARCH_TILES[0]);
+    /* distributed saved activations: off, then on (TP > 1 only; kept as given unless -1) */
+    const int n_dist = o->distribute_saved < 0 && tp > 1 ? 2 : 1;
     lcx_tp_dims dims = {cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, cfg->hidden_size,
                         cfg->intermediate_size, cfg->vocab_size};
-    for (int k = 0; k < n_chunks * n_tiles; k++) {
+    for (int k = 0; k < n_chunks * n_tiles * n_dist; k++) {
         lcx_plan_opts oc = *o;
         oc.gpus = 0, oc.tp = tp, oc.cp = cp, oc.dp = dp;
-        oc.loss_chunk = o->loss_chunk > 0 ? o->loss_chunk : SEARCH_CHUNKS[k / n_tiles];
-        oc.mlp_tile = o->mlp_tile > 0 ? o->mlp_tile : SEARCH_TILES[k % n_tiles];
+        oc.loss_chunk = o->loss_chunk > 0 ? o->loss_chunk : SEARCH_CHUNKS[k / n_dist / n_tiles];
+        oc.mlp_tile = o->mlp_tile > 0 ? o->mlp_tile : SEARCH_TILES[k / n_dist % n_tiles];
+        oc.distribute_saved = n_dist == 2 ? k % 2 : o->distribute_saved == 1 && tp > 1;
         lcx_plan *p = NULL;
         lcx_status st = build_one(cfg, r, &oc, 1, &p);
         lcx_mesh mesh = {(int)tp, (int)cp, (int)dp, (int)(tp * cp * dp)};
@@ -753,6 +766,7 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
         t.valid = 1;
         t.loss_chunk = oc.loss_chunk;
         t.mlp_tile = oc.mlp_tile;
+        t.distribute = oc.distribute_saved;
         t.peak = p->peak_memory;
         t.host_peak = p->host_peak;
         t.fits = p->peak_memory <= o->mem_budget && (o->host_budget <= 0 || p->host_peak <= o->host_budget);
@@ -766,16 +780,17 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
 
 static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_opts *o) {
     double budget = o->mem_budget;
-    char b1[48], b2[48], b3[48], l1[64], l2[64], k1[64], k2[64];
+    char b1[48], b2[48], b3[48], l1[64], l2[64], k1[96], k2[96];
     const lcx_plan_candidate *ch = &s->cand[s->chosen];
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
              "search: %d layout%s of %lld device%s (TP x CP x DP), %d meet%s the layout rules, %d fit%s %s per device; "
-             "loss chunk %s; MLP tile %s; activations %s; per-layer policy of auto stages from "
-             "recompute+offload/recompute/offload/keep",
+             "loss chunk %s; MLP tile %s; activations %s; saved activations %s; per-layer policy of auto stages "
+             "from recompute+offload/recompute/offload/keep",
              s->n_candidates, s->n_candidates == 1 ? "" : "s", (long long)s->gpus, s->gpus == 1 ? "" : "s", s->n_valid,
              s->n_valid == 1 ? "s" : "", s->n_fit, s->n_fit == 1 ? "s" : "", human_bytes(budget, b1, sizeof b1),
              o->loss_chunk > 0 ? "as given" : "4096, 1024 or 256", o->mlp_tile > 0 ? "as given" : "none, 4096 or 1024",
-             p->opts.act_bytes == 2 ? "bf16" : "fp32");
+             p->opts.act_bytes == 2 ? "bf16" : "fp32",
+             o->distribute_saved < 0 ? "whole or distributed over TP" : o->distribute_saved ? "distributed" : "whole");
     const lcx_plan_cost *k = &p->cost;
     double tot = k->total > 0 ? k->total : 1;
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
@@ -816,7 +831,7 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
 
 static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o,
                               lcx_plan **out) {
-    char b1[48], b2[48], l1[64], k1[64];
+    char b1[48], b2[48], l1[64], k1[96];
     LCX_FAIL_IF(o->mem_budget <= 0, LCX_ERR_INVALID,
                 "plan: a layout search over %lld devices needs a memory budget per device", (long long)o->gpus);
     LCX_FAIL_IF(o->gpus > 65536, LCX_ERR_INVALID, "plan: %lld devices, above 65536", (long long)o->gpus);
@@ -878,6 +893,7 @@ static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, 
     lcx_plan_opts oc = *o;
     oc.gpus = 0, oc.tp = ch->tp, oc.cp = ch->cp, oc.dp = ch->dp, oc.loss_chunk = ch->loss_chunk;
     oc.mlp_tile = ch->mlp_tile;
+    oc.distribute_saved = ch->distribute;
     lcx_plan *p = NULL;
     lcx_status st = build_one(cfg, r, &oc, 1, &p);
     if (st != LCX_OK) {
@@ -955,7 +971,7 @@ static int any_wsd(const lcx_plan *p) {
 }
 
 void lcx_plan_print(const lcx_plan *p, FILE *f) {
-    char b1[48], b2[48], b3[48], b4[48], b5[48], b6[48], b7[48];
+    char b1[48], b2[48], b3[48], b4[48], b5[48], b6[96], b7[48];
     const lcx_mem_model *m = &p->model;
     fprintf(f, "model:   %s, %" PRId64 " layers, hidden %" PRId64 ", heads %" PRId64 "/%" PRId64 " kv, head_dim %" PRId64
                ", ffn %" PRId64 ", vocab %" PRId64 ", %s parameters\n",
@@ -966,7 +982,8 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
             p->rope_in.type, p->rope_in.theta, lcx_format_length(p->original_length, b3, sizeof b3));
     fprintf(f, "recipe:  %s (%s)\n", p->recipe_name, p->recipe_label);
     if (p->opts.has_method) fprintf(f, "method:  %s (--method, overrides the recipe)\n", lcx_rope_method_name(p->opts.method));
-    lcx_plan_candidate knobs = {.loss_chunk = p->opts.loss_chunk, .mlp_tile = p->opts.mlp_tile};
+    lcx_plan_candidate knobs = {.loss_chunk = p->opts.loss_chunk, .mlp_tile = p->opts.mlp_tile,
+                                .distribute = distributes(m)};
     fprintf(f, "layout:  TP %" PRId64 " x CP %" PRId64 " x DP %" PRId64 ", weights %s, activations %s; %s; budget %s; "
                "throughput %s\n",
             p->opts.tp, p->opts.cp, p->opts.dp, p->opts.weight_bytes == 2 ? "bf16 (+fp32 master)" : "fp32",
@@ -1057,6 +1074,7 @@ static json_t *candidate_json(const lcx_plan_candidate *c, int *ok) {
     put(j, "fits", json_boolean(c->fits), ok);
     put(j, "loss_chunk", c->valid ? json_integer(c->loss_chunk) : json_null(), ok);
     put(j, "mlp_tile", c->valid && c->mlp_tile ? json_integer(c->mlp_tile) : json_null(), ok);
+    put(j, "distribute_saved", json_boolean(c->distribute), ok);
     put(j, "peak_memory", c->valid ? json_real(c->peak) : json_null(), ok);
     put(j, "host_memory", c->valid ? json_real(c->host_peak) : json_null(), ok);
     put(j, "tokens_per_s", c->fits ? json_real(c->tokens_per_s) : json_null(), ok);
@@ -1103,6 +1121,7 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(lay, "activation_bytes", json_integer(p->opts.act_bytes), &ok);
         put(lay, "loss_chunk", json_integer(p->opts.loss_chunk), &ok);
         put(lay, "mlp_tile", p->opts.mlp_tile > 0 ? json_integer(p->opts.mlp_tile) : json_null(), &ok);
+        put(lay, "distribute_saved", json_boolean(distributes(m)), &ok);
         put(lay, "memory_budget", p->opts.mem_budget > 0 ? json_real(p->opts.mem_budget) : json_null(), &ok);
         put(lay, "tokens_per_s", p->opts.tokens_per_s > 0 ? json_real(p->opts.tokens_per_s) : json_null(), &ok);
     }

@@ -36,6 +36,8 @@ typedef struct lcx_mem_model {
     double op_ws_fixed;     /* bytes independent of the length: CUDA's matmul (cuBLASLt workspace, staging, split) */
     double op_ws_per_token; /* bytes per token: CUDA's attention backward's row sums */
     const lcx_backend *arena_backend; /* set: lcx_model_arena with this backend's queries (the CPU's) */
+    int distribute;         /* distributed saved activations (with TP > 1; docs/parallel.md): a recomputed layer
+                               stores 1/TP of its input, one shared [T, H] buffer holds it whole */
 } lcx_mem_model;
 
 /* Which backend's arena the memory model counts. The planner's default is the GPU's: CUDA. */
@@ -63,7 +65,8 @@ typedef struct lcx_mem_estimate {
  *    threads) of the attention and of bf16 matmul operands. */
 void lcx_mem_set_op_ws(lcx_mem_model *m, lcx_mem_backend b);
 
-/* Bytes stored per token per layer for each policy (docs/plan.md): keep, recompute; fp32 parts included. */
+/* Bytes stored per token per layer for each policy (docs/plan.md): keep, recompute (of the input 1/TP with
+ * distribute); fp32 parts included. */
 double lcx_mem_layer_keep(const lcx_mem_model *m);
 double lcx_mem_layer_recompute(const lcx_mem_model *m);
 /* Peak memory of one micro-batch of micro_seqs sequences of seq_len tokens (split over CP) with one policy per
@@ -100,6 +103,8 @@ typedef struct lcx_plan_opts {
     double link_bytes_s;       /* TP / CP / gradient collectives, bytes/s per device (default 150e9) */
     double host_bytes_s;       /* device <-> host copies for offload, bytes/s (default 25e9) */
     lcx_mem_backend backend;   /* whose op arena the memory model counts (default CUDA) */
+    int distribute_saved;      /* distributed saved activations (docs/parallel.md; TP > 1 only): 1 on, 0 off, -1
+                                  (the default) searched with gpus > 0 (both tried), else off */
 } lcx_plan_opts;
 void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, no search, model rates */
 
@@ -113,6 +118,7 @@ void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_ch
 /* One layout the search considered. */
 typedef struct lcx_plan_candidate {
     int64_t tp, cp, dp, loss_chunk, mlp_tile; /* mlp_tile 0: no tiling */
+    int distribute;            /* distributed saved activations (TP > 1) */
     int valid;                 /* the layout rules hold and the plan builds */
     int fits;                  /* every stage fits the budget (device and host) */
     double peak;               /* the plan's peak bytes per device (with the least-memory policies when !fits) */

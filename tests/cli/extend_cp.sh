@@ -94,6 +94,20 @@ check "--tp 2 --cp 2: the checkpoints' layout says tp 2" grep -q '"tp": 2' "$tmp
 score() { "$LCEXTEND" score "$1" --ids "$tmp/ids.txt" 2>&1 | sed -n 's/^loss: *//p'; }
 s1=$(score "$tmp/one/hf") s2=$(score "$tmp/tc/hf")
 check "--tp 2 --cp 2: the export scores ${s2:-?} as one process's ${s1:-?}, 1e-5" close "${s2:-0}" "${s1:-1}" 1e-5
+# distributed saved activations (every layer recomputes: the recipe's activation is auto, with no budget): the
+# same bits as the run without, so every loss of metrics.jsonl and after.json is the same text
+mpi 4 "$tinym" "${args[@]}" --out "$tmp/tcd" --tp 2 --cp 2 --distribute-saved-activations
+check "--tp 2 --cp 2 --distribute-saved-activations ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "--distribute-saved-activations: the plan says so" \
+    grep -q "^layout:  TP 2 x CP 2 .*saved activations distributed" "$tmp/out"
+check "--distribute-saved-activations: both stages' models do" \
+    [ "$(grep -c '^stage [12]/2: seq [0-9]* over CP 2 ([0-9]* tokens per rank), TP 2 (saved activations distr' \
+        "$tmp/out")" -eq 2 ]
+check "--distribute-saved-activations: 8 losses, each as without it" \
+    [ "$(losses "$tmp/tcd/metrics.jsonl" | wc -l)" -eq 8 ] && \
+    [ "$(losses "$tmp/tcd/metrics.jsonl")" = "$(losses "$tmp/tc/metrics.jsonl")" ]
+check "--distribute-saved-activations: after.json as without it" \
+    [ "$(ppls "$tmp/tcd/eval/after.json")" = "$(ppls "$tmp/tc/eval/after.json")" ]
 
 # refused before any work: one lcextend line, nothing created, nothing on stdout
 refused() { # WHAT PATTERN

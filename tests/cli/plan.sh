@@ -186,12 +186,37 @@ run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB
 check "search: deterministic (same output twice)" cmp -s "$tmp/out" "$tmp/search1.txt"
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --json
 check "search --json: exit 0" [ "$(rc)" -eq 0 ]
-check "search --json: the chosen layout" bash -c "tr -d ' \n' <'$tmp/out' | grep -q '\"chosen\":{\"cp\":$2,\"dp\":$3,\"fits\":true,'"
+check "search --json: the chosen layout" bash -c "tr -d ' \n' <'$tmp/out' | grep -q '\"chosen\":{\"cp\":$2,\"distribute_saved\":false,\"dp\":$3,\"fits\":true,'"
 check "search --json: the explanation" bash -c "tr -d '\n' <'$tmp/out' | grep -q '\"explanation\": *\[ *\"search: 10 layouts'"
-check "search --json: the layout object" bash -c "tr -d ' \n' <'$tmp/out' | grep -q '\"layout\":{\"activation_bytes\":2,\"cp\":$2,\"dp\":$3,'"
+check "search --json: the layout object" bash -c "tr -d ' \n' <'$tmp/out' | grep -q '\"layout\":{\"activation_bytes\":2,\"cp\":$2,\"distribute_saved\":false,\"dp\":$3,'"
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --tp 4
 check "search --tp 4: kept" grep -q "^layout:  TP 4 x CP [12] x DP [12]," "$tmp/out"
 check "search --tp 4: two layouts" grep -q "^search: 2 layouts of 8 devices" "$tmp/out"
+# distributed saved activations (docs/parallel.md): a recomputed layer stores H / TP of its input, plus one
+# shared [T, H]: at TP 2 with all 32 layers recomputed, the activations drop by 16 x what the workspace gains
+run plan "$l8b" --to 128k --tp 2 --cp 4 --json
+cp "$tmp/out" "$tmp/whole.json"
+run plan "$l8b" --to 128k --tp 2 --cp 4 --json --distribute-saved-activations
+check "distributed: exit 0" [ "$(rc)" -eq 0 ]
+check "distributed: in the layout" bash -c "tr -d ' \n' <'$tmp/out' | grep -q '\"distribute_saved\":true'"
+check "distributed: activations -16 x (workspace +) of the whole plan" python3 -c "
+import json, sys
+w = json.load(open('$tmp/whole.json'))['stages'][-1]['memory']
+d = json.load(open('$tmp/out'))['stages'][-1]['memory']
+saved, extra = w['activations'] - d['activations'], d['workspace'] - w['workspace']
+sys.exit(not (extra > 0 and abs(saved - 16 * extra) <= 1e-9 * saved and w['total'] - d['total'] == saved - extra))"
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 1GB
+check "search, 1 GB of host memory: distributed chosen" grep -q "^chosen: .*, saved activations distributed:" "$tmp/out"
+check "search, 1 GB of host memory: said tried" grep -q "saved activations whole or distributed over TP" "$tmp/out"
+run plan "$l8b" --to 128k --distribute-saved-activations
+check "--distribute-saved-activations without TP: exit 2" [ "$(rc)" -eq 2 ]
+check "--distribute-saved-activations without TP: says so" grep -q "give --tp 2 or more" "$tmp/err"
+check "--distribute-saved-activations without TP: one line" one_line_err
+run "$l8b" --to 128k --distribute-saved-activations --dry-run
+check "main command --distribute-saved-activations without TP: exit 2" [ "$(rc)" -eq 2 ]
+run "$l8b" --to 128k --tp 2 --distribute-saved-activations --dry-run
+check "main command --tp 2 --distribute-saved-activations --dry-run: exit 0" [ "$(rc)" -eq 0 ]
+check "main command: the layout line says so" grep -q "^layout:  TP 2 .*saved activations distributed" "$tmp/out"
 run "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --dry-run
 check "main command --gpus --dry-run: exit 0" [ "$(rc)" -eq 0 ]
 check "main command --gpus --dry-run: searched" grep -q "^search: 10 layouts of 8 devices" "$tmp/out"

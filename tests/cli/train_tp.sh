@@ -5,7 +5,8 @@
 # says tp 2, and an export of the whole model equal to one process's within tolerance (the same score); the step-2
 # checkpoint of a TP 2 run resumes with --tp 1 (one process) and with --tp 2 --cp 2, a TP 1 checkpoint with
 # --tp 2, and each continues the uninterrupted loss curve within 1e-5; a --tp that does not divide the heads or
-# the world fails with one line before anything is created. Skips (77) without mpirun.
+# the world fails with one line before anything is created; --distribute-saved-activations gives the recompute
+# run's losses and norms bit for bit. Skips (77) without mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -98,6 +99,28 @@ check "the header says CP 2 and TP 2" grep -q "seq 32 over CP 2 (16 tokens per r
 same_losses "$tmp/one" "$tmp/tc" "--tp 2 --cp 2"
 check "--tp 2 --cp 2: the manifest's layout says tp 2" [ "$(manifest_tp "$tmp/tc/checkpoints/s01-step000005")" = 2 ]
 same_export "$tmp/one-hf/model.safetensors" "$tmp/tc-hf/model.safetensors" "--tp 2 --cp 2"
+
+# distributed saved activations (docs/parallel.md): each TP rank keeps its rows of a recomputed layer's input;
+# the same bits as the recompute run without it, so the metrics' losses and gradient norms are the same text
+mpi 2 "${args[@]}" --out "$tmp/rec" --tp 2 --policy recompute --quiet
+check "mpirun -np 2 --tp 2 --policy recompute ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+mpi 2 "${args[@]}" --out "$tmp/dist" --tp 2 --policy recompute --distribute-saved-activations --quiet
+check "... --distribute-saved-activations ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "--distribute-saved-activations: the header says so" \
+    grep -q "^train:.*, TP 2 (saved activations distributed)," "$tmp/out"
+for f in loss grad_norm; do
+    check "--distribute-saved-activations: 5 ${f}s" [ "$(field "$tmp/dist/metrics.jsonl" $f | wc -l)" -eq 5 ]
+    check "--distribute-saved-activations: every $f as without it" \
+        [ "$(field "$tmp/dist/metrics.jsonl" $f)" = "$(field "$tmp/rec/metrics.jsonl" $f)" ]
+done
+run "${args[@]}" --out "$tmp/bad" --distribute-saved-activations --policy recompute
+check "--distribute-saved-activations without --tp: exit 2" [ "$(rc)" -eq 2 ]
+check "--distribute-saved-activations without --tp: one line naming the flag" \
+    grep -q "^lcextend train: flag --distribute-saved-activations: .*give --tp 2 or more" "$tmp/err"
+run "${args[@]}" --out "$tmp/bad" --distribute-saved-activations --tp 2
+check "--distribute-saved-activations with keep: exit 2" [ "$(rc)" -eq 2 ]
+check "--distribute-saved-activations with keep: names the policy" grep -q "give --policy recompute" "$tmp/err"
+check "--distribute-saved-activations refused: nothing created" [ ! -e "$tmp/bad" ]
 
 # TP 2 x DP 2 with ZeRO-1 on 4 ranks against one process with the same global batch
 run "${args[@]}" --batch 2 --out "$tmp/one2" --quiet --export-hf "$tmp/one2-hf"

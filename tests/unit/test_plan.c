@@ -369,6 +369,21 @@ static void test_memory(void) {
     CHECK(e.host == 128.0 * 104);
     /* scratch 2 x (96 + 16 + 16) + 8 = 264 a token + 3 x 2 x 32 per MLP row */
     CHECK(e.workspace == 128.0 * 288 + 128.0 * 192 + 128.0 * 264 + 128.0 * 192 + 3 * 128.0 * 104);
+    /* distributed saved activations: the recomputed input H / TP, one shared [T, H] (2 x 32 a token); a recompute
+     * layer on the device, then the recompute+offload one whose host bytes and slots shrink */
+    m.distribute = 1;
+    CHECK(lcx_mem_layer_recompute(&m) == 2 * (16 + 16) + 4 * 2); /* 72 */
+    lcx_act_policy pol4[2] = {LCX_ACT_RECOMPUTE, LCX_ACT_KEEP};
+    lcx_mem_estimate_compute(&m, 128, 2, pol4, &e);
+    CHECK(e.activations == 128.0 * (560 + 72) + 128.0 * 152);
+    CHECK(e.workspace == 128.0 * 288 + 128.0 * 192 + 128.0 * 264 + 128.0 * 192 + 128.0 * 64);
+    lcx_mem_estimate_compute(&m, 128, 2, pol3, &e);
+    CHECK(e.host == 128.0 * 72);
+    CHECK(e.workspace == 128.0 * 288 + 128.0 * 192 + 128.0 * 264 + 128.0 * 192 + 128.0 * 64 + 3 * 128.0 * 72);
+    m.tp = 1; /* no effect without TP */
+    CHECK(lcx_mem_layer_recompute(&m) == 2 * (32 + 32) + 4 * 4);
+    m.tp = 2, m.distribute = 0;
+    lcx_mem_estimate_compute(&m, 128, 2, pol3, &e);
     /* the exec arena, the largest op workspace: on CUDA 80 MiB of matmul (cuBLASLt workspace, split, staging) until
      * the attention backward's row sums, 4 nh' a token, outgrow it; on the CPU 4 nh' (2d + 1) a token */
     const double no_arena = e.workspace;
@@ -788,7 +803,7 @@ static void test_search(void) {
 /* The throughput model's terms against a hand computation (TP 2, CP 2, DP 2, bf16, 4 layers: 1 recompute,
  * 1 offload, 2 keep). */
 static void test_step_time(void) {
-    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096, 0, 0, 0, NULL};
+    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096, 0, 0, 0, NULL, 0};
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
     int counts[LCX_ACT_POLICY_COUNT] = {0};
@@ -805,6 +820,12 @@ static void test_step_time(void) {
     double xfer = 2 * tokens * lcx_mem_layer_keep(&m) / 25e9;
     CHECK_NEAR(c.offload, xfer > c.compute / 4 ? xfer - c.compute / 4 : 0, 1e-18);
     CHECK_REL(t, c.compute + c.tp + c.cp + c.grad + c.offload, 1e-12);
+    /* distributed saved activations: one all-gather (half an all-reduce) more per recomputed layer */
+    m.distribute = 1;
+    lcx_plan_cost cd;
+    lcx_plan_step_time(&o, &m, 2, S, seqs, 1000000, counts, &cd);
+    CHECK_REL(cd.tp, (4 * 4 + 2 + 0.5) * 2.0 * 0.5 * tokens * 64 * 2 / 150e9, 1e-12);
+    CHECK(cd.compute == c.compute && cd.cp == c.cp && cd.grad == c.grad);
 }
 
 int main(void) {
