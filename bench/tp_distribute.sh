@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Distributed saved activations (docs/parallel.md): `lcextend train --tp T --policy recompute` under mpirun with
+# and without --distribute-saved-activations, same model (bench/llama10m.json, random init via --config, float32),
+# the same random token ids, one sequence of SEQ tokens per step, STEPS steps. Per TP size: rank 0's median step
+# time and tp_comm_s over steps 2..N (step 1 is warm-up), the largest peak RSS of the ranks (/usr/bin/time -f %M),
+# whether the losses are the same text, and the peak RSS saved against the memory model's saving
+# (docs/plan.md "Memory": L layers x T x a x H x (1 - 1/TP) of stored input less one shared T x a x H). One OpenMP
+# thread per rank (OMP_WAIT_POLICY=passive). Prints a markdown table.
+# usage: [SEQ=8192] [STEPS=3] [TPS="2 4"] bench/tp_distribute.sh BUILD_DIR
+set -euo pipefail
+BUILD=${1:?usage: $0 BUILD_DIR}
+SEQ=${SEQ:-8192}
+STEPS=${STEPS:-3}
+TPS=${TPS:-"2 4"}
+HERE=$(cd "$(dirname "$0")" && pwd)
+BIN=$(cd "$BUILD" && pwd)/lcextend
+CFG="$HERE/llama10m.json"
+MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
+[ -x "$BIN" ] && [ -n "$MPIEXEC" ] && [ -x /usr/bin/time ] || { echo "needs $BIN, mpirun and /usr/bin/time"; exit 1; }
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+awk -v n=$(( (STEPS + 2) * (SEQ + 1) )) 'BEGIN { s = 7; for (i = 0; i < n; i++) {
+    s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 8192 } }' >"$out/ids.txt"
+field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# run NAME TP [FLAGS...]: the run directory $out/NAME, each rank's peak RSS (KiB) in $out/NAME.rss.RANK
+run() {
+    local name=$1 tp=$2
+    shift 2
+    "$MPIEXEC" --oversubscribe -np "$tp" bash -c \
+        'exec /usr/bin/time -f %M -o "$0.rss.${OMPI_COMM_WORLD_RANK:-0}" "$@"' "$out/$name" \
+        "$BIN" train --config "$CFG" --ids "$out/ids.txt" --seq "$SEQ" --steps "$STEPS" --out "$out/$name" \
+        --tp "$tp" --policy recompute --quiet "$@" >/dev/null
+}
+H=$(sed -n 's/.*"hidden_size": *\([0-9]*\).*/\1/p' "$CFG")
+L=$(sed -n 's/.*"num_hidden_layers": *\([0-9]*\).*/\1/p' "$CFG")
+echo "| TP | distributed | step time | tp_comm_s | peak RSS per rank | saved (measured) | saved (model) | losses |"
+echo "|---|---|---|---|---|---|---|---|"
+for tp in $TPS; do
+    run "w$tp" "$tp"
+    run "d$tp" "$tp" --distribute-saved-activations
+    same=$([ "$(field "$out/w$tp/metrics.jsonl" loss)" = "$(field "$out/d$tp/metrics.jsonl" loss)" ] && echo same || echo DIFFERENT)
+    rw=$(cat "$out/w$tp".rss.* | sort -n | tail -1) rd=$(cat "$out/d$tp".rss.* | sort -n | tail -1)
+    model=$(awk -v L="$L" -v T="$SEQ" -v H="$H" -v tp="$tp" 'BEGIN { printf "%.1f", (L * T * 4 * H * (1 - 1 / tp) - T * 4 * H) / 1048576 }')
+    for k in w d; do
+        t=$(field "$out/$k$tp/metrics.jsonl" time | tail -n +2 | median)
+        c=$(field "$out/$k$tp/metrics.jsonl" tp_comm_s | tail -n +2 | median)
+        r=$([ $k = w ] && echo "$rw" || echo "$rd")
+        if [ $k = w ]; then
+            printf '| %s | no | %.3f s | %.3f s | %.1f MiB | | | |\n' "$tp" "$t" "$c" "$(echo "$r / 1024" | bc -l)"
+        else
+            printf '| %s | yes | %.3f s | %.3f s | %.1f MiB | %.1f MiB | %s MiB | %s |\n' "$tp" "$t" "$c" \
+                "$(echo "$r / 1024" | bc -l)" "$(echo "($rw - $rd) / 1024" | bc -l)" "$model" "$same"
+        fi
+    done
+done
