@@ -88,7 +88,7 @@ static void help(void) {
            "  --distribute-saved-activations\n"
            "                       with --tp: TP ranks keep only their rows of a recomputed layer's input and\n"
            "                       all-gather them before its rerun (the same numbers, less memory; with --gpus the\n"
-           "                       search tries both)\n"
+           "                       search tries both unless --no-distribute-saved-activations)\n"
            "  --keep N             checkpoints kept (default 2, 0 = all)\n"
            "  --quiet              no per-step lines on stdout\n"
            "  --peak-tflops X      the device's peak TFLOP/s (e.g. 989: an H100's dense bf16): each metrics line\n"
@@ -128,7 +128,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     double data_w[LCX_MIX_MAX];
     double peak_tflops = 0;
     int n_data = 0, n_data_w = 0;
-    int override_lr = 0, distribute = 0;
+    int override_lr = 0, distribute = 0, whole = 0;
     int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
@@ -168,6 +168,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_INT("--gpus", gpus, 1, 65536),
         LCX_FLAG_LENGTH("--mlp-tile", po.mlp_tile, 1, INT32_MAX),
         LCX_FLAG_SWITCH("--distribute-saved-activations", distribute),
+        LCX_FLAG_SWITCH("--no-distribute-saved-activations", whole),
         LCX_FLAG_SIZE("--gpu-memory", gpu_memory, LCX_BYTES_BINARY),
         LCX_FLAG_STR("--backend", backend),
     };
@@ -186,7 +187,11 @@ int lcx_cmd_extend(int argc, char **argv) {
     if (distribute && (gpus ? lcx_cli_flag_given(argc, argv, "--tp") && tp == 1 : tp == 1))
         return lcx_cli_usage_error(CMD, "flag --distribute-saved-activations: the rows are split over TP ranks: "
                                         "give --tp 2 or more (or --gpus N)");
+    if (distribute && whole)
+        return lcx_cli_usage_error(CMD, "flags --distribute-saved-activations and --no-distribute-saved-activations: "
+                                        "give one");
     if (distribute) po.distribute_saved = 1;
+    if (whole) po.distribute_saved = 0;
     if (method) {
         if (lcx_rope_method_parse(method, &po.method) != LCX_OK)
             return lcx_cli_usage_error(CMD, "flag --method: %s", lcx_last_error());

@@ -50,7 +50,8 @@ static void help(void) {
            "  --mlp-tile N        tokens per MLP tile in training (default: none, the whole micro-batch at once)\n"
            "  --distribute-saved-activations\n"
            "                      TP ranks keep only their rows of a recomputed layer's input and all-gather them\n"
-           "                      before its rerun (docs/parallel.md); with --gpus the search tries both\n"
+           "                      before its rerun (docs/parallel.md). Default with TP and --memory or --gpus:\n"
+           "                      the faster plan that fits, of the two; --no-distribute-saved-activations: never\n"
            "  --json              print one JSON object instead of the table\n"
            "  --help              this help\n"
            "\n"
@@ -65,7 +66,7 @@ static void help(void) {
 
 int lcx_cmd_plan(int argc, char **argv) {
     const char *path = NULL, *recipe = "yarn-x2", *method = NULL;
-    int as_json = 0, fp32 = 0, distribute = 0;
+    int as_json = 0, fp32 = 0, distribute = 0, whole = 0;
     uint64_t memory = 0, host_memory = 0;
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
@@ -74,6 +75,7 @@ int lcx_cmd_plan(int argc, char **argv) {
         LCX_FLAG_SWITCH("--json", as_json),
         LCX_FLAG_SWITCH("--fp32", fp32),
         LCX_FLAG_SWITCH("--distribute-saved-activations", distribute),
+        LCX_FLAG_SWITCH("--no-distribute-saved-activations", whole),
         LCX_FLAG_LENGTH("--to", o.target, 1, INT64_C(1) << 34),
         LCX_FLAG_STR("--recipe", recipe),
         LCX_FLAG_STR("--method", method),
@@ -95,7 +97,11 @@ int lcx_cmd_plan(int argc, char **argv) {
     if (distribute && ((!o.gpus && o.tp <= 1) || o.tp == 1))
         return lcx_cli_usage_error(CMD, "flag --distribute-saved-activations: the rows are split over TP ranks: "
                                         "give --tp 2 or more (or --gpus N)");
+    if (distribute && whole)
+        return lcx_cli_usage_error(CMD, "flags --distribute-saved-activations and --no-distribute-saved-activations: "
+                                        "give one");
     if (distribute) o.distribute_saved = 1;
+    if (whole) o.distribute_saved = 0;
     if (memory) o.mem_budget = (double)memory;
     if (host_memory) o.host_budget = (double)host_memory;
     if (!o.gpus) {

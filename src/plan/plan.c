@@ -518,13 +518,14 @@ static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe
     if (!p->searching && p->opts.mem_budget > 0 && ps->mem.total > p->opts.mem_budget)
         return lcx_fail(LCX_ERR_INVALID,
                         "%s:%d: stage %s needs %.2f GiB per device (%lld keep, %lld recompute, %lld offload, %lld "
-                        "recompute+offload layers; micro-batch %lld x %lld tokens, CP %lld), above the budget %.2f "
-                        "GiB: raise --cp, lower tokens_per_batch or use activation: recompute/offload",
+                        "recompute+offload layers; micro-batch %lld x %lld tokens, CP %lld%s), above the budget "
+                        "%.2f GiB: raise --cp, lower tokens_per_batch or use activation: recompute/offload",
                         r->label, s->line_start, lcx_format_length(ps->seq_len, b1, sizeof b1),
                         ps->mem.total / 1073741824.0, (long long)ps->n_keep, (long long)ps->n_recompute,
                         (long long)ps->n_offload, (long long)ps->n_rec_offload, (long long)ps->micro_seqs,
                         (long long)ps->seq_len,
-                        (long long)p->opts.cp, p->opts.mem_budget / 1073741824.0);
+                        (long long)p->opts.cp, distributes(m) ? ", saved activations distributed over TP" : "",
+                        p->opts.mem_budget / 1073741824.0);
     return LCX_OK;
 }
 
@@ -909,7 +910,24 @@ static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, 
 
 lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, lcx_plan **out) {
     if (o->gpus > 0) return plan_search(cfg, r, o, out);
-    return build_one(cfg, r, o, 0, out);
+    if (o->distribute_saved >= 0 || o->tp <= 1 || !(o->mem_budget > 0)) return build_one(cfg, r, o, 0, out);
+    /* a budget and TP, distribution not given: the faster of the two plans that fit (with distributed saved
+     * activations more layers may keep theirs, or the plan fits at all), whole on a tie; built distributed last,
+     * so that when neither fits the error is the one needing less memory */
+    lcx_plan_opts oc = *o;
+    lcx_plan *dist = NULL, *whole = NULL;
+    oc.distribute_saved = 0;
+    lcx_status sw = build_one(cfg, r, &oc, 0, &whole);
+    oc.distribute_saved = 1;
+    lcx_status sd = build_one(cfg, r, &oc, 0, &dist);
+    if (sw == LCX_OK && (sd != LCX_OK || whole->predicted_tokens_per_s >= dist->predicted_tokens_per_s)) {
+        lcx_plan_free(dist);
+        *out = whole;
+        return LCX_OK;
+    }
+    lcx_plan_free(whole);
+    *out = dist;
+    return sd;
 }
 
 /* ---- output ----------------------------------------------------------------------------------------------- */

@@ -208,6 +208,21 @@ sys.exit(not (extra > 0 and abs(saved - 16 * extra) <= 1e-9 * saved and w['total
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 1GB
 check "search, 1 GB of host memory: distributed chosen" grep -q "^chosen: .*, saved activations distributed:" "$tmp/out"
 check "search, 1 GB of host memory: said tried" grep -q "saved activations whole or distributed over TP" "$tmp/out"
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 1GB --no-distribute-saved-activations
+check "search --no-distribute-saved-activations: said" grep -q "saved activations whole;" "$tmp/out"
+check "search --no-distribute-saved-activations: never chosen" bash -c "! grep -q 'activations distributed' '$tmp/out'"
+# a budget with TP and no search: the faster of the two plans that fit; 8B to 128k at TP 8 x CP 4 fits 25 GB
+# only with the inputs distributed (every layer recomputing needs more than 25 GB with them whole)
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G
+check "--memory 25G: fits, distributed ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ] && \
+    grep -q "^layout:  TP 8 x CP 4 .*saved activations distributed" "$tmp/out"
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-distribute-saved-activations
+check "--memory 25G --no-distribute-saved-activations: does not fit" [ "$(rc)" -eq 1 ] && \
+    grep -q "stage 128k needs .* (0 keep, 32 recompute, .* CP 4), above the budget 25.00 GiB" "$tmp/err"
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 20G
+check "--memory 20G: the smaller need, distributed" grep -q "CP 4, saved activations distributed over TP), above" "$tmp/err"
+run plan "$l8b" --to 128k --tp 8 --distribute-saved-activations --no-distribute-saved-activations
+check "both flags: exit 2" [ "$(rc)" -eq 2 ] && grep -q "give one" "$tmp/err"
 run plan "$l8b" --to 128k --distribute-saved-activations
 check "--distribute-saved-activations without TP: exit 2" [ "$(rc)" -eq 2 ]
 check "--distribute-saved-activations without TP: says so" grep -q "give --tp 2 or more" "$tmp/err"
