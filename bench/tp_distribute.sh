@@ -5,43 +5,52 @@
 # time and tp_comm_s over steps 2..N (step 1 is warm-up), the largest peak RSS of the ranks (/usr/bin/time -f %M),
 # whether the losses are the same text, and the peak RSS saved against the memory model's saving
 # (docs/plan.md "Memory": L layers x T x a x H x (1 - 1/TP) of stored input less one shared T x a x H). One OpenMP
-# thread per rank (OMP_WAIT_POLICY=passive). Prints a markdown table.
-# usage: [SEQ=8192] [STEPS=3] [TPS="2 4"] bench/tp_distribute.sh BUILD_DIR
+# thread per rank (OMP_WAIT_POLICY=passive). Prints a markdown table; exit 1 when the losses differ or a run fails.
+# BACKEND=cuda runs the ranks on the machine's GPU (the staged communicator: docs/parallel.md "Device buffers"),
+# where the RSS columns are host memory only. Without /usr/bin/time the RSS columns are empty. CFG: another
+# config.json (its heads divisible by the TP sizes).
+# usage: [BACKEND=cpu|cuda] [SEQ=8192] [STEPS=3] [TPS="2 4"] [CFG=bench/llama10m.json] bench/tp_distribute.sh BUILD
 set -euo pipefail
 BUILD=${1:?usage: $0 BUILD_DIR}
 SEQ=${SEQ:-8192}
 STEPS=${STEPS:-3}
 TPS=${TPS:-"2 4"}
+BACKEND=${BACKEND:-cpu}
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$(cd "$BUILD" && pwd)/lcextend
-CFG="$HERE/llama10m.json"
+CFG=${CFG:-$HERE/llama10m.json}
+VOCAB=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
 MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
-[ -x "$BIN" ] && [ -n "$MPIEXEC" ] && [ -x /usr/bin/time ] || { echo "needs $BIN, mpirun and /usr/bin/time"; exit 1; }
+[ -x "$BIN" ] && [ -n "$MPIEXEC" ] || { echo "tp_distribute.sh: needs $BIN and mpirun"; exit 1; }
+[ -x /usr/bin/time ] && wrap='exec /usr/bin/time -f %M -o "$0.rss.${OMPI_COMM_WORLD_RANK:-0}" "$@"' || wrap='exec "$@"'
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-awk -v n=$(( (STEPS + 2) * (SEQ + 1) )) 'BEGIN { s = 7; for (i = 0; i < n; i++) {
-    s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 8192 } }' >"$out/ids.txt"
+awk -v n=$(( (STEPS + 2) * (SEQ + 1) )) -v v="$VOCAB" 'BEGIN { s = 7; for (i = 0; i < n; i++) {
+    s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % v } }' >"$out/ids.txt"
 field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # run NAME TP [FLAGS...]: the run directory $out/NAME, each rank's peak RSS (KiB) in $out/NAME.rss.RANK
 run() {
     local name=$1 tp=$2
     shift 2
-    "$MPIEXEC" --oversubscribe -np "$tp" bash -c \
-        'exec /usr/bin/time -f %M -o "$0.rss.${OMPI_COMM_WORLD_RANK:-0}" "$@"' "$out/$name" \
+    "$MPIEXEC" --oversubscribe -np "$tp" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY bash -c "$wrap" "$out/$name" \
         "$BIN" train --config "$CFG" --ids "$out/ids.txt" --seq "$SEQ" --steps "$STEPS" --out "$out/$name" \
-        --tp "$tp" --policy recompute --quiet "$@" >/dev/null
+        --tp "$tp" --policy recompute --backend "$BACKEND" --quiet "$@" >/dev/null
 }
 H=$(sed -n 's/.*"hidden_size": *\([0-9]*\).*/\1/p' "$CFG")
 L=$(sed -n 's/.*"num_hidden_layers": *\([0-9]*\).*/\1/p' "$CFG")
 echo "| TP | distributed | step time | tp_comm_s | peak RSS per rank | saved (measured) | saved (model) | losses |"
 echo "|---|---|---|---|---|---|---|---|"
+bad=0
 for tp in $TPS; do
     run "w$tp" "$tp"
     run "d$tp" "$tp" --distribute-saved-activations
-    same=$([ "$(field "$out/w$tp/metrics.jsonl" loss)" = "$(field "$out/d$tp/metrics.jsonl" loss)" ] && echo same || echo DIFFERENT)
-    rw=$(cat "$out/w$tp".rss.* | sort -n | tail -1) rd=$(cat "$out/d$tp".rss.* | sort -n | tail -1)
+    same=$([ -n "$(field "$out/w$tp/metrics.jsonl" loss)" ] && \
+        [ "$(field "$out/w$tp/metrics.jsonl" loss)" = "$(field "$out/d$tp/metrics.jsonl" loss)" ] && echo same || echo DIFFERENT)
+    [ "$same" = same ] || bad=1
+    rw=$(cat "$out/w$tp".rss.* 2>/dev/null | sort -n | tail -1) rd=$(cat "$out/d$tp".rss.* 2>/dev/null | sort -n | tail -1)
+    rw=${rw:-0} rd=${rd:-0}
     model=$(awk -v L="$L" -v T="$SEQ" -v H="$H" -v tp="$tp" 'BEGIN { printf "%.1f", (L * T * 4 * H * (1 - 1 / tp) - T * 4 * H) / 1048576 }')
     for k in w d; do
         t=$(field "$out/$k$tp/metrics.jsonl" time | tail -n +2 | median)
@@ -55,3 +64,4 @@ for tp in $TPS; do
         fi
     done
 done
+exit "$bad"

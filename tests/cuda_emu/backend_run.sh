@@ -15,7 +15,8 @@
 #                          reaches them)
 #   cp_check               lcextend on it: bench/cp_check.sh, CP 2 and 4 MPI ranks sharing the one emulated
 #                          device (the staged communicator through "pinned" memory) against one rank (SEQ, STEPS,
-#                          CFG: default the llama_gqa fixture, 64 tokens: the host GEMMs are slow; needs mpirun)
+#                          CFG: default the llama_gqa fixture, 64 tokens: the host GEMMs are slow; needs mpirun),
+#                          and bench/tp_distribute.sh, TP 2 with and without distributed saved activations
 # For machines without a GPU: it checks the host code, the kernels' indexing and the cuBLASLt calls' shapes,
 # strides and staging, not the GPU's memory model, speed, or cuBLASLt's own numerics. BUILD is a configured and
 # built CPU-only tree with AddressSanitizer (the CI's build-asan: its liblcx.a and link line are used). Not a
@@ -88,6 +89,9 @@ for test in $tests; do
         job 2 "bench/cp_check.sh on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
             BACKEND=cuda SEQ="${SEQ:-64}" STEPS="${STEPS:-3}" \
             CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}" bash "$root/bench/cp_check.sh" "$work"
+        job 2 "bench/tp_distribute.sh on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
+            BACKEND=cuda SEQ="${SEQ:-64}" STEPS="${STEPS:-3}" TPS=2 \
+            CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}" bash "$root/bench/tp_distribute.sh" "$work"
         continue
     fi
     cc -I"$root/tests" -I"$root/tests/unit" -DLCX_SOURCE_DIR="\"$root\"" -DLCX_BINARY_DIR="\"$build\"" \
