@@ -52,15 +52,15 @@ for tp in $TPS; do
     rw=$(cat "$out/w$tp".rss.* 2>/dev/null | sort -n | tail -1) rd=$(cat "$out/d$tp".rss.* 2>/dev/null | sort -n | tail -1)
     rw=${rw:-0} rd=${rd:-0}
     model=$(awk -v L="$L" -v T="$SEQ" -v H="$H" -v tp="$tp" 'BEGIN { printf "%.1f", (L * T * 4 * H * (1 - 1 / tp) - T * 4 * H) / 1048576 }')
+    mib() { [ "$rw" -gt 0 ] && awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }' || echo -; }
     for k in w d; do
         t=$(field "$out/$k$tp/metrics.jsonl" time | tail -n +2 | median)
         c=$(field "$out/$k$tp/metrics.jsonl" tp_comm_s | tail -n +2 | median)
-        r=$([ $k = w ] && echo "$rw" || echo "$rd")
         if [ $k = w ]; then
-            printf '| %s | no | %.3f s | %.3f s | %.1f MiB | | | |\n' "$tp" "$t" "$c" "$(echo "$r / 1024" | bc -l)"
+            printf '| %s | no | %.3f s | %.3f s | %s | | | |\n' "$tp" "$t" "$c" "$(mib "$rw")"
         else
-            printf '| %s | yes | %.3f s | %.3f s | %.1f MiB | %.1f MiB | %s MiB | %s |\n' "$tp" "$t" "$c" \
-                "$(echo "$r / 1024" | bc -l)" "$(echo "($rw - $rd) / 1024" | bc -l)" "$model" "$same"
+            printf '| %s | yes | %.3f s | %.3f s | %s | %s | %s MiB | %s |\n' "$tp" "$t" "$c" "$(mib "$rd")" \
+                "$(mib $((rw - rd)))" "$model" "$same"
         fi
     done
 done

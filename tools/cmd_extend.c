@@ -87,8 +87,9 @@ static void help(void) {
            "                       or the search's choice with --gpus)\n"
            "  --distribute-saved-activations\n"
            "                       with --tp: TP ranks keep only their rows of a recomputed layer's input and\n"
-           "                       all-gather them before its rerun (the same numbers, less memory; with --gpus the\n"
-           "                       search tries both unless --no-distribute-saved-activations)\n"
+           "                       all-gather them before its rerun (the same numbers; less memory from 3 such\n"
+           "                       layers at --tp 2, 2 at --tp 4 or more; with --gpus the search tries both unless\n"
+           "                       --no-distribute-saved-activations)\n"
            "  --keep N             checkpoints kept (default 2, 0 = all)\n"
            "  --quiet              no per-step lines on stdout\n"
            "  --peak-tflops X      the device's peak TFLOP/s (e.g. 989: an H100's dense bf16): each metrics line\n"
@@ -184,9 +185,12 @@ int lcx_cmd_extend(int argc, char **argv) {
     po.act_bytes = (int)lcx_act_size(adt); /* the plan's memory estimate follows --activations */
     if (!to) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
     if (override_lr && !resume) return lcx_cli_usage_error(CMD, "flag --override-lr: only with --resume");
-    if (distribute && (gpus ? lcx_cli_flag_given(argc, argv, "--tp") && tp == 1 : tp == 1))
-        return lcx_cli_usage_error(CMD, "flag --distribute-saved-activations: the rows are split over TP ranks: "
-                                        "give --tp 2 or more (or --gpus N)");
+    const int tp_given = lcx_cli_flag_given(argc, argv, "--tp");
+    if (distribute && ((tp_given && tp == 1) || gpus == 1 || (!gpus && tp == 1)))
+        return lcx_cli_usage_error(CMD, "flag --distribute-saved-activations: the rows are split over TP ranks, "
+                                        "and %s", tp_given && tp == 1 ? "--tp 1 has one"
+                                                  : gpus == 1         ? "--gpus 1 has one"
+                                                              : "there is one without --tp 2 or more (or --gpus N)");
     if (distribute && whole)
         return lcx_cli_usage_error(CMD, "flags --distribute-saved-activations and --no-distribute-saved-activations: "
                                         "give one");

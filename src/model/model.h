@@ -84,7 +84,9 @@ typedef struct lcx_model_opts {
                                     --distribute-saved-activations): a recompute or recompute+offload layer keeps
                                     only this TP rank's rows (ceil(T / TP)) of its input, replicated over TP
                                     otherwise, and the backward all-gathers them before the rerun; the same bits,
-                                    TP-fold less stored input. No effect with TP 1 or on keep/offload layers */
+                                    TP-fold less stored input, plus one whole input shared by those layers (a
+                                    saving once more than TP/(TP-1) of them stay on the device). No effect with
+                                    TP 1 or on keep/offload layers */
 } lcx_model_opts;
 
 /* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */

@@ -125,7 +125,7 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     mo.layer_policy = ps->activation;
     mo.loss_chunk = job->plan->opts.loss_chunk; /* the plan's memory figures assume its chunk and tile */
     mo.mlp_chunk = job->plan->opts.mlp_tile;
-    mo.distribute_saved = job->plan->model.distribute; /* the plan's (searched, or --distribute-saved-...) */
+    mo.distribute_saved = job->plan->distributes; /* the plan's (chosen, or --distribute-saved-activations) */
     mo.zero_comm = job->o->ranks.zero1 ? job->grp.g : NULL; /* ZeRO-1: this rank's rows of the moments */
     mo.backend = job->o->backend;
     LCX_TRY(lcx_model_init(&job->m, &job->scfg, &mo));

@@ -145,6 +145,7 @@ double lcx_config_flops_per_token(const lcx_model_config *cfg, int64_t seq_len) 
 }
 
 /* ---- options ------------------------------------------------------------------------------------------------ */
+/* plan.h; distribute_saved -1: decided by the planner where it can (a search, or a budget with TP) */
 void lcx_plan_opts_default(lcx_plan_opts *o) {
     memset(o, 0, sizeof *o);
     o->tp = o->cp = o->dp = 1;
@@ -524,7 +525,10 @@ static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe
                         ps->mem.total / 1073741824.0, (long long)ps->n_keep, (long long)ps->n_recompute,
                         (long long)ps->n_offload, (long long)ps->n_rec_offload, (long long)ps->micro_seqs,
                         (long long)ps->seq_len,
-                        (long long)p->opts.cp, distributes(m) ? ", saved activations distributed over TP" : "",
+                        (long long)p->opts.cp,
+                        distributes(m) && ps->n_recompute + ps->n_rec_offload > 0
+                            ? ", saved activations distributed over TP"
+                            : "",
                         p->opts.mem_budget / 1073741824.0);
     return LCX_OK;
 }
@@ -672,6 +676,7 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
         p->total_flops += ps->flops;
         p->total_time_s += ps->time_s;
         if (ps->mem.total > p->peak_memory) p->peak_memory = ps->mem.total;
+        p->distributes |= distributes(&p->model) && ps->n_recompute + ps->n_rec_offload > 0;
         if (ps->mem.host > p->host_peak) p->host_peak = ps->mem.host;
         int counts[LCX_ACT_POLICY_COUNT];
         policy_counts(ps->activation, p->model.n_layers, counts);
@@ -767,7 +772,7 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
         t.valid = 1;
         t.loss_chunk = oc.loss_chunk;
         t.mlp_tile = oc.mlp_tile;
-        t.distribute = oc.distribute_saved;
+        t.distribute = p->distributes; /* in effect: some layer recomputes */
         t.peak = p->peak_memory;
         t.host_peak = p->host_peak;
         t.fits = p->peak_memory <= o->mem_budget && (o->host_budget <= 0 || p->host_peak <= o->host_budget);
@@ -791,7 +796,9 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
              s->n_valid == 1 ? "s" : "", s->n_fit, s->n_fit == 1 ? "s" : "", human_bytes(budget, b1, sizeof b1),
              o->loss_chunk > 0 ? "as given" : "4096, 1024 or 256", o->mlp_tile > 0 ? "as given" : "none, 4096 or 1024",
              p->opts.act_bytes == 2 ? "bf16" : "fp32",
-             o->distribute_saved < 0 ? "whole or distributed over TP" : o->distribute_saved ? "distributed" : "whole");
+             o->distribute_saved < 0 ? "whole or distributed over TP"
+             : o->distribute_saved  ? "distributed over TP (where TP > 1 and a layer recomputes)"
+                                    : "whole");
     const lcx_plan_cost *k = &p->cost;
     double tot = k->total > 0 ? k->total : 1;
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
@@ -912,8 +919,7 @@ lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, cons
     if (o->gpus > 0) return plan_search(cfg, r, o, out);
     if (o->distribute_saved >= 0 || o->tp <= 1 || !(o->mem_budget > 0)) return build_one(cfg, r, o, 0, out);
     /* a budget and TP, distribution not given: the faster of the two plans that fit (with distributed saved
-     * activations more layers may keep theirs, or the plan fits at all), whole on a tie; built distributed last,
-     * so that when neither fits the error is the one needing less memory */
+     * activations more layers may keep theirs, or the plan fits at all), whole on a tie */
     lcx_plan_opts oc = *o;
     lcx_plan *dist = NULL, *whole = NULL;
     oc.distribute_saved = 0;
@@ -926,8 +932,23 @@ lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, cons
         return LCX_OK;
     }
     lcx_plan_free(whole);
-    *out = dist;
-    return sd;
+    if (sd == LCX_OK) {
+        *out = dist;
+        return LCX_OK;
+    }
+    /* neither fits: the error of the one that needs less (their peaks planned without the budget, where auto
+     * stages recompute every layer as the failed ones ended), whole on a tie */
+    double need[2] = {INFINITY, INFINITY};
+    oc.mem_budget = 0;
+    for (int d = 0; d < 2; d++) {
+        lcx_plan *q = NULL;
+        oc.distribute_saved = d;
+        if (build_one(cfg, r, &oc, 0, &q) == LCX_OK) need[d] = q->peak_memory;
+        lcx_plan_free(q);
+    }
+    oc = *o;
+    oc.distribute_saved = need[1] < need[0];
+    return build_one(cfg, r, &oc, 0, out);
 }
 
 /* ---- output ----------------------------------------------------------------------------------------------- */
@@ -1001,7 +1022,7 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
     fprintf(f, "recipe:  %s (%s)\n", p->recipe_name, p->recipe_label);
     if (p->opts.has_method) fprintf(f, "method:  %s (--method, overrides the recipe)\n", lcx_rope_method_name(p->opts.method));
     lcx_plan_candidate knobs = {.loss_chunk = p->opts.loss_chunk, .mlp_tile = p->opts.mlp_tile,
-                                .distribute = distributes(m)};
+                                .distribute = p->distributes};
     fprintf(f, "layout:  TP %" PRId64 " x CP %" PRId64 " x DP %" PRId64 ", weights %s, activations %s; %s; budget %s; "
                "throughput %s\n",
             p->opts.tp, p->opts.cp, p->opts.dp, p->opts.weight_bytes == 2 ? "bf16 (+fp32 master)" : "fp32",
@@ -1092,7 +1113,7 @@ static json_t *candidate_json(const lcx_plan_candidate *c, int *ok) {
     put(j, "fits", json_boolean(c->fits), ok);
     put(j, "loss_chunk", c->valid ? json_integer(c->loss_chunk) : json_null(), ok);
     put(j, "mlp_tile", c->valid && c->mlp_tile ? json_integer(c->mlp_tile) : json_null(), ok);
-    put(j, "distribute_saved", json_boolean(c->distribute), ok);
+    put(j, "distribute_saved", c->valid ? json_boolean(c->distribute) : json_null(), ok);
     put(j, "peak_memory", c->valid ? json_real(c->peak) : json_null(), ok);
     put(j, "host_memory", c->valid ? json_real(c->host_peak) : json_null(), ok);
     put(j, "tokens_per_s", c->fits ? json_real(c->tokens_per_s) : json_null(), ok);
@@ -1139,7 +1160,7 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(lay, "activation_bytes", json_integer(p->opts.act_bytes), &ok);
         put(lay, "loss_chunk", json_integer(p->opts.loss_chunk), &ok);
         put(lay, "mlp_tile", p->opts.mlp_tile > 0 ? json_integer(p->opts.mlp_tile) : json_null(), &ok);
-        put(lay, "distribute_saved", json_boolean(distributes(m)), &ok);
+        put(lay, "distribute_saved", json_boolean(p->distributes), &ok);
         put(lay, "memory_budget", p->opts.mem_budget > 0 ? json_real(p->opts.mem_budget) : json_null(), &ok);
         put(lay, "tokens_per_s", p->opts.tokens_per_s > 0 ? json_real(p->opts.tokens_per_s) : json_null(), &ok);
     }

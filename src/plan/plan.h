@@ -104,7 +104,8 @@ typedef struct lcx_plan_opts {
     double host_bytes_s;       /* device <-> host copies for offload, bytes/s (default 25e9) */
     lcx_mem_backend backend;   /* whose op arena the memory model counts (default CUDA) */
     int distribute_saved;      /* distributed saved activations (docs/parallel.md; TP > 1 only): 1 on, 0 off, -1
-                                  (the default) searched with gpus > 0 (both tried), else off */
+                                  (lcx_plan_opts_default's) both tried where a choice is made: by the search
+                                  (gpus > 0) and by lcx_plan_build with a budget and TP > 1; else off */
 } lcx_plan_opts;
 void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, no search, model rates */
 
@@ -221,6 +222,8 @@ typedef struct lcx_plan {
     lcx_plan_cost cost;            /* sum over stages of steps x each term (seconds) */
     double host_peak;              /* the largest stage's pinned host bytes per device (offload) */
     lcx_plan_search_info *search;  /* opts.gpus > 0: the layouts considered and the explanation; else NULL */
+    int distributes;               /* distributed saved activations in effect: TP > 1, model.distribute and a
+                                      stage that recomputes a layer (what the stages' models then do) */
     int searching;                 /* internal: a search candidate (auto stages get the searched policies) */
 } lcx_plan;
 

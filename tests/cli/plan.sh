@@ -225,8 +225,27 @@ run plan "$l8b" --to 128k --tp 8 --distribute-saved-activations --no-distribute-
 check "both flags: exit 2" [ "$(rc)" -eq 2 ] && grep -q "give one" "$tmp/err"
 run plan "$l8b" --to 128k --distribute-saved-activations
 check "--distribute-saved-activations without TP: exit 2" [ "$(rc)" -eq 2 ]
-check "--distribute-saved-activations without TP: says so" grep -q "give --tp 2 or more" "$tmp/err"
+check "--distribute-saved-activations without TP: says so" grep -q "split over TP ranks, .* without --tp 2" "$tmp/err"
 check "--distribute-saved-activations without TP: one line" one_line_err
+run plan "$l8b" --to 128k --gpus 1 --gpu-memory 80G --distribute-saved-activations
+check "--gpus 1 --distribute-saved-activations: exit 2, says why" [ "$(rc)" -eq 2 ] && \
+    grep -q "\-\-gpus 1 has one" "$tmp/err"
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80G --tp 1 --distribute-saved-activations
+check "--gpus 8 --tp 1 --distribute-saved-activations: exit 2, says why" [ "$(rc)" -eq 2 ] && \
+    grep -q "\-\-tp 1 has one" "$tmp/err"
+# a keep recipe recomputes nothing: the layout does not claim distribution
+printf 'name: k\ndefaults: {activation: keep, steps: 10}\nstages:\n  - seq_len: target\n' >"$tmp/keep.yaml"
+run plan "$l8b" --to 128k --tp 2 --recipe "$tmp/keep.yaml" --distribute-saved-activations --json
+check "keep recipe --distribute-saved-activations: nothing distributed" \
+    bash -c "tr -d ' \n' <'$tmp/out' | grep -q '\"distribute_saved\":false'"
+# one layer recomputing: distribution saves less than its shared buffer costs, so when neither plan fits the
+# error is the whole plan's (the smaller need)
+acts="recompute$(printf ', keep%.0s' $(seq 31))"
+printf 'name: r1\ndefaults: {activation: [%s], steps: 10}\nstages:\n  - seq_len: target\n' "$acts" >"$tmp/r1.yaml"
+run plan "$l8b" --to 128k --tp 2 --cp 4 --recipe "$tmp/r1.yaml" --memory 60G
+check "one recompute layer, nothing fits: exit 1" [ "$(rc)" -eq 1 ]
+check "one recompute layer, nothing fits: the whole plan's need" \
+    bash -c "grep -q '(31 keep, 1 recompute, .*CP 4), above' '$tmp/err'"
 run "$l8b" --to 128k --distribute-saved-activations --dry-run
 check "main command --distribute-saved-activations without TP: exit 2" [ "$(rc)" -eq 2 ]
 run "$l8b" --to 128k --tp 2 --distribute-saved-activations --dry-run

@@ -4,14 +4,19 @@
  * Reference: the same mesh, the same steps with distribute_saved 0 (itself checked against one rank by
  * test_train_tp_mpi). Cases, 4 layers with policies recompute, recompute, keep, recompute+offload (two
  * distributed layers in a row share the whole input buffer; a keep layer writes a distributed layer's input; an
- * offloaded one keeps its rows in its offload slot), or every layer recompute:
+ * offloaded one keeps its rows in its offload slot), every layer recompute, or keep, recompute, offload,
+ * recompute+offload (an offload layer's input whole in its slot, beside a distributed one's rows):
  *   - qwen3's shape (q/k norms) TP 4, float32: 30 tokens a micro-batch (ragged rows: 8, 8, 8, 6) and a second
  *     micro-batch of 17 (5 rows a rank, the last 2), below the capacity;
  *   - llama_gqa's shape TP 2 x CP 2, bf16 activations, 14 and 10 local tokens;
- *   - qwen2's shape (GQA 4:1, biases), TP 2 in two independent worlds, bf16 parameters, every layer recompute.
- * Over STEPS AdamW steps, on every rank: every step's loss and gradient norm, and the final master weights, the
- * same bits with and without distribution; the activation buffer and the offload slot smaller by exactly the
- * rows not kept (each piece rounded to 64 bytes, as the model lays them out), less the shared whole input. */
+ *   - qwen2's shape (GQA 4:1, biases), TP 2 in two independent worlds, bf16 parameters, every layer recompute;
+ *   - qwen3's shape TP 4 with micro-batches of 3 and 2 tokens: fewer rows than ranks, some keep none.
+ * Over STEPS AdamW steps, on every rank: every step's loss and gradient norm, a forward-only pass after each step
+ * (lcx_model_forward on the training model: the layers run on the shared input, nothing kept) and the final master
+ * weights the same bits with and without distribution; the activation buffer and the offload slot smaller by
+ * exactly the rows not kept (each piece rounded to 64 bytes, as the model lays them out), less the shared whole
+ * input (more memory, not less, where fewer than TP/(TP-1) layers stay on the device recomputing, as in the
+ * llama_gqa case: 2 layers at TP 2). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +33,7 @@
 static int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 
 typedef struct run_out {
-    double loss[STEPS], norm[STEPS];
+    double loss[STEPS], norm[STEPS], fwd[STEPS]; /* fwd: the forward-only loss sum after each step */
     float **master;           /* [param] this rank's slice after the last step */
     size_t *numel;            /* [param] its elements */
     size_t n_params;
@@ -40,9 +45,19 @@ typedef struct layout_case {
     const char *fixture;
     int tp, cp, sub;          /* TP x CP in independent worlds of sub ranks */
     lcx_dtype pdt, adt;
-    int all_recompute;        /* else recompute, recompute, keep, recompute+offload */
+    lcx_act_policy pol[4];    /* the 4 layers' */
     int64_t seq[N_MICRO];     /* global row length of each micro-batch (one row each) */
 } layout_case;
+
+#define MIXED {LCX_ACT_RECOMPUTE, LCX_ACT_RECOMPUTE, LCX_ACT_KEEP, LCX_ACT_RECOMPUTE_OFFLOAD}
+#define ALL_RECOMPUTE {LCX_ACT_RECOMPUTE, LCX_ACT_RECOMPUTE, LCX_ACT_RECOMPUTE, LCX_ACT_RECOMPUTE}
+#define WITH_OFFLOAD {LCX_ACT_KEEP, LCX_ACT_RECOMPUTE, LCX_ACT_OFFLOAD, LCX_ACT_RECOMPUTE_OFFLOAD}
+
+static int count_policy(const layout_case *k, lcx_act_policy p) {
+    int n = 0;
+    for (int l = 0; l < 4; l++) n += k->pol[l] == p;
+    return n;
+}
 
 static void batch_of(int64_t seq, int64_t vocab, int step, int micro, int32_t *ids, int32_t *tgt, int32_t *pos) {
     for (int64_t t = 0; t < seq; t++) {
@@ -56,15 +71,13 @@ static void batch_of(int64_t seq, int64_t vocab, int step, int micro, int32_t *i
 static void run(const lcx_model_config *cfg, const layout_case *k, const lcx_comm_groups *gs, int distribute,
                 run_out *r) {
     memset(r, 0, sizeof *r);
-    lcx_act_policy pol[4] = {LCX_ACT_RECOMPUTE, LCX_ACT_RECOMPUTE, LCX_ACT_KEEP, LCX_ACT_RECOMPUTE_OFFLOAD};
-    if (k->all_recompute) pol[2] = pol[3] = LCX_ACT_RECOMPUTE;
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
     o.param_dtype = k->pdt, o.act_dtype = k->adt;
     o.max_tokens = MAX_SEQ / k->cp;
     o.loss_chunk = 7;
     o.training = 1;
-    o.layer_policy = pol;
+    o.layer_policy = k->pol;
     o.tp_comm = gs->group[LCX_GROUP_TP];
     o.cp_comm = k->cp > 1 ? gs->group[LCX_GROUP_CP] : NULL;
     o.distribute_saved = distribute;
@@ -92,6 +105,8 @@ static void run(const lcx_model_config *cfg, const layout_case *k, const lcx_com
         lcx_step_result res;
         CHECK_OK(lcx_model_train_step_group(m, mb, N_MICRO, &ao, gs->group[LCX_GROUP_GRAD], &res));
         r->loss[step] = res.loss, r->norm[step] = res.grad_norm;
+        int64_t count = 0;
+        CHECK_OK(lcx_model_forward(m, &mb[0], NULL, &r->fwd[step], &count));
     }
     const lcx_param_table *t = lcx_model_params(m);
     r->n_params = t->n;
@@ -130,7 +145,8 @@ static void check_case(lcx_comm *world, const layout_case *k) {
     run(&cfg, k, &gs, 0, &ref);
     run(&cfg, k, &gs, 1, &dist);
     int same = ref.n_params == dist.n_params && ref.n_params > 0;
-    for (int s = 0; s < STEPS; s++) same &= ref.loss[s] == dist.loss[s] && ref.norm[s] == dist.norm[s];
+    for (int s = 0; s < STEPS; s++)
+        same &= ref.loss[s] == dist.loss[s] && ref.norm[s] == dist.norm[s] && ref.fwd[s] == dist.fwd[s];
     for (size_t i = 0; same && i < ref.n_params; i++)
         same &= ref.numel[i] == dist.numel[i] &&
                 memcmp(ref.master[i], dist.master[i], ref.numel[i] * sizeof(float)) == 0;
@@ -141,19 +157,26 @@ static void check_case(lcx_comm *world, const layout_case *k) {
      * TP x ceil(T / TP) rows; a recompute+offload layer's rows shrink in its offload slot */
     const int64_t T = MAX_SEQ / k->cp, rows = (T + k->tp - 1) / k->tp, es = k->adt == LCX_BF16 ? 2 : 4;
     const int64_t full = round64(T * cfg.hidden_size * es), part = round64(rows * cfg.hidden_size * es);
-    const int n_rec = k->all_recompute ? 4 : 2;
+    const int n_rec = count_policy(k, LCX_ACT_RECOMPUTE);
     int64_t want = n_rec * (full - part) - round64(k->tp * rows * cfg.hidden_size * es);
     CHECK_MSG((int64_t)ref.mem.acts - (int64_t)dist.mem.acts == want, "%s: activation bytes %zu -> %zu, expected "
               "%lld less", k->fixture, ref.mem.acts, dist.mem.acts, (long long)want);
-    if (!k->all_recompute)
-        CHECK_MSG((int64_t)ref.slot_bytes - (int64_t)dist.slot_bytes == full - part,
-                  "%s: offload slot %zu -> %zu bytes, expected %lld less", k->fixture, ref.slot_bytes,
-                  dist.slot_bytes, (long long)(full - part));
+    /* the slot is the largest offloaded layer's: a recompute+offload one's shrinks, an offload one's does not */
+    const int64_t slot_want = count_policy(k, LCX_ACT_OFFLOAD)                ? 0
+                              : count_policy(k, LCX_ACT_RECOMPUTE_OFFLOAD) ? full - part
+                                                                           : 0;
+    CHECK_MSG((int64_t)ref.slot_bytes - (int64_t)dist.slot_bytes == slot_want,
+              "%s: offload slot %zu -> %zu bytes, expected %lld less", k->fixture, ref.slot_bytes, dist.slot_bytes,
+              (long long)slot_want);
+    char names[96] = "";
+    for (int l = 0; l < 4; l++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", l ? ", " : "",
+                 lcx_act_policy_name(k->pol[l]));
     if (world->rank == 0)
         printf("%s TP %d x CP %d (%s activations, %s): %d steps %s; activations %zu -> %zu bytes, offload slot "
                "%zu -> %zu\n",
                k->fixture, k->tp, k->cp, k->adt == LCX_BF16 ? "bf16" : "f32",
-               k->all_recompute ? "all recompute" : "recompute, recompute, keep, recompute+offload", STEPS,
+               names, STEPS,
                same ? "bit-identical" : "DIFFERENT", ref.mem.acts, dist.mem.acts, ref.slot_bytes, dist.slot_bytes);
     run_out_free(&ref);
     run_out_free(&dist);
@@ -173,9 +196,11 @@ int main(void) {
         return 1;
     }
     const layout_case cases[] = {
-        {"qwen3", 4, 1, 4, LCX_F32, LCX_F32, 0, {30, 17}},
-        {"llama_gqa", 2, 2, 4, LCX_F32, LCX_BF16, 0, {28, 20}},
-        {"qwen2", 2, 1, 2, LCX_BF16, LCX_F32, 1, {30, 23}},
+        {"qwen3", 4, 1, 4, LCX_F32, LCX_F32, MIXED, {30, 17}},
+        {"llama_gqa", 2, 2, 4, LCX_F32, LCX_BF16, MIXED, {28, 20}},
+        {"qwen2", 2, 1, 2, LCX_BF16, LCX_F32, ALL_RECOMPUTE, {30, 23}},
+        {"llama_gqa", 2, 1, 2, LCX_F32, LCX_BF16, WITH_OFFLOAD, {30, 12}},
+        {"qwen3", 4, 1, 4, LCX_F32, LCX_F32, ALL_RECOMPUTE, {3, 2}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(world, &cases[i]);
     CHECK_OK(lcx_comm_finalize(world));
