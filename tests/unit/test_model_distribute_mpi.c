@@ -16,7 +16,8 @@
  * weights the same bits with and without distribution; the activation buffer and the offload slot smaller by
  * exactly the rows not kept (each piece rounded to 64 bytes, as the model lays them out), less the shared whole
  * input (more memory, not less, where fewer than TP/(TP-1) layers stay on the device recomputing, as in the
- * llama_gqa case: 2 layers at TP 2). */
+ * llama_gqa case: 2 layers at TP 2), and the planner's memory model predicting that saving to the rounding. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "src/comm/comm.h"
 #include "src/core/cp_perm.h"
 #include "src/model/model.h"
+#include "src/plan/plan.h"
 #include "test_util.h"
 
 #define STEPS 3
@@ -168,6 +170,22 @@ static void check_case(lcx_comm *world, const layout_case *k) {
     CHECK_MSG((int64_t)ref.slot_bytes - (int64_t)dist.slot_bytes == slot_want,
               "%s: offload slot %zu -> %zu bytes, expected %lld less", k->fixture, ref.slot_bytes, dist.slot_bytes,
               (long long)slot_want);
+    /* the planner's memory model (docs/plan.md "Memory") predicts the same saving, activations and offload device
+     * pool together, to the model's rounding: ceil(T / TP) rows, not T / TP, and 64-byte pieces (at most a row and
+     * 64 bytes for each of the 4 layers' inputs, the shared one and the 3 slots) */
+    lcx_mem_model mm = {.n_layers = 4, .hidden = cfg.hidden_size, .ffn = cfg.intermediate_size,
+                        .heads = cfg.num_attention_heads, .kv_heads = cfg.num_key_value_heads,
+                        .head_dim = cfg.head_dim, .vocab = cfg.vocab_size, .tp = k->tp, .cp = k->cp,
+                        .weight_bytes = k->pdt == LCX_BF16 ? 2 : 4, .act_bytes = (int)es, .loss_chunk = 7};
+    lcx_mem_estimate ew, ed;
+    lcx_mem_estimate_compute(&mm, MAX_SEQ, 1, k->pol, &ew);
+    mm.distribute = 1;
+    lcx_mem_estimate_compute(&mm, MAX_SEQ, 1, k->pol, &ed);
+    const double predicted = (ew.activations + ew.workspace) - (ed.activations + ed.workspace);
+    const double measured = ((double)ref.mem.acts + (double)ref.mem.offload_device) -
+                            ((double)dist.mem.acts + (double)dist.mem.offload_device);
+    CHECK_MSG(fabs(measured - predicted) <= 8.0 * (64 + es * cfg.hidden_size),
+              "%s: the model saves %.0f bytes, the planner predicts %.0f", k->fixture, measured, predicted);
     char names[96] = "";
     for (int l = 0; l < 4; l++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", l ? ", " : "",
