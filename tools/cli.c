@@ -85,6 +85,10 @@ const lcx_cli_word lcx_cli_act_dtypes[] = {{"bf16", LCX_BF16}, {"f32", LCX_F32},
 const lcx_cli_word lcx_cli_act_policies[] = {
     {"keep", LCX_ACT_KEEP}, {"recompute", LCX_ACT_RECOMPUTE}, {"offload", LCX_ACT_OFFLOAD},
     {"recompute+offload", LCX_ACT_RECOMPUTE_OFFLOAD}, {"recompute_offload", LCX_ACT_RECOMPUTE_OFFLOAD}, {NULL, 0}};
+const lcx_cli_word lcx_cli_act_policies_auto[] = {
+    {"keep", LCX_ACT_KEEP},         {"recompute", LCX_ACT_RECOMPUTE},
+    {"offload", LCX_ACT_OFFLOAD},   {"recompute+offload", LCX_ACT_RECOMPUTE_OFFLOAD},
+    {"recompute_offload", LCX_ACT_RECOMPUTE_OFFLOAD}, {"auto", LCX_ACT_AUTO}, {NULL, 0}};
 
 /* Integer destinations are int, int64_t or an enum (int-sized); the table recorded which size. */
 static void store_integer(void *dest, size_t size, int64_t v) {

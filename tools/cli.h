@@ -63,6 +63,7 @@ typedef struct lcx_cli_word {
 extern const lcx_cli_word lcx_cli_weight_dtypes[]; /* --dtype: f32, bf16 */
 extern const lcx_cli_word lcx_cli_act_dtypes[];    /* --activations: bf16, f32 */
 extern const lcx_cli_word lcx_cli_act_policies[];  /* --policy: keep, recompute, offload, recompute+offload */
+extern const lcx_cli_word lcx_cli_act_policies_auto[]; /* the same and auto (the planner's per-layer split) */
 
 /* One flag. Fill it with the LCX_FLAG_* macros below (they check the destination's type), or with designated
  * initializers for the optional fields. */

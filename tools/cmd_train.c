@@ -44,7 +44,9 @@ static void help(void) {
            "                       (default a fifth of --steps); --decay-type cosine|linear|1-sqrt (default cosine)\n"
            "  --clip X             max gradient norm (default 1, 0 = off); --wd X weight decay (default 0.01)\n"
            "  --dtype f32|bf16     stored weights (default f32; master weights are f32)\n"
-           "  --policy P           activations: keep | recompute | offload | recompute+offload (default keep)\n"
+           "  --policy P           activations: keep | recompute | offload | recompute+offload (default keep), or\n"
+           "                       auto: per layer, the planner's fastest split that fits --memory SIZE per device\n"
+           "                       (and --host-memory SIZE of offload pool, if given; docs/plan.md); printed\n"
            "  --mlp-tile N         run the MLP in tiles of N tokens (e.g. 4k; default: all tokens at once): with\n"
            "                       recompute no [tokens x intermediate] buffer exists; gradients change in the\n"
            "                       last bits only\n"
@@ -115,6 +117,7 @@ int lcx_cmd_train(int argc, char **argv) {
     double peak_tflops = 0;
     int n_data = 0, n_data_w = 0;
     int override_lr = 0, distribute = 0;
+    uint64_t memory = 0, host_memory = 0;
     int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, doc_mask = 0, tp = 1, cp = 1, dp = 0;
     int64_t mlp_tile = 0;
     int64_t seq = 0, steps = 0, batch = 1, accum = 1, warmup = 0, save_every = 0, keep = 2, seed = 1234;
@@ -165,7 +168,9 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_STRS("--tokenizer", user_tok, n_user_tok, MAX_TOK),
         LCX_FLAG_CHOICE("--schedule", sched, SCHEDULES),
         LCX_FLAG_CHOICE("--decay-type", decay_type, DECAYS),
-        LCX_FLAG_CHOICE("--policy", policy, lcx_cli_act_policies),
+        LCX_FLAG_CHOICE("--policy", policy, lcx_cli_act_policies_auto),
+        LCX_FLAG_SIZE("--memory", memory, LCX_BYTES_BINARY),
+        LCX_FLAG_SIZE("--host-memory", host_memory, LCX_BYTES_BINARY),
         LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),
         LCX_FLAG_CHOICE("--activations", adt, lcx_cli_act_dtypes),
         LCX_FLAG_STR("--backend", backend),
@@ -176,7 +181,12 @@ int lcx_cmd_train(int argc, char **argv) {
     if (!ckpt == !config) return lcx_cli_usage_error(CMD, "give either CKPT or --config FILE");
     if (!n_data == !ids) return lcx_cli_usage_error(CMD, "give either --data PREFIX or --ids FILE");
     if ((stop = lcx_cli_data_mix(CMD, n_data, n_data_w)) != LCX_CLI_RUN) return stop;
-    if (distribute && (tp == 1 || !lcx_act_recomputes(policy)))
+    if ((policy == LCX_ACT_AUTO) != (memory > 0))
+        return lcx_cli_usage_error(CMD, policy == LCX_ACT_AUTO ? "--policy auto needs --memory SIZE (the budget to fit)"
+                                                                : "flag --memory: only with --policy auto");
+    if (host_memory && policy != LCX_ACT_AUTO)
+        return lcx_cli_usage_error(CMD, "flag --host-memory: only with --policy auto");
+    if (distribute && (tp == 1 || !(lcx_act_recomputes(policy) || policy == LCX_ACT_AUTO)))
         return lcx_cli_usage_error(CMD, "flag --distribute-saved-activations: %s",
                                    tp == 1 ? "the rows are split over TP ranks: give --tp 2 or more"
                                            : "only recomputed layers keep their input: give --policy recompute or "
@@ -247,6 +257,8 @@ int lcx_cmd_train(int argc, char **argv) {
     o.doc_mask = doc_mask;
     o.mlp_tile = mlp_tile;
     o.distribute_saved = distribute;
+    o.mem_budget = (double)memory;
+    o.host_budget = (double)host_memory;
     o.param_dtype = pdt;
     o.act_dtype = adt;
     o.backend = be;

@@ -66,15 +66,6 @@ static uint64_t mix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-/* --policy: the concrete policies, and auto (the planner's per-layer choice for --memory / --host-memory) */
-static const lcx_cli_word POLICIES[] = {{"keep", LCX_ACT_KEEP},
-                                        {"recompute", LCX_ACT_RECOMPUTE},
-                                        {"offload", LCX_ACT_OFFLOAD},
-                                        {"recompute+offload", LCX_ACT_RECOMPUTE_OFFLOAD},
-                                        {"recompute_offload", LCX_ACT_RECOMPUTE_OFFLOAD},
-                                        {"auto", LCX_ACT_AUTO},
-                                        {NULL, 0}};
-
 /* The layers' policies (*out, [layers], the caller frees it): `policy` on every layer, or for LCX_ACT_AUTO the
  * planner's split for the budgets; then the planner's memory model for them (the same buffers train-steps
  * allocates; on the CPU the offload host pool is ordinary memory too), printed; *total = its device bytes. */
@@ -145,7 +136,7 @@ int lcx_cmd_train_steps(int argc, char **argv) {
         LCX_FLAG_REAL("--peak-tflops", peak_tflops, 1e-6, 1e9),
         LCX_FLAG_STR("--config", config),
         LCX_FLAG_STR("--ids", ids_path),
-        LCX_FLAG_CHOICE("--policy", policy, POLICIES),
+        LCX_FLAG_CHOICE("--policy", policy, lcx_cli_act_policies_auto),
         LCX_FLAG_SIZE("--memory", memory, LCX_BYTES_BINARY),
         LCX_FLAG_SIZE("--host-memory", host_memory, LCX_BYTES_BINARY),
         LCX_FLAG_CHOICE("--dtype", pdt, lcx_cli_weight_dtypes),

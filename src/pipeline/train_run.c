@@ -38,6 +38,62 @@ void lcx_train_run_options_default(lcx_train_run_options *o) {
     o->act_dtype = LCX_F32;
 }
 
+/* --policy auto: the planner's per-layer split (lcx_plan_step_policies) of the model in `from` (a checkpoint, or
+ * o->config) for this run's local tokens, layout, dtypes and budgets; *out [layers] (heap). The estimate counts the
+ * arena of the backend the run uses. */
+static lcx_status auto_policies(const lcx_train_run_options *o, const char *from, int tp, int cp,
+                                const lcx_reporter *r, lcx_act_policy **out) {
+    lcx_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    lcx_source *in = NULL;
+    lcx_param_table t;
+    memset(&t, 0, sizeof t);
+    lcx_act_policy *pol = NULL;
+    char *runs = NULL;
+    lcx_status st = from ? lcx_source_open(from, LCX_SOURCE_CONFIG_ONLY, &in) : lcx_config_load(o->config, &cfg);
+    if (st == LCX_OK && in && !in->has_config)
+        st = lcx_fail(LCX_ERR_INVALID, "%s: no model config: training needs one", in->path);
+    const lcx_model_config *c = in ? &in->cfg : &cfg;
+    if (st == LCX_OK) st = lcx_param_table_init(&t, c);
+    if (st != LCX_OK) goto done;
+    lcx_mem_model pm = {.n_layers = c->num_hidden_layers, .hidden = c->hidden_size, .ffn = c->intermediate_size,
+                        .heads = c->num_attention_heads, .kv_heads = c->num_key_value_heads, .head_dim = c->head_dim,
+                        .vocab = c->vocab_size, .n_params = t.total_numel, .tp = tp, .cp = cp,
+                        .weight_bytes = o->param_dtype == LCX_BF16 ? 2 : 4,
+                        .act_bytes = (int)lcx_act_size(o->act_dtype),
+                        .loss_chunk = 256 /* the model's default */, .mlp_tile = o->mlp_tile,
+                        .distribute = o->distribute_saved};
+    lcx_mem_set_op_ws(&pm, !o->backend || o->backend == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA);
+    lcx_plan_opts po;
+    lcx_plan_opts_default(&po);
+    po.mem_budget = o->mem_budget, po.host_budget = o->host_budget;
+    pol = malloc((size_t)pm.n_layers * sizeof *pol);
+    LCX_FAIL_GOTO(!pol, LCX_ERR_OOM, done, "out of memory");
+    lcx_mem_estimate e;
+    st = lcx_plan_step_policies(&pm, &po, o->batch * o->seq_len, pol, &e);
+    if (st != LCX_OK) {
+        lcx_fail_context(st, "--policy auto: ");
+        goto done;
+    }
+    const size_t len = (size_t)lcx_act_layers_str(pol, pm.n_layers, NULL, 0) + 1;
+    runs = malloc(len);
+    LCX_FAIL_GOTO(!runs, LCX_ERR_OOM, done, "out of memory");
+    lcx_act_layers_str(pol, pm.n_layers, runs, len);
+    char host[64] = "";
+    if (e.host > 0) snprintf(host, sizeof host, " + %.1f MiB of offload host pool", e.host / 1048576.0);
+    lcx_report(r, LCX_REPORT_NOTE, "policy (auto): layers%s; predicted %.1f MiB per device%s (budget %.1f MiB)", runs,
+               e.total / 1048576.0, host, o->mem_budget / 1048576.0);
+    *out = pol;
+    pol = NULL;
+done:
+    free(runs);
+    free(pol);
+    lcx_param_table_free(&t);
+    lcx_source_close(in);
+    lcx_config_free(&cfg);
+    return st;
+}
+
 /* The TP x CP x DP mesh against the model and the sequence length (lcx_comm_check_mesh). */
 static lcx_status check_mesh(const lcx_model_config *cfg, const lcx_train_run_options *o, int tp, int cp, int dp) {
     lcx_mesh mesh;
@@ -60,6 +116,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     int n_tok = 0;
     lcx_train_state state;
     lcx_train_state_init(&state);
+    lcx_act_policy *layer_pol = NULL; /* --policy auto: each layer's */
     const char *be_name = o->backend ? o->backend->name : "cpu";
     json_t *run_info = NULL; /* the training state's "run": what this run is */
     lcx_ppl_doc *val_docs = NULL; /* the held-out documents of --eval-data (point into val_store) */
@@ -138,6 +195,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
             goto done;
         }
     }
+    /* --policy auto: every rank plans the same split, before anything is created */
+    if (o->policy == LCX_ACT_AUTO)
+        LCX_TRY_GOTO(auto_policies(o, latest ? latest : o->ckpt, tp, cp, r, &layer_pol), done);
     if (lead && !lcx_is_dir(o->out) && mkdir(o->out, 0777) != 0)
         LCX_FAIL_GOTO(1, LCX_ERR_IO, done, "%s: cannot create the run directory", o->out);
 
@@ -159,6 +219,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     mo.zero_comm = o->ranks.zero1 ? g : NULL;
     mo.training = 1;
     mo.policy = o->policy;
+    mo.layer_policy = layer_pol; /* auto: the planner's split */
     mo.mlp_chunk = o->mlp_tile;
     mo.distribute_saved = o->distribute_saved;
     mo.backend = o->backend;
@@ -350,5 +411,6 @@ done:
     free(tok_all);
     free(src);
     free(latest);
+    free(layer_pol);
     return st;
 }
