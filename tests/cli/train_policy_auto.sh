@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `lcextend train --policy auto --memory SIZE`: the planner picks each layer's activation policy for the budget
 # (docs/plan.md, lcx_plan_step_policies) before anything is created, prints it, and trains with it. Checked on a
-# 6-layer model of the llama_gqa fixture's shape at 4096 tokens against `train-steps --steps 0`, which prints the
+# 6-layer model of the llama_gqa fixture's shape at 1024 tokens against `train-steps --steps 0`, which prints the
 # memory model's totals and the same planner's split: a budget above the all-keep prediction keeps every layer, one
 # halfway between all-recompute and all-keep mixes keep and recompute (the same line as train-steps' at that
 # budget), and the losses are the keep run's bit for bit (policies change where tensors live, not the numbers); a
@@ -10,13 +10,13 @@
 export OMP_NUM_THREADS=2 # the CPU arena's per-thread tiles are in the prediction: the same for both commands
 sed 's/"num_hidden_layers": *[0-9]*/"num_hidden_layers": 6/' "$LCX_SRC/tests/fixtures/models/llama_gqa/config.json" \
     >"$tmp/config.json"
-awk 'BEGIN { s = 7; for (i = 0; i < 9000; i++) {
+awk 'BEGIN { s = 7; for (i = 0; i < 3000; i++) {
     s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } }' >"$tmp/ids.txt"
 field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1"; }
-args=(train --config "$tmp/config.json" --ids "$tmp/ids.txt" --seq 4096 --steps 2 --quiet)
+args=(train --config "$tmp/config.json" --ids "$tmp/ids.txt" --seq 1024 --steps 2 --quiet)
 # predicted KIB POLICY: train-steps' memory-model total for every layer at POLICY, in KiB
 predicted() {
-    "$LCEXTEND" train-steps --config "$tmp/config.json" --seq 4096 --steps 0 --policy "$1" --chunk 256 |
+    "$LCEXTEND" train-steps --config "$tmp/config.json" --seq 1024 --steps 0 --policy "$1" --chunk 256 |
         sed -n 's/^predicted (plan memory model): \([0-9.]*\) MiB.*/\1/p' | awk '{ printf "%d", $1 * 1024 }'
 }
 keep=$(predicted keep) rec=$(predicted recompute)
@@ -33,7 +33,7 @@ run "${args[@]}" --out "$tmp/mid" --policy auto --memory ${mid}K
 check "auto, halfway ($mid KiB): exit 0 ($(head -c 200 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 line=$(sed -n 's/^policy (auto): layers\(.*\); predicted.*/\1/p' "$tmp/out")
 check "auto, halfway: keep and recompute layers ($line)" bash -c "[[ '$line' == *recompute* && '$line' == *keep* ]]"
-"$LCEXTEND" train-steps --config "$tmp/config.json" --seq 4096 --steps 0 --policy auto --memory ${mid}K \
+"$LCEXTEND" train-steps --config "$tmp/config.json" --seq 1024 --steps 0 --policy auto --memory ${mid}K \
     --chunk 256 >"$tmp/ts" 2>&1
 check "auto, halfway: train-steps' split" grep -qF "policy (auto): layers$line" "$tmp/ts"
 for d in big mid; do
