@@ -318,6 +318,19 @@ int lcx_cli_data_mix(const char *cmd, int n_data, int n_weights) {
     return LCX_CLI_RUN;
 }
 
+int lcx_cli_distribute_saved(const char *cmd, int on, int off, int64_t tp, int64_t gpus, int *distribute) {
+    if (on && (tp == 1 || gpus == 1 || (!gpus && tp == 0)))
+        return lcx_cli_usage_error(cmd, "flag --distribute-saved-activations: the rows are split over TP ranks, "
+                                        "and %s", tp == 1     ? "--tp 1 has one"
+                                                  : gpus == 1 ? "--gpus 1 has one"
+                                                              : "there is one without --tp 2 or more (or --gpus N)");
+    if (on && off)
+        return lcx_cli_usage_error(cmd, "flags --distribute-saved-activations and --no-distribute-saved-activations: "
+                                        "give one");
+    if (on || off) *distribute = on;
+    return LCX_CLI_RUN;
+}
+
 /* ---- the mesh of a training command ------------------------------------------------------------------------ */
 
 static void mesh_free(lcx_cli_mesh *mm) {

@@ -188,6 +188,12 @@ int lcx_cli_backend(const char *cmd, const char *name, const lcx_backend **out);
  * as any usage error). n_data 0 (no --data) passes: the command checks its own alternative. */
 int lcx_cli_data_mix(const char *cmd, int n_data, int n_weights);
 
+/* ---- --distribute-saved-activations / --no-distribute-saved-activations of the planning commands ------------
+ * on, off: the two switches; tp: --tp as given (0: not given), gpus: --gpus (0: no search). Sets *distribute
+ * (lcx_plan_opts.distribute_saved) to 1 or 0 when one was given, else leaves the planner's choice (-1). Both, or
+ * distribution where there is one TP rank (--tp 1, --gpus 1, or neither --tp 2+ nor --gpus): one line, exit 2. */
+int lcx_cli_distribute_saved(const char *cmd, int on, int off, int64_t tp, int64_t gpus, int *distribute);
+
 /* ---- the mesh of a training command (docs/parallel.md "Data parallelism") ----------------------------------
  * lcx_cli_mesh_open: the world from the launcher (lcx_comm_world_init, once), the TP x CP x DP mesh (dp 0: the
  * world / (tp * cp)) and its groups, checked before any work (both training commands run TP, CP and DP; the

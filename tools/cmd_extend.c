@@ -185,17 +185,9 @@ int lcx_cmd_extend(int argc, char **argv) {
     po.act_bytes = (int)lcx_act_size(adt); /* the plan's memory estimate follows --activations */
     if (!to) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
     if (override_lr && !resume) return lcx_cli_usage_error(CMD, "flag --override-lr: only with --resume");
-    const int tp_given = lcx_cli_flag_given(argc, argv, "--tp");
-    if (distribute && ((tp_given && tp == 1) || gpus == 1 || (!gpus && tp == 1)))
-        return lcx_cli_usage_error(CMD, "flag --distribute-saved-activations: the rows are split over TP ranks, "
-                                        "and %s", tp_given && tp == 1 ? "--tp 1 has one"
-                                                  : gpus == 1         ? "--gpus 1 has one"
-                                                              : "there is one without --tp 2 or more (or --gpus N)");
-    if (distribute && whole)
-        return lcx_cli_usage_error(CMD, "flags --distribute-saved-activations and --no-distribute-saved-activations: "
-                                        "give one");
-    if (distribute) po.distribute_saved = 1;
-    if (whole) po.distribute_saved = 0;
+    const int64_t tp_given = lcx_cli_flag_given(argc, argv, "--tp") ? tp : 0;
+    if ((stop = lcx_cli_distribute_saved(CMD, distribute, whole, tp_given, gpus, &po.distribute_saved)) != LCX_CLI_RUN)
+        return stop;
     if (method) {
         if (lcx_rope_method_parse(method, &po.method) != LCX_OK)
             return lcx_cli_usage_error(CMD, "flag --method: %s", lcx_last_error());

@@ -94,16 +94,8 @@ int lcx_cmd_plan(int argc, char **argv) {
     int stop = lcx_cli_parse(&spec, argc, argv);
     if (stop != LCX_CLI_RUN) return stop;
     if (fp32) o.weight_bytes = o.act_bytes = 4;
-    if (distribute && (o.tp == 1 || o.gpus == 1 || (!o.gpus && o.tp == 0)))
-        return lcx_cli_usage_error(CMD, "flag --distribute-saved-activations: the rows are split over TP ranks, "
-                                        "and %s", o.tp == 1    ? "--tp 1 has one"
-                                                  : o.gpus == 1 ? "--gpus 1 has one"
-                                                                : "there is one without --tp 2 or more (or --gpus N)");
-    if (distribute && whole)
-        return lcx_cli_usage_error(CMD, "flags --distribute-saved-activations and --no-distribute-saved-activations: "
-                                        "give one");
-    if (distribute) o.distribute_saved = 1;
-    if (whole) o.distribute_saved = 0;
+    if ((stop = lcx_cli_distribute_saved(CMD, distribute, whole, o.tp, o.gpus, &o.distribute_saved)) != LCX_CLI_RUN)
+        return stop;
     if (memory) o.mem_budget = (double)memory;
     if (host_memory) o.host_budget = (double)host_memory;
     if (!o.gpus) {
