@@ -73,11 +73,9 @@ static lcx_status plan_step(const lcx_model_config *mc, uint64_t n_params, lcx_d
                             lcx_act_policy policy, double memory, double host_memory, int64_t chunk,
                             int64_t mlp_tile, int64_t tokens, lcx_mem_backend where, lcx_act_policy **out,
                             double *total) {
-    lcx_mem_model pm = {.n_layers = mc->num_hidden_layers, .hidden = mc->hidden_size, .ffn = mc->intermediate_size,
-                        .heads = mc->num_attention_heads, .kv_heads = mc->num_key_value_heads,
-                        .head_dim = mc->head_dim, .vocab = mc->vocab_size, .n_params = n_params, .tp = 1, .cp = 1,
-                        .weight_bytes = pdt == LCX_BF16 ? 2 : 4, .act_bytes = (int)lcx_act_size(adt),
-                        .loss_chunk = chunk, .mlp_tile = mlp_tile};
+    lcx_mem_model pm = lcx_mem_model_of(mc, n_params);
+    pm.weight_bytes = pdt == LCX_BF16 ? 2 : 4, pm.act_bytes = (int)lcx_act_size(adt);
+    pm.loss_chunk = chunk, pm.mlp_tile = mlp_tile;
     lcx_mem_set_op_ws(&pm, where);
     lcx_act_policy *pol = malloc((size_t)mc->num_hidden_layers * sizeof *pol);
     LCX_FAIL_IF(!pol, LCX_ERR_OOM, "out of memory");

@@ -56,13 +56,10 @@ static lcx_status auto_policies(const lcx_train_run_options *o, const char *from
     const lcx_model_config *c = in ? &in->cfg : &cfg;
     if (st == LCX_OK) st = lcx_param_table_init(&t, c);
     if (st != LCX_OK) goto done;
-    lcx_mem_model pm = {.n_layers = c->num_hidden_layers, .hidden = c->hidden_size, .ffn = c->intermediate_size,
-                        .heads = c->num_attention_heads, .kv_heads = c->num_key_value_heads, .head_dim = c->head_dim,
-                        .vocab = c->vocab_size, .n_params = t.total_numel, .tp = tp, .cp = cp,
-                        .weight_bytes = o->param_dtype == LCX_BF16 ? 2 : 4,
-                        .act_bytes = (int)lcx_act_size(o->act_dtype),
-                        .loss_chunk = 256 /* the model's default */, .mlp_tile = o->mlp_tile,
-                        .distribute = o->distribute_saved};
+    lcx_mem_model pm = lcx_mem_model_of(c, t.total_numel);
+    pm.tp = tp, pm.cp = cp, pm.weight_bytes = o->param_dtype == LCX_BF16 ? 2 : 4;
+    pm.act_bytes = (int)lcx_act_size(o->act_dtype), pm.mlp_tile = o->mlp_tile, pm.distribute = o->distribute_saved;
+    pm.loss_chunk = 256; /* the model's default */
     lcx_mem_set_op_ws(&pm, !o->backend || o->backend == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA);
     lcx_plan_opts po;
     lcx_plan_opts_default(&po);

@@ -136,11 +136,15 @@ double lcx_flops_per_token(const lcx_mem_model *m, int64_t seq_len) {
            6.0 * (double)m->n_layers * (double)m->heads * (double)m->head_dim * ((double)seq_len + 1.0);
 }
 
+lcx_mem_model lcx_mem_model_of(const lcx_model_config *cfg, uint64_t n_params) {
+    return (lcx_mem_model){.n_layers = cfg->num_hidden_layers, .hidden = cfg->hidden_size,
+                           .ffn = cfg->intermediate_size, .heads = cfg->num_attention_heads,
+                           .kv_heads = cfg->num_key_value_heads, .head_dim = cfg->head_dim,
+                           .vocab = cfg->vocab_size, .n_params = n_params, .tp = 1, .cp = 1};
+}
+
 double lcx_config_flops_per_token(const lcx_model_config *cfg, int64_t seq_len) {
-    const lcx_mem_model m = {.n_layers = cfg->num_hidden_layers, .hidden = cfg->hidden_size,
-                             .ffn = cfg->intermediate_size, .heads = cfg->num_attention_heads,
-                             .kv_heads = cfg->num_key_value_heads, .head_dim = cfg->head_dim,
-                             .vocab = cfg->vocab_size, .tp = 1, .cp = 1};
+    const lcx_mem_model m = lcx_mem_model_of(cfg, 0);
     return lcx_flops_per_token(&m, seq_len);
 }
 
@@ -613,10 +617,10 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
     p->recipe_label = strdup(r->label);
     LCX_FAIL_GOTO(!p->recipe_name || !p->recipe_label, LCX_ERR_OOM, fail, "out of memory");
     LCX_TRY_GOTO(lcx_param_table_init(&table, cfg), fail);
-    p->model = (lcx_mem_model){cfg->num_hidden_layers, cfg->hidden_size, cfg->intermediate_size,
-                               cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, cfg->vocab_size,
-                               table.total_numel, o->tp, o->cp, o->weight_bytes, o->act_bytes, o->loss_chunk,
-                               o->mlp_tile, 0, 0, NULL, o->distribute_saved == 1};
+    p->model = lcx_mem_model_of(cfg, table.total_numel);
+    p->model.tp = o->tp, p->model.cp = o->cp, p->model.weight_bytes = o->weight_bytes;
+    p->model.act_bytes = o->act_bytes, p->model.loss_chunk = o->loss_chunk, p->model.mlp_tile = o->mlp_tile;
+    p->model.distribute = o->distribute_saved == 1;
     lcx_mem_set_op_ws(&p->model, o->backend);
     p->current_context = lcx_rope_implied_context(cfg);
     {

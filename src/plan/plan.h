@@ -40,6 +40,10 @@ typedef struct lcx_mem_model {
                                stores 1/TP of its input, one shared [T, H] buffer holds it whole */
 } lcx_mem_model;
 
+/* cfg's dimensions (layers, hidden, ffn, heads, kv heads, head_dim, vocab) and n_params, TP = CP = 1; every other
+ * field zero, for the caller to set. */
+lcx_mem_model lcx_mem_model_of(const lcx_model_config *cfg, uint64_t n_params);
+
 /* Which backend's arena the memory model counts. The planner's default is the GPU's: CUDA. */
 typedef enum lcx_mem_backend { LCX_MEM_CUDA = 0, LCX_MEM_CPU } lcx_mem_backend;
 
