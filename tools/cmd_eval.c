@@ -46,6 +46,9 @@ static void help(void) {
            "  --depths D,D,...    key depths in [0, 1] (default 0,0.25,0.5,0.75,1)\n"
            "  --mode greedy|loglik|both  greedy decode of the key (default) and/or key log-likelihood rank\n"
            "  --distractors K     loglik: keys compared against (default 4: chance is 20%%)\n"
+           "  --needles N         N named keys in each prompt, one asked for (multi-key retrieval, as RULER's\n"
+           "                      niah_multikey; default 1: the classic test); loglik also ranks the key against\n"
+           "                      the other N-1, which the prompt holds; N <= 32\n"
            "  --seed N            key seed (default 1)\n"
            "\n"
            "output:\n"
@@ -77,7 +80,7 @@ int lcx_cmd_eval(int argc, char **argv) {
     const char *compare[MAX_COMPARE];
     int n_compare = 0, quiet = 0, truncate = 0;
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST], to = 0, stride = 256, chunk = 256, seed = 1;
-    int n_lengths = 0, n_pk_lengths = 0, n_depths = 5, trials = 0, distractors = 4;
+    int n_lengths = 0, n_pk_lengths = 0, n_depths = 5, trials = 0, distractors = 4, needles = 1;
     double depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype dtype = LCX_F32;
     const int64_t max_len = INT64_C(1) << 24;
@@ -95,6 +98,7 @@ int lcx_cmd_eval(int argc, char **argv) {
         LCX_FLAG_REALS("--depths", depths, n_depths, MAX_LIST, 0, 1),
         LCX_FLAG_WORD("--mode", mode, PASSKEY_MODES),
         LCX_FLAG_INT("--distractors", distractors, 1, 1000),
+        LCX_FLAG_INT("--needles", needles, 1, LCX_NEEDLE_NAMES),
         LCX_FLAG_INT("--seed", seed, 0, INT32_MAX),
         LCX_FLAG_STR("--json", json_out),
         LCX_FLAG_STR("--svg", svg_out),
@@ -115,6 +119,7 @@ int lcx_cmd_eval(int argc, char **argv) {
         return lcx_cli_usage_error(CMD, "nothing to evaluate: give --data PREFIX or --text FILE, and/or --passkey N");
     if (svg_out && !data && !text) return lcx_cli_usage_error(CMD, "--svg draws perplexity: needs --data or --text");
     if (pk_svg && trials == 0) return lcx_cli_usage_error(CMD, "--passkey-svg needs --passkey N");
+    if (needles > 1 && trials == 0) return lcx_cli_usage_error(CMD, "--needles needs --passkey N");
     const lcx_backend *be = NULL;
     if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
     lcx_eval_options o;
@@ -138,6 +143,7 @@ int lcx_cmd_eval(int argc, char **argv) {
               : strcmp(mode, "loglik") == 0 ? LCX_PASSKEY_LOGLIK
                                             : LCX_PASSKEY_GREEDY | LCX_PASSKEY_LOGLIK;
     o.distractors = distractors;
+    o.needles = needles;
     o.seed = (uint64_t)seed;
     o.json_out = json_out;
     o.svg_out = svg_out;

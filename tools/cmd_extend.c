@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "kernels/backend.h"
 #include "src/checkpoint/source.h"
+#include "src/eval/eval.h"
 #include "src/pipeline/extend.h"
 #include "src/plan/plan.h"
 #include "src/plan/recipe.h"
@@ -66,6 +67,8 @@ static void help(void) {
            "  --passkey N          passkey trials per (length, depth) before and after (default 2 when CKPT has\n"
            "                       a tokenizer and --eval-data is given; 0 = off; N > 0 alone also evaluates)\n"
            "  --depths D,D,...     passkey key depths in [0, 1] (default 0,0.25,0.5,0.75,1)\n"
+           "  --needles N          N named keys in each passkey prompt, one asked for (multi-key retrieval;\n"
+           "                       default 1: the classic test; lcextend eval --help)\n"
            "  --out RUN            run directory (default: CKPT's name + '-' + N)\n"
            "  --resume             continue RUN from its latest checkpoint (same flags)\n"
            "  --override-lr        with --resume: go on with the recipe's learning-rate schedule where it differs\n"
@@ -131,6 +134,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     int n_data = 0, n_data_w = 0;
     int override_lr = 0, distribute = 0, whole = 0;
     int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
+    int needles = 1;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     int64_t gpus = 0;
@@ -159,6 +163,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_STR("--out", out_arg),
         LCX_FLAG_INT("--passkey", pk_trials, 0, 100000),
         LCX_FLAG_REALS("--depths", depths, n_depths, LCX_RECIPE_MAX_EVAL, 0, 1),
+        LCX_FLAG_INT("--needles", needles, 1, LCX_NEEDLE_NAMES),
         LCX_FLAG_INT("--keep", keep, 0, 1 << 20),
         LCX_FLAG_INT("--tp", tp, 1, 1 << 16),
         LCX_FLAG_INT("--cp", cp, 1, 1 << 16),
@@ -185,6 +190,8 @@ int lcx_cmd_extend(int argc, char **argv) {
     po.act_bytes = (int)lcx_act_size(adt); /* the plan's memory estimate follows --activations */
     if (!to) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
     if (override_lr && !resume) return lcx_cli_usage_error(CMD, "flag --override-lr: only with --resume");
+    if (needles > 1 && (pk_trials == 0 || (pk_trials < 0 && !eval_data)))
+        return lcx_cli_usage_error(CMD, "flag --needles: the passkey test is off (give --passkey N or --eval-data)");
     const int64_t tp_given = lcx_cli_flag_given(argc, argv, "--tp") ? tp : 0;
     if ((stop = lcx_cli_distribute_saved(CMD, distribute, whole, tp_given, gpus, &po.distribute_saved)) != LCX_CLI_RUN)
         return stop;
@@ -250,6 +257,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.passkey_trials = pk_trials;
     o.depths = depths;
     o.n_depths = n_depths;
+    o.needles = needles;
     o.resume = resume;
     o.override_lr = override_lr;
     o.dry_run = dry;

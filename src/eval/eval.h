@@ -93,7 +93,11 @@ lcx_status lcx_ppl_eval(const lcx_ppl_config *cfg, const lcx_ppl_doc *docs, int6
 /* The standard sentences (landmark attention / YaRN passkey test). The prompt is the lines
  *   TASK \n PREFIX-FILLER \n KEY-LINE \n SUFFIX-FILLER \n QUESTION
  * where filler is FILLER repeated, joined by single spaces, and the key line is
- *   "The pass key is K. Remember it. K is the pass key." */
+ *   "The pass key is K. Remember it. K is the pass key."
+ * With N > 1 needles (multi-key retrieval, as RULER's niah_multikey) every needle has a name and its own line
+ *   "The pass key of the NAME is K. Remember it. K is the pass key of the NAME."
+ * the question asks for one of them, "What is the pass key of the NAME? The pass key of the NAME is", and the
+ * other needles' keys, present in the context, are the hardest wrong answers. */
 extern const char LCX_PASSKEY_TASK[];
 extern const char LCX_PASSKEY_FILLER[];
 extern const char LCX_PASSKEY_QUESTION[];
@@ -105,7 +109,8 @@ typedef struct lcx_passkey_prompt {
     int64_t units_before; /* whole filler units before / after the key line */
     int64_t units_after;
     int64_t extra_words;  /* words of one more filler unit appended to the suffix filler to fill up */
-    uint32_t key;
+    uint32_t key;         /* the queried needle's */
+    int n_needles;
     char *text;           /* the prompt text (without BOS), NUL-terminated */
     size_t text_len;
 } lcx_passkey_prompt;
@@ -117,6 +122,28 @@ lcx_status lcx_passkey_prompt_build(const lcx_eval_tokenizer *tok, int64_t targe
                                     lcx_passkey_prompt *out);
 void lcx_passkey_prompt_free(lcx_passkey_prompt *p); /* NULL and zeroed are no-ops */
 
+#define LCX_NEEDLE_NAMES 32 /* the most needles a prompt can have: one name each */
+/* Needle i's name (i in [0, LCX_NEEDLE_NAMES)), else NULL. */
+const char *lcx_needle_name(int i);
+/* Depth of the j-th of n needles that is not asked for (j in [1, n)): (j - 1/2) / (n - 1), evenly spread and never
+ * at 0 or 1, where the queried needle's depths are measured. */
+double lcx_needle_depth(int j, int n_needles);
+/* n distinct name indices for (seed, trial): names[0] the queried needle's. A prefix does not depend on n. */
+void lcx_needle_names(uint64_t seed, int64_t trial, int n, int *names);
+
+typedef struct lcx_passkey_prompt_spec {
+    double depth;          /* the queried needle's, in [0, 1] */
+    const uint32_t *keys;  /* [n_needles] distinct; keys[0] is asked for */
+    const int *names;      /* [n_needles] distinct name indices (only read when n_needles > 1) */
+    int n_needles;         /* 1 .. LCX_NEEDLE_NAMES; needle j >= 1 at lcx_needle_depth(j, n_needles) */
+} lcx_passkey_prompt_spec;
+/* The same for any number of needles: needle i after round(depth_i * units) whole filler units, the lines in that
+ * order (needle order when equal), key_pos / key / units_before the queried needle's; n falls short of target by
+ * less than a filler word and a line break (one more unit may open a stretch of filler between two needles). One
+ * needle gives lcx_passkey_prompt_build's prompt, byte for byte. */
+lcx_status lcx_passkey_prompt_build_spec(const lcx_eval_tokenizer *tok, int64_t target,
+                                         const lcx_passkey_prompt_spec *ps, lcx_passkey_prompt *out);
+
 /* Tokens of the answer " K" as they follow the prompt: encode(text + " " + K) minus the prompt's tokens.
  * Fails (LCX_ERR_UNSUPPORTED) if the prompt's tokens are not a prefix of that encoding. Caller frees *ids. */
 lcx_status lcx_passkey_answer_tokens(const lcx_eval_tokenizer *tok, const lcx_passkey_prompt *p, uint32_t key,
@@ -127,7 +154,8 @@ lcx_status lcx_passkey_answer_tokens(const lcx_eval_tokenizer *tok, const lcx_pa
 void lcx_passkey_keys(uint64_t seed, int64_t trial, int n, uint32_t *keys);
 
 enum {
-    LCX_PASSKEY_LOGLIK = 1, /* rank-1 of the key's log-likelihood among the key and K distractors */
+    LCX_PASSKEY_LOGLIK = 1, /* rank-1 of the key's log-likelihood among the key, the other needles' keys and K
+                               distractors */
     LCX_PASSKEY_GREEDY = 2, /* greedy decode of the key's tokens (teacher-forced argmax, one pass) */
 };
 
@@ -140,6 +168,7 @@ typedef struct lcx_passkey_config {
     int distractors;        /* K >= 1 for LCX_PASSKEY_LOGLIK */
     int modes;              /* LCX_PASSKEY_* bits */
     uint64_t seed;
+    int needles;            /* keys in each prompt, one asked for (0 or 1: the classic passkey test) */
 } lcx_passkey_config;
 
 typedef struct lcx_passkey_result {
@@ -149,6 +178,7 @@ typedef struct lcx_passkey_result {
     int64_t *prompt_tokens; /* [n_lengths * n_depths] prompt length of the last trial (<= target) */
     int *loglik_correct;    /* [n_lengths * n_depths], cell (l, d) at l * n_depths + d */
     int *greedy_correct;    /* [n_lengths * n_depths] */
+    int needles;            /* keys in each prompt (>= 1; 0 read as 1) */
 } lcx_passkey_result;
 
 /* Run trials x depths x lengths. score is needed for LCX_PASSKEY_LOGLIK, argmax for LCX_PASSKEY_GREEDY. */
@@ -170,7 +200,7 @@ json_t *lcx_ppl_to_json(const lcx_ppl_config *cfg, const lcx_ppl_result *results
  * error message, e.g. "stage2.json: results[3]: 'tokens' is missing or not a non-negative integer". */
 lcx_status lcx_ppl_from_json(const json_t *root, const char *what, lcx_ppl_result **results, int *n,
                              char **series);
-/* {"lengths", "depths", "trials", "distractors", "cells": [{"length", "depth", "prompt_tokens", ...}]} */
+/* {"lengths", "depths", "trials", "distractors", "needles", "cells": [{"length", "depth", "prompt_tokens", ...}]} */
 json_t *lcx_passkey_to_json(const lcx_passkey_result *r);
 /* Atomically write a JSON value (indent 2, trailing newline). */
 lcx_status lcx_eval_json_write(const char *path, const json_t *value);

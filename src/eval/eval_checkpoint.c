@@ -26,6 +26,7 @@ void lcx_eval_options_default(lcx_eval_options *o) {
     o->n_depths = 5;
     o->modes = LCX_PASSKEY_GREEDY;
     o->distractors = 4;
+    o->needles = 1;
     o->seed = 1;
     o->dtype = LCX_F32;
     o->chunk = 256;
@@ -157,7 +158,8 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
         .label = o->ckpt, .series = series, .data_name = o->data ? o->data : o->text,
         .ppl = {lengths, n_lengths, o->stride, bos, o->short_score ? LCX_PPL_SHORT_SCORE : LCX_PPL_SHORT_SKIP,
                 o->truncate, o->truncate && !pass_length_rope(&cfg)},
-        .pk = {pk_lengths, n_pk_lengths, o->depths, o->n_depths, o->trials, o->distractors, modes, o->seed},
+        .pk = {pk_lengths, n_pk_lengths, o->depths, o->n_depths, o->trials, o->distractors, modes, o->seed,
+               o->needles},
         .quiet = o->quiet};
 
     if (o->data) st = lcx_eval_load_docs(o->data, bos, cfg.vocab_size, &docs, &n_docs, &store);

@@ -35,6 +35,7 @@ typedef struct lcx_eval_options {
     int n_depths;
     int modes;                 /* LCX_PASSKEY_GREEDY and/or LCX_PASSKEY_LOGLIK */
     int distractors;           /* loglik: keys compared against */
+    int needles;               /* keys in each prompt, one asked for (multi-key retrieval); 1: the classic test */
     uint64_t seed;             /* key seed */
     const char *json_out;      /* NULL, or the JSON {"checkpoint", "perplexity"?, "passkey"?} written there */
     const char *svg_out;       /* NULL, or perplexity vs length drawn there, with one line per compare file */

@@ -143,6 +143,7 @@ json_t *lcx_passkey_to_json(const lcx_passkey_result *r) {
     put(root, "depths", deps, &ok);
     put(root, "trials", json_integer(r->trials), &ok);
     put(root, "distractors", json_integer(r->distractors), &ok);
+    put(root, "needles", json_integer(r->needles > 1 ? r->needles : 1), &ok);
     json_t *modes = json_array();
     if (modes && (r->modes & LCX_PASSKEY_LOGLIK)) json_array_append_new(modes, json_string("loglik"));
     if (modes && (r->modes & LCX_PASSKEY_GREEDY)) json_array_append_new(modes, json_string("greedy"));

@@ -70,41 +70,85 @@ static int64_t filler_words(void) {
     return n;
 }
 
-/* The prompt text; *key_off = byte offset of the key line. */
-static lcx_status prompt_text(int64_t before, int64_t after, int64_t words, uint32_t key, lcx_strbuf *b,
+/* ---- needles ------------------------------------------------------------------------------------------- */
+
+/* Names of the needles of a multi-key prompt: plain nouns of one word each, so that "the pass key of the NAME"
+ * differs between needles by one word, as RULER's multi-key needles do. */
+static const char *const NEEDLE_NAMES[LCX_NEEDLE_NAMES] = {
+    "apple",   "river",  "candle", "garden", "harbor",  "lantern", "meadow", "mirror",
+    "orchard", "pebble", "saddle", "tunnel", "violin",  "window",  "falcon", "glacier",
+    "island",  "jacket", "kettle", "ladder", "marble",  "octopus", "parrot", "quarry",
+    "rabbit",  "spoon",  "teapot", "anchor", "valley",  "wagon",   "zebra",  "compass"};
+
+const char *lcx_needle_name(int i) { return i >= 0 && i < LCX_NEEDLE_NAMES ? NEEDLE_NAMES[i] : NULL; }
+
+double lcx_needle_depth(int j, int n_needles) {
+    return j <= 0 || n_needles < 2 ? 0.0 : ((double)j - 0.5) / (double)(n_needles - 1);
+}
+
+/* The text of needle i: the classic key line with one needle, the named one with several. */
+static int needle_line(const lcx_passkey_prompt_spec *ps, int i, char *line, size_t cap) {
+    uint32_t key = ps->keys[i];
+    int n = ps->n_needles > 1
+                ? snprintf(line, cap, "The pass key of the %s is %u. Remember it. %u is the pass key of the %s.",
+                           NEEDLE_NAMES[ps->names[i]], key, key, NEEDLE_NAMES[ps->names[i]])
+                : snprintf(line, cap, "The pass key is %u. Remember it. %u is the pass key.", key, key);
+    return n > 0 && (size_t)n < cap;
+}
+
+/* Whole filler units before needle i when the prompt has `units` of them (round(depth * units)). */
+static int64_t units_before(const lcx_passkey_prompt_spec *ps, int i, int64_t units) {
+    double depth = i == 0 ? ps->depth : lcx_needle_depth(i, ps->n_needles);
+    int64_t p = (int64_t)llround(depth * (double)units);
+    return p > units ? units : p;
+}
+
+/* The prompt text with `units` whole filler units split among the needles and `words` words of one more unit at
+ * the end; *key_off = byte offset of the queried needle's line (needle 0). The lines appear in the order of their
+ * units before them (needle order among equal ones), every line on its own; an empty filler stretch between two
+ * lines is left out, the empty first and last ones are kept (the one-needle prompt of the literature). */
+static lcx_status prompt_text(const lcx_passkey_prompt_spec *ps, int64_t units, int64_t words, lcx_strbuf *b,
                               size_t *key_off) {
-    char line[128];
-    snprintf(line, sizeof(line), "The pass key is %u. Remember it. %u is the pass key.", key, key);
+    int order[LCX_NEEDLE_NAMES];
+    int64_t at[LCX_NEEDLE_NAMES];
+    for (int i = 0; i < ps->n_needles; i++) {
+        at[i] = units_before(ps, i, units);
+        int j = i;
+        for (; j > 0 && at[order[j - 1]] > at[i]; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
     b->len = 0;
-    int ok = lcx_strbuf_str(b, LCX_PASSKEY_TASK) && lcx_strbuf_str(b, "\n") && put_filler(b, before, 0) && lcx_strbuf_str(b, "\n");
-    *key_off = b->len;
-    ok = ok && lcx_strbuf_str(b, line) && lcx_strbuf_str(b, "\n") && put_filler(b, after, words) && lcx_strbuf_str(b, "\n") &&
-         lcx_strbuf_str(b, LCX_PASSKEY_QUESTION);
-    LCX_FAIL_IF(!ok, LCX_ERR_OOM, "passkey: out of memory building a prompt of %lld filler units",
-                (long long)(before + after));
+    int ok = lcx_strbuf_str(b, LCX_PASSKEY_TASK) && lcx_strbuf_str(b, "\n");
+    int64_t done = 0;
+    char line[192];
+    for (int k = 0; k < ps->n_needles && ok; k++) {
+        const int i = order[k];
+        if (k == 0 || at[i] > done) ok = put_filler(b, at[i] - done, 0) && lcx_strbuf_str(b, "\n");
+        done = at[i];
+        if (i == 0) *key_off = b->len;
+        ok = ok && needle_line(ps, i, line, sizeof line) && lcx_strbuf_str(b, line) && lcx_strbuf_str(b, "\n");
+    }
+    ok = ok && put_filler(b, units - done, words) && lcx_strbuf_str(b, "\n");
+    if (ok && ps->n_needles > 1) {
+        const char *name = NEEDLE_NAMES[ps->names[0]];
+        ok = lcx_strbuf_printf(b, "What is the pass key of the %s? The pass key of the %s is", name, name);
+    } else {
+        ok = ok && lcx_strbuf_str(b, LCX_PASSKEY_QUESTION);
+    }
+    LCX_FAIL_IF(!ok, LCX_ERR_OOM, "passkey: out of memory building a prompt of %lld filler units", (long long)units);
     return LCX_OK;
 }
 
-/* Tokens (BOS included) of the prompt with `units` whole units split by depth and `words` extra words. */
+/* Tokens (BOS included) of the prompt with `units` whole units and `words` extra words. */
 typedef struct fit_state {
     const lcx_eval_tokenizer *tok;
-    double depth;
-    uint32_t key;
+    const lcx_passkey_prompt_spec *ps;
     lcx_strbuf b;
     size_t key_off;
 } fit_state;
 
-static void split_units(double depth, int64_t units, int64_t *before, int64_t *after) {
-    int64_t p = (int64_t)llround(depth * (double)units);
-    if (p > units) p = units;
-    *before = p;
-    *after = units - p;
-}
-
 static lcx_status fit_count(fit_state *fs, int64_t units, int64_t words, int64_t *n) {
-    int64_t before, after;
-    split_units(fs->depth, units, &before, &after);
-    LCX_TRY(prompt_text(before, after, words, fs->key, &fs->b, &fs->key_off));
+    LCX_TRY(prompt_text(fs->ps, units, words, &fs->b, &fs->key_off));
     LCX_TRY(count_tokens(fs->tok, fs->b.s, fs->b.len, n));
     *n += fs->tok->bos_id >= 0;
     return LCX_OK;
@@ -114,12 +158,29 @@ static lcx_status fit_count(fit_state *fs, int64_t units, int64_t words, int64_t
 
 lcx_status lcx_passkey_prompt_build(const lcx_eval_tokenizer *tok, int64_t target, double depth, uint32_t key,
                                     lcx_passkey_prompt *out) {
-    LCX_FAIL_IF(!tok || !tok->encode || !out, LCX_ERR_INVALID, "passkey: missing tokenizer or output");
+    const lcx_passkey_prompt_spec ps = {.depth = depth, .keys = &key, .n_needles = 1};
+    return lcx_passkey_prompt_build_spec(tok, target, &ps, out);
+}
+
+lcx_status lcx_passkey_prompt_build_spec(const lcx_eval_tokenizer *tok, int64_t target,
+                                         const lcx_passkey_prompt_spec *ps, lcx_passkey_prompt *out) {
+    LCX_FAIL_IF(!tok || !tok->encode || !out || !ps || !ps->keys, LCX_ERR_INVALID,
+                "passkey: missing tokenizer, needles or output");
+    const double depth = ps->depth;
     LCX_FAIL_IF(!(depth >= 0.0 && depth <= 1.0), LCX_ERR_INVALID, "passkey: depth %g is outside [0, 1]", depth);
+    LCX_FAIL_IF(ps->n_needles < 1 || ps->n_needles > LCX_NEEDLE_NAMES, LCX_ERR_INVALID,
+                "passkey: %d needles (1 to %d)", ps->n_needles, LCX_NEEDLE_NAMES);
+    for (int i = 0; i < ps->n_needles && ps->n_needles > 1; i++) {
+        LCX_FAIL_IF(!ps->names || ps->names[i] < 0 || ps->names[i] >= LCX_NEEDLE_NAMES, LCX_ERR_INVALID,
+                    "passkey: needle %d has no name (index %d)", i, ps->names ? ps->names[i] : -1);
+        for (int j = 0; j < i; j++)
+            LCX_FAIL_IF(ps->names[j] == ps->names[i] || ps->keys[j] == ps->keys[i], LCX_ERR_INVALID,
+                        "passkey: needles %d and %d share a name or a key", j, i);
+    }
     LCX_FAIL_IF(target < 1 || target > ((int64_t)1 << 40), LCX_ERR_INVALID,
                 "passkey: target length %lld out of range", (long long)target);
     memset(out, 0, sizeof(*out));
-    fit_state fs = {.tok = tok, .depth = depth, .key = key};
+    fit_state fs = {.tok = tok, .ps = ps};
     lcx_status st = LCX_OK;
     int64_t base = 0, one = 0, two = 0, n = 0;
     LCX_TRY_GOTO(fit_count(&fs, 0, 0, &base), fail);
@@ -164,9 +225,11 @@ lcx_status lcx_passkey_prompt_build(const lcx_eval_tokenizer *tok, int64_t targe
     int64_t before_tokens = 0;
     LCX_TRY_GOTO(count_tokens(tok, fs.b.s, fs.key_off, &before_tokens), fail);
     out->key_pos = before_tokens + bos;
-    split_units(depth, units, &out->units_before, &out->units_after);
+    out->units_before = units_before(ps, 0, units);
+    out->units_after = units - out->units_before;
     out->extra_words = lo;
-    out->key = key;
+    out->key = ps->keys[0];
+    out->n_needles = ps->n_needles;
     out->text = fs.b.s;
     out->text_len = fs.b.len;
     return LCX_OK;
@@ -235,6 +298,20 @@ void lcx_passkey_keys(uint64_t seed, int64_t trial, int n, uint32_t *keys) {
             keys[i] = key_draw(seed, trial, draw++);
             dup = 0;
             for (int j = 0; j < i; j++) dup |= keys[j] == keys[i];
+        } while (dup);
+    }
+}
+
+void lcx_needle_names(uint64_t seed, int64_t trial, int n, int *names) {
+    /* a stream of its own (the keys' seed, tagged), so adding needles changes no key */
+    uint64_t base = splitmix64(splitmix64(seed ^ 0x6e6565646c65ULL) ^ (uint64_t)trial);
+    int64_t draw = 0;
+    for (int i = 0; i < n && i < LCX_NEEDLE_NAMES; i++) {
+        int dup;
+        do {
+            names[i] = (int)(splitmix64(base ^ (uint64_t)draw++) % LCX_NEEDLE_NAMES);
+            dup = 0;
+            for (int j = 0; j < i; j++) dup |= names[j] == names[i];
         } while (dup);
     }
 }
@@ -315,6 +392,9 @@ lcx_status lcx_passkey_eval(const lcx_passkey_config *cfg, const lcx_eval_tokeni
     LCX_FAIL_IF(cfg->n_lengths > 4096 || cfg->n_depths > 4096, LCX_ERR_INVALID,
                 "passkey: more than 4096 lengths or depths");
     LCX_FAIL_IF(cfg->trials < 1, LCX_ERR_INVALID, "passkey: trials %d < 1", cfg->trials);
+    const int needles = cfg->needles > 1 ? cfg->needles : 1;
+    LCX_FAIL_IF(cfg->needles < 0 || cfg->needles > LCX_NEEDLE_NAMES, LCX_ERR_INVALID, "passkey: %d needles (1 to %d)",
+                cfg->needles, LCX_NEEDLE_NAMES);
     LCX_FAIL_IF(!(cfg->modes & (LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY)) ||
                     (cfg->modes & ~(LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY)),
                 LCX_ERR_INVALID, "passkey: modes 0x%x: pick LOGLIK and/or GREEDY", (unsigned)cfg->modes);
@@ -330,6 +410,7 @@ lcx_status lcx_passkey_eval(const lcx_passkey_config *cfg, const lcx_eval_tokeni
     out->trials = cfg->trials;
     out->distractors = cfg->modes & LCX_PASSKEY_LOGLIK ? cfg->distractors : 0;
     out->modes = cfg->modes;
+    out->needles = needles;
     out->lengths = malloc((size_t)cfg->n_lengths * sizeof(int64_t));
     out->depths = malloc((size_t)cfg->n_depths * sizeof(double));
     out->prompt_tokens = calloc(cells, sizeof(int64_t));
@@ -337,7 +418,8 @@ lcx_status lcx_passkey_eval(const lcx_passkey_config *cfg, const lcx_eval_tokeni
     out->greedy_correct = calloc(cells, sizeof(int));
     lcx_status st = LCX_OK;
     lcx_passkey_prompt p = {0};
-    uint32_t keys[1001];
+    uint32_t keys[1000 + LCX_NEEDLE_NAMES];
+    int names[LCX_NEEDLE_NAMES];
     LCX_FAIL_GOTO(!out->lengths || !out->depths || !out->prompt_tokens || !out->loglik_correct ||
                       !out->greedy_correct,
                   LCX_ERR_OOM, fail, "passkey: out of memory for %zu result cells", cells);
@@ -348,15 +430,19 @@ lcx_status lcx_passkey_eval(const lcx_passkey_config *cfg, const lcx_eval_tokeni
         for (int di = 0; di < cfg->n_depths; di++) {
             const size_t cell = (size_t)li * (size_t)cfg->n_depths + (size_t)di;
             for (int t = 0; t < cfg->trials; t++) {
-                lcx_passkey_keys(cfg->seed, t, 1 + (cfg->modes & LCX_PASSKEY_LOGLIK ? cfg->distractors : 0), keys);
+                /* keys[0] is asked for, keys[1 .. needles) are the other needles', the rest distractors */
+                const int wrong = needles - 1 + (cfg->modes & LCX_PASSKEY_LOGLIK ? cfg->distractors : 0);
+                lcx_passkey_keys(cfg->seed, t, 1 + wrong, keys);
+                lcx_needle_names(cfg->seed, t, needles, names);
                 const uint32_t key = keys[0];
-                LCX_TRY_GOTO(lcx_passkey_prompt_build(tok, cfg->lengths[li], cfg->depths[di], key, &p), ctx);
+                const lcx_passkey_prompt_spec ps = {cfg->depths[di], keys, names, needles};
+                LCX_TRY_GOTO(lcx_passkey_prompt_build_spec(tok, cfg->lengths[li], &ps, &p), ctx);
                 out->prompt_tokens[cell] = p.n;
                 if (cfg->modes & LCX_PASSKEY_LOGLIK) {
                     double truth = 0.0;
                     LCX_TRY_GOTO(answer_nll(tok, &p, key, score, model, &truth), ctx);
                     int best = 1;
-                    for (int d = 1; d <= cfg->distractors && best; d++) {
+                    for (int d = 1; d <= wrong && best; d++) {
                         double other = 0.0;
                         LCX_TRY_GOTO(answer_nll(tok, &p, keys[d], score, model, &other), ctx);
                         best = truth < other; /* a tie is a miss */

@@ -80,9 +80,16 @@ int32_t lcx_eval_bos(const lcx_tokenizer *tok, const lcx_model_config *cfg) {
 
 lcx_status lcx_eval_check_passkey(const lcx_passkey_config *pk, lcx_tokenizer *tok, int32_t bos) {
     lcx_eval_tokenizer et = {lcx_eval_tok_encode, tok, bos};
+    /* the longest names and keys a prompt can have do not matter: the fit fails only below the bare prompt */
+    const int n = pk->needles > 1 ? pk->needles : 1;
+    uint32_t keys[LCX_NEEDLE_NAMES];
+    int names[LCX_NEEDLE_NAMES];
+    lcx_passkey_keys(pk->seed, 0, n, keys);
+    lcx_needle_names(pk->seed, 0, n, names);
+    const lcx_passkey_prompt_spec ps = {0.0, keys, names, n};
     for (int i = 0; i < pk->n_lengths; i++) {
         lcx_passkey_prompt pr = {0};
-        lcx_status st = lcx_passkey_prompt_build(&et, pk->lengths[i], 0.0, 10000, &pr);
+        lcx_status st = lcx_passkey_prompt_build_spec(&et, pk->lengths[i], &ps, &pr);
         lcx_passkey_prompt_free(&pr);
         if (st != LCX_OK) return lcx_fail_context(st, "passkey length %lld: ", (long long)pk->lengths[i]);
     }
@@ -191,12 +198,17 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
         LCX_TRY_GOTO(lcx_passkey_eval(kc, &et, score_cb, argmax_cb, &prog, pk), fail);
         if (!s->quiet) lcx_report_progress_end(r);
         lcx_report(r, LCX_REPORT_RESULT,
-                   "passkey retrieval of %s: %d trial(s) per cell, accuracy (%%) per length x depth, in %.1f s",
-                   s->label, kc->trials, lcx_clock_s() - t0);
+                   "passkey retrieval of %s: %d trial(s) per cell, %d key(s) per prompt, accuracy (%%) per length "
+                   "x depth, in %.1f s",
+                   s->label, kc->trials, pk->needles, lcx_clock_s() - t0);
         lcx_strbuf row = {0};
         for (int md = LCX_PASSKEY_LOGLIK; md <= LCX_PASSKEY_GREEDY; md++) {
             if (!(kc->modes & md)) continue;
-            if (md == LCX_PASSKEY_LOGLIK)
+            if (md == LCX_PASSKEY_LOGLIK && pk->needles > 1)
+                lcx_report(r, LCX_REPORT_RESULT,
+                           "  loglik (key vs the %d other keys in the prompt and %d distractors; chance %.0f%%)",
+                           pk->needles - 1, kc->distractors, 100.0 / (kc->distractors + pk->needles));
+            else if (md == LCX_PASSKEY_LOGLIK)
                 lcx_report(r, LCX_REPORT_RESULT, "  loglik (key vs %d distractors; chance %.0f%%)", kc->distractors,
                            100.0 / (kc->distractors + 1));
             else

@@ -25,6 +25,7 @@ void lcx_extend_options_default(lcx_extend_options *o) {
     o->passkey_trials = -1;
     o->depths = DEFAULT_DEPTHS;
     o->n_depths = 5;
+    o->needles = 1;
     o->param_dtype = LCX_F32;
     o->act_dtype = LCX_F32;
     o->keep = 2;
@@ -196,7 +197,7 @@ static lcx_status eval_setup(extend_job *job) {
         .data_name = o->eval_data, .docs = job->ed_open ? job->docs : NULL, .n_docs = job->n_docs,
         .ppl = {last->eval_lengths, last->n_eval, last->eval_stride, job->bos, LCX_PPL_SHORT_SKIP, 0, 0},
         .pk = {last->eval_lengths, last->n_eval, o->depths, o->n_depths, job->pk_trials > 0 ? job->pk_trials : 0, 4,
-               LCX_PASSKEY_GREEDY, 1},
+               LCX_PASSKEY_GREEDY, 1, o->needles},
         .quiet = o->quiet};
     return LCX_OK;
 }

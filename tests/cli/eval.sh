@@ -115,6 +115,23 @@ if command -v jq >/dev/null; then
         [ "$(jq '[.passkey.cells[] | select(.prompt_tokens <= 300)] | length' "$tmp/k.json")" = 2 ]
 fi
 
+# Multi-key passkey (--needles): 4 named keys per prompt, the other 3 ranked against by loglik.
+run eval "$model" --passkey 1 --passkey-lengths 1000 --depths 0,1 --mode both --needles 4 --json "$tmp/k4.json" --quiet
+check "needles: exit 0" [ "$(rc)" -eq 0 ]
+check "needles: the table says 4 keys per prompt" grep -q '4 key(s) per prompt' "$tmp/out"
+check "needles: loglik against the other 3 keys and 4 distractors" \
+    grep -q 'the 3 other keys in the prompt and 4 distractors; chance 12%' "$tmp/out"
+if command -v jq >/dev/null; then
+    check "needles JSON: needles 4, 2 cells of 1000 tokens at most" \
+        [ "$(jq '[.passkey.needles, ([.passkey.cells[] | select(.prompt_tokens <= 1000)] | length)]' -c \
+            "$tmp/k4.json")" = "[4,2]" ]
+fi
+run eval "$model" --passkey 1 --passkey-lengths 300 --needles 32
+check "32 needles in 300 tokens: exit 1, one line naming the length" \
+    sh -c "[ $(rc) -eq 1 ] && [ $(wc -l <"$tmp/err") -eq 1 ] && grep -q 'passkey length 300' '$tmp/err'"
+run eval "$model" --data "$tmp/data" --needles 2
+check "--needles without --passkey: usage" sh -c "[ $(rc) -eq 2 ] && grep -q -- '--needles needs --passkey' '$tmp/err'"
+
 # Errors: one line, naming the problem.
 run eval
 check "no CKPT: usage error" [ "$(rc)" -eq 2 ]
@@ -150,6 +167,7 @@ bad_flag "--stride '-1' is not a length in [0, 16m]" eval "$model" --data "$tmp/
 bad_flag "--seed '1.5'" eval "$model" --data "$tmp/data" --seed 1.5
 bad_flag "--depths '0,nan'" eval "$model" --data "$tmp/data" --passkey 1 --depths 0,nan
 bad_flag "--mode 'best' (expected greedy, loglik or both)" eval "$model" --passkey 1 --mode best
+bad_flag "--needles '33'" eval "$model" --passkey 1 --needles 33
 bad_flag "flag --series needs a value" eval "$model" --data "$tmp/data" --series
 bad_flag "flag --quiet takes no value" eval "$model" --data "$tmp/data" --quiet=1
 

@@ -531,7 +531,7 @@ static void test_passkey_scoring(void) {
     lcx_eval_tokenizer tok = {fake_encode, &ft, BOS};
     const int64_t lengths[] = {96, 200};
     const double depths[] = {0.0, 0.5, 1.0};
-    lcx_passkey_config cfg = {lengths, 2, depths, 3, 40, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 42};
+    lcx_passkey_config cfg = {lengths, 2, depths, 3, 40, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 42, 1};
     lcx_passkey_result r;
     /* knows the key only in the short prompts: row 0 all 100%, row 1 ~ 1/(K+1) by log-likelihood, 0 greedy */
     fake_pk m = {120, 0};
@@ -577,6 +577,223 @@ static void test_passkey_scoring(void) {
     cfg.modes = LCX_PASSKEY_LOGLIK;
     cfg.distractors = 0;
     CHECK_FAILS(lcx_passkey_eval(&cfg, &tok, pk_score, NULL, &m, &r), LCX_ERR_INVALID, "distractors");
+}
+
+/* ==== multi-key prompts (--needles) ======================================================================= */
+
+/* Occurrences of the filler unit in text[0, end). */
+static int64_t units_in(const char *text, size_t end) {
+    int64_t n = 0;
+    size_t ul = strlen(LCX_PASSKEY_FILLER);
+    for (const char *q = text; (q = strstr(q, LCX_PASSKEY_FILLER)) && (size_t)(q - text) + ul <= end; q += ul) n++;
+    return n;
+}
+
+/* A line of filler: units joined by single spaces, the last one possibly cut after a word. */
+static int is_filler(const char *l, size_t n) {
+    const size_t ul = strlen(LCX_PASSKEY_FILLER);
+    for (size_t i = 0; i < n; i++) {
+        size_t k = i % (ul + 1);
+        if (l[i] != (k == ul ? ' ' : LCX_PASSKEY_FILLER[k])) return 0;
+    }
+    return n == 0 || l[n - 1] != ' ';
+}
+
+/* The prompt read back as its lines: the task first, the question last, every needle's line once after the
+ * filler units its depth asks for, nothing but filler between, no empty line between two needles. */
+static void check_needle_prompt(fake_tok *ft, const lcx_passkey_prompt *p, const lcx_passkey_prompt_spec *ps) {
+    const int n = ps->n_needles;
+    const int64_t units = units_in(p->text, p->text_len);
+    char want[256];
+    snprintf(want, sizeof want, "What is the pass key of the %s? The pass key of the %s is",
+             lcx_needle_name(ps->names[0]), lcx_needle_name(ps->names[0]));
+    size_t wl = strlen(want);
+    CHECK(p->text_len > wl && strcmp(p->text + p->text_len - wl, want) == 0 && p->text[p->text_len - wl - 1] == '\n');
+    CHECK(strncmp(p->text, LCX_PASSKEY_TASK, strlen(LCX_PASSKEY_TASK)) == 0);
+    for (int i = 0; i < n; i++) {
+        const char *name = lcx_needle_name(ps->names[i]);
+        snprintf(want, sizeof want, "\nThe pass key of the %s is %u. Remember it. %u is the pass key of the %s.\n",
+                 name, ps->keys[i], ps->keys[i], name);
+        const char *at = strstr(p->text, want);
+        CHECK_MSG(at && !strstr(at + 1, want), "needle %d (%s): %s", i, name, at ? "twice" : "missing");
+        if (!at) continue;
+        double depth = i == 0 ? ps->depth : (i - 0.5) / (n - 1);
+        int64_t before = units_in(p->text, (size_t)(at - p->text));
+        CHECK_MSG(before == (int64_t)llround(depth * (double)units), "needle %d at depth %g: %lld of %lld units before",
+                  i, depth, (long long)before, (long long)units);
+        if (i == 0) { /* the queried line's tokens start at key_pos */
+            int32_t kl[64];
+            int64_t nk = 0;
+            fake_encode(ft, at + 1, strlen(want) - 2, kl, 64, &nk);
+            CHECK(nk <= 64 && p->key_pos + nk <= p->n &&
+                  memcmp(p->tokens + p->key_pos, kl, (size_t)nk * sizeof(int32_t)) == 0);
+            CHECK(p->units_before == before && p->units_before + p->units_after == units && p->key == ps->keys[0]);
+        }
+    }
+    /* every other line is filler (or empty: the first and the last filler stretch may be) */
+    int lines = 0, empty_between = 0, prev_needle = 0;
+    for (const char *l = p->text, *e; l < p->text + p->text_len; l = e + 1, lines++) {
+        e = strchr(l, '\n');
+        if (!e) e = p->text + p->text_len;
+        const int needle = strncmp(l, "The pass key of the ", 20) == 0;
+        if (e == l && prev_needle && e[1] && strncmp(e + 1, "The pass key of the ", 20) == 0) empty_between = 1;
+        if (!needle && lines > 0 && e < p->text + p->text_len)
+            CHECK_MSG(is_filler(l, (size_t)(e - l)), "line %d: %.40s", lines, l);
+        prev_needle = needle;
+    }
+    CHECK(!empty_between);
+}
+
+static void test_needles_prompt(void) {
+    for (int split = 0; split < 2; split++) {
+        fake_tok ft = {split, 0};
+        lcx_eval_tokenizer tok = {fake_encode, &ft, BOS};
+        const int counts[] = {2, 3, 5, LCX_NEEDLE_NAMES};
+        const int64_t targets[] = {700, 1500, 4096};
+        const double depths[] = {0.0, 0.3, 0.5, 1.0};
+        for (int ci = 0; ci < 4; ci++)
+            for (int ti = 0; ti < 3; ti++)
+                for (int di = 0; di < 4; di++) {
+                    uint32_t keys[LCX_NEEDLE_NAMES];
+                    int names[LCX_NEEDLE_NAMES];
+                    lcx_passkey_keys(9, ti * 4 + di, counts[ci], keys);
+                    lcx_needle_names(9, ti * 4 + di, counts[ci], names);
+                    const lcx_passkey_prompt_spec ps = {depths[di], keys, names, counts[ci]};
+                    lcx_passkey_prompt p;
+                    lcx_status st = lcx_passkey_prompt_build_spec(&tok, targets[ti], &ps, &p);
+                    if (counts[ci] == LCX_NEEDLE_NAMES && targets[ti] < 1500) { /* 32 lines do not fit 700 */
+                        CHECK(st == LCX_ERR_INVALID && strstr(lcx_last_error(), "shorter than the prompt"));
+                        continue;
+                    }
+                    CHECK_MSG(st == LCX_OK, "%s", lcx_last_error());
+                    if (st != LCX_OK) continue;
+                    /* within a word of the target, and a line break: one more unit may open a stretch of
+                     * filler between two needles that had none */
+                    CHECK_MSG(p.n <= targets[ti] && targets[ti] - p.n <= (split ? 2 : 1),
+                              "target %lld: %lld tokens (%d needles, depth %g)", (long long)targets[ti],
+                              (long long)p.n, counts[ci], depths[di]);
+                    CHECK(p.n_needles == counts[ci] && p.tokens[0] == BOS);
+                    check_needle_prompt(&ft, &p, &ps);
+                    int32_t *ans = NULL;
+                    int64_t na = 0;
+                    CHECK_OK(lcx_passkey_answer_tokens(&tok, &p, keys[0], &ans, &na));
+                    CHECK(na == 5 && ans[0] == 10 + (int32_t)(keys[0] / 10000));
+                    free(ans);
+                    lcx_passkey_prompt_free(&p);
+                }
+        /* one needle through the general builder is the classic prompt, byte for byte */
+        uint32_t key = 68392;
+        lcx_passkey_prompt a, b;
+        const lcx_passkey_prompt_spec one = {0.25, &key, NULL, 1};
+        CHECK_OK(lcx_passkey_prompt_build(&tok, 1000, 0.25, key, &a));
+        CHECK_OK(lcx_passkey_prompt_build_spec(&tok, 1000, &one, &b));
+        CHECK(a.n == b.n && a.key_pos == b.key_pos && strcmp(a.text, b.text) == 0 &&
+              memcmp(a.tokens, b.tokens, (size_t)a.n * sizeof(int32_t)) == 0);
+        lcx_passkey_prompt_free(&a);
+        lcx_passkey_prompt_free(&b);
+        /* bad needles */
+        uint32_t keys[3] = {11111, 22222, 33333};
+        int names[3] = {4, 7, 4};
+        lcx_passkey_prompt_spec bad = {0.5, keys, names, 3};
+        CHECK_FAILS(lcx_passkey_prompt_build_spec(&tok, 1000, &bad, &a), LCX_ERR_INVALID, "share a name");
+        names[2] = 9, keys[2] = 11111;
+        CHECK_FAILS(lcx_passkey_prompt_build_spec(&tok, 1000, &bad, &a), LCX_ERR_INVALID, "share a name or a key");
+        bad.names = NULL;
+        CHECK_FAILS(lcx_passkey_prompt_build_spec(&tok, 1000, &bad, &a), LCX_ERR_INVALID, "no name");
+        bad.n_needles = LCX_NEEDLE_NAMES + 1;
+        CHECK_FAILS(lcx_passkey_prompt_build_spec(&tok, 1000, &bad, &a), LCX_ERR_INVALID, "needles");
+    }
+    /* names: distinct, deterministic, a prefix independent of n, not the same for every trial */
+    int a[LCX_NEEDLE_NAMES], b[5], c[LCX_NEEDLE_NAMES];
+    lcx_needle_names(3, 1, LCX_NEEDLE_NAMES, a);
+    lcx_needle_names(3, 1, 5, b);
+    lcx_needle_names(3, 2, LCX_NEEDLE_NAMES, c);
+    int seen = 0, ok = 1;
+    for (int i = 0; i < LCX_NEEDLE_NAMES; i++) {
+        ok &= a[i] >= 0 && a[i] < LCX_NEEDLE_NAMES && lcx_needle_name(a[i]) && !((seen >> a[i]) & 1);
+        seen |= 1 << a[i];
+    }
+    CHECK(ok && memcmp(a, b, sizeof b) == 0 && memcmp(a, c, sizeof a) != 0);
+    CHECK(lcx_needle_name(-1) == NULL && lcx_needle_name(LCX_NEEDLE_NAMES) == NULL);
+}
+
+/* Fake readers over the fake tokenizer for multi-key prompts: an answer slot is the 5 tokens after "pass key of
+ * the NAME is". The "reader" predicts the digits of the earlier line with the same NAME; the "recency" model
+ * those of the last needle line before the question, whatever its name (right only when that is the asked one). */
+static int needle_end(const int32_t *t, int64_t k) { /* t[k-6..k) == "pass key of the NAME is" */
+    return k >= 6 && t[k - 6] == word_id("pass", 4) && t[k - 5] == word_id("key", 3) && t[k - 4] == word_id("of", 2) &&
+           t[k - 3] == word_id("the", 3) && t[k - 1] == word_id("is", 2);
+}
+
+static int32_t read_needle(int recency, const int32_t *t, int64_t i) {
+    int64_t k = i;
+    while (k > 0 && !needle_end(t, k)) k--;
+    if (k == 0 || i - k >= 5) return 1; /* not in an answer */
+    for (int64_t j = k - 1; j > 0; j--)
+        if (needle_end(t, j) && (recency || t[j - 2] == t[k - 2])) return t[j + (i - k)];
+    return 1;
+}
+
+typedef struct fake_reader {
+    int recency;
+} fake_reader;
+
+static lcx_status reader_score(void *model, const int32_t *t, int64_t n, int64_t first, double *nll) {
+    const fake_reader *m = model;
+    for (int64_t i = first; i < n; i++) { /* a miss costs 3..6, by a hash: two wrong keys seldom tie */
+        uint64_t h = ((uint64_t)t[i] * 0x9E3779B97F4A7C15ULL) ^ ((uint64_t)i * 0xC2B2AE3D27D4EB4FULL);
+        h ^= h >> 29;
+        nll[i - first] = read_needle(m->recency, t, i) == t[i] ? 0.05 : 3.0 + 3.0 * (double)(h % 1000) / 1000.0;
+    }
+    return LCX_OK;
+}
+
+static lcx_status reader_argmax(void *model, const int32_t *t, int64_t n, int64_t first, int32_t *next) {
+    const fake_reader *m = model;
+    for (int64_t i = first; i < n; i++) next[i - first] = read_needle(m->recency, t, i);
+    return LCX_OK;
+}
+
+static void test_needles_scoring(void) {
+    fake_tok ft = {0, 0};
+    lcx_eval_tokenizer tok = {fake_encode, &ft, BOS};
+    const int64_t lengths[] = {600, 1200};
+    const double depths[] = {0.0, 0.5, 1.0};
+    lcx_passkey_config cfg = {lengths, 2, depths, 3, 6, 2, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 5, 4};
+    for (int recency = 0; recency < 2; recency++) {
+        fake_reader m = {recency};
+        lcx_passkey_result r;
+        CHECK_OK(lcx_passkey_eval(&cfg, &tok, reader_score, reader_argmax, &m, &r));
+        CHECK(r.needles == 4);
+        for (int l = 0; l < 2; l++)
+            for (int d = 0; d < 3; d++) {
+                /* the asked needle is the last line only at depth 1 (the others sit at 1/6, 1/2, 5/6); the
+                 * recency model's key is in the prompt, so log-likelihood ranks it first everywhere else */
+                double want = !recency || d == 2 ? 1.0 : 0.0;
+                CHECK_MSG(lcx_passkey_accuracy(&r, LCX_PASSKEY_LOGLIK, l, d) == want &&
+                              lcx_passkey_accuracy(&r, LCX_PASSKEY_GREEDY, l, d) == want,
+                          "recency %d, length %lld, depth %g: loglik %g, greedy %g", recency, (long long)lengths[l],
+                          depths[d], lcx_passkey_accuracy(&r, LCX_PASSKEY_LOGLIK, l, d),
+                          lcx_passkey_accuracy(&r, LCX_PASSKEY_GREEDY, l, d));
+            }
+        json_t *j = lcx_passkey_to_json(&r);
+        CHECK(j && json_integer_value(json_object_get(j, "needles")) == 4);
+        json_decref(j);
+        lcx_passkey_result_free(&r);
+    }
+    /* 0 needles is the classic test (one key, no names) */
+    cfg.needles = 0;
+    fake_pk knows = {100000, 0};
+    lcx_passkey_result r;
+    CHECK_OK(lcx_passkey_eval(&cfg, &tok, pk_score, pk_argmax, &knows, &r));
+    CHECK(r.needles == 1 && lcx_passkey_accuracy(&r, LCX_PASSKEY_LOGLIK, 0, 0) == 1.0);
+    json_t *j = lcx_passkey_to_json(&r);
+    CHECK(j && json_integer_value(json_object_get(j, "needles")) == 1);
+    json_decref(j);
+    lcx_passkey_result_free(&r);
+    fake_reader m = {1};
+    cfg.needles = LCX_NEEDLE_NAMES + 1;
+    CHECK_FAILS(lcx_passkey_eval(&cfg, &tok, reader_score, reader_argmax, &m, &r), LCX_ERR_INVALID, "needles");
 }
 
 /* ==== SVG well-formedness and JSON ======================================================================== */
@@ -673,7 +890,7 @@ static void test_output(void) {
         ll[i] = i / 5 < 2 ? 10 : 10 - 2 * (i / 5) + (i % 5 == 0);
         gg[i] = ll[i] / 2;
     }
-    lcx_passkey_result r = {5, 5, 10, 4, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, lens, deps, pt, ll, gg};
+    lcx_passkey_result r = {5, 5, 10, 4, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, lens, deps, pt, ll, gg, 1};
     CHECK_OK(lcx_svg_passkey_heatmap(&r, LCX_PASSKEY_LOGLIK, "Passkey retrieval", &svg));
     if (svg) {
         CHECK(xml_check(svg) > 25);
@@ -735,6 +952,8 @@ int main(void) {
     test_ppl();
     test_prompt();
     test_passkey_scoring();
+    test_needles_prompt();
+    test_needles_scoring();
     test_output();
     return test_summary("test_eval");
 }
