@@ -708,10 +708,11 @@ static void test_needles_prompt(void) {
     lcx_needle_names(3, 1, LCX_NEEDLE_NAMES, a);
     lcx_needle_names(3, 1, 5, b);
     lcx_needle_names(3, 2, LCX_NEEDLE_NAMES, c);
-    int seen = 0, ok = 1;
+    uint64_t seen = 0;
+    int ok = 1;
     for (int i = 0; i < LCX_NEEDLE_NAMES; i++) {
         ok &= a[i] >= 0 && a[i] < LCX_NEEDLE_NAMES && lcx_needle_name(a[i]) && !((seen >> a[i]) & 1);
-        seen |= 1 << a[i];
+        seen |= (uint64_t)1 << a[i];
     }
     CHECK(ok && memcmp(a, b, sizeof b) == 0 && memcmp(a, c, sizeof a) != 0);
     CHECK(lcx_needle_name(-1) == NULL && lcx_needle_name(LCX_NEEDLE_NAMES) == NULL);
