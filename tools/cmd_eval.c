@@ -49,6 +49,8 @@ static void help(void) {
            "  --needles N         N named keys in each prompt, one asked for (multi-key retrieval, as RULER's\n"
            "                      niah_multikey; default 1: the classic test); loglik also ranks the key against\n"
            "                      the other N-1, which the prompt holds; N <= 32\n"
+           "  --haystack FILE     fill the prompts with the words of a text file, from its start (wrapping\n"
+           "                      around), instead of the repeated sentences (RULER's essay haystack)\n"
            "  --seed N            key seed (default 1)\n"
            "\n"
            "output:\n"
@@ -76,7 +78,7 @@ static const lcx_cli_word PASSKEY_MODES[] = {{"greedy", 0}, {"loglik", 0}, {"bot
 
 int lcx_cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL, *text = NULL, *tok_path = NULL, *json_out = NULL, *svg_out = NULL,
-               *pk_svg = NULL, *series = NULL, *mode = "greedy", *shortd = "skip", *backend = "cpu";
+               *pk_svg = NULL, *haystack = NULL, *series = NULL, *mode = "greedy", *shortd = "skip", *backend = "cpu";
     const char *compare[MAX_COMPARE];
     int n_compare = 0, quiet = 0, truncate = 0;
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST], to = 0, stride = 256, chunk = 256, seed = 1;
@@ -99,6 +101,7 @@ int lcx_cmd_eval(int argc, char **argv) {
         LCX_FLAG_WORD("--mode", mode, PASSKEY_MODES),
         LCX_FLAG_INT("--distractors", distractors, 1, 1000),
         LCX_FLAG_INT("--needles", needles, 1, LCX_NEEDLE_NAMES),
+        LCX_FLAG_STR("--haystack", haystack),
         LCX_FLAG_INT("--seed", seed, 0, INT32_MAX),
         LCX_FLAG_STR("--json", json_out),
         LCX_FLAG_STR("--svg", svg_out),
@@ -120,6 +123,7 @@ int lcx_cmd_eval(int argc, char **argv) {
     if (svg_out && !data && !text) return lcx_cli_usage_error(CMD, "--svg draws perplexity: needs --data or --text");
     if (pk_svg && trials == 0) return lcx_cli_usage_error(CMD, "--passkey-svg needs --passkey N");
     if (needles > 1 && trials == 0) return lcx_cli_usage_error(CMD, "--needles needs --passkey N");
+    if (haystack && trials == 0) return lcx_cli_usage_error(CMD, "--haystack needs --passkey N");
     const lcx_backend *be = NULL;
     if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
     lcx_eval_options o;
@@ -144,6 +148,7 @@ int lcx_cmd_eval(int argc, char **argv) {
                                             : LCX_PASSKEY_GREEDY | LCX_PASSKEY_LOGLIK;
     o.distractors = distractors;
     o.needles = needles;
+    o.haystack = haystack;
     o.seed = (uint64_t)seed;
     o.json_out = json_out;
     o.svg_out = svg_out;

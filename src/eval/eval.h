@@ -136,6 +136,9 @@ typedef struct lcx_passkey_prompt_spec {
     const uint32_t *keys;  /* [n_needles] distinct; keys[0] is asked for */
     const int *names;      /* [n_needles] distinct name indices (only read when n_needles > 1) */
     int n_needles;         /* 1 .. LCX_NEEDLE_NAMES; needle j >= 1 at lcx_needle_depth(j, n_needles) */
+    const char *haystack;  /* NULL: the repeated filler; else a text whose words (runs of non-space bytes) are the
+                              units, read from its start, joined by single spaces, wrapping around (no extra words) */
+    size_t haystack_len;
 } lcx_passkey_prompt_spec;
 /* The same for any number of needles: needle i after round(depth_i * units) whole filler units, the lines in that
  * order (needle order when equal), key_pos / key / units_before the queried needle's; n falls short of target by
@@ -169,6 +172,8 @@ typedef struct lcx_passkey_config {
     int modes;              /* LCX_PASSKEY_* bits */
     uint64_t seed;
     int needles;            /* keys in each prompt, one asked for (0 or 1: the classic passkey test) */
+    const char *haystack;   /* NULL: the repeated filler; else a text (lcx_passkey_prompt_spec) */
+    size_t haystack_len;
 } lcx_passkey_config;
 
 typedef struct lcx_passkey_result {

@@ -87,6 +87,8 @@ static int pass_length_rope(const lcx_model_config *cfg) {
     return strcmp(cfg->rope.type, "dynamic") == 0 || strcmp(cfg->rope.type, "longrope") == 0;
 }
 
+/* A passkey haystack is a text of a few times the longest prompt: 256 MiB is 50M+ tokens. */
+#define HAYSTACK_MAX_BYTES ((size_t)256 << 20)
 /* An --compare file is an eval --json output: a few KB. */
 #define COMPARE_MAX_BYTES ((size_t)64 << 20)
 
@@ -100,6 +102,12 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
         if (outs[i]) LCX_TRY(lcx_out_absent(outs[i]));
     for (int c = 0; c < o->n_compare; c++) /* a missing one, or a FIFO (which blocked the read), before any work */
         LCX_TRY(lcx_check_input(o->compare[c], 0, NULL));
+    char *hay = NULL;
+    size_t hay_len = 0;
+    if (o->haystack) {
+        lcx_status hs = lcx_read_input(o->haystack, 0, HAYSTACK_MAX_BYTES, &hay, &hay_len);
+        if (hs != LCX_OK) return lcx_fail_context(hs, "--haystack: ");
+    }
     LCX_FAIL_IF(o->n_lengths > MAX_LIST || o->n_pk_lengths > MAX_LIST, LCX_ERR_INVALID, "more than %d lengths",
                 MAX_LIST);
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST];
@@ -159,7 +167,8 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
         .ppl = {lengths, n_lengths, o->stride, bos, o->short_score ? LCX_PPL_SHORT_SCORE : LCX_PPL_SHORT_SKIP,
                 o->truncate, o->truncate && !pass_length_rope(&cfg)},
         .pk = {pk_lengths, n_pk_lengths, o->depths, o->n_depths, o->trials, o->distractors, modes, o->seed,
-               o->needles},
+               o->needles, hay, hay_len},
+        .haystack_name = o->haystack,
         .quiet = o->quiet};
 
     if (o->data) st = lcx_eval_load_docs(o->data, bos, cfg.vocab_size, &docs, &n_docs, &store);
@@ -261,6 +270,7 @@ done:
     free(res);
     free(docs);
     free(store);
+    free(hay);
     lcx_model_free(m);
     lcx_source_close(src);
     lcx_tokenizer_free(tok);

@@ -36,6 +36,7 @@ typedef struct lcx_eval_options {
     int modes;                 /* LCX_PASSKEY_GREEDY and/or LCX_PASSKEY_LOGLIK */
     int distractors;           /* loglik: keys compared against */
     int needles;               /* keys in each prompt, one asked for (multi-key retrieval); 1: the classic test */
+    const char *haystack;      /* NULL: the repeated filler; else a text file whose words fill the prompts */
     uint64_t seed;             /* key seed */
     const char *json_out;      /* NULL, or the JSON {"checkpoint", "perplexity"?, "passkey"?} written there */
     const char *svg_out;       /* NULL, or perplexity vs length drawn there, with one line per compare file */

@@ -70,6 +70,57 @@ static int64_t filler_words(void) {
     return n;
 }
 
+/* A text haystack (--haystack): its words, the runs of non-space bytes, in order. Filler unit k of a prompt is
+ * word k mod n: the prompt reads the text from its start, joined by single spaces, and wraps around. */
+typedef struct hay_words {
+    const char *text;
+    size_t *off, *len; /* [n] */
+    int64_t n;
+} hay_words;
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+static lcx_status hay_split(const char *text, size_t len, hay_words *h) {
+    memset(h, 0, sizeof *h);
+    h->text = text;
+    int64_t n = 0;
+    for (size_t i = 0; i < len; i++) n += !is_space(text[i]) && (i == 0 || is_space(text[i - 1]));
+    LCX_FAIL_IF(n == 0, LCX_ERR_INVALID, "passkey: the haystack has no words");
+    h->off = malloc((size_t)n * sizeof(size_t));
+    h->len = malloc((size_t)n * sizeof(size_t));
+    if (!h->off || !h->len) {
+        free(h->off), free(h->len);
+        return lcx_fail(LCX_ERR_OOM, "passkey: out of memory for %lld haystack words", (long long)n);
+    }
+    for (size_t i = 0, k = 0; i < len; i++)
+        if (!is_space(text[i]) && (i == 0 || is_space(text[i - 1]))) {
+            size_t j = i;
+            while (j < len && !is_space(text[j])) j++;
+            h->off[k] = i, h->len[k] = j - i;
+            k++;
+        }
+    h->n = n;
+    return LCX_OK;
+}
+
+static void hay_free(hay_words *h) {
+    free(h->off);
+    free(h->len);
+    memset(h, 0, sizeof *h);
+}
+
+/* Filler units [from, to) of the prompt (the text's words from..to-1, or to - from units of the repeated filler)
+ * and then `words` words of one more unit (repeated filler only), joined by single spaces. */
+static int put_stretch(lcx_strbuf *b, const hay_words *h, int64_t from, int64_t to, int64_t words) {
+    if (!h) return put_filler(b, to - from, words);
+    for (int64_t k = from; k < to; k++) {
+        const int64_t w = k % h->n;
+        if (k > from && !lcx_strbuf_str(b, " ")) return 0;
+        if (!lcx_strbuf_put(b, h->text + h->off[w], h->len[w])) return 0;
+    }
+    return 1;
+}
+
 /* ---- needles ------------------------------------------------------------------------------------------- */
 
 /* Names of the needles of a multi-key prompt: plain nouns of one word each, so that "the pass key of the NAME"
@@ -107,8 +158,8 @@ static int64_t units_before(const lcx_passkey_prompt_spec *ps, int i, int64_t un
  * the end; *key_off = byte offset of the queried needle's line (needle 0). The lines appear in the order of their
  * units before them (needle order among equal ones), every line on its own; an empty filler stretch between two
  * lines is left out, the empty first and last ones are kept (the one-needle prompt of the literature). */
-static lcx_status prompt_text(const lcx_passkey_prompt_spec *ps, int64_t units, int64_t words, lcx_strbuf *b,
-                              size_t *key_off) {
+static lcx_status prompt_text(const lcx_passkey_prompt_spec *ps, const hay_words *h, int64_t units, int64_t words,
+                              lcx_strbuf *b, size_t *key_off) {
     int order[LCX_NEEDLE_NAMES];
     int64_t at[LCX_NEEDLE_NAMES];
     for (int i = 0; i < ps->n_needles; i++) {
@@ -123,12 +174,12 @@ static lcx_status prompt_text(const lcx_passkey_prompt_spec *ps, int64_t units, 
     char line[192];
     for (int k = 0; k < ps->n_needles && ok; k++) {
         const int i = order[k];
-        if (k == 0 || at[i] > done) ok = put_filler(b, at[i] - done, 0) && lcx_strbuf_str(b, "\n");
+        if (k == 0 || at[i] > done) ok = put_stretch(b, h, done, at[i], 0) && lcx_strbuf_str(b, "\n");
         done = at[i];
         if (i == 0) *key_off = b->len;
         ok = ok && needle_line(ps, i, line, sizeof line) && lcx_strbuf_str(b, line) && lcx_strbuf_str(b, "\n");
     }
-    ok = ok && put_filler(b, units - done, words) && lcx_strbuf_str(b, "\n");
+    ok = ok && put_stretch(b, h, done, units, words) && lcx_strbuf_str(b, "\n");
     if (ok && ps->n_needles > 1) {
         const char *name = NEEDLE_NAMES[ps->names[0]];
         ok = lcx_strbuf_printf(b, "What is the pass key of the %s? The pass key of the %s is", name, name);
@@ -143,12 +194,13 @@ static lcx_status prompt_text(const lcx_passkey_prompt_spec *ps, int64_t units, 
 typedef struct fit_state {
     const lcx_eval_tokenizer *tok;
     const lcx_passkey_prompt_spec *ps;
+    const hay_words *hay; /* NULL: the repeated filler */
     lcx_strbuf b;
     size_t key_off;
 } fit_state;
 
 static lcx_status fit_count(fit_state *fs, int64_t units, int64_t words, int64_t *n) {
-    LCX_TRY(prompt_text(fs->ps, units, words, &fs->b, &fs->key_off));
+    LCX_TRY(prompt_text(fs->ps, fs->hay, units, words, &fs->b, &fs->key_off));
     LCX_TRY(count_tokens(fs->tok, fs->b.s, fs->b.len, n));
     *n += fs->tok->bos_id >= 0;
     return LCX_OK;
@@ -181,37 +233,67 @@ lcx_status lcx_passkey_prompt_build_spec(const lcx_eval_tokenizer *tok, int64_t 
                 "passkey: target length %lld out of range", (long long)target);
     memset(out, 0, sizeof(*out));
     fit_state fs = {.tok = tok, .ps = ps};
+    hay_words hay = {0};
+    if (ps->haystack) {
+        LCX_TRY(hay_split(ps->haystack, ps->haystack_len, &hay));
+        fs.hay = &hay;
+    }
     lcx_status st = LCX_OK;
-    int64_t base = 0, one = 0, two = 0, n = 0;
+    int64_t base = 0, n = 0;
     LCX_TRY_GOTO(fit_count(&fs, 0, 0, &base), fail);
     LCX_FAIL_GOTO(base > target, LCX_ERR_INVALID, fail,
                   "passkey: target length %lld is shorter than the prompt without filler (%lld tokens)",
                   (long long)target, (long long)base);
-    /* Tokens per unit measured where a unit joins another one (" " + unit), then corrected by counting. */
-    LCX_TRY_GOTO(fit_count(&fs, 1, 0, &one), fail);
-    LCX_TRY_GOTO(fit_count(&fs, 2, 0, &two), fail);
-    int64_t per_unit = two - one > 0 ? two - one : 1;
-    int64_t units = one > target ? 0 : 1 + (target - one) / per_unit;
-    LCX_TRY_GOTO(fit_count(&fs, units, 0, &n), fail);
-    while (n > target && units > 0) {
-        units--;
+    int64_t units = 0, lo = 0;
+    if (fs.hay) {
+        /* a unit is one word of the text: the most that fit (counts grow with words), doubling then halving */
+        int64_t hi = 1;
+        for (;;) {
+            LCX_TRY_GOTO(fit_count(&fs, hi, 0, &n), fail);
+            if (n > target) break;
+            units = hi;
+            LCX_FAIL_GOTO(hi > 4 * target + 64, LCX_ERR_INVALID, fail,
+                          "passkey: %lld words of the haystack still fit %lld tokens (words without tokens?)",
+                          (long long)hi, (long long)target);
+            hi *= 2;
+        }
+        while (hi - units > 1) {
+            int64_t mid = units + (hi - units) / 2;
+            LCX_TRY_GOTO(fit_count(&fs, mid, 0, &n), fail);
+            if (n <= target)
+                units = mid;
+            else
+                hi = mid;
+        }
+    } else {
+        /* Tokens per unit measured where a unit joins another one (" " + unit), then corrected by counting. */
+        int64_t one = 0, two = 0;
+        LCX_TRY_GOTO(fit_count(&fs, 1, 0, &one), fail);
+        LCX_TRY_GOTO(fit_count(&fs, 2, 0, &two), fail);
+        int64_t per_unit = two - one > 0 ? two - one : 1;
+        units = one > target ? 0 : 1 + (target - one) / per_unit;
         LCX_TRY_GOTO(fit_count(&fs, units, 0, &n), fail);
-    }
-    for (;;) {
-        int64_t next = 0;
-        LCX_TRY_GOTO(fit_count(&fs, units + 1, 0, &next), fail);
-        if (next > target) break;
-        units++;
-    }
-    /* Fill the rest with words of one more unit: the largest count that still fits (counts grow with words). */
-    int64_t lo = 0, hi = filler_words() - 1;
-    while (lo < hi) {
-        int64_t mid = (lo + hi + 1) / 2;
-        LCX_TRY_GOTO(fit_count(&fs, units, mid, &n), fail);
-        if (n <= target)
-            lo = mid;
-        else
-            hi = mid - 1;
+        while (n > target && units > 0) {
+            units--;
+            LCX_TRY_GOTO(fit_count(&fs, units, 0, &n), fail);
+        }
+        for (;;) {
+            int64_t next = 0;
+            LCX_TRY_GOTO(fit_count(&fs, units + 1, 0, &next), fail);
+            if (next > target) break;
+            units++;
+        }
+        /* Fill the rest with words of one more unit: the largest count that still fits (counts grow with
+         * words). */
+        int64_t hi = filler_words() - 1;
+        while (lo < hi) {
+            int64_t mid = (lo + hi + 1) / 2;
+            LCX_TRY_GOTO(fit_count(&fs, units, mid, &n), fail);
+            if (n <= target)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
     }
     LCX_TRY_GOTO(fit_count(&fs, units, lo, &n), fail);
     LCX_ASSERT(n <= target);
@@ -232,8 +314,10 @@ lcx_status lcx_passkey_prompt_build_spec(const lcx_eval_tokenizer *tok, int64_t 
     out->n_needles = ps->n_needles;
     out->text = fs.b.s;
     out->text_len = fs.b.len;
+    hay_free(&hay);
     return LCX_OK;
 fail:
+    hay_free(&hay);
     lcx_strbuf_free(&fs.b);
     lcx_passkey_prompt_free(out);
     return st;
@@ -435,7 +519,8 @@ lcx_status lcx_passkey_eval(const lcx_passkey_config *cfg, const lcx_eval_tokeni
                 lcx_passkey_keys(cfg->seed, t, 1 + wrong, keys);
                 lcx_needle_names(cfg->seed, t, needles, names);
                 const uint32_t key = keys[0];
-                const lcx_passkey_prompt_spec ps = {cfg->depths[di], keys, names, needles};
+                const lcx_passkey_prompt_spec ps = {cfg->depths[di], keys, names, needles, cfg->haystack,
+                                                    cfg->haystack_len};
                 LCX_TRY_GOTO(lcx_passkey_prompt_build_spec(tok, cfg->lengths[li], &ps, &p), ctx);
                 out->prompt_tokens[cell] = p.n;
                 if (cfg->modes & LCX_PASSKEY_LOGLIK) {

@@ -86,7 +86,7 @@ lcx_status lcx_eval_check_passkey(const lcx_passkey_config *pk, lcx_tokenizer *t
     int names[LCX_NEEDLE_NAMES];
     lcx_passkey_keys(pk->seed, 0, n, keys);
     lcx_needle_names(pk->seed, 0, n, names);
-    const lcx_passkey_prompt_spec ps = {0.0, keys, names, n};
+    const lcx_passkey_prompt_spec ps = {0.0, keys, names, n, pk->haystack, pk->haystack_len};
     for (int i = 0; i < pk->n_lengths; i++) {
         lcx_passkey_prompt pr = {0};
         lcx_status st = lcx_passkey_prompt_build_spec(&et, pk->lengths[i], &ps, &pr);
@@ -198,9 +198,10 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
         LCX_TRY_GOTO(lcx_passkey_eval(kc, &et, score_cb, argmax_cb, &prog, pk), fail);
         if (!s->quiet) lcx_report_progress_end(r);
         lcx_report(r, LCX_REPORT_RESULT,
-                   "passkey retrieval of %s: %d trial(s) per cell, %d key(s) per prompt, accuracy (%%) per length "
-                   "x depth, in %.1f s",
-                   s->label, kc->trials, pk->needles, lcx_clock_s() - t0);
+                   "passkey retrieval of %s: %d trial(s) per cell, %d key(s) per prompt in %s, accuracy (%%) per "
+                   "length x depth, in %.1f s",
+                   s->label, kc->trials, pk->needles, s->haystack_name ? s->haystack_name : "the repeated filler",
+                   lcx_clock_s() - t0);
         lcx_strbuf row = {0};
         for (int md = LCX_PASSKEY_LOGLIK; md <= LCX_PASSKEY_GREEDY; md++) {
             if (!(kc->modes & md)) continue;
@@ -234,6 +235,8 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
         }
         lcx_strbuf_free(&row);
         json_t *kj = lcx_passkey_to_json(pk);
+        if (kj && json_object_set_new(kj, "haystack", s->haystack_name ? json_string(s->haystack_name) : json_null()))
+            json_decref(kj), kj = NULL;
         if (!kj || json_object_set_new(root, "passkey", kj) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
     }
     lcx_eval_lm_free(&lm);

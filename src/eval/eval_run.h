@@ -31,6 +31,7 @@ typedef struct lcx_eval_spec {
     int64_t n_docs;
     lcx_ppl_config ppl;      /* lengths, stride, bos_id, short_docs */
     lcx_passkey_config pk;   /* trials 0: no passkey (then tok may be NULL) */
+    const char *haystack_name; /* pk.haystack's file, as reported and stored (NULL: the repeated filler) */
     int quiet;               /* no progress states */
 } lcx_eval_spec;
 

@@ -126,6 +126,29 @@ if command -v jq >/dev/null; then
         [ "$(jq '[.passkey.needles, ([.passkey.cells[] | select(.prompt_tokens <= 1000)] | length)]' -c \
             "$tmp/k4.json")" = "[4,2]" ]
 fi
+# --haystack: the words of a text fill the prompt instead of the repeated sentences
+run eval "$model" --passkey 1 --passkey-lengths 1000 --depths 0.5 --mode loglik --needles 2 \
+    --haystack "$LCX_SRC/tests/fixtures/tokenizer/cli_input.txt" --json "$tmp/kh.json" --quiet
+check "haystack: exit 0" [ "$(rc)" -eq 0 ]
+check "haystack: the table names the file" grep -q 'key(s) per prompt in .*cli_input.txt' "$tmp/out"
+if command -v jq >/dev/null; then
+    check "haystack JSON: the file and a prompt of 950..1000 tokens (within a word)" \
+        [ "$(jq -c '[(.passkey.haystack | endswith("cli_input.txt")),
+                     (.passkey.cells[0].prompt_tokens | . > 950 and . <= 1000)]' "$tmp/kh.json")" = "[true,true]" ]
+    run eval "$model" --passkey 1 --passkey-lengths 1000 --depths 0.5 --mode loglik --needles 2 --json "$tmp/kf.json" \
+        --quiet
+    check "no haystack: JSON null" [ "$(jq -c '.passkey.haystack' "$tmp/kf.json")" = "null" ]
+fi
+printf ' \n\t\n' >"$tmp/blank.txt"
+run eval "$model" --passkey 1 --passkey-lengths 1000 --haystack "$tmp/blank.txt"
+check "blank haystack: exit 1, one line: no words" \
+    sh -c "[ $(rc) -eq 1 ] && [ $(wc -l <"$tmp/err") -eq 1 ] && grep -q 'haystack has no words' '$tmp/err'"
+run eval "$model" --passkey 1 --passkey-lengths 1000 --haystack "$tmp/nohay.txt"
+check "missing haystack: exit 1 naming the flag and the file" \
+    sh -c "[ $(rc) -eq 1 ] && [ $(wc -l <"$tmp/err") -eq 1 ] && grep -q -- '--haystack: .*nohay.txt' '$tmp/err'"
+run eval "$model" --data "$tmp/data" --haystack "$tmp/blank.txt"
+check "--haystack without --passkey: usage" \
+    sh -c "[ $(rc) -eq 2 ] && grep -q -- '--haystack needs --passkey' '$tmp/err'"
 run eval "$model" --passkey 1 --passkey-lengths 300 --needles 32
 check "32 needles in 300 tokens: exit 1, one line naming the length" \
     sh -c "[ $(rc) -eq 1 ] && [ $(wc -l <"$tmp/err") -eq 1 ] && grep -q 'passkey length 300' '$tmp/err'"

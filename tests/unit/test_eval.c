@@ -531,7 +531,7 @@ static void test_passkey_scoring(void) {
     lcx_eval_tokenizer tok = {fake_encode, &ft, BOS};
     const int64_t lengths[] = {96, 200};
     const double depths[] = {0.0, 0.5, 1.0};
-    lcx_passkey_config cfg = {lengths, 2, depths, 3, 40, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 42, 1};
+    lcx_passkey_config cfg = {lengths, 2, depths, 3, 40, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 42, 1, NULL, 0};
     lcx_passkey_result r;
     /* knows the key only in the short prompts: row 0 all 100%, row 1 ~ 1/(K+1) by log-likelihood, 0 greedy */
     fake_pk m = {120, 0};
@@ -658,7 +658,7 @@ static void test_needles_prompt(void) {
                     int names[LCX_NEEDLE_NAMES];
                     lcx_passkey_keys(9, ti * 4 + di, counts[ci], keys);
                     lcx_needle_names(9, ti * 4 + di, counts[ci], names);
-                    const lcx_passkey_prompt_spec ps = {depths[di], keys, names, counts[ci]};
+                    const lcx_passkey_prompt_spec ps = {depths[di], keys, names, counts[ci], NULL, 0};
                     lcx_passkey_prompt p;
                     lcx_status st = lcx_passkey_prompt_build_spec(&tok, targets[ti], &ps, &p);
                     if (counts[ci] == LCX_NEEDLE_NAMES && targets[ti] < 1500) { /* 32 lines do not fit 700 */
@@ -684,7 +684,7 @@ static void test_needles_prompt(void) {
         /* one needle through the general builder is the classic prompt, byte for byte */
         uint32_t key = 68392;
         lcx_passkey_prompt a, b;
-        const lcx_passkey_prompt_spec one = {0.25, &key, NULL, 1};
+        const lcx_passkey_prompt_spec one = {0.25, &key, NULL, 1, NULL, 0};
         CHECK_OK(lcx_passkey_prompt_build(&tok, 1000, 0.25, key, &a));
         CHECK_OK(lcx_passkey_prompt_build_spec(&tok, 1000, &one, &b));
         CHECK(a.n == b.n && a.key_pos == b.key_pos && strcmp(a.text, b.text) == 0 &&
@@ -694,7 +694,7 @@ static void test_needles_prompt(void) {
         /* bad needles */
         uint32_t keys[3] = {11111, 22222, 33333};
         int names[3] = {4, 7, 4};
-        lcx_passkey_prompt_spec bad = {0.5, keys, names, 3};
+        lcx_passkey_prompt_spec bad = {0.5, keys, names, 3, NULL, 0};
         CHECK_FAILS(lcx_passkey_prompt_build_spec(&tok, 1000, &bad, &a), LCX_ERR_INVALID, "share a name");
         names[2] = 9, keys[2] = 11111;
         CHECK_FAILS(lcx_passkey_prompt_build_spec(&tok, 1000, &bad, &a), LCX_ERR_INVALID, "share a name or a key");
@@ -716,6 +716,83 @@ static void test_needles_prompt(void) {
     }
     CHECK(ok && memcmp(a, b, sizeof b) == 0 && memcmp(a, c, sizeof a) != 0);
     CHECK(lcx_needle_name(-1) == NULL && lcx_needle_name(LCX_NEEDLE_NAMES) == NULL);
+}
+
+/* A text haystack (--haystack): the filler lines, read in order, are the text's words from its start, wrapping
+ * around; each needle has round(depth x U) of the U words before it; the fit is within a word (one token here)
+ * and a line break of the target. */
+static void test_haystack_prompt(void) {
+    fake_tok ft = {0, 0};
+    lcx_eval_tokenizer tok = {fake_encode, &ft, BOS};
+    /* 37 words of 3 letters, between them every kind of white space */
+    char text[512], words[37][4];
+    size_t tl = 0;
+    const char *gaps[] = {" ", "\n", "  ", "\t", " \r\n", "\f", "\v "};
+    tl += (size_t)snprintf(text, sizeof text, "  ");
+    for (int w = 0; w < 37; w++) {
+        snprintf(words[w], sizeof words[w], "%c%c%c", 'a' + w % 26, 'a' + (w * 7) % 26, 'q' + w / 26);
+        tl += (size_t)snprintf(text + tl, sizeof text - tl, "%s%s", words[w], gaps[w % 7]);
+    }
+    const int counts[] = {1, 3};
+    const int64_t targets[] = {300, 1000};
+    const double depths[] = {0.0, 0.5, 1.0};
+    for (int ci = 0; ci < 2; ci++)
+        for (int ti = 0; ti < 2; ti++)
+            for (int di = 0; di < 3; di++) {
+                uint32_t keys[3];
+                int names[3];
+                lcx_passkey_keys(4, di, counts[ci], keys);
+                lcx_needle_names(4, di, counts[ci], names);
+                const lcx_passkey_prompt_spec ps = {depths[di], keys, names, counts[ci], text, tl};
+                lcx_passkey_prompt p;
+                lcx_status st = lcx_passkey_prompt_build_spec(&tok, targets[ti], &ps, &p);
+                CHECK_MSG(st == LCX_OK, "%s", lcx_last_error());
+                if (st != LCX_OK) continue;
+                CHECK_MSG(p.n <= targets[ti] && targets[ti] - p.n <= 2, "target %lld: %lld tokens",
+                          (long long)targets[ti], (long long)p.n);
+                CHECK(!strstr(p.text, "grass") && p.extra_words == 0);
+                /* walk the lines: filler words must be the text's, in order; count them before each needle */
+                int64_t k = 0, before[3] = {-1, -1, -1}, line = 0, bad = 0;
+                const char *end = p.text + p.text_len;
+                for (const char *l = p.text, *e; l < end; l = e + 1, line++) {
+                    e = memchr(l, '\n', (size_t)(end - l));
+                    if (!e) e = end;
+                    if (line == 0 || e == end) continue; /* the task, the question */
+                    int needle = -1;
+                    for (int i = 0; i < counts[ci]; i++) {
+                        char want[160];
+                        if (counts[ci] > 1)
+                            snprintf(want, sizeof want, "The pass key of the %s is %u.", lcx_needle_name(names[i]),
+                                     keys[i]);
+                        else
+                            snprintf(want, sizeof want, "The pass key is %u.", keys[i]);
+                        if (strncmp(l, want, strlen(want)) == 0) needle = i;
+                    }
+                    if (needle >= 0) {
+                        before[needle] = k;
+                        continue;
+                    }
+                    for (const char *q = l; q < e;) { /* words joined by single spaces */
+                        const char *sp = memchr(q, ' ', (size_t)(e - q));
+                        size_t wl = sp ? (size_t)(sp - q) : (size_t)(e - q);
+                        bad |= wl != 3 || memcmp(q, words[k % 37], 3) != 0;
+                        k++;
+                        q += wl + (sp != NULL);
+                    }
+                }
+                CHECK_MSG(!bad, "target %lld: filler words out of order", (long long)targets[ti]);
+                CHECK(k == p.units_before + p.units_after && (targets[ti] < 1000 || k > 37)); /* 1000 wraps */
+                for (int i = 0; i < counts[ci]; i++) {
+                    double depth = i == 0 ? depths[di] : (i - 0.5) / (counts[ci] - 1);
+                    CHECK_MSG(before[i] == (int64_t)llround(depth * (double)k), "needle %d at %g: %lld of %lld words",
+                              i, depth, (long long)before[i], (long long)k);
+                }
+                lcx_passkey_prompt_free(&p);
+            }
+    uint32_t key = 12345;
+    const lcx_passkey_prompt_spec blank = {0.5, &key, NULL, 1, " \n\t ", 4};
+    lcx_passkey_prompt p;
+    CHECK_FAILS(lcx_passkey_prompt_build_spec(&tok, 300, &blank, &p), LCX_ERR_INVALID, "haystack has no words");
 }
 
 /* Fake readers over the fake tokenizer for multi-key prompts: an answer slot is the 5 tokens after "pass key of
@@ -760,7 +837,7 @@ static void test_needles_scoring(void) {
     lcx_eval_tokenizer tok = {fake_encode, &ft, BOS};
     const int64_t lengths[] = {600, 1200};
     const double depths[] = {0.0, 0.5, 1.0};
-    lcx_passkey_config cfg = {lengths, 2, depths, 3, 6, 2, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 5, 4};
+    lcx_passkey_config cfg = {lengths, 2, depths, 3, 6, 2, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 5, 4, NULL, 0};
     for (int recency = 0; recency < 2; recency++) {
         fake_reader m = {recency};
         lcx_passkey_result r;
@@ -954,6 +1031,7 @@ int main(void) {
     test_prompt();
     test_passkey_scoring();
     test_needles_prompt();
+    test_haystack_prompt();
     test_needles_scoring();
     test_output();
     return test_summary("test_eval");

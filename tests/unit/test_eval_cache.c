@@ -69,7 +69,7 @@ static void check_passkey(void) {
     if (!m) return;
     const int64_t lengths[] = {300, 420};
     const double depths[] = {0.0, 0.5, 1.0};
-    lcx_passkey_config pc = {lengths, 2, depths, 3, 2, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 5, 1};
+    lcx_passkey_config pc = {lengths, 2, depths, 3, 2, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 5, 1, NULL, 0};
     lcx_eval_tokenizer tok = {byte_encode, NULL, 1};
 
     recorder *plain = calloc(1, sizeof *plain), *cached = calloc(1, sizeof *cached);
