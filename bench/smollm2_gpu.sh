@@ -18,7 +18,9 @@
 #      weights, bf16 activations), evaluated before and after on
 #      the held-out KJV (perplexity, passkey 4 trials x 5 depths, greedy), exported to HF and GGUF;
 #   4. the extended model under the zero-shot protocol (the same documents, lengths and passkey cells as step 2),
-#      so base and extended are in one table: .smollm2/zeroshot/extended-*.json.
+#      so base and extended are in one table: .smollm2/zeroshot/extended-*.json;
+#   5. the multi-key passkey (4 named keys in the common-licenses texts, eval --needles --haystack) for every
+#      zero-shot method and the extended model, last as the least needed.
 # RESULTS gets summary.txt, logs.tgz and results.tgz (the JSON, text tables and pictures). Not a test.
 set -uo pipefail
 RESULTS=${1:?usage: $0 RESULTS [DEADLINE_S]}
@@ -40,7 +42,7 @@ gpu_build $B lcextend || { summary "build failed: stop"; finish; exit 1; }
 export OMP_NUM_THREADS=8
 mkdir -p $S/zeroshot
 [ -d $S/zeroshot/data ] || cp -r $S/data $S/zeroshot/data
-step zeroshot 240 "BACKEND=cuda TRIALS=4 recipes/smollm2/compare_methods.sh $G $S/zeroshot $B"
+step zeroshot 240 "BACKEND=cuda TRIALS=4 NEEDLES=0 recipes/smollm2/compare_methods.sh $G $S/zeroshot $B"
 resume=""
 [ -d $S/run ] && resume=--resume
 step extend 300 "$B/lcextend $G --to 32k --recipe smollm2-8k-32k --data $S/data/train \
@@ -54,6 +56,13 @@ if [ -d $S/run/hf ]; then
         --passkey-lengths 8192,16384,32768 --depths 0,0.5,1 --mode loglik --series extended \
         --json $S/zeroshot/extended-passkey.json --passkey-svg $S/zeroshot/extended-passkey.svg \
         --quiet > $S/zeroshot/extended-passkey.txt"
+fi
+step zeroshot_needles 120 "BACKEND=cuda TRIALS=4 NEEDLES=4 recipes/smollm2/compare_methods.sh $G $S/zeroshot $B"
+if [ -d $S/run/hf ]; then
+    step extended_needles 60 "$B/lcextend eval $S/run/hf --backend cuda --passkey 4 \
+        --passkey-lengths 8192,16384,32768 --depths 0,0.5,1 --mode loglik --needles 4 \
+        --haystack $S/zeroshot/data/heldout-lic.txt --series extended --json $S/zeroshot/extended-needles.json \
+        --passkey-svg $S/zeroshot/extended-needles.svg --quiet > $S/zeroshot/extended-needles.txt"
 fi
 summary "total $(( $(date +%s) - T0 )) s"
 finish

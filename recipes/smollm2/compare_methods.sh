@@ -5,12 +5,17 @@
 #   perplexity: the first window of each held-out document (`eval --truncate`: every length from one pass per
 #     document, except dynamic NTK, whose tables depend on the pass length), on the in-domain KJV held-out books
 #     and the out-of-domain common-licenses texts (make_data.sh; ~65k tokens each, two documents);
-#   passkey: log-likelihood rank of the key against 4 distractors, TRIALS trials per (length, depth).
+#   passkey: log-likelihood rank of the key against 4 distractors, TRIALS trials per (length, depth);
+#   multi-key passkey: NEEDLES named keys per prompt, one asked for (eval --needles), in the words of the
+#     common-licenses texts (eval --haystack), ranked against the other keys and 4 distractors.
 # usage: recipes/smollm2/compare_methods.sh GGUF OUTDIR [BUILD_DIR]
 #   env: TARGET (default 32768), LENGTHS (default 8192,16384,...,TARGET), DEPTHS (default 0,0.5,1),
-#        TRIALS (default 1), METHODS (default "none pi ntk dynamic yarn llama3 abf"), BACKEND (cpu, or cuda)
-# Two sweeps: every method's perplexity (METHOD-ppl.json/.txt; the last method's run draws methods-ppl.svg with
-# the others' JSON), then every method's passkey cells (METHOD-passkey.json/.txt/.svg). A rerun skips what exists.
+#        TRIALS (default 1), METHODS (default "none pi ntk dynamic yarn llama3 abf"), BACKEND (cpu, or cuda),
+#        NEEDLES (default 4; 0: no multi-key sweep), HAYSTACK (default OUTDIR/data/heldout-lic.txt; "filler": the
+#        repeated sentences)
+# Three sweeps: every method's perplexity (METHOD-ppl.json/.txt; the last method's run draws methods-ppl.svg with
+# the others' JSON), then every method's passkey cells (METHOD-passkey.json/.txt/.svg), then its multi-key cells
+# (METHOD-needles.json/.txt/.svg). A rerun skips what exists.
 # Cost on the CPU: about one forward pass of TARGET tokens per document and per passkey cell and method (a 32k
 # pass of this model is ~10 minutes on 2 cores), so the defaults take hours there; a GPU runs them in minutes.
 set -euo pipefail
@@ -29,12 +34,16 @@ depths=${DEPTHS:-0,0.5,1}
 trials=${TRIALS:-1}
 methods=${METHODS:-none pi ntk dynamic yarn llama3 abf}
 backend=${BACKEND:-cpu}
+needles=${NEEDLES:-4}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 [ -f "$out/data/heldout-kjv.txt" ] || "$here/make_data.sh" "$gguf" "$out/data" "$lcx"
 # the held-out texts as two documents of one dataset
 [ -f "$out/heldout.idx" ] || "$lcx" tokenize --tokenizer "$gguf" --input "$out/data/heldout-kjv.txt" \
     "$out/data/heldout-lic.txt" --output "$out/heldout" --no-eos --quiet
+haystack=${HAYSTACK:-$out/data/heldout-lic.txt}
+hay=()
+[ "$haystack" = filler ] || hay=(--haystack "$haystack")
 [ -d "$out/base" ] || "$lcx" export "$gguf" --format hf --dtype f32 --out "$out/base" >/dev/null
 
 # model_dir METHOD: the zero-shot checkpoint of a method, written on first use
@@ -83,8 +92,20 @@ for m in "$@"; do
         --series "$m" --json "$out/$m-passkey.json" --passkey-svg "$out/$m-passkey.svg" --quiet >"$out/$m-passkey.txt"
     echo "compare_methods.sh: $m passkey done in $(($(date +%s) - t0)) s" >&2
 done
+for m in "$@"; do
+    [ "$needles" -gt 1 ] || break
+    [ -f "$out/$m-needles.json" ] && continue
+    model=$(model_dir "$m")
+    t0=$(date +%s)
+    "$lcx" eval "$model" --backend "$backend" --passkey "$trials" --passkey-lengths "$LENGTHS" --depths "$depths" \
+        --mode loglik --needles "$needles" "${hay[@]}" --series "$m" --json "$out/$m-needles.json" \
+        --passkey-svg "$out/$m-needles.svg" --quiet >"$out/$m-needles.txt"
+    echo "compare_methods.sh: $m multi-key passkey done in $(($(date +%s) - t0)) s" >&2
+done
 for m in $methods; do
     echo "== $m"
     if [ -f "$out/$m-ppl.txt" ]; then cat "$out/$m-ppl.txt" "$out/$m-passkey.txt"; else cat "$out/$m.txt"; fi
+    [ ! -f "$out/$m-needles.txt" ] || cat "$out/$m-needles.txt"
 done
-echo "compare_methods.sh: JSON per method and sweep, methods-ppl.svg and METHOD-passkey.svg in $out" >&2
+echo "compare_methods.sh: JSON per method and sweep, methods-ppl.svg, METHOD-passkey.svg and METHOD-needles.svg in" \
+    "$out" >&2

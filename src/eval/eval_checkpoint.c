@@ -195,7 +195,10 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     if (o->trials > 0 && o->pk_svg) {
         int md = (modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;
         char title[300];
-        snprintf(title, sizeof title, "passkey retrieval (%s): %s", md == LCX_PASSKEY_GREEDY ? "greedy" : "loglik", series);
+        char keys[32] = "";
+        if (pk.needles > 1) snprintf(keys, sizeof keys, ", %d keys", pk.needles);
+        snprintf(title, sizeof title, "passkey retrieval (%s%s): %s", md == LCX_PASSKEY_GREEDY ? "greedy" : "loglik",
+                 keys, series);
         st = lcx_svg_passkey_heatmap(&pk, md, title, &svg);
         if (st == LCX_OK) st = lcx_write_file_new(o->pk_svg, svg, strlen(svg));
         free(svg);

@@ -116,9 +116,11 @@ if command -v jq >/dev/null; then
 fi
 
 # Multi-key passkey (--needles): 4 named keys per prompt, the other 3 ranked against by loglik.
-run eval "$model" --passkey 1 --passkey-lengths 1000 --depths 0,1 --mode both --needles 4 --json "$tmp/k4.json" --quiet
+run eval "$model" --passkey 1 --passkey-lengths 1000 --depths 0,1 --mode both --needles 4 --json "$tmp/k4.json" \
+    --passkey-svg "$tmp/k4.svg" --quiet
 check "needles: exit 0" [ "$(rc)" -eq 0 ]
 check "needles: the table says 4 keys per prompt" grep -q '4 key(s) per prompt' "$tmp/out"
+check "needles: the heat map's title says 4 keys" grep -q 'passkey retrieval (greedy, 4 keys)' "$tmp/k4.svg"
 check "needles: loglik against the other 3 keys and 4 distractors" \
     grep -q 'the 3 other keys in the prompt and 4 distractors; chance 12%' "$tmp/out"
 if command -v jq >/dev/null; then
