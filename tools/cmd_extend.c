@@ -69,6 +69,8 @@ static void help(void) {
            "  --depths D,D,...     passkey key depths in [0, 1] (default 0,0.25,0.5,0.75,1)\n"
            "  --needles N          N named keys in each passkey prompt, one asked for (multi-key retrieval;\n"
            "                       default 1: the classic test; lcextend eval --help)\n"
+           "  --haystack FILE      fill the passkey prompts with the words of a text file instead of the\n"
+           "                       repeated sentences (lcextend eval --help)\n"
            "  --out RUN            run directory (default: CKPT's name + '-' + N)\n"
            "  --resume             continue RUN from its latest checkpoint (same flags)\n"
            "  --override-lr        with --resume: go on with the recipe's learning-rate schedule where it differs\n"
@@ -128,7 +130,7 @@ static void help(void) {
 
 int lcx_cmd_extend(int argc, char **argv) {
     const char *ckpt = argv[0], *to = NULL, *recipe = "yarn-x2", *method = NULL, *ids = NULL;
-    const char *eval_data = NULL, *out_arg = NULL, *backend = "cpu", *data[LCX_MIX_MAX];
+    const char *eval_data = NULL, *haystack = NULL, *out_arg = NULL, *backend = "cpu", *data[LCX_MIX_MAX];
     double data_w[LCX_MIX_MAX];
     double peak_tflops = 0;
     int n_data = 0, n_data_w = 0;
@@ -164,6 +166,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_INT("--passkey", pk_trials, 0, 100000),
         LCX_FLAG_REALS("--depths", depths, n_depths, LCX_RECIPE_MAX_EVAL, 0, 1),
         LCX_FLAG_INT("--needles", needles, 1, LCX_NEEDLE_NAMES),
+        LCX_FLAG_STR("--haystack", haystack),
         LCX_FLAG_INT("--keep", keep, 0, 1 << 20),
         LCX_FLAG_INT("--tp", tp, 1, 1 << 16),
         LCX_FLAG_INT("--cp", cp, 1, 1 << 16),
@@ -190,8 +193,9 @@ int lcx_cmd_extend(int argc, char **argv) {
     po.act_bytes = (int)lcx_act_size(adt); /* the plan's memory estimate follows --activations */
     if (!to) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
     if (override_lr && !resume) return lcx_cli_usage_error(CMD, "flag --override-lr: only with --resume");
-    if (needles > 1 && (pk_trials == 0 || (pk_trials < 0 && !eval_data)))
-        return lcx_cli_usage_error(CMD, "flag --needles: the passkey test is off (give --passkey N or --eval-data)");
+    if ((needles > 1 || haystack) && (pk_trials == 0 || (pk_trials < 0 && !eval_data)))
+        return lcx_cli_usage_error(CMD, "flag %s: the passkey test is off (give --passkey N or --eval-data)",
+                                   needles > 1 ? "--needles" : "--haystack");
     const int64_t tp_given = lcx_cli_flag_given(argc, argv, "--tp") ? tp : 0;
     if ((stop = lcx_cli_distribute_saved(CMD, distribute, whole, tp_given, gpus, &po.distribute_saved)) != LCX_CLI_RUN)
         return stop;
@@ -258,6 +262,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.depths = depths;
     o.n_depths = n_depths;
     o.needles = needles;
+    o.haystack = haystack;
     o.resume = resume;
     o.override_lr = override_lr;
     o.dry_run = dry;

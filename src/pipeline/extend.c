@@ -116,6 +116,10 @@ static lcx_status prepare(extend_job *job, int *stop) {
         if (st != LCX_OK && job->pk_trials > 0) return lcx_fail_context(st, "--passkey needs the input's tokenizer: ");
         if (job->pk_trials < 0) job->pk_trials = job->etok ? 2 : 0;
     }
+    if (o->haystack && job->pk_trials > 0) {
+        lcx_status st = lcx_read_input(o->haystack, 0, (size_t)256 << 20, &job->hay, &job->hay_len);
+        if (st != LCX_OK) return lcx_fail_context(st, "--haystack: ");
+    }
     LCX_TRY(extend_check_passkey_fit(job));
     LCX_TRY(lcx_tool_run_dir_check(job->out, o->resume, &job->latest));
     LCX_FAIL_IF(job->grp.lead && !lcx_is_dir(job->out) && mkdir(job->out, 0777) != 0, LCX_ERR_IO,
@@ -197,7 +201,8 @@ static lcx_status eval_setup(extend_job *job) {
         .data_name = o->eval_data, .docs = job->ed_open ? job->docs : NULL, .n_docs = job->n_docs,
         .ppl = {last->eval_lengths, last->n_eval, last->eval_stride, job->bos, LCX_PPL_SHORT_SKIP, 0, 0},
         .pk = {last->eval_lengths, last->n_eval, o->depths, o->n_depths, job->pk_trials > 0 ? job->pk_trials : 0, 4,
-               LCX_PASSKEY_GREEDY, 1, o->needles},
+               LCX_PASSKEY_GREEDY, 1, o->needles, job->hay, job->hay_len},
+        .haystack_name = job->hay ? o->haystack : NULL,
         .quiet = o->quiet};
     return LCX_OK;
 }
@@ -341,6 +346,7 @@ static void job_free(extend_job *job) {
     json_decref(job->run_info);
     free(job->docs);
     free(job->doc_store);
+    free(job->hay);
     free(job->mpath);
     lcx_tokenizer_free(job->etok);
     free(job->fres);

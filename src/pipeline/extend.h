@@ -63,6 +63,7 @@ typedef struct lcx_extend_options {
     const double *depths;  /* passkey key depths in [0, 1] (n_depths of them; default 0, .25, .5, .75, 1) */
     int n_depths;
     int needles;           /* passkey keys per prompt, one asked for (multi-key retrieval); 0 or 1: the classic test */
+    const char *haystack;  /* NULL: the passkey prompts' repeated filler; else a text file whose words fill them */
     int resume;            /* continue RUN from its latest checkpoint */
     double peak_tflops;    /* the device's peak TFLOP/s for the metrics' MFU (0: no MFU) */
     int override_lr;       /* resume: go on with the recipe's learning-rate schedule where it differs from the

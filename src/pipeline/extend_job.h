@@ -27,6 +27,8 @@ typedef struct extend_job {
     lcx_tokdata td[LCX_MIX_MAX], ed; /* training data (a data mix's sources, td_open of them) and held-out data */
     int td_open, ed_open;
     int pk_trials;           /* resolved passkey trials (o->passkey_trials with -1 decided) */
+    char *hay;               /* o->haystack's text (NULL without one) */
+    size_t hay_len;
     int full_eval;           /* before/after evaluation: with eval_data, or with passkey trials > 0 alone */
     char *out, *src, *latest;
     char **tok;              /* tokenizer files carried into every checkpoint */

@@ -176,18 +176,19 @@ awk 'BEGIN { n = split("and the of unto he said them his that for which shall we
 awk 'BEGIN { s = 5; for (i = 0; i < 1200; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", 2 + int(s / 65536) % 2000 } }' >"$tmp/ids2k.txt"
 printf 'name: pk\ndefaults: {steps: 1, tokens_per_batch: 512, eval_lengths: [256, 512], eval_stride: window, lr: {peak: 1e-3, warmup_steps: 0}}\nstages:\n  - seq_len: 512\n' >"$tmp/pk.yaml"
 run "$tinym" --to 512 --recipe "$tmp/pk.yaml" --ids "$tmp/ids2k.txt" --eval-data "$tmp/words" --passkey 1 --depths 0,1 \
-    --needles 2 --out "$tmp/pk" --quiet
+    --needles 2 --haystack "$tmp/words.txt" --out "$tmp/pk" --quiet
 check "tiny model with passkey ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "passkey in before.json" grep -q '"greedy_correct"' "$tmp/pk/eval/before.json"
 check "passkey in after.json" grep -q '"greedy_correct"' "$tmp/pk/eval/after.json"
 check "passkey of 2 needles in before.json" grep -q '"needles": 2' "$tmp/pk/eval/before.json"
+check "passkey in the haystack's words in after.json" grep -q '"haystack": ".*words.txt"' "$tmp/pk/eval/after.json"
 check "passkey heat maps" [ -f "$tmp/pk/eval/passkey-before.svg" ] && [ -f "$tmp/pk/eval/passkey-after.svg" ]
 check "table: rows 256 and 512 with passkey" [ "$(grep -cE '^ +(256|512) +[0-9.]+ +[0-9.]+ +[0-9]+% +[0-9]+%$' "$tmp/out")" -eq 2 ]
 run eval "$tinym" --data "$tmp/words" --lengths 256,512 --stride 0 --passkey 1 --depths 0,1 --needles 2 --quiet \
-    --json "$tmp/pk_base.json"
+    --haystack "$tmp/words.txt" --json "$tmp/pk_base.json"
 check "tiny: before = lcextend eval of the input" [ "$(strip_json "$tmp/pk/eval/before.json")" = "$(strip_json "$tmp/pk_base.json")" ]
 run eval "$tmp/pk/hf" --data "$tmp/words" --lengths 256,512 --stride 0 --passkey 1 --depths 0,1 --needles 2 --quiet \
-    --json "$tmp/pk_hf.json"
+    --haystack "$tmp/words.txt" --json "$tmp/pk_hf.json"
 check "tiny: after = lcextend eval of the export" [ "$(strip_json "$tmp/pk/eval/after.json")" = "$(strip_json "$tmp/pk_hf.json")" ]
 
 # errors before any work: exit 1 with one line, nothing created
@@ -210,6 +211,10 @@ err_case "32 passkey needles do not fit 256 tokens" "passkey length 256: .*short
     --recipe "$tmp/pk.yaml" --ids "$tmp/ids2k.txt" --eval-data "$tmp/words" --needles 32
 err_case "--needles with the passkey test off" "flag --needles: the passkey test is off" "$tinym" --to 512 \
     --recipe "$tmp/pk.yaml" --ids "$tmp/ids2k.txt" --eval-data "$tmp/words" --passkey 0 --needles 3
+err_case "missing --haystack file" "haystack: .*nohay.txt" "$tinym" --to 512 --recipe "$tmp/pk.yaml" \
+    --ids "$tmp/ids2k.txt" --eval-data "$tmp/words" --haystack "$tmp/nohay.txt"
+err_case "--haystack with the passkey test off" "flag --haystack: the passkey test is off" "$tinym" --to 512 \
+    --recipe "$tmp/pk.yaml" --ids "$tmp/ids2k.txt" --haystack "$tmp/words.txt"
 err_case "missing eval data" "noeval" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --eval-data "$tmp/noeval"
 awk 'BEGIN { for (i = 0; i < 10; i++) printf "%d ", i * 40 }' >"$tmp/big_ids.txt"
 err_case "ids beyond the vocabulary" "token 7: id 280 is not below the vocabulary size 256" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/big_ids.txt"
