@@ -184,6 +184,8 @@ typedef struct lcx_passkey_result {
     int *loglik_correct;    /* [n_lengths * n_depths], cell (l, d) at l * n_depths + d */
     int *greedy_correct;    /* [n_lengths * n_depths] */
     int needles;            /* keys in each prompt (>= 1; 0 read as 1) */
+    int *loglik_confused;   /* [n_lengths * n_depths] loglik misses whose lowest NLL was another key of the prompt
+                               (needles > 1; NULL or 0 otherwise) */
 } lcx_passkey_result;
 
 /* Run trials x depths x lengths. score is needed for LCX_PASSKEY_LOGLIK, argmax for LCX_PASSKEY_GREEDY. */

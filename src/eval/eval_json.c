@@ -161,6 +161,8 @@ json_t *lcx_passkey_to_json(const lcx_passkey_result *r) {
             put(o, "prompt_tokens", json_integer(r->prompt_tokens[c]), &ok);
             if (r->modes & LCX_PASSKEY_LOGLIK) {
                 put(o, "loglik_correct", json_integer(r->loglik_correct[c]), &ok);
+                if (r->needles > 1 && r->loglik_confused)
+                    put(o, "loglik_confused", json_integer(r->loglik_confused[c]), &ok);
                 put(o, "loglik_accuracy", num(lcx_passkey_accuracy(r, LCX_PASSKEY_LOGLIK, l, d)), &ok);
             }
             if (r->modes & LCX_PASSKEY_GREEDY) {

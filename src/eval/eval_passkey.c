@@ -456,6 +456,7 @@ void lcx_passkey_result_free(lcx_passkey_result *r) {
     free(r->depths);
     free(r->prompt_tokens);
     free(r->loglik_correct);
+    free(r->loglik_confused);
     free(r->greedy_correct);
     memset(r, 0, sizeof(*r));
 }
@@ -499,13 +500,14 @@ lcx_status lcx_passkey_eval(const lcx_passkey_config *cfg, const lcx_eval_tokeni
     out->depths = malloc((size_t)cfg->n_depths * sizeof(double));
     out->prompt_tokens = calloc(cells, sizeof(int64_t));
     out->loglik_correct = calloc(cells, sizeof(int));
+    out->loglik_confused = calloc(cells, sizeof(int));
     out->greedy_correct = calloc(cells, sizeof(int));
     lcx_status st = LCX_OK;
     lcx_passkey_prompt p = {0};
     uint32_t keys[1000 + LCX_NEEDLE_NAMES];
     int names[LCX_NEEDLE_NAMES];
     LCX_FAIL_GOTO(!out->lengths || !out->depths || !out->prompt_tokens || !out->loglik_correct ||
-                      !out->greedy_correct,
+                      !out->loglik_confused || !out->greedy_correct,
                   LCX_ERR_OOM, fail, "passkey: out of memory for %zu result cells", cells);
     memcpy(out->lengths, cfg->lengths, (size_t)cfg->n_lengths * sizeof(int64_t));
     memcpy(out->depths, cfg->depths, (size_t)cfg->n_depths * sizeof(double));
@@ -524,15 +526,19 @@ lcx_status lcx_passkey_eval(const lcx_passkey_config *cfg, const lcx_eval_tokeni
                 LCX_TRY_GOTO(lcx_passkey_prompt_build_spec(tok, cfg->lengths[li], &ps, &p), ctx);
                 out->prompt_tokens[cell] = p.n;
                 if (cfg->modes & LCX_PASSKEY_LOGLIK) {
-                    double truth = 0.0;
+                    double truth = 0.0, low = INFINITY;
                     LCX_TRY_GOTO(answer_nll(tok, &p, key, score, model, &truth), ctx);
-                    int best = 1;
-                    for (int d = 1; d <= wrong && best; d++) {
+                    int best = 1, lowest = 0;
+                    /* one key: stop at the first distractor that wins; several: score them all, to tell a
+                     * confusion with another key of the prompt from a miss */
+                    for (int d = 1; d <= wrong && (best || needles > 1); d++) {
                         double other = 0.0;
                         LCX_TRY_GOTO(answer_nll(tok, &p, keys[d], score, model, &other), ctx);
-                        best = truth < other; /* a tie is a miss */
+                        best &= truth < other; /* a tie is a miss */
+                        if (other < low) low = other, lowest = d;
                     }
                     out->loglik_correct[cell] += best;
+                    out->loglik_confused[cell] += !best && lowest < needles;
                 }
                 if (cfg->modes & LCX_PASSKEY_GREEDY) {
                     int hit = 0;

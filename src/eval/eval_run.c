@@ -225,6 +225,13 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
                     lcx_strbuf_printf(&row, " %7.0f", 100 * lcx_passkey_accuracy(pk, md, l, d));
                 lcx_report(r, LCX_REPORT_RESULT, "%s", row.s ? row.s : "");
             }
+            if (md == LCX_PASSKEY_LOGLIK && pk->needles > 1) {
+                int miss = 0, confused = 0;
+                for (int c = 0; c < kc->n_lengths * kc->n_depths; c++)
+                    miss += kc->trials - pk->loglik_correct[c], confused += pk->loglik_confused[c];
+                lcx_report(r, LCX_REPORT_RESULT, "  misses: %d of %d trials, %d of them another key of the prompt",
+                           miss, kc->trials * kc->n_lengths * kc->n_depths, confused);
+            }
             for (int l = 0; l < kc->n_lengths; l++)
                 for (int d = 0; d < kc->n_depths; d++)
                     event(r, "passkey",

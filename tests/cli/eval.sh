@@ -121,6 +121,8 @@ run eval "$model" --passkey 1 --passkey-lengths 1000 --depths 0,1 --mode both --
 check "needles: exit 0" [ "$(rc)" -eq 0 ]
 check "needles: the table says 4 keys per prompt" grep -q '4 key(s) per prompt' "$tmp/out"
 check "needles: the heat map's title says 4 keys" grep -q 'passkey retrieval (greedy, 4 keys)' "$tmp/k4.svg"
+check "needles: the misses counted, and those that were another key" \
+    grep -qE '^  misses: [0-2] of 2 trials, [0-2] of them another key of the prompt$' "$tmp/out"
 check "needles: loglik against the other 3 keys and 4 distractors" \
     grep -q 'the 3 other keys in the prompt and 4 distractors; chance 12%' "$tmp/out"
 if command -v jq >/dev/null; then

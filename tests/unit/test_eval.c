@@ -848,6 +848,8 @@ static void test_needles_scoring(void) {
                 /* the asked needle is the last line only at depth 1 (the others sit at 1/6, 1/2, 5/6); the
                  * recency model's key is in the prompt, so log-likelihood ranks it first everywhere else */
                 double want = !recency || d == 2 ? 1.0 : 0.0;
+                /* and every miss is another key of the prompt (all of them scored, not just until one wins) */
+                CHECK(r.loglik_confused[l * 3 + d] == (want == 1.0 ? 0 : 6));
                 CHECK_MSG(lcx_passkey_accuracy(&r, LCX_PASSKEY_LOGLIK, l, d) == want &&
                               lcx_passkey_accuracy(&r, LCX_PASSKEY_GREEDY, l, d) == want,
                           "recency %d, length %lld, depth %g: loglik %g, greedy %g", recency, (long long)lengths[l],
@@ -856,6 +858,8 @@ static void test_needles_scoring(void) {
             }
         json_t *j = lcx_passkey_to_json(&r);
         CHECK(j && json_integer_value(json_object_get(j, "needles")) == 4);
+        json_t *c0 = json_array_get(json_object_get(j, "cells"), 0);
+        CHECK(json_integer_value(json_object_get(c0, "loglik_confused")) == (recency ? 6 : 0));
         json_decref(j);
         lcx_passkey_result_free(&r);
     }
@@ -968,7 +972,7 @@ static void test_output(void) {
         ll[i] = i / 5 < 2 ? 10 : 10 - 2 * (i / 5) + (i % 5 == 0);
         gg[i] = ll[i] / 2;
     }
-    lcx_passkey_result r = {5, 5, 10, 4, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, lens, deps, pt, ll, gg, 1};
+    lcx_passkey_result r = {5, 5, 10, 4, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, lens, deps, pt, ll, gg, 1, NULL};
     CHECK_OK(lcx_svg_passkey_heatmap(&r, LCX_PASSKEY_LOGLIK, "Passkey retrieval", &svg));
     if (svg) {
         CHECK(xml_check(svg) > 25);
