@@ -6,11 +6,19 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "kernels/cpu/cpu_blas.h"
 #include "src/core/fileio.h"
 
 static int lcx_cmd_version(int argc, char **argv) {
     (void)argc; (void)argv;
     printf("lcextend 0.1.0\n");
+    /* what runs the CPU GEMMs: a benchmark's figures depend on it */
+    const char *set = getenv("OPENBLAS_CORETYPE"), *detected = getenv("LCX_OPENBLAS_DETECTED");
+    printf("cpu gemm: %s; kernels %s", lcx_cpu_blas_config(), lcx_cpu_blas_core());
+    if (set && detected)
+        printf(" (OPENBLAS_CORETYPE set by lcextend: OpenBLAS detected %s, older than this CPU)\n", detected);
+    else
+        printf(" (OPENBLAS_CORETYPE %s)\n", set ? set : "unset");
     return LCX_EXIT_OK;
 }
 
@@ -50,19 +58,27 @@ static void usage(FILE *f) {
                  "  lcextend import ./Llama-3.2-1B --out llama.lcx --tp 2\n  lcextend export llama.lcx --format gguf --out llama.gguf\n");
 }
 
-/* OpenMP threads that spin while waiting (libgomp's default) lose whole time slices on a machine with other work:
- * a barrier then waits for a descheduled thread. Measured on 2 shared cores: 5x slower training steps than with
- * OMP_WAIT_POLICY=passive, which costs a few microseconds per parallel region on an idle machine. libgomp reads
- * the variable once, when it is loaded, so when the user has not chosen a policy the program re-executes itself
- * with passive waiting (the exec happens before any work; if it fails we carry on). */
-static void default_wait_policy(char **argv) {
-    if (getenv("OMP_WAIT_POLICY") != NULL) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
-    execv("/proc/self/exe", argv);
+/* Settings that libraries read once, when they are loaded, before main: when the user has not chosen them, the
+ * program sets them and re-executes itself (the exec happens before any work; if it fails we carry on).
+ *   - OMP_WAIT_POLICY=passive: OpenMP threads that spin while waiting (libgomp's default) lose whole time slices on
+ *     a machine with other work: a barrier then waits for a descheduled thread. Measured on 2 shared cores: 5x
+ *     slower training steps than with passive waiting, which costs a few microseconds per parallel region on an
+ *     idle machine.
+ *   - OPENBLAS_CORETYPE: when OpenBLAS fell back to kernels older than the CPU (kernels/cpu/cpu_blas.h; 2.8x on
+ *     the evaluation there). */
+static void default_runtime(char **argv) {
+    int again = 0;
+    if (getenv("OMP_WAIT_POLICY") == NULL && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) again = 1;
+    const char *detected = lcx_cpu_blas_core(), *core = lcx_cpu_blas_core_better(detected, lcx_cpu_features());
+    if (core && getenv("OPENBLAS_CORETYPE") == NULL && setenv("OPENBLAS_CORETYPE", core, 1) == 0) {
+        setenv("LCX_OPENBLAS_DETECTED", detected, 1); /* for `lcextend version` */
+        again = 1;
+    }
+    if (again) execv("/proc/self/exe", argv);
 }
 
 int main(int argc, char **argv) {
-    default_wait_policy(argv);
+    default_runtime(argv);
     /* Warnings from helpers passed no reporter (a stale temporary kept beside an output) print for every command;
      * a command that makes its own reporter replaces this one. */
     static lcx_terminal warn_term;
