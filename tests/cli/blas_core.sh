@@ -23,7 +23,8 @@ fi
 # the user's choice stands, and its results equal the chosen kernels' to rounding
 OPENBLAS_CORETYPE=Prescott run version
 check "OPENBLAS_CORETYPE=Prescott is kept" [ "$(kernels)" = Prescott ]
-awk 'BEGIN { s = 3; for (i = 0; i < 200; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } }' \
+awk 'BEGIN { s = 3; for (i = 0; i < 200; i++) {
+    s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 256 } }' \
     >"$tmp/ids.txt"
 OPENBLAS_CORETYPE=Prescott run score "$model" --ids "$tmp/ids.txt"
 check "score with Prescott kernels: exit 0" [ "$(rc)" -eq 0 ]
