@@ -3,8 +3,13 @@
  * them about as much packing the q rows, the key tile and P, and zeroing each score tile, as on the
  * multiply-adds; here K is transposed once per (query tile, key tile) and nothing else moves. Register blocks of
  * 6 rows x 16 columns: 12 accumulators, 2 loaded vectors and a broadcast fill the 16 ymm registers. Each output
- * element sums its terms in index order, so results do not depend on the tile or thread it falls in. */
+ * element sums its terms in index order, so results do not depend on the tile or thread it falls in.
+ * On CPUs with AVX-512 the same products run 16 lanes wide (6 rows x 32 columns: 12 of the 32 zmm registers).
+ * A lane still sums its own element's terms in the same order with the same fused multiply-adds, so the results
+ * are the AVX2 ones, bit for bit (test_cpu_attention_avx2 compares them); only the instruction count halves. */
 #include "kernels/cpu/cpu_attention_common.h"
+
+#include <stdlib.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(LCX_NO_MULTIVERSION)
 #include <immintrin.h>
@@ -18,6 +23,24 @@ int lcx_cpu_att_avx2_usable(int64_t head_dim) {
     static int cpu = -1; /* benign race: every thread computes the same value */
     if (cpu < 0) cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     return cpu && head_dim % 8 == 0;
+}
+
+/* -1: not decided yet (the CPU decides on first use); 0: AVX2; 1: AVX-512 */
+static int wide = -1;
+
+static int avx512_cpu(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2"); }
+
+static int use_avx512(void) {
+    if (wide < 0) { /* benign race, as above; LCX_CPU_AVX512=0 keeps AVX2 (a measurement's baseline) */
+        const char *env = getenv("LCX_CPU_AVX512");
+        wide = avx512_cpu() && !(env && strcmp(env, "0") == 0);
+    }
+    return wide;
+}
+
+int lcx_cpu_att_set_avx512(int on) {
+    wide = on && avx512_cpu();
+    return wide;
 }
 
 /* kt[d][j] = k[j][d] in 8 x 8 blocks (the standard unpack / shuffle / permute transpose), scalar at the edges. */
@@ -75,9 +98,57 @@ AVX2_INLINE void scores_rows(int R, const float *q, int64_t ldq, const float *kt
     for (int64_t j = 0; j < nkp; j += 16) scores_block(R, q, ldq, kt + j, ldkt, hd, scale, s + j, lds);
 }
 
+#define AVX512_FN __attribute__((target("avx512f,avx2,fma")))
+#define AVX512_INLINE __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline
+
+/* The AVX-512 form of scores_block: s[r][0..16W) for r < R, W zmm vectors of 16 keys (1 or 2). */
+AVX512_INLINE void scores_block512(int R, int W, const float *q, int64_t ldq, const float *kt, int64_t ldkt,
+                                   int64_t hd, __m512 scale, float *s, int64_t lds) {
+    __m512 acc[ROWS][2];
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < hd; d++) {
+        __m512 k0 = _mm512_loadu_ps(kt + d * ldkt), k1 = W > 1 ? _mm512_loadu_ps(kt + d * ldkt + 16) : k0;
+        for (int r = 0; r < R; r++) {
+            __m512 b = _mm512_set1_ps(q[r * ldq + d]);
+            acc[r][0] = _mm512_fmadd_ps(b, k0, acc[r][0]);
+            if (W > 1) acc[r][1] = _mm512_fmadd_ps(b, k1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int w = 0; w < W; w++) _mm512_storeu_ps(s + r * lds + 16 * w, _mm512_mul_ps(acc[r][w], scale));
+}
+
+AVX512_INLINE void scores_rows512(int R, const float *q, int64_t ldq, const float *kt, int64_t ldkt, int64_t nkp,
+                                  int64_t hd, __m512 scale, float *s, int64_t lds) {
+    int64_t j = 0;
+    for (; j + 32 <= nkp; j += 32) scores_block512(R, 2, q, ldq, kt + j, ldkt, hd, scale, s + j, lds);
+    if (j < nkp) scores_block512(R, 1, q, ldq, kt + j, ldkt, hd, scale, s + j, lds);
+}
+
+AVX512_FN static void scores512(const float *q, int64_t ldq, int64_t nr, const float *kt, int64_t ldkt, int64_t nkp,
+                                int64_t hd, float scale, float *s, int64_t lds) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int64_t r0 = 0; r0 < nr; r0 += ROWS) {
+        const float *qr = q + r0 * ldq;
+        float *sr = s + r0 * lds;
+        switch (nr - r0 < ROWS ? nr - r0 : ROWS) {
+        case 6: scores_rows512(6, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
+        case 5: scores_rows512(5, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
+        case 4: scores_rows512(4, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
+        case 3: scores_rows512(3, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
+        case 2: scores_rows512(2, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
+        default: scores_rows512(1, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
+        }
+    }
+}
+
 AVX2_FN void lcx_cpu_att_scores(const float *q, int64_t ldq, int64_t nr, const float *kt, int64_t ldkt, int64_t nk,
                                 int64_t hd, float scale, float *s, int64_t lds) {
     const int64_t nkp = (nk + 15) & ~(int64_t)15;
+    if (use_avx512()) {
+        scores512(q, ldq, nr, kt, ldkt, nkp, hd, scale, s, lds);
+        return;
+    }
     const __m256 sc = _mm256_set1_ps(scale);
     for (int64_t r0 = 0; r0 < nr; r0 += ROWS) {
         const float *qr = q + r0 * ldq;
@@ -120,9 +191,56 @@ AVX2_INLINE void pv_rows(int R, const float *p, int64_t prs, int64_t pks, const 
     if (c < hd) pv_block(R, 1, p, prs, pks, v + c, ldv, nk, o + c, ldo);
 }
 
+/* The AVX-512 form of pv_block: W zmm vectors of 16 columns (1 or 2). */
+AVX512_INLINE void pv_block512(int R, int W, const float *p, int64_t prs, int64_t pks, const float *v, int64_t ldv,
+                               int64_t nk, float *o, int64_t ldo) {
+    __m512 acc[ROWS][2];
+    for (int r = 0; r < R; r++)
+        for (int w = 0; w < W; w++) acc[r][w] = _mm512_loadu_ps(o + r * ldo + 16 * w);
+    for (int64_t j = 0; j < nk; j++) {
+        __m512 v0 = _mm512_loadu_ps(v + j * ldv), v1 = W > 1 ? _mm512_loadu_ps(v + j * ldv + 16) : v0;
+        for (int r = 0; r < R; r++) {
+            __m512 b = _mm512_set1_ps(p[r * prs + j * pks]);
+            acc[r][0] = _mm512_fmadd_ps(b, v0, acc[r][0]);
+            if (W > 1) acc[r][1] = _mm512_fmadd_ps(b, v1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int w = 0; w < W; w++) _mm512_storeu_ps(o + r * ldo + 16 * w, acc[r][w]);
+}
+
+/* One row block across head_dim: 32 columns at a time, then 16, then the last 8 in AVX2 registers. */
+AVX512_INLINE void pv_rows512(int R, const float *p, int64_t prs, int64_t pks, const float *v, int64_t ldv,
+                              int64_t nk, int64_t hd, float *o, int64_t ldo) {
+    int64_t c = 0;
+    for (; c + 32 <= hd; c += 32) pv_block512(R, 2, p, prs, pks, v + c, ldv, nk, o + c, ldo);
+    if (c + 16 <= hd) pv_block512(R, 1, p, prs, pks, v + c, ldv, nk, o + c, ldo), c += 16;
+    if (c < hd) pv_block(R, 1, p, prs, pks, v + c, ldv, nk, o + c, ldo);
+}
+
+AVX512_FN static void pv512(const float *p, int64_t prs, int64_t pks, int64_t nr, const float *v, int64_t ldv,
+                            int64_t nk, int64_t hd, float *o, int64_t ldo) {
+    for (int64_t r0 = 0; r0 < nr; r0 += ROWS) {
+        const float *pr = p + r0 * prs;
+        float *orow = o + r0 * ldo;
+        switch (nr - r0 < ROWS ? nr - r0 : ROWS) {
+        case 6: pv_rows512(6, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
+        case 5: pv_rows512(5, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
+        case 4: pv_rows512(4, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
+        case 3: pv_rows512(3, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
+        case 2: pv_rows512(2, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
+        default: pv_rows512(1, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
+        }
+    }
+}
+
 /* o[r] += sum_j p(r, j) v[j] for r < nr, j < nk, in 6-row blocks. */
 AVX2_FN static void pv_all(const float *p, int64_t prs, int64_t pks, int64_t nr, const float *v, int64_t ldv,
                            int64_t nk, int64_t hd, float *o, int64_t ldo) {
+    if (use_avx512()) {
+        pv512(p, prs, pks, nr, v, ldv, nk, hd, o, ldo);
+        return;
+    }
     for (int64_t r0 = 0; r0 < nr; r0 += ROWS) {
         const float *pr = p + r0 * prs;
         float *orow = o + r0 * ldo;
@@ -151,6 +269,10 @@ void lcx_cpu_att_ptv(const float *p, int64_t ldp, int64_t nr, int64_t nk, const 
 
 int lcx_cpu_att_avx2_usable(int64_t head_dim) {
     (void)head_dim;
+    return 0;
+}
+int lcx_cpu_att_set_avx512(int on) {
+    (void)on;
     return 0;
 }
 void lcx_cpu_att_transpose_keys(const float *k, int64_t ldk, int64_t nk, int64_t hd, float *kt, int64_t ldkt) {

@@ -86,6 +86,9 @@ static inline LCX_CPU_INLINE float att_row_exp_sum(float *restrict x, int64_t n,
  * has AVX2 and FMA and head_dim % 8 == 0; otherwise the forward calls OpenBLAS. kt is [hd][ldkt] with the key
  * count rounded up to 16 (padding zeroed); the score tile s gets that many columns too. */
 int lcx_cpu_att_avx2_usable(int64_t head_dim);
+/* The same products in AVX-512 registers, bit for bit the AVX2 results: on by default where the CPU has AVX-512
+ * F. set: 1 = AVX-512 when the CPU has it, 0 = AVX2 (tests compare the two); returns what is now in use. */
+int lcx_cpu_att_set_avx512(int on);
 void lcx_cpu_att_transpose_keys(const float *k, int64_t ldk, int64_t nk, int64_t hd, float *kt, int64_t ldkt);
 void lcx_cpu_att_scores(const float *q, int64_t ldq, int64_t nr, const float *kt, int64_t ldkt, int64_t nk,
                         int64_t hd, float scale, float *s, int64_t lds);

@@ -2,8 +2,9 @@
  * references written here: the key transpose and its zero padding exactly, the score and P V products against
  * double sums over odd row counts (the 6-row blocks' remainders), key counts (16-column blocks) and head dims
  * (16- and 8-column blocks) with row strides wider than the rows, and the backward's transposed product P^T V.
- * test_ops_attention checks the whole forward and backward. Exit 77 where the CPU or the build has no AVX2/FMA
- * path. */
+ * Where the CPU has AVX-512 the products run in both register widths, each against the references, and the two
+ * must agree bit for bit. test_ops_attention checks the whole forward and backward. Exit 77 where the CPU or the
+ * build has no AVX2/FMA path. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,33 @@ static double test_ptv(int64_t nr, int64_t nk, int64_t hd) {
     return worst;
 }
 
+/* The three products in AVX2 and in AVX-512 registers on the same inputs: the same bits. */
+static int same_bits(int64_t nr, int64_t nk, int64_t hd) {
+    const int64_t ldq = hd + 8, nkp = (nk + 15) & ~(int64_t)15, lds = nkp + 16, ldo = hd + 16;
+    const size_t nq = (size_t)(nr * ldq), nkk = (size_t)(nk * ldq), ns = (size_t)(nr * lds), no = (size_t)(nk * ldo);
+    float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nkk), *kt = malloc(sizeof(float) * hd * nkp);
+    float *s[2], *o[2], *t[2];
+    for (int w = 0; w < 2; w++) {
+        s[w] = malloc(sizeof(float) * ns), o[w] = malloc(sizeof(float) * nq), t[w] = malloc(sizeof(float) * no);
+    }
+    for (size_t i = 0; i < nq; i++) q[i] = urand(), o[0][i] = o[1][i] = urand();
+    for (size_t i = 0; i < nkk; i++) k[i] = urand();
+    for (size_t i = 0; i < no; i++) t[0][i] = t[1][i] = urand();
+    lcx_cpu_att_transpose_keys(k, ldq, nk, hd, kt, nkp);
+    for (int w = 0; w < 2; w++) {
+        lcx_cpu_att_set_avx512(w);
+        memset(s[w], 0, sizeof(float) * ns);
+        lcx_cpu_att_scores(q, ldq, nr, kt, nkp, nk, hd, 0.125f + 0.01f * (float)nr, s[w], lds);
+        lcx_cpu_att_pv(s[w], lds, nr, k, ldq, nk, hd, o[w], ldq);
+        lcx_cpu_att_ptv(s[w], lds, nr, nk, q, ldq, hd, t[w], ldo);
+    }
+    int same = memcmp(s[0], s[1], sizeof(float) * ns) == 0 && memcmp(o[0], o[1], sizeof(float) * nq) == 0 &&
+               memcmp(t[0], t[1], sizeof(float) * no) == 0;
+    free(q), free(k), free(kt);
+    for (int w = 0; w < 2; w++) free(s[w]), free(o[w]), free(t[w]);
+    return same;
+}
+
 int main(void) {
     if (!lcx_cpu_att_avx2_usable(8)) {
         printf("test_cpu_attention_avx2: no AVX2/FMA path on this CPU or build: skipped\n");
@@ -117,23 +145,38 @@ int main(void) {
     static const int64_t hds[] = {8, 16, 24, 64, 72, 128};
     for (size_t a = 0; a < sizeof nks / sizeof nks[0]; a++)
         for (size_t b = 0; b < sizeof hds / sizeof hds[0]; b++) test_transpose(nks[a], hds[b], hds[b] * 3);
-    double worst = 0;
-    for (int64_t nr = 1; nr <= 13; nr++)
-        for (size_t a = 0; a < 7; a++)
-            for (size_t b = 0; b < sizeof hds / sizeof hds[0]; b++) {
-                double e = test_products(nr, nks[a], hds[b]);
-                if (!(e <= worst)) worst = e; /* NaN sticks */
-            }
-    printf("scores and P V vs double: worst error %.3e of the sum of |terms|\n", worst);
-    CHECK_MSG(worst <= 1e-6, "products: error %.3e", worst);
-    worst = 0;
-    for (int64_t nr = 1; nr <= 20; nr += 3)
-        for (int64_t nk = 1; nk <= 13; nk++)
-            for (size_t b = 0; b < sizeof hds / sizeof hds[0]; b++) {
-                double e = test_ptv(nr, nk, hds[b]);
-                if (!(e <= worst)) worst = e;
-            }
-    printf("P^T V vs double: worst error %.3e of the sum of |terms|\n", worst);
-    CHECK_MSG(worst <= 1e-6, "P^T V: error %.3e", worst);
+    const int widths = lcx_cpu_att_set_avx512(1) ? 2 : 1;
+    if (widths == 2) {
+        int differ = 0;
+        for (int64_t nr = 1; nr <= 13; nr++)
+            for (size_t a = 0; a < sizeof nks / sizeof nks[0]; a++)
+                for (size_t b = 0; b < sizeof hds / sizeof hds[0]; b++) differ += !same_bits(nr, nks[a], hds[b]);
+        CHECK_MSG(differ == 0, "AVX-512 and AVX2 products differ in %d shapes", differ);
+        printf("AVX-512 and AVX2 products: the same bits over %zu shapes\n",
+               (size_t)13 * (sizeof nks / sizeof nks[0]) * (sizeof hds / sizeof hds[0]));
+    } else {
+        printf("no AVX-512 on this CPU: the AVX2 products only\n");
+    }
+    for (int w = 0; w < widths; w++) {
+        lcx_cpu_att_set_avx512(w);
+        double worst = 0;
+        for (int64_t nr = 1; nr <= 13; nr++)
+            for (size_t a = 0; a < 7; a++)
+                for (size_t b = 0; b < sizeof hds / sizeof hds[0]; b++) {
+                    double e = test_products(nr, nks[a], hds[b]);
+                    if (!(e <= worst)) worst = e; /* NaN sticks */
+                }
+        printf("%s scores and P V vs double: worst error %.3e of the sum of |terms|\n", w ? "AVX-512" : "AVX2", worst);
+        CHECK_MSG(worst <= 1e-6, "products: error %.3e", worst);
+        worst = 0;
+        for (int64_t nr = 1; nr <= 20; nr += 3)
+            for (int64_t nk = 1; nk <= 13; nk++)
+                for (size_t b = 0; b < sizeof hds / sizeof hds[0]; b++) {
+                    double e = test_ptv(nr, nk, hds[b]);
+                    if (!(e <= worst)) worst = e;
+                }
+        printf("%s P^T V vs double: worst error %.3e of the sum of |terms|\n", w ? "AVX-512" : "AVX2", worst);
+        CHECK_MSG(worst <= 1e-6, "P^T V: error %.3e", worst);
+    }
     return test_summary("test_cpu_attention_avx2");
 }
