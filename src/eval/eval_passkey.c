@@ -80,11 +80,13 @@ typedef struct hay_words {
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-static lcx_status hay_split(const char *text, size_t len, hay_words *h) {
+/* The first `max` words at most: a prompt of T tokens never reads more than 4 T + 64 (the fit's limit), so a long
+ * text costs no more than a short one. */
+static lcx_status hay_split(const char *text, size_t len, int64_t max, hay_words *h) {
     memset(h, 0, sizeof *h);
     h->text = text;
     int64_t n = 0;
-    for (size_t i = 0; i < len; i++) n += !is_space(text[i]) && (i == 0 || is_space(text[i - 1]));
+    for (size_t i = 0; i < len && n < max; i++) n += !is_space(text[i]) && (i == 0 || is_space(text[i - 1]));
     LCX_FAIL_IF(n == 0, LCX_ERR_INVALID, "passkey: the haystack has no words");
     h->off = malloc((size_t)n * sizeof(size_t));
     h->len = malloc((size_t)n * sizeof(size_t));
@@ -92,7 +94,7 @@ static lcx_status hay_split(const char *text, size_t len, hay_words *h) {
         free(h->off), free(h->len);
         return lcx_fail(LCX_ERR_OOM, "passkey: out of memory for %lld haystack words", (long long)n);
     }
-    for (size_t i = 0, k = 0; i < len; i++)
+    for (size_t i = 0, k = 0; i < len && (int64_t)k < n; i++)
         if (!is_space(text[i]) && (i == 0 || is_space(text[i - 1]))) {
             size_t j = i;
             while (j < len && !is_space(text[j])) j++;
@@ -235,7 +237,7 @@ lcx_status lcx_passkey_prompt_build_spec(const lcx_eval_tokenizer *tok, int64_t 
     fit_state fs = {.tok = tok, .ps = ps};
     hay_words hay = {0};
     if (ps->haystack) {
-        LCX_TRY(hay_split(ps->haystack, ps->haystack_len, &hay));
+        LCX_TRY(hay_split(ps->haystack, ps->haystack_len, 4 * target + 65, &hay));
         fs.hay = &hay;
     }
     lcx_status st = LCX_OK;
