@@ -87,8 +87,6 @@ static int pass_length_rope(const lcx_model_config *cfg) {
     return strcmp(cfg->rope.type, "dynamic") == 0 || strcmp(cfg->rope.type, "longrope") == 0;
 }
 
-/* A passkey haystack is a text of a few times the longest prompt: 256 MiB is 50M+ tokens. */
-#define HAYSTACK_MAX_BYTES ((size_t)256 << 20)
 /* An --compare file is an eval --json output: a few KB. */
 #define COMPARE_MAX_BYTES ((size_t)64 << 20)
 
@@ -104,10 +102,7 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
         LCX_TRY(lcx_check_input(o->compare[c], 0, NULL));
     char *hay = NULL;
     size_t hay_len = 0;
-    if (o->haystack) {
-        lcx_status hs = lcx_read_input(o->haystack, 0, HAYSTACK_MAX_BYTES, &hay, &hay_len);
-        if (hs != LCX_OK) return lcx_fail_context(hs, "--haystack: ");
-    }
+    if (o->haystack) LCX_TRY(lcx_eval_read_haystack(o->haystack, &hay, &hay_len));
     LCX_FAIL_IF(o->n_lengths > MAX_LIST || o->n_pk_lengths > MAX_LIST, LCX_ERR_INVALID, "more than %d lengths",
                 MAX_LIST);
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST];

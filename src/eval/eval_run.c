@@ -9,6 +9,7 @@
 
 #include "formats/tokdata.h"
 #include "src/core/clock.h"
+#include "src/core/fileio.h"
 #include "src/core/strbuf.h"
 #include "src/eval/eval_model.h"
 
@@ -76,6 +77,11 @@ done:
 int32_t lcx_eval_bos(const lcx_tokenizer *tok, const lcx_model_config *cfg) {
     int64_t b = tok ? lcx_tokenizer_bos_id(tok) : cfg->bos_token_id;
     return b >= 0 && b < cfg->vocab_size ? (int32_t)b : -1;
+}
+
+lcx_status lcx_eval_read_haystack(const char *path, char **text, size_t *len) {
+    lcx_status st = lcx_read_input(path, 0, (size_t)256 << 20, text, len);
+    return st == LCX_OK ? LCX_OK : lcx_fail_context(st, "--haystack: ");
 }
 
 lcx_status lcx_eval_check_passkey(const lcx_passkey_config *pk, lcx_tokenizer *tok, int32_t bos) {

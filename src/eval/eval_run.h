@@ -48,6 +48,10 @@ typedef struct lcx_eval_spec {
 lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
                         lcx_passkey_result *pk, json_t **root, const lcx_reporter *r);
 
+/* The text of a --haystack file (at most 256 MiB, 50M+ tokens: a few times any prompt), for pk.haystack; errors
+ * start with "--haystack: " and name the file. Caller frees *text. */
+lcx_status lcx_eval_read_haystack(const char *path, char **text, size_t *len);
+
 /* Fails, naming the length, when the passkey prompt (without filler) does not fit one of pk's lengths: lets a
  * command refuse such lengths before any work. */
 lcx_status lcx_eval_check_passkey(const lcx_passkey_config *pk, lcx_tokenizer *tok, int32_t bos);

@@ -116,10 +116,7 @@ static lcx_status prepare(extend_job *job, int *stop) {
         if (st != LCX_OK && job->pk_trials > 0) return lcx_fail_context(st, "--passkey needs the input's tokenizer: ");
         if (job->pk_trials < 0) job->pk_trials = job->etok ? 2 : 0;
     }
-    if (o->haystack && job->pk_trials > 0) {
-        lcx_status st = lcx_read_input(o->haystack, 0, (size_t)256 << 20, &job->hay, &job->hay_len);
-        if (st != LCX_OK) return lcx_fail_context(st, "--haystack: ");
-    }
+    if (o->haystack && job->pk_trials > 0) LCX_TRY(lcx_eval_read_haystack(o->haystack, &job->hay, &job->hay_len));
     LCX_TRY(extend_check_passkey_fit(job));
     LCX_TRY(lcx_tool_run_dir_check(job->out, o->resume, &job->latest));
     LCX_FAIL_IF(job->grp.lead && !lcx_is_dir(job->out) && mkdir(job->out, 0777) != 0, LCX_ERR_IO,
