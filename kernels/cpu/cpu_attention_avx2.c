@@ -19,6 +19,18 @@
 
 enum { ROWS = 6 };
 
+/* f(R, args...) for the R = min(n, ROWS) rows left, R a constant in each call so that the blocks' row loops
+ * unroll into registers. */
+#define BY_ROWS(n, f, ...)                                                                                    \
+    switch ((n) < ROWS ? (n) : ROWS) {                                                                        \
+    case 6: f(6, __VA_ARGS__); break;                                                                         \
+    case 5: f(5, __VA_ARGS__); break;                                                                         \
+    case 4: f(4, __VA_ARGS__); break;                                                                         \
+    case 3: f(3, __VA_ARGS__); break;                                                                         \
+    case 2: f(2, __VA_ARGS__); break;                                                                         \
+    default: f(1, __VA_ARGS__); break;                                                                        \
+    }
+
 int lcx_cpu_att_avx2_usable(int64_t head_dim) {
     static int cpu = -1; /* benign race: every thread computes the same value */
     if (cpu < 0) cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -131,14 +143,7 @@ AVX512_FN static void scores512(const float *q, int64_t ldq, int64_t nr, const f
     for (int64_t r0 = 0; r0 < nr; r0 += ROWS) {
         const float *qr = q + r0 * ldq;
         float *sr = s + r0 * lds;
-        switch (nr - r0 < ROWS ? nr - r0 : ROWS) {
-        case 6: scores_rows512(6, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        case 5: scores_rows512(5, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        case 4: scores_rows512(4, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        case 3: scores_rows512(3, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        case 2: scores_rows512(2, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        default: scores_rows512(1, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        }
+        BY_ROWS(nr - r0, scores_rows512, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds)
     }
 }
 
@@ -153,14 +158,7 @@ AVX2_FN void lcx_cpu_att_scores(const float *q, int64_t ldq, int64_t nr, const f
     for (int64_t r0 = 0; r0 < nr; r0 += ROWS) {
         const float *qr = q + r0 * ldq;
         float *sr = s + r0 * lds;
-        switch (nr - r0 < ROWS ? nr - r0 : ROWS) {
-        case 6: scores_rows(6, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        case 5: scores_rows(5, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        case 4: scores_rows(4, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        case 3: scores_rows(3, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        case 2: scores_rows(2, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        default: scores_rows(1, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds); break;
-        }
+        BY_ROWS(nr - r0, scores_rows, qr, ldq, kt, ldkt, nkp, hd, sc, sr, lds)
     }
 }
 
@@ -223,14 +221,7 @@ AVX512_FN static void pv512(const float *p, int64_t prs, int64_t pks, int64_t nr
     for (int64_t r0 = 0; r0 < nr; r0 += ROWS) {
         const float *pr = p + r0 * prs;
         float *orow = o + r0 * ldo;
-        switch (nr - r0 < ROWS ? nr - r0 : ROWS) {
-        case 6: pv_rows512(6, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        case 5: pv_rows512(5, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        case 4: pv_rows512(4, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        case 3: pv_rows512(3, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        case 2: pv_rows512(2, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        default: pv_rows512(1, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        }
+        BY_ROWS(nr - r0, pv_rows512, pr, prs, pks, v, ldv, nk, hd, orow, ldo)
     }
 }
 
@@ -244,14 +235,7 @@ AVX2_FN static void pv_all(const float *p, int64_t prs, int64_t pks, int64_t nr,
     for (int64_t r0 = 0; r0 < nr; r0 += ROWS) {
         const float *pr = p + r0 * prs;
         float *orow = o + r0 * ldo;
-        switch (nr - r0 < ROWS ? nr - r0 : ROWS) {
-        case 6: pv_rows(6, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        case 5: pv_rows(5, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        case 4: pv_rows(4, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        case 3: pv_rows(3, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        case 2: pv_rows(2, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        default: pv_rows(1, pr, prs, pks, v, ldv, nk, hd, orow, ldo); break;
-        }
+        BY_ROWS(nr - r0, pv_rows, pr, prs, pks, v, ldv, nk, hd, orow, ldo)
     }
 }
 
