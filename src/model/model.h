@@ -73,7 +73,9 @@ typedef struct lcx_model_opts {
     struct lcx_comm *tp_comm;    /* tensor parallelism (docs/parallel.md "Tensor parallelism"): the TP group (it must
                                     outlive the model). Each rank holds its slice of every parameter
                                     (lcx_model_param_slice) and computes its heads, its part of the MLP and its
-                                    vocabulary rows; training models only. NULL: every parameter whole */
+                                    vocabulary rows. A forward-only model (training == 0) hands out whole logits
+                                    rows, the vocabulary slices all-gathered (lcx_model_forward_logits, the
+                                    cached forward): every TP rank gets the same bits. NULL: every parameter whole */
     struct lcx_comm *zero_comm;  /* ZeRO-1 (docs/parallel.md "Data parallelism"): the gradient group (GRAD: CP x DP)
                                     the AdamW moments are sharded over; it must outlive the model and be the group
                                     every training step is given. Rank r of D holds the moments of rows

@@ -110,7 +110,7 @@ static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, void *kv_
         }
     }
     /* h = x + o_proj(o) into y (the attention norm output is dead); x is then free for the layer output */
-    LCX_TRY(lcx_linear_fwd(m, w->o, T, m->Q, H, IDX(LCX_PARAM_O), IDX(LCX_PARAM_O_BIAS), w->y));
+    LCX_TRY(lcx_row_parallel_fwd(m, w->o, T, m->Q, H, IDX(LCX_PARAM_O), IDX(LCX_PARAM_O_BIAS), w->y));
     LCX_TRY(lcx_m_add(m, w->x, w->y, w->y, T * H));
     for (int64_t r0 = 0; r0 < T; r0 += w->mlp_chunk) {
         int64_t c = T - r0 < w->mlp_chunk ? T - r0 : w->mlp_chunk;
@@ -119,7 +119,7 @@ static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, void *kv_
         LCX_TRY(lcx_linear_fwd(m, w->xn2, c, H, F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), w->gate));
         LCX_TRY(lcx_linear_fwd(m, w->xn2, c, H, F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), w->up));
         LCX_TRY(lcx_m_swiglu_fwd(m, w->gate, w->up, w->gate, c * F));
-        LCX_TRY(lcx_linear_fwd(m, w->gate, c, F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), out));
+        LCX_TRY(lcx_row_parallel_fwd(m, w->gate, c, F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), out));
         LCX_TRY(lcx_m_add(m, h, out, out, c * H));
     }
 #undef IDX

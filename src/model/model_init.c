@@ -205,8 +205,6 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     LCX_TRY_GOTO(lcx_param_table_init(&m->tab, cfg), fail);
     LCX_TRY_GOTO(lcx_tp_init(m, opts->tp_comm), fail);
     m->distribute = opts->distribute_saved && m->tp_size > 1;
-    LCX_FAIL_GOTO(m->tp_size > 1 && !m->training, LCX_ERR_UNSUPPORTED, fail,
-                  "model: tensor parallelism runs in training models (forward-only passes take the whole model)");
     LCX_TRY_GOTO(init_slices(m, m->tp_size, m->tp_rank), fail);
     LCX_TRY_GOTO(lcx_rope_plan_init(&m->rope, &cfg->rope, cfg->head_dim, cfg->max_position_embeddings, NULL, NULL),
                  fail);

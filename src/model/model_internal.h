@@ -158,6 +158,7 @@ struct lcx_model {
     void *tp_mem;             /* one allocation: the gather scratch and the loss statistics */
     void *tp_gather;          /* TP x the largest summed buffer */
     double *tp_stats;         /* f64 [C][3] this rank's loss-chunk statistics, then [TP][C][3] gathered */
+    float *tp_logits;         /* forward-only: f32 [TP][C][Vl], a logits chunk's vocabulary slices gathered */
     double tp_comm_s;         /* seconds in the TP group's collectives since the step began (model_train.c resets) */
     int distribute;           /* opts.distribute_saved with TP > 1: recompute layers keep their input's rows */
     void *x_full;             /* act [TP * ceil(T / TP), H]: a distributed layer's whole input (the residual stream

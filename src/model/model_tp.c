@@ -41,6 +41,8 @@ lcx_status lcx_tp_alloc(lcx_model *m) {
     for (int pass = 0; pass < 2; pass++) {
         m->tp_gather = lcx_cursor_take(&c, m->tp_size, big);
         m->tp_stats = lcx_cursor_take(&c, C * 3 * (m->tp_size + 1), sizeof(double)); /* mine, then the gathered */
+        /* a forward-only model hands out whole logits rows (model_logits.c): every rank's slice of a chunk */
+        m->tp_logits = m->training ? NULL : lcx_cursor_take(&c, C * m->tp_size * m->Vl, sizeof(float));
         if (pass) break;
         LCX_FAIL_IF(c.overflow, LCX_ERR_OOM, "model: TP scratch overflows for %lld tokens", (long long)T);
         LCX_TRY(m->be->alloc(c.used, &m->tp_mem));
