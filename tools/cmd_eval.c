@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "src/comm/comm.h"
 #include "src/eval/eval.h"
 #include "src/eval/eval_checkpoint.h"
 
@@ -65,6 +66,9 @@ static void help(void) {
            "  --dtype f32|bf16    weights stored as float32 (default) or bfloat16\n"
            "  --chunk N           rows per logits chunk (default 256)\n"
            "  --backend B         where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU)\n"
+           "  --tp T              tensor parallel over T ranks (mpirun -np T): each rank holds 1/T of the\n"
+           "                      weights, the results are one process's to float rounding; rank 0 prints and\n"
+           "                      writes the files\n"
            "  --quiet             no progress lines on stderr\n"
            "\n"
            "examples:\n"
@@ -80,7 +84,7 @@ int lcx_cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL, *text = NULL, *tok_path = NULL, *json_out = NULL, *svg_out = NULL,
                *pk_svg = NULL, *haystack = NULL, *series = NULL, *mode = "greedy", *shortd = "skip", *backend = "cpu";
     const char *compare[MAX_COMPARE];
-    int n_compare = 0, quiet = 0, truncate = 0;
+    int n_compare = 0, quiet = 0, truncate = 0, tp = 1;
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST], to = 0, stride = 256, chunk = 256, seed = 1;
     int n_lengths = 0, n_pk_lengths = 0, n_depths = 5, trials = 0, distractors = 4, needles = 1;
     double depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
@@ -112,6 +116,7 @@ int lcx_cmd_eval(int argc, char **argv) {
         LCX_FLAG_CHOICE("--dtype", dtype, lcx_cli_weight_dtypes),
         LCX_FLAG_INT("--chunk", chunk, 1, 1 << 20),
         LCX_FLAG_STR("--backend", backend),
+        LCX_FLAG_INT("--tp", tp, 1, 4096),
     };
     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
     int stop = lcx_cli_parse(&spec, argc, argv);
@@ -160,9 +165,20 @@ int lcx_cmd_eval(int argc, char **argv) {
     o.chunk = chunk;
     o.backend = be;
     o.quiet = quiet;
+    /* under mpirun: the ranks are the TP group (DP would only repeat the same evaluation) */
+    lcx_cli_mesh mesh;
+    if ((stop = lcx_cli_mesh_open(CMD, tp, 1, 0, be, &mesh)) != LCX_CLI_RUN) return stop;
+    if (mesh.dp_size > 1) {
+        if (mesh.world->rank == 0)
+            fprintf(stderr, "lcextend %s: %d ranks for --tp %d: evaluation splits over TP only (launch with mpirun "
+                    "-np %d, or give --tp %d)\n", CMD, mesh.world->size, tp, tp, mesh.world->size);
+        lcx_cli_mesh_close(CMD, &mesh, LCX_OK);
+        return LCX_EXIT_FAIL;
+    }
+    o.tp_comm = mesh.tp_size > 1 ? mesh.group[LCX_GROUP_TP] : NULL;
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, quiet);
     lcx_status st = lcx_eval_checkpoint(&o, &rep);
     if (st == LCX_OK) st = lcx_cli_flush_stdout();
-    return st == LCX_OK ? LCX_EXIT_OK : lcx_cli_report(CMD, st);
+    return lcx_cli_mesh_close(CMD, &mesh, st);
 }

@@ -147,3 +147,14 @@ void lcx_comm_abort(lcx_comm *c, const lcx_reporter *r, int code, const char *me
     if (c && c->impl) c->impl->abort(c, code);
     exit(code);
 }
+
+lcx_status lcx_comm_agree(lcx_comm *g, lcx_status st) {
+    if (!g || g->size <= 1) return st;
+    /* the largest of size - rank over the failing ranks: the lowest failing rank */
+    int64_t flag = st != LCX_OK ? (int64_t)(g->size - g->rank) : 0;
+    lcx_status cs = lcx_comm_all_reduce(g, NULL, &flag, &flag, 1, LCX_I64, LCX_COMM_MAX);
+    if (st != LCX_OK) return st;
+    LCX_TRY(cs);
+    LCX_FAIL_IF(flag != 0, LCX_ERR_COMM, "rank %d failed (its message is above)", g->size - (int)flag);
+    return LCX_OK;
+}

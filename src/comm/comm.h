@@ -155,6 +155,10 @@ lcx_status lcx_comm_all_gather(lcx_comm *c, lcx_exec *x, const void *send, void 
 lcx_status lcx_comm_broadcast(lcx_comm *c, lcx_exec *x, void *buf, int64_t count, lcx_dtype dt, int root);
 /* Returns once every rank of c has entered it (queued like the others: on a stream, later work waits). */
 lcx_status lcx_comm_barrier(lcx_comm *c, lcx_exec *x);
+/* Where the ranks of c could have gone different ways: collective over c (NULL or size 1: returns st). Every rank
+ * learns whether any failed; a rank that did not fail returns LCX_ERR_COMM naming the lowest failing rank, a rank
+ * that failed returns its own st. */
+lcx_status lcx_comm_agree(lcx_comm *c, lcx_status st);
 
 /* ---- fatal errors ------------------------------------------------------------------------------------------ */
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "src/checkpoint/source.h"
+#include "src/comm/comm.h"
 #include "src/core/fileio.h"
 #include "src/core/outpath.h"
 #include "src/eval/eval.h"
@@ -92,23 +93,12 @@ static int pass_length_rope(const lcx_model_config *cfg) {
 
 lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r) {
     lcx_status st = LCX_OK;
-    LCX_FAIL_IF(o->n_compare > MAX_COMPARE, LCX_ERR_INVALID, "more than %d --compare files", MAX_COMPARE);
-    /* the user's outputs are never replaced (docs/reliability.md "Outputs"): refused before any work, and written
-     * with a claim that fails if something appeared meanwhile */
-    const char *outs[3] = {o->json_out, o->svg_out, o->pk_svg};
-    for (int i = 0; i < 3; i++)
-        if (outs[i]) LCX_TRY(lcx_out_absent(outs[i]));
-    for (int c = 0; c < o->n_compare; c++) /* a missing one, or a FIFO (which blocked the read), before any work */
-        LCX_TRY(lcx_check_input(o->compare[c], 0, NULL));
+    lcx_comm *tp = o->tp_comm && o->tp_comm->size > 1 ? o->tp_comm : NULL;
+    const int writer = !tp || tp->rank == 0; /* under TP every rank computes the same results: one writes them */
     char *hay = NULL;
     size_t hay_len = 0;
-    if (o->haystack) LCX_TRY(lcx_eval_read_haystack(o->haystack, &hay, &hay_len));
-    LCX_FAIL_IF(o->n_lengths > MAX_LIST || o->n_pk_lengths > MAX_LIST, LCX_ERR_INVALID, "more than %d lengths",
-                MAX_LIST);
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST];
     int n_lengths = o->n_lengths, n_pk_lengths = o->n_pk_lengths;
-    if (n_lengths > 0) memcpy(lengths, o->lengths, (size_t)n_lengths * sizeof *lengths);
-    if (n_pk_lengths > 0) memcpy(pk_lengths, o->pk_lengths, (size_t)n_pk_lengths * sizeof *pk_lengths);
     char series_buf[256], cmp_names[MAX_COMPARE][256];
     const char *series = o->series ? o->series : base_name(o->ckpt, series_buf);
     lcx_model_config cfg;
@@ -126,16 +116,38 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     json_t *root = NULL;
     char *svg = NULL;
     double *xs = NULL, *ys = NULL;
+    lcx_eval_spec es;
+    int modes = o->modes;
+
+    /* Until the model is loaded a rank may fail alone (a file, memory): every failure goes to the agreement point
+     * below (lcx_comm_agree), so no TP rank waits in the evaluation's collectives for one that stopped. */
+    if (o->n_compare > MAX_COMPARE) {
+        st = lcx_fail(LCX_ERR_INVALID, "more than %d --compare files", MAX_COMPARE);
+        goto agree;
+    }
+    /* the user's outputs are never replaced (docs/reliability.md "Outputs"): refused before any work, and written
+     * with a claim that fails if something appeared meanwhile */
+    const char *outs[3] = {o->json_out, o->svg_out, o->pk_svg};
+    for (int i = 0; i < 3 && st == LCX_OK && writer; i++)
+        if (outs[i]) st = lcx_out_absent(outs[i]);
+    for (int c = 0; c < o->n_compare && st == LCX_OK && writer; c++) /* a missing one, or a FIFO, before any work */
+        st = lcx_check_input(o->compare[c], 0, NULL);
+    if (st == LCX_OK && o->haystack) st = lcx_eval_read_haystack(o->haystack, &hay, &hay_len);
+    if (st == LCX_OK && (o->n_lengths > MAX_LIST || o->n_pk_lengths > MAX_LIST))
+        st = lcx_fail(LCX_ERR_INVALID, "more than %d lengths", MAX_LIST);
+    if (st != LCX_OK) goto agree;
+    if (n_lengths > 0) memcpy(lengths, o->lengths, (size_t)n_lengths * sizeof *lengths);
+    if (n_pk_lengths > 0) memcpy(pk_lengths, o->pk_lengths, (size_t)n_pk_lengths * sizeof *pk_lengths);
 
     st = lcx_source_open(o->ckpt, 0, &src); /* any form; kept open until the model is built from it */
     if (st == LCX_OK && !src->has_config)
         st = lcx_fail(LCX_ERR_NOT_FOUND, "%s: no config.json: evaluation needs a model directory", o->ckpt);
-    if (st != LCX_OK) goto done;
+    if (st != LCX_OK) goto agree;
     cfg = src->cfg;
     int64_t orig = cfg.rope.has_original_max ? cfg.rope.original_max_position_embeddings : cfg.max_position_embeddings;
     if (n_lengths == 0) {
         st = lcx_eval_default_lengths(orig, o->to > orig ? o->to : orig, lengths, MAX_LIST, &n_lengths);
-        if (st != LCX_OK) goto done;
+        if (st != LCX_OK) goto agree;
     }
     if (n_pk_lengths == 0) {
         memcpy(pk_lengths, lengths, sizeof lengths);
@@ -149,15 +161,14 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
         if (st != LCX_OK) {
             if (o->tokenizer || o->text || o->trials > 0) {
                 lcx_fail_context(st, "tokenizer (give --tokenizer PATH): ");
-                goto done;
+                goto agree;
             }
             tok = NULL;
             st = LCX_OK;
         }
     }
     int32_t bos = lcx_eval_bos(tok, &cfg);
-    const int modes = o->modes;
-    lcx_eval_spec es = {
+    es = (lcx_eval_spec){
         .label = o->ckpt, .series = series, .data_name = o->data ? o->data : o->text,
         .ppl = {lengths, n_lengths, o->stride, bos, o->short_score ? LCX_PPL_SHORT_SCORE : LCX_PPL_SHORT_SKIP,
                 o->truncate, o->truncate && !pass_length_rope(&cfg)},
@@ -168,7 +179,7 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
 
     if (o->data) st = lcx_eval_load_docs(o->data, bos, cfg.vocab_size, &docs, &n_docs, &store);
     else if (o->text) st = load_text_doc(o->text, tok, cfg.vocab_size, &docs, &n_docs, &store);
-    if (st != LCX_OK) goto done;
+    if (st != LCX_OK) goto agree;
     es.docs = docs;
     es.n_docs = n_docs;
 
@@ -178,15 +189,23 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     mo.max_tokens = lcx_eval_max_tokens(&es);
     mo.loss_chunk = o->chunk;
     mo.backend = o->backend;
+    mo.tp_comm = tp;
     st = lcx_model_from_source(src, &mo, &m);
-    if (st != LCX_OK) goto done;
-    res = calloc((size_t)n_lengths + 1, sizeof *res);
-    if (!res) {
-        st = lcx_fail(LCX_ERR_OOM, "no memory");
-        goto done;
+    if (st == LCX_OK) {
+        res = calloc((size_t)n_lengths + 1, sizeof *res);
+        if (!res) st = lcx_fail(LCX_ERR_OOM, "no memory");
     }
-    st = lcx_eval_run(&es, m, tok, res, &pk, &root, r);
+agree:
+    st = lcx_comm_agree(tp, st);
     if (st != LCX_OK) goto done;
+    st = lcx_eval_run(&es, m, tok, res, &pk, &root, r);
+    if (st != LCX_OK && tp) {
+        /* the other TP ranks may be waiting in this pass's collectives: the job ends here */
+        char msg[600];
+        snprintf(msg, sizeof msg, "eval: TP rank %d: %s: %s", tp->rank, lcx_status_name(st), lcx_last_error());
+        lcx_comm_abort(tp, r, 1, msg);
+    }
+    if (st != LCX_OK || !writer) goto done;
     if (o->trials > 0 && o->pk_svg) {
         int md = (modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;
         char title[300];

@@ -47,6 +47,12 @@ typedef struct lcx_eval_options {
     lcx_dtype dtype;           /* stored weights: LCX_F32 or LCX_BF16 */
     int64_t chunk;             /* rows per logits chunk */
     const lcx_backend *backend; /* where the model runs (NULL: the CPU); checked available by the caller */
+    struct lcx_comm *tp_comm;  /* NULL (or one rank): one process. Else the TP group of a job under mpirun: each
+                                  rank loads its slice of the weights and runs the same evaluation on the same
+                                  whole logits rows (src/model/model.h opts.tp_comm), so every rank computes the
+                                  same results; TP rank 0 alone checks and writes the output files (the terminal
+                                  reporter of the others prints warnings only). A rank failing during the
+                                  evaluation ends the job (lcx_comm_abort) */
     int quiet;                 /* no progress states */
 } lcx_eval_options;
 

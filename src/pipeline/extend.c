@@ -278,7 +278,7 @@ done:
 
 lcx_status extend_sync(extend_job *job, lcx_status st) {
     if (!job->grp.all || job->synced) return st;
-    st = lcx_tool_agree(job->grp.all, st);
+    st = lcx_comm_agree(job->grp.all, st);
     if (st != LCX_OK) job->synced = 1;
     return st;
 }

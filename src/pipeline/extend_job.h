@@ -52,7 +52,7 @@ typedef struct extend_job {
 } extend_job;
 
 /* extend.c */
-/* An agreement point of the ranks (lcx_tool_agree); a failure, this rank's or another's, is then known to all. */
+/* An agreement point of the ranks (lcx_comm_agree); a failure, this rank's or another's, is then known to all. */
 lcx_status extend_sync(extend_job *job, lcx_status st);
 
 /* extend_plan.c */

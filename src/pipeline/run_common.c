@@ -222,17 +222,6 @@ lcx_reporter lcx_tool_quiet_reporter(const lcx_reporter *inner) {
                           .user = (void *)inner};
 }
 
-lcx_status lcx_tool_agree(lcx_comm *g, lcx_status st) {
-    if (!g || g->size <= 1) return st;
-    /* the largest of size - rank over the failing ranks: the lowest failing rank */
-    int64_t flag = st != LCX_OK ? (int64_t)(g->size - g->rank) : 0;
-    lcx_status cs = lcx_comm_all_reduce(g, NULL, &flag, &flag, 1, LCX_I64, LCX_COMM_MAX);
-    if (st != LCX_OK) return st;
-    LCX_TRY(cs);
-    LCX_FAIL_IF(flag != 0, LCX_ERR_COMM, "rank %d failed (its message is above)", g->size - (int)flag);
-    return LCX_OK;
-}
-
 lcx_status lcx_tool_data_open(const char *data, const char *const *more, int n_more, const double *weights,
                               lcx_tokdata *td, int *n_open) {
     *n_open = 0;

@@ -80,10 +80,5 @@ lcx_status lcx_tool_run_dir_check(const char *out, int resume, char **latest);
  * notes such as "saved ...", no step lines, no progress). inner must outlive it; NULL is a silent reporter. */
 lcx_reporter lcx_tool_quiet_reporter(const lcx_reporter *inner);
 
-typedef struct lcx_comm lcx_comm; /* src/comm/comm.h */
-/* Where the ranks of g could have gone different ways: collective over g (NULL or size 1: returns st). Every rank
- * learns whether any failed; a rank that did not fail returns LCX_ERR_COMM naming the lowest failing rank, a rank
- * that failed returns its own st. */
-lcx_status lcx_tool_agree(lcx_comm *g, lcx_status st);
 
 #endif

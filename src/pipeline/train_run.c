@@ -135,7 +135,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     LCX_TRY_GOTO(lcx_cp_split_of(o->seq_len, cp, 0, &split), done);
     if (all && !lead) {
         agreed++;
-        LCX_TRY_GOTO(lcx_tool_agree(all, LCX_OK), done);
+        LCX_TRY_GOTO(lcx_comm_agree(all, LCX_OK), done);
     }
     const lcx_reporter *all_r = r; /* every rank's: a fatal message of any rank */
     lcx_reporter lead_r = lead && r ? *r : (lcx_reporter){0}; /* only the lead says anything else */
@@ -246,7 +246,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     if (all && lead) { /* RUN, the import and the ids are there: the others may read them */
         agreed++;
-        LCX_TRY_GOTO(lcx_tool_agree(all, LCX_OK), done);
+        LCX_TRY_GOTO(lcx_comm_agree(all, LCX_OK), done);
     }
     /* tokenizer files: the checkpoint's, plus --tokenizer ones not already there by name */
     tok_all = calloc((size_t)(n_tok + o->n_tokenizer_files) + 1, sizeof *tok_all);
@@ -330,7 +330,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
                    (long long)state.step, (long long)o->steps, (long long)state.tokens);
     if (all) { /* every replica built */
         agreed++;
-        LCX_TRY_GOTO(lcx_tool_agree(all, LCX_OK), done);
+        LCX_TRY_GOTO(lcx_comm_agree(all, LCX_OK), done);
     }
     uint64_t n_params = lcx_model_params(m)->total_numel;
     char dp_text[32] = "", cp_text[128] = "";
@@ -395,7 +395,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
 done:
     while (all && agreed < 3) { /* this rank's outcome at each point it has not passed yet (the lead's export) */
         agreed++;
-        st = lcx_tool_agree(all, st);
+        st = lcx_comm_agree(all, st);
     }
     lcx_model_free(m);
     json_decref(run_info);
