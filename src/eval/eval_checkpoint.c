@@ -206,6 +206,7 @@ agree:
         lcx_comm_abort(tp, r, 1, msg);
     }
     if (st != LCX_OK || !writer) goto done;
+    if (tp) json_object_set_new(root, "tp", json_integer(tp->size)); /* how the numbers were computed */
     if (o->trials > 0 && o->pk_svg) {
         int md = (modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;
         char title[300];

@@ -32,9 +32,10 @@ lcx_status lcx_tp_alloc(lcx_model *m) {
     if (!m->tp || m->tp_size == 1) return LCX_OK;
     const int64_t T = m->max_tokens, C = m->loss_chunk_cap;
     size_t es = lcx_act_size(m->adt);
-    /* the largest summed tensor is [T, H] (act) and every parameter's gradient (f32): scratch for TP of them */
+    /* the largest summed tensor is [T, H] (act) and, in training, every parameter's gradient (f32): scratch for
+     * TP of them */
     size_t big = (size_t)(T * m->H) * es, g = 0;
-    for (size_t i = 0; i < m->tab.n; i++)
+    for (size_t i = 0; i < m->tab.n && m->training; i++)
         if (lcx_m_numel(m, i) * 4 > g) g = lcx_m_numel(m, i) * 4;
     if (g > big) big = g;
     lcx_cursor c = {0};

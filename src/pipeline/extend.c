@@ -204,14 +204,38 @@ static lcx_status eval_setup(extend_job *job) {
     return LCX_OK;
 }
 
-/* One side of the before/after evaluation: ckpt (shown as label) under cfg -> json (and the passkey heat map). */
+/* The ranks of the before/after evaluation: the lead's TP group (CP rank 0, DP rank 0), each rank with its slice
+ * of the weights, so that no rank ever holds the whole model. */
+static int evaluates(const extend_job *job) {
+    return job->grp.lead || (job->grp.tpc && job->grp.cp_rank == 0 && job->grp.dp_rank == 0);
+}
+
+/* Whether the lead finds path (an evaluation of an earlier run kept in RUN/eval): its answer on every rank of
+ * the evaluation, so that they all run it or all skip it. */
+static lcx_status lead_has(const extend_job *job, const char *path, int *has) {
+    int64_t v = job->grp.lead && lcx_is_file(path);
+    if (job->grp.tpc) LCX_TRY(lcx_comm_broadcast(job->grp.tpc, NULL, &v, 1, LCX_I64, 0));
+    *has = (int)v;
+    return LCX_OK;
+}
+
+/* One side of the before/after evaluation: ckpt (shown as label) under cfg -> json (and the passkey heat map),
+ * on the evaluating ranks; a failure with TP ends the job (another TP rank may be waiting in a collective). */
 static lcx_status eval_side(extend_job *job, const char *which, const char *label, const char *ckpt,
                             const lcx_model_config *cfg, const char *json, const char *pk_svg) {
-    mkdir(job->eval_dir, 0777);
+    if (job->grp.lead) mkdir(job->eval_dir, 0777);
     job->es.label = label;
     job->es.series = which;
-    LCX_TRY(lcx_extend_eval_ckpt(ckpt, cfg, job->o->backend, &job->es, job->etok, json, pk_svg, job->fres,
-                                 job->r));
+    lcx_status st = lcx_extend_eval_ckpt(ckpt, cfg, job->o->backend, job->grp.tpc, &job->es, job->etok, json,
+                                         pk_svg, job->fres, job->r);
+    if (st != LCX_OK && job->grp.tpc) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s evaluation: rank %d: %s: %s", which, job->grp.all->rank, lcx_status_name(st),
+                 lcx_last_error());
+        lcx_comm_abort(job->grp.all, job->all_r, 1, msg);
+    }
+    LCX_TRY(st);
+    if (!job->grp.lead) return LCX_OK;
     lcx_run_event(job->r, "evaluated", json_pack("{s:s, s:s, s:s}", "which", which, "checkpoint", label, "json", json));
     return LCX_OK;
 }
@@ -226,7 +250,9 @@ static lcx_status eval_after(extend_job *job) {
     char *stage_json = lcx_path_join(job->eval_dir, sj);
     int redo = !lcx_is_file(job->after_json) || (job->ed_open && stage_json && !lcx_is_file(stage_json));
     free(stage_json);
-    if (redo) {
+    int64_t v = redo;
+    if (job->grp.tpc) LCX_TRY(lcx_comm_broadcast(job->grp.tpc, NULL, &v, 1, LCX_I64, 0)); /* the lead's files */
+    if (v) {
         lcx_report(job->r, LCX_REPORT_NOTE, "evaluating the result %s", fin);
         lcx_model_free(job->m); /* the training model is done with: one model in memory at a time */
         job->m = NULL;
@@ -234,9 +260,11 @@ static lcx_status eval_after(extend_job *job) {
         memset(&job->scfg, 0, sizeof job->scfg);
         LCX_TRY(extend_stage_config(&job->cfg, last, &job->scfg));
         LCX_TRY(eval_side(job, "after", fin, fin, &job->scfg, job->after_json, job->pk_after));
-        if (job->ed_open) LCX_TRY(extend_record_stage_eval(job, p->n_stages, last->seq_len, &job->es.ppl, job->fres));
+        if (job->ed_open && job->grp.lead)
+            LCX_TRY(extend_record_stage_eval(job, p->n_stages, last->seq_len, &job->es.ppl, job->fres));
     }
-    if (lcx_is_file(job->before_json)) LCX_TRY(lcx_extend_eval_table(job->before_json, job->after_json, job->r));
+    if (job->grp.lead && lcx_is_file(job->before_json))
+        LCX_TRY(lcx_extend_eval_table(job->before_json, job->after_json, job->r));
     return LCX_OK;
 }
 
@@ -295,7 +323,9 @@ static lcx_status run(extend_job *job) {
     if (job->grp.lead) LCX_TRY(extend_sync(job, LCX_OK));
     LCX_TRY(start_stage(job, &first));
     LCX_TRY(eval_setup(job));
-    if (job->grp.lead && job->full_eval && !lcx_is_file(job->before_json)) {
+    int before_kept = 1;
+    if (job->full_eval && evaluates(job)) LCX_TRY(lead_has(job, job->before_json, &before_kept));
+    if (!before_kept) {
         lcx_report(job->r, LCX_REPORT_NOTE, "evaluating the input %s (rope unchanged) before training", job->o->ckpt);
         LCX_TRY(eval_side(job, "before", job->o->ckpt, job->src, &job->cfg, job->before_json, job->pk_before));
     }
@@ -323,10 +353,8 @@ static lcx_status run(extend_job *job) {
             job->latest = NULL;
         }
     }
-    if (job->grp.lead) {
-        if (job->full_eval) LCX_TRY(eval_after(job));
-        LCX_TRY(export_result(job));
-    }
+    if (job->full_eval && evaluates(job)) LCX_TRY(eval_after(job));
+    if (job->grp.lead) LCX_TRY(export_result(job));
     return extend_sync(job, LCX_OK);
 }
 

@@ -6,26 +6,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/comm/comm.h"
 #include "src/train/train.h"
 
-lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_backend *be,
+lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_backend *be, lcx_comm *tp,
                                 const lcx_eval_spec *spec, lcx_tokenizer *tok, const char *json_path,
                                 const char *pk_svg, lcx_ppl_result *res, const lcx_reporter *r) {
+    tp = tp && tp->size > 1 ? tp : NULL;
     lcx_model_opts mo;
     memset(&mo, 0, sizeof mo);
     mo.param_dtype = LCX_F32;
     mo.max_tokens = lcx_eval_max_tokens(spec);
     mo.training = 0; /* forward-only: one layer's working set (lcx_train_load then skips the moments) */
     mo.backend = be;
+    mo.tp_comm = tp; /* each rank its slice of the weights; whole logits rows on every rank */
     lcx_model *m = NULL;
-    LCX_TRY(lcx_model_init(&m, cfg, &mo));
     lcx_passkey_result pk;
     memset(&pk, 0, sizeof pk);
     json_t *root = NULL;
     char *svg = NULL;
-    lcx_status st = lcx_train_load(ckpt, m, NULL);
-    if (st == LCX_OK) st = lcx_eval_run(spec, m, tok, res, &pk, &root, r);
-    if (st == LCX_OK) st = lcx_eval_json_write(json_path, root);
+    lcx_status st = lcx_model_init(&m, cfg, &mo);
+    if (st == LCX_OK) st = lcx_train_load(ckpt, m, NULL);
+    st = lcx_comm_agree(tp, st); /* the evaluation's collectives need every rank of tp */
+    if (st != LCX_OK) goto done;
+    st = lcx_eval_run(spec, m, tok, res, &pk, &root, r);
+    if (st != LCX_OK || (tp && tp->rank != 0)) goto done; /* the same results on every rank: rank 0 writes */
+    if (tp) json_object_set_new(root, "tp", json_integer(tp->size)); /* how the numbers were computed */
+    st = lcx_eval_json_write(json_path, root);
     if (st == LCX_OK && pk_svg && spec->pk.trials > 0) {
         int md = (spec->pk.modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;
         char title[300];
@@ -34,6 +41,7 @@ lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, c
         st = lcx_svg_passkey_heatmap(&pk, md, title, &svg);
         if (st == LCX_OK) st = lcx_svg_write(pk_svg, svg);
     }
+done:
     free(svg);
     json_decref(root);
     lcx_passkey_result_free(&pk);

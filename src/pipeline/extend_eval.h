@@ -7,11 +7,15 @@
 #include "src/core/report.h"
 #include "src/eval/eval_run.h"
 
+typedef struct lcx_comm lcx_comm; /* src/comm/comm.h */
 /* Build a model for cfg on backend be (NULL: the CPU; f32, max_tokens from spec; forward-only), load the weights
  * of checkpoint dir `ckpt` (.lcx) into it, run spec (its tables go to r as RESULT lines), write the JSON of
  * `lcextend eval --json` to json_path and, when the passkey ran and pk_svg is not NULL, its heat map to pk_svg.
- * res[spec->ppl.n_lengths] receives the perplexities. */
-lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_backend *be,
+ * res[spec->ppl.n_lengths] receives the perplexities. tp (NULL: one rank): the TP group, every rank of it calling
+ * with its slice of the weights loaded (src/eval/eval_checkpoint.h tp_comm); its rank 0 alone writes the files.
+ * The ranks agree once the model is loaded (a failure there returns on every rank of tp); a failure during the
+ * evaluation returns on its rank alone, while the others may wait in a collective: the caller ends the job. */
+lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_backend *be, lcx_comm *tp,
                                 const lcx_eval_spec *spec, lcx_tokenizer *tok, const char *json_path,
                                 const char *pk_svg, lcx_ppl_result *res, const lcx_reporter *r);
 
