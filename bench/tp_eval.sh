@@ -6,12 +6,13 @@
 # length within 1e-5 relative and the same passkey table (greedy and loglik, every cell). Per run the wall time
 # and the largest peak RSS of the ranks (host memory; /usr/bin/time -f %M, empty without it). Prints one line per
 # check and a summary line; exit 1 when a run fails or a check does not hold.
-# usage: [BACKEND=cpu|cuda] [TP=2] [LENGTHS=128,256] bench/tp_eval.sh BUILD
+# usage: [BACKEND=cpu|cuda] [TP=2] [LENGTHS=128,256] [PK_LENGTHS=256] bench/tp_eval.sh BUILD
 set -euo pipefail
 BUILD=${1:?usage: $0 BUILD_DIR}
 BACKEND=${BACKEND:-cpu}
 TP=${TP:-2}
 LENGTHS=${LENGTHS:-128,256}
+PK_LENGTHS=${PK_LENGTHS:-256}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(cd "$BUILD" && pwd)/lcextend
 MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
@@ -21,7 +22,7 @@ export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_A
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 args=(eval "$ROOT/recipes/tiny/model" --data "$ROOT/recipes/tiny/data/heldout" --lengths "$LENGTHS" --stride 0
-      --passkey 1 --passkey-lengths 256 --depths 0,0.5,1 --mode both --quiet)
+      --passkey 1 --passkey-lengths "$PK_LENGTHS" --depths 0,0.5,1 --mode both --quiet)
 # run NAME NP [FLAGS...]: stdout in $out/NAME.txt, each rank's peak RSS (KiB) in $out/NAME.rss.RANK
 run() {
     local name=$1 np=$2 t0

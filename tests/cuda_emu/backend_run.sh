@@ -17,6 +17,8 @@
 #                          device (the staged communicator through "pinned" memory) against one rank (SEQ, STEPS,
 #                          CFG: default the llama_gqa fixture, 64 tokens: the host GEMMs are slow; needs mpirun),
 #                          and bench/tp_distribute.sh, TP 2 with and without distributed saved activations
+#   tp_eval                lcextend eval --tp 2 on it (bench/tp_eval.sh: 2 ranks on the emulated device against one
+#                          CPU process; LENGTHS 64 and PK_LENGTHS 128 by default: slow, so not among the default runs)
 # For machines without a GPU: it checks the host code, the kernels' indexing and the cuBLASLt calls' shapes,
 # strides and staging, not the GPU's memory model, speed, or cuBLASLt's own numerics. BUILD is a configured and
 # built CPU-only tree with AddressSanitizer (the CI's build-asan: its liblcx.a and link line are used). Not a
@@ -81,11 +83,22 @@ job() {
     } >"$f.sh"
     echo "$cost $f" >>"$work/jobs/list"
 }
+# lcextend itself on the emulated backend, once
+lcextend_emu() {
+    [ -x "$work/lcextend" ] && return 0
+    for f in "$root"/tools/*.c; do cc "$f" -o "$work/tool_$(basename "$f" .c).o"; done
+    # shellcheck disable=SC2086 # the link line is a list of words
+    g++ "${san[@]}" "$work"/obj/*.o "$work"/tool_*.o -o "$work/lcextend" "$build/liblcx.a" $libs -lpthread
+}
 for test in $tests; do
+    if [ "$test" = tp_eval ]; then # lcextend eval --tp 2: both ranks on the one emulated "GPU"
+        lcextend_emu
+        job 1 "bench/tp_eval.sh on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
+            BACKEND=cuda TP=2 LENGTHS="${LENGTHS:-64}" PK_LENGTHS="${PK_LENGTHS:-128}" bash "$root/bench/tp_eval.sh" "$work"
+        continue
+    fi
     if [ "$test" = cp_check ]; then # lcextend on the emulated backend: CP 2 and 4 ranks sharing its one "GPU"
-        for f in "$root"/tools/*.c; do cc "$f" -o "$work/tool_$(basename "$f" .c).o"; done
-        # shellcheck disable=SC2086 # the link line is a list of words
-        g++ "${san[@]}" "$work"/obj/*.o "$work"/tool_*.o -o "$work/lcextend" "$build/liblcx.a" $libs -lpthread
+        lcextend_emu
         job 2 "bench/cp_check.sh on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
             BACKEND=cuda SEQ="${SEQ:-64}" STEPS="${STEPS:-3}" \
             CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}" bash "$root/bench/cp_check.sh" "$work"
