@@ -247,6 +247,8 @@ typedef struct lcx_model_memory {
     size_t offload_device;  /* the offload device pool: (prefetch depth + 2) slots of the largest offloaded layer's
                                stored bytes (0 without an offload or recompute+offload layer) */
     size_t offload_host;    /* the offload host pool: every offloaded layer's stored bytes (pinned on a GPU) */
+    size_t tp_scratch;      /* TP > 1: the group's gather scratch (TP x the largest summed buffer), the loss
+                               statistics and, forward-only, the gathered logits chunk (src/model/model_tp.c) */
 } lcx_model_memory;
 lcx_model_memory lcx_model_memory_of(const lcx_model *m);
 /* 1 when some layer keeps only this TP rank's rows of its input (opts.distribute_saved in effect: TP > 1 and a
@@ -277,8 +279,11 @@ void lcx_model_offload_reset(lcx_model *m); /* high-water marks = bytes held now
  *   log-sum-exp [T, nh], ones [T], ids/targets/positions [T] int32 x 3,
  *   the MLP rows: C = T (mlp_chunk 0) or min(mlp_chunk, T) rows of [H] + 2 x [F] (SwiGLU writes over gate),
  *   one logits chunk [min(loss_chunk, T), vocab].
- * Independent of the number of layers. 0 when the size overflows. */
+ * Independent of the number of layers. 0 when the size overflows. With opts->tp_comm the widths are a TP rank's
+ * (nh / TP query heads, nkv / TP KV heads or one replicated head, F / TP), as lcx_model_forward_bytes_tp with
+ * the group's size, which the planner calls without a group. */
 size_t lcx_model_forward_bytes(const lcx_model_config *cfg, const lcx_model_opts *opts);
+size_t lcx_model_forward_bytes_tp(const lcx_model_config *cfg, const lcx_model_opts *opts, int tp);
 
 /* ---- KV cache (src/model/model_kv.c): decoding, and scoring continuations of one prefilled prompt ---------------- */
 typedef struct lcx_kv_cache lcx_kv_cache;

@@ -52,8 +52,15 @@ static void add_piece(size_t *sum, int *ovf, int64_t a, int64_t b, size_t elem) 
 }
 
 size_t lcx_model_forward_bytes(const lcx_model_config *cfg, const lcx_model_opts *opts) {
-    int64_t T = opts->max_tokens, H = cfg->hidden_size, nh = cfg->num_attention_heads, hd = cfg->head_dim;
-    int64_t nkv = cfg->num_key_value_heads, F = cfg->intermediate_size, V = cfg->vocab_size;
+    return lcx_model_forward_bytes_tp(cfg, opts, opts->tp_comm ? opts->tp_comm->size : 1);
+}
+
+size_t lcx_model_forward_bytes_tp(const lcx_model_config *cfg, const lcx_model_opts *opts, int tp) {
+    if (tp < 1) return 0;
+    /* a TP rank's widths: its query heads, its KV heads (one shared head when TP exceeds them), its part of F */
+    int64_t T = opts->max_tokens, H = cfg->hidden_size, nh = cfg->num_attention_heads / tp, hd = cfg->head_dim;
+    int64_t nkv = cfg->num_key_value_heads >= tp ? cfg->num_key_value_heads / tp : 1;
+    int64_t F = cfg->intermediate_size / tp, V = cfg->vocab_size;
     int64_t C = opts->mlp_chunk > 0 && opts->mlp_chunk < T ? opts->mlp_chunk : T;
     int64_t R = opts->loss_chunk > 0 ? opts->loss_chunk : 256;
     if (R > T) R = T;

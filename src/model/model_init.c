@@ -538,6 +538,7 @@ lcx_model_memory lcx_model_memory_of(const lcx_model *m) {
     r.acts = m->acts_bytes;
     r.offload_device = m->offl.n ? m->offl.slot_bytes * (size_t)m->offl.n_slots : 0;
     r.offload_host = m->offl.host_bytes;
+    r.tp_scratch = m->tp_bytes;
     return r;
 }
 

@@ -156,6 +156,7 @@ struct lcx_model {
     lcx_comm *tp;             /* the TP group, or NULL */
     int tp_size, tp_rank;
     void *tp_mem;             /* one allocation: the gather scratch and the loss statistics */
+    size_t tp_bytes;          /* its size */
     void *tp_gather;          /* TP x the largest summed buffer */
     double *tp_stats;         /* f64 [C][3] this rank's loss-chunk statistics, then [TP][C][3] gathered */
     float *tp_logits;         /* forward-only: f32 [TP][C][Vl], a logits chunk's vocabulary slices gathered */

@@ -47,6 +47,7 @@ lcx_status lcx_tp_alloc(lcx_model *m) {
         if (pass) break;
         LCX_FAIL_IF(c.overflow, LCX_ERR_OOM, "model: TP scratch overflows for %lld tokens", (long long)T);
         LCX_TRY(m->be->alloc(c.used, &m->tp_mem));
+        m->tp_bytes = c.used;
         c.base = m->tp_mem, c.used = 0;
     }
     return LCX_OK;

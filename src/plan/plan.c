@@ -13,6 +13,7 @@
 #include "src/core/cp_ring.h"
 #include "src/core/units.h"
 #include "kernels/cuda/cuda_matmul.h"
+#include "src/model/model.h"
 #include "src/model/model_arena.h"
 
 /* ---- estimates ---------------------------------------------------------------------------------------------- */
@@ -134,6 +135,30 @@ double lcx_matmul_params(const lcx_mem_model *m) {
 double lcx_flops_per_token(const lcx_mem_model *m, int64_t seq_len) {
     return 6.0 * lcx_matmul_params(m) +
            6.0 * (double)m->n_layers * (double)m->heads * (double)m->head_dim * ((double)seq_len + 1.0);
+}
+
+/* n elements of elem bytes rounded up to 64 bytes, as the model lays out each buffer */
+static double piece(double n, double elem) { return ceil(n * elem / 64.0) * 64.0; }
+
+void lcx_mem_eval_compute(const lcx_model_config *cfg, uint64_t n_params, int64_t tp, int64_t tokens,
+                          int64_t chunk, lcx_mem_eval *e) {
+    memset(e, 0, sizeof *e);
+    if (tp < 1 || tokens < 1 || chunk < 1) return;
+    const int64_t T = tokens + 16, H = cfg->hidden_size, d = cfg->head_dim, V = cfg->vocab_size;
+    const int64_t kv = cfg->num_key_value_heads >= tp ? cfg->num_key_value_heads / tp : 1;
+    lcx_model_opts mo;
+    memset(&mo, 0, sizeof mo);
+    mo.max_tokens = T, mo.loss_chunk = chunk, mo.act_dtype = LCX_F32;
+    e->tokens = T;
+    e->weights = (double)n_params / (double)tp * 4;
+    e->working_set = (double)lcx_model_forward_bytes_tp(cfg, &mo, (int)tp);
+    e->kv_cache = 2 * piece((double)cfg->num_hidden_layers * (double)T * (double)(kv * d), 4);
+    if (tp > 1) { /* src/model/model_tp.c lcx_tp_alloc for a forward-only model */
+        const double C = (double)(chunk < T ? chunk : T), Vl = (double)((V + tp - 1) / tp);
+        e->tp_scratch = piece((double)tp * (double)T * (double)H, 4) + piece(C * 3 * (double)(tp + 1), 8) +
+                        piece(C * (double)tp * Vl, 4);
+    }
+    e->total = e->weights + e->working_set + e->kv_cache + e->tp_scratch;
 }
 
 lcx_mem_model lcx_mem_model_of(const lcx_model_config *cfg, uint64_t n_params) {
@@ -589,6 +614,23 @@ static void plan_eval(const lcx_plan *p, const lcx_recipe_stage *s, lcx_plan_sta
     ps->n_eval = n;
 }
 
+#define LCX_PLAN_EVAL_CHUNK 256 /* rows per logits chunk of the evaluation model (the model's default) */
+
+/* The before/after evaluation at the last stage's longest eval length, on the TP group (lcx_mem_eval); a note when
+ * it needs more than the device budget. */
+static void plan_eval_memory(lcx_plan *p, const lcx_model_config *cfg) {
+    const lcx_plan_stage *last = p->n_stages > 0 ? &p->stages[p->n_stages - 1] : NULL;
+    int64_t len = 0;
+    for (int i = 0; last && i < last->n_eval; i++) len = last->eval_lengths[i] > len ? last->eval_lengths[i] : len;
+    if (len == 0) return;
+    lcx_mem_eval_compute(cfg, p->model.n_params, p->model.tp, len, LCX_PLAN_EVAL_CHUNK, &p->eval);
+    char b1[32], b2[32];
+    if (!p->searching && p->opts.mem_budget > 0 && p->eval.total > p->opts.mem_budget)
+        note(p, "the before/after evaluation at %lld tokens needs %s per device of the TP group (f32, passkey "
+             "cache), above the budget of %s: a larger --tp or shorter eval_lengths", (long long)len,
+             human_bytes(p->eval.total, b1, sizeof b1), human_bytes(p->opts.mem_budget, b2, sizeof b2));
+}
+
 static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, int searching,
                            lcx_plan **out) {
     *out = NULL;
@@ -692,6 +734,7 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
         p->cost.offload += k * ps->step_cost.offload, p->cost.total += k * ps->step_cost.total;
     }
     p->predicted_tokens_per_s = p->cost.total > 0 ? p->total_tokens / p->cost.total : 0;
+    plan_eval_memory(p, cfg);
     free(pend);
     lcx_param_table_free(&table);
     *out = p;
@@ -1097,6 +1140,16 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
             p->n_stages == 1 ? "" : "s", human_count(p->total_tokens, b1, sizeof b1),
             sci(p->total_flops, b2, sizeof b2), human_time(p->total_time_s, b3, sizeof b3),
             human_bytes(p->peak_memory, b4, sizeof b4));
+    if (p->eval.total > 0) {
+        const lcx_mem_eval *e = &p->eval;
+        char b5[32];
+        fprintf(f, "evaluation (before/after, float32, %s): %s per device at %lld tokens: weights %s, working set "
+                "%s, passkey cache %s", m->tp > 1 ? "on the TP group" : "one device",
+                human_bytes(e->total, b1, sizeof b1), (long long)e->tokens, human_bytes(e->weights, b2, sizeof b2),
+                human_bytes(e->working_set, b3, sizeof b3), human_bytes(e->kv_cache, b4, sizeof b4));
+        if (e->tp_scratch > 0) fprintf(f, ", TP gathers %s", human_bytes(e->tp_scratch, b5, sizeof b5));
+        fprintf(f, "\n");
+    }
     for (int i = 0; i < p->n_notes; i++) fprintf(f, "note: %s\n", p->notes[i]);
 }
 
@@ -1296,6 +1349,12 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(tot, "flops", json_real(p->total_flops), &ok);
         put(tot, "time_s", p->total_time_s > 0 ? json_real(p->total_time_s) : json_null(), &ok);
         put(tot, "peak_memory", json_real(p->peak_memory), &ok);
+        if (p->eval.total > 0)
+            put(o, "evaluation", json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "tokens", (json_int_t)p->eval.tokens,
+                                           "weights", p->eval.weights, "working_set", p->eval.working_set,
+                                           "kv_cache", p->eval.kv_cache, "tp_scratch", p->eval.tp_scratch, "total",
+                                           p->eval.total),
+                &ok);
     }
     json_t *notes = json_array();
     put(o, "notes", notes, &ok);

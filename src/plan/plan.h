@@ -204,6 +204,24 @@ typedef struct lcx_plan_stage {
     lcx_plan_cost step_cost;   /* its terms */
 } lcx_plan_stage;
 
+/* The main command's before/after evaluation, per device of the lead's TP group (docs/plan.md "Evaluation"):
+ * the forward-only model lcx_extend_eval_ckpt builds (float32 weights and activations; the whole window, not
+ * split over CP) at the last stage's longest eval length, with the passkey prompts' KV cache. */
+typedef struct lcx_mem_eval {
+    int64_t tokens;        /* the model's capacity: the longest eval length + 16 (room for a passkey answer) */
+    double weights;        /* P/TP x 4 */
+    double working_set;    /* one layer's working set for `tokens` (lcx_model_forward_bytes_tp) */
+    double kv_cache;       /* the passkey prompts' cache: L x tokens x 2 KV' x 4 */
+    double tp_scratch;     /* TP > 1: TP x [tokens, H] floats of sums and the gathered logits chunk, TP x
+                              [chunk, V/TP] floats (+ its loss statistics) */
+    double total;          /* the sum (the exec arena not included) */
+} lcx_mem_eval;
+
+/* e for cfg on TP ranks at `tokens` (BOS included; the capacity is tokens + 16) with logits chunks of `chunk`
+ * rows. */
+void lcx_mem_eval_compute(const lcx_model_config *cfg, uint64_t n_params, int64_t tp, int64_t tokens,
+                          int64_t chunk, lcx_mem_eval *e);
+
 #define LCX_PLAN_MAX_NOTES 16
 
 typedef struct lcx_plan {
@@ -225,6 +243,8 @@ typedef struct lcx_plan {
     double predicted_tokens_per_s; /* total tokens / sum of steps x step_s (the throughput model) */
     lcx_plan_cost cost;            /* sum over stages of steps x each term (seconds) */
     double host_peak;              /* the largest stage's pinned host bytes per device (offload) */
+    lcx_mem_eval eval;             /* the before/after evaluation at the last stage's longest eval length (all
+                                      zero when it has none) */
     lcx_plan_search_info *search;  /* opts.gpus > 0: the layouts considered and the explanation; else NULL */
     int distributes;               /* distributed saved activations in effect: TP > 1, model.distribute and a
                                       stage that recomputes a layer (what the stages' models then do) */

@@ -9,7 +9,9 @@
  * cached pass (a KV cache filled by 20 tokens, then 17 more) within 2e-5 of the reference row's largest
  * magnitude (float32 sums in another order: a rank's GEMMs cover its heads and columns, the row-parallel outputs
  * are summed over the group; observed below 1e-6), the loss of the TP pass within 1e-5 relative, and the same
- * bits on every TP rank (the gather copies: ranks take the same decisions from them). */
+ * bits on every TP rank (the gather copies: ranks take the same decisions from them). The planner's estimate of
+ * the evaluation's memory (lcx_mem_eval_compute) against the model's allocations: working set and TP scratch to
+ * the byte, weights within 10%. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 
 #include "src/comm/comm.h"
 #include "src/model/model.h"
+#include "src/plan/plan.h"
 #include "test_util.h"
 
 #define SEQ 37
@@ -80,6 +83,23 @@ static void run(const lcx_model_config *cfg, lcx_dtype pdt, lcx_comm *tp, pass_o
     CHECK_OK(lcx_model_init(&m, cfg, &o));
     if (!m) return;
     CHECK_OK(lcx_model_init_random(m, 29, 0.08));
+    /* the planner's memory of the evaluation (docs/plan.md "Evaluation"): the working set and the TP scratch
+     * are what the model allocates, byte for byte; the weights P/TP within 10% (the planner splits everything
+     * evenly; the norms are whole on every rank and a KV head is replicated when TP exceeds them, which in these
+     * 32-wide fixtures is 6-9% of a rank's weights) */
+    const int tp_size = tp ? tp->size : 1;
+    const lcx_param_table *tab = lcx_model_params(m);
+    uint64_t n_params = 0;
+    for (size_t i = 0; i < tab->n; i++) n_params += tab->params[i].numel;
+    lcx_mem_eval e;
+    lcx_mem_eval_compute(cfg, n_params, tp_size, SEQ - 16, 7, &e);
+    lcx_model_memory mm = lcx_model_memory_of(m);
+    CHECK_MSG(e.working_set == (double)mm.acts, "TP %d: working set %.0f bytes, the model %zu", tp_size,
+              e.working_set, mm.acts);
+    CHECK_MSG(e.tp_scratch == (double)mm.tp_scratch, "TP %d: TP scratch %.0f bytes, the model %zu", tp_size,
+              e.tp_scratch, mm.tp_scratch);
+    CHECK_MSG(fabs(e.weights - (double)mm.params) <= 0.10 * (double)mm.params || pdt != LCX_F32,
+              "TP %d: weights %.0f bytes, the model %zu", tp_size, e.weights, mm.params);
     int32_t ids[SEQ], tgt[SEQ];
     batch_ids(V, ids, tgt);
     lcx_batch b = {.n_seq = 1, .seq_len = SEQ, .ids = ids};

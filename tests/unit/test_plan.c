@@ -637,6 +637,60 @@ static void test_budget(void) {
     lcx_config_free(&cfg);
 }
 
+/* The before/after evaluation's memory (docs/plan.md "Evaluation"): lcx_mem_eval_compute against the sizes written
+ * out here for the Llama-3-8B shape at TP 8 and 1000 tokens (capacity 1016; float32; each buffer rounded up to 64
+ * bytes as the model lays it out), the plan's line for it, and the note when it exceeds the budget.
+ * test_model_logits_tp_mpi checks the same estimate against the buffers a TP model allocates. */
+static double up64(double b) { return ceil(b / 64) * 64; }
+
+static void test_eval_memory(void) {
+    lcx_model_config cfg;
+    if (!load_cfg(&cfg, 8192, "\"rope_theta\": 500000.0")) return;
+    const double T = 1016, H = 4096, Q = 4 * 128, KV = 128, F = 14336 / 8, V = 128256, P = 8030261248.0;
+    lcx_mem_eval e;
+    lcx_mem_eval_compute(&cfg, (uint64_t)P, 8, 1000, 256, &e);
+    CHECK(e.tokens == 1016);
+    CHECK(e.weights == P / 8 * 4);
+    /* x, y, xn2 [T, H]; q, o [T, Q']; k, v [T, KV']; lse [T, nh']; gate, up [T, F']; ones; ids, targets,
+     * positions; one logits chunk [256, V] (whole rows) */
+    double ws = 3 * up64(T * H * 4) + 2 * up64(T * Q * 4) + 2 * up64(T * KV * 4) + up64(T * 4 * 4) +
+                2 * up64(T * F * 4) + 4 * up64(T * 4) + up64(256 * V * 4);
+    CHECK_MSG(e.working_set == ws, "working set %.0f, by hand %.0f", e.working_set, ws);
+    CHECK(e.kv_cache == 2 * up64(32 * T * KV * 4));
+    double tp = up64(8 * T * H * 4) + up64(256 * 3 * 9 * 8) + up64(256 * 8 * 16032 * 4.0);
+    CHECK_MSG(e.tp_scratch == tp, "TP scratch %.0f, by hand %.0f", e.tp_scratch, tp);
+    CHECK(e.total == e.weights + e.working_set + e.kv_cache + e.tp_scratch);
+    lcx_mem_eval_compute(&cfg, (uint64_t)P, 1, 1000, 256, &e);
+    CHECK(e.tp_scratch == 0 && e.kv_cache == 2 * up64(32 * T * 1024 * 4));
+
+    /* the plan: the last stage's longest eval length; over budget, a note */
+    lcx_recipe *r = recipe_text("defaults: {steps: 2, tokens_per_batch: 32k}\n"
+                                "stages:\n  - {seq_len: 16k, eval_lengths: [8k, 512k]}\n");
+    lcx_plan_opts o;
+    lcx_plan_opts_default(&o);
+    o.target = 16384;
+    o.tp = 8;
+    lcx_plan *p = NULL;
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    if (p) {
+        lcx_mem_eval want;
+        lcx_mem_eval_compute(&cfg, p->model.n_params, 8, 524288, 256, &want);
+        CHECK(p->eval.tokens == 524304 && p->eval.total == want.total);
+        CHECK(p->n_notes == 0);
+    }
+    lcx_plan_free(p);
+    o.mem_budget = 80.0 * 1073741824.0; /* training fits; the evaluation at 512k does not */
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    int noted = 0;
+    for (int i = 0; p && i < p->n_notes; i++)
+        noted |= strstr(p->notes[i], "the before/after evaluation at 524288 tokens needs") != NULL;
+    CHECK_MSG(p && p->eval.total > o.mem_budget && noted, "no note for an evaluation of %.3g bytes",
+              p ? p->eval.total : 0.0);
+    lcx_plan_free(p);
+    lcx_recipe_free(r);
+    lcx_config_free(&cfg);
+}
+
 /* The layout search (docs/plan.md "Layout search"): Llama-3.1-8B (the shape above, rope llama3 factor 8 over 8k)
  * --to 128k on 8 x 80 GB picks a layout the memory model says fits, checked here from the rules and the memory
  * model directly; the choice is the fastest fitting candidate, deterministic, kept constraints; an impossible
@@ -839,6 +893,7 @@ int main(void) {
     test_flops();
     test_lr();
     test_budget();
+    test_eval_memory();
     test_search();
     test_step_time();
     return test_summary("test_plan");
