@@ -9,7 +9,9 @@
  * gradients are added in rank order). Loss and gradient norm: measured <= 2e-7 relative, REL_TOL 2e-6. Weights:
  * AdamW moves an element by lr * m / (sqrt(v) + eps), which turns the rounding difference of a gradient element
  * near eps into a visible one (eps 1e-6 here; with 1e-8 single elements differ by 2.5e-4); measured <= 3.1e-5
- * after 4 steps at lr 1e-2, W_TOL 1e-4 (1% of one step's largest update). Float32 parameters.
+ * after 4 steps at lr 1e-2 with OpenBLAS's Haswell kernels, 1.1e-4 with its Cooperlake (AVX-512) kernels on an
+ * AMD EPYC; W_TOL 3e-4 (3% of one step's largest update: a gradient left out of the sum, or added twice, moves
+ * weights by the order of lr, and the losses and norms above catch it at 2e-6). Float32 parameters.
  * Also: the group step with a ragged batch (ignored labels, different counts per rank) equals one rank's step over
  * all rows, and a group of size 1 is the one-rank step bit for bit. */
 #include <jansson.h>
@@ -25,7 +27,7 @@
 #define SEQ 16
 #define ACCUM 2
 #define REL_TOL 2e-6
-#define W_TOL 1e-4
+#define W_TOL 3e-4
 #define EPS 1e-6
 #include "train_mpi_fixture.h"
 
