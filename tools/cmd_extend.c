@@ -71,6 +71,8 @@ static void help(void) {
            "                       default 1: the classic test; lcextend eval --help)\n"
            "  --haystack FILE      fill the passkey prompts with the words of a text file instead of the\n"
            "                       repeated sentences (lcextend eval --help)\n"
+           "  --stage-passkey      also the passkey test after every stage but the last, at the stage's eval\n"
+           "                       lengths -> RUN/eval/passkey-stageN.json (the JSON of lcextend eval) and .svg\n"
            "  --out RUN            run directory (default: CKPT's name + '-' + N)\n"
            "  --resume             continue RUN from its latest checkpoint (same flags)\n"
            "  --override-lr        with --resume: go on with the recipe's learning-rate schedule where it differs\n"
@@ -136,7 +138,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     int n_data = 0, n_data_w = 0;
     int override_lr = 0, distribute = 0, whole = 0;
     int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
-    int needles = 1;
+    int needles = 1, stage_passkey = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     int64_t gpus = 0;
@@ -167,6 +169,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_REALS("--depths", depths, n_depths, LCX_RECIPE_MAX_EVAL, 0, 1),
         LCX_FLAG_INT("--needles", needles, 1, LCX_NEEDLE_NAMES),
         LCX_FLAG_STR("--haystack", haystack),
+        LCX_FLAG_SWITCH("--stage-passkey", stage_passkey),
         LCX_FLAG_INT("--keep", keep, 0, 1 << 20),
         LCX_FLAG_INT("--tp", tp, 1, 1 << 16),
         LCX_FLAG_INT("--cp", cp, 1, 1 << 16),
@@ -193,9 +196,9 @@ int lcx_cmd_extend(int argc, char **argv) {
     po.act_bytes = (int)lcx_act_size(adt); /* the plan's memory estimate follows --activations */
     if (!to) return lcx_cli_usage_error(CMD, "missing --to N (the target context length)");
     if (override_lr && !resume) return lcx_cli_usage_error(CMD, "flag --override-lr: only with --resume");
-    if ((needles > 1 || haystack) && (pk_trials == 0 || (pk_trials < 0 && !eval_data)))
+    if ((needles > 1 || haystack || stage_passkey) && (pk_trials == 0 || (pk_trials < 0 && !eval_data)))
         return lcx_cli_usage_error(CMD, "flag %s: the passkey test is off (give --passkey N or --eval-data)",
-                                   needles > 1 ? "--needles" : "--haystack");
+                                   needles > 1 ? "--needles" : haystack ? "--haystack" : "--stage-passkey");
     const int64_t tp_given = lcx_cli_flag_given(argc, argv, "--tp") ? tp : 0;
     if ((stop = lcx_cli_distribute_saved(CMD, distribute, whole, tp_given, gpus, &po.distribute_saved)) != LCX_CLI_RUN)
         return stop;
@@ -263,6 +266,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.n_depths = n_depths;
     o.needles = needles;
     o.haystack = haystack;
+    o.stage_passkey = stage_passkey;
     o.resume = resume;
     o.override_lr = override_lr;
     o.dry_run = dry;

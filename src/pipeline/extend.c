@@ -240,6 +240,34 @@ static lcx_status eval_side(extend_job *job, const char *which, const char *labe
     return LCX_OK;
 }
 
+lcx_status extend_stage_passkey(extend_job *job, int i) {
+    const lcx_plan_stage *ps = &job->plan->stages[i];
+    if (!job->o->stage_passkey || job->pk_trials <= 0 || i == job->plan->n_stages - 1 || !evaluates(job))
+        return LCX_OK;
+    char name[64], label[32];
+    snprintf(name, sizeof name, "passkey-stage%d.json", i + 1);
+    char *json = lcx_path_join(job->eval_dir, name);
+    snprintf(name, sizeof name, "passkey-stage%d.svg", i + 1);
+    char *svg = lcx_path_join(job->eval_dir, name);
+    int kept = 0;
+    lcx_status st = !json || !svg ? lcx_fail(LCX_ERR_OOM, "out of memory") : lead_has(job, json, &kept);
+    if (st == LCX_OK && !kept) {
+        lcx_report(job->r, LCX_REPORT_NOTE, "stage %d/%d: the passkey test of %s", i + 1, job->plan->n_stages,
+                   job->state.saved);
+        lcx_model_free(job->m); /* the stage's training model: the next stage builds its own */
+        job->m = NULL;
+        const lcx_eval_spec whole = job->es;
+        job->es.docs = NULL, job->es.n_docs = 0; /* the passkey alone, at the stage's eval lengths */
+        job->es.pk.lengths = ps->eval_lengths, job->es.pk.n_lengths = ps->n_eval;
+        snprintf(label, sizeof label, "stage%d", i + 1);
+        st = eval_side(job, label, job->state.saved, job->state.saved, &job->scfg, json, svg);
+        job->es = whole;
+    }
+    free(json);
+    free(svg);
+    return st;
+}
+
 /* After: the result at the last stage's config; its perplexities are also the last stage's evaluation. */
 static lcx_status eval_after(extend_job *job) {
     const lcx_plan *p = job->plan;

@@ -64,6 +64,8 @@ typedef struct lcx_extend_options {
     int n_depths;
     int needles;           /* passkey keys per prompt, one asked for (multi-key retrieval); 0 or 1: the classic test */
     const char *haystack;  /* NULL: the passkey prompts' repeated filler; else a text file whose words fill them */
+    int stage_passkey;     /* also the passkey test after every stage but the last (whose result the after-
+                              evaluation tests), at the stage's eval lengths: RUN/eval/passkey-stageN.json and .svg */
     int resume;            /* continue RUN from its latest checkpoint */
     double peak_tflops;    /* the device's peak TFLOP/s for the metrics' MFU (0: no MFU) */
     int override_lr;       /* resume: go on with the recipe's learning-rate schedule where it differs from the

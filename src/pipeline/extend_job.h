@@ -54,6 +54,11 @@ typedef struct extend_job {
 /* extend.c */
 /* An agreement point of the ranks (lcx_comm_agree); a failure, this rank's or another's, is then known to all. */
 lcx_status extend_sync(extend_job *job, lcx_status st);
+/* --stage-passkey: the passkey test of stage i's saved result at the stage's eval lengths (every stage but the
+ * last, which the after-evaluation tests), on the before/after evaluation's ranks with a forward-only model
+ * (the stage's training model is freed first) -> RUN/eval/passkey-stageN.json (lcextend eval's JSON) and .svg;
+ * kept from an earlier run of RUN: not run again. */
+lcx_status extend_stage_passkey(extend_job *job, int i);
 
 /* extend_plan.c */
 /* Build the plan from job->cfg; estimate times from this machine when measure and no tokens_per_s; report it. */

@@ -95,10 +95,15 @@ lcx_status extend_plan(extend_job *job, int measure) {
 
 lcx_status extend_check_passkey_fit(const extend_job *job) {
     if (job->pk_trials <= 0 || !job->etok || !job->plan) return LCX_OK;
-    const lcx_plan_stage *last = &job->plan->stages[job->plan->n_stages - 1];
-    lcx_passkey_config pk = {.lengths = last->eval_lengths, .n_lengths = last->n_eval, .needles = job->o->needles,
-                             .haystack = job->hay, .haystack_len = job->hay_len};
-    lcx_status st = lcx_eval_check_passkey(&pk, job->etok, lcx_eval_bos(job->etok, &job->cfg));
-    if (st != LCX_OK) lcx_fail_context(st, "the last stage's eval lengths (--passkey 0 turns the test off): ");
-    return st;
+    const int n = job->plan->n_stages;
+    for (int i = job->o->stage_passkey ? 0 : n - 1; i < n; i++) { /* --stage-passkey: every stage's lengths */
+        const lcx_plan_stage *ps = &job->plan->stages[i];
+        lcx_passkey_config pk = {.lengths = ps->eval_lengths, .n_lengths = ps->n_eval, .needles = job->o->needles,
+                                 .haystack = job->hay, .haystack_len = job->hay_len};
+        lcx_status st = lcx_eval_check_passkey(&pk, job->etok, lcx_eval_bos(job->etok, &job->cfg));
+        if (st == LCX_OK) continue;
+        if (i == n - 1) return lcx_fail_context(st, "the last stage's eval lengths (--passkey 0 turns the test off): ");
+        return lcx_fail_context(st, "stage %d's eval lengths (--stage-passkey): ", i + 1);
+    }
+    return LCX_OK;
 }

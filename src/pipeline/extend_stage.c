@@ -280,5 +280,5 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     /* the lead's CP group, and every TP rank of it */
     const int evaluates = job->grp.lead || ((job->grp.cpc || job->grp.tpc) && job->grp.dp_rank == 0);
     if (evaluates && job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
-    return LCX_OK;
+    return extend_stage_passkey(job, i);
 }

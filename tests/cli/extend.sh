@@ -191,6 +191,28 @@ run eval "$tmp/pk/hf" --data "$tmp/words" --lengths 256,512 --stride 0 --passkey
     --haystack "$tmp/words.txt" --json "$tmp/pk_hf.json"
 check "tiny: after = lcextend eval of the export" [ "$(strip_json "$tmp/pk/eval/after.json")" = "$(strip_json "$tmp/pk_hf.json")" ]
 
+# --stage-passkey: two stages (384, 512); stage 1's saved result gets the passkey test at stage 1's eval lengths,
+# equal to lcextend eval of that checkpoint; stage 2 none of its own (the after-evaluation tests it); a resume
+# that reruns stage 1's last step keeps the file and does not test again
+printf 'name: pk2\ndefaults: {steps: 2, tokens_per_batch: 512, eval_stride: window, save_interval: 1, lr: {peak: 1e-3, warmup_steps: 0}}\nstages:\n  - {seq_len: 384, tokens_per_batch: 384, eval_lengths: [256, 384]}\n  - {seq_len: 512, eval_lengths: [256, 512]}\n' >"$tmp/pk2.yaml"
+sp_args=("$tinym" --to 512 --recipe "$tmp/pk2.yaml" --ids "$tmp/ids2k.txt" --eval-data "$tmp/words" --passkey 1
+         --depths 0,1 --stage-passkey --keep 10 --out "$tmp/sp" --quiet)
+run "${sp_args[@]}"
+check "--stage-passkey ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "--stage-passkey: passkey-stage1.json and .svg, nothing for stage 2" [ -f "$tmp/sp/eval/passkey-stage1.json" ] && \
+    [ -f "$tmp/sp/eval/passkey-stage1.svg" ] && [ ! -e "$tmp/sp/eval/passkey-stage2.json" ]
+check "--stage-passkey: stage 1's table printed" grep -q "^passkey retrieval of .*s01-step000002: 1 trial" "$tmp/out"
+run eval "$tmp/sp/checkpoints/s01-step000002" --passkey 1 --passkey-lengths 256,384 --depths 0,1 --quiet \
+    --json "$tmp/sp_eval.json"
+check "--stage-passkey: passkey-stage1.json = lcextend eval of the stage-1 checkpoint" \
+    [ "$(strip_json "$tmp/sp/eval/passkey-stage1.json")" = "$(strip_json "$tmp/sp_eval.json")" ]
+cp "$tmp/sp/eval/passkey-stage1.json" "$tmp/sp_kept.json"
+echo s01-step000001 >"$tmp/sp/checkpoints/latest" && rm -rf "$tmp/sp/hf" "$tmp/sp/eval/after.json"
+run "${sp_args[@]}" --resume
+check "--stage-passkey --resume ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "--stage-passkey --resume: stage 1 not tested again" bash -c "! grep -q '^passkey retrieval of .*s01-' '$tmp/out'"
+check "--stage-passkey --resume: the file kept" cmp -s "$tmp/sp/eval/passkey-stage1.json" "$tmp/sp_kept.json"
+
 # errors before any work: exit 1 with one line, nothing created
 err_case() { # DESCRIPTION PATTERN ARGS...
     local what=$1 pat=$2; shift 2
@@ -215,6 +237,11 @@ err_case "missing --haystack file" "haystack: .*nohay.txt" "$tinym" --to 512 --r
     --ids "$tmp/ids2k.txt" --eval-data "$tmp/words" --haystack "$tmp/nohay.txt"
 err_case "--haystack with the passkey test off" "flag --haystack: the passkey test is off" "$tinym" --to 512 \
     --recipe "$tmp/pk.yaml" --ids "$tmp/ids2k.txt" --haystack "$tmp/words.txt"
+err_case "--stage-passkey with the passkey test off" "flag --stage-passkey: the passkey test is off" "$tinym" \
+    --to 512 --recipe "$tmp/pk.yaml" --ids "$tmp/ids2k.txt" --eval-data "$tmp/words" --passkey 0 --stage-passkey
+printf 'name: short2\ndefaults: {steps: 1, tokens_per_batch: 512, lr: {peak: 1e-3, warmup_steps: 0}}\nstages:\n  - {seq_len: 384, tokens_per_batch: 384, eval_lengths: [32, 384]}\n  - {seq_len: 512, eval_lengths: [256, 512]}\n' >"$tmp/short2.yaml"
+err_case "--stage-passkey: a stage's eval length too short" "stage 1's eval lengths (--stage-passkey): passkey length 32" \
+    "$tinym" --to 512 --recipe "$tmp/short2.yaml" --ids "$tmp/ids2k.txt" --eval-data "$tmp/words" --passkey 1 --stage-passkey
 err_case "missing eval data" "noeval" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --eval-data "$tmp/noeval"
 awk 'BEGIN { for (i = 0; i < 10; i++) printf "%d ", i * 40 }' >"$tmp/big_ids.txt"
 err_case "ids beyond the vocabulary" "token 7: id 280 is not below the vocabulary size 256" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/big_ids.txt"

@@ -1,8 +1,8 @@
 # The main command (lcextend CKPT --to N) context- and tensor-parallel under mpirun (docs/extend.md "Parallel
 # training (mpirun)", docs/parallel.md): the bundled tiny model (context 256) --to 512 in two stages (384, 512) with
 # --eval-data and the passkey test, run in one process, with --cp 2 on 2 ranks, with --cp 2 --dp 2 on 4 ranks and
-# with --tp 2 --cp 2 on 4 ranks (stage 1's evaluation then runs on every TP rank of the CP ranks; the checkpoints'
-# layout says tp 2; the export, read whole from the final checkpoint, scores as one process's within 1e-5).
+# with --tp 2 --cp 2 on 4 ranks (stage 1's evaluation then runs on every TP rank of the CP ranks, and with
+# --stage-passkey its passkey test on the TP group; the checkpoints' layout says tp 2; the export, read whole from the final checkpoint, scores as one process's within 1e-5).
 # The CP runs print one plan (the CP 2 layout, with the ring) and one report; every training loss and every stage
 # evaluation in metrics.jsonl (stage 1's evaluation runs over the CP ranks: padded windows over the ring) equals
 # the one-process run within 1e-5 relative; the before/after evaluation (rank 0 alone; with TP the lead's TP
@@ -95,8 +95,10 @@ check "mpirun -np 4 --cp 2 --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--cp 2 --dp 2: the plan is that layout" grep -q "^layout:  TP 1 x CP 2 x DP 2" "$tmp/out"
 same_run "$tmp/cd" "--cp 2 --dp 2"
 
-mpi 4 "$tinym" "${args[@]}" --out "$tmp/tc" --tp 2 --cp 2
+mpi 4 "$tinym" "${args[@]}" --out "$tmp/tc" --tp 2 --cp 2 --stage-passkey
 check "mpirun -np 4 --tp 2 --cp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "--tp 2 --cp 2 --stage-passkey: stage 1's passkey on the TP group, once" grep -q '"tp": 2' \
+    "$tmp/tc/eval/passkey-stage1.json" && [ "$(grep -c '^passkey retrieval of .*s01-' "$tmp/out")" -eq 1 ]
 check "--tp 2 --cp 2: the plan is that layout" grep -q "^layout:  TP 2 x CP 2 x DP 1" "$tmp/out"
 check "--tp 2 --cp 2: the stages name CP 2 and TP 2" \
     [ "$(grep -c '^stage [12]/2: seq [0-9]* over CP 2 ([0-9]* tokens per rank), TP 2' "$tmp/out")" -eq 2 ]
