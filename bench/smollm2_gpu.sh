@@ -16,7 +16,8 @@
 #      16k, 32k: perplexity on the held-out documents, passkey by log-likelihood), in .smollm2/zeroshot;
 #   3. the extension: lcextend GGUF --to 32k --recipe smollm2-8k-32k --backend cuda (bf16 weights with fp32 master
 #      weights, bf16 activations), evaluated before and after on
-#      the held-out KJV (perplexity, passkey 4 trials x 5 depths, greedy), exported to HF and GGUF;
+#      the held-out KJV (perplexity, passkey 4 trials x 5 depths, greedy; the passkey also after stage 1, at 8k
+#      and 16k: --stage-passkey), exported to HF and GGUF;
 #   4. the extended model under the zero-shot protocol (the same documents, lengths and passkey cells as step 2),
 #      so base and extended are in one table: .smollm2/zeroshot/extended-*.json;
 #   5. the multi-key passkey (4 named keys in the common-licenses texts, eval --needles --haystack) for every
@@ -46,8 +47,8 @@ step zeroshot 240 "BACKEND=cuda TRIALS=4 NEEDLES=0 recipes/smollm2/compare_metho
 resume=""
 [ -d $S/run ] && resume=--resume
 step extend 300 "$B/lcextend $G --to 32k --recipe smollm2-8k-32k --data $S/data/train \
-    --eval-data $S/zeroshot/heldout --passkey 4 --backend cuda --dtype bf16 --activations bf16 --gguf --out $S/run \
-    $resume"
+    --eval-data $S/zeroshot/heldout --passkey 4 --stage-passkey --backend cuda --dtype bf16 --activations bf16 \
+    --gguf --out $S/run $resume"
 if [ -d $S/run/hf ]; then
     step extended_ppl 60 "$B/lcextend eval $S/run/hf --backend cuda --data $S/zeroshot/heldout \
         --lengths 8192,16384,32768 --truncate --series extended --json $S/zeroshot/extended-ppl.json \
