@@ -6,10 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Score one document at one length; accumulates into r. buf holds Lw tokens, nll Lw doubles. */
+/* Whether work item k (a window, or a document's one pass) is this shard's (lcx_ppl_config.shard). */
+static int mine(const lcx_ppl_config *cfg, int64_t k) { return cfg->n_shards <= 1 || k % cfg->n_shards == cfg->shard; }
+
+void lcx_ppl_result_finish(lcx_ppl_result *r) {
+    r->mean_nll = r->tokens ? r->nll_sum / (double)r->tokens : NAN;
+    r->ppl = exp(r->mean_nll);
+    r->window_mean_nll = r->windows ? r->window_nll_sum / (double)r->windows : NAN;
+    r->ppl_window_mean = exp(r->window_mean_nll);
+}
+
+/* Score one document at one length; accumulates into r. buf holds Lw tokens, nll Lw doubles. *item counts the
+ * windows of the whole evaluation (the shards' index). */
 static lcx_status ppl_doc(const lcx_ppl_config *cfg, const lcx_ppl_doc *doc, int64_t doc_idx, int64_t lw,
                           int64_t text_len, int64_t stride, lcx_eval_score_fn score, void *model, int32_t *buf,
-                          double *nll, lcx_ppl_result *r, double *window_mean_sum) {
+                          double *nll, lcx_ppl_result *r, int64_t *item) {
     const int bos = cfg->bos_id >= 0;
     const int64_t n = cfg->truncate && doc->n > text_len ? text_len : doc->n;
     int64_t prev_end = 0; /* document tokens [0, prev_end) are scored (or unscorable) already */
@@ -23,7 +34,7 @@ static lcx_status ppl_doc(const lcx_ppl_config *cfg, const lcx_ppl_doc *doc, int
          * 0 has no context, so without BOS the first token of a window that starts at prev_end is unscored. */
         int64_t first = prev_end - begin + bos;
         if (first < 1) first = 1;
-        if (first < wn) {
+        if (first < wn && mine(cfg, (*item)++)) {
             lcx_status st = score(model, buf, wn, first, nll);
             if (st != LCX_OK)
                 return lcx_fail_context(st, "ppl length %lld, document %lld, window at token %lld: ",
@@ -33,7 +44,7 @@ static lcx_status ppl_doc(const lcx_ppl_config *cfg, const lcx_ppl_doc *doc, int
             r->nll_sum += s;
             r->tokens += wn - first;
             r->windows++;
-            *window_mean_sum += s / (double)(wn - first);
+            r->window_nll_sum += s / (double)(wn - first);
         }
         prev_end = end;
         if (end == n) break;
@@ -45,7 +56,7 @@ static lcx_status ppl_doc(const lcx_ppl_config *cfg, const lcx_ppl_doc *doc, int
  * window read from it: positions [1, min(n, T) + BOS) of that pass are the window's scores. */
 static lcx_status ppl_one_pass(const lcx_ppl_config *cfg, const lcx_ppl_doc *docs, int64_t n_docs, int64_t max_lw,
                                lcx_eval_score_fn score, void *model, int32_t *buf, double *nll,
-                               lcx_ppl_result *results, double *window_mean_sum) {
+                               lcx_ppl_result *results) {
     const int bos = cfg->bos_id >= 0;
     for (int64_t d = 0; d < n_docs; d++) {
         const lcx_ppl_doc *doc = &docs[d];
@@ -56,7 +67,8 @@ static lcx_status ppl_one_pass(const lcx_ppl_config *cfg, const lcx_ppl_doc *doc
             int64_t wn = (doc->n < text_len ? doc->n : text_len) + bos;
             if (wn > pass) pass = wn;
         }
-        if (pass > 1) {
+        const int own = mine(cfg, d); /* sharded by document: one pass is one document's work */
+        if (pass > 1 && own) {
             if (bos) buf[0] = cfg->bos_id;
             memcpy(buf + bos, doc->tokens, (size_t)(pass - bos) * sizeof(int32_t));
             lcx_status st = score(model, buf, pass, 1, nll);
@@ -71,14 +83,15 @@ static lcx_status ppl_one_pass(const lcx_ppl_config *cfg, const lcx_ppl_doc *doc
                 r->docs_skipped++;
                 continue;
             }
+            r->docs++;
+            if (!own) continue;
             int64_t wn = (doc->n < text_len ? doc->n : text_len) + bos;
             double s = 0.0;
             for (int64_t i = 0; i < wn - 1; i++) s += nll[i];
             r->nll_sum += s;
             r->tokens += wn - 1;
             r->windows++;
-            r->docs++;
-            window_mean_sum[li] += s / (double)(wn - 1);
+            r->window_nll_sum += s / (double)(wn - 1);
         }
     }
     return LCX_OK;
@@ -111,24 +124,16 @@ lcx_status lcx_ppl_eval(const lcx_ppl_config *cfg, const lcx_ppl_doc *docs, int6
                   (long long)max_lw);
 
     if (cfg->truncate && cfg->one_pass) {
-        double *wsum = calloc((size_t)cfg->n_lengths, sizeof *wsum);
-        LCX_FAIL_GOTO(!wsum, LCX_ERR_OOM, done, "ppl: out of memory");
         for (int li = 0; li < cfg->n_lengths; li++) {
             memset(&results[li], 0, sizeof results[li]);
             results[li].length = cfg->lengths[li];
             results[li].stride = cfg->lengths[li] - bos;
         }
-        st = ppl_one_pass(cfg, docs, n_docs, max_lw, score, model, buf, nll, results, wsum);
-        for (int li = 0; st == LCX_OK && li < cfg->n_lengths; li++) {
-            lcx_ppl_result *r = &results[li];
-            r->mean_nll = r->tokens ? r->nll_sum / (double)r->tokens : NAN;
-            r->ppl = exp(r->mean_nll);
-            r->window_mean_nll = r->windows ? wsum[li] / (double)r->windows : NAN;
-            r->ppl_window_mean = exp(r->window_mean_nll);
-        }
-        free(wsum);
+        st = ppl_one_pass(cfg, docs, n_docs, max_lw, score, model, buf, nll, results);
+        for (int li = 0; st == LCX_OK && li < cfg->n_lengths; li++) lcx_ppl_result_finish(&results[li]);
         goto done;
     }
+    int64_t item = 0; /* the windows of the whole evaluation, in order: the shards' index */
     for (int li = 0; li < cfg->n_lengths; li++) {
         const int64_t lw = cfg->lengths[li];
         const int64_t text_len = lw - bos; /* document tokens per window */
@@ -137,7 +142,6 @@ lcx_status lcx_ppl_eval(const lcx_ppl_config *cfg, const lcx_ppl_doc *docs, int6
         memset(r, 0, sizeof(*r));
         r->length = lw;
         r->stride = cfg->truncate ? text_len : stride;
-        double window_mean_sum = 0.0;
         for (int64_t d = 0; d < n_docs; d++) {
             const lcx_ppl_doc *doc = &docs[d];
             int unscorable = doc->n < (bos ? 1 : 2);
@@ -146,14 +150,11 @@ lcx_status lcx_ppl_eval(const lcx_ppl_config *cfg, const lcx_ppl_doc *docs, int6
                 r->docs_skipped++;
                 continue;
             }
-            st = ppl_doc(cfg, doc, d, lw, text_len, stride, score, model, buf, nll, r, &window_mean_sum);
+            st = ppl_doc(cfg, doc, d, lw, text_len, stride, score, model, buf, nll, r, &item);
             if (st != LCX_OK) goto done;
             r->docs++;
         }
-        r->mean_nll = r->tokens ? r->nll_sum / (double)r->tokens : NAN;
-        r->ppl = exp(r->mean_nll);
-        r->window_mean_nll = r->windows ? window_mean_sum / (double)r->windows : NAN;
-        r->ppl_window_mean = exp(r->window_mean_nll);
+        lcx_ppl_result_finish(r);
     }
 done:
     free(buf);

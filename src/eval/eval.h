@@ -54,6 +54,11 @@ typedef struct lcx_ppl_config {
     int one_pass;    /* with truncate: every length from one pass per document at the longest length (a causal
                         model's first L positions do not see later ones). Only for scorers whose results do not
                         depend on the pass length: not with dynamic NTK or longrope, whose tables do. */
+    int shard, n_shards; /* n_shards > 1: score only the windows (with one_pass: the documents) whose index, counted
+                            over the whole evaluation in its fixed order, is shard modulo n_shards. The others add
+                            nothing to nll_sum, window_nll_sum, tokens and windows (docs and docs_skipped count
+                            every document), so the n_shards results summed are the whole (lcx_ppl_result_finish
+                            then gives the means). 0 or 1: every window */
 } lcx_ppl_config;
 
 typedef struct lcx_ppl_doc {
@@ -69,11 +74,16 @@ typedef struct lcx_ppl_result {
     int64_t windows;      /* forward passes that scored at least one token */
     int64_t tokens;       /* tokens scored (each document token at most once) */
     double nll_sum;
+    double window_nll_sum;  /* sum over windows of each window's mean NLL */
     double mean_nll;        /* nll_sum / tokens: token-weighted (our headline number) */
     double ppl;             /* exp(mean_nll) */
     double window_mean_nll; /* mean over windows of each window's mean NLL (YaRN eval scripts) */
     double ppl_window_mean; /* exp(window_mean_nll) */
 } lcx_ppl_result;
+
+/* r's means and perplexities from its sums: mean_nll = nll_sum / tokens, window_mean_nll = window_nll_sum /
+ * windows (NaN without tokens or windows), ppl and ppl_window_mean their exp. */
+void lcx_ppl_result_finish(lcx_ppl_result *r);
 
 /* The default lengths (docs/evaluation-protocol.md "The command: `lcextend eval`"): the original context, then
  * every power of two above it up to the
@@ -174,13 +184,18 @@ typedef struct lcx_passkey_config {
     int needles;            /* keys in each prompt, one asked for (0 or 1: the classic passkey test) */
     const char *haystack;   /* NULL: the repeated filler; else a text (lcx_passkey_prompt_spec) */
     size_t haystack_len;
+    int shard, n_shards;    /* n_shards > 1: run only the trials whose index (l n_depths + d) trials + t is shard
+                               modulo n_shards; the result's counts are then this shard's, and the n_shards results
+                               summed cell by cell are the whole (prompt_tokens: the last trial's owner's). 0 or 1:
+                               every trial */
 } lcx_passkey_config;
 
 typedef struct lcx_passkey_result {
     int n_lengths, n_depths, trials, distractors, modes;
     int64_t *lengths;       /* [n_lengths] copy */
     double *depths;         /* [n_depths] copy */
-    int64_t *prompt_tokens; /* [n_lengths * n_depths] prompt length of the last trial (<= target) */
+    int64_t *prompt_tokens; /* [n_lengths * n_depths] prompt length of the last trial (<= target); 0 in a shard
+                               that did not run it */
     int *loglik_correct;    /* [n_lengths * n_depths], cell (l, d) at l * n_depths + d */
     int *greedy_correct;    /* [n_lengths * n_depths] */
     int needles;            /* keys in each prompt (>= 1; 0 read as 1) */

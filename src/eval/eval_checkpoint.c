@@ -171,9 +171,9 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     es = (lcx_eval_spec){
         .label = o->ckpt, .series = series, .data_name = o->data ? o->data : o->text,
         .ppl = {lengths, n_lengths, o->stride, bos, o->short_score ? LCX_PPL_SHORT_SCORE : LCX_PPL_SHORT_SKIP,
-                o->truncate, o->truncate && !pass_length_rope(&cfg)},
+                o->truncate, o->truncate && !pass_length_rope(&cfg), 0, 0},
         .pk = {pk_lengths, n_pk_lengths, o->depths, o->n_depths, o->trials, o->distractors, modes, o->seed,
-               o->needles, hay, hay_len},
+               o->needles, hay, hay_len, 0, 0},
         .haystack_name = o->haystack,
         .quiet = o->quiet};
 

@@ -518,6 +518,8 @@ lcx_status lcx_passkey_eval(const lcx_passkey_config *cfg, const lcx_eval_tokeni
         for (int di = 0; di < cfg->n_depths; di++) {
             const size_t cell = (size_t)li * (size_t)cfg->n_depths + (size_t)di;
             for (int t = 0; t < cfg->trials; t++) {
+                const int64_t item = (int64_t)cell * cfg->trials + t;
+                if (cfg->n_shards > 1 && item % cfg->n_shards != cfg->shard) continue; /* another shard's trial */
                 /* keys[0] is asked for, keys[1 .. needles) are the other needles', the rest distractors */
                 const int wrong = needles - 1 + (cfg->modes & LCX_PASSKEY_LOGLIK ? cfg->distractors : 0);
                 lcx_passkey_keys(cfg->seed, t, 1 + wrong, keys);
@@ -526,7 +528,7 @@ lcx_status lcx_passkey_eval(const lcx_passkey_config *cfg, const lcx_eval_tokeni
                 const lcx_passkey_prompt_spec ps = {cfg->depths[di], keys, names, needles, cfg->haystack,
                                                     cfg->haystack_len};
                 LCX_TRY_GOTO(lcx_passkey_prompt_build_spec(tok, cfg->lengths[li], &ps, &p), ctx);
-                out->prompt_tokens[cell] = p.n;
+                if (t == cfg->trials - 1) out->prompt_tokens[cell] = p.n;
                 if (cfg->modes & LCX_PASSKEY_LOGLIK) {
                     double truth = 0.0, low = INFINITY;
                     LCX_TRY_GOTO(answer_nll(tok, &p, key, score, model, &truth), ctx);

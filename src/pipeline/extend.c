@@ -196,9 +196,9 @@ static lcx_status eval_setup(extend_job *job) {
     const lcx_plan_stage *last = &job->plan->stages[job->plan->n_stages - 1];
     job->es = (lcx_eval_spec){
         .data_name = o->eval_data, .docs = job->ed_open ? job->docs : NULL, .n_docs = job->n_docs,
-        .ppl = {last->eval_lengths, last->n_eval, last->eval_stride, job->bos, LCX_PPL_SHORT_SKIP, 0, 0},
+        .ppl = {last->eval_lengths, last->n_eval, last->eval_stride, job->bos, LCX_PPL_SHORT_SKIP, 0, 0, 0, 0},
         .pk = {last->eval_lengths, last->n_eval, o->depths, o->n_depths, job->pk_trials > 0 ? job->pk_trials : 0, 4,
-               LCX_PASSKEY_GREEDY, 1, o->needles, job->hay, job->hay_len},
+               LCX_PASSKEY_GREEDY, 1, o->needles, job->hay, job->hay_len, 0, 0},
         .haystack_name = job->hay ? o->haystack : NULL,
         .quiet = o->quiet};
     return LCX_OK;

@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     require(n >= 0 && (n == 0 || r != NULL), "results");
     int64_t *lengths = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     for (int i = 0; i < n; i++) lengths[i] = r[i].length;
-    lcx_ppl_config cfg = {lengths, n, 0, -1, LCX_PPL_SHORT_SKIP, 0, 0};
+    lcx_ppl_config cfg = {lengths, n, 0, -1, LCX_PPL_SHORT_SKIP, 0, 0, 0, 0};
     json_t *again = lcx_ppl_to_json(&cfg, r, name);
     require(again != NULL, "re-serialise");
     lcx_ppl_result *r2 = NULL;

@@ -95,7 +95,7 @@ static void check_against_reference(int64_t const *doc_lens, int n_docs, const i
         for (int64_t p = 0; p < doc_lens[d]; p++) store[d][p] = TOK(d, p);
         docs[d] = (lcx_ppl_doc){store[d], doc_lens[d]};
     }
-    lcx_ppl_config cfg = {lengths, n_lengths, stride, bos, short_policy, truncate, one_pass};
+    lcx_ppl_config cfg = {lengths, n_lengths, stride, bos, short_policy, truncate, one_pass, 0, 0};
     lcx_ppl_result res[8];
     static fake_lm m;
     memset(&m, 0, sizeof m);
@@ -150,7 +150,7 @@ static void check_worked_example(void) {
         m.bos = BOS;
         lcx_ppl_doc d = {doc, 11};
         int64_t lw = 5;
-        lcx_ppl_config cfg = {&lw, 1, 2, BOS, LCX_PPL_SHORT_SKIP, 0, 0};
+        lcx_ppl_config cfg = {&lw, 1, 2, BOS, LCX_PPL_SHORT_SKIP, 0, 0, 0, 0};
         CHECK_OK(lcx_ppl_eval(&cfg, &d, 1, fake_score, &m, &r));
         const int64_t want[11] = {1, 2, 3, 4, 3, 4, 3, 4, 3, 4, 3};
         double sum = 0.0;
@@ -176,7 +176,7 @@ static void check_worked_example(void) {
         m.bos = -1;
         lcx_ppl_doc d = {doc, 10};
         int64_t lw = 4;
-        lcx_ppl_config cfg = {&lw, 1, 2, -1, LCX_PPL_SHORT_SKIP, 0, 0};
+        lcx_ppl_config cfg = {&lw, 1, 2, -1, LCX_PPL_SHORT_SKIP, 0, 0, 0, 0};
         CHECK_OK(lcx_ppl_eval(&cfg, &d, 1, fake_score, &m, &r));
         const int64_t want[10] = {-1, 1, 2, 3, 2, 3, 2, 3, 2, 3};
         for (int p = 0; p < 10; p++)
@@ -189,7 +189,7 @@ static void check_worked_example(void) {
         m.bos = -1;
         lcx_ppl_doc d = {doc, 10};
         int64_t lw = 4;
-        lcx_ppl_config cfg = {&lw, 1, 4, -1, LCX_PPL_SHORT_SKIP, 0, 0};
+        lcx_ppl_config cfg = {&lw, 1, 4, -1, LCX_PPL_SHORT_SKIP, 0, 0, 0, 0};
         CHECK_OK(lcx_ppl_eval(&cfg, &d, 1, fake_score, &m, &r));
         const int64_t want[10] = {-1, 1, 2, 3, -1, 1, 2, 3, -1, 1};
         for (int p = 0; p < 10; p++)
@@ -202,7 +202,7 @@ static void check_worked_example(void) {
         m.bos = BOS;
         lcx_ppl_doc d = {doc, 10};
         int64_t lw = 5;
-        lcx_ppl_config cfg = {&lw, 1, 5, BOS, LCX_PPL_SHORT_SKIP, 0, 0};
+        lcx_ppl_config cfg = {&lw, 1, 5, BOS, LCX_PPL_SHORT_SKIP, 0, 0, 0, 0};
         CHECK_OK(lcx_ppl_eval(&cfg, &d, 1, fake_score, &m, &r));
         const int64_t want[10] = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2};
         for (int p = 0; p < 10; p++)
@@ -262,7 +262,7 @@ static void test_ppl_fixture(void) {
         int64_t lw = json_integer_value(json_object_get(c, "max_length"));
         lcx_ppl_config cfg = {&lw, 1, json_integer_value(json_object_get(c, "stride")),
                               (int32_t)json_integer_value(json_object_get(c, "bos_id")), LCX_PPL_SHORT_SCORE,
-                              (int)json_integer_value(json_object_get(c, "truncate")), 0};
+                              (int)json_integer_value(json_object_get(c, "truncate")), 0, 0, 0};
         lcx_ppl_result r;
         CHECK_OK(lcx_ppl_eval(&cfg, docs, (int64_t)nd, closed_form_score, &vocab, &r));
         json_t *losses = json_object_get(c, "window_losses");
@@ -321,7 +321,7 @@ static void test_ppl(void) {
         lcx_ppl_result r;
         fake_lm *m = calloc(1, sizeof *m);
         m->bos = BOS;
-        lcx_ppl_config cfg = {&lw, 1, 2, BOS, LCX_PPL_SHORT_SKIP, 0, 0};
+        lcx_ppl_config cfg = {&lw, 1, 2, BOS, LCX_PPL_SHORT_SKIP, 0, 0, 0, 0};
         CHECK_OK(lcx_ppl_eval(&cfg, &d, 1, fake_score, m, &r));
         CHECK(r.docs == 0 && r.docs_skipped == 1 && r.tokens == 0 && isnan(r.ppl) && m->calls == 0);
         cfg.short_docs = LCX_PPL_SHORT_SCORE;
@@ -335,7 +335,7 @@ static void test_ppl(void) {
         lcx_ppl_doc d = {doc, 4};
         int64_t bad = 1, lw = 3;
         lcx_ppl_result r;
-        lcx_ppl_config cfg = {&bad, 1, 1, -1, 0, 0, 0};
+        lcx_ppl_config cfg = {&bad, 1, 1, -1, 0, 0, 0, 0, 0};
         CHECK_FAILS(lcx_ppl_eval(&cfg, &d, 1, fake_score, NULL, &r), LCX_ERR_INVALID, "window length 1");
         cfg.lengths = &lw;
         cfg.stride = -1;
@@ -531,7 +531,7 @@ static void test_passkey_scoring(void) {
     lcx_eval_tokenizer tok = {fake_encode, &ft, BOS};
     const int64_t lengths[] = {96, 200};
     const double depths[] = {0.0, 0.5, 1.0};
-    lcx_passkey_config cfg = {lengths, 2, depths, 3, 40, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 42, 1, NULL, 0};
+    lcx_passkey_config cfg = {lengths, 2, depths, 3, 40, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 42, 1, NULL, 0, 0, 0};
     lcx_passkey_result r;
     /* knows the key only in the short prompts: row 0 all 100%, row 1 ~ 1/(K+1) by log-likelihood, 0 greedy */
     fake_pk m = {120, 0};
@@ -837,7 +837,7 @@ static void test_needles_scoring(void) {
     lcx_eval_tokenizer tok = {fake_encode, &ft, BOS};
     const int64_t lengths[] = {600, 1200};
     const double depths[] = {0.0, 0.5, 1.0};
-    lcx_passkey_config cfg = {lengths, 2, depths, 3, 6, 2, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 5, 4, NULL, 0};
+    lcx_passkey_config cfg = {lengths, 2, depths, 3, 6, 2, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 5, 4, NULL, 0, 0, 0};
     for (int recency = 0; recency < 2; recency++) {
         fake_reader m = {recency};
         lcx_passkey_result r;
@@ -988,7 +988,7 @@ static void test_output(void) {
                              {.length = 2048, .docs_skipped = 3, .mean_nll = NAN, .ppl = NAN,
                               .window_mean_nll = NAN, .ppl_window_mean = NAN}};
     int64_t L2[2] = {1024, 2048};
-    lcx_ppl_config cfg = {L2, 2, 256, BOS, LCX_PPL_SHORT_SKIP, 0, 0};
+    lcx_ppl_config cfg = {L2, 2, 256, BOS, LCX_PPL_SHORT_SKIP, 0, 0, 0, 0};
     json_t *j = lcx_ppl_to_json(&cfg, res, "base");
     CHECK(j != NULL);
     snprintf(path, sizeof path, "%s/test_eval_%d.json", LCX_BINARY_DIR, (int)getpid());
@@ -1030,6 +1030,79 @@ static void test_output(void) {
     unlink(path);
 }
 
+/* Shards (lcx_ppl_config / lcx_passkey_config .shard, .n_shards): each of 3 shards scores its own windows
+ * (documents in one-pass mode) and trials; added up they are the unsharded run: tokens, windows and counts
+ * exactly, the NLL sums to float rounding (other addition order); every shard counts every document; the
+ * scorer is called only for the shard's work. */
+static void test_shards(void) {
+    static int32_t store[3][MAXLEN];
+    const int64_t doc_lens[3] = {120, 45, 100};
+    lcx_ppl_doc docs[3];
+    for (int d = 0; d < 3; d++) {
+        for (int64_t p = 0; p < doc_lens[d]; p++) store[d][p] = TOK(d, p);
+        docs[d] = (lcx_ppl_doc){store[d], doc_lens[d]};
+    }
+    const int64_t lengths[] = {16, 32, 64};
+    for (int mode = 0; mode < 2; mode++) { /* sliding windows; truncate in one pass */
+        lcx_ppl_config cfg = {lengths, 3, 8, BOS, LCX_PPL_SHORT_SCORE, mode, mode, 0, 0};
+        lcx_ppl_result whole[3], part[3][3], sum[3];
+        static fake_lm m;
+        memset(&m, 0, sizeof m);
+        m.bos = BOS;
+        CHECK_OK(lcx_ppl_eval(&cfg, docs, 3, fake_score, &m, whole));
+        const int64_t calls = m.calls;
+        int64_t shard_calls = 0;
+        memset(sum, 0, sizeof sum);
+        for (int k = 0; k < 3; k++) {
+            cfg.shard = k, cfg.n_shards = 3;
+            memset(&m, 0, sizeof m);
+            m.bos = BOS;
+            CHECK_OK(lcx_ppl_eval(&cfg, docs, 3, fake_score, &m, part[k]));
+            CHECK(m.bad == 0);
+            shard_calls += m.calls;
+            CHECK_MSG(m.calls < calls || calls < 2, "mode %d shard %d: %lld of %lld passes", mode, k,
+                      (long long)m.calls, (long long)calls);
+            for (int li = 0; li < 3; li++) {
+                CHECK(part[k][li].docs == whole[li].docs && part[k][li].docs_skipped == whole[li].docs_skipped);
+                sum[li].tokens += part[k][li].tokens, sum[li].windows += part[k][li].windows;
+                sum[li].nll_sum += part[k][li].nll_sum, sum[li].window_nll_sum += part[k][li].window_nll_sum;
+            }
+        }
+        CHECK_MSG(shard_calls == calls, "mode %d: %lld passes over the shards, %lld whole", mode,
+                  (long long)shard_calls, (long long)calls);
+        for (int li = 0; li < 3; li++) {
+            lcx_ppl_result_finish(&sum[li]);
+            CHECK(sum[li].tokens == whole[li].tokens && sum[li].windows == whole[li].windows);
+            CHECK_REL(sum[li].ppl, whole[li].ppl, 1e-12);
+            CHECK_REL(sum[li].ppl_window_mean, whole[li].ppl_window_mean, 1e-12);
+        }
+    }
+
+    fake_tok ft = {0, 0};
+    lcx_eval_tokenizer tok = {fake_encode, &ft, BOS};
+    const int64_t pk_lengths[] = {96, 200};
+    const double depths[] = {0.0, 0.5, 1.0};
+    lcx_passkey_config pc = {pk_lengths, 2, depths, 3, 7, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 42, 1, NULL, 0,
+                             0, 0};
+    lcx_passkey_result whole, part;
+    fake_pk m = {120, 0};
+    CHECK_OK(lcx_passkey_eval(&pc, &tok, pk_score, pk_argmax, &m, &whole));
+    int lc[6] = {0}, gc[6] = {0};
+    int64_t pt[6] = {0};
+    for (int k = 0; k < 3; k++) {
+        pc.shard = k, pc.n_shards = 3;
+        CHECK_OK(lcx_passkey_eval(&pc, &tok, pk_score, pk_argmax, &m, &part));
+        for (int c = 0; c < 6; c++) lc[c] += part.loglik_correct[c], gc[c] += part.greedy_correct[c], pt[c] += part.prompt_tokens[c];
+        lcx_passkey_result_free(&part);
+    }
+    for (int c = 0; c < 6; c++)
+        CHECK_MSG(lc[c] == whole.loglik_correct[c] && gc[c] == whole.greedy_correct[c] &&
+                      pt[c] == whole.prompt_tokens[c],
+                  "cell %d: shards add up to loglik %d, greedy %d, prompt %lld; whole %d, %d, %lld", c, lc[c], gc[c],
+                  (long long)pt[c], whole.loglik_correct[c], whole.greedy_correct[c], (long long)whole.prompt_tokens[c]);
+    lcx_passkey_result_free(&whole);
+}
+
 int main(void) {
     test_ppl();
     test_prompt();
@@ -1037,6 +1110,7 @@ int main(void) {
     test_needles_prompt();
     test_haystack_prompt();
     test_needles_scoring();
+    test_shards();
     test_output();
     return test_summary("test_eval");
 }

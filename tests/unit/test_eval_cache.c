@@ -69,7 +69,7 @@ static void check_passkey(void) {
     if (!m) return;
     const int64_t lengths[] = {300, 420};
     const double depths[] = {0.0, 0.5, 1.0};
-    lcx_passkey_config pc = {lengths, 2, depths, 3, 2, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 5, 1, NULL, 0};
+    lcx_passkey_config pc = {lengths, 2, depths, 3, 2, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 5, 1, NULL, 0, 0, 0};
     lcx_eval_tokenizer tok = {byte_encode, NULL, 1};
 
     recorder *plain = calloc(1, sizeof *plain), *cached = calloc(1, sizeof *cached);
@@ -141,7 +141,7 @@ static void check_passkey(void) {
     for (int i = 0; i < 400; i++) doc[i] = (int32_t)((i * 91 + 3) % 256);
     lcx_ppl_doc d = {doc, 400};
     const int64_t pl[] = {128};
-    lcx_ppl_config ppc = {pl, 1, 64, 1, LCX_PPL_SHORT_SKIP, 0, 0};
+    lcx_ppl_config ppc = {pl, 1, 64, 1, LCX_PPL_SHORT_SKIP, 0, 0, 0, 0};
     lcx_ppl_result r1, r2;
     CHECK_OK(lcx_ppl_eval(&ppc, &d, 1, lcx_eval_model_score, m, &r1));
     CHECK_OK(lcx_ppl_eval(&ppc, &d, 1, lcx_eval_lm_score, &none, &r2));
