@@ -531,7 +531,8 @@ static void test_passkey_scoring(void) {
     lcx_eval_tokenizer tok = {fake_encode, &ft, BOS};
     const int64_t lengths[] = {96, 200};
     const double depths[] = {0.0, 0.5, 1.0};
-    lcx_passkey_config cfg = {lengths, 2, depths, 3, 40, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 42, 1, NULL, 0, 0, 0};
+    lcx_passkey_config cfg = {lengths, 2, depths, 3, 40, 3, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 42, 1, NULL, 0,
+                              0, 0};
     lcx_passkey_result r;
     /* knows the key only in the short prompts: row 0 all 100%, row 1 ~ 1/(K+1) by log-likelihood, 0 greedy */
     fake_pk m = {120, 0};
@@ -837,7 +838,8 @@ static void test_needles_scoring(void) {
     lcx_eval_tokenizer tok = {fake_encode, &ft, BOS};
     const int64_t lengths[] = {600, 1200};
     const double depths[] = {0.0, 0.5, 1.0};
-    lcx_passkey_config cfg = {lengths, 2, depths, 3, 6, 2, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 5, 4, NULL, 0, 0, 0};
+    lcx_passkey_config cfg = {lengths, 2, depths, 3, 6, 2, LCX_PASSKEY_LOGLIK | LCX_PASSKEY_GREEDY, 5, 4, NULL, 0,
+                              0, 0};
     for (int recency = 0; recency < 2; recency++) {
         fake_reader m = {recency};
         lcx_passkey_result r;
@@ -1092,14 +1094,16 @@ static void test_shards(void) {
     for (int k = 0; k < 3; k++) {
         pc.shard = k, pc.n_shards = 3;
         CHECK_OK(lcx_passkey_eval(&pc, &tok, pk_score, pk_argmax, &m, &part));
-        for (int c = 0; c < 6; c++) lc[c] += part.loglik_correct[c], gc[c] += part.greedy_correct[c], pt[c] += part.prompt_tokens[c];
+        for (int c = 0; c < 6; c++)
+            lc[c] += part.loglik_correct[c], gc[c] += part.greedy_correct[c], pt[c] += part.prompt_tokens[c];
         lcx_passkey_result_free(&part);
     }
     for (int c = 0; c < 6; c++)
         CHECK_MSG(lc[c] == whole.loglik_correct[c] && gc[c] == whole.greedy_correct[c] &&
                       pt[c] == whole.prompt_tokens[c],
                   "cell %d: shards add up to loglik %d, greedy %d, prompt %lld; whole %d, %d, %lld", c, lc[c], gc[c],
-                  (long long)pt[c], whole.loglik_correct[c], whole.greedy_correct[c], (long long)whole.prompt_tokens[c]);
+                  (long long)pt[c], whole.loglik_correct[c], whole.greedy_correct[c],
+                  (long long)whole.prompt_tokens[c]);
     lcx_passkey_result_free(&whole);
 }
 
