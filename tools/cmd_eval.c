@@ -66,8 +66,9 @@ static void help(void) {
            "  --dtype f32|bf16    weights stored as float32 (default) or bfloat16\n"
            "  --chunk N           rows per logits chunk (default 256)\n"
            "  --backend B         where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU)\n"
-           "  --tp T              tensor parallel over T ranks (mpirun -np T): each rank holds 1/T of the\n"
-           "                      weights, the results are one process's to float rounding; rank 0 prints and\n"
+           "  --tp T              tensor parallel over T ranks: each rank holds 1/T of the weights; under\n"
+           "                      mpirun -np N, N/T copies of the model share out the windows and the passkey\n"
+           "                      trials. The results are one process's to float rounding; rank 0 prints and\n"
            "                      writes the files\n"
            "  --quiet             no progress lines on stderr\n"
            "\n"
@@ -165,17 +166,11 @@ int lcx_cmd_eval(int argc, char **argv) {
     o.chunk = chunk;
     o.backend = be;
     o.quiet = quiet;
-    /* under mpirun: the ranks are the TP group (DP would only repeat the same evaluation) */
+    /* under mpirun: world / T copies of the model, each on a TP group, sharing out the windows and trials */
     lcx_cli_mesh mesh;
     if ((stop = lcx_cli_mesh_open(CMD, tp, 1, 0, be, &mesh)) != LCX_CLI_RUN) return stop;
-    if (mesh.dp_size > 1) {
-        if (mesh.world->rank == 0)
-            fprintf(stderr, "lcextend %s: %d ranks for --tp %d: evaluation splits over TP only (launch with mpirun "
-                    "-np %d, or give --tp %d)\n", CMD, mesh.world->size, tp, tp, mesh.world->size);
-        lcx_cli_mesh_close(CMD, &mesh, LCX_OK);
-        return LCX_EXIT_FAIL;
-    }
     o.tp_comm = mesh.tp_size > 1 ? mesh.group[LCX_GROUP_TP] : NULL;
+    o.replicas = mesh.dp_size > 1 ? mesh.group[LCX_GROUP_DP] : NULL;
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, quiet);
     lcx_status st = lcx_eval_checkpoint(&o, &rep);

@@ -94,7 +94,9 @@ static int pass_length_rope(const lcx_model_config *cfg) {
 lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r) {
     lcx_status st = LCX_OK;
     lcx_comm *tp = o->tp_comm && o->tp_comm->size > 1 ? o->tp_comm : NULL;
-    const int writer = !tp || tp->rank == 0; /* under TP every rank computes the same results: one writes them */
+    lcx_comm *rep = o->replicas && o->replicas->size > 1 ? o->replicas : NULL;
+    /* every rank ends with the same results: one writes them */
+    const int writer = (!tp || tp->rank == 0) && (!rep || rep->rank == 0);
     char *hay = NULL;
     size_t hay_len = 0;
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST];
@@ -196,17 +198,21 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
         if (!res) st = lcx_fail(LCX_ERR_OOM, "no memory");
     }
 agree:
-    st = lcx_comm_agree(tp, st);
+    st = lcx_comm_agree(tp, st); /* a TP group's failure, then every group's */
+    st = lcx_comm_agree(rep, st);
     if (st != LCX_OK) goto done;
+    es.replicas = rep;
     st = lcx_eval_run(&es, m, tok, res, &pk, &root, r);
-    if (st != LCX_OK && tp) {
-        /* the other TP ranks may be waiting in this pass's collectives: the job ends here */
+    if (st != LCX_OK && (tp || rep)) {
+        /* the other ranks may be waiting in this pass's collectives or the replicas' gathers: the job ends here */
         char msg[600];
-        snprintf(msg, sizeof msg, "eval: TP rank %d: %s: %s", tp->rank, lcx_status_name(st), lcx_last_error());
-        lcx_comm_abort(tp, r, 1, msg);
+        snprintf(msg, sizeof msg, "eval: TP rank %d of replica %d: %s: %s", tp ? tp->rank : 0, rep ? rep->rank : 0,
+                 lcx_status_name(st), lcx_last_error());
+        lcx_comm_abort(tp ? tp : rep, r, 1, msg);
     }
     if (st != LCX_OK || !writer) goto done;
     if (tp) json_object_set_new(root, "tp", json_integer(tp->size)); /* how the numbers were computed */
+    if (rep) json_object_set_new(root, "replicas", json_integer(rep->size));
     if (o->trials > 0 && o->pk_svg) {
         int md = (modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;
         char title[300];

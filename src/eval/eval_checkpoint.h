@@ -53,6 +53,10 @@ typedef struct lcx_eval_options {
                                   same results; TP rank 0 alone checks and writes the output files (the terminal
                                   reporter of the others prints warnings only). A rank failing during the
                                   evaluation ends the job (lcx_comm_abort) */
+    struct lcx_comm *replicas; /* NULL (or one rank): no replicas. Else the ranks of the other copies of this
+                                  model (one per TP group; the same TP rank): each scores its shard of the windows
+                                  and trials and the results are added up (src/eval/eval_run.h replicas); rank 0
+                                  of both groups writes */
     int quiet;                 /* no progress states */
 } lcx_eval_options;
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "formats/tokdata.h"
+#include "src/comm/comm.h"
 #include "src/core/clock.h"
 #include "src/core/fileio.h"
 #include "src/core/strbuf.h"
@@ -154,6 +155,52 @@ static lcx_status argmax_cb(void *model, const int32_t *tokens, int64_t n, int64
     return lcx_eval_lm_argmax(p->lm, tokens, n, first, next);
 }
 
+/* v[n] on every rank of g = the sum of every rank's v[n], added in rank order (the same bits everywhere). */
+static lcx_status sum_over(lcx_comm *g, double *v, int n) {
+    double *all = malloc((size_t)g->size * (size_t)n * sizeof *all);
+    LCX_FAIL_IF(!all, LCX_ERR_OOM, "eval: out of memory");
+    lcx_status st = lcx_comm_all_gather(g, NULL, v, all, n, LCX_F64);
+    for (int i = 0; st == LCX_OK && i < n; i++) {
+        v[i] = all[i];
+        for (int k = 1; k < g->size; k++) v[i] += all[(size_t)k * (size_t)n + (size_t)i];
+    }
+    free(all);
+    return st;
+}
+
+/* The replicas' perplexity shards added up: tokens, windows and the NLL sums (docs count on every shard). */
+static lcx_status ppl_gather(lcx_comm *g, lcx_ppl_result *res, int n) {
+    double *v = malloc((size_t)n * 4 * sizeof *v);
+    LCX_FAIL_IF(!v, LCX_ERR_OOM, "eval: out of memory");
+    for (int i = 0; i < n; i++)
+        v[4 * i] = (double)res[i].tokens, v[4 * i + 1] = (double)res[i].windows, v[4 * i + 2] = res[i].nll_sum,
+        v[4 * i + 3] = res[i].window_nll_sum;
+    lcx_status st = sum_over(g, v, 4 * n);
+    for (int i = 0; st == LCX_OK && i < n; i++) {
+        res[i].tokens = (int64_t)v[4 * i], res[i].windows = (int64_t)v[4 * i + 1]; /* exact below 2^53 */
+        res[i].nll_sum = v[4 * i + 2], res[i].window_nll_sum = v[4 * i + 3];
+        lcx_ppl_result_finish(&res[i]);
+    }
+    free(v);
+    return st;
+}
+
+/* The replicas' passkey shards added up cell by cell (counts, and the last trial's prompt length). */
+static lcx_status passkey_gather(lcx_comm *g, lcx_passkey_result *pk) {
+    const int cells = pk->n_lengths * pk->n_depths;
+    double *v = malloc((size_t)cells * 4 * sizeof *v);
+    LCX_FAIL_IF(!v, LCX_ERR_OOM, "eval: out of memory");
+    for (int c = 0; c < cells; c++)
+        v[4 * c] = pk->loglik_correct[c], v[4 * c + 1] = pk->greedy_correct[c],
+        v[4 * c + 2] = pk->loglik_confused[c], v[4 * c + 3] = (double)pk->prompt_tokens[c];
+    lcx_status st = sum_over(g, v, 4 * cells);
+    for (int c = 0; st == LCX_OK && c < cells; c++)
+        pk->loglik_correct[c] = (int)v[4 * c], pk->greedy_correct[c] = (int)v[4 * c + 1],
+        pk->loglik_confused[c] = (int)v[4 * c + 2], pk->prompt_tokens[c] = (int64_t)v[4 * c + 3];
+    free(v);
+    return st;
+}
+
 lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
                         lcx_passkey_result *pk, json_t **root_out, const lcx_reporter *r) {
     *root_out = NULL;
@@ -166,10 +213,14 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
     if (json_object_set_new(root, "checkpoint", json_string(s->label)) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
     LCX_TRY_GOTO(lcx_eval_lm_init(&lm, m, 0), fail);
     progress prog = {&lm, s->quiet, "perplexity", 0, lcx_clock_s(), lcx_clock_s(), r};
+    lcx_comm *rep = s->replicas && s->replicas->size > 1 ? s->replicas : NULL;
     if (s->docs) {
+        lcx_ppl_config shard = s->ppl;
+        if (rep) shard.shard = rep->rank, shard.n_shards = rep->size;
         const lcx_ppl_config *pc = &s->ppl;
         double t0 = lcx_clock_s();
-        LCX_TRY_GOTO(lcx_ppl_eval(pc, s->docs, s->n_docs, score_cb, &prog, res), fail);
+        LCX_TRY_GOTO(lcx_ppl_eval(&shard, s->docs, s->n_docs, score_cb, &prog, res), fail);
+        if (rep) LCX_TRY_GOTO(ppl_gather(rep, res, pc->n_lengths), fail);
         if (!s->quiet) lcx_report_progress_end(r);
         lcx_report(r, LCX_REPORT_RESULT,
                    "perplexity of %s on %s (%lld document(s), stride %lld, BOS %s, token-weighted) in %.1f s", s->label,
@@ -201,7 +252,10 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
         prog.what = "passkey";
         prog.calls = 0;
         double t0 = lcx_clock_s();
-        LCX_TRY_GOTO(lcx_passkey_eval(kc, &et, score_cb, argmax_cb, &prog, pk), fail);
+        lcx_passkey_config shard = *kc;
+        if (rep) shard.shard = rep->rank, shard.n_shards = rep->size;
+        LCX_TRY_GOTO(lcx_passkey_eval(&shard, &et, score_cb, argmax_cb, &prog, pk), fail);
+        if (rep) LCX_TRY_GOTO(passkey_gather(rep, pk), fail);
         if (!s->quiet) lcx_report_progress_end(r);
         lcx_report(r, LCX_REPORT_RESULT,
                    "passkey retrieval of %s: %d trial(s) per cell, %d key(s) per prompt in %s, accuracy (%%) per "

@@ -33,6 +33,11 @@ typedef struct lcx_eval_spec {
     lcx_passkey_config pk;   /* trials 0: no passkey (then tok may be NULL) */
     const char *haystack_name; /* pk.haystack's file, as reported and stored (NULL: the repeated filler) */
     int quiet;               /* no progress states */
+    struct lcx_comm *replicas; /* NULL (or one rank): this model does all the work. Else a group of ranks holding
+                                  the same model (the same TP rank of replicas of it): each scores its shard of the
+                                  windows and trials (lcx_ppl_config / lcx_passkey_config .shard = its rank), the
+                                  sums are gathered and added in rank order before anything is reported, so every
+                                  rank reports and returns the same results */
 } lcx_eval_spec;
 
 /* Evaluate m, a forward-only model (training = 0) whose max_tokens covers the longest window and passkey prompt

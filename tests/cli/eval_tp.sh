@@ -1,10 +1,11 @@
-# lcextend eval under mpirun with --tp (docs/evaluation-protocol.md "Tensor parallel evaluation"): on the bundled
-# tiny model (6 query heads on 2 KV heads, tied embeddings), --tp 2 on 2 ranks gives one process's perplexities
-# within 1e-6 relative (float32 sums in another order: each rank's GEMMs cover its heads, columns and vocabulary
-# rows), the same tokens and windows, and the same passkey tables (greedy and loglik, 2 named keys in a text's
-# words); one report and one JSON file, equal to one process's. A world that is not the TP group, a --tp that
-# does not divide the world or the heads, and an output that exists fail with one line and write nothing.
-# Skips (77) without mpirun.
+# lcextend eval under mpirun (docs/evaluation-protocol.md "Tensor-parallel evaluation" and "Replicas"): on the
+# bundled tiny model (6 query heads on 2 KV heads, tied embeddings), --tp 2 on 2 ranks, 2 ranks without --tp (two
+# copies of the model sharing out the windows and trials) and --tp 2 on 4 ranks (two TP groups) each give one
+# process's perplexities within 1e-6 relative (float32 sums in another order: each rank's GEMMs cover its heads,
+# columns and vocabulary rows; the replicas' sums are added in rank order), the same tokens and windows, and the
+# same passkey tables (greedy and loglik, 2 named keys in a text's words); one report and one JSON file, equal to
+# one process's, saying how it was computed. A --tp that does not divide the world or the heads, and an output that
+# exists, fail with one line and write nothing. Skips (77) without mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
 check_shows_err=1
@@ -17,38 +18,44 @@ args=(eval "$model" --data "$data" --lengths 128,256 --stride 0 --passkey 1 --pa
 run "${args[@]}" --json "$tmp/one.json"
 check "one process: exit 0" [ "$(rc)" -eq 0 ]
 cp "$tmp/out" "$tmp/one.txt"
-mpi 2 "${args[@]}" --tp 2 --json "$tmp/tp2.json"
-check "--tp 2: exit 0" [ "$(rc)" -eq 0 ]
-cp "$tmp/out" "$tmp/tp2.txt"
-check "--tp 2: one perplexity table" [ "$(grep -c '^perplexity of' "$tmp/tp2.txt")" -eq 1 ]
-check "--tp 2: one passkey table" [ "$(grep -c '^passkey retrieval of' "$tmp/tp2.txt")" -eq 1 ]
-# the perplexity rows: length, tokens, windows, docs equal; perplexity and window mean within 1e-6
 rows() { awk '/^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$/' "$1"; }
-check "two perplexity rows each" [ "$(rows "$tmp/one.txt" | wc -l)" -eq 2 ] && [ "$(rows "$tmp/tp2.txt" | wc -l)" -eq 2 ]
-paste <(rows "$tmp/one.txt") <(rows "$tmp/tp2.txt") >"$tmp/pairs"
-while read -r l1 t1 w1 d1 p1 m1 l2 t2 w2 d2 p2 m2; do
-    check "length $l1: the same tokens, windows, documents" [ "$l1 $t1 $w1 $d1" = "$l2 $t2 $w2 $d2" ]
-    check "length $l1: perplexity $p2 vs one process's $p1" close "$p2" "$p1" 1e-6
-    check "length $l1: window mean $m2 vs $m1" close "$m2" "$m1" 1e-6
-done <"$tmp/pairs"
-# the passkey tables (every line from the passkey header on, the timing cut) are the same text
+# the passkey tables (every line from the passkey header on, the timing cut)
 pk() { sed -n '/^passkey retrieval of/,$p' "$1" | sed 's/, in [0-9.]* s$//'; }
-check "the passkey tables are one process's" diff <(pk "$tmp/one.txt") <(pk "$tmp/tp2.txt")
-check "the passkey table has both modes" grep -q 'greedy decode' <(pk "$tmp/tp2.txt")
-if command -v jq >/dev/null; then
-    check "JSON: the same passkey cells" [ "$(jq -c .passkey.cells "$tmp/one.json")" = "$(jq -c .passkey.cells "$tmp/tp2.json")" ]
-    for i in 0 1; do
-        check "JSON: perplexity $i within 1e-6" close "$(jq ".perplexity.results[$i].ppl" "$tmp/tp2.json")" \
-            "$(jq ".perplexity.results[$i].ppl" "$tmp/one.json")" 1e-6
-    done
-fi
-check "one JSON file, nothing else written beside it" [ "$(ls "$tmp" | grep -c json)" -eq 2 ]
+# same_as_one NAME NP JSONKEY ARGS...: mpirun -np NP lcextend eval ARGS against the one process
+same_as_one() {
+    local name=$1 np=$2 key=$3; shift 3
+    mpi "$np" "${args[@]}" "$@" --json "$tmp/$name.json"
+    check "$name: exit 0" [ "$(rc)" -eq 0 ]
+    cp "$tmp/out" "$tmp/$name.txt"
+    check "$name: one perplexity table" [ "$(grep -c '^perplexity of' "$tmp/$name.txt")" -eq 1 ]
+    check "$name: one passkey table" [ "$(grep -c '^passkey retrieval of' "$tmp/$name.txt")" -eq 1 ]
+    # the perplexity rows: length, tokens, windows, docs equal; perplexity and window mean within 1e-6
+    check "$name: two perplexity rows" [ "$(rows "$tmp/$name.txt" | wc -l)" -eq 2 ]
+    paste <(rows "$tmp/one.txt") <(rows "$tmp/$name.txt") >"$tmp/pairs"
+    while read -r l1 t1 w1 d1 p1 m1 l2 t2 w2 d2 p2 m2; do
+        check "$name: length $l1: the same tokens, windows, documents" [ "$l1 $t1 $w1 $d1" = "$l2 $t2 $w2 $d2" ]
+        check "$name: length $l1: perplexity $p2 vs one process's $p1" close "$p2" "$p1" 1e-6
+        check "$name: length $l1: window mean $m2 vs $m1" close "$m2" "$m1" 1e-6
+    done <"$tmp/pairs"
+    check "$name: the passkey tables are one process's" diff <(pk "$tmp/one.txt") <(pk "$tmp/$name.txt")
+    check "$name: the passkey table has both modes" grep -q 'greedy decode' <(pk "$tmp/$name.txt")
+    check "$name: the JSON says $key" grep -q "$key" "$tmp/$name.json"
+    if command -v jq >/dev/null; then
+        check "$name: JSON: the same passkey cells" \
+            [ "$(jq -c .passkey.cells "$tmp/one.json")" = "$(jq -c .passkey.cells "$tmp/$name.json")" ]
+        for i in 0 1; do
+            check "$name: JSON: perplexity $i within 1e-6" close "$(jq ".perplexity.results[$i].ppl" "$tmp/$name.json")" \
+                "$(jq ".perplexity.results[$i].ppl" "$tmp/one.json")" 1e-6
+        done
+    fi
+}
+same_as_one tp2 2 '"tp": 2' --tp 2
+same_as_one replicas2 2 '"replicas": 2'
+same_as_one tp2x2 4 '"replicas": 2' --tp 2
+check "--tp 2 on 4 ranks: the JSON says tp 2 too" grep -q '"tp": 2' "$tmp/tp2x2.json"
+check "one JSON file per run, nothing else written beside them" [ "$(ls "$tmp" | grep -c json)" -eq 4 ]
 
 # refusals: one line each (rank 0's), non-zero, nothing written
-mpi 2 eval "$model" --data "$data" --lengths 128 --json "$tmp/x.json"
-check "2 ranks without --tp: refused" [ "$(rc)" -ne 0 ]
-check "2 ranks without --tp: one line ($(head -1 "$tmp/err"))" [ "$(lines)" -eq 1 ]
-check "2 ranks without --tp: it says what to launch" grep -q "evaluation splits over TP only (launch with mpirun -np 1, or give --tp 2)" "$tmp/err"
 mpi 2 eval "$model" --data "$data" --lengths 128 --tp 3 --json "$tmp/x.json"
 check "--tp 3 on 2 ranks: refused with one line" [ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ]
 check "--tp 3 on 2 ranks: names the world" grep -q "does not divide the world of 2 ranks" "$tmp/err"
