@@ -204,31 +204,27 @@ static lcx_status eval_setup(extend_job *job) {
     return LCX_OK;
 }
 
-/* The ranks of the before/after evaluation: the lead's TP group (CP rank 0, DP rank 0), each rank with its slice
- * of the weights, so that no rank ever holds the whole model. */
-static int evaluates(const extend_job *job) {
-    return job->grp.lead || (job->grp.tpc && job->grp.cp_rank == 0 && job->grp.dp_rank == 0);
-}
-
-/* Whether the lead finds path (an evaluation of an earlier run kept in RUN/eval): its answer on every rank of
- * the evaluation, so that they all run it or all skip it. */
+/* Whether the lead finds path (an evaluation of an earlier run kept in RUN/eval): its answer on every rank, so
+ * that they all run it or all skip it. */
 static lcx_status lead_has(const extend_job *job, const char *path, int *has) {
     int64_t v = job->grp.lead && lcx_is_file(path);
-    if (job->grp.tpc) LCX_TRY(lcx_comm_broadcast(job->grp.tpc, NULL, &v, 1, LCX_I64, 0));
+    if (job->grp.all) LCX_TRY(lcx_comm_broadcast(job->grp.all, NULL, &v, 1, LCX_I64, 0));
     *has = (int)v;
     return LCX_OK;
 }
 
-/* One side of the before/after evaluation: ckpt (shown as label) under cfg -> json (and the passkey heat map),
- * on the evaluating ranks; a failure with TP ends the job (another TP rank may be waiting in a collective). */
+/* One side of the before/after evaluation: ckpt (shown as label) under cfg -> json (and the passkey heat map), on
+ * every rank: each TP group a forward-only copy of the model with its slices of the weights (no rank holds the
+ * whole model), the copies (the gradient group: the same TP rank over CP x DP) sharing out the windows and trials.
+ * A failure with more than one rank ends the job (another may be waiting in a collective). */
 static lcx_status eval_side(extend_job *job, const char *which, const char *label, const char *ckpt,
                             const lcx_model_config *cfg, const char *json, const char *pk_svg) {
     if (job->grp.lead) mkdir(job->eval_dir, 0777);
     job->es.label = label;
     job->es.series = which;
-    lcx_status st = lcx_extend_eval_ckpt(ckpt, cfg, job->o->backend, job->grp.tpc, &job->es, job->etok, json,
-                                         pk_svg, job->fres, job->r);
-    if (st != LCX_OK && job->grp.tpc) {
+    lcx_status st = lcx_extend_eval_ckpt(ckpt, cfg, job->o->backend, job->grp.tpc, job->grp.g, &job->es, job->etok,
+                                         json, pk_svg, job->fres, job->r);
+    if (st != LCX_OK && job->grp.all) {
         char msg[600];
         snprintf(msg, sizeof msg, "%s evaluation: rank %d: %s: %s", which, job->grp.all->rank, lcx_status_name(st),
                  lcx_last_error());
@@ -242,8 +238,7 @@ static lcx_status eval_side(extend_job *job, const char *which, const char *labe
 
 lcx_status extend_stage_passkey(extend_job *job, int i) {
     const lcx_plan_stage *ps = &job->plan->stages[i];
-    if (!job->o->stage_passkey || job->pk_trials <= 0 || i == job->plan->n_stages - 1 || !evaluates(job))
-        return LCX_OK;
+    if (!job->o->stage_passkey || job->pk_trials <= 0 || i == job->plan->n_stages - 1) return LCX_OK;
     char name[64], label[32];
     snprintf(name, sizeof name, "passkey-stage%d.json", i + 1);
     char *json = lcx_path_join(job->eval_dir, name);
@@ -279,7 +274,7 @@ static lcx_status eval_after(extend_job *job) {
     int redo = !lcx_is_file(job->after_json) || (job->ed_open && stage_json && !lcx_is_file(stage_json));
     free(stage_json);
     int64_t v = redo;
-    if (job->grp.tpc) LCX_TRY(lcx_comm_broadcast(job->grp.tpc, NULL, &v, 1, LCX_I64, 0)); /* the lead's files */
+    if (job->grp.all) LCX_TRY(lcx_comm_broadcast(job->grp.all, NULL, &v, 1, LCX_I64, 0)); /* the lead's files */
     if (v) {
         lcx_report(job->r, LCX_REPORT_NOTE, "evaluating the result %s", fin);
         lcx_model_free(job->m); /* the training model is done with: one model in memory at a time */
@@ -352,7 +347,7 @@ static lcx_status run(extend_job *job) {
     LCX_TRY(start_stage(job, &first));
     LCX_TRY(eval_setup(job));
     int before_kept = 1;
-    if (job->full_eval && evaluates(job)) LCX_TRY(lead_has(job, job->before_json, &before_kept));
+    if (job->full_eval) LCX_TRY(lead_has(job, job->before_json, &before_kept));
     if (!before_kept) {
         lcx_report(job->r, LCX_REPORT_NOTE, "evaluating the input %s (rope unchanged) before training", job->o->ckpt);
         LCX_TRY(eval_side(job, "before", job->o->ckpt, job->src, &job->cfg, job->before_json, job->pk_before));
@@ -381,7 +376,7 @@ static lcx_status run(extend_job *job) {
             job->latest = NULL;
         }
     }
-    if (job->full_eval && evaluates(job)) LCX_TRY(eval_after(job));
+    if (job->full_eval) LCX_TRY(eval_after(job));
     if (job->grp.lead) LCX_TRY(export_result(job));
     return extend_sync(job, LCX_OK);
 }

@@ -10,9 +10,13 @@
 #include "src/train/train.h"
 
 lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_backend *be, lcx_comm *tp,
-                                const lcx_eval_spec *spec, lcx_tokenizer *tok, const char *json_path,
-                                const char *pk_svg, lcx_ppl_result *res, const lcx_reporter *r) {
+                                lcx_comm *replicas, const lcx_eval_spec *spec, lcx_tokenizer *tok,
+                                const char *json_path, const char *pk_svg, lcx_ppl_result *res,
+                                const lcx_reporter *r) {
     tp = tp && tp->size > 1 ? tp : NULL;
+    replicas = replicas && replicas->size > 1 ? replicas : NULL;
+    lcx_eval_spec sharded = *spec;
+    sharded.replicas = replicas;
     lcx_model_opts mo;
     memset(&mo, 0, sizeof mo);
     mo.param_dtype = LCX_F32;
@@ -27,11 +31,14 @@ lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, c
     char *svg = NULL;
     lcx_status st = lcx_model_init(&m, cfg, &mo);
     if (st == LCX_OK) st = lcx_train_load(ckpt, m, NULL);
-    st = lcx_comm_agree(tp, st); /* the evaluation's collectives need every rank of tp */
+    st = lcx_comm_agree(tp, st); /* the evaluation's collectives need every rank of tp, and of the replicas */
+    st = lcx_comm_agree(replicas, st);
     if (st != LCX_OK) goto done;
-    st = lcx_eval_run(spec, m, tok, res, &pk, &root, r);
-    if (st != LCX_OK || (tp && tp->rank != 0)) goto done; /* the same results on every rank: rank 0 writes */
+    st = lcx_eval_run(&sharded, m, tok, res, &pk, &root, r);
+    /* the same results on every rank: rank 0 writes */
+    if (st != LCX_OK || (tp && tp->rank != 0) || (replicas && replicas->rank != 0)) goto done;
     if (tp) json_object_set_new(root, "tp", json_integer(tp->size)); /* how the numbers were computed */
+    if (replicas) json_object_set_new(root, "replicas", json_integer(replicas->size));
     st = lcx_eval_json_write(json_path, root);
     if (st == LCX_OK && pk_svg && spec->pk.trials > 0) {
         int md = (spec->pk.modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;
