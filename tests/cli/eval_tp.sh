@@ -5,7 +5,9 @@
 # columns and vocabulary rows; the replicas' sums are added in rank order), the same tokens and windows, and the
 # same passkey tables (greedy and loglik, 2 named keys in a text's words); one report and one JSON file, equal to
 # one process's, saying how it was computed. A --tp that does not divide the world or the heads, and an output that
-# exists, fail with one line and write nothing. Skips (77) without mpirun.
+# exists, fail with one line and write nothing; so does a failure of rank 0 alone before the work (a --compare file
+# only the writer reads), within 60 s: the other rank does not wait for it in a collective. Skips (77) without
+# mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
 check_shows_err=1
@@ -56,6 +58,14 @@ check "--tp 2 on 4 ranks: the JSON says tp 2 too" grep -q '"tp": 2' "$tmp/tp2x2.
 check "one JSON file per run, nothing else written beside them" [ "$(ls "$tmp" | grep -c json)" -eq 4 ]
 
 # refusals: one line each (rank 0's), non-zero, nothing written
+# a failure of rank 0 alone before the work (only the writer reads --compare): the others must not wait in the
+# evaluation's collectives for it (the agreement point): the job ends within 60 s with rank 0's line
+t0=$(date +%s)
+MPIEXEC_TIMEOUT=90 mpi 2 eval "$model" --data "$data" --lengths 128 --tp 2 --svg "$tmp/x.svg" --compare "$tmp/none.json"
+check "rank 0 alone fails: non-zero" [ "$(rc)" -ne 0 ]
+check "rank 0 alone fails: ended within 60 s ($(( $(date +%s) - t0 )) s)" [ $(( $(date +%s) - t0 )) -le 60 ]
+check "rank 0 alone fails: one line naming the file ($(head -1 "$tmp/err"))" [ "$(lines)" -eq 1 ] && \
+    grep -qF "$tmp/none.json" "$tmp/err"
 mpi 2 eval "$model" --data "$data" --lengths 128 --tp 3 --json "$tmp/x.json"
 check "--tp 3 on 2 ranks: refused with one line" [ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ]
 check "--tp 3 on 2 ranks: names the world" grep -q "does not divide the world of 2 ranks" "$tmp/err"
