@@ -155,27 +155,28 @@ static lcx_status argmax_cb(void *model, const int32_t *tokens, int64_t n, int64
     return lcx_eval_lm_argmax(p->lm, tokens, n, first, next);
 }
 
-/* v[n] on every rank of g = the sum of every rank's v[n], added in rank order (the same bits everywhere). */
-static lcx_status sum_over(lcx_comm *g, double *v, int n) {
+/* v[n] on every rank of g = the sum of the v[n] of ranks 0, every, 2 every, ..., added in rank order (the same
+ * bits everywhere). */
+static lcx_status sum_over(lcx_comm *g, int every, double *v, int n) {
     double *all = malloc((size_t)g->size * (size_t)n * sizeof *all);
     LCX_FAIL_IF(!all, LCX_ERR_OOM, "eval: out of memory");
     lcx_status st = lcx_comm_all_gather(g, NULL, v, all, n, LCX_F64);
     for (int i = 0; st == LCX_OK && i < n; i++) {
         v[i] = all[i];
-        for (int k = 1; k < g->size; k++) v[i] += all[(size_t)k * (size_t)n + (size_t)i];
+        for (int k = every; k < g->size; k += every) v[i] += all[(size_t)k * (size_t)n + (size_t)i];
     }
     free(all);
     return st;
 }
 
-/* The replicas' perplexity shards added up: tokens, windows and the NLL sums (docs count on every shard). */
-static lcx_status ppl_gather(lcx_comm *g, lcx_ppl_result *res, int n) {
-    double *v = malloc((size_t)n * 4 * sizeof *v);
+lcx_status lcx_ppl_results_gather(lcx_comm *g, int every, lcx_ppl_result *res, int n) {
+    LCX_FAIL_IF(!g || every < 1 || g->size % every != 0, LCX_ERR_INVALID, "eval: bad shard group");
+    double *v = malloc((size_t)n * 4 * sizeof *v + 1);
     LCX_FAIL_IF(!v, LCX_ERR_OOM, "eval: out of memory");
     for (int i = 0; i < n; i++)
         v[4 * i] = (double)res[i].tokens, v[4 * i + 1] = (double)res[i].windows, v[4 * i + 2] = res[i].nll_sum,
         v[4 * i + 3] = res[i].window_nll_sum;
-    lcx_status st = sum_over(g, v, 4 * n);
+    lcx_status st = sum_over(g, every, v, 4 * n);
     for (int i = 0; st == LCX_OK && i < n; i++) {
         res[i].tokens = (int64_t)v[4 * i], res[i].windows = (int64_t)v[4 * i + 1]; /* exact below 2^53 */
         res[i].nll_sum = v[4 * i + 2], res[i].window_nll_sum = v[4 * i + 3];
@@ -193,7 +194,7 @@ static lcx_status passkey_gather(lcx_comm *g, lcx_passkey_result *pk) {
     for (int c = 0; c < cells; c++)
         v[4 * c] = pk->loglik_correct[c], v[4 * c + 1] = pk->greedy_correct[c],
         v[4 * c + 2] = pk->loglik_confused[c], v[4 * c + 3] = (double)pk->prompt_tokens[c];
-    lcx_status st = sum_over(g, v, 4 * cells);
+    lcx_status st = sum_over(g, 1, v, 4 * cells);
     for (int c = 0; st == LCX_OK && c < cells; c++)
         pk->loglik_correct[c] = (int)v[4 * c], pk->greedy_correct[c] = (int)v[4 * c + 1],
         pk->loglik_confused[c] = (int)v[4 * c + 2], pk->prompt_tokens[c] = (int64_t)v[4 * c + 3];
@@ -220,7 +221,7 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
         const lcx_ppl_config *pc = &s->ppl;
         double t0 = lcx_clock_s();
         LCX_TRY_GOTO(lcx_ppl_eval(&shard, s->docs, s->n_docs, score_cb, &prog, res), fail);
-        if (rep) LCX_TRY_GOTO(ppl_gather(rep, res, pc->n_lengths), fail);
+        if (rep) LCX_TRY_GOTO(lcx_ppl_results_gather(rep, 1, res, pc->n_lengths), fail);
         if (!s->quiet) lcx_report_progress_end(r);
         lcx_report(r, LCX_REPORT_RESULT,
                    "perplexity of %s on %s (%lld document(s), stride %lld, BOS %s, token-weighted) in %.1f s", s->label,

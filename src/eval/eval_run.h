@@ -53,6 +53,12 @@ typedef struct lcx_eval_spec {
 lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
                         lcx_passkey_result *pk, json_t **root, const lcx_reporter *r);
 
+/* The shards of a perplexity evaluation added up (lcx_ppl_config.shard): res[n] on every rank of g becomes the sum
+ * of the results of ranks 0, every, 2 every, ... (the others hold copies of those: e.g. the CP ranks of one
+ * shard), tokens, windows and NLL sums, added in rank order, then finished (lcx_ppl_result_finish); docs and
+ * docs_skipped stay as they are (every shard counts every document). g->size must be a multiple of every. */
+lcx_status lcx_ppl_results_gather(struct lcx_comm *g, int every, lcx_ppl_result *res, int n);
+
 /* The text of a --haystack file (at most 256 MiB, 50M+ tokens: a few times any prompt), for pk.haystack; errors
  * start with "--haystack: " and name the file. Caller frees *text. */
 lcx_status lcx_eval_read_haystack(const char *path, char **text, size_t *len);

@@ -159,8 +159,10 @@ __attribute__((noreturn)) static void abort_job(extend_job *job, int i, const ch
 }
 
 /* The stage's own evaluation at its eval lengths (the last stage's is part of the after-evaluation): the
- * perplexities on the CP ranks of DP rank 0 (every window over the ring; one rank without CP) and every TP rank
- * of those (the training model's forward over TP), recorded by the lead. */
+ * perplexities on every rank: each DP rank's CP ranks (every window over the ring; one rank without CP) and
+ * every TP rank of those (the training model's forward over TP) score the windows of their shard (DP rank d of
+ * D: the windows whose index is d modulo D), the shards' sums are added up over the gradient group, and the
+ * lead records them. */
 static lcx_status stage_eval(extend_job *job, int i) {
     const lcx_plan_stage *ps = &job->plan->stages[i];
     int64_t lens[LCX_RECIPE_MAX_EVAL];
@@ -174,10 +176,13 @@ static lcx_status stage_eval(extend_job *job, int i) {
     pc.stride = ps->eval_stride;
     pc.bos_id = job->bos;
     pc.short_docs = LCX_PPL_SHORT_SKIP;
+    if (job->grp.dp_size > 1) pc.shard = job->grp.dp_rank, pc.n_shards = job->grp.dp_size;
     lcx_train_cp_scorer sc = {job->m, job->grp.cp_rank, job->grp.cp};
     lcx_status st = lcx_ppl_eval(&pc, job->docs, job->n_docs, lcx_train_window_score_cp, &sc, res);
-    if ((job->grp.cpc || job->grp.tpc) && st != LCX_OK) {
-        /* the other CP or TP ranks may be waiting in this window's ring or collectives: the job ends here */
+    /* the gradient group is CP x DP (rank c + CP d): the CP ranks of a shard hold the same sums, so one of each */
+    if (st == LCX_OK && job->grp.dp_size > 1) st = lcx_ppl_results_gather(job->grp.g, job->grp.cp, res, nl);
+    if ((job->grp.cpc || job->grp.tpc || job->grp.dp_size > 1) && st != LCX_OK) {
+        /* the other ranks may be waiting in this window's ring or collectives: the job ends here */
         abort_job(job, i, " evaluation", st);
     }
     LCX_TRY(st);
@@ -277,8 +282,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
                             lcx_run_json_number(job->state.loss), "tokens_per_s",
                             lcx_run_json_number(sum.mean_tokens_per_s), "peak_rss", (json_int_t)sum.peak_rss, "saved",
                             job->state.saved));
-    /* the lead's CP group, and every TP rank of it */
-    const int evaluates = job->grp.lead || ((job->grp.cpc || job->grp.tpc) && job->grp.dp_rank == 0);
-    if (evaluates && job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
+    /* every rank: the DP ranks' shards, the CP ranks' ring, the TP ranks' slices */
+    if (job->ed_open && !(job->full_eval && i == p->n_stages - 1)) LCX_TRY(stage_eval(job, i));
     return extend_stage_passkey(job, i);
 }

@@ -67,6 +67,9 @@ same_run() {
         [ "$(grep '_correct' "$1/eval/before.json")" = "$(grep '_correct' "$tmp/one/eval/before.json")" ]
     check "$2: the passkey cells as one process's" \
         [ "$(grep '_correct' "$1/eval/after.json")" = "$(grep '_correct' "$tmp/one/eval/after.json")" ]
+    # stage 1's evaluation: the same windows and tokens (DP ranks score shards of them, added up once per shard)
+    check "$2: stage1.json: the same windows and tokens as one process's" \
+        [ "$(grep -E '"(windows|tokens)"' "$1/eval/stage1.json")" = "$(grep -E '"(windows|tokens)"' "$tmp/one/eval/stage1.json")" ]
     check "$2: stage1.json, ppl.svg, passkey heat maps" [ -f "$1/eval/stage1.json" ] && [ -f "$1/eval/ppl.svg" ] && \
         [ -f "$1/eval/passkey-before.svg" ] && [ -f "$1/eval/passkey-after.svg" ]
     check "$2: the export" [ -f "$1/hf/model.safetensors" ] && grep -q '"factor": 2.0' "$1/hf/config.json"
