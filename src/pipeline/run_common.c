@@ -16,6 +16,7 @@
 #include "src/core/fileio.h"
 #include "src/core/units.h"
 #include "src/eval/eval.h"
+#include "src/eval/eval_run.h"
 #include "src/train/train.h"
 
 int lcx_tool_is_lcx(const char *path) {
@@ -265,9 +266,12 @@ lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64
     pc.stride = 0; /* non-overlapping */
     pc.bos_id = v->bos;
     pc.short_docs = LCX_PPL_SHORT_SCORE;
+    if (v->dp_size > 1 && v->grad) pc.shard = v->dp_rank, pc.n_shards = v->dp_size;
     lcx_train_cp_scorer sc = {m, v->cp_size > 1 ? v->cp_rank : 0, v->cp_size > 1 ? v->cp_size : 1};
     lcx_ppl_result res;
     LCX_TRY(lcx_ppl_eval(&pc, v->docs, v->n_docs, lcx_train_window_score_cp, &sc, &res));
+    /* the DP ranks' shards added up, one CP rank of each (they hold the same sums) */
+    if (pc.n_shards > 1) LCX_TRY(lcx_ppl_results_gather(v->grad, v->cp_size > 1 ? v->cp_size : 1, &res, 1));
     LCX_FAIL_IF(res.tokens == 0, LCX_ERR_INVALID, "validation: the held-out data has no token to score");
     *loss = res.mean_nll;
     *tokens = res.tokens;

@@ -56,6 +56,9 @@ typedef struct lcx_tool_validation {
     int32_t bos;
     int cp_rank, cp_size; /* the model's CP group (cp_size 0 or 1: none) */
     int evaluates;
+    struct lcx_comm *grad; /* with dp_size > 1: the gradient group (CP x DP, rank c + CP d); each DP rank's CP ranks
+                              score a shard of the windows and the shards are added up over it */
+    int dp_rank, dp_size;
 } lcx_tool_validation;
 lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64_t *tokens);
 

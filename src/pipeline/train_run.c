@@ -313,9 +313,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.override_lr = o->override_lr;
     ctx.flops_per_token = lcx_config_flops_per_token(&cfg, o->seq_len);
     ctx.peak_flops = o->peak_tflops * 1e12;
-    lcx_tool_validation val = {.seq_len = o->seq_len, .cp_rank = cp_rank, .cp_size = cp,
-                               .evaluates = lead || ((cpc || tpc) && grp.dp_rank == 0)};
-    if (o->eval_data) { /* the lead's CP group, and every TP rank of it, score every window (BOS: config.json's) */
+    lcx_tool_validation val = {.seq_len = o->seq_len, .cp_rank = cp_rank, .cp_size = cp, .evaluates = 1,
+                               .grad = g, .dp_rank = grp.dp_rank, .dp_size = grp.dp_size};
+    if (o->eval_data) { /* every rank: DP shares out the windows, CP splits each, TP its slices (BOS: config.json's) */
         val.bos = lcx_eval_bos(NULL, &cfg);
         LCX_TRY_GOTO(lcx_eval_load_docs(o->eval_data, val.bos, cfg.vocab_size, &val_docs, &n_val_docs, &val_store),
                      done);

@@ -108,6 +108,9 @@ for mode in "cp 2" "dp 2" "tp 2"; do
     check "--$1 2: 2 validation losses" [ "$(awk 'NF == 2' "$tmp/pairs" | wc -l)" -eq 2 ]
     while read -r a b; do check "--$1 2: validation loss $b vs $a (one process), 1e-5" close "$b" "$a" 1e-5; done \
         <"$tmp/pairs"
+    # every window scored once: with --dp the ranks score shards of them, added up (docs/extend.md "Validation")
+    check "--$1 2: the same validation tokens" \
+        [ "$(vals "$ref/metrics.jsonl" val_tokens)" = "$(vals "$tmp/mpi_$1/metrics.jsonl" val_tokens)" ]
 done
 [ "$fail" -eq 0 ] && echo "train_validation: all checks passed"
 exit "$fail"
