@@ -253,7 +253,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     ctx.peak_flops = job->o->peak_tflops * 1e12;
     /* mid-stage validation at the stage's length: every rank, as the stage evaluation (stage_eval) */
     lcx_tool_validation val = {.docs = job->docs, .n_docs = job->n_docs, .seq_len = ps->seq_len, .bos = job->bos,
-                               .cp_rank = job->grp.cp_rank, .cp_size = job->grp.cp, .evaluates = 1,
+                               .cp_rank = job->grp.cp_rank, .cp_size = job->grp.cp,
                                .grad = job->grp.g, .dp_rank = job->grp.dp_rank, .dp_size = job->grp.dp_size};
     if (job->ed_open && job->o->eval_every > 0) {
         ctx.eval = lcx_tool_validate;

@@ -257,7 +257,6 @@ lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64
     const lcx_tool_validation *v = validation;
     *loss = NAN;
     *tokens = 0;
-    if (!v->evaluates) return LCX_OK;
     const int64_t len = v->seq_len;
     lcx_ppl_config pc;
     memset(&pc, 0, sizeof pc);

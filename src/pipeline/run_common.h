@@ -47,15 +47,13 @@ const char *lcx_tool_mfu_text(double tflops, double peak_tflops, char *buf, size
 
 /* Validation during training (an lcx_train_eval_fn, src/train/train.h): the mean NLL per token of the held-out
  * documents cut into non-overlapping windows of seq_len positions (BOS first when bos >= 0; a document shorter
- * than a window as one shorter window), scored by the training model. Only the ranks with evaluates set do the
- * work (a CP rank with its ring: every CP rank of the group scores each window together); the others return at
- * once with NaN. */
+ * than a window as one shorter window), scored by the training model on every rank: the CP ranks of a group score
+ * each window together (the ring), the DP ranks shares of the windows, added up over the gradient group. */
 typedef struct lcx_tool_validation {
     const struct lcx_ppl_doc *docs;
     int64_t n_docs, seq_len;
     int32_t bos;
     int cp_rank, cp_size; /* the model's CP group (cp_size 0 or 1: none) */
-    int evaluates;
     struct lcx_comm *grad; /* with dp_size > 1: the gradient group (CP x DP, rank c + CP d); each DP rank's CP ranks
                               score a shard of the windows and the shards are added up over it */
     int dp_rank, dp_size;

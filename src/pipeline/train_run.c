@@ -313,7 +313,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     ctx.override_lr = o->override_lr;
     ctx.flops_per_token = lcx_config_flops_per_token(&cfg, o->seq_len);
     ctx.peak_flops = o->peak_tflops * 1e12;
-    lcx_tool_validation val = {.seq_len = o->seq_len, .cp_rank = cp_rank, .cp_size = cp, .evaluates = 1,
+    lcx_tool_validation val = {.seq_len = o->seq_len, .cp_rank = cp_rank, .cp_size = cp,
                                .grad = g, .dp_rank = grp.dp_rank, .dp_size = grp.dp_size};
     if (o->eval_data) { /* every rank: DP shares out the windows, CP splits each, TP its slices (BOS: config.json's) */
         val.bos = lcx_eval_bos(NULL, &cfg);
