@@ -189,6 +189,7 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     memset(&mo, 0, sizeof mo);
     mo.param_dtype = o->dtype;
     mo.max_tokens = lcx_eval_max_tokens(&es);
+    mo.mlp_chunk = LCX_EVAL_MLP_CHUNK;
     mo.loss_chunk = o->chunk;
     mo.backend = o->backend;
     mo.tp_comm = tp;

@@ -21,6 +21,7 @@ lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, c
     memset(&mo, 0, sizeof mo);
     mo.param_dtype = LCX_F32;
     mo.max_tokens = lcx_eval_max_tokens(spec);
+    mo.mlp_chunk = LCX_EVAL_MLP_CHUNK; /* as lcextend eval: the same numbers */
     mo.training = 0; /* forward-only: one layer's working set (lcx_train_load then skips the moments) */
     mo.backend = be;
     mo.tp_comm = tp; /* each rank its slice of the weights; whole logits rows on every rank */

@@ -148,7 +148,7 @@ void lcx_mem_eval_compute(const lcx_model_config *cfg, uint64_t n_params, int64_
     const int64_t kv = cfg->num_key_value_heads >= tp ? cfg->num_key_value_heads / tp : 1;
     lcx_model_opts mo;
     memset(&mo, 0, sizeof mo);
-    mo.max_tokens = T, mo.loss_chunk = chunk, mo.act_dtype = LCX_F32;
+    mo.max_tokens = T, mo.loss_chunk = chunk, mo.act_dtype = LCX_F32, mo.mlp_chunk = LCX_EVAL_MLP_CHUNK;
     e->tokens = T;
     e->weights = (double)n_params / (double)tp * 4;
     e->working_set = (double)lcx_model_forward_bytes_tp(cfg, &mo, (int)tp);

@@ -13,6 +13,7 @@
 #include "src/plan/recipe.h"
 #include "src/train/lr_schedule.h"
 #include "src/checkpoint/catalog.h"
+#include "src/model/model.h"
 #include "src/plan/plan.h"
 #include "src/core/layout.h"
 #include "test_util.h"
@@ -662,6 +663,12 @@ static void test_eval_memory(void) {
     CHECK(e.total == e.weights + e.working_set + e.kv_cache + e.tp_scratch);
     lcx_mem_eval_compute(&cfg, (uint64_t)P, 1, 1000, 256, &e);
     CHECK(e.tp_scratch == 0 && e.kv_cache == 2 * up64(32 * T * 1024 * 4));
+    /* past LCX_EVAL_MLP_CHUNK (4096) tokens the MLP rows (norm output, gate, up) are 4096, the rest T */
+    const double T2 = 10016, C = LCX_EVAL_MLP_CHUNK;
+    lcx_mem_eval_compute(&cfg, (uint64_t)P, 8, 10000, 256, &e);
+    double ws2 = 2 * up64(T2 * H * 4) + up64(C * H * 4) + 2 * up64(T2 * Q * 4) + 2 * up64(T2 * KV * 4) +
+                 up64(T2 * 4 * 4) + 2 * up64(C * F * 4) + 4 * up64(T2 * 4) + up64(256 * V * 4);
+    CHECK_MSG(e.working_set == ws2, "working set at 10000 tokens %.0f, by hand %.0f", e.working_set, ws2);
 
     /* the plan: the last stage's longest eval length; over budget, a note */
     lcx_recipe *r = recipe_text("defaults: {steps: 2, tokens_per_batch: 32k}\n"
