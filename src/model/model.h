@@ -283,13 +283,13 @@ void lcx_model_offload_reset(lcx_model *m); /* high-water marks = bytes held now
  * (nh / TP query heads, nkv / TP KV heads or one replicated head, F / TP), as lcx_model_forward_bytes_tp with
  * the group's size, which the planner calls without a group. */
 size_t lcx_model_forward_bytes(const lcx_model_config *cfg, const lcx_model_opts *opts);
+size_t lcx_model_forward_bytes_tp(const lcx_model_config *cfg, const lcx_model_opts *opts, int tp);
 
 /* MLP rows per chunk of the evaluations' forward-only models (lcextend eval, the main command's before/after
  * evaluation, the planner's estimate of it): past this many tokens the [tokens x intermediate] temporaries are
  * cut to it (e.g. 7.5 GB -> 0.2 GB a rank for Llama-3-8B at 128k, TP 2), at the price of last-bit differences
  * (docs/model.md "Forward-only passes"); at or below it every row at once, as before. */
 #define LCX_EVAL_MLP_CHUNK 4096
-size_t lcx_model_forward_bytes_tp(const lcx_model_config *cfg, const lcx_model_opts *opts, int tp);
 
 /* ---- KV cache (src/model/model_kv.c): decoding, and scoring continuations of one prefilled prompt ---------------- */
 typedef struct lcx_kv_cache lcx_kv_cache;

@@ -176,11 +176,8 @@ static lcx_status stage_eval(extend_job *job, int i) {
     pc.stride = ps->eval_stride;
     pc.bos_id = job->bos;
     pc.short_docs = LCX_PPL_SHORT_SKIP;
-    if (job->grp.dp_size > 1) pc.shard = job->grp.dp_rank, pc.n_shards = job->grp.dp_size;
-    lcx_train_cp_scorer sc = {job->m, job->grp.cp_rank, job->grp.cp};
-    lcx_status st = lcx_ppl_eval(&pc, job->docs, job->n_docs, lcx_train_window_score_cp, &sc, res);
-    /* the gradient group is CP x DP (rank c + CP d): the CP ranks of a shard hold the same sums, so one of each */
-    if (st == LCX_OK && job->grp.dp_size > 1) st = lcx_ppl_results_gather(job->grp.g, job->grp.cp, res, nl);
+    lcx_status st = lcx_tool_ppl(&pc, job->docs, job->n_docs, job->m, job->grp.cp_rank, job->grp.cp, job->grp.g,
+                                 job->grp.dp_rank, job->grp.dp_size, res);
     if ((job->grp.cpc || job->grp.tpc || job->grp.dp_size > 1) && st != LCX_OK) {
         /* the other ranks may be waiting in this window's ring or collectives: the job ends here */
         abort_job(job, i, " evaluation", st);

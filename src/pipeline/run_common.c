@@ -253,6 +253,17 @@ json_t *lcx_tool_mix_info(const lcx_tokdata *td, int n, const double *weights) {
     return srcs;
 }
 
+lcx_status lcx_tool_ppl(const lcx_ppl_config *pc, const lcx_ppl_doc *docs, int64_t n_docs, lcx_model *m, int cp_rank,
+                        int cp_size, lcx_comm *grad, int dp_rank, int dp_size, lcx_ppl_result *res) {
+    const int cp = cp_size > 1 ? cp_size : 1;
+    lcx_ppl_config shard = *pc;
+    if (dp_size > 1 && grad) shard.shard = dp_rank, shard.n_shards = dp_size;
+    lcx_train_cp_scorer sc = {m, cp > 1 ? cp_rank : 0, cp};
+    LCX_TRY(lcx_ppl_eval(&shard, docs, n_docs, lcx_train_window_score_cp, &sc, res));
+    /* the DP ranks' shards added up, one CP rank of each (they hold the same sums) */
+    return shard.n_shards > 1 ? lcx_ppl_results_gather(grad, cp, res, pc->n_lengths) : LCX_OK;
+}
+
 lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64_t *tokens) {
     const lcx_tool_validation *v = validation;
     *loss = NAN;
@@ -265,12 +276,8 @@ lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64
     pc.stride = 0; /* non-overlapping */
     pc.bos_id = v->bos;
     pc.short_docs = LCX_PPL_SHORT_SCORE;
-    if (v->dp_size > 1 && v->grad) pc.shard = v->dp_rank, pc.n_shards = v->dp_size;
-    lcx_train_cp_scorer sc = {m, v->cp_size > 1 ? v->cp_rank : 0, v->cp_size > 1 ? v->cp_size : 1};
     lcx_ppl_result res;
-    LCX_TRY(lcx_ppl_eval(&pc, v->docs, v->n_docs, lcx_train_window_score_cp, &sc, &res));
-    /* the DP ranks' shards added up, one CP rank of each (they hold the same sums) */
-    if (pc.n_shards > 1) LCX_TRY(lcx_ppl_results_gather(v->grad, v->cp_size > 1 ? v->cp_size : 1, &res, 1));
+    LCX_TRY(lcx_tool_ppl(&pc, v->docs, v->n_docs, m, v->cp_rank, v->cp_size, v->grad, v->dp_rank, v->dp_size, &res));
     LCX_FAIL_IF(res.tokens == 0, LCX_ERR_INVALID, "validation: the held-out data has no token to score");
     *loss = res.mean_nll;
     *tokens = res.tokens;

@@ -11,6 +11,7 @@
 #include "src/model/model.h"
 #include "src/core/report.h"
 #include "src/core/status.h"
+#include "src/eval/eval.h"
 #include "src/train/mix.h"
 
 /* Read a text file of whitespace-separated token ids (integers in [0, 2^31)). *ids is malloc'd. Errors name
@@ -59,6 +60,14 @@ typedef struct lcx_tool_validation {
     int dp_rank, dp_size;
 } lcx_tool_validation;
 lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64_t *tokens);
+
+/* Perplexities of the training model m over docs (lcx_ppl_eval with pc) on every rank of a run: the CP ranks of a
+ * group score each window together (the ring, lcx_train_window_score_cp), DP rank d of D the windows of shard d,
+ * and the shards' sums are added over the gradient group grad (rank c + CP d), one CP rank of each
+ * (lcx_ppl_results_gather). cp_size / dp_size 0 or 1: none. What the stage evaluations and validation run. */
+lcx_status lcx_tool_ppl(const lcx_ppl_config *pc, const lcx_ppl_doc *docs, int64_t n_docs, lcx_model *m,
+                        int cp_rank, int cp_size, struct lcx_comm *grad, int dp_rank, int dp_size,
+                        lcx_ppl_result *res);
 
 /* Tokenizer files stored in checkpoint dir, as full paths (heap array of heap strings; lcx_tool_strv_free). */
 lcx_status lcx_tool_ckpt_tokenizer_files(const char *dir, char ***paths, int *n);
