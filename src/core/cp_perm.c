@@ -45,3 +45,9 @@ lcx_status lcx_cp_local_batch(int64_t seq_len, int cp, int c, const int32_t *ids
     for (int64_t i = 0; i < 2 * s.chunk_len; i++) pos_local[i] = (int32_t)(s.start[i / s.chunk_len] + i % s.chunk_len);
     return LCX_OK;
 }
+
+int64_t lcx_cp_local_len(int64_t n, int cp) {
+    if (cp <= 1) return n;
+    const int64_t unit = 2 * (int64_t)cp;
+    return (n + unit - 1) / unit * unit / cp;
+}

@@ -27,4 +27,8 @@ lcx_status lcx_cp_local_batch(int64_t seq_len, int cp, int c, const int32_t *ids
                               const int32_t *positions, int32_t *ids_local, int32_t *targets_local,
                               int32_t *pos_local);
 
+/* Tokens each of cp ranks holds of a window of n tokens: n padded to the next multiple of 2 cp (the two chunks of
+ * every rank equally long), divided by cp; n itself when cp <= 1. The padding goes after the window's tokens. */
+int64_t lcx_cp_local_len(int64_t n, int cp);
+
 #endif /* LCX_CP_PERM_H */

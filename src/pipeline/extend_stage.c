@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "src/core/cp_perm.h"
 #include "src/core/fileio.h"
 #include "src/pipeline/extend_job.h"
 #include "src/pipeline/run_common.h"
@@ -115,7 +116,7 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     mo.act_dtype = job->o->act_dtype;
     mo.max_tokens = ps->micro_seqs * ps->seq_len / job->grp.cp; /* the rank's local tokens */
     for (int e = 0; e < ps->n_eval; e++) { /* the stage evaluation's windows (padded, split over CP) */
-        int64_t w = lcx_train_cp_window_tokens(ps->eval_lengths[e], job->grp.cp);
+        int64_t w = lcx_cp_local_len(ps->eval_lengths[e], job->grp.cp);
         if (w > mo.max_tokens && job->o->eval_data) mo.max_tokens = w;
     }
     mo.cp_comm = job->grp.cpc;

@@ -398,18 +398,13 @@ lcx_status lcx_train_window_score(void *model, const int32_t *tokens, int64_t n,
     return LCX_OK;
 }
 
-int64_t lcx_train_cp_window_tokens(int64_t n, int cp_size) {
-    int64_t cp = cp_size > 1 ? cp_size : 1, unit = 2 * cp;
-    return cp == 1 ? n : (n + unit - 1) / unit * unit / cp;
-}
-
 lcx_status lcx_train_window_score_cp(void *scorer, const int32_t *tokens, int64_t n, int64_t first, double *nll) {
     const lcx_train_cp_scorer *s = scorer;
     const int cp = s->cp_size > 1 ? s->cp_size : 1;
     if (cp == 1) return lcx_train_window_score(s->model, tokens, n, first, nll);
     LCX_FAIL_IF(n < 2 || first < 1 || first >= n, LCX_ERR_INVALID, "score: bad window (n %lld, first %lld)",
                 (long long)n, (long long)first);
-    const int64_t loc = lcx_train_cp_window_tokens(n, cp), np = loc * cp;
+    const int64_t loc = lcx_cp_local_len(n, cp), np = loc * cp;
     int32_t *buf = malloc((size_t)(2 * np + 3 * loc) * sizeof *buf);
     LCX_FAIL_IF(!buf, LCX_ERR_OOM, "score: out of memory");
     int32_t *ids = buf, *tgt = ids + np, *ids_l = tgt + np, *tgt_l = ids_l + loc, *pos_l = tgt_l + loc;

@@ -180,17 +180,15 @@ lcx_status lcx_train_latest(const char *run_dir, char **dir);
 lcx_status lcx_train_window_score(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll);
 
 /* The same over a context-parallel model (opts.cp_comm): every CP rank of the group calls it with the same window.
- * The window is padded to a multiple of 2 x cp_size (pad tokens after the last one, no targets: under the causal
- * mask they change nothing before them), each rank forwards its local part (lcx_cp_local_batch, global targets and
- * positions) and the model sums the loss and count over CP, so every rank gets the window's mean NLL. cp_size 0
- * or 1: lcx_train_window_score of model. scorer is an lcx_train_cp_scorer *. */
+ * The window is padded to a multiple of 2 x cp_size (lcx_cp_local_len; pad tokens after the last one, no
+ * targets: under the causal mask they change nothing before them), each rank forwards its local part
+ * (lcx_cp_local_batch, global targets and positions) and the model sums the loss and count over CP, so every rank
+ * gets the window's mean NLL. cp_size 0 or 1: lcx_train_window_score of model. scorer is an lcx_train_cp_scorer *. */
 typedef struct lcx_train_cp_scorer {
     lcx_model *model;
     int cp_rank, cp_size;
 } lcx_train_cp_scorer;
 lcx_status lcx_train_window_score_cp(void *scorer, const int32_t *tokens, int64_t n, int64_t first, double *nll);
-/* Local tokens of a window of n tokens on one of cp_size ranks (n padded to a multiple of 2 x cp_size). */
-int64_t lcx_train_cp_window_tokens(int64_t n, int cp_size);
 
 /* SIGINT / SIGTERM set a flag checked after each step (installed once; idempotent). */
 void lcx_train_catch_signals(void);

@@ -389,7 +389,25 @@ static void test_numeric(void) {
     lcx_exec_free(X);
 }
 
+/* lcx_cp_local_len: the smallest multiple of 2 cp at or above n, split cp ways; against the definition by search */
+static void test_local_len(void) {
+    int bad = 0;
+    for (int cp = 0; cp <= 6; cp++)
+        for (int64_t n = 1; n <= 100; n++) {
+            int64_t want = n;
+            if (cp > 1) {
+                int64_t padded = n;
+                while (padded % (2 * cp)) padded++;
+                want = padded / cp;
+            }
+            bad += lcx_cp_local_len(n, cp) != want;
+        }
+    CHECK_MSG(bad == 0, "lcx_cp_local_len: %d wrong", bad);
+    CHECK(lcx_cp_local_len(131088, 4) == 32772 && lcx_cp_local_len(1017, 4) == 256);
+}
+
 int main(void) {
+    test_local_len();
     test_examples();
     test_property();
     test_bytes();

@@ -209,8 +209,8 @@ static void check_window_score(lcx_comm *world, int cp) {
     int32_t ids[N];
     for (int t = 0; t < N; t++) ids[t] = (int32_t)((t * 29 + 5) % g_cfg.vocab_size);
     lcx_model *one = new_model(N, NULL);
-    lcx_model *cpm = new_model(lcx_train_cp_window_tokens(N, cp), g.group[LCX_GROUP_CP]);
-    CHECK(lcx_train_cp_window_tokens(N, cp) == (N + 2 * cp - 1) / (2 * cp) * 2);
+    lcx_model *cpm = new_model(lcx_cp_local_len(N, cp), g.group[LCX_GROUP_CP]);
+    CHECK(lcx_cp_local_len(N, cp) == (N + 2 * cp - 1) / (2 * cp) * 2);
     double ref[N], got[N], same[N];
     CHECK_OK(lcx_train_window_score(one, ids, N, FIRST, ref));
     lcx_train_cp_scorer sc = {cpm, g.coord.c, cp}, sc1 = {one, 0, 1};
