@@ -66,10 +66,12 @@ static void help(void) {
            "  --dtype f32|bf16    weights stored as float32 (default) or bfloat16\n"
            "  --chunk N           rows per logits chunk (default 256)\n"
            "  --backend B         where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU)\n"
-           "  --tp T              tensor parallel over T ranks: each rank holds 1/T of the weights; under\n"
-           "                      mpirun -np N, N/T copies of the model share out the windows and the passkey\n"
-           "                      trials. The results are one process's to float rounding; rank 0 prints and\n"
-           "                      writes the files\n"
+           "  --tp T              tensor parallel over T ranks: each rank holds 1/T of the weights\n"
+           "  --cp C              context parallel over C ranks: each rank holds 1/C of every window (ring\n"
+           "                      attention); the passkey then runs without a KV cache. Under mpirun -np N,\n"
+           "                      N/(T x C) copies of the model share out the windows and the passkey trials.\n"
+           "                      The results are one process's to float rounding; rank 0 prints and writes\n"
+           "                      the files\n"
            "  --quiet             no progress lines on stderr\n"
            "\n"
            "examples:\n"
@@ -85,7 +87,7 @@ int lcx_cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL, *text = NULL, *tok_path = NULL, *json_out = NULL, *svg_out = NULL,
                *pk_svg = NULL, *haystack = NULL, *series = NULL, *mode = "greedy", *shortd = "skip", *backend = "cpu";
     const char *compare[MAX_COMPARE];
-    int n_compare = 0, quiet = 0, truncate = 0, tp = 1;
+    int n_compare = 0, quiet = 0, truncate = 0, tp = 1, cp = 1;
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST], to = 0, stride = 256, chunk = 256, seed = 1;
     int n_lengths = 0, n_pk_lengths = 0, n_depths = 5, trials = 0, distractors = 4, needles = 1;
     double depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
@@ -118,6 +120,7 @@ int lcx_cmd_eval(int argc, char **argv) {
         LCX_FLAG_INT("--chunk", chunk, 1, 1 << 20),
         LCX_FLAG_STR("--backend", backend),
         LCX_FLAG_INT("--tp", tp, 1, 4096),
+        LCX_FLAG_INT("--cp", cp, 1, 4096),
     };
     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), &ckpt, "one CKPT only"};
     int stop = lcx_cli_parse(&spec, argc, argv);
@@ -166,11 +169,13 @@ int lcx_cmd_eval(int argc, char **argv) {
     o.chunk = chunk;
     o.backend = be;
     o.quiet = quiet;
-    /* under mpirun: world / T copies of the model, each on a TP group, sharing out the windows and trials */
+    /* under mpirun: world / (T x C) copies of the model, each on a TP x CP group, sharing out the windows and
+     * trials over the gradient group (a copy's CP ranks consecutive) */
     lcx_cli_mesh mesh;
-    if ((stop = lcx_cli_mesh_open(CMD, tp, 1, 0, be, &mesh)) != LCX_CLI_RUN) return stop;
+    if ((stop = lcx_cli_mesh_open(CMD, tp, cp, 0, be, &mesh)) != LCX_CLI_RUN) return stop;
     o.tp_comm = mesh.tp_size > 1 ? mesh.group[LCX_GROUP_TP] : NULL;
-    o.replicas = mesh.dp_size > 1 ? mesh.group[LCX_GROUP_DP] : NULL;
+    o.cp_comm = mesh.cp_size > 1 ? mesh.group[LCX_GROUP_CP] : NULL;
+    o.replicas = mesh.dp_size > 1 ? mesh.group[LCX_GROUP_GRAD] : NULL;
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, quiet);
     lcx_status st = lcx_eval_checkpoint(&o, &rep);

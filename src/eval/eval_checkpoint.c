@@ -9,6 +9,7 @@
 
 #include "src/checkpoint/source.h"
 #include "src/comm/comm.h"
+#include "src/core/cp_perm.h"
 #include "src/core/fileio.h"
 #include "src/core/outpath.h"
 #include "src/eval/eval.h"
@@ -94,9 +95,10 @@ static int pass_length_rope(const lcx_model_config *cfg) {
 lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r) {
     lcx_status st = LCX_OK;
     lcx_comm *tp = o->tp_comm && o->tp_comm->size > 1 ? o->tp_comm : NULL;
+    lcx_comm *cp = o->cp_comm && o->cp_comm->size > 1 ? o->cp_comm : NULL;
     lcx_comm *rep = o->replicas && o->replicas->size > 1 ? o->replicas : NULL;
-    /* every rank ends with the same results: one writes them */
-    const int writer = (!tp || tp->rank == 0) && (!rep || rep->rank == 0);
+    lcx_eval_spec es = {.tp = tp, .cp = cp, .replicas = rep};
+    const int writer = lcx_eval_writes(&es); /* every rank ends with the same results: one writes them */
     char *hay = NULL;
     size_t hay_len = 0;
     int64_t lengths[MAX_LIST], pk_lengths[MAX_LIST];
@@ -118,7 +120,6 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     json_t *root = NULL;
     char *svg = NULL;
     double *xs = NULL, *ys = NULL;
-    lcx_eval_spec es;
     int modes = o->modes;
 
     /* Until the model is loaded a rank may fail alone (a file, memory): every failure goes to the agreement point
@@ -177,7 +178,7 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
         .pk = {pk_lengths, n_pk_lengths, o->depths, o->n_depths, o->trials, o->distractors, modes, o->seed,
                o->needles, hay, hay_len, 0, 0},
         .haystack_name = o->haystack,
-        .quiet = o->quiet};
+        .quiet = o->quiet, .tp = tp, .cp = cp, .replicas = rep};
 
     if (o->data) st = lcx_eval_load_docs(o->data, bos, cfg.vocab_size, &docs, &n_docs, &store);
     else if (o->text) st = load_text_doc(o->text, tok, cfg.vocab_size, &docs, &n_docs, &store);
@@ -188,32 +189,31 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     lcx_model_opts mo;
     memset(&mo, 0, sizeof mo);
     mo.param_dtype = o->dtype;
-    mo.max_tokens = lcx_eval_max_tokens(&es);
+    mo.max_tokens = lcx_cp_local_len(lcx_eval_max_tokens(&es), cp ? cp->size : 1); /* a CP rank's part */
     mo.mlp_chunk = LCX_EVAL_MLP_CHUNK;
     mo.loss_chunk = o->chunk;
     mo.backend = o->backend;
     mo.tp_comm = tp;
+    mo.cp_comm = cp;
     st = lcx_model_from_source(src, &mo, &m);
     if (st == LCX_OK) {
         res = calloc((size_t)n_lengths + 1, sizeof *res);
         if (!res) st = lcx_fail(LCX_ERR_OOM, "no memory");
     }
 agree:
-    st = lcx_comm_agree(tp, st); /* a TP group's failure, then every group's */
+    st = lcx_comm_agree(tp, st); /* a TP group's failure, then a CP group's, then every copy's */
+    st = lcx_comm_agree(cp, st);
     st = lcx_comm_agree(rep, st);
     if (st != LCX_OK) goto done;
-    es.replicas = rep;
     st = lcx_eval_run(&es, m, tok, res, &pk, &root, r);
-    if (st != LCX_OK && (tp || rep)) {
-        /* the other ranks may be waiting in this pass's collectives or the replicas' gathers: the job ends here */
+    if (st != LCX_OK && (tp || cp || rep)) {
+        /* the other ranks may be waiting in this pass's collectives or the copies' gathers: the job ends here */
         char msg[600];
-        snprintf(msg, sizeof msg, "eval: TP rank %d of replica %d: %s: %s", tp ? tp->rank : 0, rep ? rep->rank : 0,
-                 lcx_status_name(st), lcx_last_error());
-        lcx_comm_abort(tp ? tp : rep, r, 1, msg);
+        snprintf(msg, sizeof msg, "eval: TP rank %d, CP rank %d of replica rank %d: %s: %s", tp ? tp->rank : 0,
+                 cp ? cp->rank : 0, rep ? rep->rank : 0, lcx_status_name(st), lcx_last_error());
+        lcx_comm_abort(tp ? tp : cp ? cp : rep, r, 1, msg);
     }
     if (st != LCX_OK || !writer) goto done;
-    if (tp) json_object_set_new(root, "tp", json_integer(tp->size)); /* how the numbers were computed */
-    if (rep) json_object_set_new(root, "replicas", json_integer(rep->size));
     if (o->trials > 0 && o->pk_svg) {
         int md = (modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;
         char title[300];

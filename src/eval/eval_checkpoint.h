@@ -53,10 +53,15 @@ typedef struct lcx_eval_options {
                                   same results; TP rank 0 alone checks and writes the output files (the terminal
                                   reporter of the others prints warnings only). A rank failing during the
                                   evaluation ends the job (lcx_comm_abort) */
-    struct lcx_comm *replicas; /* NULL (or one rank): no replicas. Else the ranks of the other copies of this
-                                  model (one per TP group; the same TP rank): each scores its shard of the windows
-                                  and trials and the results are added up (src/eval/eval_run.h replicas); rank 0
-                                  of both groups writes */
+    struct lcx_comm *cp_comm;  /* NULL (or one rank): every window whole on each rank. Else the CP group of a job
+                                  under mpirun: every window is split over it (each rank 1/CP of the tokens, the
+                                  attention a ring over the group: src/eval/eval_model.h), and the passkey runs
+                                  without a KV cache (each answer a pass over its prompt) */
+    struct lcx_comm *replicas; /* NULL (or one rank): no replicas. Else the ranks holding the same TP rank of the
+                                  other copies of this model, a copy's CP ranks consecutive (the mesh's gradient
+                                  group; without CP its DP group): each copy scores its shard of the windows and
+                                  trials and the results are added up (src/eval/eval_run.h replicas); rank 0 of
+                                  every group writes */
     int quiet;                 /* no progress states */
 } lcx_eval_options;
 

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/comm/comm.h"
+#include "src/core/cp_perm.h"
 #include "src/model/model.h"
 #include "src/tokenizer/tokenizer.h"
 
@@ -12,46 +14,96 @@ typedef struct score_ctx {
     const int32_t *tokens;
     int64_t n, first;
     int64_t row_base; /* added to the row numbers handed out (a cached forward counts from its first new token) */
+    const int32_t *pos; /* under CP: the window row of each local row (their global positions); NULL: row_base + row */
     double *nll;    /* score: [n - first] */
     int32_t *next;  /* argmax: [n - first] */
+    int argmax;     /* under CP: argmax (else score) into local */
+    double *local;  /* under CP: each local row's result by local row (the NLL, or the argmax id), NaN where none */
 } score_ctx;
+
+static int64_t window_row(const score_ctx *c, int64_t local_row) {
+    return c->pos ? (int64_t)c->pos[local_row] : c->row_base + local_row;
+}
 
 /* Row r predicts tokens[r + 1]; rows first-1 .. n-2 are wanted. Log-softmax in double, the rows of a chunk
  * spread over the OpenMP team (each row alone: the same results for any thread count); the targets are checked
  * first, so the parallel loop cannot fail. */
 static lcx_status on_logits(void *user, int64_t row0, int64_t rows, const float *logits, int64_t V) {
     score_ctx *c = user;
-    const int64_t lo = c->first - 1 - c->row_base - row0, hi = c->n - 2 - c->row_base - row0; /* wanted k */
-    const int64_t k0 = lo > 0 ? lo : 0, k1 = hi < rows - 1 ? hi : rows - 1;
-    if (!c->next)
-        for (int64_t k = k0; k <= k1; k++) {
-            int64_t r = c->row_base + row0 + k;
-            int32_t t = c->tokens[r + 1];
-            LCX_FAIL_IF(t < 0 || t >= V, LCX_ERR_INVALID, "token %lld is id %d, outside the vocabulary [0, %lld)",
-                        (long long)(r + 1), (int)t, (long long)V);
-        }
+    const int argmax = c->local ? c->argmax : c->next != NULL;
+    for (int64_t k = 0; k < rows && !argmax; k++) {
+        int64_t r = window_row(c, row0 + k);
+        if (r < c->first - 1 || r > c->n - 2) continue;
+        int32_t t = c->tokens[r + 1];
+        LCX_FAIL_IF(t < 0 || t >= V, LCX_ERR_INVALID, "token %lld is id %d, outside the vocabulary [0, %lld)",
+                    (long long)(r + 1), (int)t, (long long)V);
+    }
 #pragma omp parallel for schedule(static)
-    for (int64_t k = k0; k <= k1; k++) {
-        int64_t r = c->row_base + row0 + k;
+    for (int64_t k = 0; k < rows; k++) {
+        int64_t r = window_row(c, row0 + k);
+        if (r < c->first - 1 || r > c->n - 2) continue;
         const float *x = logits + k * V;
         int64_t best = 0;
         for (int64_t v = 1; v < V; v++)
             if (x[v] > x[best]) best = v; /* strict: ties keep the smallest id */
-        if (c->next) {
-            c->next[r + 1 - c->first] = (int32_t)best;
-            continue;
+        double val = (double)best;
+        if (!argmax) {
+            double mx = x[best], s = 0;
+            for (int64_t v = 0; v < V; v++) s += exp((double)x[v] - mx);
+            val = log(s) + mx - (double)x[c->tokens[r + 1]];
         }
-        double mx = x[best], s = 0;
-        for (int64_t v = 0; v < V; v++) s += exp((double)x[v] - mx);
-        c->nll[r + 1 - c->first] = log(s) + mx - (double)x[c->tokens[r + 1]];
+        if (c->local) c->local[row0 + k] = val;
+        else if (argmax) c->next[r + 1 - c->first] = (int32_t)best;
+        else c->nll[r + 1 - c->first] = val;
     }
     return LCX_OK;
+}
+
+/* A window over the model's CP group of C ranks: padded to a multiple of 2 C (the pad after every scored row: under
+ * the causal mask it changes nothing before it), rank c runs its two chunks (lcx_cp_local_batch) through the ring
+ * and scores the rows it holds (a suffix of its local rows: both chunks are in ascending order), then the ranks'
+ * row results are all-gathered and put back in window order. Each row is scored by one rank: every rank returns
+ * the same bits. */
+static lcx_status run_cp(lcx_model *m, lcx_comm *cp, const int32_t *tokens, int64_t n, int64_t first, double *nll,
+                         int32_t *next) {
+    const int C = cp->size;
+    const int64_t loc = lcx_cp_local_len(n, C), np = loc * C;
+    int32_t *ids = malloc((size_t)np * sizeof *ids), *ids_l = malloc((size_t)(3 * loc) * sizeof *ids_l);
+    double *vals = malloc((size_t)(2 * np) * sizeof *vals), *all = vals + np, *mine = NULL;
+    lcx_status st = LCX_OK;
+    LCX_FAIL_GOTO(!ids || !ids_l || !vals, LCX_ERR_OOM, done, "eval scorer: out of memory for a %lld-token window",
+                  (long long)n);
+    int32_t *pos_l = ids_l + loc, *tgt_l = pos_l + loc;
+    for (int64_t j = 0; j < np; j++) ids[j] = tokens[j < n ? j : n - 1];
+    for (int64_t k = 0; k < loc; k++) tgt_l[k] = LCX_IGNORE_INDEX; /* no loss: the scores come from the logits */
+    LCX_TRY_GOTO(lcx_cp_local_batch(np, C, cp->rank, ids, NULL, NULL, ids_l, NULL, pos_l), done);
+    mine = vals; /* this rank's rows, [loc] */
+    for (int64_t k = 0; k < loc; k++) mine[k] = NAN;
+    int64_t k0 = 0;
+    while (k0 < loc && pos_l[k0] < first - 1) k0++;
+    score_ctx c = {tokens, n, first, 0, pos_l, NULL, NULL, next != NULL, mine};
+    lcx_batch b = {.n_seq = 1, .seq_len = loc, .ids = ids_l, .targets = tgt_l, .positions = pos_l};
+    LCX_TRY_GOTO(lcx_model_forward_logits(m, &b, k0, on_logits, &c), done);
+    LCX_TRY_GOTO(lcx_comm_all_gather(cp, NULL, mine, all, loc, LCX_F64), done);
+    for (int r = 0; r < C; r++) /* rank r's rows to their window rows, over this rank's own: vals[np] */
+        LCX_TRY_GOTO(lcx_cp_gather_rows(np, C, r, all + (int64_t)r * loc, vals, sizeof *vals), done);
+    for (int64_t j = first - 1; j <= n - 2; j++) {
+        if (next) next[j + 1 - first] = (int32_t)vals[j];
+        else nll[j + 1 - first] = vals[j];
+    }
+done:
+    free(ids);
+    free(ids_l);
+    free(vals);
+    return st;
 }
 
 static lcx_status run(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll, int32_t *next) {
     LCX_FAIL_IF(!model || !tokens || n < 2 || first < 1 || first >= n, LCX_ERR_INVALID,
                 "eval scorer: bad window (n %lld, first %lld)", (long long)n, (long long)first);
-    score_ctx c = {tokens, n, first, 0, nll, next};
+    lcx_comm *cp = lcx_model_cp_comm(model);
+    if (cp && cp->size > 1) return run_cp(model, cp, tokens, n, first, nll, next);
+    score_ctx c = {tokens, n, first, 0, NULL, nll, next, 0, NULL};
     lcx_batch b = {.n_seq = 1, .seq_len = n, .ids = tokens};
     return lcx_model_forward_logits(model, &b, first - 1, on_logits, &c);
 }
@@ -68,7 +120,9 @@ lcx_status lcx_eval_lm_init(lcx_eval_lm *lm, lcx_model *m, int64_t cache_tokens)
     LCX_FAIL_IF(!lm || !m || cache_tokens < 0, LCX_ERR_INVALID, "eval model: bad arguments");
     memset(lm, 0, sizeof *lm);
     lm->model = m;
-    if (cache_tokens == 0) return LCX_OK;
+    lcx_comm *cp = lcx_model_cp_comm(m);
+    /* a window split over CP runs whole through the ring each call: no cache (lcx_kv_cache refuses CP) */
+    if (cache_tokens == 0 || (cp && cp->size > 1)) return LCX_OK;
     LCX_TRY(lcx_kv_cache_init(&lm->cache, m, cache_tokens));
     lm->ids = malloc((size_t)cache_tokens * sizeof *lm->ids);
     if (!lm->ids) {
@@ -100,7 +154,7 @@ static lcx_status run_lm(lcx_eval_lm *lm, const int32_t *tokens, int64_t n, int6
     int64_t keep = first - 1, p = 0, len = lcx_kv_cache_usable(lm->model, kc, n);
     while (p < len && p < keep && lm->ids[p] == tokens[p]) p++;
     LCX_TRY(lcx_kv_cache_truncate(kc, p));
-    score_ctx c = {tokens, n, first, p, nll, next};
+    score_ctx c = {tokens, n, first, p, NULL, nll, next, 0, NULL};
     LCX_TRY(lcx_model_forward_cached(lm->model, kc, tokens + p, n - p, keep - p, keep - p, on_logits, &c));
     memcpy(lm->ids + p, tokens + p, (size_t)(keep - p) * sizeof *tokens);
     lm->tokens_run += n - p;

@@ -1,7 +1,10 @@
 /* eval_model: the adapters that plug a real model and tokenizer into src/eval's callbacks.
  *   lcx_eval_model_score / lcx_eval_model_argmax: `model` is an lcx_model * (src/model/model.h) whose max_tokens
  *     covers the longest window; one forward pass per call, logits only for rows first-1 .. n-2, handed out
- *     one loss chunk at a time (lcx_model_forward_logits), so no window x vocab buffer exists.
+ *     one loss chunk at a time (lcx_model_forward_logits), so no window x vocab buffer exists. Under context
+ *     parallelism (the model's opts.cp_comm of C > 1 ranks) every rank of the group calls with the same window:
+ *     it is padded to a multiple of 2 C, each rank runs its two chunks through the ring and scores its rows, and
+ *     the rows' results are all-gathered, so every rank gets the whole window's results, the same bits.
  *   lcx_eval_lm_score / lcx_eval_lm_argmax: `model` is an lcx_eval_lm * (below): the same scores, and with a KV
  *     cache, a prompt shared by consecutive calls (the passkey's key and distractor answers) is run once.
  *   lcx_eval_tok_encode: `tokenizer` is an lcx_tokenizer * (src/tokenizer/tokenizer.h); encodes without special tokens. */
@@ -33,7 +36,8 @@ typedef struct lcx_eval_lm {
 } lcx_eval_lm;
 
 /* cache_tokens 0: no cache; else a KV cache of that many tokens (the longest window scored with it; longer
- * windows run uncached). A cache needs a forward-only model (training = 0). */
+ * windows run uncached). A cache needs a forward-only model (training = 0); under context parallelism there is
+ * none (every call runs its window through the ring). */
 lcx_status lcx_eval_lm_init(lcx_eval_lm *lm, lcx_model *m, int64_t cache_tokens);
 void lcx_eval_lm_free(lcx_eval_lm *lm); /* the cache; not the model */
 lcx_status lcx_eval_lm_score(void *lm, const int32_t *tokens, int64_t n, int64_t first, double *nll);

@@ -186,20 +186,28 @@ lcx_status lcx_ppl_results_gather(lcx_comm *g, int every, lcx_ppl_result *res, i
     return st;
 }
 
-/* The replicas' passkey shards added up cell by cell (counts, and the last trial's prompt length). */
-static lcx_status passkey_gather(lcx_comm *g, lcx_passkey_result *pk) {
+/* The copies' passkey shards added up cell by cell (counts, and the last trial's prompt length), one rank of each
+ * `every` (a copy's CP ranks hold the same results). */
+static lcx_status passkey_gather(lcx_comm *g, int every, lcx_passkey_result *pk) {
     const int cells = pk->n_lengths * pk->n_depths;
     double *v = malloc((size_t)cells * 4 * sizeof *v);
     LCX_FAIL_IF(!v, LCX_ERR_OOM, "eval: out of memory");
     for (int c = 0; c < cells; c++)
         v[4 * c] = pk->loglik_correct[c], v[4 * c + 1] = pk->greedy_correct[c],
         v[4 * c + 2] = pk->loglik_confused[c], v[4 * c + 3] = (double)pk->prompt_tokens[c];
-    lcx_status st = sum_over(g, 1, v, 4 * cells);
+    lcx_status st = sum_over(g, every, v, 4 * cells);
     for (int c = 0; st == LCX_OK && c < cells; c++)
         pk->loglik_correct[c] = (int)v[4 * c], pk->greedy_correct[c] = (int)v[4 * c + 1],
         pk->loglik_confused[c] = (int)v[4 * c + 2], pk->prompt_tokens[c] = (int64_t)v[4 * c + 3];
     free(v);
     return st;
+}
+
+static int size_of(const lcx_comm *c) { return c && c->size > 1 ? c->size : 1; }
+static int rank_of(const lcx_comm *c) { return c && c->size > 1 ? c->rank : 0; }
+
+int lcx_eval_writes(const lcx_eval_spec *s) {
+    return rank_of(s->tp) == 0 && rank_of(s->cp) == 0 && rank_of(s->replicas) == 0;
 }
 
 lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
@@ -214,14 +222,25 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
     if (json_object_set_new(root, "checkpoint", json_string(s->label)) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
     LCX_TRY_GOTO(lcx_eval_lm_init(&lm, m, 0), fail);
     progress prog = {&lm, s->quiet, "perplexity", 0, lcx_clock_s(), lcx_clock_s(), r};
-    lcx_comm *rep = s->replicas && s->replicas->size > 1 ? s->replicas : NULL;
+    /* the copies of the model: K = replicas / CP of them, copy k = replicas rank / CP */
+    const int cpn = size_of(s->cp), nrep = size_of(s->replicas);
+    LCX_FAIL_GOTO(nrep > 1 && nrep % cpn != 0, LCX_ERR_INVALID, fail,
+                  "eval: %d replica ranks are not copies of a model on %d CP ranks", nrep, cpn);
+    const int copies = nrep > 1 ? nrep / cpn : 1, copy = rank_of(s->replicas) / cpn;
+    lcx_comm *rep = copies > 1 ? s->replicas : NULL;
+    /* how the numbers were computed: the layout, each part above 1 */
+    const char *part[3] = {"tp", "cp", "replicas"};
+    const int sizes[3] = {size_of(s->tp), cpn, copies};
+    for (int i = 0; i < 3; i++)
+        if (sizes[i] > 1 && json_object_set_new(root, part[i], json_integer(sizes[i])) != 0)
+            LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
     if (s->docs) {
         lcx_ppl_config shard = s->ppl;
-        if (rep) shard.shard = rep->rank, shard.n_shards = rep->size;
+        shard.shard = copy, shard.n_shards = copies;
         const lcx_ppl_config *pc = &s->ppl;
         double t0 = lcx_clock_s();
         LCX_TRY_GOTO(lcx_ppl_eval(&shard, s->docs, s->n_docs, score_cb, &prog, res), fail);
-        if (rep) LCX_TRY_GOTO(lcx_ppl_results_gather(rep, 1, res, pc->n_lengths), fail);
+        if (rep) LCX_TRY_GOTO(lcx_ppl_results_gather(rep, cpn, res, pc->n_lengths), fail);
         if (!s->quiet) lcx_report_progress_end(r);
         lcx_report(r, LCX_REPORT_RESULT,
                    "perplexity of %s on %s (%lld document(s), stride %lld, BOS %s, token-weighted) in %.1f s", s->label,
@@ -254,9 +273,9 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
         prog.calls = 0;
         double t0 = lcx_clock_s();
         lcx_passkey_config shard = *kc;
-        if (rep) shard.shard = rep->rank, shard.n_shards = rep->size;
+        shard.shard = copy, shard.n_shards = copies;
         LCX_TRY_GOTO(lcx_passkey_eval(&shard, &et, score_cb, argmax_cb, &prog, pk), fail);
-        if (rep) LCX_TRY_GOTO(passkey_gather(rep, pk), fail);
+        if (rep) LCX_TRY_GOTO(passkey_gather(rep, cpn, pk), fail);
         if (!s->quiet) lcx_report_progress_end(r);
         lcx_report(r, LCX_REPORT_RESULT,
                    "passkey retrieval of %s: %d trial(s) per cell, %d key(s) per prompt in %s, accuracy (%%) per "

@@ -33,25 +33,33 @@ typedef struct lcx_eval_spec {
     lcx_passkey_config pk;   /* trials 0: no passkey (then tok may be NULL) */
     const char *haystack_name; /* pk.haystack's file, as reported and stored (NULL: the repeated filler) */
     int quiet;               /* no progress states */
-    struct lcx_comm *replicas; /* NULL (or one rank): this model does all the work. Else a group of ranks holding
-                                  the same model (the same TP rank of replicas of it): each scores its shard of the
-                                  windows and trials (lcx_ppl_config / lcx_passkey_config .shard = its rank), the
-                                  sums are gathered and added in rank order before anything is reported, so every
-                                  rank reports and returns the same results */
+    struct lcx_comm *tp, *cp; /* the model's TP and CP groups (opts.tp_comm, opts.cp_comm; NULL: none): stored in the
+                                 JSON and deciding who writes (lcx_eval_writes) */
+    struct lcx_comm *replicas; /* NULL (or only the CP group's ranks): this model does all the work. Else the ranks
+                                  holding the same TP rank of copies of the model, a copy's CP ranks consecutive
+                                  (rank = CP rank + CP x copy: the gradient group's order, or the DP group without
+                                  CP): copy k of K scores shard k of the windows and trials (lcx_ppl_config /
+                                  lcx_passkey_config .shard), the sums are gathered and added in copy order before
+                                  anything is reported, so every rank reports and returns the same results */
 } lcx_eval_spec;
 
 /* Evaluate m, a forward-only model (training = 0) whose max_tokens covers the longest window and passkey prompt
- * + 16: report the perplexity table and the passkey tables as RESULT lines (the text `lcextend eval` prints),
- * progress as "perplexity" / "passkey" forward passes (at most one state every two seconds), events
+ * + 16 (under CP: lcx_cp_local_len of it): report the perplexity table and the passkey tables as RESULT lines (the
+ * text `lcextend eval` prints), progress as "perplexity" / "passkey" forward passes (at most one state every two
+ * seconds), events
  *   "ppl":     checkpoint, length, ppl, window_mean, tokens, windows, docs (one per length)
  *   "passkey": checkpoint, mode ("greedy" | "loglik"), length, depth, accuracy in [0, 1] (one per mode x cell)
- * (ppl / accuracy null when nothing was scored), fill
- * res[ppl.n_lengths] and *pk (lcx_passkey_result_free it) and return the JSON of `lcextend eval --json` in *root:
- * {"checkpoint", "perplexity"?, "passkey"?}. Perplexity windows run one forward pass each; the passkey runs
- * through a KV cache (src/eval/eval_model.h lcx_eval_lm) so each prompt is computed once for the key, its
- * distractors and the greedy check. r may be NULL. */
+ * (ppl / accuracy null when nothing was scored), fill res[ppl.n_lengths] and *pk (lcx_passkey_result_free it) and
+ * return the JSON of `lcextend eval --json` in *root: {"checkpoint", "perplexity"?, "passkey"?, "tp"?, "cp"?,
+ * "replicas"?} (the layout, each when above 1). Perplexity windows run one forward pass each; the passkey runs
+ * through a KV cache (src/eval/eval_model.h lcx_eval_lm; none under CP) so each prompt is computed once for the
+ * key, its distractors and the greedy check. r may be NULL. */
 lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
                         lcx_passkey_result *pk, json_t **root, const lcx_reporter *r);
+
+/* Whether this rank writes the evaluation's files: rank 0 of the TP group, the CP group and the replicas (every
+ * rank holds the same results). */
+int lcx_eval_writes(const lcx_eval_spec *s);
 
 /* The shards of a perplexity evaluation added up (lcx_ppl_config.shard): res[n] on every rank of g becomes the sum
  * of the results of ranks 0, every, 2 every, ... (the others hold copies of those: e.g. the CP ranks of one

@@ -224,6 +224,8 @@ const lcx_param_table *lcx_model_params(const lcx_model *m);
 lcx_status lcx_model_param_slice(const lcx_model *m, size_t i, lcx_tp_slice *out);
 const lcx_model_config *lcx_model_config_of(const lcx_model *m);
 lcx_dtype lcx_model_param_dtype(const lcx_model *m);
+/* opts.cp_comm: the CP group a batch is split over, NULL when none. */
+struct lcx_comm *lcx_model_cp_comm(const lcx_model *m);
 /* Host copies (float32) of parameter i's stored value / fp32 master (the stored value for bf16 inference) /
  * gradient; dst holds the floats of this rank's buffer (lcx_model_param_slice: the tensor's numel at TP 1). */
 lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst);
@@ -249,6 +251,8 @@ typedef struct lcx_model_memory {
     size_t offload_host;    /* the offload host pool: every offloaded layer's stored bytes (pinned on a GPU) */
     size_t tp_scratch;      /* TP > 1: the group's gather scratch (TP x the largest summed buffer), the loss
                                statistics and, forward-only, the gathered logits chunk (src/model/model_tp.c) */
+    size_t cp_ring;         /* CP > 1: the ring's two K | V (| dK | dV in training) blocks, a task's partial output
+                               and its LSE (src/model/model_ring.c) */
 } lcx_model_memory;
 lcx_model_memory lcx_model_memory_of(const lcx_model *m);
 /* 1 when some layer keeps only this TP rank's rows of its input (opts.distribute_saved in effect: TP > 1 and a

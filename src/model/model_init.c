@@ -489,6 +489,7 @@ lcx_status lcx_model_from_checkpoint(const char *path, const lcx_model_opts *opt
 const lcx_param_table *lcx_model_params(const lcx_model *m) { return &m->tab; }
 const lcx_model_config *lcx_model_config_of(const lcx_model *m) { return &m->cfg; }
 lcx_dtype lcx_model_param_dtype(const lcx_model *m) { return m->pdt; }
+lcx_comm *lcx_model_cp_comm(const lcx_model *m) { return m->cp; }
 
 lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
@@ -539,6 +540,7 @@ lcx_model_memory lcx_model_memory_of(const lcx_model *m) {
     r.offload_device = m->offl.n ? m->offl.slot_bytes * (size_t)m->offl.n_slots : 0;
     r.offload_host = m->offl.host_bytes;
     r.tp_scratch = m->tp_bytes;
+    r.cp_ring = m->ring_bytes;
     return r;
 }
 

@@ -147,6 +147,7 @@ struct lcx_model {
     lcx_comm *cp;             /* the CP group, or NULL */
     int cp_size, cp_rank;
     void *ring_mem;           /* one allocation: the two ring buffers, the partial output and its LSE */
+    size_t ring_bytes;        /* its size */
     char *ring_buf[2];        /* K | V (act [S, KV] each) | dK | dV (f32 [S, KV] each, training only) */
     void *ring_o;             /* act [T, Q]: one task's partial output */
     float *ring_lse;          /* f32 [T, nh]: its log-sum-exp */

@@ -35,6 +35,7 @@ lcx_status lcx_ring_init(lcx_model *m, lcx_comm *cp) {
         m->ring_lse = lcx_cursor_take(&c, T * m->nh, sizeof(float));
         if (pass) break;
         LCX_FAIL_IF(c.overflow, LCX_ERR_OOM, "model: ring buffers overflow for %lld tokens", (long long)T);
+        m->ring_bytes = c.used;
         LCX_TRY(m->be->alloc(c.used, &m->ring_mem));
         c.base = m->ring_mem, c.used = 0;
     }

@@ -214,16 +214,17 @@ static lcx_status lead_has(const extend_job *job, const char *path, int *has) {
 }
 
 /* One side of the before/after evaluation: ckpt (shown as label) under cfg -> json (and the passkey heat map), on
- * every rank: each TP group a forward-only copy of the model with its slices of the weights (no rank holds the
- * whole model), the copies (the gradient group: the same TP rank over CP x DP) sharing out the windows and trials.
+ * every rank, in the training's layout: each TP x CP group a forward-only copy of the model with its slices of the
+ * weights and its parts of every window (no rank holds the whole model or a whole window), the copies (one per DP
+ * rank, over the gradient group) sharing out the windows and trials.
  * A failure with more than one rank ends the job (another may be waiting in a collective). */
 static lcx_status eval_side(extend_job *job, const char *which, const char *label, const char *ckpt,
                             const lcx_model_config *cfg, const char *json, const char *pk_svg) {
     if (job->grp.lead) mkdir(job->eval_dir, 0777);
     job->es.label = label;
     job->es.series = which;
-    lcx_status st = lcx_extend_eval_ckpt(ckpt, cfg, job->o->backend, job->grp.tpc, job->grp.g, &job->es, job->etok,
-                                         json, pk_svg, job->fres, job->r);
+    lcx_status st = lcx_extend_eval_ckpt(ckpt, cfg, job->o->backend, job->grp.tpc, job->grp.cpc, job->grp.g, &job->es,
+                                         job->etok, json, pk_svg, job->fres, job->r);
     if (st != LCX_OK && job->grp.all) {
         char msg[600];
         snprintf(msg, sizeof msg, "%s evaluation: rank %d: %s: %s", which, job->grp.all->rank, lcx_status_name(st),

@@ -7,24 +7,27 @@
 #include <string.h>
 
 #include "src/comm/comm.h"
+#include "src/core/cp_perm.h"
 #include "src/train/train.h"
 
 lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_backend *be, lcx_comm *tp,
-                                lcx_comm *replicas, const lcx_eval_spec *spec, lcx_tokenizer *tok,
+                                lcx_comm *cp, lcx_comm *replicas, const lcx_eval_spec *spec, lcx_tokenizer *tok,
                                 const char *json_path, const char *pk_svg, lcx_ppl_result *res,
                                 const lcx_reporter *r) {
     tp = tp && tp->size > 1 ? tp : NULL;
+    cp = cp && cp->size > 1 ? cp : NULL;
     replicas = replicas && replicas->size > 1 ? replicas : NULL;
     lcx_eval_spec sharded = *spec;
-    sharded.replicas = replicas;
+    sharded.tp = tp, sharded.cp = cp, sharded.replicas = replicas;
     lcx_model_opts mo;
     memset(&mo, 0, sizeof mo);
     mo.param_dtype = LCX_F32;
-    mo.max_tokens = lcx_eval_max_tokens(spec);
+    mo.max_tokens = lcx_cp_local_len(lcx_eval_max_tokens(spec), cp ? cp->size : 1); /* a CP rank's part */
     mo.mlp_chunk = LCX_EVAL_MLP_CHUNK; /* as lcextend eval: the same numbers */
     mo.training = 0; /* forward-only: one layer's working set (lcx_train_load then skips the moments) */
     mo.backend = be;
     mo.tp_comm = tp; /* each rank its slice of the weights; whole logits rows on every rank */
+    mo.cp_comm = cp; /* each rank its part of every window */
     lcx_model *m = NULL;
     lcx_passkey_result pk;
     memset(&pk, 0, sizeof pk);
@@ -32,14 +35,12 @@ lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, c
     char *svg = NULL;
     lcx_status st = lcx_model_init(&m, cfg, &mo);
     if (st == LCX_OK) st = lcx_train_load(ckpt, m, NULL);
-    st = lcx_comm_agree(tp, st); /* the evaluation's collectives need every rank of tp, and of the replicas */
+    st = lcx_comm_agree(tp, st); /* the evaluation's collectives need every rank of tp, cp and the replicas */
+    st = lcx_comm_agree(cp, st);
     st = lcx_comm_agree(replicas, st);
     if (st != LCX_OK) goto done;
     st = lcx_eval_run(&sharded, m, tok, res, &pk, &root, r);
-    /* the same results on every rank: rank 0 writes */
-    if (st != LCX_OK || (tp && tp->rank != 0) || (replicas && replicas->rank != 0)) goto done;
-    if (tp) json_object_set_new(root, "tp", json_integer(tp->size)); /* how the numbers were computed */
-    if (replicas) json_object_set_new(root, "replicas", json_integer(replicas->size));
+    if (st != LCX_OK || !lcx_eval_writes(&sharded)) goto done; /* the same results on every rank: one writes */
     st = lcx_eval_json_write(json_path, root);
     if (st == LCX_OK && pk_svg && spec->pk.trials > 0) {
         int md = (spec->pk.modes & LCX_PASSKEY_GREEDY) ? LCX_PASSKEY_GREEDY : LCX_PASSKEY_LOGLIK;

@@ -12,12 +12,14 @@ typedef struct lcx_comm lcx_comm; /* src/comm/comm.h */
  * of checkpoint dir `ckpt` (.lcx) into it, run spec (its tables go to r as RESULT lines), write the JSON of
  * `lcextend eval --json` to json_path and, when the passkey ran and pk_svg is not NULL, its heat map to pk_svg.
  * res[spec->ppl.n_lengths] receives the perplexities. tp (NULL: one rank): the TP group, every rank of it calling
- * with its slice of the weights loaded (src/eval/eval_checkpoint.h tp_comm). replicas (NULL: none): the same TP
- * rank of the other copies, sharing out the work (src/eval/eval_run.h). Rank 0 of both alone writes the files.
- * The ranks agree once the model is loaded (a failure there returns on every rank of tp); a failure during the
- * evaluation returns on its rank alone, while the others may wait in a collective: the caller ends the job. */
+ * with its slice of the weights loaded (src/eval/eval_checkpoint.h tp_comm). cp (NULL: none): the CP group, each
+ * rank holding its part of every window (cp_comm there). replicas (NULL: none): the same TP rank of the other
+ * copies, a copy's CP ranks consecutive (the gradient group), sharing out the work (src/eval/eval_run.h). Rank 0
+ * of all three alone writes the files. The ranks agree once the model is loaded (a failure there returns on every
+ * rank); a failure during the evaluation returns on its rank alone, while the others may wait in a collective:
+ * the caller ends the job. */
 lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_backend *be, lcx_comm *tp,
-                                lcx_comm *replicas, const lcx_eval_spec *spec, lcx_tokenizer *tok,
+                                lcx_comm *cp, lcx_comm *replicas, const lcx_eval_spec *spec, lcx_tokenizer *tok,
                                 const char *json_path, const char *pk_svg, lcx_ppl_result *res,
                                 const lcx_reporter *r);
 

@@ -10,6 +10,7 @@
 #include "src/checkpoint/catalog.h"
 #include "src/checkpoint/model_params.h"
 #include "src/comm/mesh_check.h"
+#include "src/core/cp_perm.h"
 #include "src/core/cp_ring.h"
 #include "src/core/units.h"
 #include "kernels/cuda/cuda_matmul.h"
@@ -140,25 +141,30 @@ double lcx_flops_per_token(const lcx_mem_model *m, int64_t seq_len) {
 /* n elements of elem bytes rounded up to 64 bytes, as the model lays out each buffer */
 static double piece(double n, double elem) { return ceil(n * elem / 64.0) * 64.0; }
 
-void lcx_mem_eval_compute(const lcx_model_config *cfg, uint64_t n_params, int64_t tp, int64_t tokens,
+void lcx_mem_eval_compute(const lcx_model_config *cfg, uint64_t n_params, int64_t tp, int64_t cp, int64_t tokens,
                           int64_t chunk, lcx_mem_eval *e) {
     memset(e, 0, sizeof *e);
-    if (tp < 1 || tokens < 1 || chunk < 1) return;
-    const int64_t T = tokens + 16, H = cfg->hidden_size, d = cfg->head_dim, V = cfg->vocab_size;
-    const int64_t kv = cfg->num_key_value_heads >= tp ? cfg->num_key_value_heads / tp : 1;
+    if (tp < 1 || cp < 1 || cp > INT32_MAX || tokens < 1 || chunk < 1) return;
+    const int64_t N = tokens + 16, T = lcx_cp_local_len(N, (int)cp), H = cfg->hidden_size, d = cfg->head_dim;
+    const int64_t V = cfg->vocab_size, kv = cfg->num_key_value_heads >= tp ? cfg->num_key_value_heads / tp : 1;
     lcx_model_opts mo;
     memset(&mo, 0, sizeof mo);
     mo.max_tokens = T, mo.loss_chunk = chunk, mo.act_dtype = LCX_F32, mo.mlp_chunk = LCX_EVAL_MLP_CHUNK;
-    e->tokens = T;
+    e->tokens = N;
+    e->local_tokens = T;
     e->weights = (double)n_params / (double)tp * 4;
     e->working_set = (double)lcx_model_forward_bytes_tp(cfg, &mo, (int)tp);
-    e->kv_cache = 2 * piece((double)cfg->num_hidden_layers * (double)T * (double)(kv * d), 4);
+    if (cp == 1) e->kv_cache = 2 * piece((double)cfg->num_hidden_layers * (double)T * (double)(kv * d), 4);
     if (tp > 1) { /* src/model/model_tp.c lcx_tp_alloc for a forward-only model */
         const double C = (double)(chunk < T ? chunk : T), Vl = (double)((V + tp - 1) / tp);
         e->tp_scratch = piece((double)tp * (double)T * (double)H, 4) + piece(C * 3 * (double)(tp + 1), 8) +
                         piece(C * (double)tp * Vl, 4);
     }
-    e->total = e->weights + e->working_set + e->kv_cache + e->tp_scratch;
+    if (cp > 1) /* src/model/model_ring.c lcx_ring_init, forward-only */
+        e->cp_ring = 2 * piece(2.0 * (double)T * (double)(kv * d), 4) +
+                     piece((double)T * (double)(cfg->num_attention_heads / tp * d), 4) +
+                     piece((double)T * (double)(cfg->num_attention_heads / tp), 4);
+    e->total = e->weights + e->working_set + e->kv_cache + e->tp_scratch + e->cp_ring;
 }
 
 lcx_mem_model lcx_mem_model_of(const lcx_model_config *cfg, uint64_t n_params) {
@@ -616,18 +622,18 @@ static void plan_eval(const lcx_plan *p, const lcx_recipe_stage *s, lcx_plan_sta
 
 #define LCX_PLAN_EVAL_CHUNK 256 /* rows per logits chunk of the evaluation model (the model's default) */
 
-/* The before/after evaluation at the last stage's longest eval length, on the TP group (lcx_mem_eval); a note when
- * it needs more than the device budget. */
+/* The before/after evaluation at the last stage's longest eval length, on the TP x CP group (lcx_mem_eval); a note
+ * when it needs more than the device budget. */
 static void plan_eval_memory(lcx_plan *p, const lcx_model_config *cfg) {
     const lcx_plan_stage *last = p->n_stages > 0 ? &p->stages[p->n_stages - 1] : NULL;
     int64_t len = 0;
     for (int i = 0; last && i < last->n_eval; i++) len = last->eval_lengths[i] > len ? last->eval_lengths[i] : len;
     if (len == 0) return;
-    lcx_mem_eval_compute(cfg, p->model.n_params, p->model.tp, len, LCX_PLAN_EVAL_CHUNK, &p->eval);
+    lcx_mem_eval_compute(cfg, p->model.n_params, p->model.tp, p->model.cp, len, LCX_PLAN_EVAL_CHUNK, &p->eval);
     char b1[32], b2[32];
     if (!p->searching && p->opts.mem_budget > 0 && p->eval.total > p->opts.mem_budget)
-        note(p, "the before/after evaluation at %lld tokens needs %s per device of the TP group (f32, passkey "
-             "cache), above the budget of %s: a larger --tp or shorter eval_lengths", (long long)len,
+        note(p, "the before/after evaluation at %lld tokens needs %s per device of the TP x CP group (f32), above "
+             "the budget of %s: a larger --tp or --cp, or shorter eval_lengths", (long long)len,
              human_bytes(p->eval.total, b1, sizeof b1), human_bytes(p->opts.mem_budget, b2, sizeof b2));
 }
 
@@ -1145,11 +1151,14 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
     if (p->eval.total > 0) {
         const lcx_mem_eval *e = &p->eval;
         char b5[32];
-        fprintf(f, "evaluation (before/after, float32, %s): %s per device at %lld tokens: weights %s, working set "
-                "%s, passkey cache %s", m->tp > 1 ? "on the TP group" : "one device",
-                human_bytes(e->total, b1, sizeof b1), (long long)e->tokens, human_bytes(e->weights, b2, sizeof b2),
-                human_bytes(e->working_set, b3, sizeof b3), human_bytes(e->kv_cache, b4, sizeof b4));
+        const char *on = m->tp > 1 && m->cp > 1 ? "on the TP x CP group" : m->tp > 1 ? "on the TP group"
+                         : m->cp > 1 ? "on the CP group" : "one device";
+        fprintf(f, "evaluation (before/after, float32, %s): %s per device at %lld tokens: weights %s, working set %s",
+                on, human_bytes(e->total, b1, sizeof b1), (long long)e->tokens, human_bytes(e->weights, b2, sizeof b2),
+                human_bytes(e->working_set, b3, sizeof b3));
+        if (e->kv_cache > 0) fprintf(f, ", passkey cache %s", human_bytes(e->kv_cache, b4, sizeof b4));
         if (e->tp_scratch > 0) fprintf(f, ", TP gathers %s", human_bytes(e->tp_scratch, b5, sizeof b5));
+        if (e->cp_ring > 0) fprintf(f, ", ring %s", human_bytes(e->cp_ring, b5, sizeof b5));
         fprintf(f, "\n");
     }
     for (int i = 0; i < p->n_notes; i++) fprintf(f, "note: %s\n", p->notes[i]);
@@ -1352,10 +1361,11 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(tot, "time_s", p->total_time_s > 0 ? json_real(p->total_time_s) : json_null(), &ok);
         put(tot, "peak_memory", json_real(p->peak_memory), &ok);
         if (p->eval.total > 0)
-            put(o, "evaluation", json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "tokens", (json_int_t)p->eval.tokens,
-                                           "weights", p->eval.weights, "working_set", p->eval.working_set,
-                                           "kv_cache", p->eval.kv_cache, "tp_scratch", p->eval.tp_scratch, "total",
-                                           p->eval.total),
+            put(o, "evaluation",
+                json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "tokens", (json_int_t)p->eval.tokens,
+                          "local_tokens", (json_int_t)p->eval.local_tokens, "weights", p->eval.weights,
+                          "working_set", p->eval.working_set, "kv_cache", p->eval.kv_cache, "tp_scratch",
+                          p->eval.tp_scratch, "cp_ring", p->eval.cp_ring, "total", p->eval.total),
                 &ok);
     }
     json_t *notes = json_array();

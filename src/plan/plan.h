@@ -204,22 +204,25 @@ typedef struct lcx_plan_stage {
     lcx_plan_cost step_cost;   /* its terms */
 } lcx_plan_stage;
 
-/* The main command's before/after evaluation, per device of the lead's TP group (docs/plan.md "Evaluation"):
- * the forward-only model lcx_extend_eval_ckpt builds (float32 weights and activations; the whole window, not
- * split over CP) at the last stage's longest eval length, with the passkey prompts' KV cache. */
+/* The main command's before/after evaluation, per device of the lead's TP x CP group (docs/plan.md "Evaluation"):
+ * the forward-only model lcx_extend_eval_ckpt builds (float32 weights and activations) at the last stage's longest
+ * eval length: each CP rank holds 1/CP of the window (padded to a multiple of 2 CP) and the ring's buffers; at
+ * CP 1 the whole window and the passkey prompts' KV cache. */
 typedef struct lcx_mem_eval {
-    int64_t tokens;        /* the model's capacity: the longest eval length + 16 (room for a passkey answer) */
+    int64_t tokens;        /* the window: the longest eval length + 16 (room for a passkey answer) */
+    int64_t local_tokens;  /* the model's capacity on a CP rank: lcx_cp_local_len(tokens, CP) */
     double weights;        /* P/TP x 4 */
-    double working_set;    /* one layer's working set for `tokens` (lcx_model_forward_bytes_tp) */
-    double kv_cache;       /* the passkey prompts' cache: L x tokens x 2 KV' x 4 */
-    double tp_scratch;     /* TP > 1: TP x [tokens, H] floats of sums and the gathered logits chunk, TP x
+    double working_set;    /* one layer's working set for local_tokens (lcx_model_forward_bytes_tp) */
+    double kv_cache;       /* CP 1: the passkey prompts' cache, L x tokens x 2 KV' x 4 (under CP there is none) */
+    double tp_scratch;     /* TP > 1: TP x [local_tokens, H] floats of sums and the gathered logits chunk, TP x
                               [chunk, V/TP] floats (+ its loss statistics) */
+    double cp_ring;        /* CP > 1: two blocks of K | V, a partial output and its LSE for local_tokens */
     double total;          /* the sum (the exec arena not included) */
 } lcx_mem_eval;
 
-/* e for cfg on TP ranks at `tokens` (BOS included; the capacity is tokens + 16) with logits chunks of `chunk`
+/* e for cfg on TP x CP ranks at `tokens` (BOS included; the capacity is tokens + 16) with logits chunks of `chunk`
  * rows. */
-void lcx_mem_eval_compute(const lcx_model_config *cfg, uint64_t n_params, int64_t tp, int64_t tokens,
+void lcx_mem_eval_compute(const lcx_model_config *cfg, uint64_t n_params, int64_t tp, int64_t cp, int64_t tokens,
                           int64_t chunk, lcx_mem_eval *e);
 
 #define LCX_PLAN_MAX_NOTES 16

@@ -1,10 +1,12 @@
-# lcextend eval under mpirun (docs/evaluation-protocol.md "Tensor-parallel evaluation" and "Replicas"): on the
-# bundled tiny model (6 query heads on 2 KV heads, tied embeddings), --tp 2 on 2 ranks, 2 ranks without --tp (two
-# copies of the model sharing out the windows and trials) and --tp 2 on 4 ranks (two TP groups) each give one
-# process's perplexities within 1e-6 relative (float32 sums in another order: each rank's GEMMs cover its heads,
-# columns and vocabulary rows; the replicas' sums are added in rank order), the same tokens and windows, and the
-# same passkey tables (greedy and loglik, 2 named keys in a text's words); one report and one JSON file, equal to
-# one process's, saying how it was computed. A --tp that does not divide the world or the heads, and an output that
+# lcextend eval under mpirun (docs/evaluation-protocol.md "Tensor-parallel evaluation", "Context-parallel
+# evaluation" and "Replicas"): on the bundled tiny model (6 query heads on 2 KV heads, tied embeddings), --tp 2 on
+# 2 ranks, 2 ranks without --tp (two copies of the model sharing out the windows and trials), --tp 2 on 4 ranks
+# (two TP groups), --cp 2 on 2 ranks (every window split over the ring), --cp 2 on 4 ranks (two copies of a CP
+# pair) and --tp 2 --cp 2 on 4 ranks each give one process's perplexities within 1e-6 relative (float32 sums in
+# another order: each rank's GEMMs cover its heads, columns and vocabulary rows, the ring merges partial attention
+# by log-sum-exp; the replicas' sums are added in rank order), the same tokens and windows, and the same passkey
+# tables (greedy and loglik, 2 named keys in a text's words); one report and one JSON file, equal to one process's,
+# saying how it was computed. A --tp or --cp that does not divide the world or the heads, and an output that
 # exists, fail with one line and write nothing; so does a failure of rank 0 alone before the work (a --compare file
 # only the writer reads), within 60 s: the other rank does not wait for it in a collective. Skips (77) without
 # mpirun.
@@ -55,7 +57,13 @@ same_as_one tp2 2 '"tp": 2' --tp 2
 same_as_one replicas2 2 '"replicas": 2'
 same_as_one tp2x2 4 '"replicas": 2' --tp 2
 check "--tp 2 on 4 ranks: the JSON says tp 2 too" grep -q '"tp": 2' "$tmp/tp2x2.json"
-check "one JSON file per run, nothing else written beside them" [ "$(ls "$tmp" | grep -c json)" -eq 4 ]
+same_as_one cp2 2 '"cp": 2' --cp 2
+check "--cp 2 on 2 ranks: one copy (no replicas in the JSON)" bash -c "! grep -q replicas '$tmp/cp2.json'"
+same_as_one cp2x2 4 '"replicas": 2' --cp 2
+check "--cp 2 on 4 ranks: the JSON says cp 2 too" grep -q '"cp": 2' "$tmp/cp2x2.json"
+same_as_one tp2cp2 4 '"cp": 2' --tp 2 --cp 2
+check "--tp 2 --cp 2: the JSON says tp 2 too" grep -q '"tp": 2' "$tmp/tp2cp2.json"
+check "one JSON file per run, nothing else written beside them" [ "$(ls "$tmp" | grep -c json)" -eq 7 ]
 
 # refusals: one line each (rank 0's), non-zero, nothing written
 # a failure of rank 0 alone before the work (only the writer reads --compare): the others must not wait in the
@@ -69,6 +77,9 @@ check "rank 0 alone fails: one line naming the file ($(head -1 "$tmp/err"))" [ "
 mpi 2 eval "$model" --data "$data" --lengths 128 --tp 3 --json "$tmp/x.json"
 check "--tp 3 on 2 ranks: refused with one line" [ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ]
 check "--tp 3 on 2 ranks: names the world" grep -q "does not divide the world of 2 ranks" "$tmp/err"
+mpi 2 eval "$model" --data "$data" --lengths 128 --tp 2 --cp 2 --json "$tmp/x.json"
+check "--tp 2 --cp 2 on 2 ranks: refused with one line" [ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ]
+check "--tp 2 --cp 2 on 2 ranks: names the world" grep -q "tp 2 x --cp 2 does not divide the world of 2" "$tmp/err"
 mpi 4 eval "$model" --data "$data" --lengths 128 --tp 4 --json "$tmp/x.json"
 check "--tp 4 with 6 heads: refused with one line" [ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ]
 check "--tp 4 with 6 heads: names the heads" grep -q "tp=4 does not divide the 6 attention heads" "$tmp/err"

@@ -5,9 +5,10 @@
 # --stage-passkey its passkey test on the TP group; the checkpoints' layout says tp 2; the export, read whole from the final checkpoint, scores as one process's within 1e-5).
 # The CP runs print one plan (the CP 2 layout, with the ring) and one report; every training loss and every stage
 # evaluation in metrics.jsonl (stage 1's evaluation runs over the CP ranks: padded windows over the ring) equals
-# the one-process run within 1e-5 relative; the before/after evaluation (on every rank: each TP group a copy of
-# the model, with its slices of the weights, the copies sharing out the windows and trials; before within 1e-12,
-# 1e-6 with TP) gives the same perplexities and passkey cells; the export is there; --resume continues a CP run exactly. Refused before any
+# the one-process run within 1e-5 relative; the before/after evaluation (on every rank, in the training's layout:
+# each TP x CP group a copy of the model, with its slices of the weights and its parts of every window, the DP
+# copies sharing out the windows and trials; before within 1e-12, 1e-6 with TP or CP) gives the same perplexities
+# and passkey cells; the export is there; --resume continues a CP run exactly. Refused before any
 # work, one line, nothing created or printed on stdout: a stage length that 2 x CP does not divide, a mesh that
 # does not match the world, a --tp that does not divide the heads. Skips (77) without mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -50,16 +51,25 @@ same_run() {
     paste <(ppls "$tmp/one/eval/after.json") <(ppls "$1/eval/after.json") >"$tmp/ppls"
     check "$2: after.json: 4 values each" [ "$(awk 'NF == 2' "$tmp/ppls" | wc -l)" -eq 4 ]
     while read -r a b; do check "$2: after.json $b vs $a (one process), 1e-5" close "$b" "$a" 1e-5; done <"$tmp/ppls"
-    # before.json: the same weights; the copies' sums added in another order (1e-12), and with TP the float32
-    # sums of the TP ranks' slices (1e-6)
+    # before.json: the same weights; the copies' sums added in another order (1e-12), and with TP or CP the float32
+    # sums of the TP ranks' slices and the ring's merges (1e-6). Its layout: TP $3, CP $4 (empty: none), $5 copies
+    # sharing out the work (empty: one)
     local tol=1e-12
+    [ -n "${3:-}${4:-}" ] && tol=1e-6
     if [ -n "${3:-}" ]; then
-        tol=1e-6
         check "$2: before.json and after.json say tp $3" grep -q "\"tp\": $3" "$1/eval/before.json" && \
             grep -q "\"tp\": $3" "$1/eval/after.json"
     fi
-    check "$2: before.json and after.json say replicas $4 (every rank evaluates)" \
-        grep -q "\"replicas\": $4" "$1/eval/before.json" && grep -q "\"replicas\": $4" "$1/eval/after.json"
+    if [ -n "${4:-}" ]; then
+        check "$2: before.json and after.json say cp $4 (the windows split as in training)" \
+            grep -q "\"cp\": $4" "$1/eval/before.json" && grep -q "\"cp\": $4" "$1/eval/after.json"
+    fi
+    if [ -n "${5:-}" ]; then
+        check "$2: before.json and after.json say replicas $5 (every copy evaluates)" \
+            grep -q "\"replicas\": $5" "$1/eval/before.json" && grep -q "\"replicas\": $5" "$1/eval/after.json"
+    else
+        check "$2: before.json says no replicas (one copy)" bash -c "! grep -q replicas '$1/eval/before.json'"
+    fi
     paste <(ppls "$tmp/one/eval/before.json") <(ppls "$1/eval/before.json") >"$tmp/ppls"
     check "$2: before.json: 4 values each" [ "$(awk 'NF == 2' "$tmp/ppls" | wc -l)" -eq 4 ]
     while read -r a b; do check "$2: before.json $b vs $a (one process), $tol" close "$b" "$a" "$tol"; done <"$tmp/ppls"
@@ -85,7 +95,7 @@ check "mpirun -np 2 --cp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--cp 2: the plan is the CP 2 layout" grep -q "^layout:  TP 1 x CP 2 x DP 1" "$tmp/out"
 check "--cp 2: the plan shows the ring" grep -q "^stage 2: ring per rank, per layer and sequence (256 tokens" "$tmp/out"
 check "--cp 2: the stages name CP 2" [ "$(grep -c '^stage [12]/2: seq [0-9]* over CP 2' "$tmp/out")" -eq 2 ]
-same_run "$tmp/cp2" "--cp 2" "" 2
+same_run "$tmp/cp2" "--cp 2" "" 2 ""
 
 # --resume under --cp 2 from stage 2's step-1 checkpoint: the unbroken run's last step and after-evaluation
 cp -r "$tmp/cp2" "$tmp/res" && rm -rf "$tmp/res/hf" "$tmp/res/eval/after.json" "$tmp/res/checkpoints/s02-step000002" && \
@@ -100,16 +110,17 @@ check "--cp 2 --resume: after.json as the unbroken run" [ "$(ppls "$tmp/res/eval
 mpi 4 "$tinym" "${args[@]}" --out "$tmp/cd" --cp 2 --dp 2
 check "mpirun -np 4 --cp 2 --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--cp 2 --dp 2: the plan is that layout" grep -q "^layout:  TP 1 x CP 2 x DP 2" "$tmp/out"
-same_run "$tmp/cd" "--cp 2 --dp 2" "" 4
+same_run "$tmp/cd" "--cp 2 --dp 2" "" 2 2
 
 mpi 4 "$tinym" "${args[@]}" --out "$tmp/tc" --tp 2 --cp 2 --stage-passkey
 check "mpirun -np 4 --tp 2 --cp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
-check "--tp 2 --cp 2 --stage-passkey: stage 1's passkey on the TP group, once" grep -q '"tp": 2' \
-    "$tmp/tc/eval/passkey-stage1.json" && [ "$(grep -c '^passkey retrieval of .*s01-' "$tmp/out")" -eq 1 ]
+check "--tp 2 --cp 2 --stage-passkey: stage 1's passkey on the TP x CP group, once" grep -q '"tp": 2' \
+    "$tmp/tc/eval/passkey-stage1.json" && grep -q '"cp": 2' "$tmp/tc/eval/passkey-stage1.json" && \
+    [ "$(grep -c '^passkey retrieval of .*s01-' "$tmp/out")" -eq 1 ]
 check "--tp 2 --cp 2: the plan is that layout" grep -q "^layout:  TP 2 x CP 2 x DP 1" "$tmp/out"
 check "--tp 2 --cp 2: the stages name CP 2 and TP 2" \
     [ "$(grep -c '^stage [12]/2: seq [0-9]* over CP 2 ([0-9]* tokens per rank), TP 2' "$tmp/out")" -eq 2 ]
-same_run "$tmp/tc" "--tp 2 --cp 2" 2 2
+same_run "$tmp/tc" "--tp 2 --cp 2" 2 2 ""
 check "--tp 2 --cp 2: the checkpoints' layout says tp 2" grep -q '"tp": 2' "$tmp/tc/checkpoints/s02-step000002/manifest.json"
 score() { "$LCEXTEND" score "$1" --ids "$tmp/ids.txt" 2>&1 | sed -n 's/^loss: *//p'; }
 s1=$(score "$tmp/one/hf") s2=$(score "$tmp/tc/hf")

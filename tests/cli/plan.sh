@@ -182,11 +182,17 @@ check "search: a runner-up" grep -q "^runner-up: TP [0-9]* x CP [0-9]* x DP [0-9
 peak=$(grep -o 'peak memory [0-9.]* GiB per device' "$tmp/out" | grep -o '[0-9.]*')
 check "search: peak $peak GiB <= 80 GiB" awk -v p="$peak" 'BEGIN { exit !(p > 0 && p <= 80) }'
 check "search: every stage within the budget" awk '/^[0-9]+ / { v = $(NF-3); u = $(NF-2); if (u != "GiB" || v > 80) bad = 1 } END { exit bad }' "$tmp/out"
-# the before/after evaluation on the chosen layout's TP group at the last stage's 128k (+16): its line, within 80 GiB
-ev=$(sed -n 's/^evaluation (before\/after, float32, [^)]*): \([0-9.]*\) GiB per device at 131088 tokens: weights .*, working set .*, passkey cache .*/\1/p' "$tmp/out")
+# the before/after evaluation on the chosen layout's TP x CP group at the last stage's 128k (+16): its line (a ring
+# with CP, a passkey cache without), within 80 GiB
+ev=$(sed -n 's/^evaluation (before\/after, float32, [^)]*): \([0-9.]*\) GiB per device at 131088 tokens: weights [^,]*, working set [^,]*, \(passkey cache\|TP gathers\|ring\) .*/\1/p' "$tmp/out")
 check "search: the evaluation line (${ev:-missing})" [ -n "$ev" ]
 check "search: the evaluation ($ev GiB) within the budget, no note" awk -v p="${ev:-999}" 'BEGIN { exit !(p > 0 && p <= 80) }' && \
     ! grep -q "^note: the before/after evaluation" "$tmp/out"
+if [ "$2" -gt 1 ]; then
+    check "search: CP $2: the evaluation splits its windows over CP (a ring, no passkey cache)" \
+        grep -q "^evaluation (before/after, float32, on the .*CP group): .*, ring [0-9.]* [MG]iB$" "$tmp/out" && \
+        ! grep -q "^evaluation .*passkey cache" "$tmp/out"
+fi
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB
 check "search: deterministic (same output twice)" cmp -s "$tmp/out" "$tmp/search1.txt"
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --json

@@ -92,7 +92,7 @@ static void run(const lcx_model_config *cfg, lcx_dtype pdt, lcx_comm *tp, pass_o
     uint64_t n_params = 0;
     for (size_t i = 0; i < tab->n; i++) n_params += tab->params[i].numel;
     lcx_mem_eval e;
-    lcx_mem_eval_compute(cfg, n_params, tp_size, SEQ - 16, 7, &e);
+    lcx_mem_eval_compute(cfg, n_params, tp_size, 1, SEQ - 16, 7, &e);
     lcx_model_memory mm = lcx_model_memory_of(m);
     CHECK_MSG(e.working_set == (double)mm.acts, "TP %d: working set %.0f bytes, the model %zu", tp_size,
               e.working_set, mm.acts);

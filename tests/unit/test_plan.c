@@ -649,7 +649,7 @@ static void test_eval_memory(void) {
     if (!load_cfg(&cfg, 8192, "\"rope_theta\": 500000.0")) return;
     const double T = 1016, H = 4096, Q = 4 * 128, KV = 128, F = 14336 / 8, V = 128256, P = 8030261248.0;
     lcx_mem_eval e;
-    lcx_mem_eval_compute(&cfg, (uint64_t)P, 8, 1000, 256, &e);
+    lcx_mem_eval_compute(&cfg, (uint64_t)P, 8, 1, 1000, 256, &e);
     CHECK(e.tokens == 1016);
     CHECK(e.weights == P / 8 * 4);
     /* x, y, xn2 [T, H]; q, o [T, Q']; k, v [T, KV']; lse [T, nh']; gate, up [T, F']; ones; ids, targets,
@@ -660,12 +660,28 @@ static void test_eval_memory(void) {
     CHECK(e.kv_cache == 2 * up64(32 * T * KV * 4));
     double tp = up64(8 * T * H * 4) + up64(256 * 3 * 9 * 8) + up64(256 * 8 * 16032 * 4.0);
     CHECK_MSG(e.tp_scratch == tp, "TP scratch %.0f, by hand %.0f", e.tp_scratch, tp);
-    CHECK(e.total == e.weights + e.working_set + e.kv_cache + e.tp_scratch);
-    lcx_mem_eval_compute(&cfg, (uint64_t)P, 1, 1000, 256, &e);
+    CHECK(e.total == e.weights + e.working_set + e.kv_cache + e.tp_scratch && e.cp_ring == 0);
+    CHECK(e.local_tokens == 1016);
+    /* CP 4: each rank 1016 / 4 = 254 tokens (1016 is a multiple of 8), no passkey cache, the ring's two K | V
+     * blocks, a partial output [254, Q'] and its LSE [254, nh'] */
+    const double Tc = 254;
+    lcx_mem_eval_compute(&cfg, (uint64_t)P, 8, 4, 1000, 256, &e);
+    double wsc = 3 * up64(Tc * H * 4) + 2 * up64(Tc * Q * 4) + 2 * up64(Tc * KV * 4) + up64(Tc * 4 * 4) +
+                 2 * up64(Tc * F * 4) + 4 * up64(Tc * 4) + up64(254 * V * 4);
+    double ring = 2 * up64(2 * Tc * KV * 4) + up64(Tc * Q * 4) + up64(Tc * 4 * 4);
+    double tpc = up64(8 * Tc * H * 4) + up64(254 * 3 * 9 * 8) + up64(254 * 8 * 16032 * 4.0);
+    CHECK_MSG(e.tokens == 1016 && e.local_tokens == 254 && e.working_set == wsc && e.kv_cache == 0 &&
+                  e.cp_ring == ring && e.tp_scratch == tpc,
+              "CP 4: local %lld, working set %.0f (by hand %.0f), ring %.0f (%.0f), TP %.0f (%.0f)",
+              (long long)e.local_tokens, e.working_set, wsc, e.cp_ring, ring, e.tp_scratch, tpc);
+    CHECK(e.total == e.weights + e.working_set + e.tp_scratch + e.cp_ring);
+    lcx_mem_eval_compute(&cfg, (uint64_t)P, 8, 4, 1001, 256, &e); /* 1017 pads to 1024 */
+    CHECK(e.local_tokens == 256);
+    lcx_mem_eval_compute(&cfg, (uint64_t)P, 1, 1, 1000, 256, &e);
     CHECK(e.tp_scratch == 0 && e.kv_cache == 2 * up64(32 * T * 1024 * 4));
     /* past LCX_EVAL_MLP_CHUNK (4096) tokens the MLP rows (norm output, gate, up) are 4096, the rest T */
     const double T2 = 10016, C = LCX_EVAL_MLP_CHUNK;
-    lcx_mem_eval_compute(&cfg, (uint64_t)P, 8, 10000, 256, &e);
+    lcx_mem_eval_compute(&cfg, (uint64_t)P, 8, 1, 10000, 256, &e);
     double ws2 = 2 * up64(T2 * H * 4) + up64(C * H * 4) + 2 * up64(T2 * Q * 4) + 2 * up64(T2 * KV * 4) +
                  up64(T2 * 4 * 4) + 2 * up64(C * F * 4) + 4 * up64(T2 * 4) + up64(256 * V * 4);
     CHECK_MSG(e.working_set == ws2, "working set at 10000 tokens %.0f, by hand %.0f", e.working_set, ws2);
@@ -681,7 +697,7 @@ static void test_eval_memory(void) {
     CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
     if (p) {
         lcx_mem_eval want;
-        lcx_mem_eval_compute(&cfg, p->model.n_params, 8, 524288, 256, &want);
+        lcx_mem_eval_compute(&cfg, p->model.n_params, 8, 1, 524288, 256, &want);
         CHECK(p->eval.tokens == 524304 && p->eval.total == want.total);
         CHECK(p->n_notes == 0);
     }
@@ -693,6 +709,17 @@ static void test_eval_memory(void) {
         noted |= strstr(p->notes[i], "the before/after evaluation at 524288 tokens needs") != NULL;
     CHECK_MSG(p && p->eval.total > o.mem_budget && noted, "no note for an evaluation of %.3g bytes",
               p ? p->eval.total : 0.0);
+    lcx_plan_free(p);
+    o.cp = 4, o.target = 16384; /* the evaluation splits its windows over CP as well: now it fits */
+    p = NULL;
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    if (p) {
+        lcx_mem_eval want;
+        lcx_mem_eval_compute(&cfg, p->model.n_params, 8, 4, 524288, 256, &want);
+        CHECK(p->eval.local_tokens == 131076 && p->eval.total == want.total && p->eval.total < o.mem_budget);
+        for (int i = 0; i < p->n_notes; i++)
+            CHECK_MSG(!strstr(p->notes[i], "before/after evaluation"), "CP 4: note %s", p->notes[i]);
+    }
     lcx_plan_free(p);
     lcx_recipe_free(r);
     lcx_config_free(&cfg);
