@@ -178,7 +178,7 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
         .pk = {pk_lengths, n_pk_lengths, o->depths, o->n_depths, o->trials, o->distractors, modes, o->seed,
                o->needles, hay, hay_len, 0, 0},
         .haystack_name = o->haystack,
-        .quiet = o->quiet, .tp = tp, .cp = cp, .replicas = rep};
+        .quiet = o->quiet, .progress_s = o->progress_s, .tp = tp, .cp = cp, .replicas = rep};
 
     if (o->data) st = lcx_eval_load_docs(o->data, bos, cfg.vocab_size, &docs, &n_docs, &store);
     else if (o->text) st = load_text_doc(o->text, tok, cfg.vocab_size, &docs, &n_docs, &store);

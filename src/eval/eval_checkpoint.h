@@ -63,6 +63,7 @@ typedef struct lcx_eval_options {
                                   trials and the results are added up (src/eval/eval_run.h replicas); rank 0 of
                                   every group writes */
     int quiet;                 /* no progress states */
+    double progress_s;         /* the least seconds between two progress states (0: 2) */
 } lcx_eval_options;
 
 /* The defaults of `lcextend eval` (stride 256, depths 0,.25,.5,.75,1, greedy, 4 distractors, seed 1, f32,

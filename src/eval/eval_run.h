@@ -33,6 +33,7 @@ typedef struct lcx_eval_spec {
     lcx_passkey_config pk;   /* trials 0: no passkey (then tok may be NULL) */
     const char *haystack_name; /* pk.haystack's file, as reported and stored (NULL: the repeated filler) */
     int quiet;               /* no progress states */
+    double progress_s;       /* the least seconds between two progress states (0: 2) */
     struct lcx_comm *tp, *cp; /* the model's TP and CP groups (opts.tp_comm, opts.cp_comm; NULL: none): stored in the
                                  JSON and deciding who writes (lcx_eval_writes) */
     struct lcx_comm *replicas; /* NULL (or only the CP group's ranks): this model does all the work. Else the ranks

@@ -4,6 +4,8 @@
 #define LCX_TEST_RECORDER_H
 
 #include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,9 +22,20 @@ typedef struct record {
     int rows;               /* of a table */
 } record;
 
+enum { MAX_STATES = 1024 };
+
+/* A progress state as reported (the end of a progress, a NULL state, is not kept). */
+typedef struct state {
+    char what[32];
+    int64_t done, total;
+    double rate, eta_s;
+} state;
+
 typedef struct recorder {
     record r[MAX_RECORDS];
     int n, progress;
+    state st[MAX_STATES];
+    int n_states;
 } recorder;
 
 static inline record *recorder_add(recorder *rc, char kind, const char *name, const char *text) {
@@ -39,8 +52,12 @@ static inline void rec_line(void *u, lcx_report_level level, const char *text) {
     if (x) x->level = level;
 }
 static inline void rec_progress(void *u, const lcx_progress *p) {
-    (void)p;
-    ((recorder *)u)->progress++;
+    recorder *rc = u;
+    rc->progress++;
+    if (!p || rc->n_states == MAX_STATES) return;
+    state *x = &rc->st[rc->n_states++];
+    snprintf(x->what, sizeof x->what, "%s", p->what ? p->what : "");
+    x->done = p->done, x->total = p->total, x->rate = p->rate, x->eta_s = p->eta_s;
 }
 static inline void rec_event(void *u, const char *name, const char *json) { recorder_add(u, 'e', name, json); }
 static inline void rec_table(void *u, const lcx_table *t) {
