@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Tensor-parallel evaluation (docs/evaluation-protocol.md "Tensor-parallel evaluation") on a backend:
-# `lcextend eval --tp T` under mpirun on BACKEND (cuda: every rank on the machine's one GPU, the staged
-# communicator, docs/parallel.md "Device buffers") against one process on the CPU backend, on the bundled tiny
+# Tensor- and context-parallel evaluation (docs/evaluation-protocol.md "Tensor-parallel evaluation",
+# "Context-parallel evaluation") on a backend: `lcextend eval --tp T --cp C` under mpirun (T x C ranks) on BACKEND
+# (cuda: every rank on the machine's one GPU, the staged communicator, docs/parallel.md "Device buffers") against
+# one process on the CPU backend, on the bundled tiny
 # model (6 query heads on 2 KV heads, tied embeddings) and its held-out KJV documents: the perplexity at each
 # length within 1e-5 relative and the same passkey table (greedy and loglik, every cell). Per run the wall time
 # and the largest peak RSS of the ranks (host memory; /usr/bin/time -f %M, empty without it). Prints one line per
 # check and a summary line; exit 1 when a run fails or a check does not hold.
-# usage: [BACKEND=cpu|cuda] [TP=2] [LENGTHS=128,256] [PK_LENGTHS=256] bench/tp_eval.sh BUILD
+# usage: [BACKEND=cpu|cuda] [TP=2] [CP=1] [LENGTHS=128,256] [PK_LENGTHS=256] bench/tp_eval.sh BUILD
 set -euo pipefail
 BUILD=${1:?usage: $0 BUILD_DIR}
 BACKEND=${BACKEND:-cpu}
 TP=${TP:-2}
+CP=${CP:-1}
 LENGTHS=${LENGTHS:-128,256}
 PK_LENGTHS=${PK_LENGTHS:-256}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,7 +36,7 @@ run() {
         "$(cat "$out/$name".rss.* 2>/dev/null | sort -n | tail -1) KiB"
 }
 run one 1 --backend cpu
-run tp "$TP" --backend "$BACKEND" --tp "$TP"
+run tp "$((TP * CP))" --backend "$BACKEND" --tp "$TP" --cp "$CP"
 fail=0
 check() { if "${@:2}"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
 rows() { awk '/^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$/ { print $1, $2, $5 }' "$1"; }
@@ -45,5 +47,5 @@ while read -r len _ a _ _ b; do
 done < <(paste -d' ' <(rows "$out/one.txt") <(rows "$out/tp.txt"))
 pk() { sed -n '/^passkey retrieval of/,$p' "$1" | sed 's/, in [0-9.]* s$//'; }
 check "the same passkey table" diff <(pk "$out/one.txt") <(pk "$out/tp.txt")
-echo "tp_eval.sh: --tp $TP on $BACKEND against one CPU process: $([ $fail = 0 ] && echo all checks passed || echo FAILED)"
+echo "tp_eval.sh: --tp $TP --cp $CP on $BACKEND against one CPU process: $([ $fail = 0 ] && echo all checks passed || echo FAILED)"
 exit $fail

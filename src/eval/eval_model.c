@@ -82,7 +82,7 @@ static lcx_status run_cp(lcx_model *m, lcx_comm *cp, const int32_t *tokens, int6
     int64_t k0 = 0;
     while (k0 < loc && pos_l[k0] < first - 1) k0++;
     score_ctx c = {tokens, n, first, 0, pos_l, NULL, NULL, next != NULL, mine};
-    lcx_batch b = {.n_seq = 1, .seq_len = loc, .ids = ids_l, .targets = tgt_l, .positions = pos_l};
+    lcx_batch b = {.n_seq = 1, .seq_len = loc, .ids = ids_l, .targets = tgt_l, .positions = pos_l, .rope_len = n};
     LCX_TRY_GOTO(lcx_model_forward_logits(m, &b, k0, on_logits, &c), done);
     LCX_TRY_GOTO(lcx_comm_all_gather(cp, NULL, mine, all, loc, LCX_F64), done);
     for (int r = 0; r < C; r++) /* rank r's rows to their window rows, over this rank's own: vals[np] */

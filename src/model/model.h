@@ -102,6 +102,9 @@ typedef struct lcx_batch {
     const int32_t *doc_start; /* host [n_seq * seq_len] document masking (training models only): the global
                                  position of the first token of each token's document, in [0, its position];
                                  attention keeps a token inside its document. NULL = no document mask */
+    int64_t rope_len;         /* the sequence length the rope frequencies are for, where they depend on it
+                                 (dynamic NTK, longrope; HF: the pass's length): 0 = the last position + 1. A
+                                 window padded for CP passes its own length, so the pad changes nothing */
 } lcx_batch;
 
 typedef struct lcx_adamw_opts {

@@ -13,15 +13,15 @@ int64_t lcx_batch_count(const lcx_batch *b) {
     return n;
 }
 
-/* cos/sin for positions [0, len) of a forward of global length len. The tables are kept while they hold len
- * positions and were built from the frequencies this length has (only dynamic and longrope change them with the
- * length): an entry depends on its position and the frequencies only, so the kept tables give the same bits, and
- * decoding token by token does not rebuild them for every token. */
-static lcx_status rope_tables(lcx_model *m, int64_t len) {
+/* cos/sin for positions [0, len) of a forward whose frequencies are those of a sequence of freq_len tokens (only
+ * dynamic and longrope change them with the length). The tables are kept while they hold len positions and were
+ * built from these frequencies: an entry depends on its position and the frequencies only, so the kept tables
+ * give the same bits, and decoding token by token does not rebuild them for every token. */
+static lcx_status rope_tables(lcx_model *m, int64_t freq_len, int64_t len) {
     int64_t np = m->rope.n_pairs;
     float inv[LCX_ROPE_MAX_PAIRS];
     double attn = 1.0;
-    LCX_TRY(lcx_rope_inv_freq(&m->rope, len, inv, &attn));
+    LCX_TRY(lcx_rope_inv_freq(&m->rope, freq_len, inv, &attn));
     if (len <= m->rope_len && attn == m->rope_attn && memcmp(inv, m->inv_freq, (size_t)np * sizeof(float)) == 0)
         return LCX_OK;
     const lcx_backend *be = m->be;
@@ -129,7 +129,8 @@ lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
     LCX_TRY_GOTO(be->copy_h2d(m->x, m->d_tgt, tgt, (size_t)T * sizeof(int32_t)), done);
     m->doc_on = b->doc_start != NULL;
     if (m->doc_on) LCX_TRY_GOTO(be->copy_h2d(m->x, m->d_doc, b->doc_start, (size_t)T * sizeof(int32_t)), done);
-    LCX_TRY_GOTO(rope_tables(m, max_pos + 1), done);
+    LCX_FAIL_GOTO(b->rope_len < 0, LCX_ERR_INVALID, done, "model: rope length %lld < 0", (long long)b->rope_len);
+    LCX_TRY_GOTO(rope_tables(m, b->rope_len > 0 ? b->rope_len : max_pos + 1, max_pos + 1), done);
     if (count) *count = n;
 done:
     free(pos);

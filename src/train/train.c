@@ -415,7 +415,7 @@ lcx_status lcx_train_window_score_cp(void *scorer, const int32_t *tokens, int64_
     double sum = 0;
     int64_t count = 0;
     lcx_status st = lcx_cp_local_batch(np, cp, s->cp_rank, ids, tgt, NULL, ids_l, tgt_l, pos_l);
-    lcx_batch b = {.n_seq = 1, .seq_len = loc, .ids = ids_l, .targets = tgt_l, .positions = pos_l};
+    lcx_batch b = {.n_seq = 1, .seq_len = loc, .ids = ids_l, .targets = tgt_l, .positions = pos_l, .rope_len = n};
     if (st == LCX_OK) st = lcx_model_forward(s->model, &b, NULL, &sum, &count); /* summed over CP */
     free(buf);
     LCX_TRY(st);

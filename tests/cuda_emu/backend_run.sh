@@ -18,7 +18,8 @@
 #                          CFG: default the llama_gqa fixture, 64 tokens: the host GEMMs are slow; needs mpirun),
 #                          and bench/tp_distribute.sh, TP 2 with and without distributed saved activations
 #   tp_eval                lcextend eval --tp 2 on it (bench/tp_eval.sh: 2 ranks on the emulated device against one
-#                          CPU process; LENGTHS 64 and PK_LENGTHS 128 by default: slow, so not among the default runs)
+#                          CPU process; LENGTHS 64 and PK_LENGTHS 128 by default: slow, so not among the default runs;
+#                          TP and CP from the environment, default 2 and 1)
 # For machines without a GPU: it checks the host code, the kernels' indexing and the cuBLASLt calls' shapes,
 # strides and staging, not the GPU's memory model, speed, or cuBLASLt's own numerics. BUILD is a configured and
 # built CPU-only tree with AddressSanitizer (the CI's build-asan: its liblcx.a and link line are used). Not a
@@ -94,7 +95,8 @@ for test in $tests; do
     if [ "$test" = tp_eval ]; then # lcextend eval --tp 2: both ranks on the one emulated "GPU"
         lcextend_emu
         job 1 "bench/tp_eval.sh on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
-            BACKEND=cuda TP=2 LENGTHS="${LENGTHS:-64}" PK_LENGTHS="${PK_LENGTHS:-128}" bash "$root/bench/tp_eval.sh" "$work"
+            BACKEND=cuda TP="${TP:-2}" CP="${CP:-1}" LENGTHS="${LENGTHS:-64}" PK_LENGTHS="${PK_LENGTHS:-128}" \
+            bash "$root/bench/tp_eval.sh" "$work"
         continue
     fi
     if [ "$test" = cp_check ]; then # lcextend on the emulated backend: CP 2 and 4 ranks sharing its one "GPU"

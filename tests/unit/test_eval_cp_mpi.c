@@ -10,6 +10,8 @@
  *     are at least 1e-3 apart (closer ones may swap under last-bit differences; all rows were, here);
  *   - every rank of the group holds the same bits (each row is scored by one rank and all-gathered);
  *   - lcx_eval_lm (the passkey's adapter) has no KV cache under CP and gives the same bits as the model's scorer.
+ * With a dynamic NTK rope (frequencies from the pass's length) as well: the padded window runs with its own
+ * length's frequencies (lcx_batch.rope_len), as one rank does.
  * Then the planner's estimate of the evaluation's memory (lcx_mem_eval_compute with CP) against the model's
  * allocations: working set, TP scratch and ring buffers to the byte; and a window longer than the capacity fails
  * with a message on every rank. */
@@ -79,12 +81,18 @@ static uint64_t fnv(const void *p, size_t n, uint64_t h) {
     return h;
 }
 
-static void check_layout(lcx_comm *world, const char *fixture, int tp, int cp) {
+static void check_layout(lcx_comm *world, const char *fixture, int tp, int cp, int dynamic) {
     char path[600];
     snprintf(path, sizeof path, "%s/tests/fixtures/models/%s/config.json", LCX_SOURCE_DIR, fixture);
     lcx_model_config cfg;
     CHECK_OK(lcx_config_load(path, &cfg));
     cfg.num_hidden_layers = 2;
+    if (dynamic) { /* frequencies that depend on the pass's length: the window's, never the padded one's */
+        snprintf(cfg.rope.type, sizeof cfg.rope.type, "dynamic");
+        cfg.rope.has_factor = 1;
+        cfg.rope.factor = 2.0;
+        cfg.max_position_embeddings = 16;
+    }
     const int64_t V = cfg.vocab_size;
     lcx_comm *w = NULL; /* independent worlds of tp x cp ranks */
     CHECK_OK(world->impl->split(world, world->rank / (tp * cp), world->rank, &w));
@@ -165,9 +173,10 @@ static void check_layout(lcx_comm *world, const char *fixture, int tp, int cp) {
     CHECK_MSG(st != LCX_OK && strstr(lcx_last_error(), "tokens"), "CP %d: a %d-token window: %s", cp, 2 * MAXN + 8,
               st == LCX_OK ? "accepted" : lcx_last_error());
     if (world->rank == 0)
-        printf("%s TP %d x CP %d: %d windows, NLL at most %.2g from one rank's, argmax equal on the %d of %d rows "
+        printf("%s%s TP %d x CP %d: %d windows, NLL at most %.2g from one rank's, argmax equal on the %d of %d rows "
                "with a top-2 gap of 1e-3 or more, ranks %s\n",
-               fixture, tp, cp, NWIN, worst, decided, rows, same ? "identical" : "DIFFERENT");
+               fixture, dynamic ? " (dynamic NTK rope)" : "", tp, cp, NWIN, worst, decided, rows,
+               same ? "identical" : "DIFFERENT");
 done:
     lcx_model_free(m);
     lcx_model_free(ref);
@@ -186,9 +195,10 @@ int main(void) {
         fprintf(stderr, "test_eval_cp_mpi: needs 4 ranks, has %d\n", world->size);
         return 1;
     }
-    check_layout(world, "qwen2", 1, 2);
-    check_layout(world, "qwen2", 1, 4);
-    check_layout(world, "llama_gqa", 2, 2);
+    check_layout(world, "qwen2", 1, 2, 0);
+    check_layout(world, "qwen2", 1, 4, 0);
+    check_layout(world, "llama_gqa", 2, 2, 0);
+    check_layout(world, "qwen2", 1, 4, 1);
     CHECK_OK(lcx_comm_finalize(world));
     return test_summary("test_eval_cp_mpi");
 }

@@ -199,8 +199,18 @@ static void check_step(lcx_comm *world, const lcx_tokdata *td) {
 /* lcx_train_window_score_cp (the main command's stage evaluations under CP): a window whose length 2 CP does not
  * divide (padded), scored over the CP group of mesh 1xCPx(4/CP), gives every rank the mean NLL of the one-rank
  * lcx_train_window_score of the same weights; measured 2.5e-9 (CP 2), 5.8e-10 (CP 4) relative (the ring's blocks
- * merged by their log-sum-exp, the loss summed over CP), bound 1e-6. cp_size 1 is lcx_train_window_score itself. */
-static void check_window_score(lcx_comm *world, int cp) {
+ * merged by their log-sum-exp, the loss summed over CP), bound 1e-6. cp_size 1 is lcx_train_window_score itself.
+ * dynamic: a dynamic NTK rope (factor 16) past 8 positions, whose frequencies come from the pass's length, and
+ * weights of std 0.4: the padded window must use its own length's (lcx_batch.rope_len), as the one rank does
+ * (measured 2.9e-8; with the padded length's frequencies 6e-4). */
+static void check_window_score(lcx_comm *world, int cp, int dynamic) {
+    const lcx_model_config saved = g_cfg;
+    if (dynamic) {
+        snprintf(g_cfg.rope.type, sizeof g_cfg.rope.type, "dynamic");
+        g_cfg.rope.has_factor = 1;
+        g_cfg.rope.factor = 16.0;
+        g_cfg.max_position_embeddings = 8;
+    }
     lcx_mesh mesh;
     lcx_comm_groups g;
     CHECK_OK(lcx_mesh_init(&mesh, 1, cp, 4 / cp));
@@ -210,6 +220,10 @@ static void check_window_score(lcx_comm *world, int cp) {
     for (int t = 0; t < N; t++) ids[t] = (int32_t)((t * 29 + 5) % g_cfg.vocab_size);
     lcx_model *one = new_model(N, NULL);
     lcx_model *cpm = new_model(lcx_cp_local_len(N, cp), g.group[LCX_GROUP_CP]);
+    if (dynamic && one && cpm) { /* larger weights: attention that tells the frequencies apart */
+        CHECK_OK(lcx_model_init_random(one, 11, 0.4));
+        CHECK_OK(lcx_model_init_random(cpm, 11, 0.4));
+    }
     CHECK(lcx_cp_local_len(N, cp) == (N + 2 * cp - 1) / (2 * cp) * 2);
     double ref[N], got[N], same[N];
     CHECK_OK(lcx_train_window_score(one, ids, N, FIRST, ref));
@@ -220,11 +234,14 @@ static void check_window_score(lcx_comm *world, int cp) {
     double rel = fabs(got[0] - ref[0]) / fabs(ref[0]);
     CHECK_MSG(rel <= 1e-6, "CP %d window score %.9g vs one rank %.9g (relative %.2e)", cp, got[0], ref[0], rel);
     CHECK(got[N - FIRST - 1] == got[0]);
-    if (world->rank == 0) printf("window score over CP %d vs one rank: %.2e relative (tol 1e-6)\n", cp, rel);
+    if (world->rank == 0)
+        printf("window score over CP %d%s vs one rank: %.2e relative (tol 1e-6)\n", cp,
+               dynamic ? " (dynamic NTK rope)" : "", rel);
     CHECK_FAILS(lcx_train_window_score_cp(&sc, ids, N, N, got), LCX_ERR_INVALID, "bad window");
     lcx_model_free(one);
     lcx_model_free(cpm);
     lcx_comm_groups_free(&g);
+    g_cfg = saved;
 }
 
 int main(void) {
@@ -242,8 +259,9 @@ int main(void) {
     check_cpdp(world, &td, 2, 2); /* CP groups {0, 1}, {2, 3}; DP groups {0, 2}, {1, 3}; GRAD all four */
     check_cpdp(world, &td, 4, 1); /* CP = GRAD = all four */
     check_step(world, &td);
-    check_window_score(world, 2);
-    check_window_score(world, 4);
+    check_window_score(world, 2, 0);
+    check_window_score(world, 4, 0);
+    check_window_score(world, 4, 1);
     if (world->rank == 0)
         printf("CP x DP vs one rank: worst loss %.2e (relative, tol %.0e), norm %.2e (tol %.0e), weights %.2e "
                "(absolute, tol %.0e)\n",
