@@ -47,5 +47,6 @@ while read -r len _ a _ _ b; do
 done < <(paste -d' ' <(rows "$out/one.txt") <(rows "$out/tp.txt"))
 pk() { sed -n '/^passkey retrieval of/,$p' "$1" | sed 's/, in [0-9.]* s$//'; }
 check "the same passkey table" diff <(pk "$out/one.txt") <(pk "$out/tp.txt")
-echo "tp_eval.sh: --tp $TP --cp $CP on $BACKEND against one CPU process: $([ $fail = 0 ] && echo all checks passed || echo FAILED)"
+verdict=$([ $fail = 0 ] && echo all checks passed || echo FAILED)
+echo "tp_eval.sh: --tp $TP --cp $CP on $BACKEND against one CPU process: $verdict"
 exit $fail
