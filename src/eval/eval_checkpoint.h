@@ -55,8 +55,8 @@ typedef struct lcx_eval_options {
                                   evaluation ends the job (lcx_comm_abort) */
     struct lcx_comm *cp_comm;  /* NULL (or one rank): every window whole on each rank. Else the CP group of a job
                                   under mpirun: every window is split over it (each rank 1/CP of the tokens, the
-                                  attention a ring over the group: src/eval/eval_model.h), and the passkey runs
-                                  without a KV cache (each answer a pass over its prompt) */
+                                  attention a ring over the group: src/eval/eval_model.h); the passkey's loglik
+                                  mode keeps its prompt in a KV cache split over the ring */
     struct lcx_comm *replicas; /* NULL (or one rank): no replicas. Else the ranks holding the same TP rank of the
                                   other copies of this model, a copy's CP ranks consecutive (the mesh's gradient
                                   group; without CP its DP group): each copy scores its shard of the windows and

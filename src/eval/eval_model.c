@@ -120,9 +120,7 @@ lcx_status lcx_eval_lm_init(lcx_eval_lm *lm, lcx_model *m, int64_t cache_tokens)
     LCX_FAIL_IF(!lm || !m || cache_tokens < 0, LCX_ERR_INVALID, "eval model: bad arguments");
     memset(lm, 0, sizeof *lm);
     lm->model = m;
-    lcx_comm *cp = lcx_model_cp_comm(m);
-    /* a window split over CP runs whole through the ring each call: no cache (lcx_kv_cache refuses CP) */
-    if (cache_tokens == 0 || (cp && cp->size > 1)) return LCX_OK;
+    if (cache_tokens == 0) return LCX_OK;
     LCX_TRY(lcx_kv_cache_init(&lm->cache, m, cache_tokens));
     lm->ids = malloc((size_t)cache_tokens * sizeof *lm->ids);
     if (!lm->ids) {
@@ -140,6 +138,33 @@ void lcx_eval_lm_free(lcx_eval_lm *lm) {
     lm->ids = NULL;
 }
 
+/* Under CP the cache holds one whole prefix or none: tokens[0..first-1) is that prefix (filled through the ring
+ * when the cached one differs), the rest a continuation on every rank alike. Too short a prefix, too long a
+ * continuation, or a rope whose frequencies at the prefix's length are not the whole window's (the prefill cannot
+ * know the window's length) runs uncached. */
+static lcx_status run_lm_cp(lcx_eval_lm *lm, const int32_t *tokens, int64_t n, int64_t first, double *nll,
+                            int32_t *next) {
+    lcx_kv_cache *kc = lm->cache;
+    const int64_t keep = first - 1;
+    if (keep < 1 || n - keep > lcx_kv_cache_cp_tail(kc) || !lcx_model_rope_same(lm->model, keep, n)) {
+        lm->tokens_run += n;
+        return run(lm->model, tokens, n, first, nll, next);
+    }
+    const int64_t len = lcx_kv_cache_usable(lm->model, kc, n);
+    if (len == keep && memcmp(lm->ids, tokens, (size_t)keep * sizeof *tokens) == 0) {
+        lm->tokens_reused += keep;
+    } else {
+        LCX_TRY(lcx_kv_cache_truncate(kc, 0));
+        LCX_TRY(lcx_model_forward_cached(lm->model, kc, tokens, keep, keep, keep, NULL, NULL));
+        memcpy(lm->ids, tokens, (size_t)keep * sizeof *tokens);
+        lm->tokens_run += keep;
+    }
+    score_ctx c = {tokens, n, first, keep, NULL, nll, next, 0, NULL};
+    LCX_TRY(lcx_model_forward_cached(lm->model, kc, tokens + keep, n - keep, 0, 0, on_logits, &c));
+    lm->tokens_run += n - keep;
+    return LCX_OK;
+}
+
 /* Rows first-1 .. n-2 wanted: reuse the cached prefix (at most first-1 tokens: row first-1 must be computed),
  * run the rest, leave tokens[0..first-1) cached. */
 static lcx_status run_lm(lcx_eval_lm *lm, const int32_t *tokens, int64_t n, int64_t first, double *nll,
@@ -150,6 +175,7 @@ static lcx_status run_lm(lcx_eval_lm *lm, const int32_t *tokens, int64_t n, int6
         lm->tokens_run += n;
         return run(lm->model, tokens, n, first, nll, next);
     }
+    if (lcx_kv_cache_cp_tail(lm->cache) > 0) return run_lm_cp(lm, tokens, n, first, nll, next);
     lcx_kv_cache *kc = lm->cache;
     int64_t keep = first - 1, p = 0, len = lcx_kv_cache_usable(lm->model, kc, n);
     while (p < len && p < keep && lm->ids[p] == tokens[p]) p++;

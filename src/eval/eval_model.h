@@ -25,7 +25,9 @@ lcx_status lcx_eval_model_argmax(void *model, const int32_t *tokens, int64_t n, 
  * tokens[0..first-1) cached (the prompt minus its last token, whose logits the call needs). So the first answer
  * to a prompt costs one pass over the prompt, every further one a pass over its own few tokens. The numbers
  * equal the uncached adapter's up to the last bits (other attention tile shapes, docs/model.md "KV cache");
- * the argmax is the same teacher-forced argmax. Without a cache every call is one full forward (what the
+ * the argmax is the same teacher-forced argmax. Under CP the cache holds one whole prompt (tokens[0..first-1),
+ * run through the ring) or none, and the rest of each call is a continuation on every rank alike (docs/model.md
+ * "KV cache under CP"); a call it cannot serve runs uncached. Without a cache every call is one full forward (what the
  * perplexity windows want: they share no prefix, and memory stays at the forward-only bound). */
 typedef struct lcx_eval_lm {
     lcx_model *model;

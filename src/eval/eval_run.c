@@ -353,7 +353,10 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
         lcx_eval_spec pks = *s;
         pks.docs = NULL;
         lcx_eval_lm_free(&lm);
-        LCX_TRY_GOTO(lcx_eval_lm_init(&lm, m, lcx_eval_max_tokens(&pks)), fail);
+        /* under CP a prompt is cached whole or not at all (no shared prefix of two prompts is kept): a help only
+         * where several answers share a prompt, in loglik mode */
+        const int64_t cache = cpn > 1 && !(kc->modes & LCX_PASSKEY_LOGLIK) ? 0 : lcx_eval_max_tokens(&pks);
+        LCX_TRY_GOTO(lcx_eval_lm_init(&lm, m, cache), fail);
         double t0 = lcx_clock_s();
         lcx_passkey_config shard = *kc;
         shard.shard = copy, shard.n_shards = copies;

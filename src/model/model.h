@@ -302,28 +302,38 @@ size_t lcx_model_forward_bytes_tp(const lcx_model_config *cfg, const lcx_model_o
 typedef struct lcx_kv_cache lcx_kv_cache;
 
 /* A cache for `capacity` tokens of a forward-only model's keys and values: K and V [layers][capacity][nkv*hd]
- * float32, one backend allocation (2 x layers x capacity x nkv x hd x 4 bytes). */
+ * in the activation dtype, one backend allocation (2 x layers x capacity x nkv x hd x 4 bytes in float32).
+ * Under context parallelism (opts.cp_comm, every rank of the group calls alike) each rank holds
+ * [layers][lcx_cp_local_len(capacity, CP) + tail][nkv*hd]: its two chunks of a prefix of up to `capacity` tokens,
+ * rows for a continuation of up to `tail` (64) new tokens, and the ranks' partial results of one
+ * (docs/model.md "KV cache under CP"). */
 lcx_status lcx_kv_cache_init(lcx_kv_cache **out, const lcx_model *m, int64_t capacity);
 void lcx_kv_cache_free(lcx_kv_cache *c); /* NULL ok */
 int64_t lcx_kv_cache_len(const lcx_kv_cache *c);      /* cached tokens, at positions 0 .. len-1 */
-int64_t lcx_kv_cache_capacity(const lcx_kv_cache *c);
+int64_t lcx_kv_cache_capacity(const lcx_kv_cache *c); /* the capacity asked for */
+int64_t lcx_kv_cache_cp_tail(const lcx_kv_cache *c);  /* under CP the most new tokens of a continuation, else 0 */
 size_t lcx_kv_cache_bytes(const lcx_kv_cache *c);
-/* Keep only the first len cached tokens (len <= lcx_kv_cache_len). */
+/* Keep only the first len cached tokens (len <= lcx_kv_cache_len; under CP 0 or all of them). */
 lcx_status lcx_kv_cache_truncate(lcx_kv_cache *c, int64_t len);
 /* How many cached tokens a cached forward ending at length `total` (its last position + 1) may reuse: all of
  * them, or 0 when the rope frequencies at that length differ from those the cached keys were rotated with
  * (dynamic past max_position_embeddings, longrope across original_max_position_embeddings: they depend on the
  * length, src/rope/rope.h). */
 int64_t lcx_kv_cache_usable(const lcx_model *m, const lcx_kv_cache *c, int64_t total);
+/* Whether passes of a and b tokens rotate with the same rope frequencies (always, but past the lengths where
+ * dynamic and longrope change them). */
+int lcx_model_rope_same(const lcx_model *m, int64_t a, int64_t b);
 
 /* Cached forward: n new tokens ids[0..n) at positions len .. len+n-1 (len = lcx_kv_cache_len), attending to the
  * cached prefix and causally to themselves. fn (NULL: no logits) receives the logits of new rows >= first_row
  * one loss chunk at a time, row numbers counted from the first new token (row r predicts the token after
- * position len + r). The first n_commit (0 .. n) new tokens are appended to the cache; the others leave it as
- * it was, so candidate continuations can be scored one after another against one prefilled prompt. Needs a
- * forward-only model, n <= its max_tokens and len + n <= the cache's capacity. Same kernels as
- * lcx_model_forward_logits; a prefill into an empty cache gives bit-identical logits, later calls see other
- * attention tile shapes and may differ in the last bits (docs/model.md "KV cache"). */
+ * position len + r). Under CP a call is either the prefill of an empty cache (every token committed, fn NULL:
+ * the prefix runs through the ring, each rank its chunks) or a continuation of a filled one (n_commit 0, n <= the
+ * tail; every rank the same tokens and the same logits). The first n_commit (0 .. n) new tokens are appended to
+ * the cache; the others leave it as it was, so candidate continuations can be scored one after another against
+ * one prefilled prompt. Needs a forward-only model, n <= its max_tokens and len + n <= the cache's capacity. Same
+ * kernels as lcx_model_forward_logits; a prefill into an empty cache gives bit-identical logits, later calls see
+ * other attention tile shapes and may differ in the last bits (docs/model.md "KV cache"). */
 lcx_status lcx_model_forward_cached(lcx_model *m, lcx_kv_cache *c, const int32_t *ids, int64_t n, int64_t n_commit,
                                     int64_t first_row, lcx_logits_fn fn, void *user);
 

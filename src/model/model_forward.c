@@ -52,6 +52,10 @@ done:
 }
 
 lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
+    return lcx_model_prepare_rows(m, b, count, m->cp != NULL);
+}
+
+lcx_status lcx_model_prepare_rows(lcx_model *m, const lcx_batch *b, int64_t *count, int split) {
     LCX_FAIL_IF(!b || !b->ids, LCX_ERR_INVALID, "model: no batch");
     LCX_FAIL_IF(b->n_seq < 1 || b->seq_len < 1, LCX_ERR_INVALID, "model: batch of %lld x %lld tokens is empty",
                 (long long)b->n_seq, (long long)b->seq_len);
@@ -59,8 +63,8 @@ lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
                 "model: batch of %lld x %lld tokens exceeds the capacity of %lld tokens", (long long)b->n_seq,
                 (long long)b->seq_len, (long long)m->max_tokens);
     /* CP: a row is this rank's 2 chunks of a global row cp times as long (model_ring.c) */
-    const int64_t cp = m->cp ? m->cp_size : 1, row_len = b->seq_len * cp;
-    if (m->cp) {
+    const int64_t cp = split ? m->cp_size : 1, row_len = b->seq_len * cp;
+    if (split) {
         LCX_FAIL_IF(b->seq_len % 2, LCX_ERR_INVALID,
                     "model: with context parallelism a local row is 2 chunks, so its length must be even, not %lld",
                     (long long)b->seq_len);
@@ -84,8 +88,8 @@ lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count) {
     LCX_FAIL_IF(b->doc_start && !m->d_doc, LCX_ERR_INVALID,
                 "model: document masking (a batch with document starts) needs a model built for training");
     int32_t *pos = malloc((size_t)T * sizeof(int32_t)), *tgt = malloc((size_t)T * sizeof(int32_t));
-    int64_t *gpos = m->cp ? malloc((size_t)S * sizeof(int64_t)) : NULL; /* CP: local row -> global offset */
-    LCX_FAIL_GOTO(!pos || !tgt || (m->cp && !gpos), LCX_ERR_OOM, done, "model: out of memory");
+    int64_t *gpos = split ? malloc((size_t)S * sizeof(int64_t)) : NULL; /* CP: local row -> global offset */
+    LCX_FAIL_GOTO(!pos || !tgt || (split && !gpos), LCX_ERR_OOM, done, "model: out of memory");
     if (gpos) LCX_TRY_GOTO(lcx_cp_positions(row_len, (int)cp, m->cp_rank, gpos), done);
     int64_t max_pos = 0, n = 0;
     for (int64_t s = 0; s < b->n_seq; s++) {

@@ -10,7 +10,9 @@
  * have other shapes, and the CPU backend splits a GEMM between threads by columns when it has fewer rows than
  * columns and by 16-row groups otherwise, while OpenBLAS's result for an element depends on the column extent
  * of the call and on the row's place in its 12-row register block: last-bit differences (docs/model.md).
- * The cached forward (src/model/model_kv.c) runs the same layer with its keys and values in a KV cache. */
+ * The cached forward (src/model/model_kv.c) runs the same layer with its keys and values in a KV cache; under CP
+ * the prefill runs the ring with its keys and values in the cache, and a continuation merges the ranks' partial
+ * results over their parts of the prefix (lcx_cp_cached_attn, model_ring.c). */
 #include <math.h>
 #include <string.h>
 
@@ -84,7 +86,8 @@ size_t lcx_model_forward_bytes_tp(const lcx_model_config *cfg, const lcx_model_o
  * kv_k/kv_v NULL: batch rows of b, keys and values in the working set, attention inside each row (as
  * lcx_layer_forward). Else (one row, the cached forward): this layer's cache [capacity, KV]; the new keys and
  * values go to rows n_past .. n_past+T-1 and the queries attend to cache rows 0 .. n_past+T-1. */
-static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, void *kv_k, void *kv_v, int64_t n_past) {
+static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, void *kv_k, void *kv_v, int64_t n_past,
+                              const lcx_cp_cached *cc) {
     const lcx_infer_ws *w = &m->ws;
     int64_t T = b->n_seq * b->seq_len, S = b->seq_len, H = m->H, F = m->F;
     void *k = kv_k ? lcx_m_at(m, kv_k, n_past * m->KV) : w->k, *v = kv_v ? lcx_m_at(m, kv_v, n_past * m->KV) : w->v;
@@ -99,12 +102,14 @@ static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, void *kv_
     }
     LCX_TRY(lcx_m_rope(m, 0, w->q, w->q, T, m->nh));
     LCX_TRY(lcx_m_rope(m, 0, k, k, T, m->nkv));
-    if (kv_k) {
+    if (kv_k && cc) { /* CP continuation: the ranks' prefix partials and the new rows' causal block, merged */
+        LCX_TRY(lcx_cp_cached_attn(m, T, w->q, kv_k, kv_v, cc, w->o, w->lse));
+    } else if (kv_k && !m->cp) {
         lcx_attn_args aa = lcx_m_attn_args(m, T, n_past);
         aa.n_k = n_past + T, aa.k_offset = 0;
         aa.q = w->q, aa.k = kv_k, aa.v = kv_v, aa.o = w->o, aa.lse = w->lse;
         LCX_TRY(m->be->attention_fwd(m->x, &aa));
-    } else if (m->cp) {
+    } else if (m->cp) { /* uncached, or a CP cache's prefill (k, v: the cache's rows) */
         LCX_TRY(lcx_ring_attn_fwd(m, b, w->q, k, v, w->o, w->lse));
     } else {
         for (int64_t s = 0; s < b->n_seq; s++) {
@@ -136,7 +141,7 @@ static lcx_status infer_layer(lcx_model *m, int l, const lcx_batch *b, void *kv_
 lcx_status lcx_model_layers_fwd(lcx_model *m, const lcx_batch *b) {
     for (int l = 0; l < m->L; l++) {
         if (!m->training) {
-            LCX_TRY(infer_layer(m, l, b, NULL, NULL, 0));
+            LCX_TRY(infer_layer(m, l, b, NULL, NULL, 0, NULL));
             continue;
         }
         /* offloaded layers run in the offload pool's slots, and nothing is kept for a backward */
@@ -154,7 +159,18 @@ lcx_status lcx_infer_layers_cached(lcx_model *m, const lcx_batch *b, void *k, vo
     LCX_FAIL_IF(b->n_seq != 1, LCX_ERR_INVALID, "model: the cached forward takes one row");
     for (int l = 0; l < m->L; l++) {
         int64_t off = (int64_t)l * cap * m->KV;
-        LCX_TRY(infer_layer(m, l, b, lcx_m_at(m, k, off), lcx_m_at(m, v, off), n_past));
+        LCX_TRY(infer_layer(m, l, b, lcx_m_at(m, k, off), lcx_m_at(m, v, off), n_past, NULL));
+    }
+    return LCX_OK;
+}
+
+lcx_status lcx_infer_layers_cp_cached(lcx_model *m, const lcx_batch *b, void *k, void *v, int64_t cap,
+                                      const lcx_cp_cached *cc) {
+    LCX_FAIL_IF(m->training || !m->cp || b->n_seq != 1, LCX_ERR_INVALID,
+                "model: a CP cache needs a forward-only model on a CP group and one row");
+    for (int l = 0; l < m->L; l++) {
+        int64_t off = (int64_t)l * cap * m->KV;
+        LCX_TRY(infer_layer(m, l, b, lcx_m_at(m, k, off), lcx_m_at(m, v, off), cc ? cc->rows : 0, cc));
     }
     return LCX_OK;
 }

@@ -225,6 +225,26 @@ lcx_status lcx_model_layers_fwd(lcx_model *m, const lcx_batch *b);
  * rows n_past .. of every layer. Forward-only models only. */
 lcx_status lcx_infer_layers_cached(lcx_model *m, const lcx_batch *b, void *k, void *v, int64_t cap,
                                    int64_t n_past);
+
+/* A KV cache under CP (model_kv.c): rank c's cache rows 0 .. rows-1 hold its two chunks of a prefix of `len`
+ * tokens run through the ring (padded to a multiple of 2 CP), the first `valid` of them before the pad; a
+ * continuation's new tokens, the same on every rank, go to rows `rows` ... Each layer's new queries see this
+ * rank's valid prefix keys (a partial result), the partials of every CP rank are all-gathered into o/lse
+ * ([CP][n][Q] act, [CP][n][nh] f32) and merged in rank order with the new tokens' causal block, so every rank
+ * computes the same bits. */
+typedef struct lcx_cp_cached {
+    int64_t len, rows, valid;
+    void *o;
+    float *lse;
+} lcx_cp_cached;
+/* The layers of a prefill (b: this rank's chunks of the prefix, cc NULL) or of a continuation (b: the new tokens,
+ * every rank the same; cc the cache's state) into the CP cache k/v [L][cap][KV]. */
+lcx_status lcx_infer_layers_cp_cached(lcx_model *m, const lcx_batch *b, void *k, void *v, int64_t cap,
+                                      const lcx_cp_cached *cc);
+/* A continuation's attention (model_ring.c): T new query rows q over this layer's cache k/v [cap][KV] as cc says,
+ * into o [T, Q] and lse [T, nh]. */
+lcx_status lcx_cp_cached_attn(lcx_model *m, int64_t T, const void *q, const void *k, const void *v,
+                              const lcx_cp_cached *cc, void *o, float *lse);
 /* Final norm of rows [0, T) of resid[L], then the logits of rows first_row .. T-1 handed to fn one loss chunk at
  * a time (model_logits.c). */
 lcx_status lcx_model_emit_logits(lcx_model *m, int64_t T, int64_t first_row, lcx_logits_fn fn, void *user);
@@ -232,6 +252,9 @@ lcx_status lcx_model_emit_logits(lcx_model *m, int64_t T, int64_t first_row, lcx
 /* Internal steps (model_forward.c, model_backward.c, model_loss.c). */
 /* Validate and upload ids/positions/targets, (re)build the rope tables; *count = counted targets. */
 lcx_status lcx_model_prepare(lcx_model *m, const lcx_batch *b, int64_t *count);
+/* The same; split 0 under CP: every rank holds the same whole rows (a cached continuation, model_kv.c), not its
+ * chunks of them. */
+lcx_status lcx_model_prepare_rows(lcx_model *m, const lcx_batch *b, int64_t *count, int split);
 lcx_status lcx_model_embed(lcx_model *m, int64_t T);
 /* Layer forward into a. recompute (the rerun before a recompute layer's backward): o/lse already hold the
  * attention result, and the rerun stops at the MLP norm's output xn2 (the backward recomputes each MLP tile's

@@ -227,3 +227,29 @@ lcx_status lcx_ring_reduce_loss(lcx_model *m, lcx_loss_slot *r) {
     LCX_TRY(lcx_comm_all_reduce(m->cp, NULL, &r->loss_sum, &r->loss_sum, 1, LCX_F64, LCX_COMM_SUM));
     return lcx_comm_all_reduce(m->cp, NULL, &r->count, &r->count, 1, LCX_I64, LCX_COMM_SUM);
 }
+
+lcx_status lcx_cp_cached_attn(lcx_model *m, int64_t T, const void *q, const void *k, const void *v,
+                              const lcx_cp_cached *cc, void *o, float *lse) {
+    const lcx_backend *be = m->be;
+    /* this rank's partial: its prefix keys before the pad, every one of them before every new query */
+    lcx_attn_args a = lcx_m_attn_args(m, T, cc->len);
+    a.n_k = cc->valid, a.k_offset = 0, a.mask = cc->valid > 0 ? LCX_MASK_FULL : LCX_MASK_NONE;
+    a.q = q, a.k = k, a.v = v, a.o = m->ring_o, a.lse = m->ring_lse;
+    LCX_TRY(be->attention_fwd(m->x, &a));
+    double t0 = lcx_clock_s();
+    lcx_status st = lcx_comm_all_gather(m->cp, m->x, m->ring_o, cc->o, T * m->Q, m->adt);
+    if (st == LCX_OK) st = lcx_comm_all_gather(m->cp, m->x, m->ring_lse, cc->lse, T * m->nh, LCX_F32);
+    m->ring_wait_s += lcx_clock_s() - t0;
+    LCX_TRY(st);
+    /* the new rows among themselves (causal), then every rank's partial in rank order: the same bits everywhere */
+    lcx_attn_args s = lcx_m_attn_args(m, T, cc->len);
+    s.q = q, s.k = lcx_m_at(m, k, cc->rows * m->KV), s.v = lcx_m_at(m, v, cc->rows * m->KV), s.o = o, s.lse = lse;
+    LCX_TRY(be->attention_fwd(m->x, &s));
+    for (int r = 0; r < m->cp_size; r++) {
+        lcx_attn_merge_args mg = {.dt = m->adt, .n_rows = T, .n_heads = m->nh, .head_dim = m->hd, .o_acc = o,
+                                  .lse_acc = lse, .o_part = lcx_m_at(m, cc->o, (int64_t)r * T * m->Q),
+                                  .lse_part = cc->lse + (int64_t)r * T * m->nh};
+        LCX_TRY(be->attention_merge(m->x, &mg));
+    }
+    return LCX_OK;
+}

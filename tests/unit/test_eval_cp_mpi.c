@@ -9,12 +9,16 @@
  *   - the teacher-forced argmax of lcx_eval_model_argmax equal to one rank's on every row whose top two logits
  *     are at least 1e-3 apart (closer ones may swap under last-bit differences; all rows were, here);
  *   - every rank of the group holds the same bits (each row is scored by one rank and all-gathered);
- *   - lcx_eval_lm (the passkey's adapter) has no KV cache under CP and gives the same bits as the model's scorer.
+ *   - lcx_eval_lm (the passkey's adapter) without a cache gives the same bits as the model's scorer; with the CP
+ *     KV cache (the prefix through the ring, the rest a continuation merged over the ranks) NLLs within the same
+ *     bound of one rank's, the same bits on every rank, and a prompt scored with 3 answers runs once (not with
+ *     the dynamic rope, whose frequencies at the prompt's length are not the window's: then uncached);
  * With a dynamic NTK rope (frequencies from the pass's length) as well: the padded window runs with its own
  * length's frequencies (lcx_batch.rope_len), as one rank does.
  * Then the planner's estimate of the evaluation's memory (lcx_mem_eval_compute with CP) against the model's
- * allocations: working set, TP scratch and ring buffers to the byte; and a window longer than the capacity fails
- * with a message on every rank. */
+ * allocations: working set, TP scratch and ring buffers to the byte; a window longer than the capacity fails with a
+ * message on every rank, and so do the calls a CP cache cannot take (a partial prefill, a commit after it, a
+ * continuation past its tail, a truncation into the prefix). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,7 +110,7 @@ static void check_layout(lcx_comm *world, const char *fixture, int tp, int cp, i
     lcx_model *ref = make(&cfg, MAXN, NULL, NULL), *m = make(&cfg, loc, tpc, cpc);
     if (!ref || !m) goto done;
 
-    double worst = 0;
+    double worst = 0, worst_cached = 0;
     int rows = 0, decided = 0, same_arg = 1, same_lm = 1;
     uint64_t h = 1469598103934665603u;
     for (int wi = 0; wi < NWIN; wi++) {
@@ -136,11 +140,49 @@ static void check_layout(lcx_comm *world, const char *fixture, int tp, int cp, i
         }
         h = fnv(nll, (size_t)k * sizeof *nll, h);
         h = fnv(next, (size_t)k * sizeof *next, h);
-        lcx_eval_lm lm;
-        CHECK_OK(lcx_eval_lm_init(&lm, m, MAXN));
-        CHECK_MSG(lm.cache == NULL, "CP %d: the passkey adapter holds a KV cache", cp);
+        lcx_eval_lm lm; /* without a cache: the model's scorer, bit for bit */
+        CHECK_OK(lcx_eval_lm_init(&lm, m, 0));
         CHECK_OK(lcx_eval_lm_score(&lm, ids, n, first, nll_lm));
         same_lm &= memcmp(nll_lm, nll, (size_t)k * sizeof *nll) == 0;
+        lcx_eval_lm_free(&lm);
+        /* with the CP cache: the prefix through the ring, the rest a continuation on every rank (or uncached when
+         * too short a prefix or too long a rest) */
+        CHECK_OK(lcx_eval_lm_init(&lm, m, MAXN));
+        CHECK_OK(lcx_eval_lm_score(&lm, ids, n, first, nll_lm));
+        for (int64_t i = 0; i < k; i++) {
+            double e = fabs(nll_lm[i] - nll_ref[i]);
+            if (!(e <= worst_cached)) worst_cached = e;
+        }
+        h = fnv(nll_lm, (size_t)k * sizeof *nll_lm, h);
+        lcx_eval_lm_free(&lm);
+    }
+    CHECK_MSG(worst_cached <= 2e-5, "%s TP %d CP %d: cached NLLs %.3g from one rank's", fixture, tp, cp, worst_cached);
+    /* the passkey's pattern: one prompt, several answers; the prompt fills the cache once */
+    {
+        enum { P = 40, A = 5, NA = 3 };
+        int32_t seq[P + A];
+        double got[A], want[A];
+        lcx_eval_lm lm;
+        CHECK_OK(lcx_eval_lm_init(&lm, m, MAXN));
+        for (int a = 0; a < NA; a++) {
+            for (int t = 0; t < P; t++) seq[t] = (int32_t)(((uint64_t)t * 40503u + 17) % (uint64_t)V); /* the prompt */
+            for (int i = 0; i < A; i++) seq[P + i] = (int32_t)((a * 37 + i * 11 + 3) % V);     /* answer a */
+            CHECK_OK(lcx_eval_lm_score(&lm, seq, P + A, P + 1, got));
+            CHECK_OK(lcx_eval_model_score(ref, seq, P + A, P + 1, want));
+            for (int i = 0; i < A - 1; i++) {
+                double e = fabs(got[i] - want[i]);
+                if (!(e <= worst_cached)) worst_cached = e;
+            }
+            h = fnv(got, (A - 1) * sizeof *got, h);
+        }
+        /* the dynamic rope's frequencies at the prompt's length are not the window's: uncached every time */
+        const int64_t run_want = dynamic ? NA * (P + A) : P + NA * A, reused_want = dynamic ? 0 : (NA - 1) * P;
+        CHECK_MSG(lm.cache && lm.tokens_reused == reused_want && lm.tokens_run == run_want,
+                  "%s CP %d: the prompts ran %lld tokens, %lld reused (want %lld and %lld)", fixture, cp,
+                  (long long)lm.tokens_run, (long long)lm.tokens_reused, (long long)run_want,
+                  (long long)reused_want);
+        CHECK_MSG(worst_cached <= 2e-5, "%s TP %d CP %d: answers' NLLs %.3g from one rank's", fixture, tp, cp,
+                  worst_cached);
         lcx_eval_lm_free(&lm);
     }
     CHECK_MSG(same_arg, "%s TP %d CP %d: an argmax differs from one rank's", fixture, tp, cp);
@@ -151,6 +193,32 @@ static void check_layout(lcx_comm *world, const char *fixture, int tp, int cp, i
     int same = 1;
     for (int r = 0; r < w->size; r++) same &= all[r] == all[0];
     CHECK_MSG(same, "%s TP %d CP %d: the ranks returned different results", fixture, tp, cp);
+
+    /* the CP cache's refusals, on every rank alike and before any collective */
+    {
+        lcx_kv_cache *c = NULL;
+        int32_t ids[MAXN];
+        window_ids(0, V, ids);
+        CHECK_OK(lcx_kv_cache_init(&c, m, 40));
+        if (c) {
+            const int64_t tail = lcx_kv_cache_cp_tail(c);
+            CHECK(tail == (loc < 64 ? loc : 64) && lcx_kv_cache_capacity(c) == 40);
+            CHECK_FAILS(lcx_model_forward_cached(m, c, ids, 10, 5, 0, NULL, NULL), LCX_ERR_INVALID,
+                        "under CP the first call fills the cache with a whole prefix");
+            CHECK_FAILS(lcx_model_forward_cached(m, c, ids, 41, 41, 41, NULL, NULL), LCX_ERR_INVALID,
+                        "a prefix of 41 tokens exceeds the cache's capacity of 40");
+            CHECK_OK(lcx_model_forward_cached(m, c, ids, 10, 10, 10, NULL, NULL));
+            CHECK(lcx_kv_cache_len(c) == 10);
+            CHECK_FAILS(lcx_kv_cache_truncate(c, 5), LCX_ERR_INVALID, "split over the ring: truncate to 0");
+            CHECK_FAILS(lcx_model_forward_cached(m, c, ids, 3, 1, 0, NULL, NULL), LCX_ERR_INVALID,
+                        "under CP a filled cache takes continuations only");
+            CHECK_FAILS(lcx_model_forward_cached(m, c, ids, tail + 1, 0, 0, NULL, NULL), LCX_ERR_INVALID,
+                        "a continuation holds at most");
+            CHECK_OK(lcx_kv_cache_truncate(c, 0));
+            CHECK(lcx_kv_cache_len(c) == 0);
+        }
+        lcx_kv_cache_free(c);
+    }
 
     /* the planner's memory of this evaluation (docs/plan.md "Evaluation") against what the model allocated */
     const lcx_param_table *tab = lcx_model_params(m);
@@ -173,9 +241,9 @@ static void check_layout(lcx_comm *world, const char *fixture, int tp, int cp, i
     CHECK_MSG(st != LCX_OK && strstr(lcx_last_error(), "tokens"), "CP %d: a %d-token window: %s", cp, 2 * MAXN + 8,
               st == LCX_OK ? "accepted" : lcx_last_error());
     if (world->rank == 0)
-        printf("%s%s TP %d x CP %d: %d windows, NLL at most %.2g from one rank's, argmax equal on the %d of %d rows "
-               "with a top-2 gap of 1e-3 or more, ranks %s\n",
-               fixture, dynamic ? " (dynamic NTK rope)" : "", tp, cp, NWIN, worst, decided, rows,
+        printf("%s%s TP %d x CP %d: %d windows, NLL at most %.2g (KV-cached %.2g) from one rank's, argmax equal on "
+               "the %d of %d rows with a top-2 gap of 1e-3 or more, ranks %s\n",
+               fixture, dynamic ? " (dynamic NTK rope)" : "", tp, cp, NWIN, worst, worst_cached, decided, rows,
                same ? "identical" : "DIFFERENT");
 done:
     lcx_model_free(m);
