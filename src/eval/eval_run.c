@@ -13,6 +13,7 @@
 #include "src/core/fileio.h"
 #include "src/core/strbuf.h"
 #include "src/eval/eval_model.h"
+#include "src/eval/eval_progress.h"
 
 lcx_status lcx_eval_load_docs(const char *prefix, int32_t bos, int64_t vocab, lcx_ppl_doc **docs_out,
                                   int64_t *n_out, int32_t **store_out) {
@@ -122,121 +123,6 @@ static void event(const lcx_reporter *r, const char *name, json_t *j) {
 }
 static json_t *number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
-/* Scorer wrappers that report progress (at most one state every two seconds): passes done of those expected,
- * tokens computed per second and the time left. The ETA weighs each pass by its model FLOPs (pass_cost: the
- * matmuls grow with the tokens, attention with tokens x keys), so long windows count for what they cost. */
-typedef struct progress {
-    lcx_eval_lm *lm;
-    int quiet;
-    const char *what;
-    int64_t calls, total_calls; /* passes done, expected (0: unknown) */
-    int64_t tokens;             /* tokens computed (a cached prefix is not) */
-    double cost, total_cost;    /* FLOPs done, expected */
-    double per_token, per_key;  /* FLOPs a token costs: 2 x the matmuls' parameters; 4 L nh hd per key it sees */
-    double start, last, every;  /* seconds: the phase's start, the last state, the least between two */
-    const lcx_reporter *r;
-} progress;
-
-static progress progress_of(lcx_eval_lm *lm, const lcx_model_config *c, const lcx_eval_spec *s,
-                            const lcx_reporter *r) {
-    const double H = (double)c->hidden_size, hd = (double)c->head_dim, L = (double)c->num_hidden_layers;
-    const double nh = (double)c->num_attention_heads, nkv = (double)c->num_key_value_heads;
-    const double matmul = L * (2 * H * nh * hd + 2 * H * nkv * hd + 3 * H * (double)c->intermediate_size) +
-                          (double)c->vocab_size * H;
-    const double now = lcx_clock_s();
-    return (progress){.lm = lm, .quiet = s->quiet, .per_token = 2 * matmul, .per_key = 4 * L * nh * hd,
-                      .start = now, .last = now, .every = s->progress_s > 0 ? s->progress_s : 2.0, .r = r};
-}
-
-/* FLOPs of t new tokens at the end of a sequence of n: the causal attention sees n - t/2 keys on average. */
-static double pass_cost(const progress *p, int64_t t, int64_t n) {
-    return (double)t * (p->per_token + p->per_key * ((double)n - 0.5 * (double)t));
-}
-
-static void restart(progress *p, const char *what, int64_t total_calls, double total_cost) {
-    p->what = what, p->total_calls = total_calls, p->total_cost = total_cost;
-    p->calls = p->tokens = 0, p->cost = 0;
-    p->start = p->last = lcx_clock_s();
-}
-
-/* After a call on n tokens that started with `before` tokens run. */
-static void tick(progress *p, int64_t before, int64_t n) {
-    const int64_t t = p->lm->tokens_run - before;
-    p->calls++, p->tokens += t, p->cost += pass_cost(p, t, n);
-    if (p->quiet) return;
-    double now = lcx_clock_s(), el = now - p->start;
-    if (now - p->last < p->every) return;
-    p->last = now;
-    double eta = p->total_cost > 0 && p->cost > 0 ? el * (p->total_cost - p->cost) / p->cost : -1;
-    if (p->total_calls > 0 && p->calls >= p->total_calls) eta = -1; /* done (the passkey's costs are estimates) */
-    char detail[64];
-    snprintf(detail, sizeof detail, "passes (last %lld tokens)", (long long)n);
-    lcx_report_progress(p->r, &(lcx_progress){.what = p->what, .done = p->calls, .total = p->total_calls,
-                                               .rate = el > 0 ? (double)p->tokens / el : 0, .unit = "tok/s",
-                                               .eta_s = eta > 0 ? eta : -1, .detail = detail});
-}
-
-static lcx_status score_cb(void *model, const int32_t *tokens, int64_t n, int64_t first, double *nll) {
-    progress *p = model;
-    const int64_t before = p->lm->tokens_run;
-    LCX_TRY(lcx_eval_lm_score(p->lm, tokens, n, first, nll));
-    tick(p, before, n);
-    return LCX_OK;
-}
-
-static lcx_status argmax_cb(void *model, const int32_t *tokens, int64_t n, int64_t first, int32_t *next) {
-    progress *p = model;
-    const int64_t before = p->lm->tokens_run;
-    LCX_TRY(lcx_eval_lm_argmax(p->lm, tokens, n, first, next));
-    tick(p, before, n);
-    return LCX_OK;
-}
-
-/* The passes a perplexity evaluation will make and their FLOPs, without running them: the same walk over the
- * windows with a scorer that only counts. */
-typedef struct pass_count {
-    const progress *p;
-    int64_t calls;
-    double cost;
-} pass_count;
-
-static lcx_status count_cb(void *user, const int32_t *tokens, int64_t n, int64_t first, double *nll) {
-    pass_count *c = user;
-    (void)tokens;
-    memset(nll, 0, (size_t)(n - first) * sizeof *nll);
-    c->calls++, c->cost += pass_cost(c->p, n, n);
-    return LCX_OK;
-}
-
-static lcx_status count_ppl(const lcx_ppl_config *pc, const lcx_eval_spec *s, pass_count *c) {
-    lcx_ppl_result *tmp = calloc((size_t)pc->n_lengths + 1, sizeof *tmp);
-    LCX_FAIL_IF(!tmp, LCX_ERR_OOM, "eval: out of memory");
-    lcx_status st = lcx_ppl_eval(pc, s->docs, s->n_docs, count_cb, c, tmp);
-    free(tmp);
-    return st;
-}
-
-/* The passkey's passes, one shard's trials: per trial the loglik answers (the key, the other needles' keys and the
- * distractors; one key stops at the first distractor that wins, so this is the most) and the greedy check, of the
- * prompt's length each without a cache, the prompt once and about 8 tokens an answer with one. */
-static void count_passkey(const lcx_passkey_config *kc, const lcx_eval_lm *lm, const progress *p, int64_t *calls,
-                          double *cost) {
-    const int needles = kc->needles > 1 ? kc->needles : 1;
-    const int64_t per_trial = ((kc->modes & LCX_PASSKEY_LOGLIK) ? needles + kc->distractors : 0) +
-                              ((kc->modes & LCX_PASSKEY_GREEDY) ? 1 : 0);
-    *calls = 0, *cost = 0;
-    for (int l = 0; l < kc->n_lengths; l++) {
-        int64_t trials = 0, n = kc->lengths[l] + 8;
-        for (int64_t item = (int64_t)l * kc->n_depths * kc->trials; item < (int64_t)(l + 1) * kc->n_depths * kc->trials;
-             item++)
-            trials += kc->n_shards <= 1 || item % kc->n_shards == kc->shard;
-        const int cached = lm->cache && n <= lcx_kv_cache_capacity(lm->cache);
-        const double trial = cached ? pass_cost(p, n, n) + (double)(per_trial - 1) * pass_cost(p, 8, n)
-                                    : (double)per_trial * pass_cost(p, n, n);
-        *calls += trials * per_trial, *cost += (double)trials * trial;
-    }
-}
-
 /* v[n] on every rank of g = the sum of the v[n] of ranks 0, every, 2 every, ..., added in rank order (the same
  * bits everywhere). */
 static lcx_status sum_over(lcx_comm *g, int every, double *v, int n) {
@@ -303,7 +189,8 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
     memset(&lm, 0, sizeof lm);
     if (json_object_set_new(root, "checkpoint", json_string(s->label)) != 0) LCX_FAIL_GOTO(1, LCX_ERR_OOM, fail, "no memory for JSON");
     LCX_TRY_GOTO(lcx_eval_lm_init(&lm, m, 0), fail);
-    progress prog = progress_of(&lm, lcx_model_config_of(m), s, r);
+    lcx_eval_progress prog;
+    lcx_eval_progress_init(&prog, &lm, lcx_model_config_of(m), s->quiet, s->progress_s, r);
     /* the copies of the model: K = replicas / CP of them, copy k = replicas rank / CP */
     const int cpn = size_of(s->cp), nrep = size_of(s->replicas);
     LCX_FAIL_GOTO(nrep > 1 && nrep % cpn != 0, LCX_ERR_INVALID, fail,
@@ -321,10 +208,8 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
         shard.shard = copy, shard.n_shards = copies;
         const lcx_ppl_config *pc = &s->ppl;
         double t0 = lcx_clock_s();
-        pass_count c = {&prog, 0, 0};
-        LCX_TRY_GOTO(count_ppl(&shard, s, &c), fail);
-        restart(&prog, "perplexity", c.calls, c.cost);
-        LCX_TRY_GOTO(lcx_ppl_eval(&shard, s->docs, s->n_docs, score_cb, &prog, res), fail);
+        LCX_TRY_GOTO(lcx_eval_progress_ppl(&prog, &shard, s->docs, s->n_docs), fail);
+        LCX_TRY_GOTO(lcx_ppl_eval(&shard, s->docs, s->n_docs, lcx_eval_progress_score, &prog, res), fail);
         if (rep) LCX_TRY_GOTO(lcx_ppl_results_gather(rep, cpn, res, pc->n_lengths), fail);
         if (!s->quiet) lcx_report_progress_end(r);
         lcx_report(r, LCX_REPORT_RESULT,
@@ -360,12 +245,9 @@ lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok
         double t0 = lcx_clock_s();
         lcx_passkey_config shard = *kc;
         shard.shard = copy, shard.n_shards = copies;
-        int64_t calls = 0;
-        double cost = 0;
-        count_passkey(&shard, &lm, &prog, &calls, &cost);
-        const int exact = !(kc->modes & LCX_PASSKEY_LOGLIK) || kc->needles > 1; /* else the most passes */
-        restart(&prog, "passkey", exact ? calls : 0, cost);
-        LCX_TRY_GOTO(lcx_passkey_eval(&shard, &et, score_cb, argmax_cb, &prog, pk), fail);
+        lcx_eval_progress_passkey(&prog, &shard);
+        LCX_TRY_GOTO(lcx_passkey_eval(&shard, &et, lcx_eval_progress_score, lcx_eval_progress_argmax, &prog, pk),
+                     fail);
         if (rep) LCX_TRY_GOTO(passkey_gather(rep, cpn, pk), fail);
         if (!s->quiet) lcx_report_progress_end(r);
         lcx_report(r, LCX_REPORT_RESULT,
