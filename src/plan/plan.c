@@ -826,8 +826,8 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
         t.loss_chunk = oc.loss_chunk;
         t.mlp_tile = oc.mlp_tile;
         t.distribute = p->distributes; /* in effect: some layer recomputes */
-        /* the run's peak per device: training, or the before/after evaluation on the TP group where it needs more
-         * (a long window in float32 with the passkey cache: it decides at small TP) */
+        /* the run's peak per device: training, or the before/after evaluation on the TP x CP group where it needs
+         * more (a long window in float32: it decides at small TP and CP) */
         t.peak = p->eval.total > p->peak_memory ? p->eval.total : p->peak_memory;
         t.host_peak = p->host_peak;
         t.fits = t.peak <= o->mem_budget && (o->host_budget <= 0 || p->host_peak <= o->host_budget);
