@@ -51,3 +51,16 @@ int64_t lcx_cp_local_len(int64_t n, int cp) {
     const int64_t unit = 2 * (int64_t)cp;
     return (n + unit - 1) / unit * unit / cp;
 }
+
+lcx_status lcx_cp_local_window(int64_t n, int cp, int c, const int32_t *tokens, int32_t *ids_local,
+                               int32_t *pos_local) {
+    LCX_FAIL_IF(n < 1, LCX_ERR_INVALID, "cp window of %lld tokens", (long long)n);
+    lcx_cp_split s;
+    LCX_TRY(lcx_cp_split_of(lcx_cp_local_len(n, cp) * cp, cp, c, &s));
+    for (int64_t i = 0; i < 2 * s.chunk_len; i++) {
+        const int64_t p = s.start[i / s.chunk_len] + i % s.chunk_len;
+        pos_local[i] = (int32_t)p;
+        ids_local[i] = tokens[p < n ? p : n - 1];
+    }
+    return LCX_OK;
+}

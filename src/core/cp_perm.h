@@ -31,4 +31,11 @@ lcx_status lcx_cp_local_batch(int64_t seq_len, int cp, int c, const int32_t *ids
  * every rank equally long), divided by cp; n itself when cp <= 1. The padding goes after the window's tokens. */
 int64_t lcx_cp_local_len(int64_t n, int cp);
 
+/* Rank c's part of a window tokens[0 .. n) split over cp ranks (cp >= 2): the window padded to
+ * lcx_cp_local_len(n, cp) x cp tokens with copies of its last token (after every real one: under the causal mask
+ * the pad changes nothing before it), and rank c's lcx_cp_local_len(n, cp) rows of it in local order: their ids
+ * and global positions (a position >= n is the pad). Fails as lcx_cp_split_of. */
+lcx_status lcx_cp_local_window(int64_t n, int cp, int c, const int32_t *tokens, int32_t *ids_local,
+                               int32_t *pos_local);
+
 #endif /* LCX_CP_PERM_H */

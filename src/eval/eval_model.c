@@ -68,15 +68,14 @@ static lcx_status run_cp(lcx_model *m, lcx_comm *cp, const int32_t *tokens, int6
                          int32_t *next) {
     const int C = cp->size;
     const int64_t loc = lcx_cp_local_len(n, C), np = loc * C;
-    int32_t *ids = malloc((size_t)np * sizeof *ids), *ids_l = malloc((size_t)(3 * loc) * sizeof *ids_l);
+    int32_t *ids_l = malloc((size_t)(3 * loc) * sizeof *ids_l);
     double *vals = malloc((size_t)(2 * np) * sizeof *vals), *all = vals + np, *mine = NULL;
     lcx_status st = LCX_OK;
-    LCX_FAIL_GOTO(!ids || !ids_l || !vals, LCX_ERR_OOM, done, "eval scorer: out of memory for a %lld-token window",
+    LCX_FAIL_GOTO(!ids_l || !vals, LCX_ERR_OOM, done, "eval scorer: out of memory for a %lld-token window",
                   (long long)n);
     int32_t *pos_l = ids_l + loc, *tgt_l = pos_l + loc;
-    for (int64_t j = 0; j < np; j++) ids[j] = tokens[j < n ? j : n - 1];
     for (int64_t k = 0; k < loc; k++) tgt_l[k] = LCX_IGNORE_INDEX; /* no loss: the scores come from the logits */
-    LCX_TRY_GOTO(lcx_cp_local_batch(np, C, cp->rank, ids, NULL, NULL, ids_l, NULL, pos_l), done);
+    LCX_TRY_GOTO(lcx_cp_local_window(n, C, cp->rank, tokens, ids_l, pos_l), done);
     mine = vals; /* this rank's rows, [loc] */
     for (int64_t k = 0; k < loc; k++) mine[k] = NAN;
     int64_t k0 = 0;
@@ -92,7 +91,6 @@ static lcx_status run_cp(lcx_model *m, lcx_comm *cp, const int32_t *tokens, int6
         else nll[j + 1 - first] = vals[j];
     }
 done:
-    free(ids);
     free(ids_l);
     free(vals);
     return st;

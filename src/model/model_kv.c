@@ -149,13 +149,12 @@ static lcx_status forward_cp(lcx_model *m, lcx_kv_cache *c, const int32_t *ids, 
                     "tokens, no logits)", (long long)n);
         LCX_FAIL_IF(n > c->global, LCX_ERR_INVALID, "cached forward: a prefix of %lld tokens exceeds the cache's "
                     "capacity of %lld", (long long)n, (long long)c->global);
-        const int64_t loc = lcx_cp_local_len(n, C), np = loc * C;
-        int32_t *buf = malloc((size_t)(np + 3 * loc) * sizeof *buf);
+        const int64_t loc = lcx_cp_local_len(n, C);
+        int32_t *buf = malloc((size_t)(3 * loc) * sizeof *buf);
         LCX_FAIL_IF(!buf, LCX_ERR_OOM, "cached forward: out of memory");
-        int32_t *all = buf, *lid = buf + np, *lpos = lid + loc, *ltgt = lpos + loc;
-        for (int64_t j = 0; j < np; j++) all[j] = ids[j < n ? j : n - 1]; /* the pad after the prefix */
+        int32_t *lid = buf, *lpos = lid + loc, *ltgt = lpos + loc;
         for (int64_t j = 0; j < loc; j++) ltgt[j] = LCX_IGNORE_INDEX;
-        lcx_status st = lcx_cp_local_batch(np, C, m->cp_rank, all, NULL, NULL, lid, NULL, lpos);
+        lcx_status st = lcx_cp_local_window(n, C, m->cp_rank, ids, lid, lpos); /* the pad after the prefix */
         lcx_batch b = {.n_seq = 1, .seq_len = loc, .ids = lid, .targets = ltgt, .positions = lpos, .rope_len = n};
         if (st == LCX_OK) st = lcx_model_prepare(m, &b, NULL);
         if (st == LCX_OK) st = lcx_model_embed(m, loc);

@@ -404,17 +404,17 @@ lcx_status lcx_train_window_score_cp(void *scorer, const int32_t *tokens, int64_
     if (cp == 1) return lcx_train_window_score(s->model, tokens, n, first, nll);
     LCX_FAIL_IF(n < 2 || first < 1 || first >= n, LCX_ERR_INVALID, "score: bad window (n %lld, first %lld)",
                 (long long)n, (long long)first);
-    const int64_t loc = lcx_cp_local_len(n, cp), np = loc * cp;
-    int32_t *buf = malloc((size_t)(2 * np + 3 * loc) * sizeof *buf);
+    const int64_t loc = lcx_cp_local_len(n, cp);
+    int32_t *buf = malloc((size_t)(3 * loc) * sizeof *buf);
     LCX_FAIL_IF(!buf, LCX_ERR_OOM, "score: out of memory");
-    int32_t *ids = buf, *tgt = ids + np, *ids_l = tgt + np, *tgt_l = ids_l + loc, *pos_l = tgt_l + loc;
-    for (int64_t j = 0; j < np; j++) {
-        ids[j] = j < n ? tokens[j] : tokens[n - 1]; /* pad: after every scored position, never a target */
-        tgt[j] = j + 1 >= first && j + 1 < n ? tokens[j + 1] : LCX_IGNORE_INDEX;
-    }
+    int32_t *ids_l = buf, *tgt_l = ids_l + loc, *pos_l = tgt_l + loc;
     double sum = 0;
     int64_t count = 0;
-    lcx_status st = lcx_cp_local_batch(np, cp, s->cp_rank, ids, tgt, NULL, ids_l, tgt_l, pos_l);
+    lcx_status st = lcx_cp_local_window(n, cp, s->cp_rank, tokens, ids_l, pos_l); /* the pad is never a target */
+    for (int64_t k = 0; st == LCX_OK && k < loc; k++) {
+        const int64_t p = pos_l[k]; /* position p predicts token p + 1: the scored ones, first .. n-1 */
+        tgt_l[k] = p + 1 >= first && p + 1 < n ? tokens[p + 1] : LCX_IGNORE_INDEX;
+    }
     lcx_batch b = {.n_seq = 1, .seq_len = loc, .ids = ids_l, .targets = tgt_l, .positions = pos_l, .rope_len = n};
     if (st == LCX_OK) st = lcx_model_forward(s->model, &b, NULL, &sum, &count); /* summed over CP */
     free(buf);

@@ -404,6 +404,23 @@ static void test_local_len(void) {
         }
     CHECK_MSG(bad == 0, "lcx_cp_local_len: %d wrong", bad);
     CHECK(lcx_cp_local_len(131088, 4) == 32772 && lcx_cp_local_len(1017, 4) == 256);
+    /* lcx_cp_local_window against lcx_cp_local_batch of the window padded by hand with its last token */
+    int32_t tok[100], glob[128], ids[128], pos[128], want_ids[128], want_pos[128];
+    bad = 0;
+    for (int i = 0; i < 100; i++) tok[i] = 1000 + i;
+    for (int cp = 2; cp <= 6; cp++)
+        for (int64_t n = 1; n <= 100; n++) {
+            const int64_t loc = lcx_cp_local_len(n, cp), np = loc * cp;
+            for (int64_t j = 0; j < np; j++) glob[j] = tok[j < n ? j : n - 1];
+            for (int c = 0; c < cp; c++) {
+                CHECK_OK(lcx_cp_local_window(n, cp, c, tok, ids, pos));
+                CHECK_OK(lcx_cp_local_batch(np, cp, c, glob, NULL, NULL, want_ids, NULL, want_pos));
+                bad += memcmp(ids, want_ids, (size_t)loc * sizeof *ids) != 0 ||
+                       memcmp(pos, want_pos, (size_t)loc * sizeof *pos) != 0;
+            }
+        }
+    CHECK_MSG(bad == 0, "lcx_cp_local_window: %d windows differ from the padded lcx_cp_local_batch", bad);
+    CHECK_FAILS(lcx_cp_local_window(10, 2, 2, tok, ids, pos), LCX_ERR_INVALID, "");
 }
 
 int main(void) {
