@@ -138,59 +138,34 @@ int64_t lcx_kv_cache_usable(const lcx_model *m, const lcx_kv_cache *c, int64_t t
     return same ? c->len : 0;
 }
 
-/* Under CP: the prefill (an empty cache, every token committed, no logits) through the ring, or a continuation
- * (nothing committed) on every rank alike. */
-static lcx_status forward_cp(lcx_model *m, lcx_kv_cache *c, const int32_t *ids, int64_t n, int64_t n_commit,
-                             int64_t first_row, lcx_logits_fn fn, void *user) {
+/* Under CP, the prefill of an empty cache (every token committed, no logits): the prefix through the ring, each
+ * rank its two chunks of it into its cache rows. */
+static lcx_status prefill_cp(lcx_model *m, lcx_kv_cache *c, const int32_t *ids, int64_t n, int64_t n_commit,
+                             lcx_logits_fn fn) {
     const int C = c->cp;
-    if (c->len == 0) {
-        LCX_FAIL_IF(n_commit != n || fn, LCX_ERR_INVALID,
-                    "cached forward: under CP the first call fills the cache with a whole prefix (commit all %lld "
-                    "tokens, no logits)", (long long)n);
-        LCX_FAIL_IF(n > c->global, LCX_ERR_INVALID, "cached forward: a prefix of %lld tokens exceeds the cache's "
-                    "capacity of %lld", (long long)n, (long long)c->global);
-        const int64_t loc = lcx_cp_local_len(n, C);
-        int32_t *buf = malloc((size_t)(3 * loc) * sizeof *buf);
-        LCX_FAIL_IF(!buf, LCX_ERR_OOM, "cached forward: out of memory");
-        int32_t *lid = buf, *lpos = lid + loc, *ltgt = lpos + loc;
-        for (int64_t j = 0; j < loc; j++) ltgt[j] = LCX_IGNORE_INDEX;
-        lcx_status st = lcx_cp_local_window(n, C, m->cp_rank, ids, lid, lpos); /* the pad after the prefix */
-        lcx_batch b = {.n_seq = 1, .seq_len = loc, .ids = lid, .targets = ltgt, .positions = lpos, .rope_len = n};
-        if (st == LCX_OK) st = lcx_model_prepare(m, &b, NULL);
-        if (st == LCX_OK) st = lcx_model_embed(m, loc);
-        if (st == LCX_OK) st = lcx_infer_layers_cp_cached(m, &b, c->k, c->v, c->cap, NULL);
-        int64_t valid = 0;
-        while (valid < loc && lpos[valid] < n) valid++; /* both chunks ascend: the pad is a suffix */
-        free(buf);
-        LCX_TRY(st);
-        LCX_TRY(lcx_rope_inv_freq(&m->rope, n, c->inv_freq, &c->attn));
-        c->has_rope = 1;
-        c->len = n, c->rows = loc, c->valid = valid;
-        return LCX_OK;
-    }
-    LCX_FAIL_IF(n_commit != 0, LCX_ERR_INVALID,
-                "cached forward: under CP a filled cache takes continuations only (commit 0 of %lld tokens, not %lld)",
-                (long long)n, (long long)n_commit);
-    LCX_FAIL_IF(n > c->tail, LCX_ERR_INVALID,
-                "cached forward: under CP a continuation holds at most %lld new tokens, not %lld", (long long)c->tail,
-                (long long)n);
-    int same = 1;
-    LCX_TRY(same_rope(m, c, c->len + n, &same));
-    LCX_FAIL_IF(!same, LCX_ERR_INVALID,
-                "cached forward: %s rope frequencies at %lld tokens differ from those of the %lld cached tokens "
-                "(they depend on the length): truncate the cache and run the prefix again",
-                lcx_rope_type_name(m->rope.type), (long long)(c->len + n), (long long)c->len);
-    int32_t *pos = malloc((size_t)n * sizeof *pos);
-    LCX_FAIL_IF(!pos, LCX_ERR_OOM, "cached forward: out of memory");
-    for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)(c->len + i);
-    lcx_batch b = {.n_seq = 1, .seq_len = n, .ids = ids, .positions = pos};
-    const lcx_cp_cached cc = {c->len, c->rows, c->valid, c->cp_o, c->cp_lse};
-    lcx_status st = lcx_model_prepare_rows(m, &b, NULL, 0); /* the same rows on every rank, not chunks */
-    if (st == LCX_OK) st = lcx_model_embed(m, n);
-    if (st == LCX_OK) st = lcx_infer_layers_cp_cached(m, &b, c->k, c->v, c->cap, &cc);
-    free(pos);
+    LCX_FAIL_IF(n_commit != n || fn, LCX_ERR_INVALID,
+                "cached forward: under CP the first call fills the cache with a whole prefix (commit all %lld "
+                "tokens, no logits)", (long long)n);
+    LCX_FAIL_IF(n > c->global, LCX_ERR_INVALID, "cached forward: a prefix of %lld tokens exceeds the cache's "
+                "capacity of %lld", (long long)n, (long long)c->global);
+    const int64_t loc = lcx_cp_local_len(n, C);
+    int32_t *buf = malloc((size_t)(3 * loc) * sizeof *buf);
+    LCX_FAIL_IF(!buf, LCX_ERR_OOM, "cached forward: out of memory");
+    int32_t *lid = buf, *lpos = lid + loc, *ltgt = lpos + loc;
+    for (int64_t j = 0; j < loc; j++) ltgt[j] = LCX_IGNORE_INDEX;
+    lcx_status st = lcx_cp_local_window(n, C, m->cp_rank, ids, lid, lpos); /* the pad after the prefix */
+    lcx_batch b = {.n_seq = 1, .seq_len = loc, .ids = lid, .targets = ltgt, .positions = lpos, .rope_len = n};
+    if (st == LCX_OK) st = lcx_model_prepare(m, &b, NULL);
+    if (st == LCX_OK) st = lcx_model_embed(m, loc);
+    if (st == LCX_OK) st = lcx_infer_layers_cp_cached(m, &b, c->k, c->v, c->cap, NULL);
+    int64_t valid = 0;
+    while (valid < loc && lpos[valid] < n) valid++; /* both chunks ascend: the pad is a suffix */
+    free(buf);
     LCX_TRY(st);
-    return fn ? lcx_model_emit_logits(m, n, first_row, fn, user) : LCX_OK;
+    LCX_TRY(lcx_rope_inv_freq(&m->rope, n, c->inv_freq, &c->attn));
+    c->has_rope = 1;
+    c->len = n, c->rows = loc, c->valid = valid;
+    return LCX_OK;
 }
 
 lcx_status lcx_model_forward_cached(lcx_model *m, lcx_kv_cache *c, const int32_t *ids, int64_t n, int64_t n_commit,
@@ -209,10 +184,19 @@ lcx_status lcx_model_forward_cached(lcx_model *m, lcx_kv_cache *c, const int32_t
                 (long long)first_row, (long long)n);
     LCX_FAIL_IF(c->cp != (m->cp ? m->cp_size : 1), LCX_ERR_INVALID, "cached forward: the cache was made for CP %d, "
                 "the model runs on %d ranks", c->cp, m->cp ? m->cp_size : 1);
-    if (c->cp > 1) return forward_cp(m, c, ids, n, n_commit, first_row, fn, user);
-    LCX_FAIL_IF(n > c->cap - c->len, LCX_ERR_INVALID,
-                "cached forward: %lld cached + %lld new tokens exceed the cache's capacity of %lld", (long long)c->len,
-                (long long)n, (long long)c->cap);
+    if (c->cp > 1 && c->len == 0) return prefill_cp(m, c, ids, n, n_commit, fn);
+    if (c->cp > 1) { /* a continuation: the same new tokens on every rank, nothing committed */
+        LCX_FAIL_IF(n_commit != 0, LCX_ERR_INVALID,
+                    "cached forward: under CP a filled cache takes continuations only (commit 0 of %lld tokens, not "
+                    "%lld)", (long long)n, (long long)n_commit);
+        LCX_FAIL_IF(n > c->tail, LCX_ERR_INVALID,
+                    "cached forward: under CP a continuation holds at most %lld new tokens, not %lld",
+                    (long long)c->tail, (long long)n);
+    } else {
+        LCX_FAIL_IF(n > c->cap - c->len, LCX_ERR_INVALID,
+                    "cached forward: %lld cached + %lld new tokens exceed the cache's capacity of %lld",
+                    (long long)c->len, (long long)n, (long long)c->cap);
+    }
     int64_t total = c->len + n;
     LCX_FAIL_IF(m->cfg.sliding_window > 0 && total > m->cfg.sliding_window, LCX_ERR_UNSUPPORTED,
                 "cached forward: %s sliding_window %lld is smaller than the %lld tokens attended to (sliding-window "
@@ -228,9 +212,12 @@ lcx_status lcx_model_forward_cached(lcx_model *m, lcx_kv_cache *c, const int32_t
     LCX_FAIL_IF(!pos, LCX_ERR_OOM, "cached forward: out of memory");
     for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)(c->len + i);
     lcx_batch b = {.n_seq = 1, .seq_len = n, .ids = ids, .positions = pos};
-    lcx_status st = lcx_model_prepare(m, &b, NULL);
+    const lcx_cp_cached cc = {c->len, c->rows, c->valid, c->cp_o, c->cp_lse};
+    lcx_status st = lcx_model_prepare_rows(m, &b, NULL, 0); /* under CP the same rows on every rank, not chunks */
     if (st == LCX_OK) st = lcx_model_embed(m, n);
-    if (st == LCX_OK) st = lcx_infer_layers_cached(m, &b, c->k, c->v, c->cap, c->len);
+    if (st == LCX_OK)
+        st = c->cp > 1 ? lcx_infer_layers_cp_cached(m, &b, c->k, c->v, c->cap, &cc)
+                       : lcx_infer_layers_cached(m, &b, c->k, c->v, c->cap, c->len);
     free(pos);
     LCX_TRY(st);
     if (fn) LCX_TRY(lcx_model_emit_logits(m, n, first_row, fn, user));
