@@ -9,7 +9,6 @@
 
 #include "src/checkpoint/source.h"
 #include "src/comm/comm.h"
-#include "src/core/cp_perm.h"
 #include "src/core/fileio.h"
 #include "src/core/outpath.h"
 #include "src/eval/eval.h"
@@ -187,23 +186,17 @@ lcx_status lcx_eval_checkpoint(const lcx_eval_options *o, const lcx_reporter *r)
     es.n_docs = n_docs;
 
     lcx_model_opts mo;
-    memset(&mo, 0, sizeof mo);
+    lcx_eval_model_opts(&es, &mo);
     mo.param_dtype = o->dtype;
-    mo.max_tokens = lcx_cp_local_len(lcx_eval_max_tokens(&es), cp ? cp->size : 1); /* a CP rank's part */
-    mo.mlp_chunk = LCX_EVAL_MLP_CHUNK;
     mo.loss_chunk = o->chunk;
     mo.backend = o->backend;
-    mo.tp_comm = tp;
-    mo.cp_comm = cp;
     st = lcx_model_from_source(src, &mo, &m);
     if (st == LCX_OK) {
         res = calloc((size_t)n_lengths + 1, sizeof *res);
         if (!res) st = lcx_fail(LCX_ERR_OOM, "no memory");
     }
 agree:
-    st = lcx_comm_agree(tp, st); /* a TP group's failure, then a CP group's, then every copy's */
-    st = lcx_comm_agree(cp, st);
-    st = lcx_comm_agree(rep, st);
+    st = lcx_eval_agree(&es, st);
     if (st != LCX_OK) goto done;
     st = lcx_eval_run(&es, m, tok, res, &pk, &root, r);
     if (st != LCX_OK && (tp || cp || rep)) {

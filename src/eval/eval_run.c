@@ -10,6 +10,7 @@
 #include "formats/tokdata.h"
 #include "src/comm/comm.h"
 #include "src/core/clock.h"
+#include "src/core/cp_perm.h"
 #include "src/core/fileio.h"
 #include "src/core/strbuf.h"
 #include "src/eval/eval_model.h"
@@ -173,6 +174,21 @@ static lcx_status passkey_gather(lcx_comm *g, int every, lcx_passkey_result *pk)
 
 static int size_of(const lcx_comm *c) { return c && c->size > 1 ? c->size : 1; }
 static int rank_of(const lcx_comm *c) { return c && c->size > 1 ? c->rank : 0; }
+
+void lcx_eval_model_opts(const lcx_eval_spec *s, lcx_model_opts *mo) {
+    memset(mo, 0, sizeof *mo);
+    mo->max_tokens = lcx_cp_local_len(lcx_eval_max_tokens(s), size_of(s->cp)); /* a CP rank's part */
+    mo->mlp_chunk = LCX_EVAL_MLP_CHUNK;
+    mo->training = 0; /* forward-only: one layer's working set */
+    mo->tp_comm = size_of(s->tp) > 1 ? s->tp : NULL; /* each rank its slice of the weights */
+    mo->cp_comm = size_of(s->cp) > 1 ? s->cp : NULL; /* each rank its part of every window */
+}
+
+lcx_status lcx_eval_agree(const lcx_eval_spec *s, lcx_status st) {
+    st = lcx_comm_agree(size_of(s->tp) > 1 ? s->tp : NULL, st);
+    st = lcx_comm_agree(size_of(s->cp) > 1 ? s->cp : NULL, st);
+    return lcx_comm_agree(size_of(s->replicas) > 1 ? s->replicas : NULL, st);
+}
 
 int lcx_eval_writes(const lcx_eval_spec *s) {
     return rank_of(s->tp) == 0 && rank_of(s->cp) == 0 && rank_of(s->replicas) == 0;

@@ -58,6 +58,16 @@ typedef struct lcx_eval_spec {
 lcx_status lcx_eval_run(const lcx_eval_spec *s, lcx_model *m, lcx_tokenizer *tok, lcx_ppl_result *res,
                         lcx_passkey_result *pk, json_t **root, const lcx_reporter *r);
 
+/* The options of the forward-only model s evaluates (`lcextend eval` and the main command alike, so their numbers
+ * are the same): *mo cleared, then max_tokens (a CP rank's share of lcx_eval_max_tokens), the evaluation's MLP
+ * chunk (LCX_EVAL_MLP_CHUNK) and s's TP and CP groups; the caller adds the dtype, backend and logits chunk. */
+void lcx_eval_model_opts(const lcx_eval_spec *s, lcx_model_opts *mo);
+
+/* Where a rank may have failed alone (a file, memory) before the evaluation: st agreed over s's TP group, then its
+ * CP group, then the replicas (lcx_comm_agree), so that no rank waits in the evaluation's collectives for one that
+ * stopped. */
+lcx_status lcx_eval_agree(const lcx_eval_spec *s, lcx_status st);
+
 /* Whether this rank writes the evaluation's files: rank 0 of the TP group, the CP group and the replicas (every
  * rank holds the same results). */
 int lcx_eval_writes(const lcx_eval_spec *s);

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "src/comm/comm.h"
-#include "src/core/cp_perm.h"
 #include "src/train/train.h"
 
 lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, const lcx_backend *be, lcx_comm *tp,
@@ -20,14 +19,9 @@ lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, c
     lcx_eval_spec sharded = *spec;
     sharded.tp = tp, sharded.cp = cp, sharded.replicas = replicas;
     lcx_model_opts mo;
-    memset(&mo, 0, sizeof mo);
+    lcx_eval_model_opts(&sharded, &mo); /* as lcextend eval (lcx_train_load then skips the moments) */
     mo.param_dtype = LCX_F32;
-    mo.max_tokens = lcx_cp_local_len(lcx_eval_max_tokens(spec), cp ? cp->size : 1); /* a CP rank's part */
-    mo.mlp_chunk = LCX_EVAL_MLP_CHUNK; /* as lcextend eval: the same numbers */
-    mo.training = 0; /* forward-only: one layer's working set (lcx_train_load then skips the moments) */
     mo.backend = be;
-    mo.tp_comm = tp; /* each rank its slice of the weights; whole logits rows on every rank */
-    mo.cp_comm = cp; /* each rank its part of every window */
     lcx_model *m = NULL;
     lcx_passkey_result pk;
     memset(&pk, 0, sizeof pk);
@@ -35,9 +29,7 @@ lcx_status lcx_extend_eval_ckpt(const char *ckpt, const lcx_model_config *cfg, c
     char *svg = NULL;
     lcx_status st = lcx_model_init(&m, cfg, &mo);
     if (st == LCX_OK) st = lcx_train_load(ckpt, m, NULL);
-    st = lcx_comm_agree(tp, st); /* the evaluation's collectives need every rank of tp, cp and the replicas */
-    st = lcx_comm_agree(cp, st);
-    st = lcx_comm_agree(replicas, st);
+    st = lcx_eval_agree(&sharded, st); /* the evaluation's collectives need every rank */
     if (st != LCX_OK) goto done;
     st = lcx_eval_run(&sharded, m, tok, res, &pk, &root, r);
     if (st != LCX_OK || !lcx_eval_writes(&sharded)) goto done; /* the same results on every rank: one writes */
