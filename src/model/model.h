@@ -89,6 +89,13 @@ typedef struct lcx_model_opts {
                                     TP-fold less stored input, plus one whole input shared by those layers (a
                                     saving once more than TP/(TP-1) of them stay on the device). No effect with
                                     TP 1 or on keep/offload layers */
+    int sequence_parallel;       /* with TP > 1, training models (docs/parallel.md "Sequence parallelism",
+                                    Megatron's --sequence-parallel): the residual stream, the RMSNorms and their
+                                    outputs hold this TP rank's ceil(T / TP) rows; the row-parallel outputs are
+                                    reduce-scattered instead of all-reduced and the column-parallel inputs
+                                    all-gathered. The same forward bits; the norm weights' gradients summed over
+                                    TP (another order of the same sum). Excludes distribute_saved, which it
+                                    covers. No effect with TP 1 or on forward-only models */
 } lcx_model_opts;
 
 /* One micro-batch of packed sequences: n_seq rows of seq_len tokens, attention stays inside a row. */
@@ -261,6 +268,8 @@ lcx_model_memory lcx_model_memory_of(const lcx_model *m);
 /* 1 when some layer keeps only this TP rank's rows of its input (opts.distribute_saved in effect: TP > 1 and a
  * recompute or recompute+offload layer), else 0. */
 int lcx_model_distributes_saved(const lcx_model *m);
+/* 1 when the residual stream is split over TP by rows (opts.sequence_parallel in effect), else 0. */
+int lcx_model_sequence_parallel(const lcx_model *m);
 
 /* The offload pools' accounting (docs/model.md "Activation policy (per layer)"): bytes of offloaded layers'
  * stored tensors held in the device pool and in the host pool, and their high-water marks since the model was

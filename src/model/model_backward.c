@@ -42,30 +42,43 @@ static lcx_status act_of(lcx_model *m, float *g, int64_t n, void **out) {
 
 lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b) {
     const lcx_backend *be = m->be;
-    int64_t T = b->n_seq * b->seq_len, S = b->seq_len, H = m->H, F = m->F;
+    int64_t T = b->n_seq * b->seq_len, S = b->seq_len, H = m->H, F = m->F, R = lcx_m_rows(m, T);
     void *dres = m->dres, *dxn = m->dxn;
+    /* The whole rows the TP blocks read and write: the residual's gradient dy, the norm output x and the input
+     * gradient's partial sums dx; under sequence parallelism all-gathered (dy, x) or reduce-scattered (dx) from
+     * this rank's R rows, else the same buffers. */
+    void *dy_all = m->sp ? m->sp_dfull : dres, *dx_all = m->sp ? m->sp_part : dxn;
+    const void *xn2 = a->xn2, *xn1 = a->xn1;
+    if (m->sp) {
+        LCX_TRY(lcx_sp_gather(m, dres, dy_all, T));
+        LCX_TRY(lcx_sp_gather(m, a->xn2, m->sp_full, T)); /* lcx_mlp_tile reads it there */
+        xn2 = m->sp_full;
+    }
 #define IDX(k) lcx_m_idx(m, l, (k))
     /* MLP: x_out = h + down(swiglu(gate(xn2), up(xn2))), in row tiles of mlp_tile (one tile of T rows without
      * opts.mlp_chunk): a recompute layer's tile intermediates are recomputed here, the weight gradients accumulate
-     * over the tiles, each tile writes its rows of dxn */
+     * over the tiles, each tile writes its rows of dx_all */
     for (int64_t r0 = 0; r0 < T; r0 += m->mlp_tile) {
         int64_t c = T - r0 < m->mlp_tile ? T - r0 : m->mlp_tile;
-        void *gate = NULL, *up = NULL, *act = NULL, *dy = lcx_m_at(m, dres, r0 * H), *dx = lcx_m_at(m, dxn, r0 * H);
-        const void *x = lcx_m_at(m, a->xn2, r0 * H);
+        void *gate = NULL, *up = NULL, *act = NULL, *dy = lcx_m_at(m, dy_all, r0 * H);
+        void *dx = lcx_m_at(m, dx_all, r0 * H);
+        const void *x = lcx_m_at(m, xn2, r0 * H);
         LCX_TRY(lcx_mlp_tile(m, l, a, r0, c, lcx_act_recomputes(m->policy[l]), &gate, &up, &act));
         LCX_TRY(linear_bwd(m, dy, act, c, F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), m->dact, 0.0f));
         LCX_TRY(lcx_m_swiglu_bwd(m, m->dact, gate, up, m->dgate, m->dup, c * F));
         LCX_TRY(linear_bwd(m, m->dgate, x, c, H, F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), dx, 0.0f));
         LCX_TRY(linear_bwd(m, m->dup, x, c, H, F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), dx, 1.0f));
     }
-    LCX_TRY(lcx_tp_sum(m, dxn, T * H)); /* column-parallel: each TP rank's input gradient is partial (once, after
-                                          every tile: the same calls on every rank) */
+    /* column-parallel: each TP rank's input gradient is partial (summed once, after every tile: the same calls on
+     * every rank) */
+    LCX_TRY(m->sp ? lcx_sp_scatter_sum(m, dx_all, dxn, T) : lcx_tp_sum(m, dxn, T * H));
     LCX_TRY(lcx_m_rmsnorm_bwd(m, dxn, a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->rstd2, dxn,
-                              lcx_m_grad(m, IDX(LCX_PARAM_MLP_NORM)), T, H));
-    LCX_TRY(lcx_m_add(m, dres, dxn, dres, T * H)); /* dres = d h */
+                              lcx_m_grad(m, IDX(LCX_PARAM_MLP_NORM)), R, H));
+    LCX_TRY(lcx_m_add(m, dres, dxn, dres, R * H)); /* dres = d h */
 
     /* attention: h = x_in + o_proj(attn(rope(q), rope(k), v)) */
-    LCX_TRY(linear_bwd(m, dres, a->o, T, m->Q, H, IDX(LCX_PARAM_O), IDX(LCX_PARAM_O_BIAS), m->dout, 0.0f));
+    if (m->sp) LCX_TRY(lcx_sp_gather(m, dres, dy_all, T));
+    LCX_TRY(linear_bwd(m, dy_all, a->o, T, m->Q, H, IDX(LCX_PARAM_O), IDX(LCX_PARAM_O_BIAS), m->dout, 0.0f));
     LCX_TRY(be->zero(m->x, m->dq, (size_t)(T * m->Q) * sizeof(float)));
     LCX_TRY(be->zero(m->x, m->dk, (size_t)(T * m->KV) * sizeof(float)));
     LCX_TRY(be->zero(m->x, m->dv, (size_t)(T * m->KV) * sizeof(float)));
@@ -87,23 +100,27 @@ lcx_status lcx_layer_backward(lcx_model *m, int l, const lcx_layer_acts *a, cons
      * the other. With f32 activations the f32 buffers are used directly: no cast, the same calls as before. */
     LCX_TRY(lcx_m_rope_dt(m, LCX_F32, 1, m->dq, m->dq, T, m->nh));
     LCX_TRY(lcx_m_rope_dt(m, LCX_F32, 1, m->dk, m->dk, T, m->nkv));
+    if (m->sp) {
+        LCX_TRY(lcx_sp_gather(m, a->xn1, m->sp_full, T));
+        xn1 = m->sp_full;
+    }
     void *d = NULL;
     LCX_TRY(act_of(m, m->dq, T * m->Q, &d));
     if (m->cfg.qk_norm)
         LCX_TRY(lcx_m_rmsnorm_bwd(m, d, a->qpre, lcx_m_normw(m, IDX(LCX_PARAM_Q_NORM)), a->rstdq, d,
                                   lcx_m_grad(m, IDX(LCX_PARAM_Q_NORM)), T * m->nh, m->hd));
-    LCX_TRY(linear_bwd(m, d, a->xn1, T, H, m->Q, IDX(LCX_PARAM_Q), IDX(LCX_PARAM_Q_BIAS), dxn, 0.0f));
+    LCX_TRY(linear_bwd(m, d, xn1, T, H, m->Q, IDX(LCX_PARAM_Q), IDX(LCX_PARAM_Q_BIAS), dx_all, 0.0f));
     LCX_TRY(act_of(m, m->dk, T * m->KV, &d));
     if (m->cfg.qk_norm)
         LCX_TRY(lcx_m_rmsnorm_bwd(m, d, a->kpre, lcx_m_normw(m, IDX(LCX_PARAM_K_NORM)), a->rstdk, d,
                                   lcx_m_grad(m, IDX(LCX_PARAM_K_NORM)), T * m->nkv, m->hd));
-    LCX_TRY(linear_bwd(m, d, a->xn1, T, H, m->KV, IDX(LCX_PARAM_K), IDX(LCX_PARAM_K_BIAS), dxn, 1.0f));
+    LCX_TRY(linear_bwd(m, d, xn1, T, H, m->KV, IDX(LCX_PARAM_K), IDX(LCX_PARAM_K_BIAS), dx_all, 1.0f));
     LCX_TRY(act_of(m, m->dv, T * m->KV, &d));
-    LCX_TRY(linear_bwd(m, d, a->xn1, T, H, m->KV, IDX(LCX_PARAM_V), IDX(LCX_PARAM_V_BIAS), dxn, 1.0f));
-    LCX_TRY(lcx_tp_sum(m, dxn, T * H));
+    LCX_TRY(linear_bwd(m, d, xn1, T, H, m->KV, IDX(LCX_PARAM_V), IDX(LCX_PARAM_V_BIAS), dx_all, 1.0f));
+    LCX_TRY(m->sp ? lcx_sp_scatter_sum(m, dx_all, dxn, T) : lcx_tp_sum(m, dxn, T * H));
     LCX_TRY(lcx_m_rmsnorm_bwd(m, dxn, a->x_in, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), a->rstd1, dxn,
-                              lcx_m_grad(m, IDX(LCX_PARAM_ATTN_NORM)), T, H));
-    LCX_TRY(lcx_m_add(m, dres, dxn, dres, T * H)); /* dres = d x_in */
+                              lcx_m_grad(m, IDX(LCX_PARAM_ATTN_NORM)), R, H));
+    LCX_TRY(lcx_m_add(m, dres, dxn, dres, R * H)); /* dres = d x_in */
 #undef IDX
     return LCX_OK;
 }
@@ -130,8 +147,11 @@ lcx_status lcx_model_fwd_bwd(lcx_model *m, const lcx_batch *b, float dscale, lcx
         LCX_TRY(lcx_layer_backward(m, l, &m->layer[l], b));
         LCX_TRY(lcx_offload_bwd_post(m, l));
     }
+    /* vocab-parallel: every token's gradient reaches the rank holding its id (all-gathered under sequence
+     * parallelism) */
+    if (m->sp) LCX_TRY(lcx_sp_gather(m, m->dres, m->sp_dfull, T));
     lcx_embedding_args e = {.dt = m->adt, .n_tokens = T, .n_rows = m->Vl, .dim = m->H, .vocab_start = m->v0,
-                            .n_vocab = m->Vl * m->tp_size, .ids = m->d_ids, .dout = m->dres,
+                            .n_vocab = m->Vl * m->tp_size, .ids = m->d_ids, .dout = m->sp ? m->sp_dfull : m->dres,
                             .dweight = lcx_m_grad(m, m->embed_i)};
     return m->be->embedding_bwd(m->x, &e);
 }

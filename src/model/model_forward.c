@@ -146,10 +146,12 @@ done:
 lcx_status lcx_model_embed(lcx_model *m, int64_t T) {
     LCX_TRY(lcx_offload_begin(m)); /* a new pass: resid[0] is layer 0's slot when it is offloaded */
     /* vocab-parallel: each TP rank looks up the ids in its rows (zero elsewhere) and the ranks' rows are summed */
+    /* (sequence parallelism: the rows summed are scattered, each rank keeps its own) */
     lcx_embedding_args a = {.dt = m->adt, .n_tokens = T, .n_rows = m->Vl, .dim = m->H, .vocab_start = m->v0,
                             .n_vocab = m->Vl * m->tp_size, .ids = m->d_ids, .w_dtype = m->pdt,
-                            .weight = lcx_m_param(m, m->embed_i), .out = m->resid[0]};
+                            .weight = lcx_m_param(m, m->embed_i), .out = m->sp ? m->sp_part : m->resid[0]};
     LCX_TRY(m->be->embedding_fwd(m->x, &a));
+    if (m->sp) return lcx_sp_scatter_sum(m, m->sp_part, m->resid[0], T);
     return lcx_tp_sum(m, m->resid[0], T * m->H);
 }
 
@@ -178,9 +180,18 @@ lcx_status lcx_linear_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, in
     return bi < 0 ? LCX_OK : bias_add(m, T, out, bi, y);
 }
 
+lcx_status lcx_sp_row_parallel_finish(lcx_model *m, int64_t T, int64_t bi, void *y) {
+    LCX_TRY(lcx_sp_scatter_sum(m, m->sp_part, y, T));
+    return bi < 0 ? LCX_OK : bias_add(m, lcx_m_rows(m, T), m->H, bi, y);
+}
+
 lcx_status lcx_row_parallel_fwd(lcx_model *m, const void *x, int64_t T, int64_t in, int64_t out, int64_t wi,
                                 int64_t bi, void *y) {
     if (m->tp_size == 1) return lcx_linear_fwd(m, x, T, in, out, wi, bi, y);
+    if (m->sp) { /* sequence parallelism: y holds this rank's rows of the sum */
+        LCX_TRY(lcx_linear_fwd(m, x, T, in, out, wi, -1, m->sp_part));
+        return lcx_sp_row_parallel_finish(m, T, bi, y);
+    }
     /* each TP rank's partial product over its input columns, summed; the (replicated) bias added once after */
     LCX_TRY(lcx_linear_fwd(m, x, T, in, out, wi, -1, y));
     LCX_TRY(lcx_tp_sum(m, y, T * out));
@@ -194,7 +205,8 @@ lcx_status lcx_mlp_tile(lcx_model *m, int l, const lcx_layer_acts *a, int64_t r0
     void *g = lcx_m_at(m, a->gate, off), *u = lcx_m_at(m, a->up, off), *s = lcx_m_at(m, a->act, off);
     if (compute) {
 #define IDX(k) lcx_m_idx(m, l, (k))
-        const void *x = lcx_m_at(m, a->xn2, r0 * H);
+        /* sequence parallelism: the whole xn2, all-gathered into sp_full by the caller */
+        const void *x = lcx_m_at(m, m->sp ? m->sp_full : a->xn2, r0 * H);
         LCX_TRY(lcx_linear_fwd(m, x, c, H, F, IDX(LCX_PARAM_GATE), IDX(LCX_PARAM_GATE_BIAS), g));
         LCX_TRY(lcx_linear_fwd(m, x, c, H, F, IDX(LCX_PARAM_UP), IDX(LCX_PARAM_UP_BIAS), u));
         LCX_TRY(lcx_m_swiglu_fwd(m, g, u, s, c * F));
@@ -207,13 +219,16 @@ lcx_status lcx_mlp_tile(lcx_model *m, int l, const lcx_layer_acts *a, int64_t r0
 }
 
 lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const lcx_batch *b, int recompute) {
-    int64_t T = b->n_seq * b->seq_len, S = b->seq_len, H = m->H;
+    /* R: the rows of the residual stream and the norms here (T, or this TP rank's under sequence parallelism) */
+    int64_t T = b->n_seq * b->seq_len, S = b->seq_len, H = m->H, R = lcx_m_rows(m, T);
 #define IDX(k) lcx_m_idx(m, l, (k))
-    LCX_TRY(lcx_m_rmsnorm_fwd(m, a->x_in, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), a->xn1, a->rstd1, T, H));
+    LCX_TRY(lcx_m_rmsnorm_fwd(m, a->x_in, lcx_m_normw(m, IDX(LCX_PARAM_ATTN_NORM)), a->xn1, a->rstd1, R, H));
+    const void *xn1 = m->sp ? m->sp_full : a->xn1; /* sequence parallelism: every rank's rows */
+    if (m->sp) LCX_TRY(lcx_sp_gather(m, a->xn1, m->sp_full, T));
     void *qd = m->cfg.qk_norm ? a->qpre : a->q, *kd = m->cfg.qk_norm ? a->kpre : a->k;
-    LCX_TRY(lcx_linear_fwd(m, a->xn1, T, H, m->Q, IDX(LCX_PARAM_Q), IDX(LCX_PARAM_Q_BIAS), qd));
-    LCX_TRY(lcx_linear_fwd(m, a->xn1, T, H, m->KV, IDX(LCX_PARAM_K), IDX(LCX_PARAM_K_BIAS), kd));
-    LCX_TRY(lcx_linear_fwd(m, a->xn1, T, H, m->KV, IDX(LCX_PARAM_V), IDX(LCX_PARAM_V_BIAS), a->v));
+    LCX_TRY(lcx_linear_fwd(m, xn1, T, H, m->Q, IDX(LCX_PARAM_Q), IDX(LCX_PARAM_Q_BIAS), qd));
+    LCX_TRY(lcx_linear_fwd(m, xn1, T, H, m->KV, IDX(LCX_PARAM_K), IDX(LCX_PARAM_K_BIAS), kd));
+    LCX_TRY(lcx_linear_fwd(m, xn1, T, H, m->KV, IDX(LCX_PARAM_V), IDX(LCX_PARAM_V_BIAS), a->v));
     if (m->cfg.qk_norm) { /* Qwen3: per-head RMSNorm of q and k before RoPE */
         LCX_TRY(lcx_m_rmsnorm_fwd(m, a->qpre, lcx_m_normw(m, IDX(LCX_PARAM_Q_NORM)), a->q, a->rstdq, T * m->nh, m->hd));
         LCX_TRY(lcx_m_rmsnorm_fwd(m, a->kpre, lcx_m_normw(m, IDX(LCX_PARAM_K_NORM)), a->k, a->rstdk, T * m->nkv, m->hd));
@@ -234,9 +249,20 @@ lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const
         }
     }
     LCX_TRY(lcx_row_parallel_fwd(m, a->o, T, m->Q, H, IDX(LCX_PARAM_O), IDX(LCX_PARAM_O_BIAS), a->h));
-    LCX_TRY(lcx_m_add(m, a->x_in, a->h, a->h, T * H));
-    LCX_TRY(lcx_m_rmsnorm_fwd(m, a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->xn2, a->rstd2, T, H));
+    LCX_TRY(lcx_m_add(m, a->x_in, a->h, a->h, R * H));
+    LCX_TRY(lcx_m_rmsnorm_fwd(m, a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->xn2, a->rstd2, R, H));
     if (recompute) return LCX_OK; /* the backward recomputes each MLP tile from xn2 */
+    if (m->sp) { /* each tile's rows of down's partial product into sp_part, one reduce-scatter after the last */
+        LCX_TRY(lcx_sp_gather(m, a->xn2, m->sp_full, T));
+        for (int64_t r0 = 0; r0 < T; r0 += m->mlp_tile) {
+            int64_t c = T - r0 < m->mlp_tile ? T - r0 : m->mlp_tile;
+            void *act = NULL;
+            LCX_TRY(lcx_mlp_tile(m, l, a, r0, c, 1, NULL, NULL, &act));
+            LCX_TRY(lcx_linear_fwd(m, act, c, m->F, H, IDX(LCX_PARAM_DOWN), -1, lcx_m_at(m, m->sp_part, r0 * H)));
+        }
+        LCX_TRY(lcx_sp_row_parallel_finish(m, T, IDX(LCX_PARAM_DOWN_BIAS), m->resid[l + 1]));
+        return lcx_m_add(m, a->h, m->resid[l + 1], m->resid[l + 1], R * H);
+    }
     /* the MLP in row tiles of mlp_tile (one tile of T rows without opts.mlp_chunk): out = h + down(act) */
     for (int64_t r0 = 0; r0 < T; r0 += m->mlp_tile) {
         int64_t c = T - r0 < m->mlp_tile ? T - r0 : m->mlp_tile;

@@ -21,8 +21,9 @@ typedef lcx_cursor cursor;
 #define TAKEA(c, n) take((c), (n), lcx_act_size(m->adt)) /* act tensor (the model's activation dtype) */
 
 void lcx_layer_take_full(lcx_model *m, cursor *c, lcx_layer_acts *a, int64_t T, int64_t Tf) {
-    a->xn1 = TAKEA(c, T * m->H);
-    a->rstd1 = TAKEF(c, T);
+    const int64_t R = lcx_m_rows(m, T); /* the norms' rows (this TP rank's under sequence parallelism) */
+    a->xn1 = TAKEA(c, R * m->H);
+    a->rstd1 = TAKEF(c, R);
     if (m->cfg.qk_norm) {
         a->qpre = TAKEA(c, T * m->Q);
         a->kpre = TAKEA(c, T * m->KV);
@@ -32,9 +33,9 @@ void lcx_layer_take_full(lcx_model *m, cursor *c, lcx_layer_acts *a, int64_t T, 
     a->q = TAKEA(c, T * m->Q);
     a->k = TAKEA(c, T * m->KV);
     a->v = TAKEA(c, T * m->KV);
-    a->h = TAKEA(c, T * m->H);
-    a->xn2 = TAKEA(c, T * m->H);
-    a->rstd2 = TAKEF(c, T);
+    a->h = TAKEA(c, R * m->H);
+    a->xn2 = TAKEA(c, R * m->H);
+    a->rstd2 = TAKEF(c, R);
     a->gate = TAKEA(c, Tf * m->F);
     a->up = TAKEA(c, Tf * m->F);
     a->act = TAKEA(c, Tf * m->F);
@@ -46,7 +47,7 @@ static void layout_acts(lcx_model *m, cursor *c) {
         lcx_infer_layout(m, c);
         return;
     }
-    int64_t T = m->max_tokens;
+    int64_t T = m->max_tokens, R = lcx_m_rows(m, T); /* R: the residual stream's rows here */
     lcx_layer_acts scratch;
     memset(&scratch, 0, sizeof scratch);
     int any_recompute = 0;
@@ -57,11 +58,15 @@ static void layout_acts(lcx_model *m, cursor *c) {
     int any_distributed = 0;
     for (int l = 0; l < m->L; l++) any_distributed |= lcx_m_distributes(m, l);
     m->x_full = any_distributed ? TAKEA(c, m->tp_size * lcx_m_part_rows(m, T) * m->H) : NULL;
+    /* sequence parallelism: the whole rows between the norms and the TP blocks (docs/parallel.md) */
+    m->sp_full = m->sp ? TAKEA(c, m->tp_size * R * m->H) : NULL;
+    m->sp_part = m->sp ? TAKEA(c, m->tp_size * R * m->H) : NULL;
+    m->sp_dfull = m->sp ? TAKEA(c, m->tp_size * R * m->H) : NULL;
     /* offloaded layers' stored tensors (their input included) live in the offload pools (model_offload.c) */
     for (int64_t l = 0; l <= m->L; l++)
         m->resid[l] = l < m->L && lcx_m_distributes(m, (int)l)     ? m->x_full
                       : l < m->L && lcx_act_offloads(m->policy[l]) ? NULL
-                                                                   : TAKEA(c, T * m->H);
+                                                                   : TAKEA(c, R * m->H);
     for (int l = 0; l < m->L; l++) {
         lcx_layer_acts *a = &m->layer[l];
         if (lcx_act_recomputes(m->policy[l])) *a = scratch;
@@ -72,8 +77,8 @@ static void layout_acts(lcx_model *m, cursor *c) {
         a->o = TAKEA(c, T * m->Q);
         a->lse = TAKEF(c, T * m->nh);
     }
-    m->xf = TAKEA(c, T * m->H);
-    m->rstdf = TAKEF(c, T);
+    m->xf = TAKEA(c, R * m->H);
+    m->rstdf = TAKEF(c, R);
     m->ones = TAKEF(c, T);
     m->d_ids = (int32_t *)take(c, T, sizeof(int32_t));
     m->d_tgt = (int32_t *)take(c, T, sizeof(int32_t));
@@ -81,8 +86,8 @@ static void layout_acts(lcx_model *m, cursor *c) {
     m->d_doc = (int32_t *)take(c, T, sizeof(int32_t));
     m->logit_chunk = TAKEF(c, m->loss_chunk_cap * m->Vl);
     if (m->training) {
-        m->dres = TAKEA(c, T * m->H);
-        m->dxn = TAKEA(c, T * m->H);
+        m->dres = TAKEA(c, R * m->H);
+        m->dxn = TAKEA(c, R * m->H);
         m->dq = TAKEF(c, T * m->Q);
         m->dk = TAKEF(c, T * m->KV);
         m->dv = TAKEF(c, T * m->KV);
@@ -205,6 +210,10 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     LCX_TRY_GOTO(lcx_param_table_init(&m->tab, cfg), fail);
     LCX_TRY_GOTO(lcx_tp_init(m, opts->tp_comm), fail);
     m->distribute = opts->distribute_saved && m->tp_size > 1;
+    m->sp = opts->sequence_parallel && m->tp_size > 1 && opts->training;
+    LCX_FAIL_GOTO(m->sp && m->distribute, LCX_ERR_INVALID, fail,
+                  "model: sequence parallelism already keeps only this TP rank's rows of every layer's input: "
+                  "distributed saved activations are for TP without it");
     LCX_TRY_GOTO(init_slices(m, m->tp_size, m->tp_rank), fail);
     LCX_TRY_GOTO(lcx_rope_plan_init(&m->rope, &cfg->rope, cfg->head_dim, cfg->max_position_embeddings, NULL, NULL),
                  fail);

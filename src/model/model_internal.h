@@ -165,6 +165,14 @@ struct lcx_model {
     int distribute;           /* opts.distribute_saved with TP > 1: recompute layers keep their input's rows */
     void *x_full;             /* act [TP * ceil(T / TP), H]: a distributed layer's whole input (the residual stream
                                  in the forward, the all-gathered rows before its backward); NULL when none */
+    int sp;                   /* opts.sequence_parallel with TP > 1 (training models): the residual stream, the norms
+                                 and their outputs hold this TP rank's rows only (lcx_m_rows; docs/parallel.md
+                                 "Sequence parallelism") */
+    void *sp_full;            /* act [TP * ceil(T / TP), H]: a norm output all-gathered, the column-parallel input */
+    void *sp_part;            /* act [TP * ceil(T / TP), H]: a row-parallel output (or a column-parallel layer's
+                                 input gradient) before its reduce-scatter */
+    void *sp_dfull;           /* act [TP * ceil(T / TP), H]: the residual gradient all-gathered (the row-parallel
+                                 layers' output gradient, the embedding's) */
 
     lcx_offload offl;         /* activation offload (model_offload.c) */
 
@@ -319,6 +327,18 @@ static inline int lcx_m_distributes(const lcx_model *m, int l) {
 static inline int64_t lcx_m_part_rows(const lcx_model *m, int64_t T) {
     return (T + m->tp_size - 1) / m->tp_size;
 }
+/* Rows of the residual stream this rank holds for T tokens: ceil(T / TP) under sequence parallelism (the last
+ * ranks' rows past T are padding: zeros through the layers' sums, never read as tokens), else T. */
+static inline int64_t lcx_m_rows(const lcx_model *m, int64_t T) { return m->sp ? lcx_m_part_rows(m, T) : T; }
+/* Sequence parallelism (model_tp.c). gather: full [TP * ceil(T/TP), H] = every TP rank's rows [ceil(T/TP), H] of
+ * local, in rank order (rows 0 .. T-1 are the T tokens'). scatter_sum: local [ceil(T/TP), H] = this rank's rows
+ * of the sum over TP of every rank's full (its rows T .. zeroed first), added in rank order: the bits lcx_tp_sum
+ * gives those rows. */
+lcx_status lcx_sp_gather(lcx_model *m, const void *local, void *full, int64_t T);
+lcx_status lcx_sp_scatter_sum(lcx_model *m, void *full, void *local, int64_t T);
+/* A row-parallel layer's output under sequence parallelism (model_forward.c): y (this rank's rows) = the scatter-sum of the partial
+ * products in sp_part, then the bias (bi, or -1) added to those rows. */
+lcx_status lcx_sp_row_parallel_finish(lcx_model *m, int64_t T, int64_t bi, void *y);
 /* Before layer l's forward: copy this rank's rows of its input (x_full) into x_part (no-op unless distributed). */
 lcx_status lcx_tp_keep_input(lcx_model *m, int l, int64_t T);
 /* Before layer l's backward: all-gather the TP ranks' x_part into x_full (no-op unless distributed). */

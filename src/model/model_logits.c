@@ -12,9 +12,9 @@ lcx_status lcx_model_emit_logits(lcx_model *m, int64_t T, int64_t first_row, lcx
     const lcx_backend *be = m->be;
     const int tp = m->tp_size;
     int64_t H = m->H, V = m->V, Vl = m->Vl, C = m->loss_chunk;
-    LCX_TRY(lcx_m_rmsnorm_fwd(m, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->xf, m->rstdf, T, H));
     LCX_FAIL_IF(tp > 1 && !m->tp_logits, LCX_ERR_UNSUPPORTED,
                 "model: whole logits rows need a forward-only model under tensor parallelism (opts.training = 0)");
+    LCX_TRY(lcx_m_rmsnorm_fwd(m, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->xf, m->rstdf, T, H));
     /* C x V and C x TP x Vl were allocated at init: no overflow */
     float *host = malloc((size_t)C * (size_t)V * sizeof(float));
     float *parts = tp > 1 ? malloc((size_t)C * (size_t)(tp * Vl) * sizeof(float)) : NULL;

@@ -12,15 +12,20 @@ lcx_status lcx_model_loss(lcx_model *m, int64_t T, int backward, float dscale, f
     LCX_FAIL_IF(logits && m->tp_size > 1, LCX_ERR_UNSUPPORTED,
                 "model: whole logits rows do not exist with tensor parallelism (each rank holds %lld of %lld)",
                 (long long)m->Vl, (long long)m->V);
-    LCX_TRY(lcx_m_rmsnorm_fwd(m, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->xf, m->rstdf, T, H));
+    /* sequence parallelism: the norm on this rank's rows, the logits of every row from the all-gathered output,
+     * dX's partial sums reduce-scattered back to this rank's rows */
+    const int64_t R = lcx_m_rows(m, T);
+    LCX_TRY(lcx_m_rmsnorm_fwd(m, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->xf, m->rstdf, R, H));
+    const void *xf = m->sp ? m->sp_full : m->xf;
+    if (m->sp) LCX_TRY(lcx_sp_gather(m, m->xf, m->sp_full, T));
     const void *w = lcx_m_param(m, m->lm_head_i);
-    void *dxf = m->dxn; /* act [T, H] */
+    void *dxf = m->sp ? m->sp_part : m->dxn; /* act [T, H] */
     for (int64_t r0 = 0; r0 < T; r0 += C) {
         int64_t c = T - r0 < C ? T - r0 : C;
         lcx_matmul_args a;
         memset(&a, 0, sizeof a);
         a.trans_b = 1, a.m = c, a.n = V, a.k = H, a.batch = 1, a.alpha = 1.0f;
-        a.a_dtype = m->adt, a.a = lcx_m_at(m, m->xf, r0 * H);
+        a.a_dtype = m->adt, a.a = lcx_m_at(m, xf, r0 * H);
         a.b_dtype = m->pdt, a.b = w;
         a.c_dtype = LCX_F32, a.c = m->logit_chunk; /* f32 logits: the loss is not computed from rounded ones */
         LCX_TRY(be->matmul(m->x, &a));
@@ -46,13 +51,14 @@ lcx_status lcx_model_loss(lcx_model *m, int64_t T, int backward, float dscale, f
         memset(&a, 0, sizeof a);
         a.trans_a = 1, a.m = V, a.n = H, a.k = c, a.batch = 1, a.alpha = 1.0f, a.beta = 1.0f;
         a.a_dtype = LCX_F32, a.a = m->logit_chunk;
-        a.b_dtype = m->adt, a.b = lcx_m_at(m, m->xf, r0 * H);
+        a.b_dtype = m->adt, a.b = lcx_m_at(m, xf, r0 * H);
         a.c_dtype = LCX_F32, a.c = lcx_m_grad(m, m->lm_head_i);
         LCX_TRY(be->matmul(m->x, &a));
     }
-    if (backward) LCX_TRY(lcx_tp_sum(m, dxf, T * H)); /* each TP rank's dX is over its vocabulary rows */
-    if (backward)
-        LCX_TRY(lcx_m_rmsnorm_bwd(m, dxf, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->rstdf, m->dres,
-                                  lcx_m_grad(m, m->final_norm_i), T, H));
+    if (!backward) return LCX_OK;
+    /* each TP rank's dX is over its vocabulary rows */
+    LCX_TRY(m->sp ? lcx_sp_scatter_sum(m, dxf, m->dxn, T) : lcx_tp_sum(m, dxf, T * H));
+    LCX_TRY(lcx_m_rmsnorm_bwd(m, m->dxn, m->resid[m->L], lcx_m_normw(m, m->final_norm_i), m->rstdf, m->dres,
+                              lcx_m_grad(m, m->final_norm_i), R, H));
     return LCX_OK;
 }

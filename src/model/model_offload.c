@@ -22,7 +22,7 @@ static size_t bind(lcx_model *m, int l, char *base) {
         a->x_part = lcx_cursor_take(&c, lcx_m_part_rows(m, T) * m->H, as);
         a->x_in = m->x_full;
     } else {
-        a->x_in = lcx_cursor_take(&c, T * m->H, as);
+        a->x_in = lcx_cursor_take(&c, lcx_m_rows(m, T) * m->H, as);
     }
     if (m->policy[l] == LCX_ACT_OFFLOAD) lcx_layer_take_full(m, &c, a, T, T);
     a->o = lcx_cursor_take(&c, T * m->Q, as);

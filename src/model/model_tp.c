@@ -32,9 +32,10 @@ lcx_status lcx_tp_alloc(lcx_model *m) {
     if (!m->tp || m->tp_size == 1) return LCX_OK;
     const int64_t T = m->max_tokens, C = m->loss_chunk_cap;
     size_t es = lcx_act_size(m->adt);
-    /* the largest summed tensor is [T, H] (act) and, in training, every parameter's gradient (f32): scratch for
-     * TP of them */
-    size_t big = (size_t)(T * m->H) * es, g = 0;
+    /* the largest summed tensor is [T, H] (act; TP x ceil(T / TP) rows under sequence parallelism) and, in
+     * training, every parameter's gradient (f32): scratch for TP of them */
+    const int64_t rows = m->sp ? lcx_m_part_rows(m, T) * m->tp_size : T;
+    size_t big = (size_t)(rows * m->H) * es, g = 0;
     for (size_t i = 0; i < m->tab.n && m->training; i++)
         if (lcx_m_numel(m, i) * 4 > g) g = lcx_m_numel(m, i) * 4;
     if (g > big) big = g;
@@ -94,11 +95,13 @@ lcx_status lcx_tp_loss_chunk(lcx_model *m, int64_t c, float dscale, int backward
 
 /* Ranks sharing parameter i's box that compute only part of its gradient: bit r set for each. 0: the gradient is
  * complete on every rank (its own slice, or a replica whose inputs and output gradient are the same on every rank:
- * the layer norms, o_proj's and down_proj's biases). */
+ * the layer norms without sequence parallelism, o_proj's and down_proj's biases). */
 static uint64_t partial_sharers(const lcx_model *m, size_t i) {
     const lcx_param_kind k = m->tab.params[i].kind;
     const uint64_t every = m->tp_size >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->tp_size) - 1;
     if (k == LCX_PARAM_Q_NORM || k == LCX_PARAM_K_NORM) return every; /* per-head weights shared by all heads */
+    /* sequence parallelism: each rank's norms see only its rows of the tokens */
+    if (m->sp && (k == LCX_PARAM_ATTN_NORM || k == LCX_PARAM_MLP_NORM || k == LCX_PARAM_FINAL_NORM)) return every;
     const lcx_tp_slice *s = &m->slice[i];
     if (s->replicas <= 1 || !(k == LCX_PARAM_K || k == LCX_PARAM_V || k == LCX_PARAM_K_BIAS || k == LCX_PARAM_V_BIAS))
         return 0;
@@ -148,6 +151,8 @@ lcx_status lcx_tp_keep_input(lcx_model *m, int l, int64_t T) {
 
 int lcx_model_distributes_saved(const lcx_model *m) { return m->x_full != NULL; }
 
+int lcx_model_sequence_parallel(const lcx_model *m) { return m->sp; }
+
 lcx_status lcx_tp_gather_input(lcx_model *m, int l, int64_t T) {
     if (!lcx_m_distributes(m, l)) return LCX_OK;
     double t0 = lcx_clock_s();
@@ -155,4 +160,36 @@ lcx_status lcx_tp_gather_input(lcx_model *m, int l, int64_t T) {
                                         m->adt);
     m->tp_comm_s += lcx_clock_s() - t0;
     return st;
+}
+
+/* Sequence parallelism (docs/parallel.md "Sequence parallelism"): between the column-parallel input and the
+ * row-parallel output of each block the ranks hold whole rows; elsewhere (the residual stream, the norms) each
+ * holds ceil(T / TP) rows. The all-reduce of a row-parallel output becomes a reduce-scatter, and the input of a
+ * column-parallel layer an all-gather: in the backward the other way round. */
+lcx_status lcx_sp_gather(lcx_model *m, const void *local, void *full, int64_t T) {
+    double t0 = lcx_clock_s();
+    lcx_status st = lcx_comm_all_gather(m->tp, m->x, local, full, lcx_m_part_rows(m, T) * m->H, m->adt);
+    m->tp_comm_s += lcx_clock_s() - t0;
+    return st;
+}
+
+lcx_status lcx_sp_scatter_sum(lcx_model *m, void *full, void *local, int64_t T) {
+    const int64_t rows = lcx_m_part_rows(m, T), n = rows * m->H, pad = rows * m->tp_size - T;
+    const size_t bytes = (size_t)n * lcx_act_size(m->adt);
+    /* the padding rows are sent: zeros, so the last ranks' padding rows sum to zero */
+    if (pad) LCX_TRY(m->be->zero(m->x, lcx_m_at(m, full, T * m->H), (size_t)(pad * m->H) * lcx_act_size(m->adt)));
+    double t0 = lcx_clock_s();
+    /* all-gathered and added in rank order, as lcx_group_sum adds whole buffers: the same bits for these rows (a
+     * NCCL reduce-scatter would take its place on the GPU, as an all-reduce does for lcx_tp_sum) */
+    char *all = m->tp_gather;
+    lcx_status st = lcx_comm_all_gather(m->tp, m->x, full, all, n * m->tp_size, m->adt);
+    m->tp_comm_s += lcx_clock_s() - t0;
+    LCX_TRY(st);
+    const size_t mine = (size_t)m->tp_rank * bytes, stride = (size_t)m->tp_size * bytes;
+    LCX_TRY(m->be->copy_d2d(m->x, local, all + mine, bytes));
+    for (int r = 1; r < m->tp_size; r++) {
+        lcx_elementwise_args a = {m->adt, n, 1.0f, local, all + (size_t)r * stride + mine, local};
+        LCX_TRY(m->be->add(m->x, &a));
+    }
+    return LCX_OK;
 }

@@ -20,19 +20,25 @@
 /* ---- estimates ---------------------------------------------------------------------------------------------- */
 static double per_tp(int64_t x, int64_t tp) { return x >= tp ? (double)x / (double)tp : 1.0; }
 
+/* Sequence parallelism in effect: the residual stream and the norms hold 1/TP of the rows. */
+static int seq_parallel(const lcx_mem_model *m) { return m->sequence_parallel && m->tp > 1; }
+/* The share of the rows of the residual stream (and the norms) a rank holds. */
+static double row_share(const lcx_mem_model *m) { return seq_parallel(m) ? 1.0 / (double)m->tp : 1.0; }
+
 double lcx_mem_layer_keep(const lcx_mem_model *m) {
-    double H = (double)m->hidden, d = (double)m->head_dim;
+    double H = (double)m->hidden, d = (double)m->head_dim, s = row_share(m);
     double nh = per_tp(m->heads, m->tp), nkv = per_tp(m->kv_heads, m->tp), F = (double)m->ffn / (double)m->tp;
     /* x, attn-norm out, q, k, v, attention out, residual, mlp-norm out, gate, up, silu(gate)*up;
-     * fp32: two rstd, one LSE per head */
-    return m->act_bytes * (4 * H + 2 * nh * d + 2 * nkv * d + 3 * F) + 4 * (2 + nh);
+     * fp32: two rstd, one LSE per head (x, the norms' outputs, the residual and the rstd: rows share s) */
+    return m->act_bytes * (4 * H * s + 2 * nh * d + 2 * nkv * d + 3 * F) + 4 * (2 * s + nh);
 }
 
 /* Distributed saved activations in effect: TP ranks keep their rows of a recomputed layer's input. */
-static int distributes(const lcx_mem_model *m) { return m->distribute && m->tp > 1; }
+static int distributes(const lcx_mem_model *m) { return m->distribute && m->tp > 1 && !seq_parallel(m); }
 
 double lcx_mem_layer_recompute(const lcx_mem_model *m) {
-    double nh = per_tp(m->heads, m->tp), in = (double)m->hidden / (distributes(m) ? (double)m->tp : 1.0);
+    double nh = per_tp(m->heads, m->tp);
+    double in = (double)m->hidden / (distributes(m) || seq_parallel(m) ? (double)m->tp : 1.0);
     /* layer input (this TP rank's rows when distributed) + attention output and its LSE (so the quadratic
      * attention is not rerun) */
     return m->act_bytes * (in + nh * (double)m->head_dim) + 4 * nh;
@@ -92,11 +98,15 @@ static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t
     double slot = counts[LCX_ACT_OFFLOAD] > 0 ? keep : n_ro > 0 ? rec : 0;
     /* the last layer's output and the final-norm output (+ its rstd), ones, ids, targets, positions, document
      * starts */
-    e->activations = T * stored + T * (2.0 * a * H + 6 * 4);
+    const double s = row_share(m);
+    e->activations = T * stored + T * (s * (2.0 * a * H + 4) + 5 * 4);
     /* the backward's dres, dxn, dout (act dtype), dq, dk, dv (fp32) and the MLP tile's dgate, dup, dact */
-    e->workspace = T * (a * (2 * H + Q) + 4 * (Q + 2 * KV)) + 3 * a * C * F;
+    e->workspace = T * (a * (2 * H * s + Q) + 4 * (Q + 2 * KV)) + 3 * a * C * F;
+    /* sequence parallelism: whole rows of a norm's output, of a row-parallel partial sum, of the residual's
+     * gradient */
+    if (seq_parallel(m)) e->workspace += 3 * T * a * H;
     /* the recompute scratch: one layer's tensors without its input, o and LSE; gate/up/act for one MLP tile */
-    if (any_rec) e->workspace += T * (a * (3 * H + Q + 2 * KV) + 8) + 3 * a * C * F;
+    if (any_rec) e->workspace += T * (a * (3 * H * s + Q + 2 * KV) + 8 * s) + 3 * a * C * F;
     /* distributed: the recomputed layers' whole input, shared (rebuilt by all-gather before each rerun) */
     if (any_rec && distributes(m)) e->workspace += T * a * H;
     /* the offload device pool: prefetch depth + 2 = 3 slots (docs/model.md "Activation policy (per layer)") */
@@ -212,6 +222,9 @@ double lcx_plan_step_time(const lcx_plan_opts *o, const lcx_mem_model *m, int64_
     /* two all-reduces of [tokens x H] per layer forward, two backward, two more per recomputed layer (ring), and
      * with distributed saved activations an all-gather of the input (half an all-reduce) per recomputed layer */
     double gathers = distributes(m) ? 0.5 * n_rec : 0;
+    /* sequence parallelism: the reduce-scatters and all-gathers move what the all-reduces did, and the backward
+     * all-gathers each norm's output again (two all-gathers a layer: one all-reduce) */
+    if (seq_parallel(m)) gathers += L;
     if (m->tp > 1)
         c.tp = (4 * L + 2 * n_rec + gathers) * 2.0 * (tp - 1) / tp * tokens * (double)m->hidden * m->act_bytes / B;
     c.cp = (double)ring_per_step / B;

@@ -38,6 +38,8 @@ typedef struct lcx_mem_model {
     const lcx_backend *arena_backend; /* set: lcx_model_arena with this backend's queries (the CPU's) */
     int distribute;         /* distributed saved activations (with TP > 1; docs/parallel.md): a recomputed layer
                                stores 1/TP of its input, one shared [T, H] buffer holds it whole */
+    int sequence_parallel;  /* sequence parallelism (with TP > 1; docs/parallel.md): the residual stream, the norms
+                               and their outputs 1/TP of the rows; three [T, H] buffers hold whole rows */
 } lcx_mem_model;
 
 /* cfg's dimensions (layers, hidden, ffn, heads, kv heads, head_dim, vocab) and n_params, TP = CP = 1; every other
