@@ -336,8 +336,8 @@ static inline int64_t lcx_m_rows(const lcx_model *m, int64_t T) { return m->sp ?
  * gives those rows. */
 lcx_status lcx_sp_gather(lcx_model *m, const void *local, void *full, int64_t T);
 lcx_status lcx_sp_scatter_sum(lcx_model *m, void *full, void *local, int64_t T);
-/* A row-parallel layer's output under sequence parallelism (model_forward.c): y (this rank's rows) = the scatter-sum of the partial
- * products in sp_part, then the bias (bi, or -1) added to those rows. */
+/* A row-parallel layer's output under sequence parallelism (model_forward.c): y (this rank's rows) = the
+ * scatter-sum of the partial products in sp_part, then the bias (bi, or -1) added to those rows. */
 lcx_status lcx_sp_row_parallel_finish(lcx_model *m, int64_t T, int64_t bi, void *y);
 /* Before layer l's forward: copy this rank's rows of its input (x_full) into x_part (no-op unless distributed). */
 lcx_status lcx_tp_keep_input(lcx_model *m, int l, int64_t T);
