@@ -331,6 +331,20 @@ int lcx_cli_distribute_saved(const char *cmd, int on, int off, int64_t tp, int64
     return LCX_CLI_RUN;
 }
 
+int lcx_cli_sequence_parallel(const char *cmd, int on, int off, int64_t tp, int64_t gpus, int distributed, int *sp) {
+    if (on && (tp == 1 || gpus == 1 || (!gpus && tp == 0)))
+        return lcx_cli_usage_error(cmd, "flag --sequence-parallel: the rows are split over TP ranks, and %s",
+                                   tp == 1     ? "--tp 1 has one"
+                                   : gpus == 1 ? "--gpus 1 has one"
+                                               : "there is one without --tp 2 or more (or --gpus N)");
+    if (on && off) return lcx_cli_usage_error(cmd, "flags --sequence-parallel and --no-sequence-parallel: give one");
+    if (on && distributed)
+        return lcx_cli_usage_error(cmd, "flags --sequence-parallel and --distribute-saved-activations: sequence "
+                                        "parallelism already keeps only each TP rank's rows of every layer's input");
+    if (on || off) *sp = on;
+    return LCX_CLI_RUN;
+}
+
 /* ---- the mesh of a training command ------------------------------------------------------------------------ */
 
 static void mesh_free(lcx_cli_mesh *mm) {

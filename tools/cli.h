@@ -193,6 +193,10 @@ int lcx_cli_data_mix(const char *cmd, int n_data, int n_weights);
  * (lcx_plan_opts.distribute_saved) to 1 or 0 when one was given, else leaves the planner's choice (-1). Both, or
  * distribution where there is one TP rank (--tp 1, --gpus 1, or neither --tp 2+ nor --gpus): one line, exit 2. */
 int lcx_cli_distribute_saved(const char *cmd, int on, int off, int64_t tp, int64_t gpus, int *distribute);
+/* ---- --sequence-parallel / --no-sequence-parallel of the planning commands -------------------------------------
+ * The same for lcx_plan_opts.sequence_parallel; also refused with --distribute-saved-activations (distributed:
+ * that switch was given), which sequence parallelism covers. */
+int lcx_cli_sequence_parallel(const char *cmd, int on, int off, int64_t tp, int64_t gpus, int distributed, int *sp);
 
 /* ---- the mesh of a training command (docs/parallel.md "Data parallelism") ----------------------------------
  * lcx_cli_mesh_open: the world from the launcher (lcx_comm_world_init, once), the TP x CP x DP mesh (dp 0: the

@@ -97,6 +97,9 @@ static void help(void) {
            "                       all-gather them before its rerun (the same numbers; less memory from 3 such\n"
            "                       layers at --tp 2, 2 at --tp 4 or more; with --gpus the search tries both unless\n"
            "                       --no-distribute-saved-activations)\n"
+           "  --sequence-parallel  with --tp: the residual stream and the norms split over TP by rows (Megatron's\n"
+           "                       sequence parallelism; the same forward, less memory in every layer kept; with\n"
+           "                       --gpus or --memory the planner tries both unless --no-sequence-parallel)\n"
            "  --keep N             checkpoints kept (default 2, 0 = all)\n"
            "  --quiet              no per-step lines on stdout\n"
            "  --peak-tflops X      the device's peak TFLOP/s (e.g. 989: an H100's dense bf16): each metrics line\n"
@@ -136,7 +139,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     double data_w[LCX_MIX_MAX];
     double peak_tflops = 0;
     int n_data = 0, n_data_w = 0;
-    int override_lr = 0, distribute = 0, whole = 0;
+    int override_lr = 0, distribute = 0, whole = 0, sp = 0, no_sp = 0;
     int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
     int needles = 1, stage_passkey = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
@@ -181,6 +184,8 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_LENGTH("--mlp-tile", po.mlp_tile, 1, INT32_MAX),
         LCX_FLAG_SWITCH("--distribute-saved-activations", distribute),
         LCX_FLAG_SWITCH("--no-distribute-saved-activations", whole),
+        LCX_FLAG_SWITCH("--sequence-parallel", sp),
+        LCX_FLAG_SWITCH("--no-sequence-parallel", no_sp),
         LCX_FLAG_SIZE("--gpu-memory", gpu_memory, LCX_BYTES_BINARY),
         LCX_FLAG_STR("--backend", backend),
     };
@@ -201,6 +206,9 @@ int lcx_cmd_extend(int argc, char **argv) {
                                    needles > 1 ? "--needles" : haystack ? "--haystack" : "--stage-passkey");
     const int64_t tp_given = lcx_cli_flag_given(argc, argv, "--tp") ? tp : 0;
     if ((stop = lcx_cli_distribute_saved(CMD, distribute, whole, tp_given, gpus, &po.distribute_saved)) != LCX_CLI_RUN)
+        return stop;
+    if ((stop = lcx_cli_sequence_parallel(CMD, sp, no_sp, tp_given, gpus, distribute, &po.sequence_parallel)) !=
+        LCX_CLI_RUN)
         return stop;
     if (method) {
         if (lcx_rope_method_parse(method, &po.method) != LCX_OK)

@@ -52,6 +52,9 @@ static void help(void) {
            "                      TP ranks keep only their rows of a recomputed layer's input and all-gather them\n"
            "                      before its rerun (docs/parallel.md). Default with TP and --memory or --gpus:\n"
            "                      the faster plan that fits, of the two; --no-distribute-saved-activations: never\n"
+           "  --sequence-parallel the residual stream and the norms split over TP by rows, Megatron's sequence\n"
+           "                      parallelism (docs/parallel.md). Default with TP and --memory or --gpus: tried as\n"
+           "                      the distribution is; --no-sequence-parallel: never\n"
            "  --json              print one JSON object instead of the table\n"
            "  --help              this help\n"
            "\n"
@@ -66,7 +69,7 @@ static void help(void) {
 
 int lcx_cmd_plan(int argc, char **argv) {
     const char *path = NULL, *recipe = "yarn-x2", *method = NULL;
-    int as_json = 0, fp32 = 0, distribute = 0, whole = 0;
+    int as_json = 0, fp32 = 0, distribute = 0, whole = 0, sp = 0, no_sp = 0;
     uint64_t memory = 0, host_memory = 0;
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
@@ -76,6 +79,8 @@ int lcx_cmd_plan(int argc, char **argv) {
         LCX_FLAG_SWITCH("--fp32", fp32),
         LCX_FLAG_SWITCH("--distribute-saved-activations", distribute),
         LCX_FLAG_SWITCH("--no-distribute-saved-activations", whole),
+        LCX_FLAG_SWITCH("--sequence-parallel", sp),
+        LCX_FLAG_SWITCH("--no-sequence-parallel", no_sp),
         LCX_FLAG_LENGTH("--to", o.target, 1, INT64_C(1) << 34),
         LCX_FLAG_STR("--recipe", recipe),
         LCX_FLAG_STR("--method", method),
@@ -95,6 +100,9 @@ int lcx_cmd_plan(int argc, char **argv) {
     if (stop != LCX_CLI_RUN) return stop;
     if (fp32) o.weight_bytes = o.act_bytes = 4;
     if ((stop = lcx_cli_distribute_saved(CMD, distribute, whole, o.tp, o.gpus, &o.distribute_saved)) != LCX_CLI_RUN)
+        return stop;
+    if ((stop = lcx_cli_sequence_parallel(CMD, sp, no_sp, o.tp, o.gpus, distribute, &o.sequence_parallel)) !=
+        LCX_CLI_RUN)
         return stop;
     if (memory) o.mem_budget = (double)memory;
     if (host_memory) o.host_budget = (double)host_memory;

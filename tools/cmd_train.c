@@ -55,6 +55,9 @@ static void help(void) {
            "                       only its rows of a layer's input and the backward all-gathers them (the same\n"
            "                       numbers; 1/T of each input stored, plus one shared: less memory from 3 such\n"
            "                       layers at --tp 2, 2 at --tp 4 or more)\n"
+           "  --sequence-parallel  with --tp: the residual stream, the norms and their outputs split over the TP\n"
+           "                       ranks by rows (Megatron's sequence parallelism): the same forward, the norm\n"
+           "                       weights' gradients in another order; 1/T of those tensors in every layer kept\n"
            "  --activations A      activation storage: f32 | bf16 (default f32; math, loss, gradients and\n"
            "                       optimizer state stay f32). Not recorded in RUN: a --resume may change it (the\n"
            "                       saved state is f32 either way; only bit-identity with an unbroken run is lost)\n"
@@ -116,7 +119,7 @@ int lcx_cmd_train(int argc, char **argv) {
     double data_w[LCX_MIX_MAX];
     double peak_tflops = 0;
     int n_data = 0, n_data_w = 0;
-    int override_lr = 0, distribute = 0;
+    int override_lr = 0, distribute = 0, sp = 0;
     uint64_t memory = 0, host_memory = 0;
     int n_user_tok = 0, resume = 0, quiet = 0, zero1 = 0, doc_mask = 0, tp = 1, cp = 1, dp = 0;
     int64_t mlp_tile = 0;
@@ -136,6 +139,7 @@ int lcx_cmd_train(int argc, char **argv) {
         LCX_FLAG_INT("--seq", seq, 2, INT32_MAX),
         LCX_FLAG_LENGTH("--mlp-tile", mlp_tile, 1, INT32_MAX),
         LCX_FLAG_SWITCH("--distribute-saved-activations", distribute),
+        LCX_FLAG_SWITCH("--sequence-parallel", sp),
         LCX_FLAG_INT("--tp", tp, 1, 1 << 16),
         LCX_FLAG_INT("--cp", cp, 1, 1 << 16),
         LCX_FLAG_INT("--dp", dp, 1, 1 << 16),
@@ -191,6 +195,11 @@ int lcx_cmd_train(int argc, char **argv) {
                                    tp == 1 ? "the rows are split over TP ranks: give --tp 2 or more"
                                            : "only recomputed layers keep their input: give --policy recompute or "
                                              "recompute+offload");
+    if (sp && (tp == 1 || distribute))
+        return lcx_cli_usage_error(CMD, "flag --sequence-parallel: %s",
+                                   tp == 1 ? "the rows are split over TP ranks: give --tp 2 or more"
+                                           : "not with --distribute-saved-activations (sequence parallelism "
+                                             "already keeps only each TP rank's rows of every layer's input)");
     if (!long_doc != !long_repeat)
         return lcx_cli_usage_error(CMD, "--long-doc-tokens N and --long-doc-repeat R go together (documents of N+ "
                                    "tokens drawn R times per epoch)");
@@ -257,6 +266,7 @@ int lcx_cmd_train(int argc, char **argv) {
     o.doc_mask = doc_mask;
     o.mlp_tile = mlp_tile;
     o.distribute_saved = distribute;
+    o.sequence_parallel = sp;
     o.mem_budget = (double)memory;
     o.host_budget = (double)host_memory;
     o.param_dtype = pdt;

@@ -127,6 +127,7 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     mo.loss_chunk = job->plan->opts.loss_chunk; /* the plan's memory figures assume its chunk and tile */
     mo.mlp_chunk = job->plan->opts.mlp_tile;
     mo.distribute_saved = job->plan->distributes; /* the plan's (chosen, or --distribute-saved-activations) */
+    mo.sequence_parallel = job->plan->seq_parallel; /* the plan's (chosen, or --sequence-parallel) */
     mo.zero_comm = job->o->ranks.zero1 ? job->grp.g : NULL; /* ZeRO-1: this rank's rows of the moments */
     mo.backend = job->o->backend;
     LCX_TRY(lcx_model_init(&job->m, &job->scfg, &mo));
@@ -202,7 +203,9 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
                            (long long)(ps->seq_len / job->grp.cp));
     if (job->grp.tpc)
         snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d%s", job->grp.tp,
-                 lcx_model_distributes_saved(job->m) ? " (saved activations distributed)" : "");
+                 lcx_model_sequence_parallel(job->m)    ? " (sequence parallel)"
+                 : lcx_model_distributes_saved(job->m) ? " (saved activations distributed)"
+                                                       : "");
     lcx_report(job->r, LCX_REPORT_NOTE,
                "stage %d/%d: seq %lld%s, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens", i + 1,
                p->n_stages, (long long)ps->seq_len, cp_text, lcx_rope_method_name(ps->method),

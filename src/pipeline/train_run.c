@@ -59,6 +59,7 @@ static lcx_status auto_policies(const lcx_train_run_options *o, const char *from
     lcx_mem_model pm = lcx_mem_model_of(c, t.total_numel);
     pm.tp = tp, pm.cp = cp, pm.weight_bytes = o->param_dtype == LCX_BF16 ? 2 : 4;
     pm.act_bytes = (int)lcx_act_size(o->act_dtype), pm.mlp_tile = o->mlp_tile, pm.distribute = o->distribute_saved;
+    pm.sequence_parallel = o->sequence_parallel;
     pm.loss_chunk = 256; /* the model's default */
     lcx_mem_set_op_ws(&pm, !o->backend || o->backend == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA);
     lcx_plan_opts po;
@@ -219,6 +220,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     mo.layer_policy = layer_pol; /* auto: the planner's split */
     mo.mlp_chunk = o->mlp_tile;
     mo.distribute_saved = o->distribute_saved;
+    mo.sequence_parallel = o->sequence_parallel;
     mo.backend = o->backend;
     if (load_from) {
         LCX_TRY_GOTO(lcx_train_ckpt_config(load_from, &cfg), done);
@@ -338,7 +340,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     if (cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", cp, (long long)(o->seq_len / cp));
     if (tpc)
         snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d%s", tp,
-                 lcx_model_distributes_saved(m) ? " (saved activations distributed)" : "");
+                 lcx_model_sequence_parallel(m)    ? " (sequence parallel)"
+                 : lcx_model_distributes_saved(m) ? " (saved activations distributed)"
+                                                  : "");
     const int on_cpu = strcmp(be_name, "cpu") == 0; /* the device is worth a word only when it is not the CPU */
     lcx_report(r, LCX_REPORT_NOTE,
                "train: %s, %llu parameters, seq %lld%s, %s%lld x %lld sequences per step, %lld steps, lr %g (%s)%s%s",

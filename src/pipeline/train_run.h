@@ -59,6 +59,7 @@ typedef struct lcx_train_run_options {
     int64_t mlp_tile;        /* rows per MLP tile of the model (opts.mlp_chunk; 0 = untiled; docs/model.md "Tiled
                                 MLP in training"). Not recorded in RUN: changes the last bits only */
     int distribute_saved;    /* the model's opts.distribute_saved (with TP; docs/parallel.md): no bit changes */
+    int sequence_parallel;   /* the model's opts.sequence_parallel (with TP; docs/parallel.md) */
     double mem_budget, host_budget; /* policy LCX_ACT_AUTO: bytes per device to fit (required) and of offload host
                                        pool (0: not limited); the planner picks each layer's policy */
     lcx_dtype param_dtype, act_dtype;

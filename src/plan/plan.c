@@ -190,7 +190,8 @@ double lcx_config_flops_per_token(const lcx_model_config *cfg, int64_t seq_len) 
 }
 
 /* ---- options ------------------------------------------------------------------------------------------------ */
-/* plan.h; distribute_saved -1: decided by the planner where it can (a search, or a budget with TP) */
+/* plan.h; distribute_saved, sequence_parallel -1: decided by the planner where it can (a search, or a budget with
+ * TP) */
 void lcx_plan_opts_default(lcx_plan_opts *o) {
     memset(o, 0, sizeof *o);
     o->tp = o->cp = o->dp = 1;
@@ -201,6 +202,7 @@ void lcx_plan_opts_default(lcx_plan_opts *o) {
     o->link_bytes_s = 150e9;
     o->host_bytes_s = 25e9;
     o->distribute_saved = -1;
+    o->sequence_parallel = -1;
 }
 
 /* ---- throughput model (docs/plan.md "Throughput model") ---------------------------------------------------- */
@@ -574,7 +576,8 @@ static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe
                         (long long)ps->n_offload, (long long)ps->n_rec_offload, (long long)ps->micro_seqs,
                         (long long)ps->seq_len,
                         (long long)p->opts.cp,
-                        distributes(m) && ps->n_recompute + ps->n_rec_offload > 0
+                        seq_parallel(m) ? ", sequence parallel"
+                        : distributes(m) && ps->n_recompute + ps->n_rec_offload > 0
                             ? ", saved activations distributed over TP"
                             : "",
                         p->opts.mem_budget / 1073741824.0);
@@ -682,6 +685,11 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
     p->model.tp = o->tp, p->model.cp = o->cp, p->model.weight_bytes = o->weight_bytes;
     p->model.act_bytes = o->act_bytes, p->model.loss_chunk = o->loss_chunk, p->model.mlp_tile = o->mlp_tile;
     p->model.distribute = o->distribute_saved == 1;
+    p->model.sequence_parallel = o->sequence_parallel == 1;
+    p->seq_parallel = seq_parallel(&p->model);
+    LCX_FAIL_GOTO(p->model.distribute && p->seq_parallel, LCX_ERR_INVALID, fail,
+                  "plan: sequence parallelism already splits every layer's input over TP: distributed saved "
+                  "activations are for TP without it");
     lcx_mem_set_op_ws(&p->model, o->backend);
     p->current_context = lcx_rope_implied_context(cfg);
     {
@@ -774,11 +782,13 @@ static const char *layout_str(const lcx_plan_candidate *c, char *buf, size_t cap
     return buf;
 }
 
-/* "loss chunk C, MLP tile N[, saved activations distributed]" (tile "none": the whole micro-batch at once). */
+/* "loss chunk C, MLP tile N[, saved activations distributed][, sequence parallel]" (tile "none": the whole
+ * micro-batch at once). */
 static const char *knobs_str(const lcx_plan_candidate *c, char *buf, size_t cap) {
     if (c->mlp_tile > 0) snprintf(buf, cap, "loss chunk %lld, MLP tile %lld", (long long)c->loss_chunk, (long long)c->mlp_tile);
     else snprintf(buf, cap, "loss chunk %lld, MLP tile none", (long long)c->loss_chunk);
     if (c->distribute) snprintf(buf + strlen(buf), cap - strlen(buf), ", saved activations distributed");
+    if (c->sequence_parallel) snprintf(buf + strlen(buf), cap - strlen(buf), ", sequence parallel");
     return buf;
 }
 
@@ -805,6 +815,19 @@ static int better(const lcx_plan_candidate *a, const lcx_plan_candidate *b) {
 static const int64_t SEARCH_CHUNKS[] = {4096, 1024, 256};
 static const int64_t SEARCH_TILES[] = {0, 4096, 1024};
 
+/* The (distribute_saved, sequence_parallel) pairs the planner tries for TP tp, into modes; returns their number:
+ * with TP > 1 each one given as -1 both ways, never both on; with TP 1 neither. */
+static int split_modes(const lcx_plan_opts *o, int64_t tp, int modes[3][2]) {
+    int n = 0;
+    for (int d = 0; d < 2; d++)
+        for (int q = 0; q < 2; q++) {
+            int dist_ok = o->distribute_saved < 0 ? 1 : d == (o->distribute_saved == 1);
+            int sp_ok = o->sequence_parallel < 0 ? 1 : q == (o->sequence_parallel == 1);
+            if (tp <= 1 ? d == 0 && q == 0 : dist_ok && sp_ok && !(d && q)) modes[n][0] = d, modes[n][1] = q, n++;
+        }
+    return n;
+}
+
 /* One layout: the layout rules (lcx_comm_check_mesh on every stage length), then for each loss chunk and MLP tile
  * (largest first) the plan with the searched policies; the candidate keeps the largest chunk and tile that fit
  * with the best throughput (a smaller one only when the memory it frees lets more layers keep their activations
@@ -815,8 +838,9 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
     c->tp = tp, c->cp = cp, c->dp = dp;
     const int n_chunks = o->loss_chunk > 0 ? 1 : (int)(sizeof SEARCH_CHUNKS / sizeof SEARCH_CHUNKS[0]);
     const int n_tiles = o->mlp_tile > 0 ? 1 : (int)(sizeof SEARCH_TILES / sizeof SEARCH_TILES[0]);
-    /* distributed saved activations: off, then on (TP > 1 only; kept as given unless -1) */
-    const int n_dist = o->distribute_saved < 0 && tp > 1 ? 2 : 1;
+    /* how the TP ranks split the rows they would each hold whole: neither, distributed saved activations,
+     * sequence parallelism (TP > 1 only; as given unless -1) */
+    int modes[3][2], n_dist = split_modes(o, tp, modes);
     lcx_tp_dims dims = {cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, cfg->hidden_size,
                         cfg->intermediate_size, cfg->vocab_size};
     for (int k = 0; k < n_chunks * n_tiles * n_dist; k++) {
@@ -824,7 +848,7 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
         oc.gpus = 0, oc.tp = tp, oc.cp = cp, oc.dp = dp;
         oc.loss_chunk = o->loss_chunk > 0 ? o->loss_chunk : SEARCH_CHUNKS[k / n_dist / n_tiles];
         oc.mlp_tile = o->mlp_tile > 0 ? o->mlp_tile : SEARCH_TILES[k / n_dist % n_tiles];
-        oc.distribute_saved = n_dist == 2 ? k % 2 : o->distribute_saved == 1 && tp > 1;
+        oc.distribute_saved = modes[k % n_dist][0], oc.sequence_parallel = modes[k % n_dist][1];
         lcx_plan *p = NULL;
         lcx_status st = build_one(cfg, r, &oc, 1, &p);
         lcx_mesh mesh = {(int)tp, (int)cp, (int)dp, (int)(tp * cp * dp)};
@@ -839,6 +863,7 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
         t.loss_chunk = oc.loss_chunk;
         t.mlp_tile = oc.mlp_tile;
         t.distribute = p->distributes; /* in effect: some layer recomputes */
+        t.sequence_parallel = p->seq_parallel;
         /* the run's peak per device: training, or the before/after evaluation on the TP x CP group where it needs
          * more (a long window in float32: it decides at small TP and CP) */
         t.peak = p->eval.total > p->peak_memory ? p->eval.total : p->peak_memory;
@@ -858,15 +883,16 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
     const lcx_plan_candidate *ch = &s->cand[s->chosen];
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
              "search: %d layout%s of %lld device%s (TP x CP x DP), %d meet%s the layout rules, %d fit%s %s per device; "
-             "loss chunk %s; MLP tile %s; activations %s; saved activations %s; per-layer policy of auto stages "
-             "from recompute+offload/recompute/offload/keep",
+             "loss chunk %s; MLP tile %s; activations %s; saved activations %s; sequence parallelism %s; per-layer "
+             "policy of auto stages from recompute+offload/recompute/offload/keep",
              s->n_candidates, s->n_candidates == 1 ? "" : "s", (long long)s->gpus, s->gpus == 1 ? "" : "s", s->n_valid,
              s->n_valid == 1 ? "s" : "", s->n_fit, s->n_fit == 1 ? "s" : "", human_bytes(budget, b1, sizeof b1),
              o->loss_chunk > 0 ? "as given" : "4096, 1024 or 256", o->mlp_tile > 0 ? "as given" : "none, 4096 or 1024",
              p->opts.act_bytes == 2 ? "bf16" : "fp32",
              o->distribute_saved < 0 ? "whole or distributed over TP"
              : o->distribute_saved  ? "distributed over TP (where TP > 1 and a layer recomputes)"
-                                    : "whole");
+                                    : "whole",
+             o->sequence_parallel < 0 ? "off or on" : o->sequence_parallel ? "on (where TP > 1)" : "off");
     const lcx_plan_cost *k = &p->cost;
     double tot = k->total > 0 ? k->total : 1;
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
@@ -970,6 +996,7 @@ static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, 
     oc.gpus = 0, oc.tp = ch->tp, oc.cp = ch->cp, oc.dp = ch->dp, oc.loss_chunk = ch->loss_chunk;
     oc.mlp_tile = ch->mlp_tile;
     oc.distribute_saved = ch->distribute;
+    oc.sequence_parallel = ch->sequence_parallel;
     lcx_plan *p = NULL;
     lcx_status st = build_one(cfg, r, &oc, 1, &p);
     if (st != LCX_OK) {
@@ -985,37 +1012,45 @@ static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, 
 
 lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, lcx_plan **out) {
     if (o->gpus > 0) return plan_search(cfg, r, o, out);
-    if (o->distribute_saved >= 0 || o->tp <= 1 || !(o->mem_budget > 0)) return build_one(cfg, r, o, 0, out);
-    /* a budget and TP, distribution not given: the faster of the two plans that fit (with distributed saved
-     * activations more layers may keep theirs, or the plan fits at all), whole on a tie */
+    int modes[3][2], n = split_modes(o, o->tp, modes);
+    if (n == 1 || !(o->mem_budget > 0)) { /* nothing to choose: as given, -1 off */
+        lcx_plan_opts oc = *o;
+        oc.distribute_saved = o->distribute_saved == 1 && o->tp > 1;
+        oc.sequence_parallel = o->sequence_parallel == 1 && o->tp > 1;
+        return build_one(cfg, r, &oc, 0, out);
+    }
+    /* a budget and TP, a split not given: the fastest of the plans that fit (with the rows split more layers may
+     * keep theirs, or the plan fits at all), the earlier (whole first) on a tie */
     lcx_plan_opts oc = *o;
-    lcx_plan *dist = NULL, *whole = NULL;
-    oc.distribute_saved = 0;
-    lcx_status sw = build_one(cfg, r, &oc, 0, &whole);
-    oc.distribute_saved = 1;
-    lcx_status sd = build_one(cfg, r, &oc, 0, &dist);
-    if (sw == LCX_OK && (sd != LCX_OK || whole->predicted_tokens_per_s >= dist->predicted_tokens_per_s)) {
-        lcx_plan_free(dist);
-        *out = whole;
-        return LCX_OK;
-    }
-    lcx_plan_free(whole);
-    if (sd == LCX_OK) {
-        *out = dist;
-        return LCX_OK;
-    }
-    /* neither fits: the error of the one that needs less (their peaks planned without the budget, where auto
-     * stages recompute every layer as the failed ones ended), whole on a tie */
-    double need[2] = {INFINITY, INFINITY};
-    oc.mem_budget = 0;
-    for (int d = 0; d < 2; d++) {
+    lcx_plan *best = NULL;
+    for (int k = 0; k < n; k++) {
         lcx_plan *q = NULL;
-        oc.distribute_saved = d;
-        if (build_one(cfg, r, &oc, 0, &q) == LCX_OK) need[d] = q->peak_memory;
+        oc.distribute_saved = modes[k][0], oc.sequence_parallel = modes[k][1];
+        if (build_one(cfg, r, &oc, 0, &q) != LCX_OK) continue;
+        if (!best || q->predicted_tokens_per_s > best->predicted_tokens_per_s) {
+            lcx_plan_free(best);
+            best = q;
+        } else {
+            lcx_plan_free(q);
+        }
+    }
+    if (best) {
+        *out = best;
+        return LCX_OK;
+    }
+    /* none fits: the error of the one that needs least (their peaks planned without the budget, where auto
+     * stages recompute every layer as the failed ones ended), the earlier on a tie */
+    double least = INFINITY;
+    int pick = 0;
+    oc.mem_budget = 0;
+    for (int k = 0; k < n; k++) {
+        lcx_plan *q = NULL;
+        oc.distribute_saved = modes[k][0], oc.sequence_parallel = modes[k][1];
+        if (build_one(cfg, r, &oc, 0, &q) == LCX_OK && q->peak_memory < least) least = q->peak_memory, pick = k;
         lcx_plan_free(q);
     }
     oc = *o;
-    oc.distribute_saved = need[1] < need[0];
+    oc.distribute_saved = modes[pick][0], oc.sequence_parallel = modes[pick][1];
     return build_one(cfg, r, &oc, 0, out);
 }
 
@@ -1090,7 +1125,7 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
     fprintf(f, "recipe:  %s (%s)\n", p->recipe_name, p->recipe_label);
     if (p->opts.has_method) fprintf(f, "method:  %s (--method, overrides the recipe)\n", lcx_rope_method_name(p->opts.method));
     lcx_plan_candidate knobs = {.loss_chunk = p->opts.loss_chunk, .mlp_tile = p->opts.mlp_tile,
-                                .distribute = p->distributes};
+                                .distribute = p->distributes, .sequence_parallel = p->seq_parallel};
     fprintf(f, "layout:  TP %" PRId64 " x CP %" PRId64 " x DP %" PRId64 ", weights %s, activations %s; %s; budget %s; "
                "throughput %s\n",
             p->opts.tp, p->opts.cp, p->opts.dp, p->opts.weight_bytes == 2 ? "bf16 (+fp32 master)" : "fp32",
@@ -1195,6 +1230,7 @@ static json_t *candidate_json(const lcx_plan_candidate *c, int *ok) {
     put(j, "loss_chunk", c->valid ? json_integer(c->loss_chunk) : json_null(), ok);
     put(j, "mlp_tile", c->valid && c->mlp_tile ? json_integer(c->mlp_tile) : json_null(), ok);
     put(j, "distribute_saved", c->valid ? json_boolean(c->distribute) : json_null(), ok);
+    put(j, "sequence_parallel", c->valid ? json_boolean(c->sequence_parallel) : json_null(), ok);
     put(j, "peak_memory", c->valid ? json_real(c->peak) : json_null(), ok);
     put(j, "host_memory", c->valid ? json_real(c->host_peak) : json_null(), ok);
     put(j, "tokens_per_s", c->fits ? json_real(c->tokens_per_s) : json_null(), ok);
@@ -1242,6 +1278,7 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(lay, "loss_chunk", json_integer(p->opts.loss_chunk), &ok);
         put(lay, "mlp_tile", p->opts.mlp_tile > 0 ? json_integer(p->opts.mlp_tile) : json_null(), &ok);
         put(lay, "distribute_saved", json_boolean(p->distributes), &ok);
+        put(lay, "sequence_parallel", json_boolean(p->seq_parallel), &ok);
         put(lay, "memory_budget", p->opts.mem_budget > 0 ? json_real(p->opts.mem_budget) : json_null(), &ok);
         put(lay, "tokens_per_s", p->opts.tokens_per_s > 0 ? json_real(p->opts.tokens_per_s) : json_null(), &ok);
     }

@@ -112,6 +112,8 @@ typedef struct lcx_plan_opts {
     int distribute_saved;      /* distributed saved activations (docs/parallel.md; TP > 1 only): 1 on, 0 off, -1
                                   (lcx_plan_opts_default's) both tried where a choice is made: by the search
                                   (gpus > 0) and by lcx_plan_build with a budget and TP > 1; else off */
+    int sequence_parallel;     /* sequence parallelism (docs/parallel.md; TP > 1 only; excludes distribute_saved):
+                                  1 on, 0 off, -1 (lcx_plan_opts_default's) tried where distribute_saved is */
 } lcx_plan_opts;
 void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, no search, model rates */
 
@@ -126,6 +128,7 @@ void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_ch
 typedef struct lcx_plan_candidate {
     int64_t tp, cp, dp, loss_chunk, mlp_tile; /* mlp_tile 0: no tiling */
     int distribute;            /* distributed saved activations (TP > 1) */
+    int sequence_parallel;     /* sequence parallelism (TP > 1) */
     int valid;                 /* the layout rules hold and the plan builds */
     int fits;                  /* every stage fits the budget (device and host) */
     double peak;               /* the plan's peak bytes per device (with the least-memory policies when !fits) */
@@ -253,6 +256,7 @@ typedef struct lcx_plan {
     lcx_plan_search_info *search;  /* opts.gpus > 0: the layouts considered and the explanation; else NULL */
     int distributes;               /* distributed saved activations in effect: TP > 1, model.distribute and a
                                       stage that recomputes a layer (what the stages' models then do) */
+    int seq_parallel;              /* sequence parallelism in effect: TP > 1 and model.sequence_parallel */
     int searching;                 /* internal: a search candidate (auto stages get the searched policies) */
 } lcx_plan;
 

@@ -177,7 +177,7 @@ set -- $lay
 check "search: TP $1 x CP $2 x DP $3 = 8 devices" [ "$(( $1 * $2 * $3 ))" -eq 8 ]
 check "search: TP $1 divides 32 heads, 8 kv heads and 14336" [ $((32 % $1 + 8 % $1 + 14336 % $1)) -eq 0 ]
 check "search: 2 CP divides 128k" [ $((131072 % (2 * $2))) -eq 0 ]
-check "search: the chosen line names the layout" grep -q "^chosen: TP $1 x CP $2 x DP $3, loss chunk [0-9]*, MLP tile [a-z0-9]*: predicted .* tokens/s, peak .* GiB per device" "$tmp/out"
+check "search: the chosen line names the layout" grep -q "^chosen: TP $1 x CP $2 x DP $3, loss chunk [0-9]*, MLP tile [a-z0-9]*[a-z ,]*: predicted .* tokens/s, peak .* GiB per device" "$tmp/out"
 check "search: a runner-up" grep -q "^runner-up: TP [0-9]* x CP [0-9]* x DP [0-9]*, .* slower" "$tmp/out"
 peak=$(grep -o 'peak memory [0-9.]* GiB per device' "$tmp/out" | grep -o '[0-9.]*')
 check "search: peak $peak GiB <= 80 GiB" awk -v p="$peak" 'BEGIN { exit !(p > 0 && p <= 80) }'
@@ -216,22 +216,45 @@ w = json.load(open('$tmp/whole.json'))['stages'][-1]['memory']
 d = json.load(open('$tmp/out'))['stages'][-1]['memory']
 saved, extra = w['activations'] - d['activations'], d['workspace'] - w['workspace']
 sys.exit(not (extra > 0 and abs(saved - 16 * extra) <= 1e-9 * saved and w['total'] - d['total'] == saved - extra))"
-run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 1GB
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 1GB --no-sequence-parallel
 check "search, 1 GB of host memory: distributed chosen" grep -q "^chosen: .*, saved activations distributed:" "$tmp/out"
 check "search, 1 GB of host memory: said tried" grep -q "saved activations whole or distributed over TP" "$tmp/out"
-run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 1GB --no-distribute-saved-activations
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 1GB --no-distribute-saved-activations \
+    --no-sequence-parallel
 check "search --no-distribute-saved-activations: said" grep -q "saved activations whole;" "$tmp/out"
 check "search --no-distribute-saved-activations: never chosen" bash -c "! grep -q 'activations distributed' '$tmp/out'"
-# a budget with TP and no search: the faster of the two plans that fit; 8B to 128k at TP 8 x CP 4 fits 25 GB
-# only with the inputs distributed (every layer recomputing needs more than 25 GB with them whole)
-run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G
+# a budget with TP and no search: the faster of the plans that fit; 8B to 128k at TP 8 x CP 4 fits 25 GB
+# only with the inputs distributed or sequence parallel (every layer recomputing needs more than 25 GB with them
+# whole)
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-sequence-parallel
 check "--memory 25G: fits, distributed ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ] && \
     grep -q "^layout:  TP 8 x CP 4 .*saved activations distributed" "$tmp/out"
-run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-distribute-saved-activations
-check "--memory 25G --no-distribute-saved-activations: does not fit" [ "$(rc)" -eq 1 ] && \
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-distribute-saved-activations --no-sequence-parallel
+check "--memory 25G, rows whole: does not fit" [ "$(rc)" -eq 1 ] && \
     grep -q "stage 128k needs .* (0 keep, 32 recompute, .* CP 4), above the budget 25.00 GiB" "$tmp/err"
-run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 20G
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-distribute-saved-activations
+check "--memory 25G --no-distribute-saved-activations: fits, sequence parallel" [ "$(rc)" -eq 0 ] && \
+    grep -q "^layout:  TP 8 x CP 4 .*MLP tile none, sequence parallel;" "$tmp/out"
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 20G --no-sequence-parallel
 check "--memory 20G: the smaller need, distributed" grep -q "CP 4, saved activations distributed over TP), above" "$tmp/err"
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 20G
+check "--memory 20G, sequence parallelism tried: the smaller need, sequence parallel" \
+    grep -q "CP 4, sequence parallel), above" "$tmp/err"
+run plan "$l8b" --to 128k --tp 8 --sequence-parallel --no-sequence-parallel
+check "both sequence-parallel flags: exit 2" [ "$(rc)" -eq 2 ] && grep -q "give one" "$tmp/err"
+run plan "$l8b" --to 128k --tp 8 --sequence-parallel --distribute-saved-activations
+check "--sequence-parallel --distribute-saved-activations: exit 2, says why" [ "$(rc)" -eq 2 ] && \
+    grep -q "already keeps only each TP rank's rows" "$tmp/err" && one_line_err
+run plan "$l8b" --to 128k --sequence-parallel
+check "--sequence-parallel without TP: exit 2, says why" [ "$(rc)" -eq 2 ] && \
+    grep -q "split over TP ranks, .* without --tp 2" "$tmp/err"
+run plan "$l8b" --to 128k --tp 2 --cp 4 --json --sequence-parallel
+check "--sequence-parallel: in the layout" bash -c "tr -d ' \n' <'$tmp/out' | grep -q '\"sequence_parallel\":true'"
+check "--sequence-parallel: activations per layer as the memory model's" python3 -c "
+import json, sys
+w = json.load(open('$tmp/whole.json'))['stages'][-1]['memory']
+q = json.load(open('$tmp/out'))['stages'][-1]['memory']
+sys.exit(not (q['activations'] < w['activations'] and q['workspace'] > w['workspace'] and q['total'] < w['total']))"
 run plan "$l8b" --to 128k --tp 8 --distribute-saved-activations --no-distribute-saved-activations
 check "both flags: exit 2" [ "$(rc)" -eq 2 ] && grep -q "give one" "$tmp/err"
 run plan "$l8b" --to 128k --distribute-saved-activations
@@ -253,7 +276,7 @@ check "keep recipe --distribute-saved-activations: nothing distributed" \
 # error is the whole plan's (the smaller need)
 acts="recompute$(printf ', keep%.0s' $(seq 31))"
 printf 'name: r1\ndefaults: {activation: [%s], steps: 10}\nstages:\n  - seq_len: target\n' "$acts" >"$tmp/r1.yaml"
-run plan "$l8b" --to 128k --tp 2 --cp 4 --recipe "$tmp/r1.yaml" --memory 60G
+run plan "$l8b" --to 128k --tp 2 --cp 4 --recipe "$tmp/r1.yaml" --memory 60G --no-sequence-parallel
 check "one recompute layer, nothing fits: exit 1" [ "$(rc)" -eq 1 ]
 check "one recompute layer, nothing fits: the whole plan's need" \
     bash -c "grep -q '(31 keep, 1 recompute, .*CP 4), above' '$tmp/err'"
@@ -262,6 +285,11 @@ check "main command --distribute-saved-activations without TP: exit 2" [ "$(rc)"
 run "$l8b" --to 128k --tp 2 --distribute-saved-activations --dry-run
 check "main command --tp 2 --distribute-saved-activations --dry-run: exit 0" [ "$(rc)" -eq 0 ]
 check "main command: the layout line says so" grep -q "^layout:  TP 2 .*saved activations distributed" "$tmp/out"
+run "$l8b" --to 128k --tp 2 --sequence-parallel --dry-run
+check "main command --tp 2 --sequence-parallel --dry-run: the layout line says so" [ "$(rc)" -eq 0 ] && \
+    grep -q "^layout:  TP 2 .*, sequence parallel;" "$tmp/out"
+run "$l8b" --to 128k --sequence-parallel --dry-run
+check "main command --sequence-parallel without TP: exit 2" [ "$(rc)" -eq 2 ]
 run "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --dry-run
 check "main command --gpus --dry-run: exit 0" [ "$(rc)" -eq 0 ]
 check "main command --gpus --dry-run: searched" grep -q "^search: 10 layouts of 8 devices" "$tmp/out"

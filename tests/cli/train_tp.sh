@@ -6,7 +6,8 @@
 # checkpoint of a TP 2 run resumes with --tp 1 (one process) and with --tp 2 --cp 2, a TP 1 checkpoint with
 # --tp 2, and each continues the uninterrupted loss curve within 1e-5; a --tp that does not divide the heads or
 # the world fails with one line before anything is created; --distribute-saved-activations gives the recompute
-# run's losses and norms bit for bit. Skips (77) without mpirun.
+# run's losses and norms bit for bit, --sequence-parallel its first loss bit for bit and the others within 1e-5.
+# Skips (77) without mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -121,6 +122,23 @@ run "${args[@]}" --out "$tmp/bad" --distribute-saved-activations --tp 2
 check "--distribute-saved-activations with keep: exit 2" [ "$(rc)" -eq 2 ]
 check "--distribute-saved-activations with keep: names the policy" grep -q "give --policy recompute" "$tmp/err"
 check "--distribute-saved-activations refused: nothing created" [ ! -e "$tmp/bad" ]
+
+# sequence parallelism (docs/parallel.md): the residual stream and the norms split over TP by rows; the same
+# forward, the norms' gradients summed in another order, so the first loss is the same text and the rest agree
+# within 1e-5 (same_losses)
+mpi 2 "${args[@]}" --out "$tmp/sp" --tp 2 --policy recompute --sequence-parallel --quiet
+check "... --sequence-parallel ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "--sequence-parallel: the header says so" grep -q "^train:.*, TP 2 (sequence parallel)," "$tmp/out"
+check "--sequence-parallel: the first loss as without it" \
+    [ "$(field "$tmp/sp/metrics.jsonl" loss | head -1)" = "$(field "$tmp/rec/metrics.jsonl" loss | head -1)" ]
+same_losses "$tmp/rec" "$tmp/sp" "--sequence-parallel"
+run "${args[@]}" --out "$tmp/bad" --sequence-parallel
+check "--sequence-parallel without --tp: exit 2, one line naming the flag" [ "$(rc)" -eq 2 ] && \
+    grep -q "^lcextend train: flag --sequence-parallel: .*give --tp 2 or more" "$tmp/err"
+run "${args[@]}" --out "$tmp/bad" --tp 2 --policy recompute --sequence-parallel --distribute-saved-activations
+check "--sequence-parallel --distribute-saved-activations: exit 2, says why" [ "$(rc)" -eq 2 ] && \
+    grep -q "not with --distribute-saved-activations" "$tmp/err"
+check "--sequence-parallel refused: nothing created" [ ! -e "$tmp/bad" ]
 
 # TP 2 x DP 2 with ZeRO-1 on 4 ranks against one process with the same global batch
 run "${args[@]}" --batch 2 --out "$tmp/one2" --quiet --export-hf "$tmp/one2-hf"
