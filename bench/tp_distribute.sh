@@ -59,12 +59,13 @@ for tp in $TPS; do
     run "w$tp" "$tp"
     run "d$tp" "$tp" "$flag"
     if [ "$MODE" = distribute ]; then
-        same=$([ -n "$(field "$out/w$tp/metrics.jsonl" loss)" ] && \
-            [ "$(field "$out/w$tp/metrics.jsonl" loss)" = "$(field "$out/d$tp/metrics.jsonl" loss)" ] && echo same || echo DIFFERENT)
+        lw=$(field "$out/w$tp/metrics.jsonl" loss) ld=$(field "$out/d$tp/metrics.jsonl" loss)
+        same=$([ -n "$lw" ] && [ "$lw" = "$ld" ] && echo same || echo DIFFERENT)
     else
-        same=$(paste <(field "$out/w$tp/metrics.jsonl" loss) <(field "$out/d$tp/metrics.jsonl" loss) | awk -v n="$STEPS" '
-            NR == 1 && $1 != $2 { bad = 1 } { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d; if (d > 1e-5) bad = 1 }
-            END { if (NR != n || bad) print "DIFFERENT"; else printf "first the same, then %.1g apart\n", m }')
+        same=$(paste <(field "$out/w$tp/metrics.jsonl" loss) <(field "$out/d$tp/metrics.jsonl" loss) |
+            awk -v n="$STEPS" 'NR == 1 && $1 != $2 { bad = 1 }
+                { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d; if (d > 1e-5) bad = 1 }
+                END { if (NR != n || bad) print "DIFFERENT"; else printf "first the same, then %.1g apart\n", m }')
     fi
     [ "$same" != DIFFERENT ] || bad=1
     rw=$(cat "$out/w$tp".rss.* 2>/dev/null | sort -n | tail -1) rd=$(cat "$out/d$tp".rss.* 2>/dev/null | sort -n | tail -1)
