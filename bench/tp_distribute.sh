@@ -72,8 +72,10 @@ for tp in $TPS; do
     rw=${rw:-0} rd=${rd:-0}
     model=$(awk -v L="$L" -v T="$SEQ" -v H="$H" -v tp="$tp" -v mode="$MODE" -v pol="$POLICY" 'BEGIN { s = 1 - 1 / tp
         if (mode == "distribute") b = L * T * 4 * H * s - T * 4 * H
-        else b = (pol == "keep" ? L * T * (16 * H + 8) * s : L * T * 4 * H * s + T * (12 * H + 8) * s) +
-                 T * (8 * H + 4) * s + T * 8 * H * s - 3 * T * 4 * H
+        else {
+            b = pol == "keep" ? L * T * (16 * H + 8) * s : L * T * 4 * H * s + T * (12 * H + 8) * s
+            b += T * (8 * H + 4) * s + T * 8 * H * s - 3 * T * 4 * H
+        }
         printf "%.1f", b / 1048576 }')
     mib() { [ "$rw" -gt 0 ] && awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }' || echo -; }
     for k in w d; do

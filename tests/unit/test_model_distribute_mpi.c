@@ -22,11 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/comm/comm.h"
-#include "src/core/cp_perm.h"
-#include "src/model/model.h"
 #include "src/plan/plan.h"
 #include "test_util.h"
+#include "model_mesh_fixture.h"
 
 #define STEPS 3
 #define MAX_SEQ 30
@@ -61,17 +59,9 @@ static int count_policy(const layout_case *k, lcx_act_policy p) {
     return n;
 }
 
-static void batch_of(int64_t seq, int64_t vocab, int step, int micro, int32_t *ids, int32_t *tgt, int32_t *pos) {
-    for (int64_t t = 0; t < seq; t++) {
-        int64_t k = (int64_t)step * 1000 + micro * 100 + t;
-        ids[t] = (int32_t)((k * 2654435761u + 11) % (uint64_t)vocab);
-        pos[t] = (int32_t)t;
-    }
-    for (int64_t t = 0; t < seq; t++) tgt[t] = t + 1 < seq && t % 9 != 4 ? ids[t + 1] : LCX_IGNORE_INDEX;
-}
-
-static void run(const lcx_model_config *cfg, const layout_case *k, const lcx_comm_groups *gs, int distribute,
-                run_out *r) {
+static void run(const mesh_world *mw, const layout_case *k, int distribute, run_out *r) {
+    const lcx_model_config *cfg = &mw->cfg;
+    const lcx_comm_groups *gs = &mw->gs;
     memset(r, 0, sizeof *r);
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
@@ -95,15 +85,9 @@ static void run(const lcx_model_config *cfg, const layout_case *k, const lcx_com
     int32_t lids[N_MICRO][MAX_SEQ], ltgt[N_MICRO][MAX_SEQ], lpos[N_MICRO][MAX_SEQ];
     for (int step = 0; step < STEPS; step++) {
         lcx_batch mb[N_MICRO];
-        for (int i = 0; i < N_MICRO; i++) {
-            int64_t S = k->seq[i];
-            batch_of(S, cfg->vocab_size, step, i, ids[i], tgt[i], pos[i]);
-            mb[i] = (lcx_batch){.n_seq = 1, .seq_len = S, .ids = ids[i], .targets = tgt[i], .positions = pos[i]};
-            if (k->cp == 1) continue;
-            CHECK_OK(lcx_cp_local_batch(S, k->cp, gs->coord.c, ids[i], tgt[i], pos[i], lids[i], ltgt[i], lpos[i]));
-            mb[i] = (lcx_batch){.n_seq = 1, .seq_len = S / k->cp, .ids = lids[i], .targets = ltgt[i],
-                                .positions = lpos[i]};
-        }
+        for (int i = 0; i < N_MICRO; i++)
+            mesh_batch(mw, k->cp, k->seq[i], 10 * step + i, ids[i], tgt[i], pos[i], lids[i], ltgt[i], lpos[i],
+                       &mb[i]);
         lcx_step_result res;
         CHECK_OK(lcx_model_train_step_group(m, mb, N_MICRO, &ao, gs->group[LCX_GROUP_GRAD], &res));
         r->loss[step] = res.loss, r->norm[step] = res.grad_norm;
@@ -132,20 +116,12 @@ static void run_out_free(run_out *r) {
 }
 
 static void check_case(lcx_comm *world, const layout_case *k) {
-    char path[600];
-    snprintf(path, sizeof path, "%s/tests/fixtures/models/%s/config.json", LCX_SOURCE_DIR, k->fixture);
-    lcx_model_config cfg;
-    CHECK_OK(lcx_config_load(path, &cfg));
-    cfg.num_hidden_layers = 4;
-    lcx_comm *w = NULL;
-    CHECK_OK(world->impl->split(world, world->rank / k->sub, world->rank, &w));
-    lcx_mesh mesh;
-    lcx_comm_groups gs;
-    CHECK_OK(lcx_mesh_init(&mesh, k->tp, k->cp, 1));
-    CHECK_OK(lcx_comm_mesh(w, &mesh, &gs));
+    mesh_world mw;
+    mesh_world_open(world, k->fixture, k->sub, k->tp, k->cp, 1, &mw);
+    const lcx_model_config cfg = mw.cfg;
     run_out ref, dist;
-    run(&cfg, k, &gs, 0, &ref);
-    run(&cfg, k, &gs, 1, &dist);
+    run(&mw, k, 0, &ref);
+    run(&mw, k, 1, &dist);
     int same = ref.n_params == dist.n_params && ref.n_params > 0;
     for (int s = 0; s < STEPS; s++)
         same &= ref.loss[s] == dist.loss[s] && ref.norm[s] == dist.norm[s] && ref.fwd[s] == dist.fwd[s];
@@ -198,9 +174,7 @@ static void check_case(lcx_comm *world, const layout_case *k) {
                same ? "bit-identical" : "DIFFERENT", ref.mem.acts, dist.mem.acts, ref.slot_bytes, dist.slot_bytes);
     run_out_free(&ref);
     run_out_free(&dist);
-    lcx_comm_groups_free(&gs);
-    w->impl->free(w);
-    lcx_config_free(&cfg);
+    mesh_world_close(&mw);
 }
 
 int main(void) {
