@@ -65,7 +65,8 @@ for tp in $TPS; do
         same=$(paste <(field "$out/w$tp/metrics.jsonl" loss) <(field "$out/d$tp/metrics.jsonl" loss) |
             awk -v n="$STEPS" 'NR == 1 && $1 != $2 { bad = 1 }
                 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d; if (d > 1e-5) bad = 1 }
-                END { if (NR != n || bad) print "DIFFERENT"; else printf "first the same, then %.1g apart\n", m }')
+                END { if (NR != n || bad) print "DIFFERENT"; else if (m == 0) print "the same text"
+                      else printf "first the same, the rest %.1g apart\n", m }')
     fi
     [ "$same" != DIFFERENT ] || bad=1
     rw=$(cat "$out/w$tp".rss.* 2>/dev/null | sort -n | tail -1) rd=$(cat "$out/d$tp".rss.* 2>/dev/null | sort -n | tail -1)

@@ -139,6 +139,17 @@ check "--distribute-saved-activations: 8 losses, each as without it" \
     [ "$(losses "$tmp/tcd/metrics.jsonl")" = "$(losses "$tmp/tc/metrics.jsonl")" ]
 check "--distribute-saved-activations: after.json as without it" \
     [ "$(ppls "$tmp/tcd/eval/after.json")" = "$(ppls "$tmp/tc/eval/after.json")" ]
+# sequence parallelism: the residual stream and the norms split over TP by rows, the same forward; the norm
+# weights' gradients are summed in another order, so the run is the one-process run's within 1e-5 as TP alone is
+mpi 4 "$tinym" "${args[@]}" --out "$tmp/tcs" --tp 2 --cp 2 --sequence-parallel
+check "--tp 2 --cp 2 --sequence-parallel ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "--sequence-parallel: the plan says so" grep -q "^layout:  TP 2 x CP 2 .*, sequence parallel;" "$tmp/out"
+check "--sequence-parallel: both stages' models do" \
+    [ "$(grep -c '^stage [12]/2: seq [0-9]* over CP 2 ([0-9]* tokens per rank), TP 2 (sequence parallel)' \
+        "$tmp/out")" -eq 2 ]
+check "--sequence-parallel: the first loss as without it" \
+    [ "$(losses "$tmp/tcs/metrics.jsonl" | head -1)" = "$(losses "$tmp/tc/metrics.jsonl" | head -1)" ]
+same_run "$tmp/tcs" "--tp 2 --cp 2 --sequence-parallel" 2 2 ""
 
 # refused before any work: one lcextend line, nothing created, nothing on stdout
 refused() { # WHAT PATTERN
