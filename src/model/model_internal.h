@@ -333,7 +333,7 @@ static inline int64_t lcx_m_rows(const lcx_model *m, int64_t T) { return m->sp ?
 /* Sequence parallelism (model_tp.c). gather: full [TP * ceil(T/TP), H] = every TP rank's rows [ceil(T/TP), H] of
  * local, in rank order (rows 0 .. T-1 are the T tokens'). scatter_sum: local [ceil(T/TP), H] = this rank's rows
  * of the sum over TP of every rank's full (its rows T .. zeroed first), added in rank order: the bits lcx_tp_sum
- * gives those rows. */
+ * gives those rows (each rank receives only its rows of the others' full, into tp_gather). */
 lcx_status lcx_sp_gather(lcx_model *m, const void *local, void *full, int64_t T);
 lcx_status lcx_sp_scatter_sum(lcx_model *m, void *full, void *local, int64_t T);
 /* A row-parallel layer's output under sequence parallelism (model_forward.c): y (this rank's rows) = the

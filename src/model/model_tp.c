@@ -32,9 +32,10 @@ lcx_status lcx_tp_alloc(lcx_model *m) {
     if (!m->tp || m->tp_size == 1) return LCX_OK;
     const int64_t T = m->max_tokens, C = m->loss_chunk_cap;
     size_t es = lcx_act_size(m->adt);
-    /* the largest summed tensor is [T, H] (act; TP x ceil(T / TP) rows under sequence parallelism) and, in
-     * training, every parameter's gradient (f32): scratch for TP of them */
-    const int64_t rows = m->sp ? lcx_m_part_rows(m, T) * m->tp_size : T;
+    /* the largest summed tensor is [T, H] (act) and, in training, every parameter's gradient (f32): scratch for
+     * TP of them */
+    /* (sequence parallelism sums no [T, H] whole: its reduce-scatter receives one [ceil(T / TP), H] from each) */
+    const int64_t rows = m->sp ? lcx_m_part_rows(m, T) : T;
     size_t big = (size_t)(rows * m->H) * es, g = 0;
     for (size_t i = 0; i < m->tab.n && m->training; i++)
         if (lcx_m_numel(m, i) * 4 > g) g = lcx_m_numel(m, i) * 4;
@@ -166,6 +167,9 @@ lcx_status lcx_tp_gather_input(lcx_model *m, int l, int64_t T) {
  * row-parallel output of each block the ranks hold whole rows; elsewhere (the residual stream, the norms) each
  * holds ceil(T / TP) rows. The all-reduce of a row-parallel output becomes a reduce-scatter, and the input of a
  * column-parallel layer an all-gather: in the backward the other way round. */
+/* The tag of the reduce-scatter's messages on the TP group (nothing else sends point to point there). */
+#define SP_TAG 11
+
 lcx_status lcx_sp_gather(lcx_model *m, const void *local, void *full, int64_t T) {
     double t0 = lcx_clock_s();
     lcx_status st = lcx_comm_all_gather(m->tp, m->x, local, full, lcx_m_part_rows(m, T) * m->H, m->adt);
@@ -176,20 +180,35 @@ lcx_status lcx_sp_gather(lcx_model *m, const void *local, void *full, int64_t T)
 lcx_status lcx_sp_scatter_sum(lcx_model *m, void *full, void *local, int64_t T) {
     const int64_t rows = lcx_m_part_rows(m, T), n = rows * m->H, pad = rows * m->tp_size - T;
     const size_t bytes = (size_t)n * lcx_act_size(m->adt);
+    const int tp = m->tp_size, me = m->tp_rank;
     /* the padding rows are sent: zeros, so the last ranks' padding rows sum to zero */
     if (pad) LCX_TRY(m->be->zero(m->x, lcx_m_at(m, full, T * m->H), (size_t)(pad * m->H) * lcx_act_size(m->adt)));
+    /* every rank sends each other rank that rank's rows of its partial sums and receives its own rows from each
+     * (tp_gather: [TP][rows][H], rank q's at q; this rank's own stay in full), then adds them in rank order: the
+     * bits lcx_group_sum gives these rows, with 1/TP of its scratch and traffic */
+    char *recv = m->tp_gather;
+    lcx_comm_request **rq = calloc((size_t)(2 * tp), sizeof *rq);
+    LCX_FAIL_IF(!rq, LCX_ERR_OOM, "model: out of memory");
     double t0 = lcx_clock_s();
-    /* all-gathered and added in rank order, as lcx_group_sum adds whole buffers: the same bits for these rows (a
-     * NCCL reduce-scatter would take its place on the GPU, as an all-reduce does for lcx_tp_sum) */
-    char *all = m->tp_gather;
-    lcx_status st = lcx_comm_all_gather(m->tp, m->x, full, all, n * m->tp_size, m->adt);
+    lcx_status st = LCX_OK;
+    int k = 0;
+    for (int q = 0; q < tp && st == LCX_OK; q++)
+        if (q != me) st = lcx_comm_irecv(m->tp, m->x, recv + (size_t)q * bytes, n, m->adt, q, SP_TAG, &rq[k++]);
+    for (int q = 0; q < tp && st == LCX_OK; q++)
+        if (q != me) st = lcx_comm_isend(m->tp, m->x, (char *)full + (size_t)q * bytes, n, m->adt, q, SP_TAG, &rq[k++]);
+    lcx_status sw = lcx_comm_waitall(m->tp, k, rq); /* every posted request, also after a failure */
+    free(rq);
     m->tp_comm_s += lcx_clock_s() - t0;
     LCX_TRY(st);
-    const size_t mine = (size_t)m->tp_rank * bytes, stride = (size_t)m->tp_size * bytes;
-    LCX_TRY(m->be->copy_d2d(m->x, local, all + mine, bytes));
-    for (int r = 1; r < m->tp_size; r++) {
-        lcx_elementwise_args a = {m->adt, n, 1.0f, local, all + (size_t)r * stride + mine, local};
-        LCX_TRY(m->be->add(m->x, &a));
+    LCX_TRY(sw);
+    for (int q = 0; q < tp; q++) {
+        const char *part = q == me ? (const char *)full + (size_t)me * bytes : recv + (size_t)q * bytes;
+        if (q == 0) {
+            LCX_TRY(m->be->copy_d2d(m->x, local, part, bytes));
+        } else {
+            lcx_elementwise_args a = {m->adt, n, 1.0f, local, part, local};
+            LCX_TRY(m->be->add(m->x, &a));
+        }
     }
     return LCX_OK;
 }
