@@ -16,7 +16,9 @@
 #   cp_check               lcextend on it: bench/cp_check.sh, CP 2 and 4 MPI ranks sharing the one emulated
 #                          device (the staged communicator through "pinned" memory) against one rank (SEQ, STEPS,
 #                          CFG: default the llama_gqa fixture, 64 tokens: the host GEMMs are slow; needs mpirun),
-#                          and bench/tp_distribute.sh, TP 2 with and without distributed saved activations
+#                          and bench/tp_distribute.sh, TP 2 with and without distributed saved activations and
+#                          with and without sequence parallelism (MODE=sp: its point-to-point reduce-scatter of
+#                          device buffers)
 #   tp_eval                lcextend eval --tp 2 on it (bench/tp_eval.sh: 2 ranks on the emulated device against one
 #                          CPU process; LENGTHS 64 and PK_LENGTHS 128 by default: slow, so not among the default runs;
 #                          TP and CP from the environment, default 2 and 1)
@@ -106,6 +108,9 @@ for test in $tests; do
             CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}" bash "$root/bench/cp_check.sh" "$work"
         job 2 "bench/tp_distribute.sh on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
             BACKEND=cuda SEQ="${SEQ:-64}" STEPS="${STEPS:-3}" TPS=2 \
+            CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}" bash "$root/bench/tp_distribute.sh" "$work"
+        job 2 "bench/tp_distribute.sh MODE=sp on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
+            BACKEND=cuda MODE=sp SEQ="${SEQ:-64}" STEPS="${STEPS:-3}" TPS=2 \
             CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}" bash "$root/bench/tp_distribute.sh" "$work"
         continue
     fi
