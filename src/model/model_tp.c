@@ -9,9 +9,11 @@
  *   - once per optimizer step, the gradients of parameters every rank holds but sees only part of (Qwen3's
  *     q_norm/k_norm, kv heads replicated when TP exceeds them), summed over the ranks that share them;
  *   - the global gradient norm: each rank's own slices plus the replicated parameters once.
- * Every sum is an all-gather added in rank order ((x_0 + x_1) + x_2 ...), so every TP rank holds the same bits
- * (replicated norms stay identical without being synchronised) and a rerun repeats them. The all-gather needs TP
- * times the buffer as scratch; a NCCL all-reduce takes its place on the GPU. */
+ * Every sum adds the ranks' values in rank order ((x_0 + x_1) + x_2 ...), so every TP rank holds the same bits
+ * (replicated norms stay identical without being synchronised) and a rerun repeats them. A sum over the whole
+ * group is a reduce-scatter then an all-gather: rank q adds up piece q of every rank's buffer (received point to
+ * point) and the pieces are all-gathered, 1 + 1/TP times the buffer of scratch and 2 (TP - 1)/TP of it sent; a
+ * sum over some of the ranks (a replicated kv head's sharers) all-gathers the whole buffers (lcx_group_sum). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,21 +30,32 @@ lcx_status lcx_tp_init(lcx_model *m, lcx_comm *tp) {
     return LCX_OK;
 }
 
+static uint64_t partial_sharers(const lcx_model *m, size_t i);
+
+/* Scratch bytes of a sum of n elements of es bytes over the ranks in members (sum_members). */
+static size_t sum_scratch(const lcx_model *m, int64_t n, size_t es, uint64_t members) {
+    const uint64_t every = m->tp_size >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->tp_size) - 1;
+    if ((members & every) != every) return (size_t)(m->tp_size * n) * es; /* the whole buffers gathered */
+    return (size_t)((m->tp_size + 1) * ((n + m->tp_size - 1) / m->tp_size)) * es; /* TP pieces received + mine */
+}
+
 lcx_status lcx_tp_alloc(lcx_model *m) {
     if (!m->tp || m->tp_size == 1) return LCX_OK;
     const int64_t T = m->max_tokens, C = m->loss_chunk_cap;
     size_t es = lcx_act_size(m->adt);
-    /* the largest summed tensor is [T, H] (act) and, in training, every parameter's gradient (f32): scratch for
-     * TP of them */
-    /* (sequence parallelism sums no [T, H] whole: its reduce-scatter receives one [ceil(T / TP), H] from each) */
-    const int64_t rows = m->sp ? lcx_m_part_rows(m, T) : T;
-    size_t big = (size_t)(rows * m->H) * es, g = 0;
-    for (size_t i = 0; i < m->tab.n && m->training; i++)
-        if (lcx_m_numel(m, i) * 4 > g) g = lcx_m_numel(m, i) * 4;
-    if (g > big) big = g;
+    /* the largest sum: [T, H] (act) over the group, or, in training, the gradient of a parameter partial on each
+     * rank over its sharers (f32); sequence parallelism's reduce-scatter receives [ceil(T / TP), H] from each */
+    size_t big = sum_scratch(m, T * m->H, es, ~(uint64_t)0);
+    if (m->sp && (size_t)(m->tp_size * lcx_m_part_rows(m, T) * m->H) * es > big)
+        big = (size_t)(m->tp_size * lcx_m_part_rows(m, T) * m->H) * es;
+    for (size_t i = 0; i < m->tab.n && m->training; i++) {
+        uint64_t who = partial_sharers(m, i);
+        size_t g = who ? sum_scratch(m, (int64_t)lcx_m_numel(m, i), 4, who) : 0;
+        if (g > big) big = g;
+    }
     lcx_cursor c = {0};
     for (int pass = 0; pass < 2; pass++) {
-        m->tp_gather = lcx_cursor_take(&c, m->tp_size, big);
+        m->tp_gather = lcx_cursor_take(&c, 1, big);
         m->tp_stats = lcx_cursor_take(&c, C * 3 * (m->tp_size + 1), sizeof(double)); /* mine, then the gathered */
         /* a forward-only model hands out whole logits rows (model_logits.c): every rank's slice of a chunk */
         m->tp_logits = m->training ? NULL : lcx_cursor_take(&c, C * m->tp_size * m->Vl, sizeof(float));
@@ -60,13 +73,75 @@ void lcx_tp_free(lcx_model *m) {
     m->tp_mem = NULL;
 }
 
-/* buf[0..n) = the sum over the TP ranks in `members` (bit r: TP rank r) of their buf, in rank order (timed as TP
- * communication: the gather dominates). */
-static lcx_status sum_members(lcx_model *m, void *buf, int64_t n, lcx_dtype dt, uint64_t members) {
+/* The tag of the pieces' messages on the TP group (nothing else sends point to point there). */
+#define PIECE_TAG 11
+
+/* Piece q of a buffer of n elements cut in pieces of p: elements [q p, min((q + 1) p, n)), maybe none. */
+static int64_t piece_len(int64_t n, int64_t p, int q) {
+    int64_t k = n - (int64_t)q * p;
+    return k < 0 ? 0 : k < p ? k : p;
+}
+
+/* out[0..p) = piece tp_rank of the sum over the TP ranks of their src[0..n) (pieces of p elements), added in rank
+ * order; the other ranks' pieces arrive point to point into recv ([TP][p], rank q's at q), this rank's own is
+ * read in src; out's elements past the piece's end are zeroed (a gather sends them). The same additions as
+ * lcx_group_sum's for those elements, so the same bits. */
+static lcx_status reduce_piece(lcx_model *m, const void *src, int64_t n, int64_t p, lcx_dtype dt, char *recv,
+                               void *out) {
+    const int tp = m->tp_size, me = m->tp_rank;
+    const size_t es = dt == LCX_F32 ? 4 : 2, pb = (size_t)p * es;
+    const int64_t mine = piece_len(n, p, me);
+    lcx_comm_request **rq = calloc((size_t)(2 * tp), sizeof *rq);
+    LCX_FAIL_IF(!rq, LCX_ERR_OOM, "model: out of memory");
     double t0 = lcx_clock_s();
-    lcx_status st = lcx_group_sum(m->tp, m->be, m->x, dt, buf, n, members, m->tp_gather);
+    lcx_status st = LCX_OK;
+    int k = 0;
+    for (int q = 0; q < tp && st == LCX_OK; q++)
+        if (q != me && mine > 0)
+            st = lcx_comm_irecv(m->tp, m->x, recv + (size_t)q * pb, mine, dt, q, PIECE_TAG, &rq[k++]);
+    for (int q = 0; q < tp && st == LCX_OK; q++)
+        if (q != me && piece_len(n, p, q) > 0)
+            st = lcx_comm_isend(m->tp, m->x, (const char *)src + (size_t)q * pb, piece_len(n, p, q), dt, q, PIECE_TAG,
+                                &rq[k++]);
+    lcx_status sw = lcx_comm_waitall(m->tp, k, rq); /* every posted request, also after a failure */
+    free(rq);
     m->tp_comm_s += lcx_clock_s() - t0;
-    return st;
+    LCX_TRY(st);
+    LCX_TRY(sw);
+    for (int q = 0; q < tp && mine > 0; q++) {
+        const char *part = q == me ? (const char *)src + (size_t)me * pb : recv + (size_t)q * pb;
+        if (q == 0) {
+            LCX_TRY(m->be->copy_d2d(m->x, out, part, (size_t)mine * es));
+        } else {
+            lcx_elementwise_args a = {dt, mine, 1.0f, out, part, out};
+            LCX_TRY(m->be->add(m->x, &a));
+        }
+    }
+    if (mine < p) LCX_TRY(m->be->zero(m->x, (char *)out + (size_t)mine * es, (size_t)(p - mine) * es));
+    return LCX_OK;
+}
+
+/* buf[0..n) = the sum over the TP ranks in `members` (bit r: TP rank r) of their buf, in rank order: over every
+ * rank a reduce-scatter (reduce_piece) then an all-gather of the pieces; over some, the whole buffers gathered
+ * (lcx_group_sum). Timed as TP communication. */
+static lcx_status sum_members(lcx_model *m, void *buf, int64_t n, lcx_dtype dt, uint64_t members) {
+    const int tp = m->tp_size;
+    const uint64_t every = tp >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << tp) - 1;
+    double t0 = lcx_clock_s();
+    if ((members & every) != every) {
+        lcx_status st = lcx_group_sum(m->tp, m->be, m->x, dt, buf, n, members, m->tp_gather);
+        m->tp_comm_s += lcx_clock_s() - t0;
+        return st;
+    }
+    const int64_t p = (n + tp - 1) / tp;
+    const size_t es = dt == LCX_F32 ? 4 : 2;
+    char *all = m->tp_gather, *mine = all + (size_t)(tp * p) * es; /* [TP][p] received, then gathered; [p] */
+    LCX_TRY(reduce_piece(m, buf, n, p, dt, all, mine));
+    t0 = lcx_clock_s();
+    lcx_status st = lcx_comm_all_gather(m->tp, m->x, mine, all, p, dt);
+    m->tp_comm_s += lcx_clock_s() - t0;
+    LCX_TRY(st);
+    return m->be->copy_d2d(m->x, buf, all, (size_t)n * es);
 }
 
 lcx_status lcx_tp_sum(lcx_model *m, void *buf, int64_t n) {
@@ -167,9 +242,6 @@ lcx_status lcx_tp_gather_input(lcx_model *m, int l, int64_t T) {
  * row-parallel output of each block the ranks hold whole rows; elsewhere (the residual stream, the norms) each
  * holds ceil(T / TP) rows. The all-reduce of a row-parallel output becomes a reduce-scatter, and the input of a
  * column-parallel layer an all-gather: in the backward the other way round. */
-/* The tag of the reduce-scatter's messages on the TP group (nothing else sends point to point there). */
-#define SP_TAG 11
-
 lcx_status lcx_sp_gather(lcx_model *m, const void *local, void *full, int64_t T) {
     double t0 = lcx_clock_s();
     lcx_status st = lcx_comm_all_gather(m->tp, m->x, local, full, lcx_m_part_rows(m, T) * m->H, m->adt);
@@ -178,37 +250,9 @@ lcx_status lcx_sp_gather(lcx_model *m, const void *local, void *full, int64_t T)
 }
 
 lcx_status lcx_sp_scatter_sum(lcx_model *m, void *full, void *local, int64_t T) {
-    const int64_t rows = lcx_m_part_rows(m, T), n = rows * m->H, pad = rows * m->tp_size - T;
-    const size_t bytes = (size_t)n * lcx_act_size(m->adt);
-    const int tp = m->tp_size, me = m->tp_rank;
+    const int64_t rows = lcx_m_part_rows(m, T), pad = rows * m->tp_size - T;
     /* the padding rows are sent: zeros, so the last ranks' padding rows sum to zero */
     if (pad) LCX_TRY(m->be->zero(m->x, lcx_m_at(m, full, T * m->H), (size_t)(pad * m->H) * lcx_act_size(m->adt)));
-    /* every rank sends each other rank that rank's rows of its partial sums and receives its own rows from each
-     * (tp_gather: [TP][rows][H], rank q's at q; this rank's own stay in full), then adds them in rank order: the
-     * bits lcx_group_sum gives these rows, with 1/TP of its scratch and traffic */
-    char *recv = m->tp_gather;
-    lcx_comm_request **rq = calloc((size_t)(2 * tp), sizeof *rq);
-    LCX_FAIL_IF(!rq, LCX_ERR_OOM, "model: out of memory");
-    double t0 = lcx_clock_s();
-    lcx_status st = LCX_OK;
-    int k = 0;
-    for (int q = 0; q < tp && st == LCX_OK; q++)
-        if (q != me) st = lcx_comm_irecv(m->tp, m->x, recv + (size_t)q * bytes, n, m->adt, q, SP_TAG, &rq[k++]);
-    for (int q = 0; q < tp && st == LCX_OK; q++)
-        if (q != me) st = lcx_comm_isend(m->tp, m->x, (char *)full + (size_t)q * bytes, n, m->adt, q, SP_TAG, &rq[k++]);
-    lcx_status sw = lcx_comm_waitall(m->tp, k, rq); /* every posted request, also after a failure */
-    free(rq);
-    m->tp_comm_s += lcx_clock_s() - t0;
-    LCX_TRY(st);
-    LCX_TRY(sw);
-    for (int q = 0; q < tp; q++) {
-        const char *part = q == me ? (const char *)full + (size_t)me * bytes : recv + (size_t)q * bytes;
-        if (q == 0) {
-            LCX_TRY(m->be->copy_d2d(m->x, local, part, bytes));
-        } else {
-            lcx_elementwise_args a = {m->adt, n, 1.0f, local, part, local};
-            LCX_TRY(m->be->add(m->x, &a));
-        }
-    }
-    return LCX_OK;
+    /* this rank's rows of every rank's partial sums, added in rank order: the bits lcx_tp_sum gives these rows */
+    return reduce_piece(m, full, rows * m->tp_size * m->H, rows * m->H, m->adt, m->tp_gather, local);
 }

@@ -167,8 +167,9 @@ void lcx_mem_eval_compute(const lcx_model_config *cfg, uint64_t n_params, int64_
     if (cp == 1) e->kv_cache = 2 * piece((double)cfg->num_hidden_layers * (double)T * (double)(kv * d), 4);
     if (tp > 1) { /* src/model/model_tp.c lcx_tp_alloc for a forward-only model */
         const double C = (double)(chunk < T ? chunk : T), Vl = (double)((V + tp - 1) / tp);
-        e->tp_scratch = piece((double)tp * (double)T * (double)H, 4) + piece(C * 3 * (double)(tp + 1), 8) +
-                        piece(C * (double)tp * Vl, 4);
+        /* a [T, H] sum's TP received pieces and this rank's sum, the loss statistics, the gathered logits */
+        e->tp_scratch = piece((double)(tp + 1) * (double)((T * H + tp - 1) / tp), 4) +
+                        piece(C * 3 * (double)(tp + 1), 8) + piece(C * (double)tp * Vl, 4);
     }
     if (cp > 1) /* src/model/model_ring.c lcx_ring_init, forward-only */
         e->cp_ring = 2 * piece(2.0 * (double)T * (double)(kv * d), 4) +
