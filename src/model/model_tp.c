@@ -43,11 +43,11 @@ lcx_status lcx_tp_alloc(lcx_model *m) {
     if (!m->tp || m->tp_size == 1) return LCX_OK;
     const int64_t T = m->max_tokens, C = m->loss_chunk_cap;
     size_t es = lcx_act_size(m->adt);
-    /* the largest sum: [T, H] (act) over the group, or, in training, the gradient of a parameter partial on each
-     * rank over its sharers (f32); sequence parallelism's reduce-scatter receives [ceil(T / TP), H] from each */
-    size_t big = sum_scratch(m, T * m->H, es, ~(uint64_t)0);
-    if (m->sp && (size_t)(m->tp_size * lcx_m_part_rows(m, T) * m->H) * es > big)
-        big = (size_t)(m->tp_size * lcx_m_part_rows(m, T) * m->H) * es;
+    /* the largest sum: [T, H] (act) over the group (under sequence parallelism none: its reduce-scatter receives
+     * [ceil(T / TP), H] from each rank), or, in training, the gradient of a parameter partial on each rank over
+     * its sharers (f32) */
+    size_t big = m->sp ? (size_t)(m->tp_size * lcx_m_part_rows(m, T) * m->H) * es
+                       : sum_scratch(m, T * m->H, es, ~(uint64_t)0);
     for (size_t i = 0; i < m->tab.n && m->training; i++) {
         uint64_t who = partial_sharers(m, i);
         size_t g = who ? sum_scratch(m, (int64_t)lcx_m_numel(m, i), 4, who) : 0;
