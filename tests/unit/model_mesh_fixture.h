@@ -38,7 +38,8 @@ static inline void mesh_world_close(mesh_world *mw) {
 }
 
 /* One row of seq tokens (ids, targets: the next id but every 9th from the 5th ignored, positions 0..) from key k
- * (e.g. 10 x step + micro-batch) into ids/tgt/pos; with CP > 1 this CP rank's chunks of it into lids/ltgt/lpos. *b: the batch this rank trains. */
+ * (e.g. 10 x step + micro-batch) into ids/tgt/pos; with CP > 1 this CP rank's chunks of it into lids/ltgt/lpos.
+ * *b: the batch this rank trains. */
 static inline void mesh_batch(const mesh_world *mw, int cp, int64_t seq, int64_t k, int32_t *ids, int32_t *tgt,
                               int32_t *pos, int32_t *lids, int32_t *ltgt, int32_t *lpos, lcx_batch *b) {
     for (int64_t t = 0; t < seq; t++) {
