@@ -79,10 +79,12 @@ check "one 'train:' header, naming TP 2" [ "$(grep -c '^train:.*seq 32, TP 2, 1 
 check "one 'done:' line" [ "$(grep -c '^done:' "$tmp/out")" -eq 1 ]
 check "one step line per step" [ "$(grep -c '^stage 1/1 step' "$tmp/out")" -eq 5 ]
 check "5 metrics lines (rank 0 only)" [ "$(grep -c '"step"' "$tmp/tp2/metrics.jsonl")" -eq 5 ]
-# the TP group's collectives are communication: tp_comm_s > 0 and within comm_s; 0 in one process
+# the TP group's collectives are communication: tp_comm_s within comm_s, above 0 over the run (a step's may round
+# to 0.0000: the model is tiny and its TP sums take tens of microseconds); 0 in one process
 paste <(field "$tmp/tp2/metrics.jsonl" tp_comm_s) <(field "$tmp/tp2/metrics.jsonl" comm_s) >"$tmp/tpc"
 check "tp_comm_s on every step" [ "$(awk 'NF == 2' "$tmp/tpc" | wc -l)" -eq 5 ]
-check "0 < tp_comm_s <= comm_s ($(tr '\n\t' '; ' <"$tmp/tpc"))" awk '$1 <= 0 || $1 > $2 + 1e-4 { exit 1 }' "$tmp/tpc"
+check "0 <= tp_comm_s <= comm_s, > 0 in all ($(tr '\n\t' '; ' <"$tmp/tpc"))" \
+    awk '$1 < 0 || $1 > $2 + 1e-4 { bad = 1 } { s += $1 } END { exit bad || s <= 0 }' "$tmp/tpc"
 check "one process: tp_comm_s 0" [ "$(field "$tmp/one/metrics.jsonl" tp_comm_s | sort -u)" = "0.0000" ]
 same_losses "$tmp/one" "$tmp/tp2" "--tp 2"
 check "the loss moves (lr 1e-2)" [ "$(sed -n 1p "$tmp/losses" | cut -f1)" != "$(sed -n 5p "$tmp/losses" | cut -f1)" ]
