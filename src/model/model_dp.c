@@ -23,17 +23,62 @@ lcx_status lcx_group_sum(lcx_comm *g, const lcx_backend *be, lcx_exec *x, lcx_dt
     return LCX_OK;
 }
 
+lcx_status lcx_group_reduce_piece(lcx_comm *g, const lcx_backend *be, lcx_exec *x, lcx_dtype dt, const void *src,
+                                  int64_t n, int64_t p, void *recv, void *out, int tag) {
+    const int size = g->size, me = g->rank;
+    const size_t es = dt == LCX_F32 ? 4 : 2, pb = (size_t)p * es;
+    const int64_t mine = lcx_piece_len(n, p, me);
+    lcx_comm_request **rq = calloc((size_t)(2 * size), sizeof *rq);
+    LCX_FAIL_IF(!rq, LCX_ERR_OOM, "group sum: out of memory");
+    lcx_status st = LCX_OK;
+    int k = 0;
+    for (int q = 0; q < size && st == LCX_OK; q++)
+        if (q != me && mine > 0) st = lcx_comm_irecv(g, x, (char *)recv + (size_t)q * pb, mine, dt, q, tag, &rq[k++]);
+    for (int q = 0; q < size && st == LCX_OK; q++)
+        if (q != me && lcx_piece_len(n, p, q) > 0)
+            st = lcx_comm_isend(g, x, (const char *)src + (size_t)q * pb, lcx_piece_len(n, p, q), dt, q, tag,
+                                &rq[k++]);
+    lcx_status sw = lcx_comm_waitall(g, k, rq); /* every posted request, also after a failure */
+    free(rq);
+    LCX_TRY(st);
+    LCX_TRY(sw);
+    for (int q = 0; q < size && mine > 0; q++) {
+        const char *part = q == me ? (const char *)src + (size_t)me * pb : (const char *)recv + (size_t)q * pb;
+        if (q == 0) {
+            LCX_TRY(be->copy_d2d(x, out, part, (size_t)mine * es));
+        } else {
+            lcx_elementwise_args a = {dt, mine, 1.0f, out, part, out};
+            LCX_TRY(be->add(x, &a));
+        }
+    }
+    if (mine < p) LCX_TRY(be->zero(x, (char *)out + (size_t)mine * es, (size_t)(p - mine) * es));
+    return LCX_OK;
+}
+
+lcx_status lcx_group_sum_all(lcx_comm *g, const lcx_backend *be, lcx_exec *x, lcx_dtype dt, void *buf, int64_t n,
+                             void *scratch, int tag) {
+    const int64_t p = (n + g->size - 1) / g->size;
+    const size_t es = dt == LCX_F32 ? 4 : 2;
+    char *all = scratch, *mine = all + (size_t)(g->size * p) * es; /* [size][p] received, then gathered; [p] */
+    LCX_TRY(lcx_group_reduce_piece(g, be, x, dt, buf, n, p, all, mine, tag));
+    LCX_TRY(lcx_comm_all_gather(g, x, mine, all, p, dt));
+    return be->copy_d2d(x, buf, all, (size_t)n * es);
+}
+
+/* The tag of the gradient sums' pieces on the gradient group (nothing else sends point to point there). */
+#define DP_TAG 12
+
 lcx_status lcx_dp_sum_f32(lcx_comm *g, const lcx_backend *be, lcx_exec *x, float *buf, int64_t n, int64_t chunk) {
     LCX_FAIL_IF(!g || n < 0 || chunk < 1, LCX_ERR_INVALID, "dp sum: bad arguments (n %lld, chunk %lld)",
                 (long long)n, (long long)chunk);
     if (g->size == 1 || n == 0) return LCX_OK;
-    int64_t c = n < chunk ? n : chunk, D = g->size;
+    int64_t c = n < chunk ? n : chunk;
     float *all = NULL;
-    LCX_TRY(be->alloc((size_t)(D * c) * sizeof(float), (void **)&all));
+    LCX_TRY(be->alloc((size_t)lcx_group_sum_all_scratch(g->size, c) * sizeof(float), (void **)&all));
     lcx_status st = LCX_OK;
     for (int64_t o = 0; o < n && st == LCX_OK; o += c) {
         int64_t k = n - o < c ? n - o : c;
-        st = lcx_group_sum(g, be, x, LCX_F32, buf + o, k, ~(uint64_t)0, all);
+        st = lcx_group_sum_all(g, be, x, LCX_F32, buf + o, k, all, DP_TAG);
     }
     lcx_status s2 = be->sync(x); /* the scratch is freed below: the queue must have passed it */
     if (st == LCX_OK) st = s2;

@@ -36,7 +36,7 @@ static uint64_t partial_sharers(const lcx_model *m, size_t i);
 static size_t sum_scratch(const lcx_model *m, int64_t n, size_t es, uint64_t members) {
     const uint64_t every = m->tp_size >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->tp_size) - 1;
     if ((members & every) != every) return (size_t)(m->tp_size * n) * es; /* the whole buffers gathered */
-    return (size_t)((m->tp_size + 1) * ((n + m->tp_size - 1) / m->tp_size)) * es; /* TP pieces received + mine */
+    return (size_t)lcx_group_sum_all_scratch(m->tp_size, n) * es; /* TP pieces received + this rank's */
 }
 
 lcx_status lcx_tp_alloc(lcx_model *m) {
@@ -73,75 +73,20 @@ void lcx_tp_free(lcx_model *m) {
     m->tp_mem = NULL;
 }
 
-/* The tag of the pieces' messages on the TP group (nothing else sends point to point there). */
+/* The tag of the sums' pieces on the TP group (nothing else sends point to point there). */
 #define PIECE_TAG 11
 
-/* Piece q of a buffer of n elements cut in pieces of p: elements [q p, min((q + 1) p, n)), maybe none. */
-static int64_t piece_len(int64_t n, int64_t p, int q) {
-    int64_t k = n - (int64_t)q * p;
-    return k < 0 ? 0 : k < p ? k : p;
-}
-
-/* out[0..p) = piece tp_rank of the sum over the TP ranks of their src[0..n) (pieces of p elements), added in rank
- * order; the other ranks' pieces arrive point to point into recv ([TP][p], rank q's at q), this rank's own is
- * read in src; out's elements past the piece's end are zeroed (a gather sends them). The same additions as
- * lcx_group_sum's for those elements, so the same bits. */
-static lcx_status reduce_piece(lcx_model *m, const void *src, int64_t n, int64_t p, lcx_dtype dt, char *recv,
-                               void *out) {
-    const int tp = m->tp_size, me = m->tp_rank;
-    const size_t es = dt == LCX_F32 ? 4 : 2, pb = (size_t)p * es;
-    const int64_t mine = piece_len(n, p, me);
-    lcx_comm_request **rq = calloc((size_t)(2 * tp), sizeof *rq);
-    LCX_FAIL_IF(!rq, LCX_ERR_OOM, "model: out of memory");
-    double t0 = lcx_clock_s();
-    lcx_status st = LCX_OK;
-    int k = 0;
-    for (int q = 0; q < tp && st == LCX_OK; q++)
-        if (q != me && mine > 0)
-            st = lcx_comm_irecv(m->tp, m->x, recv + (size_t)q * pb, mine, dt, q, PIECE_TAG, &rq[k++]);
-    for (int q = 0; q < tp && st == LCX_OK; q++)
-        if (q != me && piece_len(n, p, q) > 0)
-            st = lcx_comm_isend(m->tp, m->x, (const char *)src + (size_t)q * pb, piece_len(n, p, q), dt, q, PIECE_TAG,
-                                &rq[k++]);
-    lcx_status sw = lcx_comm_waitall(m->tp, k, rq); /* every posted request, also after a failure */
-    free(rq);
-    m->tp_comm_s += lcx_clock_s() - t0;
-    LCX_TRY(st);
-    LCX_TRY(sw);
-    for (int q = 0; q < tp && mine > 0; q++) {
-        const char *part = q == me ? (const char *)src + (size_t)me * pb : recv + (size_t)q * pb;
-        if (q == 0) {
-            LCX_TRY(m->be->copy_d2d(m->x, out, part, (size_t)mine * es));
-        } else {
-            lcx_elementwise_args a = {dt, mine, 1.0f, out, part, out};
-            LCX_TRY(m->be->add(m->x, &a));
-        }
-    }
-    if (mine < p) LCX_TRY(m->be->zero(m->x, (char *)out + (size_t)mine * es, (size_t)(p - mine) * es));
-    return LCX_OK;
-}
-
 /* buf[0..n) = the sum over the TP ranks in `members` (bit r: TP rank r) of their buf, in rank order: over every
- * rank a reduce-scatter (reduce_piece) then an all-gather of the pieces; over some, the whole buffers gathered
+ * rank a reduce-scatter then an all-gather of the pieces (lcx_group_sum_all); over some, the whole buffers gathered
  * (lcx_group_sum). Timed as TP communication. */
 static lcx_status sum_members(lcx_model *m, void *buf, int64_t n, lcx_dtype dt, uint64_t members) {
-    const int tp = m->tp_size;
-    const uint64_t every = tp >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << tp) - 1;
+    const uint64_t every = m->tp_size >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->tp_size) - 1;
     double t0 = lcx_clock_s();
-    if ((members & every) != every) {
-        lcx_status st = lcx_group_sum(m->tp, m->be, m->x, dt, buf, n, members, m->tp_gather);
-        m->tp_comm_s += lcx_clock_s() - t0;
-        return st;
-    }
-    const int64_t p = (n + tp - 1) / tp;
-    const size_t es = dt == LCX_F32 ? 4 : 2;
-    char *all = m->tp_gather, *mine = all + (size_t)(tp * p) * es; /* [TP][p] received, then gathered; [p] */
-    LCX_TRY(reduce_piece(m, buf, n, p, dt, all, mine));
-    t0 = lcx_clock_s();
-    lcx_status st = lcx_comm_all_gather(m->tp, m->x, mine, all, p, dt);
+    lcx_status st = (members & every) == every
+                        ? lcx_group_sum_all(m->tp, m->be, m->x, dt, buf, n, m->tp_gather, PIECE_TAG)
+                        : lcx_group_sum(m->tp, m->be, m->x, dt, buf, n, members, m->tp_gather);
     m->tp_comm_s += lcx_clock_s() - t0;
-    LCX_TRY(st);
-    return m->be->copy_d2d(m->x, buf, all, (size_t)n * es);
+    return st;
 }
 
 lcx_status lcx_tp_sum(lcx_model *m, void *buf, int64_t n) {
@@ -254,5 +199,9 @@ lcx_status lcx_sp_scatter_sum(lcx_model *m, void *full, void *local, int64_t T) 
     /* the padding rows are sent: zeros, so the last ranks' padding rows sum to zero */
     if (pad) LCX_TRY(m->be->zero(m->x, lcx_m_at(m, full, T * m->H), (size_t)(pad * m->H) * lcx_act_size(m->adt)));
     /* this rank's rows of every rank's partial sums, added in rank order: the bits lcx_tp_sum gives these rows */
-    return reduce_piece(m, full, rows * m->tp_size * m->H, rows * m->H, m->adt, m->tp_gather, local);
+    double t0 = lcx_clock_s();
+    lcx_status st = lcx_group_reduce_piece(m->tp, m->be, m->x, m->adt, full, rows * m->tp_size * m->H, rows * m->H,
+                                           m->tp_gather, local, PIECE_TAG);
+    m->tp_comm_s += lcx_clock_s() - t0;
+    return st;
 }
