@@ -5,7 +5,7 @@
 
 lcx_status lcx_group_sum(lcx_comm *g, const lcx_backend *be, lcx_exec *x, lcx_dtype dt, void *buf, int64_t n,
                          uint64_t members, void *scratch) {
-    const size_t bytes = (size_t)n * (dt == LCX_F32 ? 4 : 2);
+    const size_t bytes = (size_t)n * lcx_act_size(dt);
     char *all = scratch;
     LCX_TRY(lcx_comm_all_gather(g, x, buf, all, n, dt));
     /* all + r * bytes is rank r's buf: buf = the first member's, then += the next ones, in rank order */
@@ -26,7 +26,7 @@ lcx_status lcx_group_sum(lcx_comm *g, const lcx_backend *be, lcx_exec *x, lcx_dt
 lcx_status lcx_group_reduce_piece(lcx_comm *g, const lcx_backend *be, lcx_exec *x, lcx_dtype dt, const void *src,
                                   int64_t n, int64_t p, void *recv, void *out, int tag) {
     const int size = g->size, me = g->rank;
-    const size_t es = dt == LCX_F32 ? 4 : 2, pb = (size_t)p * es;
+    const size_t es = lcx_act_size(dt), pb = (size_t)p * es;
     const int64_t mine = lcx_piece_len(n, p, me);
     lcx_comm_request **rq = calloc((size_t)(2 * size), sizeof *rq);
     LCX_FAIL_IF(!rq, LCX_ERR_OOM, "group sum: out of memory");
@@ -58,7 +58,7 @@ lcx_status lcx_group_reduce_piece(lcx_comm *g, const lcx_backend *be, lcx_exec *
 lcx_status lcx_group_sum_all(lcx_comm *g, const lcx_backend *be, lcx_exec *x, lcx_dtype dt, void *buf, int64_t n,
                              void *scratch, int tag) {
     const int64_t p = (n + g->size - 1) / g->size;
-    const size_t es = dt == LCX_F32 ? 4 : 2;
+    const size_t es = lcx_act_size(dt);
     char *all = scratch, *mine = all + (size_t)(g->size * p) * es; /* [size][p] received, then gathered; [p] */
     LCX_TRY(lcx_group_reduce_piece(g, be, x, dt, buf, n, p, all, mine, tag));
     LCX_TRY(lcx_comm_all_gather(g, x, mine, all, p, dt));

@@ -252,24 +252,25 @@ lcx_status lcx_layer_forward(lcx_model *m, int l, const lcx_layer_acts *a, const
     LCX_TRY(lcx_m_add(m, a->x_in, a->h, a->h, R * H));
     LCX_TRY(lcx_m_rmsnorm_fwd(m, a->h, lcx_m_normw(m, IDX(LCX_PARAM_MLP_NORM)), a->xn2, a->rstd2, R, H));
     if (recompute) return LCX_OK; /* the backward recomputes each MLP tile from xn2 */
-    if (m->sp) { /* each tile's rows of down's partial product into sp_part, one reduce-scatter after the last */
-        LCX_TRY(lcx_sp_gather(m, a->xn2, m->sp_full, T));
-        for (int64_t r0 = 0; r0 < T; r0 += m->mlp_tile) {
-            int64_t c = T - r0 < m->mlp_tile ? T - r0 : m->mlp_tile;
-            void *act = NULL;
-            LCX_TRY(lcx_mlp_tile(m, l, a, r0, c, 1, NULL, NULL, &act));
-            LCX_TRY(lcx_linear_fwd(m, act, c, m->F, H, IDX(LCX_PARAM_DOWN), -1, lcx_m_at(m, m->sp_part, r0 * H)));
-        }
-        LCX_TRY(lcx_sp_row_parallel_finish(m, T, IDX(LCX_PARAM_DOWN_BIAS), m->resid[l + 1]));
-        return lcx_m_add(m, a->h, m->resid[l + 1], m->resid[l + 1], R * H);
-    }
-    /* the MLP in row tiles of mlp_tile (one tile of T rows without opts.mlp_chunk): out = h + down(act) */
+    if (m->sp) LCX_TRY(lcx_sp_gather(m, a->xn2, m->sp_full, T)); /* lcx_mlp_tile reads the whole xn2 there */
+    /* the MLP in row tiles of mlp_tile (one tile of T rows without opts.mlp_chunk): out = h + down(act); under
+     * sequence parallelism each tile's rows of down's partial product go to sp_part, one reduce-scatter after the
+     * last */
     for (int64_t r0 = 0; r0 < T; r0 += m->mlp_tile) {
         int64_t c = T - r0 < m->mlp_tile ? T - r0 : m->mlp_tile;
-        void *act = NULL, *h = lcx_m_at(m, a->h, r0 * H), *out = lcx_m_at(m, m->resid[l + 1], r0 * H);
+        void *act = NULL;
         LCX_TRY(lcx_mlp_tile(m, l, a, r0, c, 1, NULL, NULL, &act));
+        if (m->sp) {
+            LCX_TRY(lcx_linear_fwd(m, act, c, m->F, H, IDX(LCX_PARAM_DOWN), -1, lcx_m_at(m, m->sp_part, r0 * H)));
+            continue;
+        }
+        void *h = lcx_m_at(m, a->h, r0 * H), *out = lcx_m_at(m, m->resid[l + 1], r0 * H);
         LCX_TRY(lcx_row_parallel_fwd(m, act, c, m->F, H, IDX(LCX_PARAM_DOWN), IDX(LCX_PARAM_DOWN_BIAS), out));
         LCX_TRY(lcx_m_add(m, h, out, out, c * H));
+    }
+    if (m->sp) {
+        LCX_TRY(lcx_sp_row_parallel_finish(m, T, IDX(LCX_PARAM_DOWN_BIAS), m->resid[l + 1]));
+        LCX_TRY(lcx_m_add(m, a->h, m->resid[l + 1], m->resid[l + 1], R * H));
     }
 #undef IDX
     return LCX_OK;

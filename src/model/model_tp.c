@@ -32,10 +32,16 @@ lcx_status lcx_tp_init(lcx_model *m, lcx_comm *tp) {
 
 static uint64_t partial_sharers(const lcx_model *m, size_t i);
 
+/* Every TP rank as a members mask (bit r: TP rank r). */
+static uint64_t every_rank(const lcx_model *m) {
+    return m->tp_size >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->tp_size) - 1;
+}
+/* members holds every TP rank: a sum over the whole group. */
+static int whole_group(const lcx_model *m, uint64_t members) { return (members & every_rank(m)) == every_rank(m); }
+
 /* Scratch bytes of a sum of n elements of es bytes over the ranks in members (sum_members). */
 static size_t sum_scratch(const lcx_model *m, int64_t n, size_t es, uint64_t members) {
-    const uint64_t every = m->tp_size >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->tp_size) - 1;
-    if ((members & every) != every) return (size_t)(m->tp_size * n) * es; /* the whole buffers gathered */
+    if (!whole_group(m, members)) return (size_t)(m->tp_size * n) * es; /* the whole buffers gathered */
     return (size_t)lcx_group_sum_all_scratch(m->tp_size, n) * es; /* TP pieces received + this rank's */
 }
 
@@ -80,9 +86,8 @@ void lcx_tp_free(lcx_model *m) {
  * rank a reduce-scatter then an all-gather of the pieces (lcx_group_sum_all); over some, the whole buffers gathered
  * (lcx_group_sum). Timed as TP communication. */
 static lcx_status sum_members(lcx_model *m, void *buf, int64_t n, lcx_dtype dt, uint64_t members) {
-    const uint64_t every = m->tp_size >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->tp_size) - 1;
     double t0 = lcx_clock_s();
-    lcx_status st = (members & every) == every
+    lcx_status st = whole_group(m, members)
                         ? lcx_group_sum_all(m->tp, m->be, m->x, dt, buf, n, m->tp_gather, PIECE_TAG)
                         : lcx_group_sum(m->tp, m->be, m->x, dt, buf, n, members, m->tp_gather);
     m->tp_comm_s += lcx_clock_s() - t0;
@@ -119,7 +124,7 @@ lcx_status lcx_tp_loss_chunk(lcx_model *m, int64_t c, float dscale, int backward
  * the layer norms without sequence parallelism, o_proj's and down_proj's biases). */
 static uint64_t partial_sharers(const lcx_model *m, size_t i) {
     const lcx_param_kind k = m->tab.params[i].kind;
-    const uint64_t every = m->tp_size >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->tp_size) - 1;
+    const uint64_t every = every_rank(m);
     if (k == LCX_PARAM_Q_NORM || k == LCX_PARAM_K_NORM) return every; /* per-head weights shared by all heads */
     /* sequence parallelism: each rank's norms see only its rows of the tokens */
     if (m->sp && (k == LCX_PARAM_ATTN_NORM || k == LCX_PARAM_MLP_NORM || k == LCX_PARAM_FINAL_NORM)) return every;
