@@ -688,9 +688,6 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
     p->model.distribute = o->distribute_saved == 1;
     p->model.sequence_parallel = o->sequence_parallel == 1;
     p->seq_parallel = seq_parallel(&p->model);
-    LCX_FAIL_GOTO(p->model.distribute && p->seq_parallel, LCX_ERR_INVALID, fail,
-                  "plan: sequence parallelism already splits every layer's input over TP: distributed saved "
-                  "activations are for TP without it");
     lcx_mem_set_op_ws(&p->model, o->backend);
     p->current_context = lcx_rope_implied_context(cfg);
     {
@@ -1012,6 +1009,10 @@ static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, 
 }
 
 lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, lcx_plan **out) {
+    /* both on leaves split_modes nothing to try, with or without a search */
+    LCX_FAIL_IF(o->distribute_saved == 1 && o->sequence_parallel == 1, LCX_ERR_INVALID,
+                "plan: sequence parallelism already splits every layer's input over TP: distributed saved "
+                "activations are for TP without it");
     if (o->gpus > 0) return plan_search(cfg, r, o, out);
     int modes[3][2], n = split_modes(o, o->tp, modes);
     if (n == 1 || !(o->mem_budget > 0)) { /* nothing to choose: as given, -1 off */

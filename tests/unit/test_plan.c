@@ -634,6 +634,16 @@ static void test_budget(void) {
         json_decref(j);
     }
     lcx_plan_free(p);
+    /* distributed saved activations and sequence parallelism both on: refused, with a budget, a search or neither */
+    o.distribute_saved = o.sequence_parallel = 1;
+    for (int k = 0; k < 3; k++) {
+        lcx_plan_opts ob = o;
+        ob.mem_budget = k == 0 ? 0 : ob.mem_budget;
+        ob.gpus = k == 2 ? 8 : 0;
+        p = NULL;
+        CHECK(lcx_plan_build(&cfg, r, &ob, &p) == LCX_ERR_INVALID && !p &&
+              strstr(lcx_last_error(), "sequence parallelism already splits"));
+    }
     lcx_recipe_free(r);
     lcx_config_free(&cfg);
 }
