@@ -318,30 +318,30 @@ int lcx_cli_data_mix(const char *cmd, int n_data, int n_weights) {
     return LCX_CLI_RUN;
 }
 
-int lcx_cli_distribute_saved(const char *cmd, int on, int off, int64_t tp, int64_t gpus, int *distribute) {
+/* A switch that splits rows over the TP ranks, --FLAG / --no-FLAG: refused where there is one TP rank, or both
+ * given; *out = on when one was given. */
+static int tp_rows_switch(const char *cmd, const char *flag, int on, int off, int64_t tp, int64_t gpus, int *out) {
     if (on && (tp == 1 || gpus == 1 || (!gpus && tp == 0)))
-        return lcx_cli_usage_error(cmd, "flag --distribute-saved-activations: the rows are split over TP ranks, "
-                                        "and %s", tp == 1     ? "--tp 1 has one"
-                                                  : gpus == 1 ? "--gpus 1 has one"
-                                                              : "there is one without --tp 2 or more (or --gpus N)");
-    if (on && off)
-        return lcx_cli_usage_error(cmd, "flags --distribute-saved-activations and --no-distribute-saved-activations: "
-                                        "give one");
-    if (on || off) *distribute = on;
-    return LCX_CLI_RUN;
-}
-
-int lcx_cli_sequence_parallel(const char *cmd, int on, int off, int64_t tp, int64_t gpus, int distributed, int *sp) {
-    if (on && (tp == 1 || gpus == 1 || (!gpus && tp == 0)))
-        return lcx_cli_usage_error(cmd, "flag --sequence-parallel: the rows are split over TP ranks, and %s",
+        return lcx_cli_usage_error(cmd, "flag --%s: the rows are split over TP ranks, and %s", flag,
                                    tp == 1     ? "--tp 1 has one"
                                    : gpus == 1 ? "--gpus 1 has one"
                                                : "there is one without --tp 2 or more (or --gpus N)");
-    if (on && off) return lcx_cli_usage_error(cmd, "flags --sequence-parallel and --no-sequence-parallel: give one");
+    if (on && off) return lcx_cli_usage_error(cmd, "flags --%s and --no-%s: give one", flag, flag);
+    if (on || off) *out = on;
+    return LCX_CLI_RUN;
+}
+
+int lcx_cli_distribute_saved(const char *cmd, int on, int off, int64_t tp, int64_t gpus, int *distribute) {
+    return tp_rows_switch(cmd, "distribute-saved-activations", on, off, tp, gpus, distribute);
+}
+
+int lcx_cli_sequence_parallel(const char *cmd, int on, int off, int64_t tp, int64_t gpus, int distributed, int *sp) {
+    int v = *sp, stop = tp_rows_switch(cmd, "sequence-parallel", on, off, tp, gpus, &v);
+    if (stop != LCX_CLI_RUN) return stop;
     if (on && distributed)
         return lcx_cli_usage_error(cmd, "flags --sequence-parallel and --distribute-saved-activations: sequence "
                                         "parallelism already keeps only each TP rank's rows of every layer's input");
-    if (on || off) *sp = on;
+    *sp = v;
     return LCX_CLI_RUN;
 }
 
