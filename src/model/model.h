@@ -253,6 +253,12 @@ lcx_status lcx_model_set_loss_chunk(lcx_model *m, int64_t rows);
 lcx_status lcx_model_moment_rows(const lcx_model *m, size_t i, uint64_t *row0, uint64_t *rows);
 /* The ranks the moments are sharded over: opts.zero_comm's size under ZeRO-1, else 1. */
 int lcx_model_moment_shards(const lcx_model *m);
+/* ZeRO-1's exchanges run over batches of about this many float32 elements (a larger parameter in windows of its
+ * rows): the optimizer step's scratch is about 2 x this x 4 bytes (src/model/model_zero.c; the planner counts it). */
+#define LCX_ZERO_CHUNK ((uint64_t)1 << 22)
+/* Set that batch size in elements for every model of the process (0: LCX_ZERO_CHUNK). The results do not depend
+ * on it; tests set a small one so that their parameters are split into windows of rows as a large model's are. */
+void lcx_zero_set_chunk(uint64_t elems);
 /* Bytes of each buffer family (params, master, grads, moments, activations). */
 typedef struct lcx_model_memory {
     size_t params, master, grads, moments, acts;

@@ -11,16 +11,17 @@
  *   3. AdamW on this rank's rows only (model_train.c apply_adamw, through lcx_zero_range);
  *   4. all-gather: every rank sends its updated rows of the master weights to every peer; bf16 parameters and the
  *      norm weights' float32 copies are then refreshed from the master on every rank.
- * The exchanges run over batches of consecutive parameters of about ZERO_CHUNK elements (a larger parameter is a
- * batch of its own), so the scratch is the batch's gradients packed per destination plus D x this rank's rows
- * of it. Point-to-point messages (isend/irecv) carry the variable row counts; every rank derives every size from
+ * The exchanges run over batches of about LCX_ZERO_CHUNK elements: consecutive whole parameters, or a window of
+ * a larger parameter's rows (the j-th of n equal parts of every rank's rows), so the scratch, the batch's
+ * gradients packed per destination plus D x this rank's rows of it, stays about 2 x LCX_ZERO_CHUNK floats
+ * whatever the largest parameter (a vocabulary-sized embedding would otherwise need two copies of itself). Point-to-point messages (isend/irecv) carry the variable row counts; every rank derives every size from
  * the same partition, so no size travels. */
 #include <stdlib.h>
 
 #include "src/model/model_dp.h"
 #include "src/model/model_internal.h"
 
-#define ZERO_CHUNK ((uint64_t)1 << 22)
+static uint64_t zero_chunk = LCX_ZERO_CHUNK; /* lcx_zero_set_chunk: tests split small parameters too */
 #define ZERO_TAG_RS 4101
 #define ZERO_TAG_AG 4102
 
@@ -92,29 +93,55 @@ lcx_status lcx_model_moment_rows(const lcx_model *m, size_t i, uint64_t *row0, u
 
 int lcx_model_moment_shards(const lcx_model *m) { return m->zero ? m->zero_size : 1; }
 
-/* The next batch of parameters from i0: [i0, *i1), at least one, about ZERO_CHUNK elements. */
-static size_t batch_end(const lcx_model *m, size_t i0) {
-    uint64_t n = 0;
-    size_t i = i0;
-    while (i < m->tab.n && (i == i0 || n + lcx_m_numel(m, i) <= ZERO_CHUNK)) n += lcx_m_numel(m, i++);
-    return i;
+void lcx_zero_set_chunk(uint64_t elems) { zero_chunk = elems ? elems : LCX_ZERO_CHUNK; }
+
+/* A batch: parameters [i0, i1), or (n > 1) window j of n of parameter i0's rows, i1 = i0 + 1. */
+typedef struct zero_batch {
+    size_t i0, i1;
+    uint64_t j, n;
+} zero_batch;
+
+/* The batch after b (b->i1 = 0: the first): whole parameters while they add up to at most zero_chunk elements;
+ * a larger one alone, in n = ceil(numel / zero_chunk) windows. Returns 0 past the last parameter. */
+static int batch_next(const lcx_model *m, zero_batch *b) {
+    if (b->n > 1 && b->j + 1 < b->n) {
+        b->j++;
+        return 1;
+    }
+    size_t i = b->i1, i0 = i;
+    if (i >= m->tab.n) return 0;
+    uint64_t n = 0, big = lcx_m_numel(m, i);
+    if (big > zero_chunk) {
+        *b = (zero_batch){i, i + 1, 0, (big + zero_chunk - 1) / zero_chunk};
+        return 1;
+    }
+    while (i < m->tab.n && (i == i0 || n + lcx_m_numel(m, i) <= zero_chunk)) n += lcx_m_numel(m, i++);
+    *b = (zero_batch){i0, i, 0, 1};
+    return 1;
 }
-/* Elements rank q holds of parameters [i0, i1). */
-static uint64_t batch_elems(const lcx_model *m, size_t i0, size_t i1, int q) {
+/* Rows [*r0, *r1) of parameter i that rank q holds within batch b. */
+static void batch_rows(const lcx_model *m, const zero_batch *b, size_t i, int q, uint64_t *r0, uint64_t *r1) {
+    uint64_t a, c;
+    part(m, i, q, &a, &c);
+    *r0 = a + (c - a) * b->j / b->n;
+    *r1 = a + (c - a) * (b->j + 1) / b->n;
+}
+/* Elements rank q holds of batch b. */
+static uint64_t batch_elems(const lcx_model *m, const zero_batch *b, int q) {
     uint64_t n = 0;
-    for (size_t i = i0; i < i1; i++) {
+    for (size_t i = b->i0; i < b->i1; i++) {
         uint64_t r0, r1;
-        part(m, i, q, &r0, &r1);
+        batch_rows(m, b, i, q, &r0, &r1);
         n += (r1 - r0) * row_len(m, i);
     }
     return n;
 }
-/* Copy rank q's rows of parameters [i0, i1) between buf (each parameter at m->off) and packed (back to back). */
-static lcx_status pack(lcx_model *m, float *buf, size_t i0, size_t i1, int q, float *packed, int to_packed) {
+/* Copy rank q's rows of batch b between buf (each parameter at m->off) and packed (back to back). */
+static lcx_status pack(lcx_model *m, float *buf, const zero_batch *b, int q, float *packed, int to_packed) {
     uint64_t at = 0;
-    for (size_t i = i0; i < i1; i++) {
+    for (size_t i = b->i0; i < b->i1; i++) {
         uint64_t r0, r1, rl = row_len(m, i);
-        part(m, i, q, &r0, &r1);
+        batch_rows(m, b, i, q, &r0, &r1);
         size_t bytes = (size_t)((r1 - r0) * rl) * sizeof(float);
         float *p = buf + m->off[i] + r0 * rl;
         if (bytes) LCX_TRY(to_packed ? m->be->copy_d2d(m->x, packed + at, p, bytes)
@@ -132,13 +159,11 @@ typedef struct zero_scratch {
 
 static lcx_status scratch_init(lcx_model *m, zero_scratch *s) {
     uint64_t mx_all = 0, mx_d = 0;
-    for (size_t i0 = 0; i0 < m->tab.n;) {
-        size_t i1 = batch_end(m, i0);
-        uint64_t all = 0, mine = batch_elems(m, i0, i1, m->zero_rank);
-        for (int q = 0; q < m->zero_size; q++) all += batch_elems(m, i0, i1, q);
+    for (zero_batch b = {0, 0, 0, 1}; batch_next(m, &b);) {
+        uint64_t all = 0, mine = batch_elems(m, &b, m->zero_rank);
+        for (int q = 0; q < m->zero_size; q++) all += batch_elems(m, &b, q);
         if (all > mx_all) mx_all = all;
         if (mine * (uint64_t)m->zero_size > mx_d) mx_d = mine * (uint64_t)m->zero_size;
-        i0 = i1;
     }
     uint64_t mx = mx_all > mx_d ? mx_all : mx_d;
     s->a = s->b = NULL;
@@ -158,22 +183,22 @@ static lcx_status scratch_free(lcx_model *m, zero_scratch *s, lcx_status st) {
     return st;
 }
 
-static lcx_status rs_batch(lcx_model *m, zero_scratch *s, size_t i0, size_t i1) {
+static lcx_status rs_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) {
     const int D = m->zero_size, me = m->zero_rank;
     lcx_comm *g = m->zero;
-    const uint64_t mine = batch_elems(m, i0, i1, me);
+    const uint64_t mine = batch_elems(m, bt, me);
     uint64_t at = 0, my_at = 0;
     for (int q = 0; q < D; q++) { /* a = the gradients' rows of rank 0, then rank 1, ... */
         if (q == me) my_at = at;
-        LCX_TRY(pack(m, m->grads, i0, i1, q, s->a + at, 1));
-        at += batch_elems(m, i0, i1, q);
+        LCX_TRY(pack(m, m->grads, bt, q, s->a + at, 1));
+        at += batch_elems(m, bt, q);
     }
     LCX_TRY(m->be->sync(m->x));
     int nr = 0;
     lcx_status st = LCX_OK;
     at = 0;
     for (int q = 0; q < D && st == LCX_OK; q++) {
-        uint64_t nq = batch_elems(m, i0, i1, q);
+        uint64_t nq = batch_elems(m, bt, q);
         if (q != me && mine)
             st = lcx_comm_irecv(g, m->x, s->b + (uint64_t)q * mine, (int64_t)mine, LCX_F32, q, ZERO_TAG_RS,
                                 &s->req[nr++]);
@@ -192,18 +217,14 @@ static lcx_status rs_batch(lcx_model *m, zero_scratch *s, size_t i0, size_t i1) 
         lcx_elementwise_args e = {LCX_F32, (int64_t)mine, 1.0f, s->b, src, s->b};
         LCX_TRY(m->be->add(m->x, &e));
     }
-    return pack(m, m->grads, i0, i1, me, s->b, 0);
+    return pack(m, m->grads, bt, me, s->b, 0);
 }
 
 lcx_status lcx_zero_reduce_scatter(lcx_model *m) {
     LCX_FAIL_IF(!m->zero, LCX_ERR_INVALID, "ZeRO-1: the model was built without opts.zero_comm");
     zero_scratch s;
     lcx_status st = scratch_init(m, &s);
-    for (size_t i0 = 0; i0 < m->tab.n && st == LCX_OK;) {
-        size_t i1 = batch_end(m, i0);
-        st = rs_batch(m, &s, i0, i1);
-        i0 = i1;
-    }
+    for (zero_batch b = {0, 0, 0, 1}; st == LCX_OK && batch_next(m, &b);) st = rs_batch(m, &s, &b);
     if (st != LCX_OK) st = lcx_fail_context(st, "ZeRO-1 reduce-scatter (rank %d of %d): ", m->zero_rank, m->zero_size);
     return scratch_free(m, &s, st);
 }
@@ -244,17 +265,17 @@ lcx_status lcx_zero_sqnorm(lcx_model *m, double *sq) {
     return lcx_dp_sum_f64(m->zero, &mine, 1, 0, sq, &failed); /* rank order: the same double on every rank */
 }
 
-static lcx_status ag_batch(lcx_model *m, zero_scratch *s, size_t i0, size_t i1) {
+static lcx_status ag_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) {
     const int D = m->zero_size, me = m->zero_rank;
     lcx_comm *g = m->zero;
-    const uint64_t mine = batch_elems(m, i0, i1, me);
-    LCX_TRY(pack(m, m->master, i0, i1, me, s->a, 1));
+    const uint64_t mine = batch_elems(m, bt, me);
+    LCX_TRY(pack(m, m->master, bt, me, s->a, 1));
     LCX_TRY(m->be->sync(m->x));
     int nr = 0;
     lcx_status st = LCX_OK;
     uint64_t at = 0;
     for (int q = 0; q < D && st == LCX_OK; q++) {
-        uint64_t nq = batch_elems(m, i0, i1, q);
+        uint64_t nq = batch_elems(m, bt, q);
         if (q != me && nq)
             st = lcx_comm_irecv(g, m->x, s->b + at, (int64_t)nq, LCX_F32, q, ZERO_TAG_AG, &s->req[nr++]);
         if (st == LCX_OK && q != me && mine)
@@ -266,8 +287,8 @@ static lcx_status ag_batch(lcx_model *m, zero_scratch *s, size_t i0, size_t i1) 
     LCX_TRY(st);
     at = 0;
     for (int q = 0; q < D; q++) {
-        if (q != me) LCX_TRY(pack(m, m->master, i0, i1, q, s->b + at, 0));
-        at += batch_elems(m, i0, i1, q);
+        if (q != me) LCX_TRY(pack(m, m->master, bt, q, s->b + at, 0));
+        at += batch_elems(m, bt, q);
     }
     return LCX_OK;
 }
@@ -276,11 +297,7 @@ lcx_status lcx_zero_all_gather(lcx_model *m) {
     LCX_FAIL_IF(!m->zero, LCX_ERR_INVALID, "ZeRO-1: the model was built without opts.zero_comm");
     zero_scratch s;
     lcx_status st = scratch_init(m, &s);
-    for (size_t i0 = 0; i0 < m->tab.n && st == LCX_OK;) {
-        size_t i1 = batch_end(m, i0);
-        st = ag_batch(m, &s, i0, i1);
-        i0 = i1;
-    }
+    for (zero_batch b = {0, 0, 0, 1}; st == LCX_OK && batch_next(m, &b);) st = ag_batch(m, &s, &b);
     if (st != LCX_OK) st = lcx_fail_context(st, "ZeRO-1 all-gather (rank %d of %d): ", m->zero_rank, m->zero_size);
     st = scratch_free(m, &s, st);
     LCX_TRY(st);

@@ -5,7 +5,9 @@
  *     norm's partial sums by the ZeRO-1 rows of each rank too;
  *   - master weights and stored parameters bit-identical, on every rank;
  *   - every rank's moments equal the unsharded model's rows (lcx_model_moment_rows), bit for bit;
- *   - moment bytes about 1/4; the unsharded public optimizer step and a step over another group are refused. */
+ *   - moment bytes about 1/4; the unsharded public optimizer step and a step over another group are refused;
+ *   - the same with exchange batches of 100 and 777 elements (lcx_zero_set_chunk), so that parameters larger than a
+ *     batch go in windows of their rows. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -125,6 +127,12 @@ int main(void) {
     CHECK_OK(lcx_config_load(cfgp, &g_cfg));
     check(world, LCX_F32);
     check(world, LCX_BF16);
+    /* batches smaller than a parameter: every large one exchanged in windows of its rows, as an 8B embedding is */
+    lcx_zero_set_chunk(100);
+    check(world, LCX_F32);
+    lcx_zero_set_chunk(777);
+    check(world, LCX_BF16);
+    lcx_zero_set_chunk(0);
     lcx_config_free(&g_cfg);
     int64_t bad = test_failures_ ? 1 : 0;
     CHECK_OK(lcx_comm_all_reduce(world, NULL, &bad, &bad, 1, LCX_I64, LCX_COMM_MAX));
