@@ -345,6 +345,15 @@ int lcx_cli_sequence_parallel(const char *cmd, int on, int off, int64_t tp, int6
     return LCX_CLI_RUN;
 }
 
+int lcx_cli_zero1(const char *cmd, int on, int off, int64_t grad_ranks, int *zero1) {
+    if (on && off) return lcx_cli_usage_error(cmd, "flags --zero1 and --no-zero1: give one");
+    if (on && grad_ranks == 1)
+        return lcx_cli_usage_error(cmd, "flag --zero1: the AdamW moments are sharded over the CP x DP ranks, and "
+                                        "this layout has one (give --cp or --dp 2 or more, or --gpus N)");
+    if (on || off) *zero1 = on;
+    return LCX_CLI_RUN;
+}
+
 /* ---- the mesh of a training command ------------------------------------------------------------------------ */
 
 static void mesh_free(lcx_cli_mesh *mm) {

@@ -197,6 +197,11 @@ int lcx_cli_distribute_saved(const char *cmd, int on, int off, int64_t tp, int64
  * The same for lcx_plan_opts.sequence_parallel; also refused with --distribute-saved-activations (distributed:
  * that switch was given), which sequence parallelism covers. */
 int lcx_cli_sequence_parallel(const char *cmd, int on, int off, int64_t tp, int64_t gpus, int distributed, int *sp);
+/* ---- --zero1 / --no-zero1 of the planning commands ------------------------------------------------------------
+ * Sets *zero1 (lcx_plan_opts.zero1) to 1 or 0 when one was given, else leaves the planner's choice (-1). Both, or
+ * --zero1 where the gradient group has one rank (grad_ranks: CP x DP when known, 0 when the world decides): one
+ * line, exit 2. */
+int lcx_cli_zero1(const char *cmd, int on, int off, int64_t grad_ranks, int *zero1);
 
 /* ---- the mesh of a training command (docs/parallel.md "Data parallelism") ----------------------------------
  * lcx_cli_mesh_open: the world from the launcher (lcx_comm_world_init, once), the TP x CP x DP mesh (dp 0: the

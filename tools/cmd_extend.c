@@ -99,7 +99,7 @@ static void help(void) {
            "                       --no-distribute-saved-activations)\n"
            "  --sequence-parallel  with --tp: the residual stream and the norms split over TP by rows (Megatron's\n"
            "                       sequence parallelism; the same forward, less memory in every layer kept; with\n"
-           "                       --gpus or --memory the planner tries both unless --no-sequence-parallel)\n"
+           "                       --gpus the search tries both unless --no-sequence-parallel)\n"
            "  --keep N             checkpoints kept (default 2, 0 = all)\n"
            "  --quiet              no per-step lines on stdout\n"
            "  --peak-tflops X      the device's peak TFLOP/s (e.g. 989: an H100's dense bf16): each metrics line\n"
@@ -118,7 +118,8 @@ static void help(void) {
            "                       evaluations run on the C ranks of DP rank 0; the before/after evaluation\n"
            "                       (and passkey) on rank 0 alone\n"
            "  --zero1              shard the AdamW moments over the C x D ranks (ZeRO-1): each holds 1/(CD) of them;\n"
-           "                       the same numbers as without it; every rank writes its checkpoint pieces\n"
+           "                       the same numbers as without it; every rank writes its checkpoint pieces. With\n"
+           "                       --gpus on wherever C x D > 1 unless --no-zero1\n"
            "  --tp T               tensor-parallel ranks (default 1): every stage's model holds 1/T of the heads,\n"
            "                       the MLP and the vocabulary on each rank (T divides the query heads and the MLP;\n"
            "                       KV heads fewer than T are replicated); the stage evaluations run on every TP\n"
@@ -140,7 +141,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     double peak_tflops = 0;
     int n_data = 0, n_data_w = 0;
     int override_lr = 0, distribute = 0, whole = 0, sp = 0, no_sp = 0;
-    int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
+    int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, no_zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
     int needles = 1, stage_passkey = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
@@ -156,6 +157,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_SWITCH("--gguf", gguf),
         LCX_FLAG_SWITCH("--quiet", quiet),
         LCX_FLAG_SWITCH("--zero1", zero1),
+        LCX_FLAG_SWITCH("--no-zero1", no_zero1),
         /* the text too: the default run directory is named after it */
         {.name = "--to", .kind = LCX_CLI_LENGTH, .to.length = &po.target, .lo = 1, .hi = INT64_C(1) << 34,
          .text = &to},
@@ -210,6 +212,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     if ((stop = lcx_cli_sequence_parallel(CMD, sp, no_sp, tp_given, gpus, distribute, &po.sequence_parallel)) !=
         LCX_CLI_RUN)
         return stop;
+    if ((stop = lcx_cli_zero1(CMD, zero1, no_zero1, 0, &po.zero1)) != LCX_CLI_RUN) return stop;
     if (method) {
         if (lcx_rope_method_parse(method, &po.method) != LCX_OK)
             return lcx_cli_usage_error(CMD, "flag --method: %s", lcx_last_error());
@@ -285,7 +288,7 @@ int lcx_cmd_extend(int argc, char **argv) {
     o.keep = keep;
     o.quiet = quiet;
     o.peak_tflops = peak_tflops;
-    o.ranks = lcx_cli_mesh_ranks(&mesh, zero1);
+    o.ranks = lcx_cli_mesh_ranks(&mesh, 0); /* ZeRO-1: the plan's (po.zero1), extend_stage.c */
     /* --quiet silences training's step lines and progress inside the library; the run's notes always print */
     lcx_terminal term;
     lcx_reporter rep = lcx_cli_reporter(&term, 0);

@@ -55,6 +55,9 @@ static void help(void) {
            "  --sequence-parallel the residual stream and the norms split over TP by rows, Megatron's sequence\n"
            "                      parallelism (docs/parallel.md). Default with TP and --memory or --gpus: tried as\n"
            "                      the distribution is; --no-sequence-parallel: never\n"
+           "  --zero1             shard the AdamW moments over the CP x DP ranks (ZeRO-1; docs/parallel.md): each\n"
+           "                      holds 1/(CP x DP) of them. Default with --memory or --gpus: on wherever CP x DP\n"
+           "                      > 1 (it costs no time in the throughput model); --no-zero1: never\n"
            "  --json              print one JSON object instead of the table\n"
            "  --help              this help\n"
            "\n"
@@ -69,7 +72,7 @@ static void help(void) {
 
 int lcx_cmd_plan(int argc, char **argv) {
     const char *path = NULL, *recipe = "yarn-x2", *method = NULL;
-    int as_json = 0, fp32 = 0, distribute = 0, whole = 0, sp = 0, no_sp = 0;
+    int as_json = 0, fp32 = 0, distribute = 0, whole = 0, sp = 0, no_sp = 0, zero1 = 0, no_zero1 = 0;
     uint64_t memory = 0, host_memory = 0;
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
@@ -81,6 +84,8 @@ int lcx_cmd_plan(int argc, char **argv) {
         LCX_FLAG_SWITCH("--no-distribute-saved-activations", whole),
         LCX_FLAG_SWITCH("--sequence-parallel", sp),
         LCX_FLAG_SWITCH("--no-sequence-parallel", no_sp),
+        LCX_FLAG_SWITCH("--zero1", zero1),
+        LCX_FLAG_SWITCH("--no-zero1", no_zero1),
         LCX_FLAG_LENGTH("--to", o.target, 1, INT64_C(1) << 34),
         LCX_FLAG_STR("--recipe", recipe),
         LCX_FLAG_STR("--method", method),
@@ -102,6 +107,9 @@ int lcx_cmd_plan(int argc, char **argv) {
     if ((stop = lcx_cli_distribute_saved(CMD, distribute, whole, o.tp, o.gpus, &o.distribute_saved)) != LCX_CLI_RUN)
         return stop;
     if ((stop = lcx_cli_sequence_parallel(CMD, sp, no_sp, o.tp, o.gpus, distribute, &o.sequence_parallel)) !=
+        LCX_CLI_RUN)
+        return stop;
+    if ((stop = lcx_cli_zero1(CMD, zero1, no_zero1, o.gpus ? 0 : (o.cp ? o.cp : 1) * (o.dp ? o.dp : 1), &o.zero1)) !=
         LCX_CLI_RUN)
         return stop;
     if (memory) o.mem_budget = (double)memory;

@@ -128,7 +128,7 @@ static lcx_status stage_model(extend_job *job, int i, int first) {
     mo.mlp_chunk = job->plan->opts.mlp_tile;
     mo.distribute_saved = job->plan->distributes; /* the plan's (chosen, or --distribute-saved-activations) */
     mo.sequence_parallel = job->plan->seq_parallel; /* the plan's (chosen, or --sequence-parallel) */
-    mo.zero_comm = job->o->ranks.zero1 ? job->grp.g : NULL; /* ZeRO-1: this rank's rows of the moments */
+    mo.zero_comm = job->plan->zero1 ? job->grp.g : NULL; /* ZeRO-1 (the plan's): this rank's rows of the moments */
     mo.backend = job->o->backend;
     LCX_TRY(lcx_model_init(&job->m, &job->scfg, &mo));
     lcx_train_state ls;
@@ -198,7 +198,7 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     lcx_model_free(job->m);
     job->m = NULL;
     LCX_TRY(stage_model(job, i, first));
-    char cp_text[128] = "";
+    char cp_text[192] = "";
     if (job->grp.cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", job->grp.cp,
                            (long long)(ps->seq_len / job->grp.cp));
     if (job->grp.tpc)
@@ -206,6 +206,9 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
                  lcx_model_sequence_parallel(job->m)    ? " (sequence parallel)"
                  : lcx_model_distributes_saved(job->m) ? " (saved activations distributed)"
                                                        : "");
+    if (lcx_model_moment_shards(job->m) > 1)
+        snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", ZeRO-1 over %d ranks",
+                 lcx_model_moment_shards(job->m));
     lcx_report(job->r, LCX_REPORT_NOTE,
                "stage %d/%d: seq %lld%s, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens", i + 1,
                p->n_stages, (long long)ps->seq_len, cp_text, lcx_rope_method_name(ps->method),

@@ -41,7 +41,7 @@ void lcx_train_run_options_default(lcx_train_run_options *o) {
 /* --policy auto: the planner's per-layer split (lcx_plan_step_policies) of the model in `from` (a checkpoint, or
  * o->config) for this run's local tokens, layout, dtypes and budgets; *out [layers] (heap). The estimate counts the
  * arena of the backend the run uses. */
-static lcx_status auto_policies(const lcx_train_run_options *o, const char *from, int tp, int cp,
+static lcx_status auto_policies(const lcx_train_run_options *o, const char *from, int tp, int cp, int zero_shards,
                                 const lcx_reporter *r, lcx_act_policy **out) {
     lcx_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -60,6 +60,7 @@ static lcx_status auto_policies(const lcx_train_run_options *o, const char *from
     pm.tp = tp, pm.cp = cp, pm.weight_bytes = o->param_dtype == LCX_BF16 ? 2 : 4;
     pm.act_bytes = (int)lcx_act_size(o->act_dtype), pm.mlp_tile = o->mlp_tile, pm.distribute = o->distribute_saved;
     pm.sequence_parallel = o->sequence_parallel;
+    pm.zero_shards = zero_shards;
     pm.loss_chunk = 256; /* the model's default */
     lcx_mem_set_op_ws(&pm, !o->backend || o->backend == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA);
     lcx_plan_opts po;
@@ -195,7 +196,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     /* --policy auto: every rank plans the same split, before anything is created */
     if (o->policy == LCX_ACT_AUTO)
-        LCX_TRY_GOTO(auto_policies(o, latest ? latest : o->ckpt, tp, cp, r, &layer_pol), done);
+        LCX_TRY_GOTO(auto_policies(o, latest ? latest : o->ckpt, tp, cp, o->ranks.zero1 && g ? g->size : 1, r, &layer_pol), done);
     if (lead && !lcx_is_dir(o->out) && mkdir(o->out, 0777) != 0)
         LCX_FAIL_GOTO(1, LCX_ERR_IO, done, "%s: cannot create the run directory", o->out);
 
@@ -335,7 +336,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         LCX_TRY_GOTO(lcx_comm_agree(all, LCX_OK), done);
     }
     uint64_t n_params = lcx_model_params(m)->total_numel;
-    char dp_text[32] = "", cp_text[128] = "";
+    char dp_text[32] = "", cp_text[192] = "";
     if (grp.dp_size > 1) snprintf(dp_text, sizeof dp_text, "%d ranks x ", grp.dp_size);
     if (cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", cp, (long long)(o->seq_len / cp));
     if (tpc)
@@ -343,6 +344,9 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
                  lcx_model_sequence_parallel(m)    ? " (sequence parallel)"
                  : lcx_model_distributes_saved(m) ? " (saved activations distributed)"
                                                   : "");
+    if (lcx_model_moment_shards(m) > 1)
+        snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", ZeRO-1 over %d ranks",
+                 lcx_model_moment_shards(m));
     const int on_cpu = strcmp(be_name, "cpu") == 0; /* the device is worth a word only when it is not the CPU */
     lcx_report(r, LCX_REPORT_NOTE,
                "train: %s, %llu parameters, seq %lld%s, %s%lld x %lld sequences per step, %lld steps, lr %g (%s)%s%s",

@@ -85,7 +85,7 @@ static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t
     e->weights = P * w;
     e->grads = P * 4;
     e->master = w < 4 ? P * 4 : 0;
-    e->optimizer = P * 8;
+    e->optimizer = m->zero_shards > 1 ? P * 8 / (double)m->zero_shards : P * 8;
     double T = (double)seq_len * (double)micro_seqs / (double)m->cp; /* tokens per device per micro-batch */
     double H = (double)m->hidden, F = (double)m->ffn / (double)m->tp, C = mlp_rows(m, T);
     double Q = per_tp(m->heads, m->tp) * (double)m->head_dim, KV = per_tp(m->kv_heads, m->tp) * (double)m->head_dim;
@@ -112,6 +112,9 @@ static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t
     /* the offload device pool: prefetch depth + 2 = 3 slots (docs/model.md "Activation policy (per layer)") */
     e->workspace += 3 * T * slot;
     e->workspace += op_arena(m, T);
+    /* ZeRO-1's exchanges: a batch packed per destination and D x this rank's rows of it (src/model/model_zero.c),
+     * a batch being at most LCX_ZERO_CHUNK elements or the whole (small) model */
+    if (m->zero_shards > 1) e->workspace += 2.0 * 4 * fmin((double)LCX_ZERO_CHUNK, P);
     double chunk = (double)(m->loss_chunk < T ? m->loss_chunk : (int64_t)T);
     e->logits = chunk * per_tp(m->vocab, m->tp) * 4;
     if (m->cp > 1) e->cp_buffers = 8.0 * T * per_tp(m->kv_heads, m->tp) * (double)m->head_dim * m->act_bytes;
@@ -192,7 +195,7 @@ double lcx_config_flops_per_token(const lcx_model_config *cfg, int64_t seq_len) 
 
 /* ---- options ------------------------------------------------------------------------------------------------ */
 /* plan.h; distribute_saved, sequence_parallel -1: decided by the planner where it can (a search, or a budget with
- * TP) */
+ * TP); zero1 -1: on with a budget */
 void lcx_plan_opts_default(lcx_plan_opts *o) {
     memset(o, 0, sizeof *o);
     o->tp = o->cp = o->dp = 1;
@@ -204,6 +207,7 @@ void lcx_plan_opts_default(lcx_plan_opts *o) {
     o->host_bytes_s = 25e9;
     o->distribute_saved = -1;
     o->sequence_parallel = -1;
+    o->zero1 = -1;
 }
 
 /* ---- throughput model (docs/plan.md "Throughput model") ---------------------------------------------------- */
@@ -688,6 +692,8 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
     p->model.distribute = o->distribute_saved == 1;
     p->model.sequence_parallel = o->sequence_parallel == 1;
     p->seq_parallel = seq_parallel(&p->model);
+    p->zero1 = o->zero1 == 1 && o->cp * o->dp > 1;
+    p->model.zero_shards = p->zero1 ? o->cp * o->dp : 1;
     lcx_mem_set_op_ws(&p->model, o->backend);
     p->current_context = lcx_rope_implied_context(cfg);
     {
@@ -780,13 +786,14 @@ static const char *layout_str(const lcx_plan_candidate *c, char *buf, size_t cap
     return buf;
 }
 
-/* "loss chunk C, MLP tile N[, saved activations distributed][, sequence parallel]" (tile "none": the whole
- * micro-batch at once). */
+/* "loss chunk C, MLP tile N[, saved activations distributed][, sequence parallel][, ZeRO-1]" (tile "none": the
+ * whole micro-batch at once). */
 static const char *knobs_str(const lcx_plan_candidate *c, char *buf, size_t cap) {
     if (c->mlp_tile > 0) snprintf(buf, cap, "loss chunk %lld, MLP tile %lld", (long long)c->loss_chunk, (long long)c->mlp_tile);
     else snprintf(buf, cap, "loss chunk %lld, MLP tile none", (long long)c->loss_chunk);
     if (c->distribute) snprintf(buf + strlen(buf), cap - strlen(buf), ", saved activations distributed");
     if (c->sequence_parallel) snprintf(buf + strlen(buf), cap - strlen(buf), ", sequence parallel");
+    if (c->zero1) snprintf(buf + strlen(buf), cap - strlen(buf), ", ZeRO-1");
     return buf;
 }
 
@@ -862,6 +869,7 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
         t.mlp_tile = oc.mlp_tile;
         t.distribute = p->distributes; /* in effect: some layer recomputes */
         t.sequence_parallel = p->seq_parallel;
+        t.zero1 = p->zero1;
         /* the run's peak per device: training, or the before/after evaluation on the TP x CP group where it needs
          * more (a long window in float32: it decides at small TP and CP) */
         t.peak = p->eval.total > p->peak_memory ? p->eval.total : p->peak_memory;
@@ -881,8 +889,8 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
     const lcx_plan_candidate *ch = &s->cand[s->chosen];
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
              "search: %d layout%s of %lld device%s (TP x CP x DP), %d meet%s the layout rules, %d fit%s %s per device; "
-             "loss chunk %s; MLP tile %s; activations %s; saved activations %s; sequence parallelism %s; per-layer "
-             "policy of auto stages from recompute+offload/recompute/offload/keep",
+             "loss chunk %s; MLP tile %s; activations %s; saved activations %s; sequence parallelism %s; ZeRO-1 %s; "
+             "per-layer policy of auto stages from recompute+offload/recompute/offload/keep",
              s->n_candidates, s->n_candidates == 1 ? "" : "s", (long long)s->gpus, s->gpus == 1 ? "" : "s", s->n_valid,
              s->n_valid == 1 ? "s" : "", s->n_fit, s->n_fit == 1 ? "s" : "", human_bytes(budget, b1, sizeof b1),
              o->loss_chunk > 0 ? "as given" : "4096, 1024 or 256", o->mlp_tile > 0 ? "as given" : "none, 4096 or 1024",
@@ -890,7 +898,8 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
              o->distribute_saved < 0 ? "whole or distributed over TP"
              : o->distribute_saved  ? "distributed over TP (where TP > 1 and a layer recomputes)"
                                     : "whole",
-             o->sequence_parallel < 0 ? "off or on" : o->sequence_parallel ? "on (where TP > 1)" : "off");
+             o->sequence_parallel < 0 ? "off or on" : o->sequence_parallel ? "on (where TP > 1)" : "off",
+             o->zero1 ? "on (where CP x DP > 1)" : "off");
     const lcx_plan_cost *k = &p->cost;
     double tot = k->total > 0 ? k->total : 1;
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
@@ -1008,11 +1017,16 @@ static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, 
     return LCX_OK;
 }
 
-lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o, lcx_plan **out) {
+lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *in,
+                          lcx_plan **out) {
     /* both on leaves split_modes nothing to try, with or without a search */
-    LCX_FAIL_IF(o->distribute_saved == 1 && o->sequence_parallel == 1, LCX_ERR_INVALID,
+    LCX_FAIL_IF(in->distribute_saved == 1 && in->sequence_parallel == 1, LCX_ERR_INVALID,
                 "plan: sequence parallelism already splits every layer's input over TP: distributed saved "
                 "activations are for TP without it");
+    /* ZeRO-1 is not tried both ways: in the throughput model it costs nothing, and it only ever frees memory */
+    lcx_plan_opts oz = *in;
+    if (oz.zero1 < 0) oz.zero1 = in->mem_budget > 0;
+    const lcx_plan_opts *o = &oz;
     if (o->gpus > 0) return plan_search(cfg, r, o, out);
     int modes[3][2], n = split_modes(o, o->tp, modes);
     if (n == 1 || !(o->mem_budget > 0)) { /* nothing to choose: as given, -1 off */
@@ -1127,7 +1141,8 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
     fprintf(f, "recipe:  %s (%s)\n", p->recipe_name, p->recipe_label);
     if (p->opts.has_method) fprintf(f, "method:  %s (--method, overrides the recipe)\n", lcx_rope_method_name(p->opts.method));
     lcx_plan_candidate knobs = {.loss_chunk = p->opts.loss_chunk, .mlp_tile = p->opts.mlp_tile,
-                                .distribute = p->distributes, .sequence_parallel = p->seq_parallel};
+                                .distribute = p->distributes, .sequence_parallel = p->seq_parallel,
+                                .zero1 = p->zero1};
     fprintf(f, "layout:  TP %" PRId64 " x CP %" PRId64 " x DP %" PRId64 ", weights %s, activations %s; %s; budget %s; "
                "throughput %s\n",
             p->opts.tp, p->opts.cp, p->opts.dp, p->opts.weight_bytes == 2 ? "bf16 (+fp32 master)" : "fp32",
@@ -1175,10 +1190,12 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
         if (s->long_doc_tokens && s->long_doc_repeat > 1)
             fprintf(f, "; documents of %s+ tokens drawn %" PRId64 "x",
                     lcx_format_length(s->long_doc_tokens, b1, sizeof b1), s->long_doc_repeat);
-        fprintf(f, "; attention factor %.6g; memory: weights %s, grads %s, master %s, adam %s, activations %s, "
+        char zs[32] = "";
+        if (p->zero1) snprintf(zs, sizeof zs, " (1/%" PRId64 ", ZeRO-1)", m->zero_shards);
+        fprintf(f, "; attention factor %.6g; memory: weights %s, grads %s, master %s, adam %s%s, activations %s, "
                    "workspace %s, logits %s",
                 s->attn_factor, human_bytes(s->mem.weights, b1, sizeof b1), human_bytes(s->mem.grads, b2, sizeof b2),
-                human_bytes(s->mem.master, b3, sizeof b3), human_bytes(s->mem.optimizer, b4, sizeof b4),
+                human_bytes(s->mem.master, b3, sizeof b3), human_bytes(s->mem.optimizer, b4, sizeof b4), zs,
                 human_bytes(s->mem.activations, b5, sizeof b5), human_bytes(s->mem.workspace, b6, sizeof b6),
                 human_bytes(s->mem.logits, b7, sizeof b7));
         if (s->mem.cp_buffers > 0) fprintf(f, ", ring %s", human_bytes(s->mem.cp_buffers, b2, sizeof b2));
@@ -1233,6 +1250,7 @@ static json_t *candidate_json(const lcx_plan_candidate *c, int *ok) {
     put(j, "mlp_tile", c->valid && c->mlp_tile ? json_integer(c->mlp_tile) : json_null(), ok);
     put(j, "distribute_saved", c->valid ? json_boolean(c->distribute) : json_null(), ok);
     put(j, "sequence_parallel", c->valid ? json_boolean(c->sequence_parallel) : json_null(), ok);
+    put(j, "zero1", c->valid ? json_boolean(c->zero1) : json_null(), ok);
     put(j, "peak_memory", c->valid ? json_real(c->peak) : json_null(), ok);
     put(j, "host_memory", c->valid ? json_real(c->host_peak) : json_null(), ok);
     put(j, "tokens_per_s", c->fits ? json_real(c->tokens_per_s) : json_null(), ok);
@@ -1281,6 +1299,7 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(lay, "mlp_tile", p->opts.mlp_tile > 0 ? json_integer(p->opts.mlp_tile) : json_null(), &ok);
         put(lay, "distribute_saved", json_boolean(p->distributes), &ok);
         put(lay, "sequence_parallel", json_boolean(p->seq_parallel), &ok);
+        put(lay, "zero1", json_boolean(p->zero1), &ok);
         put(lay, "memory_budget", p->opts.mem_budget > 0 ? json_real(p->opts.mem_budget) : json_null(), &ok);
         put(lay, "tokens_per_s", p->opts.tokens_per_s > 0 ? json_real(p->opts.tokens_per_s) : json_null(), &ok);
     }

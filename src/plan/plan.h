@@ -40,6 +40,8 @@ typedef struct lcx_mem_model {
                                stores 1/TP of its input, one shared [T, H] buffer holds it whole */
     int sequence_parallel;  /* sequence parallelism (with TP > 1; docs/parallel.md): the residual stream, the norms
                                and their outputs 1/TP of the rows; three [T, H] buffers hold whole rows */
+    int64_t zero_shards;    /* ZeRO-1 (docs/parallel.md "Data parallelism"): the ranks the AdamW moments are sharded
+                               over, the gradient group CP x DP; 0 or 1 = every rank holds them all */
 } lcx_mem_model;
 
 /* cfg's dimensions (layers, hidden, ffn, heads, kv heads, head_dim, vocab) and n_params, TP = CP = 1; every other
@@ -51,9 +53,10 @@ typedef enum lcx_mem_backend { LCX_MEM_CUDA = 0, LCX_MEM_CPU } lcx_mem_backend;
 
 /* Bytes per device, i.e. per rank: each device runs one rank of TP x CP x DP (docs/plan.md "Memory"). */
 typedef struct lcx_mem_estimate {
-    double weights, grads, master, optimizer; /* P/TP x (w, 4, 4 if w < 4, 8) */
+    double weights, grads, master, optimizer; /* P/TP x (w, 4, 4 if w < 4, 8 / ZeRO-1's shards) */
     double activations;     /* stored for backward, all layers by policy + embedding/final norm */
-    double workspace;       /* the backward's temporaries (+ the recompute scratch, + the offload device pool) */
+    double workspace;       /* the backward's temporaries (+ the recompute scratch, + the offload device pool,
+                               + ZeRO-1's exchange scratch) */
     double logits;          /* one loss chunk: chunk x V/TP x 4 (its gradient is written in place) */
     double cp_buffers;      /* ring attention K/V (+ dK/dV) double buffers, CP > 1 */
     double total;           /* sum of the above */
@@ -114,6 +117,11 @@ typedef struct lcx_plan_opts {
                                   (gpus > 0) and by lcx_plan_build with a budget and TP > 1; else off */
     int sequence_parallel;     /* sequence parallelism (docs/parallel.md; TP > 1 only; excludes distribute_saved):
                                   1 on, 0 off, -1 (lcx_plan_opts_default's) tried where distribute_saved is */
+    int zero1;                 /* ZeRO-1, the AdamW moments sharded over the gradient group CP x DP (in effect where
+                                  it has more than one rank): 1 on, 0 off, -1 (lcx_plan_opts_default's) on wherever
+                                  the planner decides (a memory budget, with or without a search): it costs no
+                                  predicted time (its reduce-scatter and all-gather move what the gradient sum
+                                  does) and saves 8 (1 - 1/(CP x DP)) bytes a parameter per device */
 } lcx_plan_opts;
 void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, no search, model rates */
 
@@ -129,6 +137,7 @@ typedef struct lcx_plan_candidate {
     int64_t tp, cp, dp, loss_chunk, mlp_tile; /* mlp_tile 0: no tiling */
     int distribute;            /* distributed saved activations (TP > 1) */
     int sequence_parallel;     /* sequence parallelism (TP > 1) */
+    int zero1;                 /* ZeRO-1 in effect (CP x DP > 1) */
     int valid;                 /* the layout rules hold and the plan builds */
     int fits;                  /* every stage fits the budget (device and host) */
     double peak;               /* the plan's peak bytes per device (with the least-memory policies when !fits) */
@@ -257,6 +266,7 @@ typedef struct lcx_plan {
     int distributes;               /* distributed saved activations in effect: TP > 1, model.distribute and a
                                       stage that recomputes a layer (what the stages' models then do) */
     int seq_parallel;              /* sequence parallelism in effect: TP > 1 and model.sequence_parallel */
+    int zero1;                     /* ZeRO-1 in effect: opts.zero1 (resolved) and CP x DP > 1; model.zero_shards */
     int searching;                 /* internal: a search candidate (auto stages get the searched policies) */
 } lcx_plan;
 

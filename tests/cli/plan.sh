@@ -177,7 +177,7 @@ set -- $lay
 check "search: TP $1 x CP $2 x DP $3 = 8 devices" [ "$(( $1 * $2 * $3 ))" -eq 8 ]
 check "search: TP $1 divides 32 heads, 8 kv heads and 14336" [ $((32 % $1 + 8 % $1 + 14336 % $1)) -eq 0 ]
 check "search: 2 CP divides 128k" [ $((131072 % (2 * $2))) -eq 0 ]
-check "search: the chosen line names the layout" grep -q "^chosen: TP $1 x CP $2 x DP $3, loss chunk [0-9]*, MLP tile [a-z0-9]*[a-z ,]*: predicted .* tokens/s, peak .* GiB per device" "$tmp/out"
+check "search: the chosen line names the layout" grep -q "^chosen: TP $1 x CP $2 x DP $3, loss chunk [0-9]*, MLP tile [a-z0-9]*[a-zA-Z0-9 ,-]*: predicted .* tokens/s, peak .* GiB per device" "$tmp/out"
 check "search: a runner-up" grep -q "^runner-up: TP [0-9]* x CP [0-9]* x DP [0-9]*, .* slower" "$tmp/out"
 peak=$(grep -o 'peak memory [0-9.]* GiB per device' "$tmp/out" | grep -o '[0-9.]*')
 check "search: peak $peak GiB <= 80 GiB" awk -v p="$peak" 'BEGIN { exit !(p > 0 && p <= 80) }'
@@ -216,7 +216,7 @@ w = json.load(open('$tmp/whole.json'))['stages'][-1]['memory']
 d = json.load(open('$tmp/out'))['stages'][-1]['memory']
 saved, extra = w['activations'] - d['activations'], d['workspace'] - w['workspace']
 sys.exit(not (extra > 0 and abs(saved - 16 * extra) <= 1e-9 * saved and w['total'] - d['total'] == saved - extra))"
-run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 1GB --no-sequence-parallel
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 1GB --no-sequence-parallel --no-zero1
 check "search, 1 GB of host memory: distributed chosen" grep -q "^chosen: .*, saved activations distributed:" "$tmp/out"
 check "search, 1 GB of host memory: said tried" grep -q "saved activations whole or distributed over TP" "$tmp/out"
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 1GB --no-distribute-saved-activations \
@@ -225,19 +225,20 @@ check "search --no-distribute-saved-activations: said" grep -q "saved activation
 check "search --no-distribute-saved-activations: never chosen" bash -c "! grep -q 'activations distributed' '$tmp/out'"
 # a budget with TP and no search: the faster of the plans that fit; 8B to 128k at TP 8 x CP 4 fits 25 GB
 # only with the inputs distributed or sequence parallel (every layer recomputing needs more than 25 GB with them
-# whole)
-run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-sequence-parallel
+# whole), with the moments whole (--no-zero1: ZeRO-1 over CP 4 frees 2.6 GiB, below)
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-sequence-parallel --no-zero1
 check "--memory 25G: fits, distributed ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ] && \
     grep -q "^layout:  TP 8 x CP 4 .*saved activations distributed" "$tmp/out"
-run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-distribute-saved-activations --no-sequence-parallel
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-distribute-saved-activations --no-sequence-parallel \
+    --no-zero1
 check "--memory 25G, rows whole: does not fit" [ "$(rc)" -eq 1 ] && \
     grep -q "stage 128k needs .* (0 keep, 32 recompute, .* CP 4), above the budget 25.00 GiB" "$tmp/err"
-run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-distribute-saved-activations
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-distribute-saved-activations --no-zero1
 check "--memory 25G --no-distribute-saved-activations: fits, sequence parallel" [ "$(rc)" -eq 0 ] && \
     grep -q "^layout:  TP 8 x CP 4 .*MLP tile none, sequence parallel;" "$tmp/out"
-run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 20G --no-sequence-parallel
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 20G --no-sequence-parallel --no-zero1
 check "--memory 20G: the smaller need, distributed" grep -q "CP 4, saved activations distributed over TP), above" "$tmp/err"
-run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 20G
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 20G --no-zero1
 check "--memory 20G, sequence parallelism tried: the smaller need, sequence parallel" \
     grep -q "CP 4, sequence parallel), above" "$tmp/err"
 run plan "$l8b" --to 128k --tp 8 --sequence-parallel --no-sequence-parallel
@@ -255,6 +256,41 @@ import json, sys
 w = json.load(open('$tmp/whole.json'))['stages'][-1]['memory']
 q = json.load(open('$tmp/out'))['stages'][-1]['memory']
 sys.exit(not (q['activations'] < w['activations'] and q['workspace'] > w['workspace'] and q['total'] < w['total']))"
+# ZeRO-1 (docs/parallel.md "Data parallelism"): the AdamW moments sharded over CP x DP; on with a budget, off
+# without one unless --zero1; 1/(CP x DP) of the moments plus the exchange scratch, 2 x 2^22 floats
+run plan "$l8b" --to 128k --tp 2 --cp 4 --json
+check "no budget: ZeRO-1 off" bash -c "tr -d ' \n' <'$tmp/out' | grep -q '\"zero1\":false'"
+cp "$tmp/out" "$tmp/z0.json"
+run plan "$l8b" --to 128k --tp 2 --cp 4 --json --zero1
+check "--zero1: in the layout" bash -c "tr -d ' \n' <'$tmp/out' | grep -q '\"zero1\":true'"
+check "--zero1: a quarter of the moments and 32 MiB of exchange scratch, nothing else" python3 -c "
+import json, sys
+w = json.load(open('$tmp/z0.json'))['stages'][-1]['memory']
+z = json.load(open('$tmp/out'))['stages'][-1]['memory']
+same = all(z[k] == w[k] for k in ('weights', 'grads', 'master', 'activations', 'logits', 'cp_buffers'))
+sys.exit(not (same and z['optimizer'] == w['optimizer'] / 4 and z['workspace'] - w['workspace'] == 2 * 4 * 2**22))"
+run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 25G --no-distribute-saved-activations --no-sequence-parallel
+check "--memory 25G, rows whole, ZeRO-1 by default: fits (it did not with the moments whole)" [ "$(rc)" -eq 0 ] && \
+    grep -q "^layout:  TP 8 x CP 4 .*MLP tile none, ZeRO-1;" "$tmp/out" && \
+    grep -q "adam [0-9.]* GiB (1/4, ZeRO-1)" "$tmp/out"
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --json
+cp "$tmp/out" "$tmp/sz.json"
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --json --no-zero1
+check "search: ZeRO-1 wherever CP x DP > 1, never with --no-zero1, and never slower" python3 -c "
+import json, sys
+z, n = json.load(open('$tmp/sz.json'))['search'], json.load(open('$tmp/out'))['search']
+ok = all(c['zero1'] == (c['cp'] * c['dp'] > 1) for c in z['candidates'] if c['valid'])
+ok &= all(c['zero1'] is False for c in n['candidates'] if c['valid'])
+ok &= z['predicted_tokens_per_s'] >= n['predicted_tokens_per_s']
+sys.exit(not ok)"
+run plan "$l8b" --to 128k --tp 2 --zero1
+check "--zero1 on one CP x DP rank: exit 2, says why, one line" [ "$(rc)" -eq 2 ] && \
+    grep -q "sharded over the CP x DP ranks, and this layout has one" "$tmp/err" && one_line_err
+run plan "$l8b" --to 128k --cp 2 --zero1 --no-zero1
+check "--zero1 --no-zero1: exit 2" [ "$(rc)" -eq 2 ] && grep -q "give one" "$tmp/err"
+run "$l8b" --to 128k --tp 2 --cp 2 --zero1 --dry-run
+check "main command --zero1 --dry-run: the layout line says so" [ "$(rc)" -eq 0 ] && \
+    grep -q "^layout:  TP 2 x CP 2 .*, ZeRO-1;" "$tmp/out"
 run plan "$l8b" --to 128k --tp 8 --distribute-saved-activations --no-distribute-saved-activations
 check "both flags: exit 2" [ "$(rc)" -eq 2 ] && grep -q "give one" "$tmp/err"
 run plan "$l8b" --to 128k --distribute-saved-activations

@@ -147,7 +147,7 @@ run "${args[@]}" --batch 2 --out "$tmp/one2" --quiet --export-hf "$tmp/one2-hf"
 check "one process, --batch 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 mpi 4 "${args[@]}" --out "$tmp/td" --tp 2 --dp 2 --zero1 --quiet --export-hf "$tmp/td-hf"
 check "mpirun -np 4 --tp 2 --dp 2 --zero1 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
-check "the header says TP 2 and 2 DP ranks" grep -q "seq 32, TP 2, 2 ranks x 1 x 1 sequences" "$tmp/out"
+check "the header says TP 2, ZeRO-1 and 2 DP ranks" grep -q "seq 32, TP 2, ZeRO-1 over 2 ranks, 2 ranks x 1 x 1 sequences" "$tmp/out"
 same_losses "$tmp/one2" "$tmp/td" "--tp 2 --dp 2 --zero1"
 ck="$tmp/td/checkpoints/s01-step000005"
 check "--tp 2 --dp 2 --zero1: layout tp 2, one data file per rank" [ "$(manifest_tp "$ck")" = 2 ] && \

@@ -45,5 +45,21 @@ check "extend --zero1: 4 step lines" [ "$(grep -c '"step"' "$tmp/e2/metrics.json
 check "extend --zero1: the same losses" [ "$(field "$tmp/e2/metrics.jsonl" loss)" = "$(field "$tmp/e1/metrics.jsonl" loss)" ]
 check "extend --zero1: the same exported weights" cmp -s "$tmp/e2/hf/model.safetensors" "$tmp/e1/hf/model.safetensors"
 
+# the main command's layout search (--gpus 2): DP 2 and ZeRO-1 chosen, and the run follows the plan
+mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e3" --quiet --gpus 2 \
+    --gpu-memory 1G
+check "extend --gpus 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "extend --gpus 2: the plan chose DP 2 with ZeRO-1" grep -q "^layout:  TP 1 x CP 1 x DP 2, .*, ZeRO-1;" "$tmp/out"
+check "extend --gpus 2: both stages shard the moments" [ "$(grep -c "^stage [12]/2: .*ZeRO-1 over 2 ranks" "$tmp/out")" -eq 2 ]
+mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e4" --quiet --gpus 2 \
+    --gpu-memory 1G --no-zero1
+check "extend --gpus 2 --no-zero1: not sharded" [ "$(rc)" -eq 0 ] && ! grep -q "ZeRO-1" "$tmp/out"
+check "extend --gpus 2: the same losses as --no-zero1" [ -s "$tmp/e3/metrics.jsonl" ] && \
+    [ "$(field "$tmp/e3/metrics.jsonl" loss)" = "$(field "$tmp/e4/metrics.jsonl" loss)" ]
+check "extend --gpus 2: the same exported weights as --no-zero1" \
+    cmp -s "$tmp/e3/hf/model.safetensors" "$tmp/e4/hf/model.safetensors"
+mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e5" --zero1 --no-zero1
+check "extend --zero1 --no-zero1: exit 2, one line" [ "$(rc)" -eq 2 ] && grep -q "give one" "$tmp/err"
+
 [ $fail -eq 0 ] && echo "train_zero: all checks passed"
 exit $fail

@@ -5,7 +5,7 @@
  *     norm's partial sums by the ZeRO-1 rows of each rank too;
  *   - master weights and stored parameters bit-identical, on every rank;
  *   - every rank's moments equal the unsharded model's rows (lcx_model_moment_rows), bit for bit;
- *   - moment bytes about 1/4; the unsharded public optimizer step and a step over another group are refused;
+ *   - moment bytes about 1/4, as the planner's memory model says; the unsharded public optimizer step and a step over another group are refused;
  *   - the same with exchange batches of 100 and 777 elements (lcx_zero_set_chunk), so that parameters larger than a
  *     batch go in windows of their rows. */
 #include <math.h>
@@ -17,6 +17,7 @@
 #include "src/comm/comm.h"
 #include "src/model/model.h"
 #include "src/model/model_state.h"
+#include "src/plan/plan.h"
 #include "test_util.h"
 
 #define STEPS 3
@@ -92,6 +93,21 @@ static void check(lcx_comm *world, lcx_dtype dt) {
     for (int r = 0; r < world->size; r++) CHECK_MSG(hs[r] == h, "rank %d's weights differ from rank %d's", r, me);
     lcx_model_memory mr = lcx_model_memory_of(ref), mz = lcx_model_memory_of(z);
     CHECK(mz.moments * 4 < mr.moments * 11 / 10 && mz.params == mr.params && mz.grads == mr.grads);
+    /* the planner's memory model (src/plan/plan.h): 8 bytes a parameter / D; the model rounds each parameter's
+     * share to whole rows (up to one row more) and 64 bytes */
+    lcx_mem_model pm = lcx_mem_model_of(&g_cfg, t->total_numel);
+    pm.weight_bytes = dt == LCX_BF16 ? 2 : 4, pm.act_bytes = 4, pm.loss_chunk = SEQ, pm.zero_shards = world->size;
+    lcx_act_policy keep[64];
+    for (int l = 0; l < 64; l++) keep[l] = LCX_ACT_KEEP;
+    lcx_mem_estimate e;
+    lcx_mem_estimate_compute(&pm, SEQ, 1, keep, &e);
+    double slack = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const lcx_shape *sh = &t->params[i].shape;
+        slack += 8.0 * (double)(sh->ndim >= 2 ? (uint64_t)t->params[i].numel / sh->dims[0] : 1) + 2 * 64;
+    }
+    CHECK_MSG(fabs((double)mz.moments - e.optimizer) <= slack,
+              "moments per rank %zu bytes, the planner's model %.0f (slack %.0f)", mz.moments, e.optimizer, slack);
     /* refused: the unsharded optimizer step, and a step without the group */
     lcx_step_result r;
     CHECK_FAILS(lcx_model_optimizer_step(z, &o, &r), LCX_ERR_INVALID, "ZeRO-1");
