@@ -264,14 +264,17 @@ lcx_status lcx_model_init(lcx_model **out, const lcx_model_config *cfg, const lc
     LCX_FAIL_GOTO(!lcx_mul_size((size_t)n, pdt == LCX_BF16 ? 2 : 4, &pbytes), LCX_ERR_OOM, fail, "model: too large");
     LCX_TRY_GOTO(m->be->alloc(pbytes, &m->params), fail);
     LCX_TRY_GOTO(m->be->zero(m->x, m->params, pbytes), fail);
+    LCX_TRY_GOTO(lcx_zero_init(m, opts->zero_comm), fail); /* the moments' rows (all of them without ZeRO-1) */
     if (pdt == LCX_BF16) {
-        /* inference with bf16 weights needs no fp32 master copy */
-        if (m->training) LCX_TRY_GOTO(alloc_f32(m->be, n, &m->master, "master weights"), fail);
+        /* inference with bf16 weights needs no fp32 master copy; under ZeRO-1 a rank holds its moment rows of it */
+        m->master_sharded = m->training && m->zero;
+        if (m->training)
+            LCX_TRY_GOTO(alloc_f32(m->be, m->master_sharded ? m->n_moment_elems : n, &m->master, "master weights"),
+                         fail);
         LCX_TRY_GOTO(alloc_f32(m->be, m->n_norm_elems, &m->normw, "norm weights"), fail);
     } else {
         m->master = (float *)m->params;
     }
-    LCX_TRY_GOTO(lcx_zero_init(m, opts->zero_comm), fail); /* the moments' rows (all of them without ZeRO-1) */
     if (m->training) {
         uint64_t nm = m->n_moment_elems;
         LCX_TRY_GOTO(alloc_f32(m->be, n, &m->grads, "gradients"), fail);
@@ -345,13 +348,18 @@ void lcx_model_free(lcx_model *m) {
 
 /* ---- filling parameters ------------------------------------------------------------------------------------ */
 
-/* Set parameter i from host float32 values: master = src, stored = src (f32) or RNE(src) (bf16). scratch holds
- * numel uint16 (bf16 without a master copy). */
-static lcx_status set_param(lcx_model *m, size_t i, const float *src, uint16_t *scratch) {
+/* model_internal.h: master = src, stored = src (f32) or RNE(src) (bf16) */
+lcx_status lcx_m_set_from_f32(lcx_model *m, size_t i, const float *src, uint16_t *scratch) {
     const lcx_param_spec *s = &m->tab.params[i];
     size_t n = lcx_m_numel(m, i);
     uint16_t *p16 = (uint16_t *)lcx_m_param(m, (int64_t)i);
-    if (m->master) {
+    if (m->master_sharded) { /* this rank's rows of the master; the stored value rounded here, as without it */
+        uint64_t e0, e1;
+        float *mine = lcx_zero_master(m, i, &e0, &e1);
+        if (e1 > e0) LCX_TRY(m->be->copy_h2d(m->x, mine, src + e0, (size_t)(e1 - e0) * sizeof(float)));
+        LCX_TRY(lcx_convert_from_f32(LCX_BF16, src, scratch, n));
+        LCX_TRY(m->be->copy_h2d(m->x, p16, scratch, n * sizeof(uint16_t)));
+    } else if (m->master) {
         LCX_TRY(m->be->copy_h2d(m->x, m->master + m->off[i], src, n * sizeof(float)));
         if (m->pdt == LCX_BF16) LCX_TRY(lcx_m_cast(m, m->master + m->off[i], LCX_F32, p16, LCX_BF16, (int64_t)n));
     } else {
@@ -393,7 +401,7 @@ static lcx_status set_all_params(lcx_model *m, const char *what, param_values_fn
             LCX_TRY_GOTO(lcx_box_copy(&sl->global, buf, &local, mine, sizeof(float), NULL), done);
             src = mine;
         }
-        LCX_TRY_GOTO(set_param(m, i, src, scratch), done);
+        LCX_TRY_GOTO(lcx_m_set_from_f32(m, i, src, scratch), done);
     }
     m->step = 0;
 done:
@@ -515,6 +523,8 @@ lcx_status lcx_model_get_param(const lcx_model *m, size_t i, float *dst) {
 lcx_status lcx_model_get_master(const lcx_model *m, size_t i, float *dst) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     if (!m->master) return lcx_model_get_param(m, i, dst); /* bf16 inference: the stored value is all there is */
+    LCX_FAIL_IF(m->master_sharded, LCX_ERR_INVALID,
+                "model: the master weights are sharded over the ZeRO-1 group: lcx_model_get_master_rows");
     return m->be->copy_d2h(m->x, dst, m->master + m->off[i], lcx_m_numel(m, i) * 4);
 }
 
@@ -541,8 +551,9 @@ lcx_status lcx_model_set_loss_chunk(lcx_model *m, int64_t rows) {
 lcx_model_memory lcx_model_memory_of(const lcx_model *m) {
     lcx_model_memory r;
     r.params = (size_t)m->n_elems * (m->pdt == LCX_BF16 ? 2 : 4);
-    r.master = (m->pdt == LCX_BF16 && m->master ? (size_t)m->n_elems * 4 : 0) + (size_t)m->n_norm_elems * 4 *
-               (m->pdt == LCX_BF16); /* master + f32 norm copies */
+    r.master = (m->pdt == LCX_BF16 && m->master ? (size_t)(m->master_sharded ? m->n_moment_elems : m->n_elems) * 4
+                                                 : 0) +
+               (size_t)m->n_norm_elems * 4 * (m->pdt == LCX_BF16); /* master (ZeRO-1: its rows) + f32 norm copies */
     r.grads = m->grads ? (size_t)m->n_elems * 4 : 0;
     r.moments = m->adam_m ? (size_t)m->n_moment_elems * 8 : 0; /* ZeRO-1: this rank's rows */
     r.acts = m->acts_bytes;

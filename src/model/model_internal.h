@@ -106,7 +106,9 @@ struct lcx_model {
     size_t *off;              /* [tab.n] element offset of each parameter */
     uint64_t n_elems;         /* elements over all parameters */
     void *params;             /* pdt [n_elems] */
-    float *master;            /* f32 [n_elems]: == params when pdt is f32; NULL for bf16 without training */
+    float *master;            /* f32 [n_elems]: == params when pdt is f32; NULL for bf16 without training; bf16
+                                 under ZeRO-1 (master_sharded): this rank's moment rows only, laid out as adam_m */
+    int master_sharded;       /* bf16 training under ZeRO-1: the master holds this rank's rows (model_zero.c) */
     float *grads;             /* f32 [n_elems] or NULL */
     float *adam_m, *adam_v;   /* f32 [n_elems] or NULL */
     float *normw;             /* bf16 params: f32 copies of the norm weights [n_norm_elems], else NULL */
@@ -351,11 +353,18 @@ lcx_status lcx_ring_reduce_loss(lcx_model *m, lcx_loss_slot *r);
 lcx_status lcx_zero_init(lcx_model *m, lcx_comm *g);
 void lcx_zero_free(lcx_model *m);
 void lcx_zero_range(const lcx_model *m, size_t i, uint64_t *e0, uint64_t *e1, size_t *moff);
+/* The master values of parameter i this rank holds, elements [*e0, *e1) of its local buffer (its moment rows; with
+ * f32 parameters the master is the parameter, whole, and these are its rows of it). e0, e1 may be NULL. */
+float *lcx_zero_master(const lcx_model *m, size_t i, uint64_t *e0, uint64_t *e1);
+/* Set parameter i from host float32 values of its whole local buffer: the master (this rank's rows of it when
+ * sharded), the stored value (src itself, or its bf16 round to nearest even) and a norm's float32 copy. scratch:
+ * numel uint16, used where the rounding is done on the host (no whole master on the device to round from). */
+lcx_status lcx_m_set_from_f32(lcx_model *m, size_t i, const float *src, uint16_t *scratch);
 /* The sharded half of a group step (m->zero set, g the same group): reduce_scatter leaves, in this rank's rows of
  * grads, the sum over g of every rank's gradients added in rank order (the bits lcx_dp_sum_f32 gives them);
  * sqnorm gives the squared norm of the summed gradients (each rank's rows, then the ranks' sums in rank order);
- * all_gather copies every rank's updated rows of the master weights to every rank and refreshes the stored
- * parameters (bf16 rounding) and the norm weights' float32 copies. */
+ * all_gather copies every rank's updated rows of the stored parameters to every rank (bf16: the values AdamW
+ * rounded from its master rows; f32: the master itself) and refreshes the norm weights' float32 copies. */
 lcx_status lcx_zero_reduce_scatter(lcx_model *m);
 lcx_status lcx_zero_sqnorm(lcx_model *m, double *sq);
 /* The unsharded group step's norm, formed as ZeRO-1 forms it (so both give the same double): for each rank q of

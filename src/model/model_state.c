@@ -16,25 +16,30 @@ lcx_status lcx_model_get_moments(const lcx_model *m, size_t i, float *adam_m, fl
     return m->be->copy_d2h(m->x, adam_v, m->adam_v + mo, bytes);
 }
 
+lcx_status lcx_model_master_rows(const lcx_model *m, size_t i, uint64_t *row0, uint64_t *rows) {
+    LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
+    if (m->master_sharded) return lcx_model_moment_rows(m, i, row0, rows);
+    *row0 = 0;
+    *rows = m->slice[i].ndim >= 1 ? m->slice[i].local[0] : 1;
+    return LCX_OK;
+}
+
+lcx_status lcx_model_get_master_rows(const lcx_model *m, size_t i, float *dst) {
+    LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
+    if (!m->master_sharded) return lcx_model_get_master(m, i, dst);
+    uint64_t e0, e1;
+    const float *mine = lcx_zero_master(m, i, &e0, &e1);
+    return e1 > e0 ? m->be->copy_d2h(m->x, dst, mine, (size_t)(e1 - e0) * 4) : LCX_OK;
+}
+
 lcx_status lcx_model_set_state(lcx_model *m, size_t i, const float *master, const float *adam_m,
                                const float *adam_v) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
-    const lcx_param_spec *s = &m->tab.params[i];
-    size_t n = lcx_m_numel(m, i);
-    uint16_t *p16 = (uint16_t *)lcx_m_param(m, (int64_t)i);
-    if (m->master) {
-        LCX_TRY(m->be->copy_h2d(m->x, m->master + m->off[i], master, n * sizeof(float)));
-        if (m->pdt == LCX_BF16) LCX_TRY(lcx_m_cast(m, m->master + m->off[i], LCX_F32, p16, LCX_BF16, (int64_t)n));
-    } else {
-        uint16_t *tmp = malloc(n * 2 + 1);
-        LCX_FAIL_IF(!tmp, LCX_ERR_OOM, "model: out of memory");
-        lcx_status st = lcx_convert_from_f32(LCX_BF16, master, tmp, n);
-        if (st == LCX_OK) st = m->be->copy_h2d(m->x, p16, tmp, n * 2);
-        free(tmp);
-        LCX_TRY(st);
-    }
-    if (m->pdt == LCX_BF16 && s->role == LCX_ROLE_NORM)
-        LCX_TRY(lcx_m_cast(m, p16, LCX_BF16, m->normw + m->norm_off[i], LCX_F32, (int64_t)n));
+    uint16_t *tmp = malloc(lcx_m_numel(m, i) * 2 + 1);
+    LCX_FAIL_IF(!tmp, LCX_ERR_OOM, "model: out of memory");
+    lcx_status st = lcx_m_set_from_f32(m, i, master, tmp);
+    free(tmp);
+    LCX_TRY(st);
     if (adam_m || adam_v) {
         LCX_FAIL_IF(!m->adam_m || !m->adam_v, LCX_ERR_INVALID, "model: not built for training (no AdamW moments)");
         uint64_t e0, e1;

@@ -48,7 +48,7 @@ static lcx_status apply_adamw(lcx_model *m, const lcx_adamw_opts *o, double sq, 
         lcx_zero_range(m, i, &e0, &e1, &mo);
         args.weight_decay = decays(s, o) ? o->weight_decay : 0.0;
         args.n = (int64_t)(e1 - e0);
-        args.param = m->master + off + e0, args.grad = m->grads + off + e0;
+        args.param = lcx_zero_master(m, i, NULL, NULL), args.grad = m->grads + off + e0; /* the same rows */
         args.m = m->adam_m + mo, args.v = m->adam_v + mo;
         args.param_bf16 = m->pdt == LCX_BF16 ? (uint16_t *)lcx_m_param(m, (int64_t)i) + e0 : NULL;
         if (args.n) LCX_TRY(be->adamw(m->x, &args));

@@ -8,14 +8,17 @@
  *      element-wise additions of lcx_dp_sum_f32, so its rows hold the same bits as the unsharded sum;
  *   2. the squared norm of the summed gradients: each rank's rows (parameter order), then the ranks' sums in rank
  *      order (lcx_dp_sum_f64): the same double on every rank;
- *   3. AdamW on this rank's rows only (model_train.c apply_adamw, through lcx_zero_range);
- *   4. all-gather: every rank sends its updated rows of the master weights to every peer; bf16 parameters and the
- *      norm weights' float32 copies are then refreshed from the master on every rank.
+ *   3. AdamW on this rank's rows only (model_train.c apply_adamw, through lcx_zero_range). With bf16 parameters the
+ *      fp32 master is sharded too: a rank holds only its rows of it (laid out as the moments), as Megatron's
+ *      distributed optimizer does, and AdamW writes the bf16 rounding of its rows into the stored parameters;
+ *   4. all-gather: every rank sends its updated rows of the stored parameters to every peer (bf16: 2 bytes an
+ *      element; f32: the master itself); the norm weights' float32 copies are then refreshed on every rank.
  * The exchanges run over batches of about LCX_ZERO_CHUNK elements: consecutive whole parameters, or a window of
  * a larger parameter's rows (the j-th of n equal parts of every rank's rows), so the scratch, the batch's
  * gradients packed per destination plus D x this rank's rows of it, stays about 2 x LCX_ZERO_CHUNK floats
- * whatever the largest parameter (a vocabulary-sized embedding would otherwise need two copies of itself). Point-to-point messages (isend/irecv) carry the variable row counts; every rank derives every size from
- * the same partition, so no size travels. */
+ * whatever the largest parameter (a vocabulary-sized embedding would otherwise need two copies of itself).
+ * Point-to-point messages (isend/irecv) carry the variable row counts; every rank derives every size from the
+ * same partition, so no size travels. */
 #include <stdlib.h>
 
 #include "src/model/model_dp.h"
@@ -84,6 +87,15 @@ void lcx_zero_range(const lcx_model *m, size_t i, uint64_t *e0, uint64_t *e1, si
     *moff = m->moff[i];
 }
 
+float *lcx_zero_master(const lcx_model *m, size_t i, uint64_t *e0, uint64_t *e1) {
+    uint64_t a, b;
+    size_t mo;
+    lcx_zero_range(m, i, &a, &b, &mo);
+    if (e0) *e0 = a;
+    if (e1) *e1 = b;
+    return m->master_sharded ? m->master + mo : m->master + m->off[i] + a;
+}
+
 lcx_status lcx_model_moment_rows(const lcx_model *m, size_t i, uint64_t *row0, uint64_t *rows) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     *row0 = m->zrow0[i];
@@ -136,16 +148,16 @@ static uint64_t batch_elems(const lcx_model *m, const zero_batch *b, int q) {
     }
     return n;
 }
-/* Copy rank q's rows of batch b between buf (each parameter at m->off) and packed (back to back). */
-static lcx_status pack(lcx_model *m, float *buf, const zero_batch *b, int q, float *packed, int to_packed) {
+/* Copy rank q's rows of batch b between buf (each parameter at m->off, esz bytes an element) and packed (back to
+ * back). */
+static lcx_status pack(lcx_model *m, void *buf, size_t esz, const zero_batch *b, int q, void *packed, int to_packed) {
     uint64_t at = 0;
     for (size_t i = b->i0; i < b->i1; i++) {
         uint64_t r0, r1, rl = row_len(m, i);
         batch_rows(m, b, i, q, &r0, &r1);
-        size_t bytes = (size_t)((r1 - r0) * rl) * sizeof(float);
-        float *p = buf + m->off[i] + r0 * rl;
-        if (bytes) LCX_TRY(to_packed ? m->be->copy_d2d(m->x, packed + at, p, bytes)
-                                     : m->be->copy_d2d(m->x, p, packed + at, bytes));
+        size_t bytes = (size_t)((r1 - r0) * rl) * esz;
+        char *p = (char *)buf + (m->off[i] + r0 * rl) * esz, *k = (char *)packed + at * esz;
+        if (bytes) LCX_TRY(to_packed ? m->be->copy_d2d(m->x, k, p, bytes) : m->be->copy_d2d(m->x, p, k, bytes));
         at += (r1 - r0) * rl;
     }
     return LCX_OK;
@@ -190,7 +202,7 @@ static lcx_status rs_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) 
     uint64_t at = 0, my_at = 0;
     for (int q = 0; q < D; q++) { /* a = the gradients' rows of rank 0, then rank 1, ... */
         if (q == me) my_at = at;
-        LCX_TRY(pack(m, m->grads, bt, q, s->a + at, 1));
+        LCX_TRY(pack(m, m->grads, sizeof(float), bt, q, s->a + at, 1));
         at += batch_elems(m, bt, q);
     }
     LCX_TRY(m->be->sync(m->x));
@@ -217,7 +229,7 @@ static lcx_status rs_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) 
         lcx_elementwise_args e = {LCX_F32, (int64_t)mine, 1.0f, s->b, src, s->b};
         LCX_TRY(m->be->add(m->x, &e));
     }
-    return pack(m, m->grads, bt, me, s->b, 0);
+    return pack(m, m->grads, sizeof(float), bt, me, s->b, 0);
 }
 
 lcx_status lcx_zero_reduce_scatter(lcx_model *m) {
@@ -265,11 +277,14 @@ lcx_status lcx_zero_sqnorm(lcx_model *m, double *sq) {
     return lcx_dp_sum_f64(m->zero, &mine, 1, 0, sq, &failed); /* rank order: the same double on every rank */
 }
 
+/* The stored parameters' rows of batch bt from every rank to every rank (bf16: 2 bytes an element). */
 static lcx_status ag_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) {
     const int D = m->zero_size, me = m->zero_rank;
+    const size_t esz = m->pdt == LCX_BF16 ? 2 : 4;
     lcx_comm *g = m->zero;
     const uint64_t mine = batch_elems(m, bt, me);
-    LCX_TRY(pack(m, m->master, bt, me, s->a, 1));
+    char *b = (char *)s->b;
+    LCX_TRY(pack(m, m->params, esz, bt, me, s->a, 1));
     LCX_TRY(m->be->sync(m->x));
     int nr = 0;
     lcx_status st = LCX_OK;
@@ -277,9 +292,9 @@ static lcx_status ag_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) 
     for (int q = 0; q < D && st == LCX_OK; q++) {
         uint64_t nq = batch_elems(m, bt, q);
         if (q != me && nq)
-            st = lcx_comm_irecv(g, m->x, s->b + at, (int64_t)nq, LCX_F32, q, ZERO_TAG_AG, &s->req[nr++]);
+            st = lcx_comm_irecv(g, m->x, b + at * esz, (int64_t)nq, m->pdt, q, ZERO_TAG_AG, &s->req[nr++]);
         if (st == LCX_OK && q != me && mine)
-            st = lcx_comm_isend(g, m->x, s->a, (int64_t)mine, LCX_F32, q, ZERO_TAG_AG, &s->req[nr++]);
+            st = lcx_comm_isend(g, m->x, s->a, (int64_t)mine, m->pdt, q, ZERO_TAG_AG, &s->req[nr++]);
         at += nq;
     }
     lcx_status sw = lcx_comm_waitall(g, nr, s->req);
@@ -287,7 +302,7 @@ static lcx_status ag_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) 
     LCX_TRY(st);
     at = 0;
     for (int q = 0; q < D; q++) {
-        if (q != me) LCX_TRY(pack(m, m->master, bt, q, s->b + at, 0));
+        if (q != me) LCX_TRY(pack(m, m->params, esz, bt, q, b + at * esz, 0));
         at += batch_elems(m, bt, q);
     }
     return LCX_OK;
@@ -302,13 +317,10 @@ lcx_status lcx_zero_all_gather(lcx_model *m) {
     st = scratch_free(m, &s, st);
     LCX_TRY(st);
     if (m->pdt != LCX_BF16) return LCX_OK; /* f32: the master is the stored parameter */
-    /* bf16: the stored parameters are the master rounded to nearest even, as the AdamW kernel writes them */
-    for (size_t i = 0; i < m->tab.n; i++) {
-        uint16_t *p16 = (uint16_t *)lcx_m_param(m, (int64_t)i);
-        int64_t n = (int64_t)lcx_m_numel(m, i);
-        LCX_TRY(lcx_m_cast(m, m->master + m->off[i], LCX_F32, p16, LCX_BF16, n));
+    /* bf16: every rank's rows hold what its AdamW rounded from its master rows; the norms' float32 copies */
+    for (size_t i = 0; i < m->tab.n; i++)
         if (m->tab.params[i].role == LCX_ROLE_NORM)
-            LCX_TRY(lcx_m_cast(m, p16, LCX_BF16, m->normw + m->norm_off[i], LCX_F32, n));
-    }
+            LCX_TRY(lcx_m_cast(m, lcx_m_param(m, (int64_t)i), LCX_BF16, m->normw + m->norm_off[i], LCX_F32,
+                               (int64_t)lcx_m_numel(m, i)));
     return m->be->sync(m->x);
 }

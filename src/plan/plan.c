@@ -84,8 +84,10 @@ static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t
     double w = m->weight_bytes, a = m->act_bytes;
     e->weights = P * w;
     e->grads = P * 4;
-    e->master = w < 4 ? P * 4 : 0;
-    e->optimizer = m->zero_shards > 1 ? P * 8 / (double)m->zero_shards : P * 8;
+    /* ZeRO-1: the moments, and with bf16 weights the fp32 master too, 1/Z on each rank of the gradient group */
+    const double Z = m->zero_shards > 1 ? (double)m->zero_shards : 1;
+    e->master = w < 4 ? P * 4 / Z : 0;
+    e->optimizer = P * 8 / Z;
     double T = (double)seq_len * (double)micro_seqs / (double)m->cp; /* tokens per device per micro-batch */
     double H = (double)m->hidden, F = (double)m->ffn / (double)m->tp, C = mlp_rows(m, T);
     double Q = per_tp(m->heads, m->tp) * (double)m->head_dim, KV = per_tp(m->kv_heads, m->tp) * (double)m->head_dim;
@@ -236,7 +238,9 @@ double lcx_plan_step_time(const lcx_plan_opts *o, const lcx_mem_model *m, int64_
         c.tp = (4 * L + 2 * n_rec + gathers) * 2.0 * (tp - 1) / tp * tokens * (double)m->hidden * m->act_bytes / B;
     c.cp = (double)ring_per_step / B;
     double G = (double)(m->cp * dp); /* the gradient group: every rank holding the same shard */
-    if (G > 1) c.grad = 2.0 * (G - 1) / G * (double)m->n_params / tp * 4 / B;
+    /* a reduce-scatter and an all-gather of fp32 gradients; ZeRO-1 all-gathers the stored weights instead */
+    double gather_bytes = m->zero_shards > 1 ? m->weight_bytes : 4;
+    if (G > 1) c.grad = (G - 1) / G * (double)m->n_params / tp * (4 + gather_bytes) / B;
     /* offload: each layer's kept activations go to the host and back; only what a layer's compute cannot hide */
     double xfer = 2.0 * tokens * lcx_mem_layer_keep(m) / Bh, layer_s = c.compute / L;
     if (xfer > layer_s) c.offload = n_off * (xfer - layer_s);

@@ -40,8 +40,9 @@ typedef struct lcx_mem_model {
                                stores 1/TP of its input, one shared [T, H] buffer holds it whole */
     int sequence_parallel;  /* sequence parallelism (with TP > 1; docs/parallel.md): the residual stream, the norms
                                and their outputs 1/TP of the rows; three [T, H] buffers hold whole rows */
-    int64_t zero_shards;    /* ZeRO-1 (docs/parallel.md "Data parallelism"): the ranks the AdamW moments are sharded
-                               over, the gradient group CP x DP; 0 or 1 = every rank holds them all */
+    int64_t zero_shards;    /* ZeRO-1 (docs/parallel.md "Data parallelism"): the ranks the AdamW moments (and with
+                               bf16 weights the fp32 master) are sharded over, the gradient group CP x DP; 0 or 1 =
+                               every rank holds them all */
 } lcx_mem_model;
 
 /* cfg's dimensions (layers, hidden, ffn, heads, kv heads, head_dim, vocab) and n_params, TP = CP = 1; every other
@@ -53,7 +54,7 @@ typedef enum lcx_mem_backend { LCX_MEM_CUDA = 0, LCX_MEM_CPU } lcx_mem_backend;
 
 /* Bytes per device, i.e. per rank: each device runs one rank of TP x CP x DP (docs/plan.md "Memory"). */
 typedef struct lcx_mem_estimate {
-    double weights, grads, master, optimizer; /* P/TP x (w, 4, 4 if w < 4, 8 / ZeRO-1's shards) */
+    double weights, grads, master, optimizer; /* P/TP x (w, 4, 4 if w < 4, 8); ZeRO-1: master and moments / shards */
     double activations;     /* stored for backward, all layers by policy + embedding/final norm */
     double workspace;       /* the backward's temporaries (+ the recompute scratch, + the offload device pool,
                                + ZeRO-1's exchange scratch) */
@@ -117,11 +118,12 @@ typedef struct lcx_plan_opts {
                                   (gpus > 0) and by lcx_plan_build with a budget and TP > 1; else off */
     int sequence_parallel;     /* sequence parallelism (docs/parallel.md; TP > 1 only; excludes distribute_saved):
                                   1 on, 0 off, -1 (lcx_plan_opts_default's) tried where distribute_saved is */
-    int zero1;                 /* ZeRO-1, the AdamW moments sharded over the gradient group CP x DP (in effect where
-                                  it has more than one rank): 1 on, 0 off, -1 (lcx_plan_opts_default's) on wherever
-                                  the planner decides (a memory budget, with or without a search): it costs no
-                                  predicted time (its reduce-scatter and all-gather move what the gradient sum
-                                  does) and saves 8 (1 - 1/(CP x DP)) bytes a parameter per device */
+    int zero1;                 /* ZeRO-1, the AdamW moments (and a bf16 model's fp32 master) sharded over the
+                                  gradient group CP x DP (in effect where it has more than one rank): 1 on, 0 off,
+                                  -1 (lcx_plan_opts_default's) on wherever the planner decides (a memory budget,
+                                  with or without a search): it costs no predicted time (its reduce-scatter and
+                                  all-gather move at most what the gradient sum does) and saves 12 (1 - 1/(CP x
+                                  DP)) bytes a parameter per device with bf16 weights, 8 (...) with fp32 */
 } lcx_plan_opts;
 void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, no search, model rates */
 

@@ -185,14 +185,20 @@ static lcx_status write_pieces(lcx_model *m, const lcx_train_ctx *ctx, const cha
         param_part pp;
         LCX_TRY_GOTO(part_of(m, i, &pp), done);
         const int params = first && pp.sl.replica_index == 0, moments = sharded ? pp.sl.replica_index == 0 : params;
+        const int master_rows = pdt != LCX_F32 && sharded; /* ZeRO-1 shards a bf16 model's master as the moments */
         if (params) {
-            LCX_TRY_GOTO(lcx_model_get_master(m, i, a), done);
             /* the stored weights are the master rounded (bf16) or the master itself (f32) */
+            LCX_TRY_GOTO(master_rows ? lcx_model_get_param(m, i, a) : lcx_model_get_master(m, i, a), done);
             LCX_TRY_GOTO(put_box(w, p, "param", pdt, &pp.sl.box, a, b), done);
-            if (pdt != LCX_F32) LCX_TRY_GOTO(put_box(w, p, "master", LCX_F32, &pp.sl.box, a, NULL), done);
+            if (pdt != LCX_F32 && !master_rows)
+                LCX_TRY_GOTO(put_box(w, p, "master", LCX_F32, &pp.sl.box, a, NULL), done);
         }
         if (moments) {
             lcx_box mb = moment_box(&pp);
+            if (master_rows) {
+                LCX_TRY_GOTO(lcx_model_get_master_rows(m, i, a), done);
+                LCX_TRY_GOTO(put_box(w, p, "master", LCX_F32, &mb, a, NULL), done);
+            }
             LCX_TRY_GOTO(lcx_model_get_moments(m, i, b, c), done);
             LCX_TRY_GOTO(put_box(w, p, "adam_m", LCX_F32, &mb, b, NULL), done);
             LCX_TRY_GOTO(put_box(w, p, "adam_v", LCX_F32, &mb, c, NULL), done);

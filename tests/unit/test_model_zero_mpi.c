@@ -3,7 +3,8 @@
  * parameters, STEPS steps with clipping active and a ragged batch (rank r has r + 1 rows, some labels ignored):
  *   - loss, counted targets and the gradient norm (the double) identical: the unsharded group step groups its
  *     norm's partial sums by the ZeRO-1 rows of each rank too;
- *   - master weights and stored parameters bit-identical, on every rank;
+ *   - stored parameters bit-identical, on every rank; the master weights (bf16: sharded as the moments, 1/4 of
+ *     the bytes; f32: the parameters) bit-identical to the unsharded model's rows;
  *   - every rank's moments equal the unsharded model's rows (lcx_model_moment_rows), bit for bit;
  *   - moment bytes about 1/4, as the planner's memory model says; the unsharded public optimizer step and a step over another group are refused;
  *   - the same with exchange batches of 100 and 777 elements (lcx_zero_set_chunk), so that parameters larger than a
@@ -69,30 +70,36 @@ static void check(lcx_comm *world, lcx_dtype dt) {
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < t->n; i++) {
         size_t n = (size_t)t->params[i].numel;
-        CHECK_OK(lcx_model_get_master(ref, i, a));
-        CHECK_OK(lcx_model_get_master(z, i, c));
-        same_w &= memcmp(a, c, n * 4) == 0;
-        for (size_t k = 0; k < n * 4; k++) h = (h ^ ((unsigned char *)c)[k]) * 1099511628211ull;
-        CHECK_OK(lcx_model_get_param(ref, i, a));
-        CHECK_OK(lcx_model_get_param(z, i, c));
-        same_p &= memcmp(a, c, n * 4) == 0;
-        uint64_t r0, nr, fr0, fnr;
+        uint64_t r0, nr, fr0, fnr, w0, wn;
         CHECK_OK(lcx_model_moment_rows(z, i, &r0, &nr));
         CHECK_OK(lcx_model_moment_rows(ref, i, &fr0, &fnr));
         CHECK(fr0 == 0 && r0 + nr <= fnr);
         size_t rl = n / fnr;
+        /* bf16: the master is sharded as the moments are (f32: the stored parameter, whole) */
+        CHECK_OK(lcx_model_master_rows(z, i, &w0, &wn));
+        CHECK(dt == LCX_BF16 ? w0 == r0 && wn == nr : w0 == 0 && wn == fnr);
+        CHECK_OK(lcx_model_get_master(ref, i, a));
+        CHECK_OK(lcx_model_get_master_rows(z, i, c));
+        same_w &= memcmp(a + w0 * rl, c, wn * rl * 4) == 0;
+        CHECK_OK(lcx_model_get_param(ref, i, a));
+        CHECK_OK(lcx_model_get_param(z, i, c));
+        same_p &= memcmp(a, c, n * 4) == 0;
+        for (size_t k = 0; k < n * 4; k++) h = (h ^ ((unsigned char *)c)[k]) * 1099511628211ull;
         CHECK_OK(lcx_model_get_moments(ref, i, am, av));
         CHECK_OK(lcx_model_get_moments(z, i, zm, zv));
         same_m &= memcmp(am + r0 * rl, zm, nr * rl * 4) == 0 && memcmp(av + r0 * rl, zv, nr * rl * 4) == 0;
     }
-    CHECK_MSG(same_w, "%s: master weights with ZeRO-1 differ", lcx_dtype_name(dt));
+    CHECK_MSG(same_w, "%s: this rank's master rows with ZeRO-1 differ", lcx_dtype_name(dt));
     CHECK_MSG(same_p, "%s: stored parameters with ZeRO-1 differ", lcx_dtype_name(dt));
     CHECK_MSG(same_m, "%s: this rank's moments differ from the unsharded model's rows", lcx_dtype_name(dt));
     uint64_t hs[4];
     CHECK_OK(lcx_comm_all_gather(world, NULL, &h, hs, 1, LCX_I64));
-    for (int r = 0; r < world->size; r++) CHECK_MSG(hs[r] == h, "rank %d's weights differ from rank %d's", r, me);
+    for (int r = 0; r < world->size; r++) CHECK_MSG(hs[r] == h, "rank %d's parameters differ from rank %d's", r, me);
     lcx_model_memory mr = lcx_model_memory_of(ref), mz = lcx_model_memory_of(z);
     CHECK(mz.moments * 4 < mr.moments * 11 / 10 && mz.params == mr.params && mz.grads == mr.grads);
+    CHECK_MSG(dt == LCX_BF16 ? mz.master * 4 < mr.master * 11 / 10 : mz.master == mr.master,
+              "%s: master bytes %zu with ZeRO-1, %zu without", lcx_dtype_name(dt), mz.master, mr.master);
+    if (dt == LCX_BF16) CHECK_FAILS(lcx_model_get_master(z, 0, a), LCX_ERR_INVALID, "sharded");
     /* the planner's memory model (src/plan/plan.h): 8 bytes a parameter / D; the model rounds each parameter's
      * share to whole rows (up to one row more) and 64 bytes */
     lcx_mem_model pm = lcx_mem_model_of(&g_cfg, t->total_numel);
@@ -108,14 +115,21 @@ static void check(lcx_comm *world, lcx_dtype dt) {
     }
     CHECK_MSG(fabs((double)mz.moments - e.optimizer) <= slack,
               "moments per rank %zu bytes, the planner's model %.0f (slack %.0f)", mz.moments, e.optimizer, slack);
+    /* bf16: the master rows are laid out as the moments (half their bytes), beside the norms' float32 copies (the
+     * same on both models); the planner's model: 4 bytes a parameter / D */
+    if (dt == LCX_BF16)
+        CHECK_MSG(mz.master - mz.moments / 2 == mr.master - mr.moments / 2 &&
+                      fabs((double)mz.moments / 2 - e.master) <= slack / 2,
+                  "master per rank %zu bytes (moments %zu), the planner's model %.0f", mz.master, mz.moments,
+                  e.master);
     /* refused: the unsharded optimizer step, and a step without the group */
     lcx_step_result r;
     CHECK_FAILS(lcx_model_optimizer_step(z, &o, &r), LCX_ERR_INVALID, "ZeRO-1");
     CHECK_FAILS(lcx_model_train_step(z, &b, 1, &o, &r), LCX_ERR_INVALID, "sharded");
     if (me == 0)
         printf("%s, DP 4, %d steps (ragged, clipped): ZeRO-1 loss, norm, weights, stored params and moment "
-               "rows bit-identical; moments %zu -> %zu bytes per rank\n",
-               lcx_dtype_name(dt), STEPS, mr.moments, mz.moments);
+               "rows bit-identical; moments %zu -> %zu, master %zu -> %zu bytes per rank\n",
+               lcx_dtype_name(dt), STEPS, mr.moments, mz.moments, mr.master, mz.master);
     lcx_model_free(ref);
     lcx_model_free(z);
     free(a);

@@ -844,8 +844,18 @@ static void test_search(void) {
                   !strncmp(s->lines[2], "runner-up: TP ", 14));
             CHECK_REL(p->predicted_tokens_per_s, s->cand[s->chosen].tokens_per_s, 1e-12);
         }
-        /* TP 1 cannot hold 8B's weights, grads, master and Adam state (18 bytes x 8.03G > 80 GiB) */
-        CHECK(p->opts.tp >= 2);
+        /* TP 1 cannot hold 8B's weights, grads, master and Adam state whole (18 bytes x 8.03G > 80 GiB); ZeRO-1
+         * over the 8 ranks of CP x DP makes them 2 + 4 + 12/8 bytes a parameter, and TP 1 fits */
+        if (p->opts.tp == 1) CHECK(p->zero1 && p->opts.cp * p->opts.dp == 8 && p->model.zero_shards == 8);
+        lcx_plan_opts wo;
+        lcx_plan_opts_default(&wo);
+        wo.target = 131072, wo.gpus = 8, wo.mem_budget = budget, wo.zero1 = 0;
+        wo.tp = wo.cp = wo.dp = wo.loss_chunk = wo.mlp_tile = 0;
+        lcx_plan *whole = NULL;
+        CHECK_OK(lcx_plan_build(&cfg, r, &wo, &whole));
+        CHECK(whole && whole->opts.tp >= 2 && !whole->zero1);
+        if (whole) CHECK(whole->predicted_tokens_per_s <= p->predicted_tokens_per_s);
+        lcx_plan_free(whole);
         /* JSON: the chosen layout and the explanation */
         json_t *j = lcx_plan_json(p);
         json_t *ch = j ? json_object_get(json_object_get(j, "search"), "chosen") : NULL;

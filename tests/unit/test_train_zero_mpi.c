@@ -11,6 +11,8 @@
  *        B1 = DP 4 with ZeRO-1 and B2 = one rank without a group (other summation orders: losses within REL_TOL,
  *             weights within W_TOL of A's, the tolerances of test_train_cp_mpi),
  *      with the same global batch (4 sequences per step) and the same sample order.
+ *   2b. The same with bf16 parameters, whose fp32 master ZeRO-1 shards too: the checkpoint's master in one piece
+ *      per rank; resumed without ZeRO-1, and a checkpoint without ZeRO-1 resumed with it, bit-identical.
  *   3. A save whose part on one rank fails (ctx.test_fail_save: rank 2, then rank 0) fails on every rank, commits
  *      nothing and leaves `latest` naming the previous checkpoint; the next save succeeds and removes the failed
  *      saves' directories. */
@@ -47,11 +49,12 @@ typedef struct run_opts {
     int zero;            /* ZeRO-1 */
     int64_t save_interval;
     const char *resume;  /* checkpoint to continue from, or NULL */
+    int bf16;            /* bf16 parameters (ZeRO-1 then shards the fp32 master too) */
 } run_opts;
 
 typedef struct run_out {
     run_log log;
-    float *w;            /* final master weights, all parameters back to back */
+    float *w;            /* final master weights (bf16: the stored parameters), all back to back */
     size_t n;
     size_t moments;      /* this rank's AdamW moment bytes */
 } run_out;
@@ -87,7 +90,7 @@ static void train(const lcx_tokdata *td, const char *name, const run_opts *ro, r
     lcx_train_stage sg = stage(micro, ro->save_interval);
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
-    o.param_dtype = LCX_F32;
+    o.param_dtype = ro->bf16 ? LCX_BF16 : LCX_F32;
     o.max_tokens = micro * SEQ / cp;
     o.training = 1;
     o.cp_comm = cpc;
@@ -100,7 +103,7 @@ static void train(const lcx_tokdata *td, const char *name, const run_opts *ro, r
     else CHECK_OK(lcx_model_init_random(m, 11, 0.05));
     lcx_train_summary sum;
     CHECK_OK(lcx_train_stage_run(m, &data, &sg, &ctx, &state, &sum));
-    out->w = masters(m, &out->n);
+    out->w = ro->bf16 ? stored_params(m, &out->n) : masters(m, &out->n);
     out->moments = lcx_model_memory_of(m).moments;
     lcx_train_state_free(&state);
     lcx_model_free(m);
@@ -114,14 +117,14 @@ static double max_abs_diff(const run_out *a, const run_out *b) {
 }
 
 /* 1. ZeRO-1 on vs off on one mesh. */
-static void check_zero(const lcx_tokdata *td, int cp, int dp) {
+static void check_zero(const lcx_tokdata *td, int cp, int dp, int bf16) {
     char name[64];
     run_out off, on;
-    run_opts ro = {cp, dp, 0, 0, NULL};
-    snprintf(name, sizeof name, "off-%dx%d", cp, dp);
+    run_opts ro = {cp, dp, 0, 0, NULL, bf16};
+    snprintf(name, sizeof name, "off-%dx%d%s", cp, dp, bf16 ? "-bf16" : "");
     train(td, name, &ro, &off);
     ro.zero = 1;
-    snprintf(name, sizeof name, "on-%dx%d", cp, dp);
+    snprintf(name, sizeof name, "on-%dx%d%s", cp, dp, bf16 ? "-bf16" : "");
     train(td, name, &ro, &on);
     CHECK(off.log.n == STEPS && on.log.n == STEPS);
     for (int s = 0; s < STEPS; s++) {
@@ -142,20 +145,25 @@ static void check_zero(const lcx_tokdata *td, int cp, int dp) {
     CHECK_OK(lcx_comm_all_gather(g_world, NULL, &h, hs, 1, LCX_I64));
     for (int r = 0; r < g_world->size; r++) CHECK_MSG(hs[r] == h, "ZeRO-1: rank %d's weights differ", r);
     if (g_world_rank == 0)
-        printf("CP %d x DP %d, %d steps: ZeRO-1 on vs off: losses, gradient norms and weights bit-identical; "
+        printf("CP %d x DP %d, %s, %d steps: ZeRO-1 on vs off: losses, gradient norms and weights bit-identical; "
                "AdamW moments %zu -> %zu bytes per rank (%.3f, 1/D = %.3f)\n",
-               cp, dp, STEPS, off.moments, on.moments, ratio, 1.0 / D);
+               cp, dp, bf16 ? "bf16" : "f32", STEPS, off.moments, on.moments, ratio, 1.0 / D);
     free(off.w);
     free(on.w);
+}
+
+/* The checkpoint that run `name` saved at step SAVE_AT, into ck[cap]. */
+static void saved_at(const char *name, char *ck, size_t cap) {
+    snprintf(ck, cap, "%s/%s/checkpoints/s01-step%06d", g_root, name, SAVE_AT);
 }
 
 /* 2. A checkpoint written in layout A resumes in other layouts. */
 static void check_resume(const lcx_tokdata *td) {
     run_out a, b0, b1, b2;
-    run_opts ra = {2, 2, 1, SAVE_AT, NULL};
+    run_opts ra = {2, 2, 1, SAVE_AT, NULL, 0};
     train(td, "A", &ra, &a);
     char ck[700];
-    snprintf(ck, sizeof ck, "%s/A/checkpoints/s01-step%06d", g_root, SAVE_AT);
+    saved_at("A", ck, sizeof ck);
     /* its pieces: the params once (rank 0's file), the moments one row range per rank */
     lcx_ckpt *c = NULL;
     CHECK_OK(lcx_ckpt_open(ck, &c));
@@ -168,7 +176,7 @@ static void check_resume(const lcx_tokdata *td) {
         CHECK(lcx_ckpt_file_count(c) == 4 && files[0] && files[1] && files[2] && files[3]);
         lcx_ckpt_free(c);
     }
-    run_opts r0 = {2, 2, 0, 0, ck}, r1 = {1, 4, 1, 0, ck}, r2 = {0, 0, 0, 0, ck};
+    run_opts r0 = {2, 2, 0, 0, ck, 0}, r1 = {1, 4, 1, 0, ck, 0}, r2 = {0, 0, 0, 0, ck, 0};
     train(td, "B0", &r0, &b0);
     train(td, "B1", &r1, &b1);
     char name[64];
@@ -200,10 +208,53 @@ static void check_resume(const lcx_tokdata *td) {
     free(b2.w);
 }
 
+/* 2b. bf16 parameters: ZeRO-1 shards the fp32 master as it shards the moments, and every rank writes its rows of
+ * it; the checkpoint resumes without ZeRO-1 (the whole master assembled from the rows) bit-identically, and a
+ * checkpoint with the master whole resumes under ZeRO-1 (each rank takes its rows) bit-identically too. */
+static void check_resume_bf16(const lcx_tokdata *td) {
+    run_out a, b0, c, c0;
+    run_opts ra = {2, 2, 1, SAVE_AT, NULL, 1};
+    train(td, "A16", &ra, &a);
+    char ck[700];
+    saved_at("A16", ck, sizeof ck);
+    lcx_ckpt *k = NULL;
+    CHECK_OK(lcx_ckpt_open(ck, &k));
+    const lcx_ckpt_tensor *kp = k ? lcx_ckpt_find(k, "model.embed_tokens.weight", "param") : NULL;
+    const lcx_ckpt_tensor *kw = k ? lcx_ckpt_find(k, "model.embed_tokens.weight", "master") : NULL;
+    CHECK_MSG(kp && kp->n_pieces == 1 && kw && kw->n_pieces == 4, "bf16 ZeRO-1 checkpoint: %d param, %d master pieces",
+              kp ? kp->n_pieces : -1, kw ? kw->n_pieces : -1);
+    lcx_ckpt_free(k);
+    run_opts r0 = {2, 2, 0, 0, ck, 1};
+    train(td, "A16-B0", &r0, &b0);
+    /* the other way: a whole-master checkpoint (ZeRO-1 off) into ZeRO-1 */
+    run_opts rc = {2, 2, 0, SAVE_AT, NULL, 1};
+    train(td, "C16", &rc, &c);
+    saved_at("C16", ck, sizeof ck);
+    run_opts rc0 = {2, 2, 1, 0, ck, 1};
+    train(td, "C16-B0", &rc0, &c0);
+    CHECK(b0.log.n == STEPS - SAVE_AT && c0.log.n == STEPS - SAVE_AT);
+    for (int s = SAVE_AT; s < STEPS; s++) {
+        CHECK_MSG(b0.log.loss[s] == a.log.loss[s] && c0.log.loss[s] == a.log.loss[s],
+                  "bf16 resume, step %d: losses %.17g (ZeRO-1 -> off) and %.17g (off -> ZeRO-1), uninterrupted %.17g",
+                  s + 1, b0.log.loss[s], c0.log.loss[s], a.log.loss[s]);
+    }
+    CHECK_MSG(b0.n == a.n && memcmp(b0.w, a.w, a.n * sizeof *a.w) == 0 && c0.n == a.n &&
+                  memcmp(c0.w, a.w, a.n * sizeof *a.w) == 0,
+              "bf16 resume across ZeRO-1 on/off: parameters differ from the uninterrupted run (max %g, %g)",
+              max_abs_diff(&b0, &a), max_abs_diff(&c0, &a));
+    if (g_world_rank == 0)
+        printf("bf16, CP 2 x DP 2: the ZeRO-1 checkpoint's master in 4 pieces; resumed without ZeRO-1, and a "
+               "checkpoint without it resumed with it: losses and parameters bit-identical\n");
+    free(a.w);
+    free(b0.w);
+    free(c.w);
+    free(c0.w);
+}
+
 /* 3. A save that fails on one rank commits nothing. */
 static void check_failed_save(const lcx_tokdata *td) {
     run_out a;
-    run_opts ra = {1, 4, 1, 0, NULL};
+    run_opts ra = {1, 4, 1, 0, NULL, 0};
     train(td, "F", &ra, &a); /* saves s01-step000004 at the end */
     free(a.w);
     char dir[600], *latest = NULL;
@@ -280,9 +331,11 @@ int main(void) {
     lcx_tokdata td;
     fixture_open(world, "test_train_zero_mpi", 40, 6, &td);
 
-    check_zero(&td, 1, 4);
-    check_zero(&td, 2, 2);
+    check_zero(&td, 1, 4, 0);
+    check_zero(&td, 2, 2, 0);
+    check_zero(&td, 2, 2, 1);
     check_resume(&td);
+    check_resume_bf16(&td);
     check_failed_save(&td);
 
     return fixture_close(world, &td, "test_train_zero_mpi");

@@ -78,20 +78,26 @@ static inline void on_event(void *user, const char *name, const char *json) {
     l->n++;
 }
 
-/* The fp32 master weights, all parameters back to back (malloc'd). */
-static inline float *masters(lcx_model *m, size_t *n_out) {
+/* Every parameter's float32 values as get gives them, all back to back (malloc'd). */
+typedef lcx_status (*param_values_fn)(const lcx_model *m, size_t i, float *dst);
+static inline float *all_params(lcx_model *m, size_t *n_out, param_values_fn get) {
     const lcx_param_table *t = lcx_model_params(m);
     size_t n = 0;
     for (size_t i = 0; i < t->n; i++) n += t->params[i].numel;
     float *w = malloc(n * sizeof *w);
     size_t o = 0;
     for (size_t i = 0; i < t->n; i++) {
-        CHECK_OK(lcx_model_get_master(m, i, w + o));
+        CHECK_OK(get(m, i, w + o));
         o += t->params[i].numel;
     }
     *n_out = n;
     return w;
 }
+/* The fp32 master weights. */
+static inline float *masters(lcx_model *m, size_t *n_out) { return all_params(m, n_out, lcx_model_get_master); }
+/* The stored parameters (bf16 ones exactly): what a model whose master is sharded (ZeRO-1 with bf16 parameters)
+ * holds whole. */
+static inline float *stored_params(lcx_model *m, size_t *n_out) { return all_params(m, n_out, lcx_model_get_param); }
 
 static inline uint64_t hash_bytes(const void *p, size_t n) {
     const unsigned char *b = p;
