@@ -256,8 +256,12 @@ int lcx_model_moment_shards(const lcx_model *m);
 /* ZeRO-1's exchanges run over batches of about this many float32 elements (a larger parameter in windows of its
  * rows): the optimizer step's scratch is about 2 x this x 4 bytes (src/model/model_zero.c; the planner counts it). */
 #define LCX_ZERO_CHUNK ((uint64_t)1 << 22)
-/* Set that batch size in elements for every model of the process (0: LCX_ZERO_CHUNK). The results do not depend
- * on it; tests set a small one so that their parameters are split into windows of rows as a large model's are. */
+/* Without ZeRO-1 the gradient group's sum runs over chunks of this many float32 elements: its scratch is
+ * lcx_group_sum_all_scratch(D, min(elements, this)) floats (src/model/model_dp.h), (D + 1)/D x 4 MiB. */
+#define LCX_DP_CHUNK ((int64_t)1 << 20)
+/* Set that batch size in elements for the models the process builds after it (0: LCX_ZERO_CHUNK). The results do
+ * not depend on it; tests set a small one so that their parameters are split into windows of rows as a large
+ * model's are. */
 void lcx_zero_set_chunk(uint64_t elems);
 /* Bytes of each buffer family (params, master, grads, moments, activations). */
 typedef struct lcx_model_memory {
@@ -269,6 +273,9 @@ typedef struct lcx_model_memory {
                                statistics and, forward-only, the gathered logits chunk (src/model/model_tp.c) */
     size_t cp_ring;         /* CP > 1: the ring's two K | V (| dK | dV in training) blocks, a task's partial output
                                and its LSE (src/model/model_ring.c) */
+    size_t grad_scratch;    /* the gradient group's exchange scratch, held by the model so that the steps reuse it:
+                               ZeRO-1's two batch buffers (src/model/model_zero.c), or the unsharded sum's (after
+                               the first group step; src/model/model_dp.h) */
 } lcx_model_memory;
 lcx_model_memory lcx_model_memory_of(const lcx_model *m);
 /* 1 when some layer keeps only this TP rank's rows of its input (opts.distribute_saved in effect: TP > 1 and a

@@ -68,21 +68,22 @@ lcx_status lcx_group_sum_all(lcx_comm *g, const lcx_backend *be, lcx_exec *x, lc
 /* The tag of the gradient sums' pieces on the gradient group (nothing else sends point to point there). */
 #define DP_TAG 12
 
-lcx_status lcx_dp_sum_f32(lcx_comm *g, const lcx_backend *be, lcx_exec *x, float *buf, int64_t n, int64_t chunk) {
+lcx_status lcx_dp_sum_f32(lcx_comm *g, const lcx_backend *be, lcx_exec *x, float *buf, int64_t n, int64_t chunk,
+                          float *scratch) {
     LCX_FAIL_IF(!g || n < 0 || chunk < 1, LCX_ERR_INVALID, "dp sum: bad arguments (n %lld, chunk %lld)",
                 (long long)n, (long long)chunk);
     if (g->size == 1 || n == 0) return LCX_OK;
     int64_t c = n < chunk ? n : chunk;
-    float *all = NULL;
-    LCX_TRY(be->alloc((size_t)lcx_group_sum_all_scratch(g->size, c) * sizeof(float), (void **)&all));
+    float *all = scratch;
+    if (!all) LCX_TRY(be->alloc((size_t)lcx_group_sum_all_scratch(g->size, c) * sizeof(float), (void **)&all));
     lcx_status st = LCX_OK;
     for (int64_t o = 0; o < n && st == LCX_OK; o += c) {
         int64_t k = n - o < c ? n - o : c;
         st = lcx_group_sum_all(g, be, x, LCX_F32, buf + o, k, all, DP_TAG);
     }
-    lcx_status s2 = be->sync(x); /* the scratch is freed below: the queue must have passed it */
+    lcx_status s2 = be->sync(x); /* the scratch is freed or reused: the queue must have passed it */
     if (st == LCX_OK) st = s2;
-    be->free(all);
+    if (!scratch) be->free(all);
     return st;
 }
 

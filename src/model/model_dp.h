@@ -42,8 +42,9 @@ static inline int64_t lcx_group_sum_all_scratch(int size, int64_t n) { return (s
  * rank order ((b_0 + b_1) + b_2) + ... on every rank: chunks of at most chunk elements are summed by
  * lcx_group_sum_all with the backend's add, so the result is bit-identical on every rank and from run to run
  * whatever the communicator's own reduction order. Scratch: lcx_group_sum_all_scratch(g->size, min(n, chunk))
- * floats on the device, allocated here. */
-lcx_status lcx_dp_sum_f32(lcx_comm *g, const lcx_backend *be, lcx_exec *x, float *buf, int64_t n, int64_t chunk);
+ * floats on the device, the caller's (a model keeps one for its steps) or, scratch NULL, allocated here. */
+lcx_status lcx_dp_sum_f32(lcx_comm *g, const lcx_backend *be, lcx_exec *x, float *buf, int64_t n, int64_t chunk,
+                          float *scratch);
 
 /* Host doubles: every rank's v[0..k) gathered (rank order) and summed in rank order into out[0..k) (same bits
  * on every rank). fail: this rank's failure flag; *any_failed gets the lowest failing rank, or -1. */

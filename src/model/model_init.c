@@ -561,6 +561,7 @@ lcx_model_memory lcx_model_memory_of(const lcx_model *m) {
     r.offload_host = m->offl.host_bytes;
     r.tp_scratch = m->tp_bytes;
     r.cp_ring = m->ring_bytes;
+    r.grad_scratch = (m->zbuf_a ? (size_t)m->zbuf_elems * 2 * sizeof(float) : 0) + (size_t)m->gsum_elems * 4;
     return r;
 }
 

@@ -184,6 +184,13 @@ struct lcx_model {
     uint64_t *zrow0, *zrows;  /* [tab.n] this rank's rows of each parameter's local buffer (all rows: no ZeRO) */
     size_t *moff;             /* [tab.n] element offset of each parameter's moments in adam_m / adam_v */
     uint64_t n_moment_elems;  /* elements of adam_m and adam_v each */
+    float *zbuf_a, *zbuf_b;   /* ZeRO-1's exchange scratch, zbuf_elems floats each (model_zero.c), allocated once */
+    uint64_t zbuf_elems;
+    uint64_t zbuf_chunk;      /* elements per exchange batch (lcx_zero_set_chunk's when the model was built) */
+    lcx_comm_request **zreq;  /* [2 zero_size] the requests of one batch's exchange */
+    float *gsum;              /* without ZeRO-1: the gradient group sum's scratch, gsum_elems floats (model_train.c,
+                                 allocated at the first group step) */
+    uint64_t gsum_elems;
 };
 
 /* Byte cursor over one allocation (c->base NULL: sizing pass only); every piece 64-byte aligned. */

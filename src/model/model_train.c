@@ -7,8 +7,20 @@
 #include "src/model/model_dp.h"
 #include "src/model/model_internal.h"
 
-/* Elements per all-gather of the gradient sum: the scratch is group size x this many floats. */
-#define LCX_DP_CHUNK ((int64_t)1 << 20)
+/* The unsharded gradient sum's scratch for group g, the model's own (allocated at its first group step, or again
+ * for a larger group) so that the steps do not allocate. */
+static lcx_status grad_sum_scratch(lcx_model *m, const lcx_comm *g, float **out) {
+    const int64_t n = (int64_t)m->n_elems, c = n < LCX_DP_CHUNK ? n : LCX_DP_CHUNK;
+    const uint64_t need = (uint64_t)lcx_group_sum_all_scratch(g->size, c);
+    if (need > m->gsum_elems) {
+        if (m->gsum) m->be->free(m->gsum);
+        m->gsum = NULL, m->gsum_elems = 0;
+        LCX_TRY(m->be->alloc((size_t)need * sizeof(float), (void **)&m->gsum));
+        m->gsum_elems = need;
+    }
+    *out = m->gsum;
+    return LCX_OK;
+}
 
 /* Default exclusion rule (as the usual PyTorch param groups): decay 2-D weights (linear, embedding, lm_head);
  * norms and biases (1-D) get none. */
@@ -207,7 +219,9 @@ static lcx_status train_step_group(lcx_model *m, const lcx_batch *micro, int n_m
     if (m->zero) { /* ZeRO-1 (model_zero.c): each rank sums, clips and updates its rows only */
         LCX_TRY(zero_update(m, o, res, &comm, t0));
     } else {
-        LCX_TRY(lcx_dp_sum_f32(g, m->be, m->x, m->grads, (int64_t)m->n_elems, LCX_DP_CHUNK)); /* ends with a sync */
+        float *scratch = NULL;
+        LCX_TRY(grad_sum_scratch(m, g, &scratch));
+        LCX_TRY(lcx_dp_sum_f32(g, m->be, m->x, m->grads, (int64_t)m->n_elems, LCX_DP_CHUNK, scratch)); /* syncs */
         LCX_TRY(lcx_tp_reduce_grads(m)); /* TP: the gradients partial on each TP rank, summed over their sharers */
         comm += lcx_clock_s() - t0;
         double sq = 0; /* grouped by the ZeRO-1 rows of each rank: the same double with ZeRO-1 on or off */

@@ -44,6 +44,7 @@ static void part_of(const lcx_model *m, size_t i, int q, int D, uint64_t *r0, ui
 static void part(const lcx_model *m, size_t i, int q, uint64_t *r0, uint64_t *r1) {
     part_of(m, i, q, m->zero_size, r0, r1);
 }
+static lcx_status scratch_alloc(lcx_model *m);
 
 lcx_status lcx_zero_init(lcx_model *m, lcx_comm *g) {
     m->zrow0 = calloc(m->tab.n, sizeof *m->zrow0);
@@ -54,6 +55,7 @@ lcx_status lcx_zero_init(lcx_model *m, lcx_comm *g) {
         m->zero = g;
         m->zero_size = g->size;
         m->zero_rank = g->rank;
+        m->zbuf_chunk = zero_chunk; /* the batches, and so the scratch's size, are fixed at init */
     }
     uint64_t n = 0;
     for (size_t i = 0; i < m->tab.n; i++) {
@@ -71,13 +73,17 @@ lcx_status lcx_zero_init(lcx_model *m, lcx_comm *g) {
         n += ((r1 - r0) * row_len(m, i) + 31) & ~(uint64_t)31; /* 64-byte aligned, as the other families */
     }
     m->n_moment_elems = m->zero ? n : m->n_elems;
-    return LCX_OK;
+    return m->zero ? scratch_alloc(m) : LCX_OK;
 }
 
 void lcx_zero_free(lcx_model *m) {
     free(m->zrow0);
     free(m->zrows);
     free(m->moff);
+    free(m->zreq);
+    if (m->zbuf_a) m->be->free(m->zbuf_a);
+    if (m->zbuf_b) m->be->free(m->zbuf_b);
+    if (m->gsum) m->be->free(m->gsum);
 }
 
 void lcx_zero_range(const lcx_model *m, size_t i, uint64_t *e0, uint64_t *e1, size_t *moff) {
@@ -113,8 +119,9 @@ typedef struct zero_batch {
     uint64_t j, n;
 } zero_batch;
 
-/* The batch after b (b->i1 = 0: the first): whole parameters while they add up to at most zero_chunk elements;
- * a larger one alone, in n = ceil(numel / zero_chunk) windows. Returns 0 past the last parameter. */
+/* The batch after b (b->i1 = 0: the first): whole parameters while they add up to at most the model's chunk
+ * (zero_chunk when it was built) of elements; a larger one alone, in n = ceil(numel / chunk) windows. Returns 0
+ * past the last parameter. */
 static int batch_next(const lcx_model *m, zero_batch *b) {
     if (b->n > 1 && b->j + 1 < b->n) {
         b->j++;
@@ -123,11 +130,12 @@ static int batch_next(const lcx_model *m, zero_batch *b) {
     size_t i = b->i1, i0 = i;
     if (i >= m->tab.n) return 0;
     uint64_t n = 0, big = lcx_m_numel(m, i);
-    if (big > zero_chunk) {
-        *b = (zero_batch){i, i + 1, 0, (big + zero_chunk - 1) / zero_chunk};
+    const uint64_t chunk = m->zbuf_chunk;
+    if (big > chunk) {
+        *b = (zero_batch){i, i + 1, 0, (big + chunk - 1) / chunk};
         return 1;
     }
-    while (i < m->tab.n && (i == i0 || n + lcx_m_numel(m, i) <= zero_chunk)) n += lcx_m_numel(m, i++);
+    while (i < m->tab.n && (i == i0 || n + lcx_m_numel(m, i) <= chunk)) n += lcx_m_numel(m, i++);
     *b = (zero_batch){i0, i, 0, 1};
     return 1;
 }
@@ -163,37 +171,34 @@ static lcx_status pack(lcx_model *m, void *buf, size_t esz, const zero_batch *b,
     return LCX_OK;
 }
 
-typedef struct zero_scratch {
-    float *a, *b;   /* a: the batch packed per destination (reduce-scatter) / this rank's rows (gather);
-                       b: D x this rank's rows (reduce-scatter) / the batch packed per source (gather) */
-    lcx_comm_request **req;
-} zero_scratch;
-
-static lcx_status scratch_init(lcx_model *m, zero_scratch *s) {
-    uint64_t mx_all = 0, mx_d = 0;
+/* ZeRO-1's scratch, allocated once (lcx_zero_init) so that the steps do not allocate: zbuf_a holds the batch
+ * packed per destination (reduce-scatter) / this rank's rows (gather); zbuf_b D x this rank's rows (reduce-scatter)
+ * / the batch packed per source (gather); each the largest of those over the batches. */
+static lcx_status scratch_alloc(lcx_model *m) {
+    uint64_t mx = 0;
     for (zero_batch b = {0, 0, 0, 1}; batch_next(m, &b);) {
         uint64_t all = 0, mine = batch_elems(m, &b, m->zero_rank);
         for (int q = 0; q < m->zero_size; q++) all += batch_elems(m, &b, q);
-        if (all > mx_all) mx_all = all;
-        if (mine * (uint64_t)m->zero_size > mx_d) mx_d = mine * (uint64_t)m->zero_size;
+        if (all > mx) mx = all;
+        if (mine * (uint64_t)m->zero_size > mx) mx = mine * (uint64_t)m->zero_size;
     }
-    uint64_t mx = mx_all > mx_d ? mx_all : mx_d;
-    s->a = s->b = NULL;
-    s->req = calloc((size_t)m->zero_size * 2, sizeof *s->req);
-    LCX_FAIL_IF(!s->req, LCX_ERR_OOM, "ZeRO-1: out of memory");
-    lcx_status st = m->be->alloc((size_t)(mx + 1) * sizeof(float), (void **)&s->a);
-    if (st == LCX_OK) st = m->be->alloc((size_t)(mx + 1) * sizeof(float), (void **)&s->b);
-    return st;
+    m->zbuf_elems = mx + 1;
+    m->zreq = calloc((size_t)m->zero_size * 2, sizeof *m->zreq);
+    LCX_FAIL_IF(!m->zreq, LCX_ERR_OOM, "ZeRO-1: out of memory");
+    LCX_TRY(m->be->alloc((size_t)m->zbuf_elems * sizeof(float), (void **)&m->zbuf_a));
+    return m->be->alloc((size_t)m->zbuf_elems * sizeof(float), (void **)&m->zbuf_b);
 }
 
-static lcx_status scratch_free(lcx_model *m, zero_scratch *s, lcx_status st) {
-    lcx_status s2 = m->be->sync(m->x); /* the queue must have passed the scratch */
-    if (st == LCX_OK) st = s2;
-    m->be->free(s->a);
-    m->be->free(s->b);
-    free(s->req);
-    return st;
+/* The end of an exchange: the queue has passed the scratch before the next one refills it. */
+static lcx_status exchange_end(lcx_model *m, lcx_status st) {
+    lcx_status s2 = m->be->sync(m->x);
+    return st == LCX_OK ? s2 : st;
 }
+
+typedef struct zero_scratch {
+    float *a, *b;
+    lcx_comm_request **req;
+} zero_scratch;
 
 static lcx_status rs_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) {
     const int D = m->zero_size, me = m->zero_rank;
@@ -234,11 +239,11 @@ static lcx_status rs_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) 
 
 lcx_status lcx_zero_reduce_scatter(lcx_model *m) {
     LCX_FAIL_IF(!m->zero, LCX_ERR_INVALID, "ZeRO-1: the model was built without opts.zero_comm");
-    zero_scratch s;
-    lcx_status st = scratch_init(m, &s);
+    zero_scratch s = {m->zbuf_a, m->zbuf_b, m->zreq};
+    lcx_status st = LCX_OK;
     for (zero_batch b = {0, 0, 0, 1}; st == LCX_OK && batch_next(m, &b);) st = rs_batch(m, &s, &b);
     if (st != LCX_OK) st = lcx_fail_context(st, "ZeRO-1 reduce-scatter (rank %d of %d): ", m->zero_rank, m->zero_size);
-    return scratch_free(m, &s, st);
+    return exchange_end(m, st);
 }
 
 /* model_internal.h */
@@ -310,12 +315,11 @@ static lcx_status ag_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) 
 
 lcx_status lcx_zero_all_gather(lcx_model *m) {
     LCX_FAIL_IF(!m->zero, LCX_ERR_INVALID, "ZeRO-1: the model was built without opts.zero_comm");
-    zero_scratch s;
-    lcx_status st = scratch_init(m, &s);
+    zero_scratch s = {m->zbuf_a, m->zbuf_b, m->zreq};
+    lcx_status st = LCX_OK;
     for (zero_batch b = {0, 0, 0, 1}; st == LCX_OK && batch_next(m, &b);) st = ag_batch(m, &s, &b);
     if (st != LCX_OK) st = lcx_fail_context(st, "ZeRO-1 all-gather (rank %d of %d): ", m->zero_rank, m->zero_size);
-    st = scratch_free(m, &s, st);
-    LCX_TRY(st);
+    LCX_TRY(exchange_end(m, st));
     if (m->pdt != LCX_BF16) return LCX_OK; /* f32: the master is the stored parameter */
     /* bf16: every rank's rows hold what its AdamW rounded from its master rows; the norms' float32 copies */
     for (size_t i = 0; i < m->tab.n; i++)

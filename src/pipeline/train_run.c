@@ -41,7 +41,7 @@ void lcx_train_run_options_default(lcx_train_run_options *o) {
 /* --policy auto: the planner's per-layer split (lcx_plan_step_policies) of the model in `from` (a checkpoint, or
  * o->config) for this run's local tokens, layout, dtypes and budgets; *out [layers] (heap). The estimate counts the
  * arena of the backend the run uses. */
-static lcx_status auto_policies(const lcx_train_run_options *o, const char *from, int tp, int cp, int zero_shards,
+static lcx_status auto_policies(const lcx_train_run_options *o, const char *from, int tp, int cp, int grad_ranks,
                                 const lcx_reporter *r, lcx_act_policy **out) {
     lcx_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -60,7 +60,7 @@ static lcx_status auto_policies(const lcx_train_run_options *o, const char *from
     pm.tp = tp, pm.cp = cp, pm.weight_bytes = o->param_dtype == LCX_BF16 ? 2 : 4;
     pm.act_bytes = (int)lcx_act_size(o->act_dtype), pm.mlp_tile = o->mlp_tile, pm.distribute = o->distribute_saved;
     pm.sequence_parallel = o->sequence_parallel;
-    pm.zero_shards = zero_shards;
+    pm.grad_ranks = grad_ranks, pm.zero_shards = o->ranks.zero1 ? grad_ranks : 1;
     pm.loss_chunk = 256; /* the model's default */
     lcx_mem_set_op_ws(&pm, !o->backend || o->backend == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA);
     lcx_plan_opts po;
@@ -196,7 +196,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     }
     /* --policy auto: every rank plans the same split, before anything is created */
     if (o->policy == LCX_ACT_AUTO)
-        LCX_TRY_GOTO(auto_policies(o, latest ? latest : o->ckpt, tp, cp, o->ranks.zero1 && g ? g->size : 1, r, &layer_pol), done);
+        LCX_TRY_GOTO(auto_policies(o, latest ? latest : o->ckpt, tp, cp, g ? g->size : 1, r, &layer_pol), done);
     if (lead && !lcx_is_dir(o->out) && mkdir(o->out, 0777) != 0)
         LCX_FAIL_GOTO(1, LCX_ERR_IO, done, "%s: cannot create the run directory", o->out);
 

@@ -16,6 +16,7 @@
 #include "kernels/cuda/cuda_matmul.h"
 #include "src/model/model.h"
 #include "src/model/model_arena.h"
+#include "src/model/model_dp.h"
 
 /* ---- estimates ---------------------------------------------------------------------------------------------- */
 static double per_tp(int64_t x, int64_t tp) { return x >= tp ? (double)x / (double)tp : 1.0; }
@@ -117,6 +118,10 @@ static void mem_estimate_counts(const lcx_mem_model *m, int64_t seq_len, int64_t
     /* ZeRO-1's exchanges: a batch packed per destination and D x this rank's rows of it (src/model/model_zero.c),
      * a batch being at most LCX_ZERO_CHUNK elements or the whole (small) model */
     if (m->zero_shards > 1) e->workspace += 2.0 * 4 * fmin((double)LCX_ZERO_CHUNK, P);
+    /* without it the gradient group's sum: its chunk's pieces received and gathered (src/model/model_dp.h) */
+    else if (m->grad_ranks > 1)
+        e->workspace += 4.0 * (double)lcx_group_sum_all_scratch((int)m->grad_ranks,
+                                                                (int64_t)fmin((double)LCX_DP_CHUNK, ceil(P)));
     double chunk = (double)(m->loss_chunk < T ? m->loss_chunk : (int64_t)T);
     e->logits = chunk * per_tp(m->vocab, m->tp) * 4;
     if (m->cp > 1) e->cp_buffers = 8.0 * T * per_tp(m->kv_heads, m->tp) * (double)m->head_dim * m->act_bytes;
@@ -698,6 +703,7 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
     p->seq_parallel = seq_parallel(&p->model);
     p->zero1 = o->zero1 == 1 && o->cp * o->dp > 1;
     p->model.zero_shards = p->zero1 ? o->cp * o->dp : 1;
+    p->model.grad_ranks = o->cp * o->dp;
     lcx_mem_set_op_ws(&p->model, o->backend);
     p->current_context = lcx_rope_implied_context(cfg);
     {

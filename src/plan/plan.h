@@ -43,6 +43,7 @@ typedef struct lcx_mem_model {
     int64_t zero_shards;    /* ZeRO-1 (docs/parallel.md "Data parallelism"): the ranks the AdamW moments (and with
                                bf16 weights the fp32 master) are sharded over, the gradient group CP x DP; 0 or 1 =
                                every rank holds them all */
+    int64_t grad_ranks;     /* the gradient group's size CP x DP (its sum's scratch without ZeRO-1); 0 or 1: none */
 } lcx_mem_model;
 
 /* cfg's dimensions (layers, hidden, ffn, heads, kv heads, head_dim, vocab) and n_params, TP = CP = 1; every other

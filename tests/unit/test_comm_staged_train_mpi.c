@@ -2,9 +2,11 @@
  * with several ranks on one device takes, with every device buffer of the model going through staging buffers
  * and MPI. Two meshes of the llama_gqa fixture (random weights), 2 AdamW steps with clipping active:
  *  - TP 2 x CP 2 (the CP ring's isend/irecv, the TP layers' lcx_group_sum, the gradient group's sums);
- *  - DP 2 x CP 2 with ZeRO-1 (its reduce-scatter and all-gather by isend/irecv).
+ *  - DP 2 x CP 2 with ZeRO-1 (its reduce-scatter and all-gather by isend/irecv), with float32 weights and with
+ *    bf16 ones (the fp32 master sharded, the all-gather moving the bf16 weights).
  * Each is trained once with the mesh split from the plain MPI world and once from a staged communicator over the
- * same ranks: losses, gradient norms and every master weight must be the same bits, since the staged
+ * same ranks: losses, gradient norms and every master weight (bf16: every stored weight) must be the same bits,
+ * since the staged
  * communicator moves the same bytes through the same MPI calls (the model's sums are in rank order either way). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +43,8 @@ static void make_rows(int step, int dp_rank, int64_t vocab, int32_t *ids, int32_
             tgt[s * SEQ + t] = t + 1 < SEQ && (t * 7 + s) % 11 != 3 ? ids[s * SEQ + t + 1] : LCX_IGNORE_INDEX;
 }
 
-static void train(lcx_comm *world, const lcx_model_config *cfg, int tp, int cp, int dp, int zero, run_out *r) {
+static void train(lcx_comm *world, const lcx_model_config *cfg, int tp, int cp, int dp, int zero, lcx_dtype dt,
+                  run_out *r) {
     memset(r, 0, sizeof *r);
     lcx_mesh mesh;
     lcx_comm_groups gs;
@@ -49,7 +52,7 @@ static void train(lcx_comm *world, const lcx_model_config *cfg, int tp, int cp, 
     CHECK_OK(lcx_comm_mesh(world, &mesh, &gs));
     lcx_model_opts o;
     memset(&o, 0, sizeof o);
-    o.param_dtype = LCX_F32;
+    o.param_dtype = dt;
     o.max_tokens = MSEQ * SEQ / cp;
     o.loss_chunk = 7;
     o.training = 1;
@@ -81,7 +84,7 @@ static void train(lcx_comm *world, const lcx_model_config *cfg, int tp, int cp, 
         for (int k = 0; k < s.ndim; k++) n *= (size_t)s.local[k];
         r->numel[i] = n;
         r->master[i] = malloc(n * sizeof(float));
-        CHECK_OK(lcx_model_get_master(m, i, r->master[i]));
+        CHECK_OK(dt == LCX_BF16 ? lcx_model_get_param(m, i, r->master[i]) : lcx_model_get_master(m, i, r->master[i]));
         r->n = i + 1;
     }
     lcx_model_free(m);
@@ -89,10 +92,10 @@ static void train(lcx_comm *world, const lcx_model_config *cfg, int tp, int cp, 
 }
 
 static void check_same(lcx_comm *world, lcx_comm *staged, const lcx_model_config *cfg, int tp, int cp, int dp,
-                       int zero) {
+                       int zero, lcx_dtype dt) {
     run_out a, b;
-    train(world, cfg, tp, cp, dp, zero, &a);
-    train(staged, cfg, tp, cp, dp, zero, &b);
+    train(world, cfg, tp, cp, dp, zero, dt, &a);
+    train(staged, cfg, tp, cp, dp, zero, dt, &b);
     CHECK_MSG(a.n == b.n && a.n > 0, "tp %d cp %d dp %d: %zu vs %zu parameters", tp, cp, dp, a.n, b.n);
     for (int s = 0; s < STEPS; s++)
         CHECK_MSG(a.loss[s] == b.loss[s] && a.norm[s] == b.norm[s],
@@ -122,8 +125,9 @@ int main(void) {
     CHECK_OK(world->impl->split(world, 0, world->rank, &inner));
     CHECK_OK(lcx_comm_staged(inner, lcx_comm_stager_backend(), &staged));
     if (staged) {
-        check_same(world, staged, &cfg, 2, 2, 1, 0);
-        check_same(world, staged, &cfg, 1, 2, 2, 1);
+        check_same(world, staged, &cfg, 2, 2, 1, 0, LCX_F32);
+        check_same(world, staged, &cfg, 1, 2, 2, 1, LCX_F32);
+        check_same(world, staged, &cfg, 1, 2, 2, 1, LCX_BF16);
         staged->impl->free(staged);
     }
     CHECK_OK(lcx_comm_finalize(world));

@@ -56,7 +56,7 @@ static void check_case(lcx_comm *g, const lcx_backend *be, lcx_exec *x, lcx_dtyp
               dt == LCX_F32 ? "f32" : "bf16", (long long)n, size, g->rank, (long long)k, (long long)p);
     if (dt == LCX_F32) { /* the gradient group's sum in chunks of 7 */
         fill(got, n, dt, world_rank, salt);
-        CHECK_OK(lcx_dp_sum_f32(g, be, x, (float *)got, n, 7));
+        CHECK_OK(lcx_dp_sum_f32(g, be, x, (float *)got, n, 7, NULL));
         CHECK_MSG(memcmp(ref, got, (size_t)n * es) == 0, "lcx_dp_sum_f32 n %lld over %d ranks differs",
                   (long long)n, size);
     }

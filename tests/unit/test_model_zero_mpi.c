@@ -17,6 +17,7 @@
 
 #include "src/comm/comm.h"
 #include "src/model/model.h"
+#include "src/model/model_dp.h"
 #include "src/model/model_state.h"
 #include "src/plan/plan.h"
 #include "test_util.h"
@@ -25,6 +26,7 @@
 #define SEQ 16
 
 static lcx_model_config g_cfg;
+static uint64_t g_chunk = LCX_ZERO_CHUNK; /* what lcx_zero_set_chunk was last given */
 
 static lcx_model *new_model(lcx_dtype dt, lcx_comm *zero) {
     lcx_model_opts o;
@@ -113,6 +115,16 @@ static void check(lcx_comm *world, lcx_dtype dt) {
         const lcx_shape *sh = &t->params[i].shape;
         slack += 8.0 * (double)(sh->ndim >= 2 ? (uint64_t)t->params[i].numel / sh->dims[0] : 1) + 2 * 64;
     }
+    /* the exchange scratch, held by the model: 2 x 4 x min(chunk, P) bytes, up to the rows' rounding */
+    const double zs = 8.0 * fmin((double)g_chunk, (double)t->total_numel);
+    CHECK_MSG(fabs((double)mz.grad_scratch - zs) <= slack,
+              "ZeRO-1 scratch %zu bytes, the model's 2 x 4 x min(chunk, P) = %.0f", mz.grad_scratch, zs);
+    /* without ZeRO-1 the sum's, (D + 1) x ceil(min(P, 2^20) / D) floats (P rounded up to 64 bytes a parameter) */
+    const int64_t pn = (int64_t)t->total_numel < LCX_DP_CHUNK ? (int64_t)t->total_numel : LCX_DP_CHUNK;
+    const double ds = 4.0 * (double)lcx_group_sum_all_scratch(world->size, pn);
+    CHECK_MSG((double)mr.grad_scratch >= ds && (double)mr.grad_scratch <= ds + 4.0 * (world->size + 1) * 16 * t->n,
+              "the unsharded sum's scratch %zu bytes, expected %.0f", mr.grad_scratch, ds);
+    if (g_chunk == LCX_ZERO_CHUNK) CHECK(e.workspace >= zs); /* the planner's workspace counts it */
     CHECK_MSG(fabs((double)mz.moments - e.optimizer) <= slack,
               "moments per rank %zu bytes, the planner's model %.0f (slack %.0f)", mz.moments, e.optimizer, slack);
     /* bf16: the master rows are laid out as the moments (half their bytes), beside the norms' float32 copies (the
@@ -158,11 +170,12 @@ int main(void) {
     check(world, LCX_F32);
     check(world, LCX_BF16);
     /* batches smaller than a parameter: every large one exchanged in windows of its rows, as an 8B embedding is */
-    lcx_zero_set_chunk(100);
+    lcx_zero_set_chunk(g_chunk = 100);
     check(world, LCX_F32);
-    lcx_zero_set_chunk(777);
+    lcx_zero_set_chunk(g_chunk = 777);
     check(world, LCX_BF16);
     lcx_zero_set_chunk(0);
+    g_chunk = LCX_ZERO_CHUNK;
     lcx_config_free(&g_cfg);
     int64_t bad = test_failures_ ? 1 : 0;
     CHECK_OK(lcx_comm_all_reduce(world, NULL, &bad, &bad, 1, LCX_I64, LCX_COMM_MAX));

@@ -913,7 +913,7 @@ static void test_search(void) {
 /* The throughput model's terms against a hand computation (TP 2, CP 2, DP 2, bf16, 4 layers: 1 recompute,
  * 1 offload, 2 keep). */
 static void test_step_time(void) {
-    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096, 0, 0, 0, NULL, 0, 0, 0};
+    lcx_mem_model m = {4, 64, 128, 4, 2, 16, 1000, 100000, 2, 2, 2, 2, 4096, 0, 0, 0, NULL, 0, 0, 0, 0};
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
     int counts[LCX_ACT_POLICY_COUNT] = {0};

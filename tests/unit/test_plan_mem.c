@@ -120,7 +120,7 @@ int main(void) {
     cfg.max_position_embeddings = LENGTHS[N_LEN - 1];
     lcx_mem_model mm = {cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads,
                         cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size, table.total_numel, 1, 1, 4, 4,
-                        LOSS_CHUNK, 0, 0, 0, NULL, 0, 0, 0};
+                        LOSS_CHUNK, 0, 0, 0, NULL, 0, 0, 0, 0};
     /* the CPU backend's arena: its own workspace queries over the model's calls (src/model/model_arena.h) */
     lcx_mem_set_op_ws(&mm, LCX_MEM_CPU);
     CHECK(mm.arena_backend == lcx_backend_cpu());
