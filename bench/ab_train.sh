@@ -15,6 +15,7 @@ NP=${NP:-4}
 SEQ=${SEQ:-2048}
 STEPS=${STEPS:-4}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/bench_lib.sh"
 CFG=${CFG:-$HERE/llama10m.json}
 VOCAB=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
 MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
@@ -24,10 +25,7 @@ MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-awk -v n=$(( (STEPS + 2) * (SEQ + 1) * NP )) -v v="$VOCAB" 'BEGIN { s = 7; for (i = 0; i < n; i++) {
-    s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % v } }' >"$out/ids.txt"
-field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+random_ids $(( (STEPS + 2) * (SEQ + 1) * NP )) "$VOCAB" "$out/ids.txt"
 echo "| build | step time | comm_s | tp_comm_s | peak RSS per rank |"
 echo "|---|---|---|---|---|"
 for k in A B; do
@@ -38,10 +36,10 @@ for k in A B; do
         "$@" >/dev/null
     rss=$(cat "$out/$k".rss.* 2>/dev/null | sort -n | tail -1)
     printf '| %s | %.3f s | %.4f s | %.4f s | %s |\n' "$k" \
-        "$(field "$out/$k/metrics.jsonl" time | tail -n +2 | median)" \
-        "$(field "$out/$k/metrics.jsonl" comm_s | tail -n +2 | median)" \
-        "$(field "$out/$k/metrics.jsonl" tp_comm_s | tail -n +2 | median)" \
+        "$(json_field "$out/$k/metrics.jsonl" time | tail -n +2 | median)" \
+        "$(json_field "$out/$k/metrics.jsonl" comm_s | tail -n +2 | median)" \
+        "$(json_field "$out/$k/metrics.jsonl" tp_comm_s | tail -n +2 | median)" \
         "$([ -n "$rss" ] && awk -v k="$rss" 'BEGIN { printf "%.1f MiB", k / 1024 }' || echo -)"
 done
-la=$(field "$out/A/metrics.jsonl" loss) lb=$(field "$out/B/metrics.jsonl" loss)
+la=$(json_field "$out/A/metrics.jsonl" loss) lb=$(json_field "$out/B/metrics.jsonl" loss)
 [ -n "$la" ] && [ "$la" = "$lb" ] && echo "losses: the same text" || echo "losses: DIFFERENT"

@@ -10,6 +10,7 @@ set -euo pipefail
 BUILD=${1:?usage: $0 BUILD_DIR}
 BACKEND=${BACKEND:-cpu} SEQ=${SEQ:-1024} STEPS=${STEPS:-3} CPS=${CPS:-"2 4"} TOL=${TOL:-1e-4}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/bench_lib.sh"
 CFG=${CFG:-$HERE/llama10m.json}
 VOCAB=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
 BIN=$(cd "$BUILD" && pwd)/lcextend
@@ -19,8 +20,7 @@ MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
 export OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-awk -v n=$(( (STEPS + 2) * (SEQ + 1) )) -v v="$VOCAB" 'BEGIN { s = 7; for (i = 0; i < n; i++) {
-    s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % v } }' >"$out/ids.txt"
+random_ids $(( (STEPS + 2) * (SEQ + 1) )) "$VOCAB" "$out/ids.txt"
 args=(train --config "$CFG" --ids "$out/ids.txt" --seq "$SEQ" --steps "$STEPS" --keep 0 --quiet
       --backend "$BACKEND")
 # steps FILE: "step loss grad_norm" per step

@@ -21,6 +21,7 @@ STEPS=${STEPS:-5}
 CPS=${CPS:-"1 2 4"}
 CORES=${CORES:-$(nproc)}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/bench_lib.sh"
 BIN=$(cd "$BUILD" && pwd)/lcextend
 RING=$(cd "$BUILD" && pwd)/bench/bench_ring_transfer
 CFG="$HERE/llama10m.json"
@@ -34,8 +35,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 # random ids below the vocabulary (8192), enough for every step's sequence + 1
-awk -v n=$(( (STEPS + 2) * (SEQ + 1) )) 'BEGIN { s = 7; for (i = 0; i < n; i++) {
-    s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 8192 } }' >"$out/ids.txt"
+random_ids $(( (STEPS + 2) * (SEQ + 1) )) 8192 "$out/ids.txt"
 
 # ring bytes each rank sends per step (docs/plan.md "Ring traffic", float32 activations a = 4, one sequence, TP 1):
 # layers x [(C - 1) x 2 nkv d b a + (C - 1) x 2 nkv d b (a + 4) + 2 nkv d b 4], b = SEQ / C; 0 at C = 1
@@ -44,7 +44,6 @@ ring_mib() { awk -v c="$1" -v s="$SEQ" -v l="$(jnum num_hidden_layers)" -v k="$(
     -v d="$(jnum head_dim)" 'BEGIN { b = s / c; a = 4; x = 0
     if (c > 1) x = l * ((c - 1) * 2 * k * d * b * a + (c - 1) * 2 * k * d * b * (a + 4) + 2 * k * d * b * 4)
     printf "%.1f", x / 1048576 }'; }
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 # field FILE KEY: the KEY of steps 2..N
 field() { grep '"step"' "$1" | sed -n "2,\$s/.*\"$2\": \([^,}]*\).*/\1/p"; }
 

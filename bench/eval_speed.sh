@@ -20,6 +20,7 @@ THREADS=${THREADS:-2}
 LENGTHS=${LENGTHS:-"2048 8192"}
 PY=${PYTHON:-python3}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/bench_lib.sh"
 BIN="$BUILD/lcextend"
 [ -x "$BIN" ] || { echo "missing $BIN (build first)"; exit 1; }
 export OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
@@ -28,7 +29,6 @@ trap 'rm -rf "$out"' EXIT
 "$BIN" export "$GGUF" --format hf --dtype f32 --out "$out/hf" >/dev/null
 [ -z "$LLAMA" ] || "$BIN" export "$GGUF" --format gguf --dtype f32 --out "$out/f32.gguf" >/dev/null
 
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 rss() { awk '/Maximum resident set size/ { printf "%.0f", $NF / 1024 }' "$1"; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -29,6 +29,7 @@ sp) POLICY=${POLICY:-keep} flag=--sequence-parallel ;;
 *) echo "tp_distribute.sh: MODE is distribute or sp, not $MODE"; exit 1 ;;
 esac
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/bench_lib.sh"
 BIN=$(cd "$BUILD" && pwd)/lcextend
 CFG=${CFG:-$HERE/llama10m.json}
 VOCAB=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
@@ -38,10 +39,7 @@ MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-awk -v n=$(( (STEPS + 2) * (SEQ + 1) )) -v v="$VOCAB" 'BEGIN { s = 7; for (i = 0; i < n; i++) {
-    s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % v } }' >"$out/ids.txt"
-field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+random_ids $(( (STEPS + 2) * (SEQ + 1) )) "$VOCAB" "$out/ids.txt"
 # run NAME TP [FLAGS...]: the run directory $out/NAME, each rank's peak RSS (KiB) in $out/NAME.rss.RANK
 run() {
     local name=$1 tp=$2
@@ -59,10 +57,10 @@ for tp in $TPS; do
     run "w$tp" "$tp"
     run "d$tp" "$tp" "$flag"
     if [ "$MODE" = distribute ]; then
-        lw=$(field "$out/w$tp/metrics.jsonl" loss) ld=$(field "$out/d$tp/metrics.jsonl" loss)
+        lw=$(json_field "$out/w$tp/metrics.jsonl" loss) ld=$(json_field "$out/d$tp/metrics.jsonl" loss)
         same=$([ -n "$lw" ] && [ "$lw" = "$ld" ] && echo same || echo DIFFERENT)
     else
-        same=$(paste <(field "$out/w$tp/metrics.jsonl" loss) <(field "$out/d$tp/metrics.jsonl" loss) |
+        same=$(paste <(json_field "$out/w$tp/metrics.jsonl" loss) <(json_field "$out/d$tp/metrics.jsonl" loss) |
             awk -v n="$STEPS" 'NR == 1 && $1 != $2 { bad = 1 }
                 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d; if (d > 1e-5) bad = 1 }
                 END { if (NR != n || bad) print "DIFFERENT"; else if (m == 0) print "the same text"
@@ -80,8 +78,8 @@ for tp in $TPS; do
         printf "%.1f", b / 1048576 }')
     mib() { [ "$rw" -gt 0 ] && awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }' || echo -; }
     for k in w d; do
-        t=$(field "$out/$k$tp/metrics.jsonl" time | tail -n +2 | median)
-        c=$(field "$out/$k$tp/metrics.jsonl" tp_comm_s | tail -n +2 | median)
+        t=$(json_field "$out/$k$tp/metrics.jsonl" time | tail -n +2 | median)
+        c=$(json_field "$out/$k$tp/metrics.jsonl" tp_comm_s | tail -n +2 | median)
         if [ $k = w ]; then
             printf '| %s | no | %.3f s | %.3f s | %s | | | |\n' "$tp" "$t" "$c" "$(mib "$rw")"
         else

@@ -17,6 +17,7 @@ THREADS=${THREADS:-2}
 SEQS=${SEQS:-"512 2048"}
 WAIT=${WAIT:-passive}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/bench_lib.sh"
 BIN="$BUILD/lcextend"
 CFG="$HERE/llama10m.json"
 [ -x "$BIN" ] || { echo "missing $BIN (build first)"; exit 1; }
@@ -24,7 +25,6 @@ export OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=$WAIT
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 field() { awk -v k="$2" '/^mean tokens\/s/ { for (i = 1; i <= NF; i++) if ($i == k) print $(i + 1) }' "$1"; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"

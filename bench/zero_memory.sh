@@ -17,6 +17,7 @@ STEPS=${STEPS:-4}
 DPS=${DPS:-"2 4"}
 DTYPE=${DTYPE:-bf16}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/bench_lib.sh"
 BIN=$(cd "$BUILD" && pwd)/lcextend
 CFG=${CFG:-$HERE/llama10m.json}
 VOCAB=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
@@ -27,10 +28,7 @@ out=$(mktemp -d)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$out"' EXIT; [ -n "${KEEP:-}" ] && echo "kept: $out" >&2
 max_dp=0
 for d in $DPS; do [ "$d" -gt "$max_dp" ] && max_dp=$d; done
-awk -v n=$(( (STEPS + 2) * max_dp * (SEQ + 1) )) -v v="$VOCAB" 'BEGIN { s = 7; for (i = 0; i < n; i++) {
-    s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % v } }' >"$out/ids.txt"
-field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+random_ids $(( (STEPS + 2) * max_dp * (SEQ + 1) )) "$VOCAB" "$out/ids.txt"
 # run NAME D [FLAGS...]: the run directory $out/NAME; its output (the header names the parameter count) in
 # $out/NAME.txt
 run() {
@@ -40,8 +38,8 @@ run() {
         "$BIN" train --config "$CFG" --ids "$out/ids.txt" --seq "$SEQ" --steps "$STEPS" --out "$out/$name" \
         --dp "$d" --dtype "$DTYPE" --quiet "$@" >"$out/$name.txt"
 }
-peak_mib() { field "$out/$1/metrics.jsonl" peak_rss | tail -1 | awk '{ printf "%.1f", $1 / 1048576 }'; }
-steps_median() { field "$out/$1/metrics.jsonl" "$2" | tail -n +2 | median; }
+peak_mib() { json_field "$out/$1/metrics.jsonl" peak_rss | tail -1 | awk '{ printf "%.1f", $1 / 1048576 }'; }
+steps_median() { json_field "$out/$1/metrics.jsonl" "$2" | tail -n +2 | median; }
 echo "| DP | --zero1 | step time | comm_s | peak RSS, rank 0 | saved (measured) | saved (model) | losses |"
 echo "|---|---|---|---|---|---|---|---|"
 bad=0
@@ -55,7 +53,7 @@ for d in $DPS; do
         k = 1048576; if (p < k) k = p; g = int((k + d - 1) / d)
         printf "%.1f", (b * p * (1 - 1 / d) - 2 * 4 * c + 4 * (d + 1) * g) / 1048576 }')
     same=same
-    [ "$(field "$out/w$d/metrics.jsonl" loss)" = "$(field "$out/z$d/metrics.jsonl" loss)" ] || { same=DIFFER; bad=1; }
+    [ "$(json_field "$out/w$d/metrics.jsonl" loss)" = "$(json_field "$out/z$d/metrics.jsonl" loss)" ] || { same=DIFFER; bad=1; }
     rw=$(peak_mib "w$d") rz=$(peak_mib "z$d")
     saved=$(awk -v a="$rw" -v b="$rz" 'BEGIN { printf "%.1f MiB", a - b }')
     for k in w z; do
