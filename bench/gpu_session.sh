@@ -61,6 +61,8 @@ step cp_one_gpu 60 "BACKEND=cuda SEQ=2048 bench/cp_check.sh $B"
 step tp_distribute_gpu 40 "BACKEND=cuda SEQ=2048 STEPS=3 TPS=2 bench/tp_distribute.sh $B"
 # and with sequence parallelism: the first loss the same, the rest within 1e-5 (docs/parallel.md)
 step tp_sp_gpu 40 "BACKEND=cuda MODE=sp SEQ=2048 STEPS=3 TPS=2 bench/tp_distribute.sh $B"
+# ZeRO-1 with bf16 weights (the master sharded, the bf16 weights all-gathered) on one GPU: the same losses
+step zero_gpu 40 "BACKEND=cuda SEQ=2048 STEPS=3 DPS=2 bench/zero_memory.sh $B"
 # lcextend eval --tp 2 --cp 2 on the GPU (4 ranks: device logits gathered, the forward-only ring) against one CPU
 # process (docs/evaluation-protocol.md)
 step tp_eval_gpu 40 "BACKEND=cuda TP=2 CP=2 bench/tp_eval.sh $B"

@@ -8,14 +8,18 @@
 # "Memory": the moments, and with bf16 weights the fp32 master, (1 - 1/D) of 8 or 12 bytes a parameter, less the
 # exchange scratch of 2 x 4 x min(2^22, P) bytes, plus the unsharded sum's scratch, 4 (D + 1) ceil(min(P, 2^20) / D)
 # bytes, which ZeRO-1 does not need). One OpenMP thread per rank (OMP_WAIT_POLICY=passive). Prints a
-# markdown table; exit 1 when the losses differ, a ZeRO-1 run does not shard or a run fails.
-# usage: [DTYPE=bf16|f32] [SEQ=512] [STEPS=4] [DPS="2 4"] [CFG=bench/llama10m.json] bench/zero_memory.sh BUILD
+# markdown table; exit 1 when the losses differ, a ZeRO-1 run does not shard or a run fails. BACKEND=cuda runs the
+# ranks on the machine's GPU (the staged communicator, or NCCL with a GPU each): the exchanges move device buffers,
+# and the RSS columns are host memory only.
+# usage: [BACKEND=cpu|cuda] [DTYPE=bf16|f32] [SEQ=512] [STEPS=4] [DPS="2 4"] [CFG=bench/llama10m.json]
+#        bench/zero_memory.sh BUILD
 set -euo pipefail
 BUILD=${1:?usage: $0 BUILD_DIR}
 SEQ=${SEQ:-512}
 STEPS=${STEPS:-4}
 DPS=${DPS:-"2 4"}
 DTYPE=${DTYPE:-bf16}
+BACKEND=${BACKEND:-cpu}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/bench_lib.sh"
 BIN=$(cd "$BUILD" && pwd)/lcextend
@@ -36,7 +40,7 @@ run() {
     shift 2
     "$MPIEXEC" --oversubscribe -np "$d" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY \
         "$BIN" train --config "$CFG" --ids "$out/ids.txt" --seq "$SEQ" --steps "$STEPS" --out "$out/$name" \
-        --dp "$d" --dtype "$DTYPE" --quiet "$@" >"$out/$name.txt"
+        --dp "$d" --dtype "$DTYPE" --backend "$BACKEND" --quiet "$@" >"$out/$name.txt"
 }
 peak_mib() { json_field "$out/$1/metrics.jsonl" peak_rss | tail -1 | awk '{ printf "%.1f", $1 / 1048576 }'; }
 steps_median() { json_field "$out/$1/metrics.jsonl" "$2" | tail -n +2 | median; }

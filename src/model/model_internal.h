@@ -355,8 +355,9 @@ lcx_status lcx_tp_gather_input(lcx_model *m, int l, int64_t T);
 /* With CP: sum a loss sum and count over the CP group (every rank then reports the global values). */
 lcx_status lcx_ring_reduce_loss(lcx_model *m, lcx_loss_slot *r);
 /* ZeRO-1 (model_zero.c). init: the row ranges and moment offsets of every parameter (every row, offsets = off,
- * without a group of more than one rank); called before the moments are allocated. range: elements [*e0, *e1) of
- * parameter i's local buffer whose moments this rank holds, and their offset in adam_m / adam_v. */
+ * without a group of more than one rank) and, with one, its exchange scratch; called before the master and the
+ * moments are allocated. free: those, and the unsharded gradient sum's scratch (model_train.c). range: elements
+ * [*e0, *e1) of parameter i's local buffer whose moments this rank holds, and their offset in adam_m / adam_v. */
 lcx_status lcx_zero_init(lcx_model *m, lcx_comm *g);
 void lcx_zero_free(lcx_model *m);
 void lcx_zero_range(const lcx_model *m, size_t i, uint64_t *e0, uint64_t *e1, size_t *moff);

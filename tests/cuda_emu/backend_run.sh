@@ -18,7 +18,8 @@
 #                          CFG: default the llama_gqa fixture, 64 tokens: the host GEMMs are slow; needs mpirun),
 #                          and bench/tp_distribute.sh, TP 2 with and without distributed saved activations and
 #                          with and without sequence parallelism (MODE=sp: its point-to-point reduce-scatter of
-#                          device buffers)
+#                          device buffers), and bench/zero_memory.sh, DP 2 with and without ZeRO-1 (bf16 weights:
+#                          the sharded master, the bf16 all-gather of device buffers)
 #   tp_eval                lcextend eval --tp 2 on it (bench/tp_eval.sh: 2 ranks on the emulated device against one
 #                          CPU process; LENGTHS 64 and PK_LENGTHS 128 by default: slow, so not among the default runs;
 #                          TP and CP from the environment, default 2 and 1)
@@ -112,6 +113,9 @@ for test in $tests; do
         job 2 "bench/tp_distribute.sh MODE=sp on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
             BACKEND=cuda MODE=sp SEQ="${SEQ:-64}" STEPS="${STEPS:-3}" TPS=2 \
             CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}" bash "$root/bench/tp_distribute.sh" "$work"
+        job 2 "bench/zero_memory.sh (ZeRO-1, bf16) on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
+            BACKEND=cuda SEQ="${SEQ:-64}" STEPS="${STEPS:-3}" DPS=2 \
+            CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}" bash "$root/bench/zero_memory.sh" "$work"
         continue
     fi
     cc -I"$root/tests" -I"$root/tests/unit" -DLCX_SOURCE_DIR="\"$root\"" -DLCX_BINARY_DIR="\"$build\"" \
