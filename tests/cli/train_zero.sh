@@ -1,6 +1,6 @@
 # ZeRO-1 under mpirun (docs/parallel.md "Data parallelism"): lcextend train --zero1 on 2 ranks gives the same loss
-# curve, gradient norms and exported weights, bit for bit, as without it; its checkpoints hold one data file per
-# rank; the step-2 checkpoint of the --zero1 run resumes in one process (the same global batch) and continues the
+# curve, gradient norms and exported weights, bit for bit, as without it (also with bf16 weights, whose fp32 master
+# it shards); its checkpoints hold one data file per rank; the step-2 checkpoint of the --zero1 run resumes in one process (the same global batch) and continues the
 # loss curve within 1e-5; the main command with --zero1 equals the main command without it. Skips (77) without
 # mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -24,6 +24,20 @@ check "--zero1: the same exported weights" cmp -s "$tmp/z-hf/model.safetensors" 
 ck="$tmp/z/checkpoints/s01-step000002"
 check "--zero1: one data file per rank" [ -f "$ck/data-0.bin" ] && [ -f "$ck/data-1.bin" ]
 check "--zero1: the step-4 checkpoint is latest" [ "$(cat "$tmp/z/checkpoints/latest")" = "s01-step000004" ]
+
+# bf16 weights: ZeRO-1 shards the fp32 master too (each rank writes its rows of it); the same bits, and the export
+# (from the checkpoint's master pieces of both ranks) byte-equal
+mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 4 --lr 1e-2 --clip 0.3 --out "$tmp/p16" --quiet \
+    --dtype bf16 --export-hf "$tmp/p16-hf"
+check "--dtype bf16 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 4 --lr 1e-2 --clip 0.3 --out "$tmp/z16" --quiet \
+    --dtype bf16 --zero1 --export-hf "$tmp/z16-hf"
+check "--dtype bf16 --zero1 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "bf16 --zero1: the same losses" [ -s "$tmp/z16/metrics.jsonl" ] && \
+    [ "$(field "$tmp/z16/metrics.jsonl" loss)" = "$(field "$tmp/p16/metrics.jsonl" loss)" ]
+check "bf16 --zero1: the same exported weights" cmp -s "$tmp/z16-hf/model.safetensors" "$tmp/p16-hf/model.safetensors"
+run inspect "$tmp/z16/checkpoints/s01-step000004"
+check "bf16 --zero1: the checkpoint holds the whole master" grep -q "master .* 34976 elements" "$tmp/out"
 
 # resume the step-2 checkpoint in one process with the same global batch (2 sequences per step)
 mkdir -p "$tmp/r/checkpoints" && cp -r "$ck" "$tmp/r/checkpoints/" && echo s01-step000002 >"$tmp/r/checkpoints/latest"
