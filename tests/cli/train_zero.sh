@@ -1,8 +1,8 @@
 # ZeRO-1 under mpirun (docs/parallel.md "Data parallelism"): lcextend train --zero1 on 2 ranks gives the same loss
 # curve, gradient norms and exported weights, bit for bit, as without it (also with bf16 weights, whose fp32 master
-# it shards); its checkpoints hold one data file per rank; the step-2 checkpoint of the --zero1 run resumes in one process (the same global batch) and continues the
-# loss curve within 1e-5; the main command with --zero1 equals the main command without it. Skips (77) without
-# mpirun.
+# it shards); its checkpoints hold one data file per rank; the step-2 checkpoint of the --zero1 run resumes in one
+# process (the same global batch) and continues the loss curve within 1e-5; the main command with --zero1 equals
+# the main command without it, and with --gpus 2 it is the plan's choice. Skips (77) without mpirun.
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ -n "${MPIEXEC:-}" ] && [ -x "$MPIEXEC" ] || { echo "skip: no mpirun"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
