@@ -929,6 +929,13 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
         snprintf(s->lines[s->n_lines++], sizeof s->lines[0], "runner-up: none (the only layout that fits)");
     }
     policy_line(p, s->lines[s->n_lines++], sizeof s->lines[0]);
+    /* offload's pinned host memory is unbounded unless given: say how much the choice takes */
+    if (ch->host_peak > 0)
+        snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
+                 "host: offload pins %s of host memory per device (%s for the %lld devices)%s",
+                 human_bytes(ch->host_peak, b1, sizeof b1),
+                 human_bytes(ch->host_peak * (double)s->gpus, b2, sizeof b2), (long long)s->gpus,
+                 o->host_budget > 0 ? "" : "; --host-memory SIZE bounds it per device");
     /* the layouts that do not fit or break a rule, compactly */
     char *line = s->lines[s->n_lines];
     size_t cap = sizeof s->lines[0], n = 0;

@@ -179,6 +179,11 @@ check "search: TP $1 divides 32 heads, 8 kv heads and 14336" [ $((32 % $1 + 8 % 
 check "search: 2 CP divides 128k" [ $((131072 % (2 * $2))) -eq 0 ]
 check "search: the chosen line names the layout" grep -q "^chosen: TP $1 x CP $2 x DP $3, loss chunk [0-9]*, MLP tile [a-z0-9]*[a-zA-Z0-9 ,-]*: predicted .* tokens/s, peak .* GiB per device" "$tmp/out"
 check "search: a runner-up" grep -q "^runner-up: TP [0-9]* x CP [0-9]* x DP [0-9]*, .* slower" "$tmp/out"
+# the chosen plan offloads: the explanation says how much pinned host memory, per device and for all 8, and how to
+# bound it
+hd=$(sed -n 's/^host: offload pins \([0-9.]*\) GiB of host memory per device ([0-9.]* [GT]iB for the 8 devices); --host-memory SIZE bounds it per device$/\1/p' "$tmp/out")
+check "search: the host line (${hd:-missing})" [ -n "$hd" ]
+check "search: the host line is the stages' largest host figure" grep -q "host (offload) ${hd:-none} GiB" "$tmp/out"
 peak=$(grep -o 'peak memory [0-9.]* GiB per device' "$tmp/out" | grep -o '[0-9.]*')
 check "search: peak $peak GiB <= 80 GiB" awk -v p="$peak" 'BEGIN { exit !(p > 0 && p <= 80) }'
 check "search: every stage within the budget" awk '/^[0-9]+ / { v = $(NF-3); u = $(NF-2); if (u != "GiB" || v > 80) bad = 1 } END { exit bad }' "$tmp/out"
@@ -193,6 +198,10 @@ if [ "$2" -gt 1 ]; then
         grep -q "^evaluation (before/after, float32, on the .*CP group): .*, ring [0-9.]* [MG]iB$" "$tmp/out" && \
         ! grep -q "^evaluation .*passkey cache" "$tmp/out"
 fi
+run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 64GB
+h64=$(sed -n 's/^host: offload pins \([0-9.]*\) GiB of host memory per device ([0-9.]* [GT]iB for the 8 devices)$/\1/p' "$tmp/out")
+check "search --host-memory 64GB: the host line (${h64:-missing}) within it, no hint" \
+    awk -v h="${h64:-999}" 'BEGIN { exit !(h > 0 && h <= 64) }'
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB
 check "search: deterministic (same output twice)" cmp -s "$tmp/out" "$tmp/search1.txt"
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --json
