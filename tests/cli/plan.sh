@@ -181,7 +181,8 @@ check "search: the chosen line names the layout" grep -q "^chosen: TP $1 x CP $2
 check "search: a runner-up" grep -q "^runner-up: TP [0-9]* x CP [0-9]* x DP [0-9]*, .* slower" "$tmp/out"
 # the chosen plan offloads: the explanation says how much pinned host memory, per device and for all 8, and how to
 # bound it
-hd=$(sed -n 's/^host: offload pins \([0-9.]*\) GiB of host memory per device ([0-9.]* [GT]iB for the 8 devices); --host-memory SIZE bounds it per device$/\1/p' "$tmp/out")
+host_line='host: offload pins \([0-9.]*\) GiB of host memory per device ([0-9.]* [GT]iB for the 8 devices)'
+hd=$(sed -n "s/^$host_line; --host-memory SIZE bounds it per device\$/\\1/p" "$tmp/out")
 check "search: the host line (${hd:-missing})" [ -n "$hd" ]
 check "search: the host line is the stages' largest host figure" grep -q "host (offload) ${hd:-none} GiB" "$tmp/out"
 peak=$(grep -o 'peak memory [0-9.]* GiB per device' "$tmp/out" | grep -o '[0-9.]*')
@@ -199,7 +200,7 @@ if [ "$2" -gt 1 ]; then
         ! grep -q "^evaluation .*passkey cache" "$tmp/out"
 fi
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 64GB
-h64=$(sed -n 's/^host: offload pins \([0-9.]*\) GiB of host memory per device ([0-9.]* [GT]iB for the 8 devices)$/\1/p' "$tmp/out")
+h64=$(sed -n "s/^$host_line\$/\\1/p" "$tmp/out")
 check "search --host-memory 64GB: the host line (${h64:-missing}) within it, no hint" \
     awk -v h="${h64:-999}" 'BEGIN { exit !(h > 0 && h <= 64) }'
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB
