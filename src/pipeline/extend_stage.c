@@ -198,17 +198,8 @@ lcx_status extend_stage_run(extend_job *job, int i, int first) {
     lcx_model_free(job->m);
     job->m = NULL;
     LCX_TRY(stage_model(job, i, first));
-    char cp_text[192] = "";
-    if (job->grp.cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", job->grp.cp,
-                           (long long)(ps->seq_len / job->grp.cp));
-    if (job->grp.tpc)
-        snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d%s", job->grp.tp,
-                 lcx_model_sequence_parallel(job->m)    ? " (sequence parallel)"
-                 : lcx_model_distributes_saved(job->m) ? " (saved activations distributed)"
-                                                       : "");
-    if (lcx_model_moment_shards(job->m) > 1)
-        snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", ZeRO-1 over %d ranks",
-                 lcx_model_moment_shards(job->m));
+    char cp_text[192];
+    lcx_tool_layout_text(job->m, &job->grp, ps->seq_len, cp_text, sizeof cp_text);
     lcx_report(job->r, LCX_REPORT_NOTE,
                "stage %d/%d: seq %lld%s, rope %s (max_position_embeddings %lld), %lld steps x %lld tokens", i + 1,
                p->n_stages, (long long)ps->seq_len, cp_text, lcx_rope_method_name(ps->method),

@@ -12,6 +12,7 @@
 #include "formats/lcx.h"
 #include "formats/tokdata.h"
 #include "src/checkpoint/source.h"
+#include "src/comm/run_ranks.h"
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
 #include "src/core/units.h"
@@ -282,6 +283,21 @@ lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64
     *loss = res.mean_nll;
     *tokens = res.tokens;
     return LCX_OK;
+}
+
+const char *lcx_tool_layout_text(const lcx_model *m, const lcx_run_groups *g, int64_t seq_len, char *buf,
+                                 size_t cap) {
+    if (!cap) return buf;
+    buf[0] = '\0';
+    if (g->cpc) snprintf(buf, cap, " over CP %d (%lld tokens per rank)", g->cp, (long long)(seq_len / g->cp));
+    if (g->tpc)
+        snprintf(buf + strlen(buf), cap - strlen(buf), ", TP %d%s", g->tp,
+                 lcx_model_sequence_parallel(m)    ? " (sequence parallel)"
+                 : lcx_model_distributes_saved(m) ? " (saved activations distributed)"
+                                                  : "");
+    if (lcx_model_moment_shards(m) > 1)
+        snprintf(buf + strlen(buf), cap - strlen(buf), ", ZeRO-1 over %d ranks", lcx_model_moment_shards(m));
+    return buf;
 }
 
 const char *lcx_tool_mfu_text(double tflops, double peak_tflops, char *buf, size_t cap) {

@@ -46,6 +46,13 @@ json_t *lcx_tool_mix_info(const struct lcx_tokdata *td, int n, const double *wei
  * a peak; into buf (cap bytes), returned. */
 const char *lcx_tool_mfu_text(double tflops, double peak_tflops, char *buf, size_t cap);
 
+struct lcx_run_groups;
+/* How a run's model is laid out over its groups g, for a header line: " over CP 4 (32768 tokens per rank), TP 2
+ * (sequence parallel), ZeRO-1 over 8 ranks" for sequences of seq_len tokens ("" on one rank); into buf (cap
+ * bytes), returned. */
+const char *lcx_tool_layout_text(const lcx_model *m, const struct lcx_run_groups *g, int64_t seq_len, char *buf,
+                                 size_t cap);
+
 /* Validation during training (an lcx_train_eval_fn, src/train/train.h): the mean NLL per token of the held-out
  * documents cut into non-overlapping windows of seq_len positions (BOS first when bos >= 0; a document shorter
  * than a window as one shorter window), scored by the training model on every rank: the CP ranks of a group score

@@ -338,15 +338,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     uint64_t n_params = lcx_model_params(m)->total_numel;
     char dp_text[32] = "", cp_text[192] = "";
     if (grp.dp_size > 1) snprintf(dp_text, sizeof dp_text, "%d ranks x ", grp.dp_size);
-    if (cpc) snprintf(cp_text, sizeof cp_text, " over CP %d (%lld tokens per rank)", cp, (long long)(o->seq_len / cp));
-    if (tpc)
-        snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", TP %d%s", tp,
-                 lcx_model_sequence_parallel(m)    ? " (sequence parallel)"
-                 : lcx_model_distributes_saved(m) ? " (saved activations distributed)"
-                                                  : "");
-    if (lcx_model_moment_shards(m) > 1)
-        snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", ZeRO-1 over %d ranks",
-                 lcx_model_moment_shards(m));
+    lcx_tool_layout_text(m, &grp, o->seq_len, cp_text, sizeof cp_text);
     const int on_cpu = strcmp(be_name, "cpu") == 0; /* the device is worth a word only when it is not the CPU */
     lcx_report(r, LCX_REPORT_NOTE,
                "train: %s, %llu parameters, seq %lld%s, %s%lld x %lld sequences per step, %lld steps, lr %g (%s)%s%s",
