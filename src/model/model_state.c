@@ -24,6 +24,8 @@ lcx_status lcx_model_master_rows(const lcx_model *m, size_t i, uint64_t *row0, u
     return LCX_OK;
 }
 
+int lcx_model_master_sharded(const lcx_model *m) { return m->master_sharded; }
+
 lcx_status lcx_model_get_master_rows(const lcx_model *m, size_t i, float *dst) {
     LCX_FAIL_IF(i >= m->tab.n, LCX_ERR_INVALID, "model: parameter %zu out of range", i);
     if (!m->master_sharded) return lcx_model_get_master(m, i, dst);

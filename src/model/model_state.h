@@ -16,6 +16,8 @@ lcx_status lcx_model_get_moments(const lcx_model *m, size_t i, float *adam_m, fl
  * (lcx_model_moment_rows) when ZeRO-1 shards them (bf16 parameters), else every row. lcx_model_get_master_rows
  * copies those values (rows x row length floats); lcx_model_get_master, the whole buffer, fails when sharded. */
 lcx_status lcx_model_master_rows(const lcx_model *m, size_t i, uint64_t *row0, uint64_t *rows);
+/* 1 when this rank holds only its moment rows of the master (ZeRO-1 with bf16 parameters). */
+int lcx_model_master_sharded(const lcx_model *m);
 lcx_status lcx_model_get_master_rows(const lcx_model *m, size_t i, float *dst);
 /* Overwrite parameter i: master (the whole local buffer, of which a sharded master keeps this rank's rows; and the
  * stored value: f32 copy, or bf16 round-to-nearest-even of the master, exactly what an optimizer step writes) and,

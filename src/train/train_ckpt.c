@@ -179,13 +179,13 @@ static lcx_status write_pieces(lcx_model *m, const lcx_train_ctx *ctx, const cha
     lcx_status st = LCX_OK;
     LCX_FAIL_GOTO(!a || !b || !c, LCX_ERR_OOM, done, "checkpoint save: out of memory");
     LCX_TRY_GOTO(lcx_ckpt_writer_open(tmp, rank, NULL, &w), done);
-    lcx_dtype pdt = lcx_model_param_dtype(m);
+    const lcx_dtype pdt = lcx_model_param_dtype(m);
+    const int master_rows = lcx_model_master_sharded(m); /* ZeRO-1 shards a bf16 model's master as the moments */
     for (size_t i = 0; i < tab->n; i++) {
         const lcx_param_spec *p = &tab->params[i];
         param_part pp;
         LCX_TRY_GOTO(part_of(m, i, &pp), done);
         const int params = first && pp.sl.replica_index == 0, moments = sharded ? pp.sl.replica_index == 0 : params;
-        const int master_rows = pdt != LCX_F32 && sharded; /* ZeRO-1 shards a bf16 model's master as the moments */
         if (params) {
             /* the stored weights are the master rounded (bf16) or the master itself (f32) */
             LCX_TRY_GOTO(master_rows ? lcx_model_get_param(m, i, a) : lcx_model_get_master(m, i, a), done);
