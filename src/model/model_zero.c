@@ -195,19 +195,15 @@ static lcx_status exchange_end(lcx_model *m, lcx_status st) {
     return st == LCX_OK ? s2 : st;
 }
 
-typedef struct zero_scratch {
-    float *a, *b;
-    lcx_comm_request **req;
-} zero_scratch;
-
-static lcx_status rs_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) {
+static lcx_status rs_batch(lcx_model *m, const zero_batch *bt) {
     const int D = m->zero_size, me = m->zero_rank;
+    float *const a = m->zbuf_a, *const b = m->zbuf_b;
     lcx_comm *g = m->zero;
     const uint64_t mine = batch_elems(m, bt, me);
     uint64_t at = 0, my_at = 0;
     for (int q = 0; q < D; q++) { /* a = the gradients' rows of rank 0, then rank 1, ... */
         if (q == me) my_at = at;
-        LCX_TRY(pack(m, m->grads, sizeof(float), bt, q, s->a + at, 1));
+        LCX_TRY(pack(m, m->grads, sizeof(float), bt, q, a + at, 1));
         at += batch_elems(m, bt, q);
     }
     LCX_TRY(m->be->sync(m->x));
@@ -217,31 +213,30 @@ static lcx_status rs_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) 
     for (int q = 0; q < D && st == LCX_OK; q++) {
         uint64_t nq = batch_elems(m, bt, q);
         if (q != me && mine)
-            st = lcx_comm_irecv(g, m->x, s->b + (uint64_t)q * mine, (int64_t)mine, LCX_F32, q, ZERO_TAG_RS,
-                                &s->req[nr++]);
+            st = lcx_comm_irecv(g, m->x, b + (uint64_t)q * mine, (int64_t)mine, LCX_F32, q, ZERO_TAG_RS,
+                                &m->zreq[nr++]);
         if (st == LCX_OK && q != me && nq)
-            st = lcx_comm_isend(g, m->x, s->a + at, (int64_t)nq, LCX_F32, q, ZERO_TAG_RS, &s->req[nr++]);
+            st = lcx_comm_isend(g, m->x, a + at, (int64_t)nq, LCX_F32, q, ZERO_TAG_RS, &m->zreq[nr++]);
         at += nq;
     }
-    lcx_status sw = lcx_comm_waitall(g, nr, s->req);
+    lcx_status sw = lcx_comm_waitall(g, nr, m->zreq);
     if (st == LCX_OK) st = sw;
     LCX_TRY(st);
     if (!mine) return LCX_OK;
     /* b[q] = rank q's contribution to this rank's rows; sum in rank order into b[0], as lcx_dp_sum_f32 does */
-    if (me == 0) LCX_TRY(m->be->copy_d2d(m->x, s->b, s->a + my_at, (size_t)mine * sizeof(float)));
+    if (me == 0) LCX_TRY(m->be->copy_d2d(m->x, b, a + my_at, (size_t)mine * sizeof(float)));
     for (int q = 1; q < D; q++) {
-        const float *src = q == me ? s->a + my_at : s->b + (uint64_t)q * mine;
-        lcx_elementwise_args e = {LCX_F32, (int64_t)mine, 1.0f, s->b, src, s->b};
+        const float *src = q == me ? a + my_at : b + (uint64_t)q * mine;
+        lcx_elementwise_args e = {LCX_F32, (int64_t)mine, 1.0f, b, src, b};
         LCX_TRY(m->be->add(m->x, &e));
     }
-    return pack(m, m->grads, sizeof(float), bt, me, s->b, 0);
+    return pack(m, m->grads, sizeof(float), bt, me, b, 0);
 }
 
 lcx_status lcx_zero_reduce_scatter(lcx_model *m) {
     LCX_FAIL_IF(!m->zero, LCX_ERR_INVALID, "ZeRO-1: the model was built without opts.zero_comm");
-    zero_scratch s = {m->zbuf_a, m->zbuf_b, m->zreq};
     lcx_status st = LCX_OK;
-    for (zero_batch b = {0, 0, 0, 1}; st == LCX_OK && batch_next(m, &b);) st = rs_batch(m, &s, &b);
+    for (zero_batch b = {0, 0, 0, 1}; st == LCX_OK && batch_next(m, &b);) st = rs_batch(m, &b);
     if (st != LCX_OK) st = lcx_fail_context(st, "ZeRO-1 reduce-scatter (rank %d of %d): ", m->zero_rank, m->zero_size);
     return exchange_end(m, st);
 }
@@ -283,13 +278,14 @@ lcx_status lcx_zero_sqnorm(lcx_model *m, double *sq) {
 }
 
 /* The stored parameters' rows of batch bt from every rank to every rank (bf16: 2 bytes an element). */
-static lcx_status ag_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) {
+static lcx_status ag_batch(lcx_model *m, const zero_batch *bt) {
     const int D = m->zero_size, me = m->zero_rank;
     const size_t esz = m->pdt == LCX_BF16 ? 2 : 4;
     lcx_comm *g = m->zero;
     const uint64_t mine = batch_elems(m, bt, me);
-    char *b = (char *)s->b;
-    LCX_TRY(pack(m, m->params, esz, bt, me, s->a, 1));
+    float *const a = m->zbuf_a;
+    char *const b = (char *)m->zbuf_b;
+    LCX_TRY(pack(m, m->params, esz, bt, me, a, 1));
     LCX_TRY(m->be->sync(m->x));
     int nr = 0;
     lcx_status st = LCX_OK;
@@ -297,12 +293,12 @@ static lcx_status ag_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) 
     for (int q = 0; q < D && st == LCX_OK; q++) {
         uint64_t nq = batch_elems(m, bt, q);
         if (q != me && nq)
-            st = lcx_comm_irecv(g, m->x, b + at * esz, (int64_t)nq, m->pdt, q, ZERO_TAG_AG, &s->req[nr++]);
+            st = lcx_comm_irecv(g, m->x, b + at * esz, (int64_t)nq, m->pdt, q, ZERO_TAG_AG, &m->zreq[nr++]);
         if (st == LCX_OK && q != me && mine)
-            st = lcx_comm_isend(g, m->x, s->a, (int64_t)mine, m->pdt, q, ZERO_TAG_AG, &s->req[nr++]);
+            st = lcx_comm_isend(g, m->x, a, (int64_t)mine, m->pdt, q, ZERO_TAG_AG, &m->zreq[nr++]);
         at += nq;
     }
-    lcx_status sw = lcx_comm_waitall(g, nr, s->req);
+    lcx_status sw = lcx_comm_waitall(g, nr, m->zreq);
     if (st == LCX_OK) st = sw;
     LCX_TRY(st);
     at = 0;
@@ -315,9 +311,8 @@ static lcx_status ag_batch(lcx_model *m, zero_scratch *s, const zero_batch *bt) 
 
 lcx_status lcx_zero_all_gather(lcx_model *m) {
     LCX_FAIL_IF(!m->zero, LCX_ERR_INVALID, "ZeRO-1: the model was built without opts.zero_comm");
-    zero_scratch s = {m->zbuf_a, m->zbuf_b, m->zreq};
     lcx_status st = LCX_OK;
-    for (zero_batch b = {0, 0, 0, 1}; st == LCX_OK && batch_next(m, &b);) st = ag_batch(m, &s, &b);
+    for (zero_batch b = {0, 0, 0, 1}; st == LCX_OK && batch_next(m, &b);) st = ag_batch(m, &b);
     if (st != LCX_OK) st = lcx_fail_context(st, "ZeRO-1 all-gather (rank %d of %d): ", m->zero_rank, m->zero_size);
     LCX_TRY(exchange_end(m, st));
     if (m->pdt != LCX_BF16) return LCX_OK; /* f32: the master is the stored parameter */
