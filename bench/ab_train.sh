@@ -16,13 +16,9 @@ SEQ=${SEQ:-2048}
 STEPS=${STEPS:-4}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/bench_lib.sh"
-CFG=${CFG:-$HERE/llama10m.json}
-VOCAB=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
-MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
-[ -x "$A/lcextend" ] && [ -x "$B/lcextend" ] && [ -n "$MPIEXEC" ] ||
-    { echo "ab_train.sh: needs two lcextend and mpirun"; exit 1; }
-[ -x /usr/bin/time ] && wrap='exec /usr/bin/time -f %M -o "$0.rss.${OMPI_COMM_WORLD_RANK:-0}" "$@"' || wrap='exec "$@"'
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -x "$A/lcextend" ] && [ -x "$B/lcextend" ] || { echo "ab_train.sh: needs two lcextend"; exit 1; }
+bench_cfg
+mpi_setup ab_train.sh
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 random_ids $(( (STEPS + 2) * (SEQ + 1) * NP )) "$VOCAB" "$out/ids.txt"

@@ -11,13 +11,10 @@ BUILD=${1:?usage: $0 BUILD_DIR}
 BACKEND=${BACKEND:-cpu} SEQ=${SEQ:-1024} STEPS=${STEPS:-3} CPS=${CPS:-"2 4"} TOL=${TOL:-1e-4}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/bench_lib.sh"
-CFG=${CFG:-$HERE/llama10m.json}
-VOCAB=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
 BIN=$(cd "$BUILD" && pwd)/lcextend
-MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
 [ -x "$BIN" ] || { echo "cp_check.sh: no $BIN (build first)" >&2; exit 1; }
-[ -n "$MPIEXEC" ] || { echo "cp_check.sh: no mpirun" >&2; exit 1; }
-export OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+bench_cfg
+mpi_setup cp_check.sh
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 random_ids $(( (STEPS + 2) * (SEQ + 1) )) "$VOCAB" "$out/ids.txt"

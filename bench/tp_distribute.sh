@@ -31,12 +31,9 @@ esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/bench_lib.sh"
 BIN=$(cd "$BUILD" && pwd)/lcextend
-CFG=${CFG:-$HERE/llama10m.json}
-VOCAB=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
-MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
-[ -x "$BIN" ] && [ -n "$MPIEXEC" ] || { echo "tp_distribute.sh: needs $BIN and mpirun"; exit 1; }
-[ -x /usr/bin/time ] && wrap='exec /usr/bin/time -f %M -o "$0.rss.${OMPI_COMM_WORLD_RANK:-0}" "$@"' || wrap='exec "$@"'
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -x "$BIN" ] || { echo "tp_distribute.sh: needs $BIN"; exit 1; }
+bench_cfg
+mpi_setup tp_distribute.sh
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 random_ids $(( (STEPS + 2) * (SEQ + 1) )) "$VOCAB" "$out/ids.txt"

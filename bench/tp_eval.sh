@@ -17,10 +17,9 @@ LENGTHS=${LENGTHS:-128,256}
 PK_LENGTHS=${PK_LENGTHS:-256}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(cd "$BUILD" && pwd)/lcextend
-MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
-[ -x "$BIN" ] && [ -n "$MPIEXEC" ] || { echo "tp_eval.sh: needs $BIN and mpirun"; exit 1; }
-[ -x /usr/bin/time ] && wrap='exec /usr/bin/time -f %M -o "$0.rss.${OMPI_COMM_WORLD_RANK:-0}" "$@"' || wrap='exec "$@"'
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -x "$BIN" ] || { echo "tp_eval.sh: needs $BIN"; exit 1; }
+. "$ROOT/bench/bench_lib.sh"
+mpi_setup tp_eval.sh
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 args=(eval "$ROOT/recipes/tiny/model" --data "$ROOT/recipes/tiny/data/heldout" --lengths "$LENGTHS" --stride 0

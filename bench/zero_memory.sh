@@ -23,11 +23,9 @@ BACKEND=${BACKEND:-cpu}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/bench_lib.sh"
 BIN=$(cd "$BUILD" && pwd)/lcextend
-CFG=${CFG:-$HERE/llama10m.json}
-VOCAB=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
-MPIEXEC=${MPIEXEC:-$(command -v mpirun || true)}
-[ -x "$BIN" ] && [ -n "$MPIEXEC" ] || { echo "zero_memory.sh: needs $BIN and mpirun"; exit 1; }
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -x "$BIN" ] || { echo "zero_memory.sh: needs $BIN"; exit 1; }
+bench_cfg
+mpi_setup zero_memory.sh
 out=$(mktemp -d)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$out"' EXIT; [ -n "${KEEP:-}" ] && echo "kept: $out" >&2
 max_dp=0
