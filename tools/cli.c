@@ -354,6 +354,19 @@ int lcx_cli_zero1(const char *cmd, int on, int off, int64_t grad_ranks, int *zer
     return LCX_CLI_RUN;
 }
 
+int lcx_cli_reserve(const char *cmd, uint64_t size, int off, double budget, double *reserve) {
+    if (size && off) return lcx_cli_usage_error(cmd, "flags --reserve and --no-reserve: give one");
+    if ((size || off) && !(budget > 0))
+        return lcx_cli_usage_error(cmd, "flag %s: the reserve is kept out of a memory budget, and none was given "
+                                        "(--gpus N --gpu-memory SIZE, or --memory SIZE)",
+                                   size ? "--reserve" : "--no-reserve");
+    if (size && (double)size >= budget)
+        return lcx_cli_usage_error(cmd, "flag --reserve: %.2f GiB leaves nothing of the %.2f GiB budget per device",
+                                   (double)size / 1073741824.0, budget / 1073741824.0);
+    if (size || off) *reserve = off ? 0 : (double)size;
+    return LCX_CLI_RUN;
+}
+
 /* ---- the mesh of a training command ------------------------------------------------------------------------ */
 
 static void mesh_free(lcx_cli_mesh *mm) {

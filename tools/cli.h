@@ -202,6 +202,11 @@ int lcx_cli_sequence_parallel(const char *cmd, int on, int off, int64_t tp, int6
  * --zero1 where the gradient group has one rank (grad_ranks: CP x DP when known, 0 when the world decides): one
  * line, exit 2. */
 int lcx_cli_zero1(const char *cmd, int on, int off, int64_t grad_ranks, int *zero1);
+/* ---- --reserve SIZE / --no-reserve of the planning commands ---------------------------------------------------
+ * Sets *reserve (lcx_plan_opts.reserve) to SIZE (bytes, non-zero when given) or 0 (--no-reserve), else leaves
+ * the planner's choice (-1). Both, either without a budget (budget: bytes per device, 0 = none), or a reserve of
+ * the whole budget: one line, exit 2. */
+int lcx_cli_reserve(const char *cmd, uint64_t size, int off, double budget, double *reserve);
 
 /* ---- the mesh of a training command (docs/parallel.md "Data parallelism") ----------------------------------
  * lcx_cli_mesh_open: the world from the launcher (lcx_comm_world_init, once), the TP x CP x DP mesh (dp 0: the

@@ -89,7 +89,9 @@ static void help(void) {
            "                       that fits; --tp/--cp/--dp/--mlp-tile given are kept; activations bf16 unless\n"
            "                       --activations; without --dry-run the world (mpirun -np) must be N; training\n"
            "                       runs the plan's loss chunk, MLP tile and per-layer policies\n"
-           "  --gpu-memory SIZE    memory per device for --gpus, e.g. 80GB\n"
+           "  --gpu-memory SIZE    memory per device for --gpus, e.g. 80GB; with --backend cuda the search keeps a\n"
+           "                       reserve of it for the CUDA context and NCCL (lcextend plan --help)\n"
+           "  --reserve SIZE       keep SIZE of each device's memory out of the plan instead; --no-reserve: none\n"
            "  --mlp-tile N         run the MLP in tiles of N tokens while training (e.g. 4k; default: all at once,\n"
            "                       or the search's choice with --gpus)\n"
            "  --distribute-saved-activations\n"
@@ -143,11 +145,12 @@ int lcx_cmd_extend(int argc, char **argv) {
     int n_data = 0, n_data_w = 0;
     int override_lr = 0, distribute = 0, whole = 0, sp = 0, no_sp = 0;
     int resume = 0, dry = 0, gguf = 0, quiet = 0, zero1 = 0, no_zero1 = 0, keep = 2, pk_trials = -1, n_depths = 5, tp = 1, cp = 1, dp = 0;
+    int no_reserve = 0;
     int needles = 1, stage_passkey = 0;
     double depths[LCX_RECIPE_MAX_EVAL] = {0, 0.25, 0.5, 0.75, 1};
     lcx_dtype pdt = LCX_F32, adt = LCX_F32;
     int64_t gpus = 0;
-    uint64_t gpu_memory = 0;
+    uint64_t gpu_memory = 0, reserve = 0;
     int64_t eval_every = 0;
     lcx_plan_opts po;
     lcx_plan_opts_default(&po);
@@ -159,6 +162,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_SWITCH("--quiet", quiet),
         LCX_FLAG_SWITCH("--zero1", zero1),
         LCX_FLAG_SWITCH("--no-zero1", no_zero1),
+        LCX_FLAG_SWITCH("--no-reserve", no_reserve),
         /* the text too: the default run directory is named after it */
         {.name = "--to", .kind = LCX_CLI_LENGTH, .to.length = &po.target, .lo = 1, .hi = INT64_C(1) << 34,
          .text = &to},
@@ -190,6 +194,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_FLAG_SWITCH("--sequence-parallel", sp),
         LCX_FLAG_SWITCH("--no-sequence-parallel", no_sp),
         LCX_FLAG_SIZE("--gpu-memory", gpu_memory, LCX_BYTES_BINARY),
+        LCX_FLAG_SIZE("--reserve", reserve, LCX_BYTES_BINARY),
         LCX_FLAG_STR("--backend", backend),
     };
     const lcx_cli_spec spec = {CMD, help, flags, LCX_CLI_COUNT(flags), NULL, NULL};
@@ -214,6 +219,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         LCX_CLI_RUN)
         return stop;
     if ((stop = lcx_cli_zero1(CMD, zero1, no_zero1, 0, &po.zero1)) != LCX_CLI_RUN) return stop;
+    if ((stop = lcx_cli_reserve(CMD, reserve, no_reserve, (double)gpu_memory, &po.reserve)) != LCX_CLI_RUN) return stop;
     if (method) {
         if (lcx_rope_method_parse(method, &po.method) != LCX_OK)
             return lcx_cli_usage_error(CMD, "flag --method: %s", lcx_last_error());
@@ -227,6 +233,7 @@ int lcx_cmd_extend(int argc, char **argv) {
         return lcx_cli_usage_error(CMD, "--eval-every: validation needs --eval-data PREFIX (the held-out documents)");
     const lcx_backend *be = NULL;
     if ((stop = lcx_cli_backend(CMD, backend, &be)) != LCX_CLI_RUN) return stop;
+    po.backend = be == lcx_backend_cpu() ? LCX_MEM_CPU : LCX_MEM_CUDA; /* the search's memory model: this backend's */
 
     /* a dry run only plans (any layout); training opens the mesh over the launcher's world */
     lcx_cli_mesh mesh;

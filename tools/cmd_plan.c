@@ -42,7 +42,11 @@ static void help(void) {
            "                      best predicted throughput that fits --gpu-memory; --tp/--cp/--dp/--loss-chunk/\n"
            "                      --mlp-tile given are kept;\n"
            "                      prints why it chose the layout and the runner-up, or why nothing fits\n"
-           "  --gpu-memory SIZE   the memory per device for --gpus (the same budget as --memory)\n"
+           "  --gpu-memory SIZE   each device's memory for --gpus (nvidia-smi's memory.total), of which the\n"
+           "                      search keeps a reserve for what its memory model does not count: the CUDA\n"
+           "                      context (1 GiB) and 512 MiB per NCCL communicator of more than one rank\n"
+           "                      (docs/plan.md \"Reserve\")\n"
+           "  --reserve SIZE      keep SIZE of each device's budget instead (with --memory too); --no-reserve: none\n"
            "  --host-memory SIZE  with --gpus: pinned host memory per device that offload may use (default no limit)\n"
            "  --tokens-per-s X    training throughput (tokens/s, all devices) for time estimates\n"
            "  --fp32              fp32 weights and activations (CPU backend) instead of bf16 + fp32 master\n"
@@ -73,8 +77,8 @@ static void help(void) {
 
 int lcx_cmd_plan(int argc, char **argv) {
     const char *path = NULL, *recipe = "yarn-x2", *method = NULL;
-    int as_json = 0, fp32 = 0, distribute = 0, whole = 0, sp = 0, no_sp = 0, zero1 = 0, no_zero1 = 0;
-    uint64_t memory = 0, host_memory = 0;
+    int as_json = 0, fp32 = 0, distribute = 0, whole = 0, sp = 0, no_sp = 0, zero1 = 0, no_zero1 = 0, no_reserve = 0;
+    uint64_t memory = 0, host_memory = 0, reserve = 0;
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
     o.tp = o.cp = o.dp = o.loss_chunk = 0; /* 0 = not given: searched with --gpus, else the defaults below */
@@ -87,6 +91,7 @@ int lcx_cmd_plan(int argc, char **argv) {
         LCX_FLAG_SWITCH("--no-sequence-parallel", no_sp),
         LCX_FLAG_SWITCH("--zero1", zero1),
         LCX_FLAG_SWITCH("--no-zero1", no_zero1),
+        LCX_FLAG_SWITCH("--no-reserve", no_reserve),
         LCX_FLAG_LENGTH("--to", o.target, 1, INT64_C(1) << 34),
         LCX_FLAG_STR("--recipe", recipe),
         LCX_FLAG_STR("--method", method),
@@ -97,6 +102,7 @@ int lcx_cmd_plan(int argc, char **argv) {
         LCX_FLAG_SIZE("--gpu-memory", memory, LCX_BYTES_BINARY),
         LCX_FLAG_INT("--gpus", o.gpus, 1, 65536),
         LCX_FLAG_SIZE("--host-memory", host_memory, LCX_BYTES_BINARY),
+        LCX_FLAG_SIZE("--reserve", reserve, LCX_BYTES_BINARY),
         LCX_FLAG_POSITIVE("--tokens-per-s", o.tokens_per_s),
         LCX_FLAG_LENGTH("--loss-chunk", o.loss_chunk, 1, INT64_C(1) << 34),
         LCX_FLAG_LENGTH("--mlp-tile", o.mlp_tile, 1, INT64_C(1) << 34),
@@ -115,6 +121,7 @@ int lcx_cmd_plan(int argc, char **argv) {
         return stop;
     if (memory) o.mem_budget = (double)memory;
     if (host_memory) o.host_budget = (double)host_memory;
+    if ((stop = lcx_cli_reserve(CMD, reserve, no_reserve, o.mem_budget, &o.reserve)) != LCX_CLI_RUN) return stop;
     if (!o.gpus) {
         if (!o.tp) o.tp = 1;
         if (!o.cp) o.cp = 1;

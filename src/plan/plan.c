@@ -51,6 +51,15 @@ void lcx_mem_set_op_ws(lcx_mem_model *m, lcx_mem_backend b) {
     m->arena_backend = b == LCX_MEM_CPU ? lcx_backend_cpu() : NULL;
 }
 
+int lcx_mem_nccl_comms(int64_t tp, int64_t cp, int64_t dp) {
+    return (tp * cp * dp > 1) + (tp > 1) + (cp > 1) + (dp > 1) + (cp * dp > 1);
+}
+
+double lcx_mem_runtime(lcx_mem_backend b, int64_t tp, int64_t cp, int64_t dp) {
+    if (b != LCX_MEM_CUDA) return 0;
+    return LCX_MEM_CUDA_CONTEXT + LCX_MEM_NCCL_COMM * lcx_mem_nccl_comms(tp, cp, dp);
+}
+
 static int64_t ceil_tp(int64_t x, int64_t tp) { return x >= tp ? (x + tp - 1) / tp : 1; }
 
 /* The exec arena at T tokens a rank (lcx_mem_set_op_ws). */
@@ -215,6 +224,7 @@ void lcx_plan_opts_default(lcx_plan_opts *o) {
     o->distribute_saved = -1;
     o->sequence_parallel = -1;
     o->zero1 = -1;
+    o->reserve = -1;
 }
 
 /* ---- throughput model (docs/plan.md "Throughput model") ---------------------------------------------------- */
@@ -686,6 +696,10 @@ static lcx_status build_one(const lcx_model_config *cfg, const lcx_recipe *r, co
     lcx_param_table table;
     memset(&table, 0, sizeof table);
     p->opts = *o;
+    /* the plan fills what the reserve leaves of the budget (a reserve as large as the budget leaves 1 byte:
+     * nothing fits, where 0 would mean no budget at all) */
+    p->reserve = o->reserve >= 0 ? o->reserve : lcx_mem_runtime(o->backend, o->tp, o->cp, o->dp);
+    if (o->mem_budget > 0) p->opts.mem_budget = fmax(o->mem_budget - p->reserve, 1);
     p->searching = searching;
     p->arch = cfg->arch;
     p->rope_in = cfg->rope;
@@ -884,7 +898,8 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
          * more (a long window in float32: it decides at small TP and CP) */
         t.peak = p->eval.total > p->peak_memory ? p->eval.total : p->peak_memory;
         t.host_peak = p->host_peak;
-        t.fits = t.peak <= o->mem_budget && (o->host_budget <= 0 || p->host_peak <= o->host_budget);
+        t.reserve = p->reserve;
+        t.fits = t.peak <= p->opts.mem_budget && (o->host_budget <= 0 || p->host_peak <= o->host_budget);
         t.tokens_per_s = t.fits ? p->predicted_tokens_per_s : 0;
         lcx_plan_free(p);
         int take = !c->valid || (t.fits && !c->fits) || (t.fits && c->fits && t.tokens_per_s > c->tokens_per_s) ||
@@ -894,16 +909,18 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
 }
 
 static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_opts *o) {
-    double budget = o->mem_budget;
-    char b1[48], b2[48], b3[48], l1[64], l2[64], k1[96], k2[96];
+    const double budget = o->mem_budget, left = p->opts.mem_budget; /* the card's, and what the reserve leaves */
+    char b1[48], b2[48], b3[48], b4[48], l1[64], l2[64], k1[96], k2[96];
     const lcx_plan_candidate *ch = &s->cand[s->chosen];
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
-             "search: %d layout%s of %lld device%s (TP x CP x DP), %d meet%s the layout rules, %d fit%s %s per device; "
-             "loss chunk %s; MLP tile %s; activations %s; saved activations %s; sequence parallelism %s; ZeRO-1 %s; "
+             "search: %d layout%s of %lld device%s (TP x CP x DP), %d meet%s the layout rules, %d fit%s %s per "
+             "device%s; loss chunk %s; MLP tile %s; activations %s; saved activations %s; sequence parallelism %s; "
+             "ZeRO-1 %s; "
              "per-layer policy of auto stages from recompute+offload/recompute/offload/keep",
              s->n_candidates, s->n_candidates == 1 ? "" : "s", (long long)s->gpus, s->gpus == 1 ? "" : "s", s->n_valid,
              s->n_valid == 1 ? "s" : "", s->n_fit, s->n_fit == 1 ? "s" : "", human_bytes(budget, b1, sizeof b1),
-             o->loss_chunk > 0 ? "as given" : "4096, 1024 or 256", o->mlp_tile > 0 ? "as given" : "none, 4096 or 1024",
+             p->reserve > 0 ? " less the reserve" : "", o->loss_chunk > 0 ? "as given" : "4096, 1024 or 256",
+             o->mlp_tile > 0 ? "as given" : "none, 4096 or 1024",
              p->opts.act_bytes == 2 ? "bf16" : "fp32",
              o->distribute_saved < 0 ? "whole or distributed over TP"
              : o->distribute_saved  ? "distributed over TP (where TP > 1 and a layer recomputes)"
@@ -913,11 +930,12 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
     const lcx_plan_cost *k = &p->cost;
     double tot = k->total > 0 ? k->total : 1;
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
-             "chosen: %s, %s: predicted %s tokens/s, peak %s per device (%.0f%% of the budget); time "
+             "chosen: %s, %s: predicted %s tokens/s, peak %s per device (%.0f%% of the %s%s); time "
              "split: compute %.0f%%, TP all-reduce %.0f%%, CP ring %.0f%%, gradient all-reduce %.0f%%, offload wait "
              "%.0f%%",
              layout_str(ch, l1, sizeof l1), knobs_str(ch, k1, sizeof k1), human_count(ch->tokens_per_s, b2, sizeof b2),
-             human_bytes(ch->peak, b3, sizeof b3), 100 * ch->peak / budget, 100 * k->compute / tot,
+             human_bytes(ch->peak, b3, sizeof b3), 100 * ch->peak / left, human_bytes(left, b4, sizeof b4),
+             p->reserve > 0 ? " the reserve leaves" : " budget", 100 * k->compute / tot,
              100 * k->tp / tot, 100 * k->cp / tot, 100 * k->grad / tot, 100 * k->offload / tot);
     if (s->runner_up >= 0) {
         const lcx_plan_candidate *ru = &s->cand[s->runner_up];
@@ -936,6 +954,18 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
                  human_bytes(ch->host_peak, b1, sizeof b1),
                  human_bytes(ch->host_peak * (double)s->gpus, b2, sizeof b2), (long long)s->gpus,
                  o->host_budget > 0 ? "" : "; --host-memory SIZE bounds it per device");
+    /* what the memory model leaves out, and what it was given */
+    const int comms = lcx_mem_nccl_comms(ch->tp, ch->cp, ch->dp);
+    if (p->reserve > 0 && o->reserve < 0)
+        snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
+                 "reserve: %s of each device's %s for the CUDA context (%s) and %d NCCL communicator%s of more "
+                 "than one rank (%s each); --reserve SIZE sets it",
+                 human_bytes(p->reserve, b1, sizeof b1), human_bytes(budget, b2, sizeof b2),
+                 human_bytes(LCX_MEM_CUDA_CONTEXT, b3, sizeof b3), comms, comms == 1 ? "" : "s",
+                 human_bytes(LCX_MEM_NCCL_COMM, b4, sizeof b4));
+    else if (p->reserve > 0)
+        snprintf(s->lines[s->n_lines++], sizeof s->lines[0], "reserve: %s of each device's %s (--reserve)",
+                 human_bytes(p->reserve, b1, sizeof b1), human_bytes(budget, b2, sizeof b2));
     /* the layouts that do not fit or break a rule, compactly */
     char *line = s->lines[s->n_lines];
     size_t cap = sizeof s->lines[0], n = 0;
@@ -957,7 +987,7 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
 
 static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o,
                               lcx_plan **out) {
-    char b1[48], b2[48], l1[64], k1[96];
+    char b1[48], b2[48], b3[48], l1[64], k1[96];
     LCX_FAIL_IF(o->mem_budget <= 0, LCX_ERR_INVALID,
                 "plan: a layout search over %lld devices needs a memory budget per device", (long long)o->gpus);
     LCX_FAIL_IF(o->gpus > 65536, LCX_ERR_INVALID, "plan: %lld devices, above 65536", (long long)o->gpus);
@@ -1003,13 +1033,16 @@ static lcx_status plan_search(const lcx_model_config *cfg, const lcx_recipe *r, 
         for (int i = 0; i < s->n_candidates; i++)
             if (s->cand[i].valid && (least < 0 || s->cand[i].peak < s->cand[least].peak)) least = i;
         const lcx_plan_candidate *c = &s->cand[least];
-        int host = o->host_budget > 0 && c->peak <= o->mem_budget;
+        int host = o->host_budget > 0 && c->peak <= o->mem_budget - c->reserve;
+        char rs[96] = "";
+        if (c->reserve > 0)
+            snprintf(rs, sizeof rs, " (%s kept as the reserve)", human_bytes(c->reserve, b3, sizeof b3));
         lcx_status st = lcx_fail(
             LCX_ERR_INVALID,
             "plan: nothing fits %lld device%s of %s: the smallest layout (%s, %s, least-memory "
-            "policies) needs %s per device%s%s",
+            "policies) needs %s per device%s%s%s",
             (long long)o->gpus, o->gpus == 1 ? "" : "s", human_bytes(o->mem_budget, b1, sizeof b1),
-            layout_str(c, l1, sizeof l1), knobs_str(c, k1, sizeof k1), human_bytes(c->peak, b2, sizeof b2),
+            layout_str(c, l1, sizeof l1), knobs_str(c, k1, sizeof k1), human_bytes(c->peak, b2, sizeof b2), rs,
             host ? " and more pinned host memory than the host budget" : "",
             s->n_valid < s->n_candidates ? " (other layouts break the layout rules)" : "");
         free(s);
@@ -1043,6 +1076,8 @@ lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, cons
     /* ZeRO-1 is not tried both ways: in the throughput model it costs nothing, and it only ever frees memory */
     lcx_plan_opts oz = *in;
     if (oz.zero1 < 0) oz.zero1 = in->mem_budget > 0;
+    /* the reserve of a card's memory: by default only where the search plans whole GPUs */
+    if (oz.reserve < 0 && (oz.gpus <= 0 || oz.backend != LCX_MEM_CUDA)) oz.reserve = 0;
     const lcx_plan_opts *o = &oz;
     if (o->gpus > 0) return plan_search(cfg, r, o, out);
     int modes[3][2], n = split_modes(o, o->tp, modes);
@@ -1086,6 +1121,8 @@ lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, cons
     oc.distribute_saved = modes[pick][0], oc.sequence_parallel = modes[pick][1];
     return build_one(cfg, r, &oc, 0, out);
 }
+
+double lcx_plan_budget(const lcx_plan *p) { return p->opts.mem_budget > 0 ? p->opts.mem_budget + p->reserve : 0; }
 
 /* ---- output ----------------------------------------------------------------------------------------------- */
 static const char *human_bytes(double x, char *buf, size_t cap) {
@@ -1160,11 +1197,14 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
     lcx_plan_candidate knobs = {.loss_chunk = p->opts.loss_chunk, .mlp_tile = p->opts.mlp_tile,
                                 .distribute = p->distributes, .sequence_parallel = p->seq_parallel,
                                 .zero1 = p->zero1};
-    fprintf(f, "layout:  TP %" PRId64 " x CP %" PRId64 " x DP %" PRId64 ", weights %s, activations %s; %s; budget %s; "
-               "throughput %s\n",
+    char rsv[64] = "";
+    if (p->opts.mem_budget > 0 && p->reserve > 0)
+        snprintf(rsv, sizeof rsv, " (reserve %s)", human_bytes(p->reserve, b1, sizeof b1));
+    fprintf(f, "layout:  TP %" PRId64 " x CP %" PRId64 " x DP %" PRId64 ", weights %s, activations %s; %s; "
+               "budget %s%s; throughput %s\n",
             p->opts.tp, p->opts.cp, p->opts.dp, p->opts.weight_bytes == 2 ? "bf16 (+fp32 master)" : "fp32",
             p->opts.act_bytes == 2 ? "bf16" : "fp32", knobs_str(&knobs, b6, sizeof b6),
-            p->opts.mem_budget > 0 ? human_bytes(p->opts.mem_budget, b4, sizeof b4) : "none",
+            p->opts.mem_budget > 0 ? human_bytes(lcx_plan_budget(p), b4, sizeof b4) : "none", rsv,
             p->opts.tokens_per_s > 0 ? human_count(p->opts.tokens_per_s, b5, sizeof b5) : "not given");
     for (int i = 0; p->search && i < p->search->n_lines; i++) fprintf(f, "%s\n", p->search->lines[i]);
     fprintf(f, "\n");
@@ -1270,6 +1310,7 @@ static json_t *candidate_json(const lcx_plan_candidate *c, int *ok) {
     put(j, "zero1", c->valid ? json_boolean(c->zero1) : json_null(), ok);
     put(j, "peak_memory", c->valid ? json_real(c->peak) : json_null(), ok);
     put(j, "host_memory", c->valid ? json_real(c->host_peak) : json_null(), ok);
+    put(j, "reserve", c->valid ? json_real(c->reserve) : json_null(), ok);
     put(j, "tokens_per_s", c->fits ? json_real(c->tokens_per_s) : json_null(), ok);
     put(j, "reason", c->valid ? json_null() : json_string(c->reason), ok);
     return j;
@@ -1317,7 +1358,8 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(lay, "distribute_saved", json_boolean(p->distributes), &ok);
         put(lay, "sequence_parallel", json_boolean(p->seq_parallel), &ok);
         put(lay, "zero1", json_boolean(p->zero1), &ok);
-        put(lay, "memory_budget", p->opts.mem_budget > 0 ? json_real(p->opts.mem_budget) : json_null(), &ok);
+        put(lay, "memory_budget", p->opts.mem_budget > 0 ? json_real(lcx_plan_budget(p)) : json_null(), &ok);
+        put(lay, "reserve", json_real(p->opts.mem_budget > 0 ? p->reserve : 0), &ok);
         put(lay, "tokens_per_s", p->opts.tokens_per_s > 0 ? json_real(p->opts.tokens_per_s) : json_null(), &ok);
     }
     if (p->search) {
@@ -1326,7 +1368,7 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(o, "search", sj, &ok);
         if (sj) {
             put(sj, "gpus", json_integer(si->gpus), &ok);
-            put(sj, "memory_budget", json_real(p->opts.mem_budget), &ok);
+            put(sj, "memory_budget", json_real(lcx_plan_budget(p)), &ok);
             put(sj, "host_budget", p->opts.host_budget > 0 ? json_real(p->opts.host_budget) : json_null(), &ok);
             json_t *cands = json_array();
             put(sj, "candidates", cands, &ok);

@@ -65,6 +65,19 @@ typedef struct lcx_mem_estimate {
     double host;            /* offload: pinned host memory for offloaded layers */
 } lcx_mem_estimate;
 
+/* The device memory a rank holds outside its allocations, which the memory model does not count and no allocator
+ * high-water mark shows (docs/plan.md "Reserve"): on CUDA the context with cuBLASLt and cuDNN loaded,
+ * LCX_MEM_CUDA_CONTEXT, and LCX_MEM_NCCL_COMM for each NCCL communicator of more than one rank the runtime
+ * creates (lcx_mem_nccl_comms); 0 on the CPU. Estimates, to be replaced by a GPU's figures (`lcextend
+ * train-steps --backend cuda` prints what the device holds outside the allocator). */
+#define LCX_MEM_CUDA_CONTEXT (1024.0 * 1048576)
+#define LCX_MEM_NCCL_COMM (512.0 * 1048576)
+/* The NCCL communicators of more than one rank that a rank of a TP x CP x DP job holds: the world and the TP, CP,
+ * DP and gradient (CP x DP) groups that have more than one rank (src/comm/mesh.c; single-rank groups hold no
+ * peer buffers). */
+int lcx_mem_nccl_comms(int64_t tp, int64_t cp, int64_t dp);
+double lcx_mem_runtime(lcx_mem_backend b, int64_t tp, int64_t cp, int64_t dp);
+
 /* m's exec arena for backend b at m's shape (heads per TP rank nh'):
  *  - CUDA: LCX_CUDA_MATMUL_WS_MAX (kernels/cuda/cuda_matmul.h: the cuBLASLt workspace plus the f32 x bf16 split
  *    and the bf16-C staging, 80 MiB), or past it the attention backward's row sums, 4 nh' bytes a token (the
@@ -125,6 +138,10 @@ typedef struct lcx_plan_opts {
                                   with or without a search): it costs no predicted time (its reduce-scatter and
                                   all-gather move at most what the gradient sum does) and saves 12 (1 - 1/(CP x
                                   DP)) bytes a parameter per device with bf16 weights, 8 (...) with fp32 */
+    double reserve;            /* bytes of each device's mem_budget kept for what the memory model does not count
+                                  (the CUDA context, NCCL's buffers): the plan fits mem_budget - reserve. -1
+                                  (lcx_plan_opts_default's): lcx_mem_runtime of each layout in a search (gpus > 0)
+                                  on CUDA, else 0 */
 } lcx_plan_opts;
 void lcx_plan_opts_default(lcx_plan_opts *o); /* tp=cp=dp=1, bf16 (2/2), loss_chunk 4096, no search, model rates */
 
@@ -146,6 +163,7 @@ typedef struct lcx_plan_candidate {
     double peak;               /* the plan's peak bytes per device (with the least-memory policies when !fits) */
     double host_peak;          /* pinned host bytes per device (offload) */
     double tokens_per_s;       /* predicted throughput, all devices (fits only) */
+    double reserve;            /* kept out of the budget for this layout (lcx_plan_opts.reserve) */
     char reason[200];          /* !valid: the rule broken */
 } lcx_plan_candidate;
 
@@ -270,6 +288,8 @@ typedef struct lcx_plan {
                                       stage that recomputes a layer (what the stages' models then do) */
     int seq_parallel;              /* sequence parallelism in effect: TP > 1 and model.sequence_parallel */
     int zero1;                     /* ZeRO-1 in effect: opts.zero1 (resolved) and CP x DP > 1; model.zero_shards */
+    double reserve;                /* bytes kept out of the budget (opts.reserve resolved for this layout):
+                                      opts.mem_budget is what is left of the budget given, the plan's to fill */
     int searching;                 /* internal: a search candidate (auto stages get the searched policies) */
 } lcx_plan;
 
@@ -283,6 +303,8 @@ typedef struct lcx_plan {
 lcx_status lcx_plan_build(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o,
                           lcx_plan **out);
 void lcx_plan_free(lcx_plan *p); /* NULL ok */
+/* The memory budget per device as given (opts.mem_budget + reserve), 0 without one. */
+double lcx_plan_budget(const lcx_plan *p);
 
 /* The per-layer policies the layout search gives an `activation: auto` stage, for one step of one sequence of
  * seq_len tokens on one device of layout o (its tp/cp/dp, rates and budgets): the fastest split of the layers

@@ -777,17 +777,88 @@ static void check_knobs(const lcx_model_config *cfg, const lcx_recipe *r, const 
     }
 }
 
-static void test_search(void) {
-    lcx_model_config cfg;
-    if (!load_cfg(&cfg, 131072,
+/* Llama-3.1-8B's config (rope llama3 factor 8 over 8k) and the yarn-x2 recipe: 0 (checks failed) when either does
+ * not load. */
+static int load_8b(lcx_model_config *cfg, lcx_recipe **r) {
+    if (!load_cfg(cfg, 131072,
                   "\"rope_theta\": 500000.0, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
                   "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"))
-        return;
-    lcx_recipe *r = recipe("yarn-x2");
-    if (!r) {
-        lcx_config_free(&cfg);
-        return;
+        return 0;
+    *r = recipe("yarn-x2");
+    if (!*r) lcx_config_free(cfg);
+    return *r != NULL;
+}
+
+/* The reserve (docs/plan.md "Reserve"): the CUDA context and one NCCL communicator per group of more than one rank,
+ * kept out of each card's memory by the search; what --reserve gives instead, anywhere; 0 on the CPU. */
+static void test_reserve(void) {
+    const double GiB = 1073741824.0;
+    /* world, TP, CP, DP and CP x DP groups of more than one rank */
+    CHECK(lcx_mem_nccl_comms(1, 1, 1) == 0 && lcx_mem_nccl_comms(8, 1, 1) == 2 && lcx_mem_nccl_comms(1, 1, 8) == 3);
+    CHECK(lcx_mem_nccl_comms(1, 4, 2) == 4 && lcx_mem_nccl_comms(8, 4, 1) == 4 && lcx_mem_nccl_comms(2, 2, 2) == 5);
+    CHECK(lcx_mem_nccl_comms(1, 8, 1) == 3);
+    CHECK(lcx_mem_runtime(LCX_MEM_CPU, 8, 4, 2) == 0);
+    CHECK(lcx_mem_runtime(LCX_MEM_CUDA, 1, 1, 1) == 1 * GiB);
+    CHECK(lcx_mem_runtime(LCX_MEM_CUDA, 8, 4, 1) == 3 * GiB && lcx_mem_runtime(LCX_MEM_CUDA, 2, 2, 2) == 3.5 * GiB);
+    lcx_model_config cfg;
+    lcx_recipe *r = NULL;
+    if (!load_8b(&cfg, &r)) return;
+    const double budget = 80 * GiB;
+    lcx_plan_opts o;
+    lcx_plan_opts_default(&o);
+    o.target = 131072, o.gpus = 8, o.mem_budget = budget;
+    o.tp = o.cp = o.dp = o.loss_chunk = 0;
+    /* the search's default: each candidate keeps its own layout's reserve, and fits what is left */
+    lcx_plan *p = NULL;
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    if (p) {
+        CHECK(p->reserve == lcx_mem_runtime(LCX_MEM_CUDA, p->opts.tp, p->opts.cp, p->opts.dp) && p->reserve >= GiB);
+        CHECK(p->opts.mem_budget == budget - p->reserve && lcx_plan_budget(p) == budget);
+        CHECK(p->peak_memory <= budget - p->reserve);
+        const lcx_plan_search_info *s = p->search;
+        for (int i = 0; s && i < s->n_candidates; i++) {
+            const lcx_plan_candidate *c = &s->cand[i];
+            CHECK(c->reserve == lcx_mem_runtime(LCX_MEM_CUDA, c->tp, c->cp, c->dp));
+            if (c->valid) CHECK(c->fits == (c->peak <= budget - c->reserve));
+        }
     }
+    lcx_plan_free(p);
+    /* --reserve 8G: every layout keeps 8 GiB */
+    o.reserve = 8 * GiB;
+    p = NULL;
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    if (p) {
+        CHECK(p->reserve == 8 * GiB && p->peak_memory <= 72 * GiB && lcx_plan_budget(p) == budget);
+        for (int i = 0; p->search && i < p->search->n_candidates; i++) CHECK(p->search->cand[i].reserve == 8 * GiB);
+    }
+    lcx_plan_free(p);
+    /* on the CPU, and with --memory (no search), none unless given */
+    o.reserve = -1, o.backend = LCX_MEM_CPU;
+    p = NULL;
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    if (p) CHECK(p->reserve == 0 && p->opts.mem_budget == budget);
+    lcx_plan_free(p);
+    o.backend = LCX_MEM_CUDA, o.gpus = 0, o.tp = 8, o.cp = 4, o.dp = 1, o.loss_chunk = 4096;
+    p = NULL;
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    if (p) CHECK(p->reserve == 0 && p->opts.mem_budget == budget);
+    lcx_plan_free(p);
+    o.reserve = 2 * GiB;
+    p = NULL;
+    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    if (p) {
+        CHECK(p->reserve == 2 * GiB && p->opts.mem_budget == 78 * GiB && lcx_plan_budget(p) == budget);
+        for (int i = 0; i < p->n_stages; i++) CHECK(p->stages[i].mem.total <= 78 * GiB);
+    }
+    lcx_plan_free(p);
+    lcx_recipe_free(r);
+    lcx_config_free(&cfg);
+}
+
+static void test_search(void) {
+    lcx_model_config cfg;
+    lcx_recipe *r = NULL;
+    if (!load_8b(&cfg, &r)) return;
     const double GiB = 1073741824.0, budget = 80 * GiB;
     lcx_plan *p = NULL, *q = NULL;
     CHECK_OK(search(&cfg, r, 131072, 8, budget, 0, &p));
@@ -806,9 +877,9 @@ static void test_search(void) {
             lcx_mem_estimate e;
             lcx_mem_estimate_compute(&p->model, st->seq_len, st->micro_seqs, st->activation, &e);
             CHECK_REL(e.total, st->mem.total, 1e-12);
-            CHECK_MSG(e.total <= budget, "stage %d needs %.2f GiB", st->index, e.total / GiB);
+            CHECK_MSG(e.total <= budget - p->reserve, "stage %d needs %.2f GiB", st->index, e.total / GiB);
         }
-        CHECK(p->peak_memory <= budget);
+        CHECK(p->peak_memory <= budget - p->reserve);
         /* the plan's loss chunk and MLP tile are the chosen candidate's and its memory model's */
         if (s) CHECK(s->cand[s->chosen].loss_chunk == p->opts.loss_chunk && s->cand[s->chosen].mlp_tile == p->opts.mlp_tile);
         CHECK(p->model.loss_chunk == p->opts.loss_chunk && p->model.mlp_tile == p->opts.mlp_tile);
@@ -836,7 +907,7 @@ static void test_search(void) {
             CHECK(s->chosen >= 0 && s->cand[s->chosen].fits);
             CHECK(s->cand[s->chosen].tp == p->opts.tp && s->cand[s->chosen].cp == p->opts.cp);
             for (int i = 0; i < s->n_candidates; i++) {
-                if (!s->cand[i].fits) CHECK(!s->cand[i].valid || s->cand[i].peak > budget);
+                if (!s->cand[i].fits) CHECK(!s->cand[i].valid || s->cand[i].peak > budget - s->cand[i].reserve);
                 else CHECK(s->cand[i].tokens_per_s <= s->cand[s->chosen].tokens_per_s);
             }
             CHECK(s->runner_up >= 0 && s->cand[s->runner_up].tokens_per_s <= s->cand[s->chosen].tokens_per_s);
@@ -951,6 +1022,7 @@ int main(void) {
     test_budget();
     test_eval_memory();
     test_search();
+    test_reserve();
     test_step_time();
     return test_summary("test_plan");
 }
