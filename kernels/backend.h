@@ -355,6 +355,10 @@ struct lcx_backend {
      * cuBLASLt's handles). */
     void (*mem_stats)(size_t *in_use, size_t *peak); /* either may be NULL */
     void (*mem_reset_peak)(void);
+    /* What the device has in use now, by everything (CUDA: cudaMemGetInfo's total - free: this process's context,
+     * libraries and allocations, and any other process's); less mem_stats' in_use it is what the planner's
+     * reserve stands for (docs/plan.md "Reserve"). 0: unknown, or the device is the host (the CPU). */
+    size_t (*device_used)(void);
 
     /* Bytes of scratch `op` needs for `args` (a pointer to that op's argument struct); 0 for most ops. Depends
      * on the sizes and dtypes only (and the backend's thread count: on the CPU omp_get_max_threads(), which must

@@ -45,7 +45,8 @@ static void help(void) {
            "                       the MFU beside the model TFLOP/s (docs/plan.md \"FLOPs\"; no recompute)\n"
            "  --backend B          where the model runs: cpu (default) or cuda (a build with CUDA, a visible GPU);\n"
            "                       peak_rss is host memory either way; at the end, the backend's allocator\n"
-           "                       high-water mark against the plan's device total\n"
+           "                       high-water mark against the plan's device total, and what the device holds\n"
+           "                       outside the allocator (the CUDA context: the planner's reserve)\n"
            "  --help               this help\n"
            "\n"
            "examples:\n"
@@ -268,6 +269,16 @@ int lcx_cmd_train_steps(int argc, char **argv) {
     printf("backend memory: high-water mark %.1f MiB (%s's allocations), predicted %.1f MiB (%+.1f%%)\n",
            (double)(hwm - held0) / 1048576.0, be->name, predicted / 1048576.0,
            predicted > 0 ? 100.0 * ((double)(hwm - held0) / predicted - 1) : 0.0);
+    const size_t used = be->device_used(); /* 0 on the CPU, whose device is the host */
+    if (used > 0) { /* what no allocator shows: the context, the libraries (the planner's reserve) */
+        size_t in_use = 0;
+        be->mem_stats(&in_use, NULL);
+        if (used >= in_use)
+            printf("device memory outside the allocator: %.1f MiB (in use on the device %.1f MiB, allocated %.1f "
+                   "MiB); the planner reserves %.1f MiB for one device (docs/plan.md \"Reserve\")\n",
+                   (double)(used - in_use) / 1048576.0, (double)used / 1048576.0, (double)in_use / 1048576.0,
+                   lcx_mem_runtime(LCX_MEM_CUDA, 1, 1, 1) / 1048576.0);
+    }
 flush:
     LCX_TRY_GOTO(lcx_cli_flush_stdout(), fail);
     goto done;

@@ -106,6 +106,7 @@ const lcx_backend lcx_cpu_backend_table = {
     .host_free = lcx_cpu_host_free,
     .mem_stats = lcx_cpu_mem_stats,
     .mem_reset_peak = lcx_cpu_mem_reset_peak,
+    .device_used = lcx_cpu_device_used,
     .copy_d2h_async = lcx_cpu_copy, /* a synchronous queue: done on return */
     .copy_h2d_async = lcx_cpu_copy,
     .workspace = cpu_workspace,

@@ -63,6 +63,7 @@ lcx_status lcx_cpu_host_alloc(size_t bytes, void **out); /* the same memory, not
 void lcx_cpu_host_free(void *p);
 void lcx_cpu_mem_stats(size_t *in_use, size_t *peak);
 void lcx_cpu_mem_reset_peak(void);
+size_t lcx_cpu_device_used(void);
 lcx_status lcx_cpu_copy(lcx_exec *x, void *dst, const void *src, size_t bytes);
 lcx_status lcx_cpu_zero(lcx_exec *x, void *p, size_t bytes);
 

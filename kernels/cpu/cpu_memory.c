@@ -38,6 +38,7 @@ void lcx_cpu_free(void *p) {
 
 void lcx_cpu_mem_stats(size_t *in_use, size_t *peak) { lcx_mem_ledger_stats(&ledger, in_use, peak); }
 void lcx_cpu_mem_reset_peak(void) { lcx_mem_ledger_reset_peak(&ledger); }
+size_t lcx_cpu_device_used(void) { return 0; } /* the device is the host: its resident memory says it */
 
 /* The queue is synchronous: copies are done when they return, whichever direction. */
 lcx_status lcx_cpu_copy(lcx_exec *x, void *dst, const void *src, size_t bytes) {

@@ -139,6 +139,10 @@ static void cu_free(void *p) {
 
 static void cu_mem_stats(size_t *in_use, size_t *peak) { lcx_mem_ledger_stats(&ledger, in_use, peak); }
 static void cu_mem_reset_peak(void) { lcx_mem_ledger_reset_peak(&ledger); }
+static size_t cu_device_used(void) {
+    size_t free_b = 0, total_b = 0;
+    return cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && total_b >= free_b ? total_b - free_b : 0;
+}
 
 static lcx_status copy_args(const char *op, lcx_exec *x, void *dst, const void *src, size_t bytes) {
     LCX_FAIL_IF(x == NULL, LCX_ERR_INVALID, "%s: NULL exec", op);
@@ -339,6 +343,7 @@ const lcx_backend lcx_cuda_backend_table = {
     .event_elapsed = cu_event_elapsed,
     .mem_stats = cu_mem_stats,
     .mem_reset_peak = cu_mem_reset_peak,
+    .device_used = cu_device_used,
     .event_free = cu_event_free,
     .event_record = cu_event_record,
     .event_wait = cu_event_wait,

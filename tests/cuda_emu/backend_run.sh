@@ -3,8 +3,8 @@
 # the cuBLASLt matmul with its staged and split paths, every kernel) on the CPU, under emulations of the CUDA
 # runtime (emu_runtime.h: device memory is host memory, queues are synchronous, copies check which side each
 # pointer is on), of cuBLASLt (emu_cublaslt.h: host GEMMs that refuse what the library refuses) and of the
-# kernels' CUDA subset (emu_cuda.h), all under AddressSanitizer. It then runs the CUDA tests against it, all four
-# below by default, or TEST with ARGS:
+# kernels' CUDA subset (emu_cuda.h), all under AddressSanitizer. It then runs the CUDA tests against it, all
+# below but tp_eval by default, or TEST with ARGS:
 #   test_backend_ops_cuda  every op case against the CPU backend (ARGS: its backend and a case filter); without
 #                          ARGS, the attention backward's cases once more with both of the tensor-core backward's
 #                          other modes on (LCX_CUDA_ATTN_BWD_BF16, LCX_CUDA_ATTN_BWD_FUSED; run.sh's
@@ -20,6 +20,9 @@
 #                          with and without sequence parallelism (MODE=sp: its point-to-point reduce-scatter of
 #                          device buffers), and bench/zero_memory.sh, DP 2 with and without ZeRO-1 (bf16 weights:
 #                          the sharded master, the bf16 all-gather of device buffers)
+#   train_steps            lcextend train-steps --backend cuda on it (the llama_gqa fixture, 16 tokens): its last
+#                          line, the device memory outside the allocator, is there and 0 (the emulation has no
+#                          context: every byte in use is an allocation of the backend's)
 #   tp_eval                lcextend eval --tp 2 on it (bench/tp_eval.sh: 2 ranks on the emulated device against one
 #                          CPU process; LENGTHS 64 and PK_LENGTHS 128 by default: slow, so not among the default runs;
 #                          TP and CP from the environment, default 2 and 1)
@@ -32,7 +35,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: backend_run.sh BUILD [TEST [ARGS...]]}" && pwd)
 shift
-tests=${1:-test_backend_ops_cuda test_exec_cuda test_model_cuda cp_check}
+tests=${1:-test_backend_ops_cuda test_exec_cuda test_model_cuda cp_check train_steps}
 [ $# -gt 0 ] && shift
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -100,6 +103,15 @@ for test in $tests; do
         job 1 "bench/tp_eval.sh on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
             BACKEND=cuda TP="${TP:-2}" CP="${CP:-1}" LENGTHS="${LENGTHS:-64}" PK_LENGTHS="${PK_LENGTHS:-128}" \
             bash "$root/bench/tp_eval.sh" "$work"
+        continue
+    fi
+    if [ "$test" = train_steps ]; then
+        lcextend_emu
+        # shellcheck disable=SC2016 # expanded by the job's bash -c
+        job 1 "lcextend train-steps on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 bash -c \
+            '"$0" train-steps "$1" --backend cuda --steps 1 --seq 16 >"$2" && cat "$2" &&
+             grep -q "^device memory outside the allocator: 0.0 MiB (in use on the device [0-9.]* MiB" "$2"' \
+            "$work/lcextend" "$root/tests/fixtures/models/llama_gqa" "$work/train_steps.txt"
         continue
     fi
     if [ "$test" = cp_check ]; then # lcextend on the emulated backend: CP 2 and 4 ranks sharing its one "GPU"

@@ -85,6 +85,16 @@ cudaError_t cudaFree(void *p) {
     free(p);
     return cudaSuccess;
 }
+/* An 80 GiB device of which the blocks alive are in use (no context: the emulation has none). */
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    const size_t total = (size_t)80 << 30;
+    size_t used = 0;
+    std::lock_guard<std::mutex> g(mu);
+    for (const auto &b : device_blocks) used += b.second;
+    *total_bytes = total;
+    *free_bytes = used < total ? total - used : 0;
+    return cudaSuccess;
+}
 cudaError_t cudaMallocHost(void **p, size_t bytes) {
     return posix_memalign(p, 256, bytes ? bytes : 1) ? cudaErrorMemoryAllocation : cudaSuccess;
 }

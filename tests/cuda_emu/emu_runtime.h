@@ -32,6 +32,7 @@ cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaMallocHost(void **p, size_t bytes);
 cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s);

@@ -2,7 +2,7 @@
  *  - contexts, memory and events: alloc(0) gives a freeable pointer; h2d, zero, d2d, d2h round trips; an event
  *    recorded on one queue orders a copy on another (event_wait), event_sync; pinned host memory (host_alloc)
  *    through the asynchronous copies, read after an event; timed events, and a queue's stall measured by them;
- *    mem_stats following alloc and free;
+ *    mem_stats following alloc and free; device_used (cudaMemGetInfo) growing with an allocation;
  *  - attention refuses the shapes its kernels do not cover (head_dim > 256) with LCX_ERR_UNSUPPORTED and one line;
  *  - matmul's paths against the CPU: bf16 operands at an odd element offset (2-byte aligned: cuBLASLt's heuristic
  *    is asked with that alignment, or the tiled kernel runs), the same shape aligned twice (a cached plan: the
@@ -73,6 +73,17 @@ static void test_memory_and_events(void) {
     BE->host_free(hp);
     BE->mem_stats(&h1, &pk);
     CHECK(h1 == h0 && pk == h0 + 1000);
+    /* device_used: everything on the device, so 64 MiB more while 64 MiB are allocated (cudaMalloc rounds to its
+     * pages: at least that much), and not below the ledger's bytes */
+    {
+        const size_t mib64 = (size_t)64 << 20, u0 = BE->device_used();
+        void *big = NULL;
+        CHECK_OK(BE->alloc(mib64, &big));
+        const size_t u1 = BE->device_used();
+        BE->mem_stats(&h1, NULL);
+        CHECK_MSG(u1 >= u0 + mib64 && u1 >= h1, "device in use %zu then %zu bytes, ledger %zu", u0, u1, h1);
+        BE->free(big);
+    }
 
     enum { N = 1000 };
     float h[N], back[N];
