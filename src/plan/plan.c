@@ -594,7 +594,7 @@ static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe
         return lcx_fail(LCX_ERR_INVALID,
                         "%s:%d: stage %s needs %.2f GiB per device (%lld keep, %lld recompute, %lld offload, %lld "
                         "recompute+offload layers; micro-batch %lld x %lld tokens, CP %lld%s), above the budget "
-                        "%.2f GiB: raise --cp, lower tokens_per_batch or use activation: recompute/offload",
+                        "%.2f GiB%s: raise --cp, lower tokens_per_batch or use activation: recompute/offload",
                         r->label, s->line_start, lcx_format_length(ps->seq_len, b1, sizeof b1),
                         ps->mem.total / 1073741824.0, (long long)ps->n_keep, (long long)ps->n_recompute,
                         (long long)ps->n_offload, (long long)ps->n_rec_offload, (long long)ps->micro_seqs,
@@ -604,7 +604,7 @@ static lcx_status plan_memory(lcx_plan *p, const lcx_recipe *r, const lcx_recipe
                         : distributes(m) && ps->n_recompute + ps->n_rec_offload > 0
                             ? ", saved activations distributed over TP"
                             : "",
-                        p->opts.mem_budget / 1073741824.0);
+                        p->opts.mem_budget / 1073741824.0, p->reserve > 0 ? " (what the reserve leaves)" : "");
     return LCX_OK;
 }
 
@@ -915,8 +915,7 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
     snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
              "search: %d layout%s of %lld device%s (TP x CP x DP), %d meet%s the layout rules, %d fit%s %s per "
              "device%s; loss chunk %s; MLP tile %s; activations %s; saved activations %s; sequence parallelism %s; "
-             "ZeRO-1 %s; "
-             "per-layer policy of auto stages from recompute+offload/recompute/offload/keep",
+             "ZeRO-1 %s; per-layer policy of auto stages from recompute+offload/recompute/offload/keep",
              s->n_candidates, s->n_candidates == 1 ? "" : "s", (long long)s->gpus, s->gpus == 1 ? "" : "s", s->n_valid,
              s->n_valid == 1 ? "s" : "", s->n_fit, s->n_fit == 1 ? "s" : "", human_bytes(budget, b1, sizeof b1),
              p->reserve > 0 ? " less the reserve" : "", o->loss_chunk > 0 ? "as given" : "4096, 1024 or 256",
