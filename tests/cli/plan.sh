@@ -381,6 +381,10 @@ run "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --dry-run
 check "main command --gpus --dry-run: exit 0" [ "$(rc)" -eq 0 ]
 check "main command --gpus --dry-run: searched" grep -q "^search: 10 layouts of 8 devices" "$tmp/out"
 check "main command --gpus on the CPU backend: no CUDA reserve" bash -c "! grep -q '^reserve:\|(reserve ' '$tmp/out'"
+run "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --reserve 8G --dry-run
+check "main command --reserve 8G: kept" [ "$(rc)" -eq 0 ] && grep -q "^layout:  .*; budget 80.00 GiB (reserve 8.00 GiB);" "$tmp/out"
+run "$l8b" --to 128k --reserve 8G --dry-run
+check "main command --reserve without --gpus: exit 2" [ "$(rc)" -eq 2 ] && grep -q "flag --reserve: the reserve is kept out" "$tmp/err"
 run plan "$l8b" --to 16m --gpus 1 --gpu-memory 24GB
 check "16m on 1 x 24GB: exit 1" [ "$(rc)" -eq 1 ]
 check "16m on 1 x 24GB: says why with the numbers" grep -q "nothing fits 1 device of 24.00 GiB: the smallest layout (TP 1 x CP 1 x DP 1, loss chunk [0-9]*, MLP tile [a-z0-9]*, least-memory policies) needs [0-9.]* TiB per device" "$tmp/err"
