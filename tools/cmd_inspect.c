@@ -49,15 +49,6 @@ static const char *human(double x, char *buf, size_t cap) {
     return buf;
 }
 
-static const char *human_bytes(double x, char *buf, size_t cap) {
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (x >= 1024 && u < 4) x /= 1024, u++;
-    if (u == 0) snprintf(buf, cap, "%.0f B", x);
-    else snprintf(buf, cap, "%.2f %s", x, units[u]);
-    return buf;
-}
-
 /* The config lines of every form that has one (parameters counted as transformers' num_parameters()). */
 static void print_config(const lcx_model_config *m, uint64_t n_parameters) {
     char b1[32];
@@ -104,7 +95,7 @@ static void print_text(const lcx_catalog *c) {
     printf("tensors:                 %llu in %zu file%s\n", (unsigned long long)c->n_tensors, c->set->n_files,
            c->set->n_files == 1 ? "" : "s");
     printf("bytes:                   %llu (%s)\n", (unsigned long long)c->total_bytes,
-           human_bytes((double)c->total_bytes, b2, sizeof b2));
+           lcx_format_bytes((double)c->total_bytes, b2, sizeof b2));
     for (int dt = 0; dt < LCX_DTYPE_COUNT; dt++) {
         const lcx_dtype_stat *s = &c->dtypes[dt];
         if (!s->tensors) continue;
@@ -219,8 +210,8 @@ static int inspect_lcx(lcx_ckpt *ck, const char *path, int as_json) {
                    (long long)json_integer_value(json_object_get(r, "raw_bytes")));
         }
         printf("bytes:                   %s raw, %s stored, compression ratio %.3f\n",
-               human_bytes((double)json_integer_value(json_object_get(j, "raw_bytes")), b1, sizeof b1),
-               human_bytes((double)json_integer_value(json_object_get(j, "stored_bytes")), b2, sizeof b2),
+               lcx_format_bytes((double)json_integer_value(json_object_get(j, "raw_bytes")), b1, sizeof b1),
+               lcx_format_bytes((double)json_integer_value(json_object_get(j, "stored_bytes")), b2, sizeof b2),
                json_real_value(json_object_get(j, "compression_ratio")));
         size_t i;
         json_t *v;
@@ -265,7 +256,8 @@ static int inspect_gguf(const lcx_source *src, int as_json) {
         print_config(&src->cfg, src->params.total_numel);
         uint64_t total = (uint64_t)json_integer_value(json_object_get(j, "total_bytes"));
         printf("tensors:                 %lld in 1 file\n", (long long)json_integer_value(json_object_get(j, "num_tensors")));
-        printf("bytes:                   %llu (%s)\n", (unsigned long long)total, human_bytes((double)total, b, sizeof b));
+        printf("bytes:                   %llu (%s)\n", (unsigned long long)total,
+               lcx_format_bytes((double)total, b, sizeof b));
         const char *type;
         json_t *e;
         json_object_foreach(json_object_get(j, "ggml_types"), type, e) {

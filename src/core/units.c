@@ -149,6 +149,14 @@ lcx_status lcx_parse_bytes(const char *text, lcx_byte_units units, uint64_t *out
     return LCX_OK;
 }
 
+const char *lcx_format_bytes(double x, char *buf, size_t cap) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (x >= 1024 && u < 4) x /= 1024, u++;
+    snprintf(buf, cap, u ? "%.2f %s" : "%.0f %s", x, units[u]);
+    return buf;
+}
+
 char *lcx_format_length(int64_t n, char *buf, size_t cap) {
     if (n > 0 && n % 1048576 == 0) snprintf(buf, cap, "%" PRId64 "m", n / 1048576);
     else if (n > 0 && n % 1024 == 0) snprintf(buf, cap, "%" PRId64 "k", n / 1024);

@@ -48,4 +48,8 @@ lcx_status lcx_parse_bytes(const char *text, lcx_byte_units units, uint64_t *out
  * Returns buf. */
 char *lcx_format_length(int64_t n, char *buf, size_t cap);
 
+/* x bytes in binary units for a message: "512 B", "1.50 KiB", "76.05 GiB", "5.16 TiB" (two decimals from KiB up).
+ * Returns buf. */
+const char *lcx_format_bytes(double x, char *buf, size_t cap);
+
 #endif
