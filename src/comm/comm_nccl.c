@@ -4,7 +4,8 @@
  *
  * - Creation: rank 0 of the group calls ncclGetUniqueId and broadcasts it through the inner communicator; every
  *   rank joins with ncclCommInitRankConfig in non-blocking mode, so that no NCCL call can block the host without
- *   the watchdog seeing it; the ranks then agree that every one of them succeeded.
+ *   the watchdog seeing it; the ranks then agree that every one of them succeeded. A group of one rank split from
+ *   it is a staged communicator instead (nothing to move, no NCCL buffers).
  * - Streams: the communicator has its own stream. A call records an event on the exec's stream and the
  *   communication stream waits for it, so the transfer starts once the data is ready and runs beside whatever
  *   the exec queues next (the CP ring's attention on the held block).
@@ -330,10 +331,13 @@ static lcx_status n_barrier(lcx_comm *c, lcx_exec *x) {
     return s->inner->impl->barrier(s->inner, on_device(x) ? NULL : x);
 }
 
+/* A group of one rank moves nothing: it is staged (a copy at most), and creates no NCCL communicator, whose
+ * buffers a one-rank communicator may still allocate (the planner's reserve counts only groups of more). */
 static lcx_status n_split(lcx_comm *c, int color, int key, lcx_comm **out) {
     lcx_comm *in = st_of(c)->inner, *sub = NULL;
     LCX_TRY(in->impl->split(in, color, key, &sub));
-    lcx_status st = lcx_comm_nccl(sub, out);
+    const lcx_comm_stager *sg = lcx_comm_stager_cuda();
+    lcx_status st = sub->size == 1 && sg ? lcx_comm_staged(sub, sg, out) : lcx_comm_nccl(sub, out);
     if (st != LCX_OK) sub->impl->free(sub);
     return st;
 }
