@@ -276,6 +276,10 @@ typedef struct lcx_model_memory {
     size_t grad_scratch;    /* the gradient group's exchange scratch, held by the model so that the steps reuse it:
                                ZeRO-1's two batch buffers (src/model/model_zero.c), or the unsharded sum's (after
                                the first group step; src/model/model_dp.h) */
+    size_t alloc_hwm;       /* the backend allocator's high-water mark so far, over everything of this process it
+                               holds (mem_stats: the figure the planner's device total predicts) */
+    size_t device_used;     /* what the device has in use now, by everything (device_used: the allocations, the
+                               CUDA context, NCCL; 0 on the CPU) */
 } lcx_model_memory;
 lcx_model_memory lcx_model_memory_of(const lcx_model *m);
 /* 1 when some layer keeps only this TP rank's rows of its input (opts.distribute_saved in effect: TP > 1 and a

@@ -562,6 +562,9 @@ lcx_model_memory lcx_model_memory_of(const lcx_model *m) {
     r.tp_scratch = m->tp_bytes;
     r.cp_ring = m->ring_bytes;
     r.grad_scratch = (m->zbuf_a ? (size_t)m->zbuf_elems * 2 * sizeof(float) : 0) + (size_t)m->gsum_elems * 4;
+    r.alloc_hwm = 0;
+    m->be->mem_stats(NULL, &r.alloc_hwm);
+    r.device_used = m->be->device_used();
     return r;
 }
 

@@ -275,9 +275,11 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
         /* model FLOP/s per device: the whole job's tokens of the step over its devices */
         const double tflops = ctx->flops_per_token * (double)global_step / (dt > 0 ? dt : 1e-9) / devices / 1e12;
         tflops_sum += tflops;
-        char mfu[48] = "";
+        char mfu[48] = "", dev[48] = "";
         if (ctx->peak_flops > 0 && ctx->flops_per_token > 0)
             snprintf(mfu, sizeof mfu, ", \"mfu\": %.4g", tflops * 1e12 / ctx->peak_flops);
+        const lcx_model_memory mem = lcx_model_memory_of(m); /* the allocator's mark: what the plan predicts */
+        if (mem.device_used) snprintf(dev, sizeof dev, ", \"device_used\": %zu", mem.device_used);
         n_tps++;
         if (r.peak_rss > sum->peak_rss) sum->peak_rss = r.peak_rss;
         sum->steps_run++;
@@ -287,10 +289,11 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
                  "{\"stage\": %d, \"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"clip\": %.6g, "
                  "\"tokens\": %lld, \"tokens_per_s\": %.1f, \"peak_rss\": %llu, \"time\": %.4f, "
                  "\"comm_s\": %.4f, \"compute_s\": %.4f, \"ring_wait_s\": %.4f, \"tp_comm_s\": %.4f, "
-                 "\"offload_wait_s\": %.4f, \"tflops\": %.4g%s}",
+                 "\"offload_wait_s\": %.4f, \"tflops\": %.4g%s, \"alloc_hwm\": %zu%s}",
                  sg->index + 1, (long long)state->step, r.loss, ao.lr, r.grad_norm, r.clip_scale,
                  (long long)state->tokens, tps, (unsigned long long)r.peak_rss, dt, r.comm_s,
-                 dt > r.comm_s ? dt - r.comm_s : 0.0, r.ring_wait_s, r.tp_comm_s, r.offload_wait_s, tflops, mfu);
+                 dt > r.comm_s ? dt - r.comm_s : 0.0, r.ring_wait_s, r.tp_comm_s, r.offload_wait_s, tflops, mfu,
+                 mem.alloc_hwm, dev);
         if (mf) {
             fprintf(mf, "%s\n", rec);
             fflush(mf);
