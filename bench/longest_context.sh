@@ -101,11 +101,19 @@ what="peak RSS"
 echo "model $(basename "$CFG"), $DTYPE, batch 1, loss chunk 256, backend $BACKEND; budget $BUDGET MiB $what; threads $THREADS; lengths $START.. (x2, then bisection to $GRAIN), at most $MAX"
 col="peak RSS"
 [ "$MEASURE" = hwm ] && col="alloc HWM"
-# auto fits the plan model to the budget: where the whole process's RSS is measured, less its baseline (keep's at START)
+# auto fits the plan model to the budget: where the whole process's RSS is measured, less its baseline (keep's at
+# START); on a GPU less what the device holds outside the allocator (the CUDA context: train-steps' last line)
 auto_base=0
-if [ "$MEASURE" = rss ] && [[ " $POLICIES " == *" auto"* ]]; then
-    step keep "" "$START"
-    auto_base=$(awk -v r="$rss" -v p="$pred" 'BEGIN { printf "%d", r - p + 1 }')
+if [[ " $POLICIES " == *" auto"* ]]; then
+    if [ "$MEASURE" = rss ]; then
+        step keep "" "$START"
+        auto_base=$(awk -v r="$rss" -v p="$pred" 'BEGIN { printf "%d", r - p + 1 }')
+    elif [ "$BACKEND" = cuda ]; then
+        step keep "" "$START"
+        auto_base=$(awk '/^device memory outside the allocator:/ { printf "%d", $6 + 1 }' "$out/log")
+        auto_base=${auto_base:-1024}
+        echo "auto: the budget less ${auto_base} MiB outside the allocator (the CUDA context)"
+    fi
 fi
 printf "%-22s %9s %10s %10s %10s %9s %11s\n" policy longest "$col" predicted "step s" "plan says" "plan+base"
 for entry in $POLICIES; do
