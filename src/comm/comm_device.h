@@ -57,8 +57,8 @@ lcx_status lcx_comm_node_rank(lcx_comm *c, int *rank, int *size);
  *   staged          MPI with pinned staging; ranks share the node's GPUs round-robin.
  * The GPU is the node-local rank (MPI_Comm_split_type shared) modulo the GPU count. Groups split from the
  * result (lcx_comm_mesh) are of the same kind, but a group of one rank split from nccl is staged (it moves
- * nothing, and a NCCL communicator would hold buffers). On success *out owns world (finalise *out instead); on failure
- * world stays the caller's. */
+ * nothing, and a NCCL communicator would hold buffers). On success *out owns world (finalise *out instead); on
+ * failure world stays the caller's. */
 lcx_status lcx_comm_for_backend(lcx_comm *world, const lcx_backend *be, lcx_comm **out);
 
 #endif /* LCX_COMM_DEVICE_H */

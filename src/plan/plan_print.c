@@ -50,7 +50,8 @@ static int any_wsd(const lcx_plan *p) {
 void lcx_plan_print(const lcx_plan *p, FILE *f) {
     char b1[48], b2[48], b3[48], b4[48], b5[48], b6[96], b7[48];
     const lcx_mem_model *m = &p->model;
-    fprintf(f, "model:   %s, %" PRId64 " layers, hidden %" PRId64 ", heads %" PRId64 "/%" PRId64 " kv, head_dim %" PRId64
+    fprintf(f, "model:   %s, %" PRId64 " layers, hidden %" PRId64 ", heads %" PRId64 "/%" PRId64
+               " kv, head_dim %" PRId64
                ", ffn %" PRId64 ", vocab %" PRId64 ", %s parameters\n",
             lcx_arch_name(p->arch), m->n_layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab,
             human_count((double)m->n_params, b1, sizeof b1));
@@ -58,7 +59,8 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
             lcx_format_length(p->current_context, b1, sizeof b1), lcx_format_length(p->target, b2, sizeof b2),
             p->rope_in.type, p->rope_in.theta, lcx_format_length(p->original_length, b3, sizeof b3));
     fprintf(f, "recipe:  %s (%s)\n", p->recipe_name, p->recipe_label);
-    if (p->opts.has_method) fprintf(f, "method:  %s (--method, overrides the recipe)\n", lcx_rope_method_name(p->opts.method));
+    if (p->opts.has_method)
+        fprintf(f, "method:  %s (--method, overrides the recipe)\n", lcx_rope_method_name(p->opts.method));
     lcx_plan_candidate knobs = {.loss_chunk = p->opts.loss_chunk, .mlp_tile = p->opts.mlp_tile,
                                 .distribute = p->distributes, .sequence_parallel = p->seq_parallel,
                                 .zero1 = p->zero1};

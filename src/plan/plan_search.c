@@ -101,7 +101,8 @@ static const char *layout_str(const lcx_plan_candidate *c, char *buf, size_t cap
 /* "loss chunk C, MLP tile N[, saved activations distributed][, sequence parallel][, ZeRO-1]" (tile "none": the
  * whole micro-batch at once). */
 const char *lcx_plan_knobs_str(const lcx_plan_candidate *c, char *buf, size_t cap) {
-    if (c->mlp_tile > 0) snprintf(buf, cap, "loss chunk %lld, MLP tile %lld", (long long)c->loss_chunk, (long long)c->mlp_tile);
+    if (c->mlp_tile > 0)
+        snprintf(buf, cap, "loss chunk %lld, MLP tile %lld", (long long)c->loss_chunk, (long long)c->mlp_tile);
     else snprintf(buf, cap, "loss chunk %lld, MLP tile none", (long long)c->loss_chunk);
     if (c->distribute) snprintf(buf + strlen(buf), cap - strlen(buf), ", saved activations distributed");
     if (c->sequence_parallel) snprintf(buf + strlen(buf), cap - strlen(buf), ", sequence parallel");
@@ -169,7 +170,8 @@ static void try_layout(const lcx_model_config *cfg, const lcx_recipe *r, const l
         lcx_plan *p = NULL;
         lcx_status st = lcx_plan_build_one(cfg, r, &oc, 1, &p);
         lcx_mesh mesh = {(int)tp, (int)cp, (int)dp, (int)(tp * cp * dp)};
-        for (int i = 0; st == LCX_OK && i < p->n_stages; i++) st = lcx_comm_check_mesh(&mesh, &dims, p->stages[i].seq_len);
+        for (int i = 0; st == LCX_OK && i < p->n_stages; i++)
+            st = lcx_comm_check_mesh(&mesh, &dims, p->stages[i].seq_len);
         if (st != LCX_OK) {
             snprintf(c->reason, sizeof c->reason, "%s", lcx_last_error());
             lcx_plan_free(p);
@@ -229,7 +231,8 @@ static void explain(lcx_plan_search_info *s, const lcx_plan *p, const lcx_plan_o
         const lcx_plan_candidate *ru = &s->cand[s->runner_up];
         snprintf(s->lines[s->n_lines++], sizeof s->lines[0],
                  "runner-up: %s, %s: %s tokens/s (%.1f%% slower), peak %s per device",
-                 layout_str(ru, l2, sizeof l2), lcx_plan_knobs_str(ru, k2, sizeof k2), human_count(ru->tokens_per_s, b2, sizeof b2),
+                 layout_str(ru, l2, sizeof l2), lcx_plan_knobs_str(ru, k2, sizeof k2),
+                 human_count(ru->tokens_per_s, b2, sizeof b2),
                  100 * (1 - ru->tokens_per_s / ch->tokens_per_s), lcx_format_bytes(ru->peak, b3, sizeof b3));
     } else {
         snprintf(s->lines[s->n_lines++], sizeof s->lines[0], "runner-up: none (the only layout that fits)");
@@ -297,7 +300,8 @@ lcx_status lcx_plan_search_layouts(const lcx_model_config *cfg, const lcx_recipe
             try_layout(cfg, r, o, tp, cp, dp, c);
             s->n_valid += c->valid, s->n_fit += c->fits;
             if (c->fits) {
-                if (s->chosen < 0 || better(c, &s->cand[s->chosen])) s->runner_up = s->chosen, s->chosen = s->n_candidates;
+                if (s->chosen < 0 || better(c, &s->cand[s->chosen]))
+                    s->runner_up = s->chosen, s->chosen = s->n_candidates;
                 else if (s->runner_up < 0 || better(c, &s->cand[s->runner_up])) s->runner_up = s->n_candidates;
             }
             s->n_candidates++;

@@ -189,12 +189,16 @@ check "search: the host line is the stages' largest host figure" grep -q "host (
 # world and the TP, CP, DP and CP x DP groups of the chosen layout that have more than one rank
 comms=$(( ($1 * $2 * $3 > 1) + ($1 > 1) + ($2 > 1) + ($3 > 1) + ($2 * $3 > 1) ))
 rsv=$(awk -v c="$comms" 'BEGIN { printf "%.2f", 1 + 0.5 * c }')
-check "search: the reserve line ($rsv GiB, $comms communicators)" grep -q "^reserve: $rsv GiB of each device's 80.00 GiB for the CUDA context (1.00 GiB) and $comms NCCL communicators of more than one rank (512.00 MiB each); --reserve SIZE sets it\$" "$tmp/out"
-check "search: the layout line's budget and reserve" grep -q "^layout:  .*; budget 80.00 GiB (reserve $rsv GiB);" "$tmp/out"
+check "search: the reserve line ($rsv GiB, $comms communicators)" \
+    grep -q "^reserve: $rsv GiB of each device's 80.00 GiB for the CUDA context (1.00 GiB) and $comms NCCL communicators of more than one rank (512.00 MiB each); --reserve SIZE sets it\$" "$tmp/out"
+check "search: the layout line's budget and reserve" \
+    grep -q "^layout:  .*; budget 80.00 GiB (reserve $rsv GiB);" "$tmp/out"
 left=$(awk -v r="$rsv" 'BEGIN { print 80 - r }')
 peak=$(grep -o 'peak memory [0-9.]* GiB per device' "$tmp/out" | grep -o '[0-9.]*')
-check "search: peak $peak GiB <= $left GiB (80 less the reserve)" awk -v p="$peak" -v l="$left" 'BEGIN { exit !(p > 0 && p <= l) }'
-check "search: every stage within the budget less the reserve" awk -v l="$left" '/^[0-9]+ / { v = $(NF-3); u = $(NF-2); if (u != "GiB" || v > l) bad = 1 } END { exit bad }' "$tmp/out"
+check "search: peak $peak GiB <= $left GiB (80 less the reserve)" \
+    awk -v p="$peak" -v l="$left" 'BEGIN { exit !(p > 0 && p <= l) }'
+check "search: every stage within the budget less the reserve" \
+    awk -v l="$left" '/^[0-9]+ / { v = $(NF-3); u = $(NF-2); if (u != "GiB" || v > l) bad = 1 } END { exit bad }' "$tmp/out"
 # the before/after evaluation on the chosen layout's TP x CP group at the last stage's 128k (+16): its line (a ring
 # with CP, a passkey cache without), within 80 GiB
 ev=$(sed -n 's/^evaluation (before\/after, float32, [^)]*): \([0-9.]*\) GiB per device at 131088 tokens: weights [^,]*, working set [^,]*, \(passkey cache\|TP gathers\|ring\) .*/\1/p' "$tmp/out")
@@ -225,10 +229,12 @@ sys.exit(not (l['memory_budget'] == 80 * 2**30 and l['reserve'] == $rsv * 2**30)
 # --reserve SIZE instead of the default, --no-reserve none; with --memory (no search) only when given
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --reserve 8G
 check "--reserve 8G: said" grep -q "^reserve: 8.00 GiB of each device's 80.00 GiB (--reserve)\$" "$tmp/out"
-check "--reserve 8G: the chosen peak within 72 GiB" grep -q "^chosen: .*, peak [0-9.]* GiB per device ([0-9]*% of the 72.00 GiB the reserve leaves)" "$tmp/out" && \
+check "--reserve 8G: the chosen peak within 72 GiB" \
+    grep -q "^chosen: .*, peak [0-9.]* GiB per device ([0-9]*% of the 72.00 GiB the reserve leaves)" "$tmp/out" && \
     awk '/^[0-9]+ / { if ($(NF-3) > 72) bad = 1 } END { exit bad }' "$tmp/out"
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --no-reserve
-check "--no-reserve: none" grep -q "^layout:  .*; budget 80.00 GiB; throughput" "$tmp/out" && ! grep -q "^reserve:" "$tmp/out" && \
+check "--no-reserve: none" \
+    grep -q "^layout:  .*; budget 80.00 GiB; throughput" "$tmp/out" && ! grep -q "^reserve:" "$tmp/out" && \
     grep -q "^search: .* fit 80.00 GiB per device; " "$tmp/out"
 run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 40G
 check "--memory without --reserve: none" grep -q "^layout:  TP 8 x CP 4 .*; budget 40.00 GiB; throughput" "$tmp/out"
@@ -244,7 +250,8 @@ run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --reserve 80G
 check "--reserve of the whole budget: exit 2" [ "$(rc)" -eq 2 ] && \
     grep -q "flag --reserve: 80.00 GiB leaves nothing of the 80.00 GiB budget per device" "$tmp/err"
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --reserve 1G --no-reserve
-check "--reserve and --no-reserve: exit 2" [ "$(rc)" -eq 2 ] && grep -q "flags --reserve and --no-reserve: give one" "$tmp/err"
+check "--reserve and --no-reserve: exit 2" [ "$(rc)" -eq 2 ] && \
+    grep -q "flags --reserve and --no-reserve: give one" "$tmp/err"
 bad_flag "--reserve '3X' is not a positive size" plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --reserve 3X
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --tp 4
 check "search --tp 4: kept" grep -q "^layout:  TP 4 x CP [12] x DP [12]," "$tmp/out"
@@ -382,9 +389,11 @@ check "main command --gpus --dry-run: exit 0" [ "$(rc)" -eq 0 ]
 check "main command --gpus --dry-run: searched" grep -q "^search: 10 layouts of 8 devices" "$tmp/out"
 check "main command --gpus on the CPU backend: no CUDA reserve" bash -c "! grep -q '^reserve:\|(reserve ' '$tmp/out'"
 run "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --reserve 8G --dry-run
-check "main command --reserve 8G: kept" [ "$(rc)" -eq 0 ] && grep -q "^layout:  .*; budget 80.00 GiB (reserve 8.00 GiB);" "$tmp/out"
+check "main command --reserve 8G: kept" [ "$(rc)" -eq 0 ] && \
+    grep -q "^layout:  .*; budget 80.00 GiB (reserve 8.00 GiB);" "$tmp/out"
 run "$l8b" --to 128k --reserve 8G --dry-run
-check "main command --reserve without --gpus: exit 2" [ "$(rc)" -eq 2 ] && grep -q "flag --reserve: the reserve is kept out" "$tmp/err"
+check "main command --reserve without --gpus: exit 2" [ "$(rc)" -eq 2 ] && \
+    grep -q "flag --reserve: the reserve is kept out" "$tmp/err"
 run plan "$l8b" --to 16m --gpus 1 --gpu-memory 24GB
 check "16m on 1 x 24GB: exit 1" [ "$(rc)" -eq 1 ]
 check "16m on 1 x 24GB: says why with the numbers" grep -q "nothing fits 1 device of 24.00 GiB: the smallest layout (TP 1 x CP 1 x DP 1, loss chunk [0-9]*, MLP tile [a-z0-9]*, least-memory policies) needs [0-9.]* TiB per device" "$tmp/err"
