@@ -24,8 +24,8 @@ check "one 'done:' line on stdout" [ "$(grep -c '^done:' "$tmp/out")" -eq 1 ]
 check "one step line per step" [ "$(grep -c '^stage 1/1 step' "$tmp/out")" -eq 5 ]
 check "the header says 2 ranks" grep -q "2 ranks x 1 x 1 sequences per step" "$tmp/out"
 check "5 metrics lines (rank 0 only)" [ "$(grep -c '"step"' "$tmp/two/metrics.jsonl")" -eq 5 ]
-check "metrics: comm_s, compute_s, ring_wait_s, tp_comm_s and offload_wait_s" \
-    grep -q '"comm_s": [0-9.]*, "compute_s": [0-9.]*, "ring_wait_s": [0-9.]*, "tp_comm_s": 0.0000, "offload_wait_s": 0.0000, "tflops": [0-9.e-]*}' "$tmp/two/metrics.jsonl"
+check "metrics: comm_s, compute_s, ring_wait_s, tp_comm_s, offload_wait_s and alloc_hwm" \
+    grep -q '"comm_s": [0-9.]*, "compute_s": [0-9.]*, "ring_wait_s": [0-9.]*, "tp_comm_s": 0.0000, "offload_wait_s": 0.0000, "tflops": [0-9.e-]*, "alloc_hwm": [1-9][0-9]*}' "$tmp/two/metrics.jsonl"
 # model FLOP/s per device: the step's 2 sequences over 2 devices (tests/cli/train_throughput.sh checks the FLOPs)
 check "--dp 2: tflops x time = FLOPs of one 32-token sequence a device" awk -v F="$(flops_per_token "$model" 32)" '
     /"step"/ { match($0, /"time": [0-9.]+/); t = substr($0, RSTART + 8, RLENGTH - 8) + 0
