@@ -47,6 +47,8 @@ static void help(void) {
            "                      context (1 GiB) and 512 MiB per NCCL communicator of more than one rank\n"
            "                      (docs/plan.md \"Reserve\")\n"
            "  --reserve SIZE      keep SIZE of each device's budget instead (with --memory too); --no-reserve: none\n"
+           "  --keep N            training checkpoints the run keeps, for the disk estimate (default 2, 0 = all; the\n"
+           "                      main command's --keep)\n"
            "  --host-memory SIZE  with --gpus: pinned host memory per device that offload may use (default no limit)\n"
            "  --tokens-per-s X    training throughput (tokens/s, all devices) for time estimates\n"
            "  --fp32              fp32 weights and activations (CPU backend) instead of bf16 + fp32 master\n"
@@ -103,6 +105,7 @@ int lcx_cmd_plan(int argc, char **argv) {
         LCX_FLAG_INT("--gpus", o.gpus, 1, 65536),
         LCX_FLAG_SIZE("--host-memory", host_memory, LCX_BYTES_BINARY),
         LCX_FLAG_SIZE("--reserve", reserve, LCX_BYTES_BINARY),
+        LCX_FLAG_INT("--keep", o.keep_checkpoints, 0, 1 << 20),
         LCX_FLAG_POSITIVE("--tokens-per-s", o.tokens_per_s),
         LCX_FLAG_LENGTH("--loss-chunk", o.loss_chunk, 1, INT64_C(1) << 34),
         LCX_FLAG_LENGTH("--mlp-tile", o.mlp_tile, 1, INT64_C(1) << 34),

@@ -71,6 +71,7 @@ lcx_status extend_plan(extend_job *job, int measure) {
     const int on_cpu = be == lcx_backend_cpu();
     lcx_plan_opts po = job->o->plan;
     po.backend = on_cpu ? LCX_MEM_CPU : LCX_MEM_CUDA; /* the memory model counts the arena of the backend that runs */
+    po.keep_checkpoints = job->o->keep;                /* the disk estimate's checkpoints held at once */
     LCX_TRY(lcx_plan_build(&job->cfg, job->recipe, &po, &job->plan));
     lcx_plan *p = job->plan;
     /* the measured rate is the CPU backend's: it says nothing of another backend's, which gets no estimate */

@@ -31,6 +31,25 @@ void lcx_plan_opts_default(lcx_plan_opts *o) {
     o->sequence_parallel = -1;
     o->zero1 = -1;
     o->reserve = -1;
+    o->keep_checkpoints = 2;
+}
+
+/* The run directory at most: the checkpoints held at once and the export (the import of a non-.lcx input, which
+ * keeps the input's own dtypes, and a GGUF export on request come on top). */
+static void plan_disk(lcx_plan *p) {
+    const double P = (double)p->model.n_params, w = p->opts.weight_bytes;
+    lcx_plan_disk *d = &p->disk;
+    d->checkpoint = P * (w + (w < 4 ? 4 : 0) + 8);
+    d->saves = 0;
+    for (int i = 0; i < p->n_stages; i++) {
+        const lcx_plan_stage *s = &p->stages[i];
+        /* every save_interval steps, and the stage's last step (once when it falls on the interval) */
+        d->saves += s->save_interval > 0 ? s->steps / s->save_interval + (s->steps % s->save_interval != 0) : 1;
+    }
+    const int64_t keep = p->opts.keep_checkpoints;
+    d->held = keep > 0 && keep + 1 < d->saves ? keep + 1 : d->saves;
+    d->export_hf = P * w;
+    d->total = (double)d->held * d->checkpoint + d->export_hf;
 }
 
 void lcx_plan_free(lcx_plan *p) {
@@ -473,6 +492,7 @@ lcx_status lcx_plan_build_one(const lcx_model_config *cfg, const lcx_recipe *r, 
     }
     p->predicted_tokens_per_s = p->cost.total > 0 ? p->total_tokens / p->cost.total : 0;
     plan_eval_memory(p, cfg);
+    plan_disk(p);
     free(pend);
     lcx_param_table_free(&table);
     *out = p;

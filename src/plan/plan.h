@@ -138,6 +138,8 @@ typedef struct lcx_plan_opts {
                                   with or without a search): it costs no predicted time (its reduce-scatter and
                                   all-gather move at most what the gradient sum does) and saves 12 (1 - 1/(CP x
                                   DP)) bytes a parameter per device with bf16 weights, 8 (...) with fp32 */
+    int64_t keep_checkpoints;  /* training checkpoints a run keeps (the main command's --keep: 2 by default, 0 all),
+                                  for the disk estimate */
     double reserve;            /* bytes of each device's mem_budget kept for what the memory model does not count
                                   (the CUDA context, NCCL's buffers): the plan fits mem_budget - reserve. -1
                                   (lcx_plan_opts_default's): lcx_mem_runtime of each layout in a search (gpus > 0)
@@ -262,6 +264,16 @@ void lcx_mem_eval_compute(const lcx_model_config *cfg, uint64_t n_params, int64_
 
 #define LCX_PLAN_MAX_NOTES 16
 
+/* What a run of the plan writes to its run directory, before zstd (docs/plan.md "Disk"). */
+typedef struct lcx_plan_disk {
+    double checkpoint;         /* one training checkpoint: P x (weights, + the fp32 master with bf16 weights, + the
+                                  AdamW moments 8) bytes; ZeRO-1 and TP shard it over files, not in size */
+    int64_t saves;             /* checkpoints the stages write: every save_interval steps and at each stage's end */
+    int64_t held;              /* at most at once: keep + 1 (a new one is complete before the oldest goes), or all */
+    double export_hf;          /* the Hugging Face export: P x the weights' bytes */
+    double total;              /* held x checkpoint + export_hf */
+} lcx_plan_disk;
+
 typedef struct lcx_plan {
     char *recipe_name, *recipe_label;
     lcx_plan_opts opts;
@@ -288,6 +300,7 @@ typedef struct lcx_plan {
                                       stage that recomputes a layer (what the stages' models then do) */
     int seq_parallel;              /* sequence parallelism in effect: TP > 1 and model.sequence_parallel */
     int zero1;                     /* ZeRO-1 in effect: opts.zero1 (resolved) and CP x DP > 1; model.zero_shards */
+    lcx_plan_disk disk;            /* the run directory's size at most */
     double reserve;                /* bytes kept out of the budget (opts.reserve resolved for this layout):
                                       opts.mem_budget is what is left of the budget given, the plan's to fill */
     int searching;                 /* internal: a search candidate (auto stages get the searched policies) */

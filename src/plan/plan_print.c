@@ -154,6 +154,14 @@ void lcx_plan_print(const lcx_plan *p, FILE *f) {
         if (e->cp_ring > 0) fprintf(f, ", ring %s", lcx_format_bytes(e->cp_ring, b5, sizeof b5));
         fprintf(f, "\n");
     }
+    const lcx_plan_disk *d = &p->disk;
+    fprintf(f, "disk: at most %s in the run directory before zstd: %lld of the %lld checkpoint%s it writes at once (%s "
+               "each: %s parameters x %d bytes of weights%s and AdamW moments) and the HF export (%s)\n",
+            lcx_format_bytes(d->total, b1, sizeof b1), (long long)d->held, (long long)d->saves,
+            d->saves == 1 ? "" : "s",
+            lcx_format_bytes(d->checkpoint, b2, sizeof b2), human_count((double)m->n_params, b3, sizeof b3),
+            (int)(d->checkpoint / (double)m->n_params + 0.5), p->opts.weight_bytes < 4 ? ", fp32 master" : "",
+            lcx_format_bytes(d->export_hf, b4, sizeof b4));
     for (int i = 0; i < p->n_notes; i++) fprintf(f, "note: %s\n", p->notes[i]);
 }
 
@@ -359,6 +367,9 @@ json_t *lcx_plan_json(const lcx_plan *p) {
         put(tot, "flops", json_real(p->total_flops), &ok);
         put(tot, "time_s", p->total_time_s > 0 ? json_real(p->total_time_s) : json_null(), &ok);
         put(tot, "peak_memory", json_real(p->peak_memory), &ok);
+        put(tot, "disk", json_pack("{s:f, s:I, s:I, s:f, s:f}", "checkpoint", p->disk.checkpoint, "saves",
+                                   (json_int_t)p->disk.saves, "held", (json_int_t)p->disk.held, "export_hf",
+                                   p->disk.export_hf, "total", p->disk.total), &ok);
         if (p->eval.total > 0)
             put(o, "evaluation",
                 json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "tokens", (json_int_t)p->eval.tokens,

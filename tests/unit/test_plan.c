@@ -855,6 +855,42 @@ static void test_reserve(void) {
     lcx_config_free(&cfg);
 }
 
+/* The disk estimate (docs/plan.md "Disk"): saves every save_interval steps and at each stage's end, the ones held
+ * at once by --keep, the bytes of a checkpoint and of the HF export, by hand. */
+static void test_disk(void) {
+    lcx_model_config cfg;
+    lcx_recipe *r = NULL;
+    if (!load_8b(&cfg, &r)) return;
+    lcx_recipe_free(r);
+    /* 7 steps saved every 3 (3, 6, 7) and 4 steps saved every 2 (2, 4): 5 saves */
+    r = recipe_text("stages:\n  - {seq_len: 128k, steps: 7, save_interval: 3}\n"
+                    "  - {seq_len: 256k, steps: 4, save_interval: 2}\n");
+    const int64_t keeps[] = {2, 0, 9, 1};
+    const int64_t held[] = {3, 5, 5, 2};
+    for (int k = 0; r && k < 4; k++) {
+        lcx_plan_opts o;
+        lcx_plan_opts_default(&o);
+        o.target = 262144, o.keep_checkpoints = keeps[k];
+        lcx_plan *p = NULL;
+        CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+        if (!p) continue;
+        const double P = (double)p->model.n_params;
+        CHECK(p->disk.saves == 5 && p->disk.held == held[k]);
+        CHECK(p->disk.checkpoint == P * 14 && p->disk.export_hf == P * 2); /* bf16 weights + fp32 master + moments */
+        CHECK(p->disk.total == (double)held[k] * P * 14 + P * 2);
+        lcx_plan_free(p);
+    }
+    lcx_plan_opts o;
+    lcx_plan_opts_default(&o);
+    o.target = 262144, o.weight_bytes = o.act_bytes = 4; /* fp32: no master */
+    lcx_plan *p = NULL;
+    CHECK_OK(r ? lcx_plan_build(&cfg, r, &o, &p) : LCX_OK);
+    if (p) CHECK(p->disk.checkpoint == (double)p->model.n_params * 12 && p->disk.export_hf == p->model.n_params * 4.0);
+    lcx_plan_free(p);
+    lcx_recipe_free(r);
+    lcx_config_free(&cfg);
+}
+
 static void test_search(void) {
     lcx_model_config cfg;
     lcx_recipe *r = NULL;
@@ -1023,6 +1059,7 @@ int main(void) {
     test_eval_memory();
     test_search();
     test_reserve();
+    test_disk();
     test_step_time();
     return test_summary("test_plan");
 }
