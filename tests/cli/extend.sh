@@ -148,7 +148,8 @@ check "SIGINT + resume: same final loss line" [ "$(grep '"step"' "$tmp/int/metri
 # SIGKILL (no chance to save) after the first periodic save: --resume replays from that save, same losses
 "$LCEXTEND" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/kill" --keep 0 >"$tmp/out" 2>"$tmp/err" &
 pid=$!
-for _ in $(seq 1500); do grep -q "^saved " "$tmp/out" 2>/dev/null && break; sleep 0.02; done # up to 30 s: a loaded machine starts slowly
+# up to 30 s for the first save: a loaded machine starts slowly
+for _ in $(seq 1500); do grep -q "^saved " "$tmp/out" 2>/dev/null && break; sleep 0.02; done
 kill -KILL "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/kill" --keep 0 --quiet --resume
