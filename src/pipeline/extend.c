@@ -6,14 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <libgen.h>
-#include <sys/statvfs.h>
 
 #include "formats/lcx.h"
 #include "src/comm/mesh_check.h"
 #include "src/convert/convert.h"
 #include "src/core/fileio.h"
-#include "src/core/units.h"
 #include "src/pipeline/extend_eval.h"
 #include "src/pipeline/extend_job.h"
 #include "src/pipeline/run_common.h"
@@ -87,22 +84,10 @@ static lcx_status check_mesh(const extend_job *job) {
 }
 
 /* Everything checkable before any work: config, recipe, plan, data, run directory. *stop: the dry run is over. */
-/* The run directory's filesystem (its parent's before it exists) against the plan's disk estimate: a warning, not a
- * refusal, since the estimate is before zstd (docs/plan.md "Disk"). */
+/* The run directory's filesystem against the plan's disk bound (docs/plan.md "Disk"). */
 static void check_disk(const extend_job *job) {
-    struct statvfs v;
-    char *at = strdup(job->out);
-    const int ok = job->grp.lead && at && statvfs(lcx_is_dir(job->out) ? job->out : dirname(at), &v) == 0;
-    free(at);
-    if (!ok) return;
-    const double avail = (double)v.f_bavail * (double)v.f_frsize;
     const lcx_plan_disk *d = &job->plan->disk;
-    if (avail >= d->total) return;
-    char b1[32], b2[32], b3[32];
-    lcx_report(job->r, LCX_REPORT_WARN, "%s: its filesystem has %s free, and the run may write up to %s there (%lld "
-               "checkpoints of %s at once and the export, before zstd): free some, or --keep fewer", job->out,
-               lcx_format_bytes(avail, b1, sizeof b1), lcx_format_bytes(d->total, b2, sizeof b2), (long long)d->held,
-               lcx_format_bytes(d->checkpoint, b3, sizeof b3));
+    if (job->grp.lead) lcx_tool_warn_disk(job->r, job->out, d->total, d->held, d->checkpoint);
 }
 
 static lcx_status prepare(extend_job *job, int *stop) {

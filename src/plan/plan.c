@@ -36,19 +36,27 @@ void lcx_plan_opts_default(lcx_plan_opts *o) {
 
 /* The run directory at most: the checkpoints held at once and the export (the import of a non-.lcx input, which
  * keeps the input's own dtypes, and a GGUF export on request come on top). */
+double lcx_plan_checkpoint_bytes(double n_params, int weight_bytes) {
+    return n_params * (weight_bytes + (weight_bytes < 4 ? 4 : 0) + 8);
+}
+
+int64_t lcx_plan_checkpoints_held(int64_t saves, int64_t keep) {
+    return keep > 0 && keep + 1 < saves ? keep + 1 : saves;
+}
+
+int64_t lcx_plan_saves(int64_t steps, int64_t save_interval) {
+    /* once when the last step falls on the interval */
+    return save_interval > 0 ? steps / save_interval + (steps % save_interval != 0) : 1;
+}
+
 static void plan_disk(lcx_plan *p) {
-    const double P = (double)p->model.n_params, w = p->opts.weight_bytes;
+    const double P = (double)p->model.n_params;
     lcx_plan_disk *d = &p->disk;
-    d->checkpoint = P * (w + (w < 4 ? 4 : 0) + 8);
+    d->checkpoint = lcx_plan_checkpoint_bytes(P, p->opts.weight_bytes);
     d->saves = 0;
-    for (int i = 0; i < p->n_stages; i++) {
-        const lcx_plan_stage *s = &p->stages[i];
-        /* every save_interval steps, and the stage's last step (once when it falls on the interval) */
-        d->saves += s->save_interval > 0 ? s->steps / s->save_interval + (s->steps % s->save_interval != 0) : 1;
-    }
-    const int64_t keep = p->opts.keep_checkpoints;
-    d->held = keep > 0 && keep + 1 < d->saves ? keep + 1 : d->saves;
-    d->export_hf = P * w;
+    for (int i = 0; i < p->n_stages; i++) d->saves += lcx_plan_saves(p->stages[i].steps, p->stages[i].save_interval);
+    d->held = lcx_plan_checkpoints_held(d->saves, p->opts.keep_checkpoints);
+    d->export_hf = P * p->opts.weight_bytes;
     d->total = (double)d->held * d->checkpoint + d->export_hf;
 }
 

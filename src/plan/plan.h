@@ -264,6 +264,14 @@ void lcx_mem_eval_compute(const lcx_model_config *cfg, uint64_t n_params, int64_
 
 #define LCX_PLAN_MAX_NOTES 16
 
+/* Bytes of one training checkpoint before zstd: n_params x (the weight bytes, + 4 for the fp32 master with bf16
+ * weights, + 8 for the AdamW moments); and how many of `saves` checkpoints exist at once when the newest `keep`
+ * are kept (0: all): keep + 1, since a new one is complete before the oldest goes (docs/plan.md "Disk"). */
+double lcx_plan_checkpoint_bytes(double n_params, int weight_bytes);
+int64_t lcx_plan_checkpoints_held(int64_t saves, int64_t keep);
+/* Checkpoints a stage of `steps` writes: every save_interval steps (0: none) and at its last step. */
+int64_t lcx_plan_saves(int64_t steps, int64_t save_interval);
+
 /* What a run of the plan writes to its run directory, before zstd (docs/plan.md "Disk"). */
 typedef struct lcx_plan_disk {
     double checkpoint;         /* one training checkpoint: P x (weights, + the fp32 master with bf16 weights, + the
