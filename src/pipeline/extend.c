@@ -87,7 +87,7 @@ static lcx_status check_mesh(const extend_job *job) {
 /* The run directory's filesystem against the plan's disk bound (docs/plan.md "Disk"). */
 static void check_disk(const extend_job *job) {
     const lcx_plan_disk *d = &job->plan->disk;
-    if (job->grp.lead) lcx_tool_warn_disk(job->r, job->out, d->total, d->held, d->checkpoint);
+    if (job->grp.lead) lcx_tool_warn_disk(job->r, job->out, d->held, d->checkpoint, d->export_hf);
 }
 
 static lcx_status prepare(extend_job *job, int *stop) {

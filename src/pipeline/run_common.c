@@ -287,18 +287,21 @@ lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64
     return LCX_OK;
 }
 
-void lcx_tool_warn_disk(const lcx_reporter *r, const char *dir, double need, int64_t held, double ckpt) {
+void lcx_tool_warn_disk(const lcx_reporter *r, const char *dir, int64_t held, double ckpt, double export_bytes) {
+    const double need = (double)held * ckpt + export_bytes;
     struct statvfs v;
     char *at = strdup(dir);
     const int ok = at && statvfs(lcx_is_dir(dir) ? dir : dirname(at), &v) == 0;
     free(at);
     const double avail = ok ? (double)v.f_bavail * (double)v.f_frsize : 0;
     if (!ok || avail >= need) return;
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], b4[32], ex[64] = "";
+    if (export_bytes > 0)
+        snprintf(ex, sizeof ex, " and the export of %s", lcx_format_bytes(export_bytes, b4, sizeof b4));
     lcx_report(r, LCX_REPORT_WARN, "%s: its filesystem has %s free, and the run may write up to %s there (%lld "
-               "checkpoints of %s at once and the export, before zstd): free some, or --keep fewer", dir,
+               "checkpoint%s of %s at once%s, before zstd): free some, or --keep fewer", dir,
                lcx_format_bytes(avail, b1, sizeof b1), lcx_format_bytes(need, b2, sizeof b2), (long long)held,
-               lcx_format_bytes(ckpt, b3, sizeof b3));
+               held == 1 ? "" : "s", lcx_format_bytes(ckpt, b3, sizeof b3), ex);
 }
 
 const char *lcx_tool_layout_text(const lcx_model *m, const lcx_run_groups *g, int64_t seq_len, char *buf,

@@ -53,10 +53,10 @@ struct lcx_run_groups;
 const char *lcx_tool_layout_text(const lcx_model *m, const struct lcx_run_groups *g, int64_t seq_len, char *buf,
                                  size_t cap);
 
-/* A one-line warning when the filesystem of dir (of its parent before dir exists) has less free space than `need`
- * bytes: `held` checkpoints of `ckpt` bytes at most and an export (docs/plan.md "Disk"). A warning, not a refusal:
- * the bound is before zstd. */
-void lcx_tool_warn_disk(const lcx_reporter *r, const char *dir, double need, int64_t held, double ckpt);
+/* A one-line warning when the filesystem of dir (of its parent before dir exists) has less free space than what a
+ * run writes at most: `held` checkpoints of `ckpt` bytes and an export of `export_bytes` (0: none; docs/plan.md
+ * "Disk"). A warning, not a refusal: the bound is before zstd. */
+void lcx_tool_warn_disk(const lcx_reporter *r, const char *dir, int64_t held, double ckpt, double export_bytes);
 
 /* Validation during training (an lcx_train_eval_fn, src/train/train.h): the mean NLL per token of the held-out
  * documents cut into non-overlapping windows of seq_len positions (BOS first when bos >= 0; a document shorter

@@ -340,7 +340,7 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
         const int wb = o->param_dtype == LCX_BF16 ? 2 : 4;
         const double ckpt = lcx_plan_checkpoint_bytes((double)n_params, wb);
         const int64_t held = lcx_plan_checkpoints_held(lcx_plan_saves(o->steps, o->save_every), o->keep);
-        lcx_tool_warn_disk(r, o->out, (double)held * ckpt + (o->export_hf ? (double)n_params * wb : 0), held, ckpt);
+        lcx_tool_warn_disk(r, o->out, held, ckpt, o->export_hf ? (double)n_params * wb : 0);
     }
     char dp_text[32] = "", cp_text[192] = "";
     if (grp.dp_size > 1) snprintf(dp_text, sizeof dp_text, "%d ranks x ", grp.dp_size);

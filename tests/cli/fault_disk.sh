@@ -57,7 +57,7 @@ run_dir="$mnt/run"
 # failure is then one line after that warning
 warned_error() {
     [ "$(wc -l <"$tmp/err")" -eq 2 ] && head -n 1 "$tmp/err" | grep -qF "warning: $run_dir: its filesystem has " &&
-        head -n 1 "$tmp/err" | grep -q "the run may write up to .* (2 checkpoints of .* at once and the export"
+        head -n 1 "$tmp/err" | grep -q "the run may write up to .* (2 checkpoints of .* at once, before zstd)"
 }
 train "$run_dir"
 check "training on a disk that fills at the second save: fails (rc $(rc))" [ "$(rc)" -ne 0 ]
