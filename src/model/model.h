@@ -233,6 +233,10 @@ const lcx_param_table *lcx_model_params(const lcx_model *m);
  * moments) reads or writes this rank's buffer: the product of out->local[] floats. */
 lcx_status lcx_model_param_slice(const lcx_model *m, size_t i, lcx_tp_slice *out);
 const lcx_model_config *lcx_model_config_of(const lcx_model *m);
+/* The backend the model's buffers live on (opts.backend, or the CPU's): its mem_stats and device_used give the
+ * process-wide figures (allocator high-water mark, device memory in use) beside the model's own in
+ * lcx_model_memory_of. */
+const lcx_backend *lcx_model_backend(const lcx_model *m);
 lcx_dtype lcx_model_param_dtype(const lcx_model *m);
 /* opts.cp_comm: the CP group a batch is split over, NULL when none. */
 struct lcx_comm *lcx_model_cp_comm(const lcx_model *m);
@@ -276,10 +280,6 @@ typedef struct lcx_model_memory {
     size_t grad_scratch;    /* the gradient group's exchange scratch, held by the model so that the steps reuse it:
                                ZeRO-1's two batch buffers (src/model/model_zero.c), or the unsharded sum's (after
                                the first group step; src/model/model_dp.h) */
-    size_t alloc_hwm;       /* the backend allocator's high-water mark so far, over everything of this process it
-                               holds (mem_stats: the figure the planner's device total predicts) */
-    size_t device_used;     /* what the device has in use now, by everything (device_used: the allocations, the
-                               CUDA context, NCCL; 0 on the CPU) */
 } lcx_model_memory;
 lcx_model_memory lcx_model_memory_of(const lcx_model *m);
 /* 1 when some layer keeps only this TP rank's rows of its input (opts.distribute_saved in effect: TP > 1 and a

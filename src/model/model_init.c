@@ -562,11 +562,10 @@ lcx_model_memory lcx_model_memory_of(const lcx_model *m) {
     r.tp_scratch = m->tp_bytes;
     r.cp_ring = m->ring_bytes;
     r.grad_scratch = (m->zbuf_a ? (size_t)m->zbuf_elems * 2 * sizeof(float) : 0) + (size_t)m->gsum_elems * 4;
-    r.alloc_hwm = 0;
-    m->be->mem_stats(NULL, &r.alloc_hwm);
-    r.device_used = m->be->device_used();
     return r;
 }
+
+const lcx_backend *lcx_model_backend(const lcx_model *m) { return m->be; }
 
 lcx_status lcx_model_zero_grads(lcx_model *m) {
     LCX_FAIL_IF(!m->grads, LCX_ERR_INVALID, "model: not built for training (no gradients)");

@@ -278,8 +278,10 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
         char mfu[48] = "", dev[48] = "";
         if (ctx->peak_flops > 0 && ctx->flops_per_token > 0)
             snprintf(mfu, sizeof mfu, ", \"mfu\": %.4g", tflops * 1e12 / ctx->peak_flops);
-        const lcx_model_memory mem = lcx_model_memory_of(m); /* the allocator's mark: what the plan predicts */
-        if (mem.device_used) snprintf(dev, sizeof dev, ", \"device_used\": %zu", mem.device_used);
+        const lcx_backend *be = lcx_model_backend(m);
+        size_t alloc_hwm = 0, device_used = be->device_used(); /* device_used: 0 on the CPU */
+        be->mem_stats(NULL, &alloc_hwm); /* the allocator's mark: what the plan predicts */
+        if (device_used) snprintf(dev, sizeof dev, ", \"device_used\": %zu", device_used);
         n_tps++;
         if (r.peak_rss > sum->peak_rss) sum->peak_rss = r.peak_rss;
         sum->steps_run++;
@@ -293,7 +295,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
                  sg->index + 1, (long long)state->step, r.loss, ao.lr, r.grad_norm, r.clip_scale,
                  (long long)state->tokens, tps, (unsigned long long)r.peak_rss, dt, r.comm_s,
                  dt > r.comm_s ? dt - r.comm_s : 0.0, r.ring_wait_s, r.tp_comm_s, r.offload_wait_s, tflops, mfu,
-                 mem.alloc_hwm, dev);
+                 alloc_hwm, dev);
         if (mf) {
             fprintf(mf, "%s\n", rec);
             fflush(mf);
