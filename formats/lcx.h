@@ -88,6 +88,12 @@ lcx_status lcx_ckpt_finalize(const char *tmp_dir, const lcx_ckpt_meta *meta, jso
  * leftover *.tmp-* directories of crashed saves. Only flat directories holding an lcx manifest (or tmp
  * directories) are ever removed. */
 lcx_status lcx_ckpt_commit(const char *tmp_dir, const char *parent, const char *name, int keep_last);
+/* The checkpoints (complete directories of this format) in parent now: 0 when it cannot be listed. */
+int64_t lcx_ckpt_count(const char *parent);
+/* The most checkpoints that `saves` more commits with keep_last (<= 0: all kept) hold at once in a parent that has
+ * `existing` now, beyond those: a commit's directory is complete before the prune, so keep_last + 1 exist at its
+ * peak (keep_last + 1, or saves, from an empty parent). What a run's disk must have room for, a checkpoint each. */
+int64_t lcx_ckpt_held_new(int64_t existing, int64_t saves, int keep_last);
 
 /* Point parent/latest at parent/name (atomic), an existing complete checkpoint: a save that finds its checkpoint
  * already there (claimed by a run killed before it moved `latest`, then resumed from an older one). */

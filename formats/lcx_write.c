@@ -453,6 +453,26 @@ static int age_cmp(const void *a, const void *b) { /* newest first */
     return -strcmp(x->name, y->name);
 }
 
+/* Whether directory p is a checkpoint (a manifest of our format), and its save time. Anything else is simply not
+ * ours: no error is left behind. */
+static int is_ckpt_dir(const char *p, long long *saved_at) {
+    if (!lcx_is_dir(p)) return 0;
+    char *mp = lcx_path_join(p, LCX_CKPT_MANIFEST), *text = NULL;
+    size_t len;
+    int ours = 0;
+    if (mp && lcx_read_file(mp, (size_t)1 << 30, &text, &len) == LCX_OK) {
+        json_t *root = json_loadb(text, len, 0, NULL);
+        const char *fmt = json_string_value(json_object_get(root, "format"));
+        ours = fmt && strcmp(fmt, LCX_CKPT_FORMAT) == 0;
+        *saved_at = (long long)json_integer_value(json_object_get(root, "saved_at_ns"));
+        json_decref(root);
+    }
+    lcx_clear_error();
+    free(text);
+    free(mp);
+    return ours;
+}
+
 static lcx_status prune(const char *parent, const char *keep_name, int keep_last) {
     DIR *d = opendir(parent);
     LCX_FAIL_IF(!d, LCX_ERR_IO, "%s: cannot list: %s", parent, strerror(errno));
@@ -478,27 +498,16 @@ static lcx_status prune(const char *parent, const char *keep_name, int keep_last
                 stale = s;
             }
             stale[ns++] = strdup(nm);
-        } else if (lcx_is_dir(p)) {
-            char *mp = lcx_path_join(p, LCX_CKPT_MANIFEST), *text = NULL;
-            size_t len;
-            if (mp && lcx_read_file(mp, (size_t)1 << 30, &text, &len) == LCX_OK) {
-                json_t *root = json_loadb(text, len, 0, NULL);
-                const char *fmt = json_string_value(json_object_get(root, "format"));
-                if (fmt && strcmp(fmt, LCX_CKPT_FORMAT) == 0) {
-                    if (n == cap) {
-                        cap = cap ? 2 * cap : 8;
-                        ckpt_age *l = realloc(list, cap * sizeof *l);
-                        if (l) list = l;
-                    }
-                    if (n < cap)
-                        list[n++] = (ckpt_age){strdup(nm),
-                                               (long long)json_integer_value(json_object_get(root, "saved_at_ns"))};
+        } else {
+            long long saved_at;
+            if (is_ckpt_dir(p, &saved_at)) {
+                if (n == cap) {
+                    cap = cap ? 2 * cap : 8;
+                    ckpt_age *l = realloc(list, cap * sizeof *l);
+                    if (l) list = l;
                 }
-                json_decref(root);
+                if (n < cap) list[n++] = (ckpt_age){strdup(nm), saved_at};
             }
-            lcx_clear_error(); /* a directory that is not a checkpoint is simply not ours */
-            free(text);
-            free(mp);
         }
         free(p);
     }
@@ -536,6 +545,30 @@ done:
 }
 
 lcx_status lcx_ckpt_sweep(const char *parent) { return prune(parent, "", 0); }
+
+int64_t lcx_ckpt_count(const char *parent) {
+    DIR *d = opendir(parent);
+    if (!d) return 0;
+    int64_t n = 0;
+    long long saved_at;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp-")) continue;
+        char *p = lcx_path_join(parent, e->d_name);
+        n += p && is_ckpt_dir(p, &saved_at);
+        free(p);
+    }
+    closedir(d);
+    return n;
+}
+
+int64_t lcx_ckpt_held_new(int64_t existing, int64_t saves, int keep_last) {
+    if (saves <= 0) return 0;
+    if (keep_last <= 0) return saves;
+    /* the n-th commit finds min(existing + n - 1, keep_last) kept ones beside it (or all `existing` at the first) */
+    int64_t peak = (existing + saves - 1 < keep_last ? existing + saves - 1 : keep_last) + 1;
+    return peak - existing > 1 ? peak - existing : 1;
+}
 
 lcx_status lcx_ckpt_set_latest(const char *parent, const char *name) {
     LCX_FAIL_IF(!valid_ckpt_name(name), LCX_ERR_INVALID, "checkpoint name '%s' is not a plain name", name);

@@ -112,6 +112,9 @@ lcx_status lcx_source_check_lcx(const char *path);
  * params[i].numel values of dt. Memory: at most two temporary copies of the tensor. Not thread-safe for an .lcx
  * (its reader decodes into shared scratch). */
 lcx_status lcx_source_read(lcx_source *s, size_t i, lcx_dtype dt, void *dst);
+/* Bytes of every parameter as lcx_source_read gives it as it is (tensor_of[i].dtype): what an import into an .lcx
+ * writes, before zstd. 0 when the tensors were not matched (LCX_SOURCE_CONFIG_ONLY). */
+uint64_t lcx_source_native_bytes(const lcx_source *s);
 /* lcx_source_read as float32. */
 lcx_status lcx_source_read_f32(lcx_source *s, size_t i, float *dst);
 /* Drop this process's resident pages of mapped tensor data (streaming readers call it between tensors; the

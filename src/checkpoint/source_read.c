@@ -74,6 +74,14 @@ done:
 
 lcx_status lcx_source_read_f32(lcx_source *s, size_t i, float *dst) { return lcx_source_read(s, i, LCX_F32, dst); }
 
+uint64_t lcx_source_native_bytes(const lcx_source *s) {
+    if (!s->matched) return 0;
+    uint64_t n = 0;
+    for (size_t i = 0; i < s->params.n; i++)
+        n += s->params.params[i].numel * (lcx_dtype_bits(s->tensor_of[i].dtype) / 8);
+    return n;
+}
+
 void lcx_source_release(lcx_source *s) {
     if (s->ckpt) lcx_ckpt_release(s->ckpt);
     if (s->last_data && s->last_bytes) { /* whole pages only: neighbouring tensors may share the edge pages */

@@ -83,12 +83,38 @@ static lcx_status check_mesh(const extend_job *job) {
     return LCX_OK;
 }
 
-/* Everything checkable before any work: config, recipe, plan, data, run directory. *stop: the dry run is over. */
-/* The run directory's filesystem against the plan's disk bound (docs/plan.md "Disk"). */
-static void check_disk(const extend_job *job) {
-    const lcx_plan_disk *d = &job->plan->disk;
-    if (job->grp.lead) lcx_tool_warn_disk(job->r, job->out, d->held, d->checkpoint, d->export_hf);
+/* What RUN/import.lcx will take: 0 for an .lcx input or an import already there, and where the input's tensors
+ * cannot be matched (a dry run over a config alone). */
+static double import_bytes(const extend_job *job) {
+    if (job->input->form == LCX_SOURCE_LCX) return 0;
+    char *imp = lcx_path_join(job->out, "import.lcx");
+    const int done = !imp || lcx_tool_is_lcx(imp);
+    free(imp);
+    if (done) return 0;
+    if (job->input->matched) return (double)lcx_source_native_bytes(job->input);
+    lcx_source *s = NULL; /* a dry run opened the config only */
+    if (lcx_source_open(job->o->ckpt, 0, &s) != LCX_OK) {
+        lcx_clear_error();
+        return 0;
+    }
+    const double n = (double)lcx_source_native_bytes(s);
+    lcx_source_close(s);
+    return n;
 }
+
+/* The run directory's filesystem against the plan's disk bound (docs/plan.md "Disk"): on --resume beside the
+ * checkpoints already there (every save of the plan counted: an upper bound), and the import. */
+static void check_disk(const extend_job *job) {
+    if (!job->grp.lead) return;
+    const lcx_plan_disk *d = &job->plan->disk;
+    lcx_disk_need need = {.ckpt = d->checkpoint, .export_bytes = d->export_hf};
+    need.held = lcx_ckpt_held_new(job->o->resume ? lcx_tool_run_checkpoints(job->out) : 0, d->saves,
+                                  (int)job->plan->opts.keep_checkpoints);
+    need.import_bytes = import_bytes(job);
+    lcx_tool_warn_disk(job->r, job->out, &need);
+}
+
+/* Everything checkable before any work: config, recipe, plan, data, run directory. *stop: the dry run is over. */
 
 static lcx_status prepare(extend_job *job, int *stop) {
     const lcx_extend_options *o = job->o;

@@ -287,21 +287,31 @@ lcx_status lcx_tool_validate(void *validation, lcx_model *m, double *loss, int64
     return LCX_OK;
 }
 
-void lcx_tool_warn_disk(const lcx_reporter *r, const char *dir, int64_t held, double ckpt, double export_bytes) {
-    const double need = (double)held * ckpt + export_bytes;
+void lcx_tool_warn_disk(const lcx_reporter *r, const char *dir, const lcx_disk_need *n) {
+    const double need = (double)n->held * n->ckpt + n->import_bytes + n->export_bytes;
     struct statvfs v;
     char *at = strdup(dir);
     const int ok = at && statvfs(lcx_is_dir(dir) ? dir : dirname(at), &v) == 0;
     free(at);
     const double avail = ok ? (double)v.f_bavail * (double)v.f_frsize : 0;
     if (!ok || avail >= need) return;
-    char b1[32], b2[32], b3[32], b4[32], ex[64] = "";
-    if (export_bytes > 0)
-        snprintf(ex, sizeof ex, " and the export of %s", lcx_format_bytes(export_bytes, b4, sizeof b4));
-    lcx_report(r, LCX_REPORT_WARN, "%s: its filesystem has %s free, and the run may write up to %s there (%lld "
-               "checkpoint%s of %s at once%s, before zstd): free some, or --keep fewer", dir,
-               lcx_format_bytes(avail, b1, sizeof b1), lcx_format_bytes(need, b2, sizeof b2), (long long)held,
-               held == 1 ? "" : "s", lcx_format_bytes(ckpt, b3, sizeof b3), ex);
+    char b1[32], b2[32], b3[32], b4[32], ex[64] = "", im[64] = "";
+    if (n->import_bytes > 0)
+        snprintf(im, sizeof im, "%s the import of %s", n->export_bytes > 0 ? "," : " and",
+                 lcx_format_bytes(n->import_bytes, b4, sizeof b4));
+    if (n->export_bytes > 0)
+        snprintf(ex, sizeof ex, " and the export of %s", lcx_format_bytes(n->export_bytes, b4, sizeof b4));
+    lcx_report(r, LCX_REPORT_WARN, "%s: its filesystem has %s free, and the run may write up to %s more there (%lld "
+               "checkpoint%s of %s at once%s%s, before zstd): free some, or --keep fewer", dir,
+               lcx_format_bytes(avail, b1, sizeof b1), lcx_format_bytes(need, b2, sizeof b2), (long long)n->held,
+               n->held == 1 ? "" : "s", lcx_format_bytes(n->ckpt, b3, sizeof b3), im, ex);
+}
+
+int64_t lcx_tool_run_checkpoints(const char *run_dir) {
+    char *ckpts = lcx_path_join(run_dir, "checkpoints");
+    const int64_t n = ckpts ? lcx_ckpt_count(ckpts) : 0;
+    free(ckpts);
+    return n;
 }
 
 const char *lcx_tool_layout_text(const lcx_model *m, const lcx_run_groups *g, int64_t seq_len, char *buf,

@@ -53,10 +53,18 @@ struct lcx_run_groups;
 const char *lcx_tool_layout_text(const lcx_model *m, const struct lcx_run_groups *g, int64_t seq_len, char *buf,
                                  size_t cap);
 
-/* A one-line warning when the filesystem of dir (of its parent before dir exists) has less free space than what a
- * run writes at most: `held` checkpoints of `ckpt` bytes and an export of `export_bytes` (0: none; docs/plan.md
- * "Disk"). A warning, not a refusal: the bound is before zstd. */
-void lcx_tool_warn_disk(const lcx_reporter *r, const char *dir, int64_t held, double ckpt, double export_bytes);
+/* What a run writes to its directory at most, beyond what is there (docs/plan.md "Disk"): `held` checkpoints of
+ * `ckpt` bytes at once (lcx_ckpt_held_new), the input's import (0: none, an .lcx input or one imported already)
+ * and the export (0: none). */
+typedef struct lcx_disk_need {
+    int64_t held;
+    double ckpt, import_bytes, export_bytes;
+} lcx_disk_need;
+/* A one-line warning when the filesystem of dir (of its parent before dir exists) has less free space than need.
+ * A warning, not a refusal: the bound is before zstd. */
+void lcx_tool_warn_disk(const lcx_reporter *r, const char *dir, const lcx_disk_need *need);
+/* The run directory's checkpoints now (RUN/checkpoints; 0 for a new run). */
+int64_t lcx_tool_run_checkpoints(const char *run_dir);
 
 /* Validation during training (an lcx_train_eval_fn, src/train/train.h): the mean NLL per token of the held-out
  * documents cut into non-overlapping windows of seq_len positions (BOS first when bos >= 0; a document shorter

@@ -339,8 +339,11 @@ lcx_status lcx_train_run(const lcx_train_run_options *o, const lcx_reporter *r) 
     { /* the run directory against what the run writes at most (docs/plan.md "Disk"); r: the lead's only */
         const int wb = o->param_dtype == LCX_BF16 ? 2 : 4;
         const double ckpt = lcx_plan_checkpoint_bytes((double)n_params, wb);
-        const int64_t held = lcx_plan_checkpoints_held(lcx_plan_saves(o->steps, o->save_every), o->keep);
-        lcx_tool_warn_disk(r, o->out, held, ckpt, o->export_hf ? (double)n_params * wb : 0);
+        /* a resumed run: the saves after its step, beside the checkpoints already there */
+        const int64_t saves = lcx_train_saves(state.step, o->steps, o->save_every);
+        const lcx_disk_need need = {.held = lcx_ckpt_held_new(lcx_tool_run_checkpoints(o->out), saves, (int)o->keep),
+                                    .ckpt = ckpt, .export_bytes = o->export_hf ? (double)n_params * wb : 0};
+        lcx_tool_warn_disk(r, o->out, &need);
     }
     char dp_text[32] = "", cp_text[192] = "";
     if (grp.dp_size > 1) snprintf(dp_text, sizeof dp_text, "%d ranks x ", grp.dp_size);

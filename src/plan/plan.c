@@ -14,6 +14,7 @@
 #include "src/core/cp_ring.h"
 #include "src/core/units.h"
 #include "src/plan/plan_internal.h"
+#include "src/train/train.h"
 
 /* ---- options ------------------------------------------------------------------------------------------------ */
 /* plan.h; distribute_saved, sequence_parallel -1: decided by the planner where it can (a search, or a budget with
@@ -40,22 +41,13 @@ double lcx_plan_checkpoint_bytes(double n_params, int weight_bytes) {
     return n_params * (weight_bytes + (weight_bytes < 4 ? 4 : 0) + 8);
 }
 
-int64_t lcx_plan_checkpoints_held(int64_t saves, int64_t keep) {
-    return keep > 0 && keep + 1 < saves ? keep + 1 : saves;
-}
-
-int64_t lcx_plan_saves(int64_t steps, int64_t save_interval) {
-    /* once when the last step falls on the interval */
-    return save_interval > 0 ? steps / save_interval + (steps % save_interval != 0) : 1;
-}
-
 static void plan_disk(lcx_plan *p) {
     const double P = (double)p->model.n_params;
     lcx_plan_disk *d = &p->disk;
     d->checkpoint = lcx_plan_checkpoint_bytes(P, p->opts.weight_bytes);
     d->saves = 0;
-    for (int i = 0; i < p->n_stages; i++) d->saves += lcx_plan_saves(p->stages[i].steps, p->stages[i].save_interval);
-    d->held = lcx_plan_checkpoints_held(d->saves, p->opts.keep_checkpoints);
+    for (int i = 0; i < p->n_stages; i++) d->saves += lcx_train_saves(0, p->stages[i].steps, p->stages[i].save_interval);
+    d->held = lcx_ckpt_held_new(0, d->saves, (int)p->opts.keep_checkpoints);
     d->export_hf = P * p->opts.weight_bytes;
     d->total = (double)d->held * d->checkpoint + d->export_hf;
 }

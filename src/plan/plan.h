@@ -265,19 +265,18 @@ void lcx_mem_eval_compute(const lcx_model_config *cfg, uint64_t n_params, int64_
 #define LCX_PLAN_MAX_NOTES 16
 
 /* Bytes of one training checkpoint before zstd: n_params x (the weight bytes, + 4 for the fp32 master with bf16
- * weights, + 8 for the AdamW moments); and how many of `saves` checkpoints exist at once when the newest `keep`
- * are kept (0: all): keep + 1, since a new one is complete before the oldest goes (docs/plan.md "Disk"). */
+ * weights, + 8 for the AdamW moments) (docs/plan.md "Disk"). How many a run writes and holds at once: the
+ * training loop's rule (lcx_train_saves) and the checkpoint directory's (lcx_ckpt_held_new). */
 double lcx_plan_checkpoint_bytes(double n_params, int weight_bytes);
-int64_t lcx_plan_checkpoints_held(int64_t saves, int64_t keep);
-/* Checkpoints a stage of `steps` writes: every save_interval steps (0: none) and at its last step. */
-int64_t lcx_plan_saves(int64_t steps, int64_t save_interval);
 
 /* What a run of the plan writes to its run directory, before zstd (docs/plan.md "Disk"). */
 typedef struct lcx_plan_disk {
     double checkpoint;         /* one training checkpoint: P x (weights, + the fp32 master with bf16 weights, + the
                                   AdamW moments 8) bytes; ZeRO-1 and TP shard it over files, not in size */
-    int64_t saves;             /* checkpoints the stages write: every save_interval steps and at each stage's end */
-    int64_t held;              /* at most at once: keep + 1 (a new one is complete before the oldest goes), or all */
+    int64_t saves;             /* checkpoints the stages write: every save_interval steps and at each stage's end
+                                  (lcx_train_saves) */
+    int64_t held;              /* at most at once: keep + 1 (a new one is complete before the oldest goes), or all
+                                  (lcx_ckpt_held_new) */
     double export_hf;          /* the Hugging Face export: P x the weights' bytes */
     double total;              /* held x checkpoint + export_hf */
 } lcx_plan_disk;

@@ -13,6 +13,19 @@
 
 static volatile sig_atomic_t g_stop;
 
+int lcx_train_save_due(int64_t step, int64_t steps, int64_t save_interval) {
+    return step == steps || (save_interval > 0 && step % save_interval == 0);
+}
+
+int64_t lcx_train_saves(int64_t done, int64_t steps, int64_t save_interval) {
+    if (done < 0) done = 0;
+    if (steps <= done) return 0;
+    /* lcx_train_save_due over (done, steps] (a recipe's steps may be many): the interval's multiples, and the last
+     * step unless it is one of them */
+    const int64_t multiples = save_interval > 0 ? steps / save_interval - done / save_interval : 0;
+    return multiples + (save_interval <= 0 || steps % save_interval != 0);
+}
+
 /* First signal: finish the step and save. A second one: the default action (abort; a save in progress leaves
  * only a NAME.tmp-* directory, `latest` still names the previous checkpoint). */
 static void on_signal(int sig) {
@@ -344,8 +357,7 @@ lcx_status lcx_train_stage_run(lcx_model *m, const lcx_mix_data *data, const lcx
         if (state->step == sg->steps) state->stage_done = 1;
         /* every rank saves its own pieces when there is a group (docs/lcx-format.md "Who writes what"); the save
          * is an agreement point: every rank returns the lowest failing rank's cause */
-        const int save_now =
-            stop || state->stage_done || (sg->save_interval > 0 && state->step % sg->save_interval == 0);
+        const int save_now = stop || lcx_train_save_due(state->step, sg->steps, sg->save_interval);
         if (save_now && (writer || collective)) {
             double ts = now_s();
             LCX_TRY_GOTO(agree(everyone, lcx_train_save(m, ctx, state, sg), &sum->agreed), done);

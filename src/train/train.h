@@ -145,6 +145,12 @@ typedef struct lcx_train_summary {
                                      as "rank R: ...": no rank waits for another, the job need not be aborted */
 } lcx_train_summary;
 
+/* Whether the stage saves after `step` (1-based) of its `steps`: every save_interval steps (<= 0: none) and at
+ * the last; and how many saves the steps after `done` make (a stage from its start: done 0). The planner counts
+ * a run's disk with the same rule. A signal adds a save at the step it stops. */
+int lcx_train_save_due(int64_t step, int64_t steps, int64_t save_interval);
+int64_t lcx_train_saves(int64_t done, int64_t steps, int64_t save_interval);
+
 /* Run (or continue) stage st on data (one dataset: lcx_mix_single, or a data mix, src/train/mix.h). When
  * state->stage == st->index and state->step > 0 (a loaded checkpoint), the stage continues from state->step with
  * the samplers at state->cursor (the same sources and weights, else refused); otherwise it starts at step 0.

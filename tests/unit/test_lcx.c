@@ -757,6 +757,43 @@ static void test_crash_safety(void) {
     CHECK(next > 1); /* the child made progress */
 }
 
+/* lcx_ckpt_count and lcx_ckpt_held_new against commits: a parent with E checkpoints (kept all) takes S more
+ * commits that keep K; each commit's new directory is complete beside the ones it finds, so the most at once,
+ * beyond E, is the largest count before a commit, + 1, - E. */
+static void test_held_new(const truth *tr) {
+    source src = {.tr = tr};
+    lcx_ckpt_write_opts o;
+    lcx_ckpt_write_opts_default(&o);
+    int case_no = 0;
+    for (int E = 0; E <= 3; E += 1 + (E == 0))
+        for (int S = 1; S <= 3; S += 2)
+            for (int K = 0; K <= 2; K++) {
+                char parent[300], name[32];
+                snprintf(parent, sizeof parent, "%s/held-%d", workdir, case_no++);
+                CHECK(mkdir(parent, 0777) == 0);
+                CHECK(lcx_ckpt_count(parent) == 0);
+                for (int i = 0; i < E; i++) {
+                    snprintf(name, sizeof name, "old-%d", i);
+                    write_layout(parent, name, 1, 1, &o, &src, 0);
+                }
+                CHECK(lcx_ckpt_count(parent) == E);
+                int64_t peak = 0;
+                for (int i = 0; i < S; i++) {
+                    const int64_t at_once = lcx_ckpt_count(parent) + 1;
+                    if (at_once > peak) peak = at_once;
+                    snprintf(name, sizeof name, "new-%d", i);
+                    write_layout(parent, name, 1, 1, &o, &src, K);
+                }
+                CHECK(lcx_ckpt_count(parent) == (K > 0 && K < E + S ? K : E + S));
+                if (lcx_ckpt_held_new(E, S, K) != peak - E)
+                    fprintf(stderr, "  held_new(%d, %d, %d) = %lld, commits held %lld more\n", E, S, K,
+                            (long long)lcx_ckpt_held_new(E, S, K), (long long)(peak - E));
+                CHECK(lcx_ckpt_held_new(E, S, K) == peak - E);
+            }
+    CHECK(lcx_ckpt_held_new(2, 0, 2) == 0);
+    CHECK(lcx_ckpt_count("/nonexistent-lcx-parent") == 0);
+}
+
 /* ---- setup ----------------------------------------------------------------------------------------------- */
 
 int main(void) {
@@ -776,6 +813,7 @@ int main(void) {
     test_corruption(&tr);
     test_hostile(&tr);
     test_crash_safety();
+    test_held_new(&tr);
     truth_free(&tr);
     json_decref(model_config);
     test_tmpdir_done(workdir);

@@ -15,6 +15,7 @@
 #include "src/checkpoint/catalog.h"
 #include "src/model/model.h"
 #include "src/plan/plan.h"
+#include "src/train/train.h"
 #include "src/core/layout.h"
 #include "test_util.h"
 
@@ -888,6 +889,15 @@ static void test_disk(void) {
     if (p) CHECK(p->disk.checkpoint == (double)p->model.n_params * 12 && p->disk.export_hf == p->model.n_params * 4.0);
     lcx_plan_free(p);
     lcx_recipe_free(r);
+    /* the count the planner uses (a closed form) against the training loop's rule, step by step, from every
+     * resume point */
+    for (int64_t steps = 0; steps <= 13; steps++)
+        for (int64_t every = -1; every <= 5; every++)
+            for (int64_t done = 0; done <= steps; done++) {
+                int64_t n = 0;
+                for (int64_t s = done + 1; s <= steps; s++) n += lcx_train_save_due(s, steps, every);
+                CHECK(lcx_train_saves(done, steps, every) == n);
+            }
     lcx_config_free(&cfg);
 }
 
