@@ -46,7 +46,8 @@ static void plan_disk(lcx_plan *p) {
     lcx_plan_disk *d = &p->disk;
     d->checkpoint = lcx_plan_checkpoint_bytes(P, p->opts.weight_bytes);
     d->saves = 0;
-    for (int i = 0; i < p->n_stages; i++) d->saves += lcx_train_saves(0, p->stages[i].steps, p->stages[i].save_interval);
+    for (int i = 0; i < p->n_stages; i++)
+        d->saves += lcx_train_saves(0, p->stages[i].steps, p->stages[i].save_interval);
     d->held = lcx_ckpt_held_new(0, d->saves, (int)p->opts.keep_checkpoints);
     d->export_hf = P * p->opts.weight_bytes;
     d->total = (double)d->held * d->checkpoint + d->export_hf;
