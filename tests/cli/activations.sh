@@ -11,7 +11,7 @@ grep '^step' "$tmp/out" | awk '{print $4}' >"$tmp/bf16"
 run train-steps "$m" --seq 16 --steps 3
 check "train-steps default f32" grep -q "F32 activations" "$tmp/out"
 grep '^step' "$tmp/out" | awk '{print $4}' >"$tmp/f32"
-check "3 step losses each" [ "$(wc -l <"$tmp/bf16")" -eq 3 ] && [ "$(wc -l <"$tmp/f32")" -eq 3 ]
+[ "$(wc -l <"$tmp/bf16")" -eq 3 ] && [ "$(wc -l <"$tmp/f32")" -eq 3 ] || failed "3 step losses each"
 paste "$tmp/bf16" "$tmp/f32" >"$tmp/pairs"
 while read -r a b; do check "bf16 loss $a vs f32 $b" close "$a" "$b" 0.0078125; done <"$tmp/pairs"
 

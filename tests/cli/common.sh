@@ -13,11 +13,14 @@ fail=0
 # check_shows_err=1 also the first lines of the last run's stderr.
 check() {
     local what=$1; shift
-    if ! "$@"; then
-        echo "FAIL: $what"
-        if [ "${check_shows_err:-0}" = 1 ]; then cat "$tmp/err" 2>/dev/null | head -3; fi
-        fail=1
-    fi
+    "$@" || failed "$what"
+}
+# COND1 && COND2 ... || failed WHAT: a check of several conditions. check runs one command: in
+# `check WHAT COND1 && COND2` the && is the shell's, so COND2 would run unchecked.
+failed() {
+    echo "FAIL: $1"
+    if [ "${check_shows_err:-0}" = 1 ]; then cat "$tmp/err" 2>/dev/null | head -3; fi
+    fail=1
 }
 # run ARGS...: lcextend ARGS with stdout in $tmp/out, stderr in $tmp/err, exit status for rc.
 run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }

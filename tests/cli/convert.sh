@@ -179,6 +179,6 @@ bad_flag "--dtype 'f8' (expected bf16, f16, f32 or q8_0)" export "$tmp/gqa.lcx" 
     --dtype f8
 bad_flag "unknown flag '--tp'" verify "$tmp/gqa.lcx" --tp 2
 bad_flag "unexpected argument 'x' (one checkpoint only)" verify "$tmp/gqa.lcx" x
-check "flag errors: nothing written" [ ! -e "$tmp/t.lcx" ] && [ ! -e "$tmp/t" ]
+[ ! -e "$tmp/t.lcx" ] && [ ! -e "$tmp/t" ] || failed "flag errors: nothing written"
 
 exit $fail

@@ -72,21 +72,22 @@ t0=$(date +%s)
 MPIEXEC_TIMEOUT=90 mpi 2 eval "$model" --data "$data" --lengths 128 --tp 2 --svg "$tmp/x.svg" --compare "$tmp/none.json"
 check "rank 0 alone fails: non-zero" [ "$(rc)" -ne 0 ]
 check "rank 0 alone fails: ended within 60 s ($(( $(date +%s) - t0 )) s)" [ $(( $(date +%s) - t0 )) -le 60 ]
-check "rank 0 alone fails: one line naming the file ($(head -1 "$tmp/err"))" [ "$(lines)" -eq 1 ] && \
-    grep -qF "$tmp/none.json" "$tmp/err"
+[ "$(lines)" -eq 1 ] && \
+    grep -qF "$tmp/none.json" "$tmp/err" ||
+    failed "rank 0 alone fails: one line naming the file ($(head -1 "$tmp/err"))"
 mpi 2 eval "$model" --data "$data" --lengths 128 --tp 3 --json "$tmp/x.json"
-check "--tp 3 on 2 ranks: refused with one line" [ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ]
+[ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ] || failed "--tp 3 on 2 ranks: refused with one line"
 check "--tp 3 on 2 ranks: names the world" grep -q "does not divide the world of 2 ranks" "$tmp/err"
 mpi 2 eval "$model" --data "$data" --lengths 128 --tp 2 --cp 2 --json "$tmp/x.json"
-check "--tp 2 --cp 2 on 2 ranks: refused with one line" [ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ]
+[ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ] || failed "--tp 2 --cp 2 on 2 ranks: refused with one line"
 check "--tp 2 --cp 2 on 2 ranks: names the world" grep -q "tp 2 x --cp 2 does not divide the world of 2" "$tmp/err"
 mpi 4 eval "$model" --data "$data" --lengths 128 --tp 4 --json "$tmp/x.json"
-check "--tp 4 with 6 heads: refused with one line" [ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ]
+[ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ] || failed "--tp 4 with 6 heads: refused with one line"
 check "--tp 4 with 6 heads: names the heads" grep -q "tp=4 does not divide the 6 attention heads" "$tmp/err"
 check "no output from the refusals" [ ! -e "$tmp/x.json" ]
 cp "$tmp/tp2.json" "$tmp/keep.json"
 mpi 2 eval "$model" --data "$data" --lengths 128 --tp 2 --json "$tmp/tp2.json"
-check "an existing --json: refused with one line" [ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ]
+[ "$(rc)" -ne 0 ] && [ "$(lines)" -eq 1 ] || failed "an existing --json: refused with one line"
 check "an existing --json: named" grep -qF "$tmp/tp2.json: already exists" "$tmp/err"
 check "an existing --json: unchanged" cmp -s "$tmp/tp2.json" "$tmp/keep.json"
 

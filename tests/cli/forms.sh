@@ -36,8 +36,9 @@ cp -r "$fx" "$model"
 check "import as a TP-2 .lcx" "$LCEXTEND" import "$model" --out "$tmp/m.lcx" --tp 2 --quiet
 check "export a sharded HF directory" "$LCEXTEND" export "$tmp/m.lcx" --format hf --shard-size 40KB --out "$tmp/sharded" --quiet
 check "export an F32 GGUF" "$LCEXTEND" export "$tmp/m.lcx" --format gguf --dtype f32 --out "$tmp/m.gguf" --quiet
-check "the sharded export has an index and shards" [ -f "$tmp/sharded/model.safetensors.index.json" ] &&
-    [ "$(ls "$tmp/sharded"/model-*-of-*.safetensors | wc -l)" -ge 2 ]
+[ -f "$tmp/sharded/model.safetensors.index.json" ] &&
+    [ "$(ls "$tmp/sharded"/model-*-of-*.safetensors | wc -l)" -ge 2 ] ||
+    failed "the sharded export has an index and shards"
 names=(hf-dir safetensors index lcx gguf)
 forms=("$model" "$model/model.safetensors" "$tmp/sharded/model.safetensors.index.json" "$tmp/m.lcx" "$tmp/m.gguf")
 

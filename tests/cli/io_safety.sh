@@ -27,7 +27,7 @@ for c in "verify $tmp/fifo.lcx" "export $tmp/fifo.lcx --format hf --out $tmp/fx"
     fast_one_line_error "FIFO manifest: $c" $c
     check "FIFO manifest: $c: names the manifest" grep -q "manifest.json: not a regular file" "$tmp/err"
 done
-check "FIFO manifest: no output" [ ! -e "$tmp/fx" ] && [ ! -e "$tmp/fr" ]
+[ ! -e "$tmp/fx" ] && [ ! -e "$tmp/fr" ] || failed "FIFO manifest: no output"
 # eval --compare FILE that is a FIFO: refused before any work (the read blocked after the whole evaluation)
 mkfifo "$tmp/cmp.json"
 fast_one_line_error "FIFO --compare: eval" eval "$tmp/a.lcx" --data "$LCX_SRC/recipes/tiny/data/heldout" \
@@ -46,8 +46,8 @@ for ck in tok data; do
     fast_one_line_error "symlinked $ck file: export hf" export "$tmp/$ck.lcx" --format hf --out "$tmp/$ck.hf"
     fast_one_line_error "symlinked $ck file: export gguf" export "$tmp/$ck.lcx" --format gguf --out "$tmp/$ck.gguf"
     fast_one_line_error "symlinked $ck file: reshard" reshard "$tmp/$ck.lcx" --out "$tmp/$ck.r.lcx"
-    check "symlinked $ck file: nothing written" [ ! -e "$tmp/$ck.hf" ] && [ ! -e "$tmp/$ck.gguf" ] &&
-        [ ! -e "$tmp/$ck.r.lcx" ]
+    [ ! -e "$tmp/$ck.hf" ] && [ ! -e "$tmp/$ck.gguf" ] &&
+        [ ! -e "$tmp/$ck.r.lcx" ] || failed "symlinked $ck file: nothing written"
 done
 
 # tokenizer_files naming the manifest, a data file or a file twice
@@ -59,7 +59,7 @@ for odd in manifest.json data-0.bin tokenizer.json; do
     check "tokenizer_files + $odd: names it" grep -q "$odd" "$tmp/err"
     fast_one_line_error "tokenizer_files + $odd: export" export "$tmp/odd.lcx" --format hf --out "$tmp/odd.hf"
     fast_one_line_error "tokenizer_files + $odd: reshard" reshard "$tmp/odd.lcx" --out "$tmp/odd.r.lcx"
-    check "tokenizer_files + $odd: nothing written" [ ! -e "$tmp/odd.hf" ] && [ ! -e "$tmp/odd.r.lcx" ]
+    [ ! -e "$tmp/odd.hf" ] && [ ! -e "$tmp/odd.r.lcx" ] || failed "tokenizer_files + $odd: nothing written"
     rm -rf "$tmp/odd.lcx"
 done
 
@@ -156,7 +156,7 @@ ln -s "$tmp/keep" "$tmp/logits-link.npy"
 for o in logits.npy logits-link.npy; do
     fast_one_line_error "score --logits over $o" score "$tiny" --ids "$tmp/ids.txt" --logits "$tmp/$o"
     check "score --logits over $o: says it exists" grep -q "already exists" "$tmp/err"
-    check "score --logits over $o: kept" [ "$(cat "$tmp/$o")" = keep ] && [ ! -s "$tmp/out" ]
+    [ "$(cat "$tmp/$o")" = keep ] && [ ! -s "$tmp/out" ] || failed "score --logits over $o: kept"
 done
 check "score --logits: the linked file is untouched" [ "$(cat "$tmp/keep")" = keep ]
 # train --export-hf over something: refused before any training (it trained, then refused), no run directory made.
@@ -167,8 +167,8 @@ fast_one_line_error "train --export-hf over a directory" train "$LCX_SRC/tests/f
 check "train --export-hf over a directory: says it exists" grep -q "hf-there: already exists" "$tmp/err"
 check "train --export-hf over a directory: no training (no run directory)" [ ! -e "$tmp/run-x" ]
 run score "$tiny" --ids "$tmp/ids.txt" --logits "$tmp/logits-new.npy"
-check "score --logits to a new path: written" [ "$(rc)" -eq 0 ] && [ -s "$tmp/logits-new.npy" ] &&
-    no_litter "$tmp/logits-new.npy"
+[ "$(rc)" -eq 0 ] && [ -s "$tmp/logits-new.npy" ] &&
+    no_litter "$tmp/logits-new.npy" || failed "score --logits to a new path: written"
 
 # kill -9 mid-run leaves OUT.tmp-*; the next run to the same --out removes it (its owner is gone).
 for c in reshard export; do
@@ -212,13 +212,13 @@ for c in import reshard export-hf export-gguf tokenize; do
         tokenize) o="$tmp/warned.bin"; temps "$o"
             run tokenize --tokenizer "$tiny/tokenizer.json" --input "$tmp/in.txt" --split blank-line --output "$tmp/warned" ;;
     esac
-    check "kept temporaries, $c: runs (rc $(rc))" [ "$(rc)" -eq 0 ] && [ -e "$o" ]
+    [ "$(rc)" -eq 0 ] && [ -e "$o" ] || failed "kept temporaries, $c: runs (rc $(rc))"
     check "kept temporaries, $c: one warning line" [ "$(grep -c '^warning: ' "$tmp/err")" -eq 1 ]
     check "kept temporaries, $c: names both and why" grep -q "^warning: $o: kept 2 temporaries of other runs beside it: .*$(basename "$o").tmp-$host-$owner-0000beef (process $owner is running)" "$tmp/err"
     check "kept temporaries, $c: names the unattributable one" grep -q "$(basename "$o").tmp-old1 (no owner in its name)" "$tmp/err"
-    check "kept temporaries, $c: both kept" [ -e "$o.tmp-$host-$owner-0000beef" ] && [ -e "$o.tmp-old1" ]
-    check "kept temporaries, $c: the dead owner's removed, not named" [ ! -e "$o.tmp-$host-$gone-0000dead" ] &&
-        ! grep -q 0000dead "$tmp/err"
+    [ -e "$o.tmp-$host-$owner-0000beef" ] && [ -e "$o.tmp-old1" ] || failed "kept temporaries, $c: both kept"
+    [ ! -e "$o.tmp-$host-$gone-0000dead" ] &&
+        ! grep -q 0000dead "$tmp/err" || failed "kept temporaries, $c: the dead owner's removed, not named"
 done
 run verify "$tmp/warned-import"
 check "kept temporaries: the import beside them verifies" [ "$(rc)" -eq 0 ]

@@ -37,8 +37,9 @@ paste <(field "$tmp/cp2/metrics.jsonl" ring_wait_s) <(field "$tmp/cp2/metrics.js
 check "ring_wait_s on every step" [ "$(awk 'NF == 2' "$tmp/waits" | wc -l)" -eq 5 ]
 check "ring_wait_s <= compute_s ($(tr '\n\t' '; ' <"$tmp/waits"))" awk '$1 > $2 + 1e-4 { exit 1 }' "$tmp/waits"
 check "the loss moves (lr 1e-2)" [ "$(sed -n 1p "$tmp/losses" | cut -f1)" != "$(sed -n 5p "$tmp/losses" | cut -f1)" ]
-check "checkpoints 3 and 5, and the export" [ -d "$tmp/cp2/checkpoints/s01-step000003" ] && \
-    [ -d "$tmp/cp2/checkpoints/s01-step000005" ] && [ -f "$tmp/cp2-hf/model.safetensors" ]
+[ -d "$tmp/cp2/checkpoints/s01-step000003" ] && \
+    [ -d "$tmp/cp2/checkpoints/s01-step000005" ] && [ -f "$tmp/cp2-hf/model.safetensors" ] ||
+    failed "checkpoints 3 and 5, and the export"
 
 # --resume from step 3 under CP 2: the same last two losses as the unbroken run
 mkdir -p "$tmp/res/checkpoints" && cp -r "$tmp/cp2/checkpoints/s01-step000003" "$tmp/res/checkpoints/" && \

@@ -40,7 +40,7 @@ paste <(field "$tmp/one/metrics.jsonl" loss) <(field "$tmp/two/metrics.jsonl" lo
 check "5 losses each" [ "$(awk 'NF == 2' "$tmp/losses" | wc -l)" -eq 5 ]
 while read -r a b; do check "loss $b (2 ranks) vs $a (one process), 1e-5" close "$b" "$a" 1e-5; done <"$tmp/losses"
 check "the loss moves (lr 1e-2)" [ "$(sed -n 1p "$tmp/losses" | cut -f1)" != "$(sed -n 5p "$tmp/losses" | cut -f1)" ]
-check "checkpoint and export" [ -f "$tmp/two/checkpoints/latest" ] && [ -f "$tmp/two-hf/model.safetensors" ]
+[ -f "$tmp/two/checkpoints/latest" ] && [ -f "$tmp/two-hf/model.safetensors" ] || failed "checkpoint and export"
 check "one checkpoint name" [ "$(ls "$tmp/two/checkpoints" | grep -c step)" -eq 1 ]
 
 # --dp defaults to the world: the same run
@@ -89,7 +89,7 @@ check "extend --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "extend --dp 2: the plan says DP 2" grep -q "TP 1 x CP 1 x DP 2" "$tmp/out"
 check "extend --dp 2: one plan" [ "$(grep -c '^layout:' "$tmp/out")" -eq 1 ]
 check "extend --dp 2: each stage reported once" [ "$(grep -c '^stage [12]/2 done' "$tmp/out")" -eq 2 ]
-check "extend --dp 2: one export" [ "$(grep -c '^exported' "$tmp/out")" -eq 1 ] && [ -f "$tmp/e2/hf/config.json" ]
+[ "$(grep -c '^exported' "$tmp/out")" -eq 1 ] && [ -f "$tmp/e2/hf/config.json" ] || failed "extend --dp 2: one export"
 check "extend --dp 2: 4 step lines in metrics" [ "$(grep -c '"step"' "$tmp/e2/metrics.jsonl")" -eq 4 ]
 paste <(field "$tmp/e1/metrics.jsonl" loss) <(field "$tmp/e2/metrics.jsonl" loss) >"$tmp/elosses"
 check "extend: 4 losses each" [ "$(awk 'NF == 2' "$tmp/elosses" | wc -l)" -eq 4 ]

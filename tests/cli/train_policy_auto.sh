@@ -42,8 +42,9 @@ check "auto, halfway: keep and recompute layers ($line)" bash -c "[[ '$line' == 
     --chunk 256 >"$tmp/ts" 2>&1
 check "auto, halfway: train-steps' split" grep -qF "policy (auto): layers$line" "$tmp/ts"
 for d in big mid; do
-    check "auto ($d): the keep run's losses, bit for bit" [ -n "$(field "$tmp/keep/metrics.jsonl" loss)" ] && \
-        [ "$(field "$tmp/$d/metrics.jsonl" loss)" = "$(field "$tmp/keep/metrics.jsonl" loss)" ]
+    [ -n "$(field "$tmp/keep/metrics.jsonl" loss)" ] && \
+        [ "$(field "$tmp/$d/metrics.jsonl" loss)" = "$(field "$tmp/keep/metrics.jsonl" loss)" ] ||
+        failed "auto ($d): the keep run's losses, bit for bit"
 done
 
 run "${args[@]}" --out "$tmp/small" --policy auto --memory 1M
@@ -54,11 +55,11 @@ check "auto, 1 MiB: one line" one_line_err
 check "auto, 1 MiB: nothing created" [ ! -e "$tmp/small" ]
 
 run "${args[@]}" --out "$tmp/bad" --policy auto
-check "auto without --memory: exit 2, says so" [ "$(rc)" -eq 2 ] && grep -q "needs --memory SIZE" "$tmp/err"
+[ "$(rc)" -eq 2 ] && grep -q "needs --memory SIZE" "$tmp/err" || failed "auto without --memory: exit 2, says so"
 run "${args[@]}" --out "$tmp/bad" --memory 1G
-check "--memory without auto: exit 2, says so" [ "$(rc)" -eq 2 ] && grep -q "only with --policy auto" "$tmp/err"
+[ "$(rc)" -eq 2 ] && grep -q "only with --policy auto" "$tmp/err" || failed "--memory without auto: exit 2, says so"
 run "${args[@]}" --out "$tmp/bad" --policy recompute --host-memory 1G
-check "--host-memory without auto: exit 2" [ "$(rc)" -eq 2 ] && one_line_err
+[ "$(rc)" -eq 2 ] && one_line_err || failed "--host-memory without auto: exit 2"
 check "flag errors: nothing created" [ ! -e "$tmp/bad" ]
 
 [ $fail -eq 0 ] && echo "train_policy_auto: all checks passed"

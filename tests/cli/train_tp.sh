@@ -91,7 +91,7 @@ check "the loss moves (lr 1e-2)" [ "$(sed -n 1p "$tmp/losses" | cut -f1)" != "$(
 ck="$tmp/tp2/checkpoints/s01-step000002"
 check "--tp 2: the manifest's layout says tp 2" [ "$(manifest_tp "$ck")" = 2 ]
 check "--tp 2: 1 kv head on 2 ranks: kv_layout replicated" grep -q '"kv_layout": *"replicated"' "$ck/manifest.json"
-check "--tp 2: one data file per rank" [ -f "$ck/data-0.bin" ] && [ -f "$ck/data-1.bin" ]
+[ -f "$ck/data-0.bin" ] && [ -f "$ck/data-1.bin" ] || failed "--tp 2: one data file per rank"
 check "--tp 2: the checkpoint verifies" verifies "$ck"
 same_export "$tmp/one-hf/model.safetensors" "$tmp/tp2-hf/model.safetensors" "--tp 2"
 
@@ -135,11 +135,13 @@ check "--sequence-parallel: the first loss as without it" \
     [ "$(field "$tmp/sp/metrics.jsonl" loss | head -1)" = "$(field "$tmp/rec/metrics.jsonl" loss | head -1)" ]
 same_losses "$tmp/rec" "$tmp/sp" "--sequence-parallel"
 run "${args[@]}" --out "$tmp/bad" --sequence-parallel
-check "--sequence-parallel without --tp: exit 2, one line naming the flag" [ "$(rc)" -eq 2 ] && \
-    grep -q "^lcextend train: flag --sequence-parallel: .*give --tp 2 or more" "$tmp/err"
+[ "$(rc)" -eq 2 ] && \
+    grep -q "^lcextend train: flag --sequence-parallel: .*give --tp 2 or more" "$tmp/err" ||
+    failed "--sequence-parallel without --tp: exit 2, one line naming the flag"
 run "${args[@]}" --out "$tmp/bad" --tp 2 --policy recompute --sequence-parallel --distribute-saved-activations
-check "--sequence-parallel --distribute-saved-activations: exit 2, says why" [ "$(rc)" -eq 2 ] && \
-    grep -q "not with --distribute-saved-activations" "$tmp/err"
+[ "$(rc)" -eq 2 ] && \
+    grep -q "not with --distribute-saved-activations" "$tmp/err" ||
+    failed "--sequence-parallel --distribute-saved-activations: exit 2, says why"
 check "--sequence-parallel refused: nothing created" [ ! -e "$tmp/bad" ]
 
 # TP 2 x DP 2 with ZeRO-1 on 4 ranks against one process with the same global batch
@@ -150,8 +152,8 @@ check "mpirun -np 4 --tp 2 --dp 2 --zero1 ($(head -c 300 "$tmp/err"))" [ "$(rc)"
 check "the header says TP 2, ZeRO-1 and 2 DP ranks" grep -q "seq 32, TP 2, ZeRO-1 over 2 ranks, 2 ranks x 1 x 1 sequences" "$tmp/out"
 same_losses "$tmp/one2" "$tmp/td" "--tp 2 --dp 2 --zero1"
 ck="$tmp/td/checkpoints/s01-step000005"
-check "--tp 2 --dp 2 --zero1: layout tp 2, one data file per rank" [ "$(manifest_tp "$ck")" = 2 ] && \
-    [ -f "$ck/data-3.bin" ]
+[ "$(manifest_tp "$ck")" = 2 ] && \
+    [ -f "$ck/data-3.bin" ] || failed "--tp 2 --dp 2 --zero1: layout tp 2, one data file per rank"
 same_export "$tmp/one2-hf/model.safetensors" "$tmp/td-hf/model.safetensors" "--tp 2 --dp 2 --zero1"
 
 # resume across layouts: the TP 2 step-2 checkpoint with --tp 1 and with --tp 2 --cp 2, the TP 1 one with --tp 2
