@@ -43,7 +43,7 @@ check "train-steps --backend cpu: exit 0" [ "$(rc)" -eq 0 ]
 losses "$tmp/out" >"$tmp/ts.cpu"
 check "train-steps: 3 step lines" [ "$(wc -l <"$tmp/ts.cpu")" -eq 3 ]
 check "train-steps --backend cpu: the same losses and norms" cmp -s "$tmp/ts.cpu" "$tmp/ts.default"
-check "train-steps --backend cpu: the same header" [ "$(grep '^model:' "$tmp/out")" = "$(cat "$tmp/ts.header")" ]
+check "train-steps --backend cpu: the same header" same "$(grep '^model:' "$tmp/out")" "$(cat "$tmp/ts.header")"
 check "train-steps on the CPU: the header names no backend" bash -c "! grep -q 'backend' '$tmp/ts.header'"
 
 run train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 3 --lr 1e-2 --out "$tmp/t0" --quiet
@@ -51,7 +51,7 @@ check "train, no flag ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 run train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 3 --lr 1e-2 --out "$tmp/t1" --quiet --backend cpu
 check "train --backend cpu: exit 0" [ "$(rc)" -eq 0 ]
 check "train --backend cpu: 3 metrics lines" [ "$(grep -c '"step"' "$tmp/t1/metrics.jsonl")" -eq 3 ]
-check "train --backend cpu: the same losses as no flag" [ "$(steps "$tmp/t1/metrics.jsonl")" = "$(steps "$tmp/t0/metrics.jsonl")" ]
+check "train --backend cpu: the same losses as no flag" same "$(steps "$tmp/t1/metrics.jsonl")" "$(steps "$tmp/t0/metrics.jsonl")"
 check "train: the checkpoint records the backend" grep -qE '"backend": ?"cpu"' "$tmp/t1/checkpoints/s01-step000003/manifest.json"
 check "train, no flag: the checkpoint records cpu too" grep -qE '"backend": ?"cpu"' "$tmp/t0/checkpoints/s01-step000003/manifest.json"
 
@@ -61,7 +61,7 @@ untimed_eval "$tmp/out" >"$tmp/eval.default"
 run eval "$model" --data "$tmp/t0/ids" --lengths 32,64 --stride 32 --quiet --backend cpu
 check "eval --backend cpu: exit 0" [ "$(rc)" -eq 0 ]
 check "eval: a table" grep -qE "^ +64 +2500 " "$tmp/out"
-check "eval --backend cpu: the same tables as no flag" [ "$(untimed_eval "$tmp/out")" = "$(cat "$tmp/eval.default")" ]
+check "eval --backend cpu: the same tables as no flag" same "$(untimed_eval "$tmp/out")" "$(cat "$tmp/eval.default")"
 
 recipe "$tmp/tiny.yaml" tiny-test 256 "64, 128" 128
 ext=("$model" --to 128 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --eval-data "$tmp/t0/ids" --keep 0 --quiet
@@ -73,11 +73,11 @@ untimed() { sed 's/[0-9.]* tokens\/s//g; s/[0-9.e+-]* model TFLOP//g; s/peak RSS
 untimed "$tmp/out" >"$tmp/e0.out"
 run "${ext[@]}" --out "$tmp/e1" --backend cpu
 check "main command --backend cpu: exit 0" [ "$(rc)" -eq 0 ]
-check "main command --backend cpu: the same losses" [ "$(steps "$tmp/e1/metrics.jsonl")" = "$(steps "$tmp/e0/metrics.jsonl")" ]
+check "main command --backend cpu: the same losses" same "$(steps "$tmp/e1/metrics.jsonl")" "$(steps "$tmp/e0/metrics.jsonl")"
 check "main command --backend cpu: the same evaluations" \
-    [ "$(grep -v '"checkpoint"' "$tmp/e1/eval/after.json")" = "$(grep -v '"checkpoint"' "$tmp/e0/eval/after.json")" ]
+    same "$(grep -v '"checkpoint"' "$tmp/e1/eval/after.json")" "$(grep -v '"checkpoint"' "$tmp/e0/eval/after.json")"
 check "main command --backend cpu: the same output but timings" \
-    [ "$(untimed "$tmp/out")" = "$(cat "$tmp/e0.out")" ]
+    same "$(untimed "$tmp/out")" "$(cat "$tmp/e0.out")"
 check "main command on the CPU: the plan names no backend" bash -c "! grep -q '^backend' '$tmp/out'"
 check "main command: the checkpoint records the backend" \
     grep -qE '"backend": ?"cpu"' "$tmp/e1/checkpoints/s01-step000002/manifest.json"

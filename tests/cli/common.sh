@@ -35,6 +35,9 @@ mpi() {
 }
 # the last run wrote exactly one line on stderr
 one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
+# same A B: A is not empty and equals B. Two runs compared by what a pattern picks out of their outputs ("the same
+# losses") must not agree on nothing: a pattern that stopped matching, or two runs that both wrote nothing.
+same() { [ -n "$1" ] && [ "$1" = "$2" ]; }
 # fails COMMAND...: true when COMMAND fails (its stdout dropped)
 fails() { ! "$@" >/dev/null; }
 # close A B T: |A - B| <= T * |B|

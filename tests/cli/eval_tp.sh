@@ -46,7 +46,7 @@ same_as_one() {
     check "$name: the JSON says $key" grep -q "$key" "$tmp/$name.json"
     if command -v jq >/dev/null; then
         check "$name: JSON: the same passkey cells" \
-            [ "$(jq -c .passkey.cells "$tmp/one.json")" = "$(jq -c .passkey.cells "$tmp/$name.json")" ]
+            same "$(jq -c .passkey.cells "$tmp/one.json")" "$(jq -c .passkey.cells "$tmp/$name.json")"
         for i in 0 1; do
             check "$name: JSON: perplexity $i within 1e-6" close "$(jq ".perplexity.results[$i].ppl" "$tmp/$name.json")" \
                 "$(jq ".perplexity.results[$i].ppl" "$tmp/one.json")" 1e-6

@@ -23,7 +23,7 @@ rm -rf "$tmp/t2/checkpoints/s01-step000004"
 printf 's01-step000002' >"$tmp/t2/checkpoints/latest"
 run train "$tmp/pre-hf" --ids "$tmp/ids.txt" --seq 32 --steps 4 --out "$tmp/t2" --save-every 2 --keep 0 --quiet --resume
 check "train --resume ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
-check "train --resume: same losses" [ "$(steps "$tmp/t2/metrics.jsonl")" = "$(steps "$tmp/t1/metrics.jsonl")" ]
+check "train --resume: same losses" same "$(steps "$tmp/t2/metrics.jsonl")" "$(steps "$tmp/t1/metrics.jsonl")"
 printf 's01-step000002' >"$tmp/t2/checkpoints/latest"
 run train "$tmp/pre-hf" --ids "$tmp/ids.txt" --seq 16 --steps 4 --out "$tmp/t2" --save-every 2 --keep 0 --quiet --resume
 check "train --resume with another --seq: refused" grep -q "saved by stage 1 with seq_len 32, 4 steps, seed 1234; this run has seq_len 16" "$tmp/err"
@@ -88,11 +88,11 @@ check "ppl.svg has the before line" grep -q ">before<" "$tmp/full/eval/ppl.svg"
 check "no passkey without a tokenizer" bash -c "! grep -q passkey '$tmp/full/eval/before.json'"
 run eval "$model" --data "$tmp/pre/ids" --lengths 64,128 --stride 256 --quiet --json "$tmp/base_eval.json"
 check "lcextend eval of the input ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
-check "before = lcextend eval of the input" [ "$(strip_json "$tmp/full/eval/before.json")" = "$(strip_json "$tmp/base_eval.json")" ]
+check "before = lcextend eval of the input" same "$(strip_json "$tmp/full/eval/before.json")" "$(strip_json "$tmp/base_eval.json")"
 run eval "$tmp/full/hf" --data "$tmp/pre/ids" --lengths 64,128 --stride 256 --quiet --json "$tmp/hf_eval.json"
-check "after = lcextend eval of the export" [ "$(strip_json "$tmp/full/eval/after.json")" = "$(strip_json "$tmp/hf_eval.json")" ]
+check "after = lcextend eval of the export" same "$(strip_json "$tmp/full/eval/after.json")" "$(strip_json "$tmp/hf_eval.json")"
 ppls() { grep -o '"ppl": [0-9.e+-]*' "$1"; }
-check "after = the last stage's evaluation" [ "$(ppls "$tmp/full/eval/after.json")" = "$(ppls "$tmp/full/eval/stage2.json")" ]
+check "after = the last stage's evaluation" same "$(ppls "$tmp/full/eval/after.json")" "$(ppls "$tmp/full/eval/stage2.json")"
 check "before != after (training changed the model)" [ "$(strip_json "$tmp/full/eval/before.json")" != "$(strip_json "$tmp/full/eval/after.json")" ]
 
 # resume after stage 1 with --eval-data: the before evaluation is not redone, the after one is the same
@@ -104,7 +104,7 @@ check "resume with --eval-data ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "resume: before not evaluated again" bash -c "! grep -q 'evaluating the input' '$tmp/out'"
 check "resume: after evaluated" grep -q "evaluating the result" "$tmp/out"
 check "resume: same before.json" cmp -s "$tmp/rev/eval/before.json" "$tmp/full/eval/before.json"
-check "resume: same after numbers" [ "$(strip_json "$tmp/rev/eval/after.json")" = "$(strip_json "$tmp/full/eval/after.json")" ]
+check "resume: same after numbers" same "$(strip_json "$tmp/rev/eval/after.json")" "$(strip_json "$tmp/full/eval/after.json")"
 check "resume: table printed" grep -q "^before / after" "$tmp/out"
 
 # resume from stage 1 step 1 (rewound latest, later checkpoints and the export removed)
@@ -114,7 +114,7 @@ printf 's01-step000001' >"$tmp/rew/checkpoints/latest"
 run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/rew" --keep 0 --quiet --resume
 check "resume exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "resume says where" grep -q "resuming from .*s01-step000001" "$tmp/out"
-check "resumed losses = uninterrupted losses" [ "$(steps "$tmp/rew/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
+check "resumed losses = uninterrupted losses" same "$(steps "$tmp/rew/metrics.jsonl")" "$(steps "$tmp/full/metrics.jsonl")"
 check "same exported weights" cmp -s "$tmp/rew/hf/model.safetensors" "$tmp/full/hf/model.safetensors"
 
 # resume at a stage boundary (latest = stage 1's final checkpoint): stage 2 runs from it; --gguf exports too
@@ -123,7 +123,7 @@ rm -rf "$tmp/bnd/checkpoints/s02-"* "$tmp/bnd/hf"
 printf 's01-step000002' >"$tmp/bnd/checkpoints/latest"
 run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/bnd" --keep 0 --quiet --resume --gguf
 check "boundary resume exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
-check "boundary resume: same losses" [ "$(steps "$tmp/bnd/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
+check "boundary resume: same losses" same "$(steps "$tmp/bnd/metrics.jsonl")" "$(steps "$tmp/full/metrics.jsonl")"
 check "boundary resume: same exported weights" cmp -s "$tmp/bnd/hf/model.safetensors" "$tmp/full/hf/model.safetensors"
 check "--gguf: model.gguf" [ -s "$tmp/bnd/model.gguf" ]
 check "--gguf: GGUF magic" [ "$(head -c 4 "$tmp/bnd/model.gguf")" = "GGUF" ]
@@ -143,8 +143,8 @@ if [ "$r" -ne 0 ]; then
     run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/int" --keep 0 --quiet --resume
     check "resume after SIGINT exits 0 ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
 fi
-check "SIGINT + resume: same losses" [ "$(steps "$tmp/int/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
-check "SIGINT + resume: same final loss line" [ "$(grep '"step"' "$tmp/int/metrics.jsonl" | tail -1 | sed 's/"tokens_per_s".*//')" = "$(grep '"step"' "$tmp/full/metrics.jsonl" | tail -1 | sed 's/"tokens_per_s".*//')" ]
+check "SIGINT + resume: same losses" same "$(steps "$tmp/int/metrics.jsonl")" "$(steps "$tmp/full/metrics.jsonl")"
+check "SIGINT + resume: same final loss line" same "$(grep '"step"' "$tmp/int/metrics.jsonl" | tail -1 | sed 's/"tokens_per_s".*//')" "$(grep '"step"' "$tmp/full/metrics.jsonl" | tail -1 | sed 's/"tokens_per_s".*//')"
 
 # SIGKILL (no chance to save) after the first periodic save: --resume replays from that save, same losses
 "$LCEXTEND" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/kill" --keep 0 >"$tmp/out" 2>"$tmp/err" &
@@ -155,7 +155,7 @@ kill -KILL "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/kill" --keep 0 --quiet --resume
 check "resume after SIGKILL ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
-check "SIGKILL + resume: same losses (replayed steps identical)" [ "$(steps "$tmp/kill/metrics.jsonl")" = "$(steps "$tmp/full/metrics.jsonl")" ]
+check "SIGKILL + resume: same losses (replayed steps identical)" same "$(steps "$tmp/kill/metrics.jsonl")" "$(steps "$tmp/full/metrics.jsonl")"
 check "SIGKILL + resume: same exported weights" cmp -s "$tmp/kill/hf/model.safetensors" "$tmp/full/hf/model.safetensors"
 
 # a GGUF input (context 256, vocab 64): imported first, then planned; GGUF out again
@@ -188,10 +188,10 @@ check "passkey in the haystack's words in after.json" grep -q '"haystack": ".*wo
 check "table: rows 256 and 512 with passkey" [ "$(grep -cE '^ +(256|512) +[0-9.]+ +[0-9.]+ +[0-9]+% +[0-9]+%$' "$tmp/out")" -eq 2 ]
 run eval "$tinym" --data "$tmp/words" --lengths 256,512 --stride 0 --passkey 1 --depths 0,1 --needles 2 --quiet \
     --haystack "$tmp/words.txt" --json "$tmp/pk_base.json"
-check "tiny: before = lcextend eval of the input" [ "$(strip_json "$tmp/pk/eval/before.json")" = "$(strip_json "$tmp/pk_base.json")" ]
+check "tiny: before = lcextend eval of the input" same "$(strip_json "$tmp/pk/eval/before.json")" "$(strip_json "$tmp/pk_base.json")"
 run eval "$tmp/pk/hf" --data "$tmp/words" --lengths 256,512 --stride 0 --passkey 1 --depths 0,1 --needles 2 --quiet \
     --haystack "$tmp/words.txt" --json "$tmp/pk_hf.json"
-check "tiny: after = lcextend eval of the export" [ "$(strip_json "$tmp/pk/eval/after.json")" = "$(strip_json "$tmp/pk_hf.json")" ]
+check "tiny: after = lcextend eval of the export" same "$(strip_json "$tmp/pk/eval/after.json")" "$(strip_json "$tmp/pk_hf.json")"
 
 # --stage-passkey: two stages (384, 512); stage 1's saved result gets the passkey test at stage 1's eval lengths,
 # equal to lcextend eval of that checkpoint; stage 2 none of its own (the after-evaluation tests it); a resume
@@ -208,7 +208,7 @@ check "--stage-passkey: stage 1's table printed" grep -q "^passkey retrieval of 
 run eval "$tmp/sp/checkpoints/s01-step000002" --passkey 1 --passkey-lengths 256,384 --depths 0,1 --quiet \
     --json "$tmp/sp_eval.json"
 check "--stage-passkey: passkey-stage1.json = lcextend eval of the stage-1 checkpoint" \
-    [ "$(strip_json "$tmp/sp/eval/passkey-stage1.json")" = "$(strip_json "$tmp/sp_eval.json")" ]
+    same "$(strip_json "$tmp/sp/eval/passkey-stage1.json")" "$(strip_json "$tmp/sp_eval.json")"
 # the plan's disk estimate (docs/plan.md "Disk"): with --keep 10 every one of the 4 saves stays, and each checkpoint
 # is within the estimate's bytes before zstd (fp32 weights and AdamW moments: 12 bytes a parameter)
 run plan "$tinym" --to 512 --recipe "$tmp/pk2.yaml" --fp32 --keep 10 --json

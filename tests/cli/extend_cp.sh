@@ -47,7 +47,7 @@ same_run() {
         failed "$2: 8 losses each (4 steps, 2 stage-1 evaluations, 2 after the run)"
     while read -r a b; do check "$2: metrics loss $b vs $a (one process), 1e-5" close "$b" "$a" 1e-5; done <"$tmp/losses"
     check "$2: the same tokens per step" \
-        [ "$(sed -n 's/.*"tokens": \([0-9]*\).*/\1/p' "$1/metrics.jsonl")" = "$(sed -n 's/.*"tokens": \([0-9]*\).*/\1/p' "$tmp/one/metrics.jsonl")" ]
+        same "$(sed -n 's/.*"tokens": \([0-9]*\).*/\1/p' "$1/metrics.jsonl")" "$(sed -n 's/.*"tokens": \([0-9]*\).*/\1/p' "$tmp/one/metrics.jsonl")"
     paste <(ppls "$tmp/one/eval/after.json") <(ppls "$1/eval/after.json") >"$tmp/ppls"
     check "$2: after.json: 4 values each" [ "$(awk 'NF == 2' "$tmp/ppls" | wc -l)" -eq 4 ]
     while read -r a b; do check "$2: after.json $b vs $a (one process), 1e-5" close "$b" "$a" 1e-5; done <"$tmp/ppls"
@@ -74,12 +74,12 @@ same_run() {
     check "$2: before.json: 4 values each" [ "$(awk 'NF == 2' "$tmp/ppls" | wc -l)" -eq 4 ]
     while read -r a b; do check "$2: before.json $b vs $a (one process), $tol" close "$b" "$a" "$tol"; done <"$tmp/ppls"
     check "$2: the passkey cells before as one process's" \
-        [ "$(grep '_correct' "$1/eval/before.json")" = "$(grep '_correct' "$tmp/one/eval/before.json")" ]
+        same "$(grep '_correct' "$1/eval/before.json")" "$(grep '_correct' "$tmp/one/eval/before.json")"
     check "$2: the passkey cells as one process's" \
-        [ "$(grep '_correct' "$1/eval/after.json")" = "$(grep '_correct' "$tmp/one/eval/after.json")" ]
+        same "$(grep '_correct' "$1/eval/after.json")" "$(grep '_correct' "$tmp/one/eval/after.json")"
     # stage 1's evaluation: the same windows and tokens (DP ranks score shards of them, added up once per shard)
     check "$2: stage1.json: the same windows and tokens as one process's" \
-        [ "$(grep -E '"(windows|tokens)"' "$1/eval/stage1.json")" = "$(grep -E '"(windows|tokens)"' "$tmp/one/eval/stage1.json")" ]
+        same "$(grep -E '"(windows|tokens)"' "$1/eval/stage1.json")" "$(grep -E '"(windows|tokens)"' "$tmp/one/eval/stage1.json")"
     [ -f "$1/eval/stage1.json" ] && [ -f "$1/eval/ppl.svg" ] && \
         [ -f "$1/eval/passkey-before.svg" ] && [ -f "$1/eval/passkey-after.svg" ] ||
         failed "$2: stage1.json, ppl.svg, passkey heat maps"
@@ -105,8 +105,8 @@ mpi 2 "$tinym" "${args[@]}" --out "$tmp/res" --cp 2 --resume
 check "--cp 2 --resume ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--cp 2 --resume: says so" grep -q "resuming from .*s02-step000001 (stage 2)" "$tmp/out"
 check "--cp 2 --resume: the last step and the after-evaluation as the unbroken run" \
-    [ "$(losses "$tmp/res/metrics.jsonl")" = "$(losses "$tmp/cp2/metrics.jsonl" | tail -n 3)" ]
-check "--cp 2 --resume: after.json as the unbroken run" [ "$(ppls "$tmp/res/eval/after.json")" = "$(ppls "$tmp/cp2/eval/after.json")" ]
+    same "$(losses "$tmp/res/metrics.jsonl")" "$(losses "$tmp/cp2/metrics.jsonl" | tail -n 3)"
+check "--cp 2 --resume: after.json as the unbroken run" same "$(ppls "$tmp/res/eval/after.json")" "$(ppls "$tmp/cp2/eval/after.json")"
 
 mpi 4 "$tinym" "${args[@]}" --out "$tmp/cd" --cp 2 --dp 2
 check "mpirun -np 4 --cp 2 --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
@@ -137,10 +137,10 @@ check "--distribute-saved-activations: both stages' models do" \
     [ "$(grep -c '^stage [12]/2: seq [0-9]* over CP 2 ([0-9]* tokens per rank), TP 2 (saved activations distr' \
         "$tmp/out")" -eq 2 ]
 [ "$(losses "$tmp/tcd/metrics.jsonl" | wc -l)" -eq 8 ] && \
-    [ "$(losses "$tmp/tcd/metrics.jsonl")" = "$(losses "$tmp/tc/metrics.jsonl")" ] ||
+    same "$(losses "$tmp/tcd/metrics.jsonl")" "$(losses "$tmp/tc/metrics.jsonl")" ||
     failed "--distribute-saved-activations: 8 losses, each as without it"
 check "--distribute-saved-activations: after.json as without it" \
-    [ "$(ppls "$tmp/tcd/eval/after.json")" = "$(ppls "$tmp/tc/eval/after.json")" ]
+    same "$(ppls "$tmp/tcd/eval/after.json")" "$(ppls "$tmp/tc/eval/after.json")"
 # sequence parallelism: the residual stream and the norms split over TP by rows, the same forward; the norm
 # weights' gradients are summed in another order, so the run is the one-process run's within 1e-5 as TP alone is
 mpi 4 "$tinym" "${args[@]}" --out "$tmp/tcs" --tp 2 --cp 2 --sequence-parallel
@@ -150,7 +150,7 @@ check "--sequence-parallel: both stages' models do" \
     [ "$(grep -c '^stage [12]/2: seq [0-9]* over CP 2 ([0-9]* tokens per rank), TP 2 (sequence parallel)' \
         "$tmp/out")" -eq 2 ]
 check "--sequence-parallel: the first loss as without it" \
-    [ "$(losses "$tmp/tcs/metrics.jsonl" | head -1)" = "$(losses "$tmp/tc/metrics.jsonl" | head -1)" ]
+    same "$(losses "$tmp/tcs/metrics.jsonl" | head -1)" "$(losses "$tmp/tc/metrics.jsonl" | head -1)"
 same_run "$tmp/tcs" "--tp 2 --cp 2 --sequence-parallel" 2 2 ""
 
 # refused before any work: one lcextend line, nothing created, nothing on stdout

@@ -89,7 +89,7 @@ check "--resume once space is freed: latest is the last step" \
     [ "$(cat "$run_dir/checkpoints/latest")" = s01-step000004 ]
 check "--resume once space is freed: it verifies" "$LCEXTEND" verify "$run_dir/checkpoints/s01-step000004" >/dev/null
 check "--resume once space is freed: the loss curve ends as an unbroken run's" \
-    [ "$(loss "$run_dir")" = "$(loss "$tmp/ref")" ]
+    same "$(loss "$run_dir")" "$(loss "$tmp/ref")"
 check "--resume once space is freed: no temporaries" [ -z "$(find "$mnt" -name '*.tmp-*')" ]
 
 echo "fault_disk: $([ $fail = 0 ] && echo ok || echo FAILED)"

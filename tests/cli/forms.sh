@@ -80,7 +80,7 @@ for key in num_hidden_layers hidden_size num_attention_heads num_key_value_heads
     done
 done
 for n in safetensors index gguf; do
-    check "inspect $n: num_parameters" [ "$(num "$tmp/inspect.$n" num_parameters)" = "$(num "$tmp/inspect.hf-dir" num_parameters)" ]
+    check "inspect $n: num_parameters" same "$(num "$tmp/inspect.$n" num_parameters)" "$(num "$tmp/inspect.hf-dir" num_parameters)"
 done
 check "inspect gguf: says gguf" grep -q '"format": "gguf"' "$tmp/inspect.gguf"
 

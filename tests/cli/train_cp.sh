@@ -18,7 +18,7 @@ same_losses() {
     paste <(field "$1/metrics.jsonl" loss) <(field "$2/metrics.jsonl" loss) >"$tmp/losses"
     check "$3: 5 losses each" [ "$(awk 'NF == 2' "$tmp/losses" | wc -l)" -eq 5 ]
     while read -r a b; do check "$3: loss $b vs $a (one process), 1e-5" close "$b" "$a" 1e-5; done <"$tmp/losses"
-    check "$3: the same tokens per step" [ "$(field "$2/metrics.jsonl" tokens)" = "$(field "$1/metrics.jsonl" tokens)" ]
+    check "$3: the same tokens per step" same "$(field "$2/metrics.jsonl" tokens)" "$(field "$1/metrics.jsonl" tokens)"
 }
 
 # CP 2 against one process
@@ -48,7 +48,7 @@ mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --lr 1e-2 --out "$t
 check "--cp 2 --resume ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--resume: says so" grep -q "resuming .*s01-step000003 at step 3/5" "$tmp/out"
 check "--resume: steps 4 and 5 as the unbroken run" \
-    [ "$(field "$tmp/res/metrics.jsonl" loss)" = "$(field "$tmp/cp2/metrics.jsonl" loss | sed -n 4,5p)" ]
+    same "$(field "$tmp/res/metrics.jsonl" loss)" "$(field "$tmp/cp2/metrics.jsonl" loss | sed -n 4,5p)"
 
 # CP 2 x DP 2 on 4 ranks against one process with the same global batch
 run train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --batch 2 --lr 1e-2 --out "$tmp/one2" --quiet

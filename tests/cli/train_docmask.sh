@@ -43,7 +43,7 @@ check "--resume without --doc-mask: one line" one_line_err
 resume_from_2 --doc-mask
 check "--resume --doc-mask ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--resume --doc-mask: steps 3 and 4 as the unbroken run" \
-    [ "$(field "$tmp/res/metrics.jsonl" loss)" = "$(field "$tmp/doc/metrics.jsonl" loss | sed -n 3,4p)" ]
+    same "$(field "$tmp/res/metrics.jsonl" loss)" "$(field "$tmp/doc/metrics.jsonl" loss | sed -n 3,4p)"
 
 # one document longer than the 4 x 32 tokens drawn: nothing to mask
 awk 'BEGIN { for (i = 0; i < 400; i++) printf "%d ", (i * 37 + 5) % 2000 }' >"$tmp/ids.txt"
@@ -52,7 +52,7 @@ check "one document, causal ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 run train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 4 --lr 1e-3 --out "$tmp/one_d" --doc-mask --quiet
 check "one document, --doc-mask ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "one document: the same losses, bit for bit" \
-    [ "$(field "$tmp/one_c/metrics.jsonl" loss)" = "$(field "$tmp/one_d/metrics.jsonl" loss)" ]
+    same "$(field "$tmp/one_c/metrics.jsonl" loss)" "$(field "$tmp/one_d/metrics.jsonl" loss)"
 
 # CP 2 against one process
 if [ -z "${MPIEXEC:-}" ] || ! [ -x "$MPIEXEC" ]; then

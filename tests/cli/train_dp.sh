@@ -34,7 +34,7 @@ check "--dp 2: tflops x time = FLOPs of one 32-token sequence a device" awk -v F
     END { exit bad || n != 5 }' "$tmp/two/metrics.jsonl"
 check "one process: comm_s 0" [ "$(field "$tmp/one/metrics.jsonl" comm_s | sort -u)" = "0.0000" ]
 check "no CP: ring_wait_s 0" [ "$(field "$tmp/two/metrics.jsonl" ring_wait_s | sort -u)" = "0.0000" ]
-check "the same tokens per step" [ "$(field "$tmp/two/metrics.jsonl" tokens)" = "$(field "$tmp/one/metrics.jsonl" tokens)" ]
+check "the same tokens per step" same "$(field "$tmp/two/metrics.jsonl" tokens)" "$(field "$tmp/one/metrics.jsonl" tokens)"
 # float32: the gradients are summed over the ranks instead of over one batch, so the last bits differ; 1e-5 relative
 paste <(field "$tmp/one/metrics.jsonl" loss) <(field "$tmp/two/metrics.jsonl" loss) >"$tmp/losses"
 check "5 losses each" [ "$(awk 'NF == 2' "$tmp/losses" | wc -l)" -eq 5 ]
@@ -47,7 +47,7 @@ check "one checkpoint name" [ "$(ls "$tmp/two/checkpoints" | grep -c step)" -eq 
 mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 5 --lr 1e-2 --out "$tmp/two-default" --quiet
 check "--dp defaults to the world ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--dp default: same losses as --dp 2" \
-    [ "$(field "$tmp/two-default/metrics.jsonl" loss)" = "$(field "$tmp/two/metrics.jsonl" loss)" ]
+    same "$(field "$tmp/two-default/metrics.jsonl" loss)" "$(field "$tmp/two/metrics.jsonl" loss)"
 
 # refused before any work: one lcextend line (mpirun adds its own notice), nothing created
 lines() { grep -c '^lcextend' "$tmp/err"; }

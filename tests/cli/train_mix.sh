@@ -68,7 +68,7 @@ resume_from_2() {
 resume_from_2 --data "$tmp/long" --data "$tmp/short" --data-weights 3,1
 check "--resume ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--resume: steps 3 and 4 as the unbroken run" \
-    [ "$(field "$tmp/res/metrics.jsonl" loss)" = "$(field "$tmp/mix/metrics.jsonl" loss | sed -n 3,4p)" ]
+    same "$(field "$tmp/res/metrics.jsonl" loss)" "$(field "$tmp/mix/metrics.jsonl" loss | sed -n 3,4p)"
 resume_from_2 --data "$tmp/long" --data "$tmp/short" --data-weights 1,1
 check "--resume with other weights: exit 1" [ "$(rc)" -eq 1 ]
 check "--resume with other weights: one line naming the mix ($(head -c 300 "$tmp/err"))" \
@@ -134,6 +134,6 @@ paste <(field "$tmp/mix/metrics.jsonl" loss) <(field "$tmp/dp2/metrics.jsonl" lo
 check "--dp 2: 4 losses" [ "$(awk 'NF == 2' "$tmp/dp_losses" | wc -l)" -eq 4 ]
 while read -r a b; do check "--dp 2: loss $b vs $a (one process), 1e-5" close "$b" "$a" 1e-5; done <"$tmp/dp_losses"
 check "--dp 2: the same counts in the training state" \
-    [ "$(mix_of "$tmp/dp2/checkpoints/s01-step000004/manifest.json")" = "$(mix_of "$state")" ]
+    same "$(mix_of "$tmp/dp2/checkpoints/s01-step000004/manifest.json")" "$(mix_of "$state")"
 [ "$fail" -eq 0 ] && echo "train_mix: all checks passed"
 exit "$fail"

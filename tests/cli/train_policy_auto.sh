@@ -43,7 +43,7 @@ check "auto, halfway: keep and recompute layers ($line)" bash -c "[[ '$line' == 
 check "auto, halfway: train-steps' split" grep -qF "policy (auto): layers$line" "$tmp/ts"
 for d in big mid; do
     [ -n "$(field "$tmp/keep/metrics.jsonl" loss)" ] && \
-        [ "$(field "$tmp/$d/metrics.jsonl" loss)" = "$(field "$tmp/keep/metrics.jsonl" loss)" ] ||
+        same "$(field "$tmp/$d/metrics.jsonl" loss)" "$(field "$tmp/keep/metrics.jsonl" loss)" ||
         failed "auto ($d): the keep run's losses, bit for bit"
 done
 

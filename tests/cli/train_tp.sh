@@ -114,7 +114,7 @@ check "--distribute-saved-activations: the header says so" \
 for f in loss grad_norm; do
     check "--distribute-saved-activations: 5 ${f}s" [ "$(field "$tmp/dist/metrics.jsonl" $f | wc -l)" -eq 5 ]
     check "--distribute-saved-activations: every $f as without it" \
-        [ "$(field "$tmp/dist/metrics.jsonl" $f)" = "$(field "$tmp/rec/metrics.jsonl" $f)" ]
+        same "$(field "$tmp/dist/metrics.jsonl" $f)" "$(field "$tmp/rec/metrics.jsonl" $f)"
 done
 run "${args[@]}" --out "$tmp/bad" --distribute-saved-activations --policy recompute
 check "--distribute-saved-activations without --tp: exit 2" [ "$(rc)" -eq 2 ]
@@ -132,7 +132,7 @@ mpi 2 "${args[@]}" --out "$tmp/sp" --tp 2 --policy recompute --sequence-parallel
 check "... --sequence-parallel ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "--sequence-parallel: the header says so" grep -q "^train:.*, TP 2 (sequence parallel)," "$tmp/out"
 check "--sequence-parallel: the first loss as without it" \
-    [ "$(field "$tmp/sp/metrics.jsonl" loss | head -1)" = "$(field "$tmp/rec/metrics.jsonl" loss | head -1)" ]
+    same "$(field "$tmp/sp/metrics.jsonl" loss | head -1)" "$(field "$tmp/rec/metrics.jsonl" loss | head -1)"
 same_losses "$tmp/rec" "$tmp/sp" "--sequence-parallel"
 run "${args[@]}" --out "$tmp/bad" --sequence-parallel
 [ "$(rc)" -eq 2 ] && \

@@ -45,7 +45,7 @@ check "--eval-every 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "validation after steps 2 and 4 ($(vals "$tmp/val/metrics.jsonl" step | tr '\n' ' '))" \
     [ "$(vals "$tmp/val/metrics.jsonl" step | tr '\n' ' ')" = "2 4 " ]
 check "the training losses are the run's without validation, bit for bit" \
-    [ "$(losses "$tmp/val/metrics.jsonl")" = "$(losses "$tmp/plain/metrics.jsonl")" ]
+    same "$(losses "$tmp/val/metrics.jsonl")" "$(losses "$tmp/plain/metrics.jsonl")"
 check "the validation loss changes as the model trains" \
     [ "$(vals "$tmp/val/metrics.jsonl" val_loss | sort -u | wc -l)" -eq 2 ]
 
@@ -110,7 +110,7 @@ for mode in "cp 2" "dp 2" "tp 2"; do
         <"$tmp/pairs"
     # every window scored once: with --dp the ranks score shards of them, added up (docs/extend.md "Validation")
     check "--$1 2: the same validation tokens" \
-        [ "$(vals "$ref/metrics.jsonl" val_tokens)" = "$(vals "$tmp/mpi_$1/metrics.jsonl" val_tokens)" ]
+        same "$(vals "$ref/metrics.jsonl" val_tokens)" "$(vals "$tmp/mpi_$1/metrics.jsonl" val_tokens)"
 done
 [ "$fail" -eq 0 ] && echo "train_validation: all checks passed"
 exit "$fail"

@@ -17,9 +17,9 @@ mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 4 --lr 1e-2 --clip 0.
     --save-every 2 --keep 0 --export-hf "$tmp/z-hf"
 check "--dp 2 --zero1 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "4 metrics lines" [ "$(grep -c '"step"' "$tmp/z/metrics.jsonl")" -eq 4 ]
-check "--zero1: the same losses" [ "$(field "$tmp/z/metrics.jsonl" loss)" = "$(field "$tmp/plain/metrics.jsonl" loss)" ]
+check "--zero1: the same losses" same "$(field "$tmp/z/metrics.jsonl" loss)" "$(field "$tmp/plain/metrics.jsonl" loss)"
 check "--zero1: the same gradient norms" \
-    [ "$(field "$tmp/z/metrics.jsonl" grad_norm)" = "$(field "$tmp/plain/metrics.jsonl" grad_norm)" ]
+    same "$(field "$tmp/z/metrics.jsonl" grad_norm)" "$(field "$tmp/plain/metrics.jsonl" grad_norm)"
 check "--zero1: the same exported weights" cmp -s "$tmp/z-hf/model.safetensors" "$tmp/plain-hf/model.safetensors"
 ck="$tmp/z/checkpoints/s01-step000002"
 [ -f "$ck/data-0.bin" ] && [ -f "$ck/data-1.bin" ] || failed "--zero1: one data file per rank"
@@ -34,7 +34,7 @@ mpi 2 train "$model" --ids "$tmp/ids.txt" --seq 32 --steps 4 --lr 1e-2 --clip 0.
     --dtype bf16 --zero1 --export-hf "$tmp/z16-hf"
 check "--dtype bf16 --zero1 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 [ -s "$tmp/z16/metrics.jsonl" ] && \
-    [ "$(field "$tmp/z16/metrics.jsonl" loss)" = "$(field "$tmp/p16/metrics.jsonl" loss)" ] ||
+    same "$(field "$tmp/z16/metrics.jsonl" loss)" "$(field "$tmp/p16/metrics.jsonl" loss)" ||
     failed "bf16 --zero1: the same losses"
 check "bf16 --zero1: the same exported weights" cmp -s "$tmp/z16-hf/model.safetensors" "$tmp/p16-hf/model.safetensors"
 run inspect "$tmp/z16/checkpoints/s01-step000004"
@@ -57,7 +57,7 @@ check "extend --dp 2 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$tmp/e2" --quiet --dp 2 --zero1
 check "extend --dp 2 --zero1 ($(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "extend --zero1: 4 step lines" [ "$(grep -c '"step"' "$tmp/e2/metrics.jsonl")" -eq 4 ]
-check "extend --zero1: the same losses" [ "$(field "$tmp/e2/metrics.jsonl" loss)" = "$(field "$tmp/e1/metrics.jsonl" loss)" ]
+check "extend --zero1: the same losses" same "$(field "$tmp/e2/metrics.jsonl" loss)" "$(field "$tmp/e1/metrics.jsonl" loss)"
 check "extend --zero1: the same exported weights" cmp -s "$tmp/e2/hf/model.safetensors" "$tmp/e1/hf/model.safetensors"
 
 # the main command's layout search (--gpus 2): DP 2 and ZeRO-1 chosen, and the run follows the plan
@@ -72,7 +72,7 @@ mpi 2 "$model" --to 256 --recipe "$tmp/even.yaml" --ids "$tmp/ids.txt" --out "$t
 [ "$(rc)" -eq 0 ] && grep -q "^layout:  TP 1 x CP 1 x DP 2, " "$tmp/out" && ! grep -q "^layout: .*ZeRO-1" "$tmp/out" &&
     ! grep -q "^stage .*ZeRO-1 over" "$tmp/out" || failed "extend --gpus 2 --no-zero1: not sharded"
 [ -s "$tmp/e3/metrics.jsonl" ] && \
-    [ "$(field "$tmp/e3/metrics.jsonl" loss)" = "$(field "$tmp/e4/metrics.jsonl" loss)" ] ||
+    same "$(field "$tmp/e3/metrics.jsonl" loss)" "$(field "$tmp/e4/metrics.jsonl" loss)" ||
     failed "extend --gpus 2: the same losses as --no-zero1"
 check "extend --gpus 2: the same exported weights as --no-zero1" \
     cmp -s "$tmp/e3/hf/model.safetensors" "$tmp/e4/hf/model.safetensors"
