@@ -41,7 +41,13 @@ same() { [ -n "$1" ] && [ "$1" = "$2" ]; }
 # fails COMMAND...: true when COMMAND fails (its stdout dropped)
 fails() { ! "$@" >/dev/null; }
 # close A B T: |A - B| <= T * |B|
-close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t * (b < 0 ? -b : b)) }'; }
+# (both numbers: an empty or non-numeric A or B, which awk would read as 0, fails)
+close() {
+    awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN {
+        num = "^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$"
+        if (a !~ num || b !~ num) exit 1
+        d = a - b; if (d < 0) d = -d; exit !(d <= t * (b < 0 ? -b : b)) }'
+}
 # bad_flag NEEDLE ARGS...: lcextend ARGS is a usage error: exit 2, one line on stderr, containing NEEDLE (fixed text)
 bad_flag() {
     local needle=$1; shift

@@ -20,8 +20,8 @@ tinym="$LCX_SRC/recipes/tiny/model"
 lines() { grep -c '^lcextend' "$tmp/err"; }
 # every "loss" of a metrics.jsonl (steps and stage evaluations, in order)
 losses() { sed -n 's/.*"loss": \([^,}]*\).*/\1/p' "$1"; }
-# the perplexity results of an eval JSON: mean_nll and ppl, in order
-ppls() { sed -n 's/.*"\(mean_nll\|ppl\)": \([^,}]*\).*/\2/p' "$1"; }
+# the perplexity results of an eval JSON: mean_nll and ppl, in order (numbers: the protocol's "ppl" is its text)
+ppls() { sed -n 's/.*"\(mean_nll\|ppl\)": \([-+0-9.e]*\)[,}].*/\2/p' "$1"; }
 
 # held-out text (~700 tokens: the last window of each length is shorter and not a multiple of 2 x CP, so the CP
 # evaluation pads it) and training ids below the vocabulary
