@@ -47,14 +47,19 @@ static lcx_recipe *recipe_text(const char *text) {
     return r;
 }
 
+/* The plan of cfg and r with options o, or NULL (a failed check naming the error). */
+static lcx_plan *build_opts(const lcx_model_config *cfg, const lcx_recipe *r, const lcx_plan_opts *o) {
+    lcx_plan *p = NULL;
+    lcx_status st = r ? lcx_plan_build(cfg, r, o, &p) : LCX_OK;
+    CHECK_MSG(st == LCX_OK, "plan: %s", lcx_last_error());
+    return p;
+}
+
 static lcx_plan *build(const lcx_model_config *cfg, const lcx_recipe *r, int64_t target) {
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
     o.target = target;
-    lcx_plan *p = NULL;
-    lcx_status st = lcx_plan_build(cfg, r, &o, &p);
-    CHECK_MSG(st == LCX_OK, "plan: %s", lcx_last_error());
-    return p;
+    return build_opts(cfg, r, &o);
 }
 
 static double yarn_mscale(double s) { return s <= 1 ? 1 : 0.1 * log(s) + 1; } /* yarn's default attention factor */
@@ -198,8 +203,7 @@ static void test_abf_and_override(void) {
     o.target = 32768;
     o.has_method = 1;
     o.method = LCX_EXTEND_PI;
-    p = NULL;
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    p = build_opts(&cfg, r, &o);
     if (p) {
         CHECK(p->n_stages == 2 && !strcmp(p->stages[1].rope.type, "linear"));
         CHECK_NEAR(p->stages[0].rope.factor, 2.0, 1e-12);
@@ -207,8 +211,7 @@ static void test_abf_and_override(void) {
     }
     lcx_plan_free(p);
     o.method = LCX_EXTEND_ABF; /* theta auto: NTK-aware base (L/M)^(d/(d-2)), d = 128 */
-    p = NULL;
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    p = build_opts(&cfg, r, &o);
     if (p) {
         CHECK(!strcmp(p->stages[1].rope.type, "default"));
         CHECK_NEAR(p->stages[0].rope.theta / (500000.0 * pow(2.0, 128.0 / 126.0)), 1.0, 1e-12);
@@ -216,8 +219,7 @@ static void test_abf_and_override(void) {
     }
     lcx_plan_free(p);
     o.method = LCX_EXTEND_LLAMA3;
-    p = NULL;
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    p = build_opts(&cfg, r, &o);
     if (p) CHECK(!strcmp(p->stages[1].rope.type, "llama3") && p->stages[1].rope.factor == 4.0);
     lcx_plan_free(p);
     o.method = LCX_EXTEND_LONGROPE;
@@ -440,8 +442,7 @@ static void test_ring(void) {
         o.target = 131072;
         o.tp = cases[c].tp, o.cp = cases[c].cp, o.dp = cases[c].dp;
         o.act_bytes = o.weight_bytes = cases[c].act;
-        lcx_plan *p = NULL;
-        CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+        lcx_plan *p = build_opts(&cfg, r, &o);
         for (int i = 0; p && i < p->n_stages; i++) {
             const lcx_plan_stage *s = &p->stages[i];
             const lcx_plan_ring *g = &s->ring;
@@ -590,8 +591,7 @@ static void test_budget(void) {
     o.target = 131072;
     o.tp = 8;
     o.mem_budget = 80.0 * 1073741824.0;
-    lcx_plan *p = NULL;
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    lcx_plan *p = build_opts(&cfg, r, &o);
     for (int i = 0; p && i < p->n_stages; i++) {
         const lcx_plan_stage *s = &p->stages[i];
         CHECK(s->mem.total <= o.mem_budget);
@@ -706,8 +706,7 @@ static void test_eval_memory(void) {
     lcx_plan_opts_default(&o);
     o.target = 16384;
     o.tp = 8;
-    lcx_plan *p = NULL;
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    lcx_plan *p = build_opts(&cfg, r, &o);
     if (p) {
         lcx_mem_eval want;
         lcx_mem_eval_compute(&cfg, p->model.n_params, 8, 1, 524288, 256, &want);
@@ -716,7 +715,7 @@ static void test_eval_memory(void) {
     }
     lcx_plan_free(p);
     o.mem_budget = 40.0 * 1073741824.0; /* training fits; the evaluation at 512k does not */
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    p = build_opts(&cfg, r, &o);
     int noted = 0;
     for (int i = 0; p && i < p->n_notes; i++)
         noted |= strstr(p->notes[i], "the before/after evaluation at 524288 tokens needs") != NULL;
@@ -724,8 +723,7 @@ static void test_eval_memory(void) {
               p ? p->eval.total : 0.0);
     lcx_plan_free(p);
     o.cp = 4, o.target = 16384; /* the evaluation splits its windows over CP as well: now it fits */
-    p = NULL;
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    p = build_opts(&cfg, r, &o);
     if (p) {
         lcx_mem_eval want;
         lcx_mem_eval_compute(&cfg, p->model.n_params, 8, 4, 524288, 256, &want);
@@ -810,8 +808,7 @@ static void test_reserve(void) {
     o.target = 131072, o.gpus = 8, o.mem_budget = budget;
     o.tp = o.cp = o.dp = o.loss_chunk = 0;
     /* the search's default: each candidate keeps its own layout's reserve, and fits what is left */
-    lcx_plan *p = NULL;
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    lcx_plan *p = build_opts(&cfg, r, &o);
     if (p) {
         CHECK(p->reserve == lcx_mem_runtime(LCX_MEM_CUDA, p->opts.tp, p->opts.cp, p->opts.dp) && p->reserve >= GiB);
         CHECK(p->opts.mem_budget == budget - p->reserve && lcx_plan_budget(p) == budget);
@@ -826,8 +823,7 @@ static void test_reserve(void) {
     lcx_plan_free(p);
     /* --reserve 8G: every layout keeps 8 GiB */
     o.reserve = 8 * GiB;
-    p = NULL;
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    p = build_opts(&cfg, r, &o);
     if (p) {
         CHECK(p->reserve == 8 * GiB && p->peak_memory <= 72 * GiB && lcx_plan_budget(p) == budget);
         for (int i = 0; p->search && i < p->search->n_candidates; i++) CHECK(p->search->cand[i].reserve == 8 * GiB);
@@ -835,18 +831,15 @@ static void test_reserve(void) {
     lcx_plan_free(p);
     /* on the CPU, and with --memory (no search), none unless given */
     o.reserve = -1, o.backend = LCX_MEM_CPU;
-    p = NULL;
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    p = build_opts(&cfg, r, &o);
     if (p) CHECK(p->reserve == 0 && p->opts.mem_budget == budget);
     lcx_plan_free(p);
     o.backend = LCX_MEM_CUDA, o.gpus = 0, o.tp = 8, o.cp = 4, o.dp = 1, o.loss_chunk = 4096;
-    p = NULL;
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    p = build_opts(&cfg, r, &o);
     if (p) CHECK(p->reserve == 0 && p->opts.mem_budget == budget);
     lcx_plan_free(p);
     o.reserve = 2 * GiB;
-    p = NULL;
-    CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+    p = build_opts(&cfg, r, &o);
     if (p) {
         CHECK(p->reserve == 2 * GiB && p->opts.mem_budget == 78 * GiB && lcx_plan_budget(p) == budget);
         for (int i = 0; i < p->n_stages; i++) CHECK(p->stages[i].mem.total <= 78 * GiB);
@@ -872,8 +865,7 @@ static void test_disk(void) {
         lcx_plan_opts o;
         lcx_plan_opts_default(&o);
         o.target = 262144, o.keep_checkpoints = keeps[k];
-        lcx_plan *p = NULL;
-        CHECK_OK(lcx_plan_build(&cfg, r, &o, &p));
+        lcx_plan *p = build_opts(&cfg, r, &o);
         if (!p) continue;
         const double P = (double)p->model.n_params;
         CHECK(p->disk.saves == 5 && p->disk.held == held[k]);
@@ -884,8 +876,7 @@ static void test_disk(void) {
     lcx_plan_opts o;
     lcx_plan_opts_default(&o);
     o.target = 262144, o.weight_bytes = o.act_bytes = 4; /* fp32: no master */
-    lcx_plan *p = NULL;
-    CHECK_OK(r ? lcx_plan_build(&cfg, r, &o, &p) : LCX_OK);
+    lcx_plan *p = build_opts(&cfg, r, &o);
     if (p) CHECK(p->disk.checkpoint == (double)p->model.n_params * 12 && p->disk.export_hf == p->model.n_params * 4.0);
     lcx_plan_free(p);
     lcx_recipe_free(r);
@@ -968,8 +959,7 @@ static void test_search(void) {
         lcx_plan_opts_default(&wo);
         wo.target = 131072, wo.gpus = 8, wo.mem_budget = budget, wo.zero1 = 0;
         wo.tp = wo.cp = wo.dp = wo.loss_chunk = wo.mlp_tile = 0;
-        lcx_plan *whole = NULL;
-        CHECK_OK(lcx_plan_build(&cfg, r, &wo, &whole));
+        lcx_plan *whole = build_opts(&cfg, r, &wo);
         CHECK(whole && whole->opts.tp >= 2 && !whole->zero1);
         if (whole) CHECK(whole->predicted_tokens_per_s <= p->predicted_tokens_per_s);
         lcx_plan_free(whole);
