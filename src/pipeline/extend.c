@@ -115,7 +115,6 @@ static void check_disk(const extend_job *job) {
 }
 
 /* Everything checkable before any work: config, recipe, plan, data, run directory. *stop: the dry run is over. */
-
 static lcx_status prepare(extend_job *job, int *stop) {
     const lcx_extend_options *o = job->o;
     *stop = 0;
