@@ -38,6 +38,13 @@ one_line_err() { [ "$(wc -l <"$tmp/err")" -eq 1 ]; }
 # same A B: A is not empty and equals B. Two runs compared by what a pattern picks out of their outputs ("the same
 # losses") must not agree on nothing: a pattern that stopped matching, or two runs that both wrote nothing.
 same() { [ -n "$1" ] && [ "$1" = "$2" ]; }
+# lacks [GREP OPTION...] PATTERN FILE: FILE is there and has no line matching PATTERN (a missing file, or a grep
+# error such as a bad pattern, is a failure: `! grep` would pass on both)
+lacks() {
+    [ -r "${!#}" ] || return 1
+    grep -q "$@"
+    [ $? -eq 1 ]
+}
 # fails COMMAND...: true when COMMAND fails (its stdout dropped)
 fails() { ! "$@" >/dev/null; }
 # close A B T: |A - B| <= T * |B|

@@ -58,7 +58,7 @@ same_as_one replicas2 2 '"replicas": 2'
 same_as_one tp2x2 4 '"replicas": 2' --tp 2
 check "--tp 2 on 4 ranks: the JSON says tp 2 too" grep -q '"tp": 2' "$tmp/tp2x2.json"
 same_as_one cp2 2 '"cp": 2' --cp 2
-check "--cp 2 on 2 ranks: one copy (no replicas in the JSON)" bash -c "! grep -q replicas '$tmp/cp2.json'"
+check "--cp 2 on 2 ranks: one copy (no replicas in the JSON)" lacks replicas "$tmp/cp2.json"
 same_as_one cp2x2 4 '"replicas": 2' --cp 2
 check "--cp 2 on 4 ranks: the JSON says cp 2 too" grep -q '"cp": 2' "$tmp/cp2x2.json"
 same_as_one tp2cp2 4 '"cp": 2' --tp 2 --cp 2

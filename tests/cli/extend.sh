@@ -85,7 +85,7 @@ strip_json() { grep -v '"series"\|"checkpoint"' "$1"; }
 check "before/after table printed" grep -q "^before / after" "$tmp/out.full"
 check "before/after table: row 128" grep -qE "^ +128 +[0-9.]+ +[0-9.]+ +- +-$" "$tmp/out.full"
 check "ppl.svg has the before line" grep -q ">before<" "$tmp/full/eval/ppl.svg"
-check "no passkey without a tokenizer" bash -c "! grep -q passkey '$tmp/full/eval/before.json'"
+check "no passkey without a tokenizer" lacks passkey "$tmp/full/eval/before.json"
 run eval "$model" --data "$tmp/pre/ids" --lengths 64,128 --stride 256 --quiet --json "$tmp/base_eval.json"
 check "lcextend eval of the input ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "before = lcextend eval of the input" same "$(strip_json "$tmp/full/eval/before.json")" "$(strip_json "$tmp/base_eval.json")"
@@ -101,7 +101,7 @@ rm -rf "$tmp/rev/checkpoints/s02-"* "$tmp/rev/hf" "$tmp/rev/eval/after.json" "$t
 printf 's01-step000002' >"$tmp/rev/checkpoints/latest"
 run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/rev" --keep 0 --quiet --resume --eval-data "$tmp/pre/ids"
 check "resume with --eval-data ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
-check "resume: before not evaluated again" bash -c "! grep -q 'evaluating the input' '$tmp/out'"
+check "resume: before not evaluated again" lacks 'evaluating the input' "$tmp/out"
 check "resume: after evaluated" grep -q "evaluating the result" "$tmp/out"
 check "resume: same before.json" cmp -s "$tmp/rev/eval/before.json" "$tmp/full/eval/before.json"
 check "resume: same after numbers" same "$(strip_json "$tmp/rev/eval/after.json")" "$(strip_json "$tmp/full/eval/after.json")"
@@ -234,7 +234,7 @@ cp "$tmp/sp/eval/passkey-stage1.json" "$tmp/sp_kept.json"
 echo s01-step000001 >"$tmp/sp/checkpoints/latest" && rm -rf "$tmp/sp/hf" "$tmp/sp/eval/after.json"
 run "${sp_args[@]}" --resume
 check "--stage-passkey --resume ($(cat "$tmp/err"))" [ "$(rc)" -eq 0 ]
-check "--stage-passkey --resume: stage 1 not tested again" bash -c "! grep -q '^passkey retrieval of .*s01-' '$tmp/out'"
+check "--stage-passkey --resume: stage 1 not tested again" lacks '^passkey retrieval of .*s01-' "$tmp/out"
 check "--stage-passkey --resume: the file kept" cmp -s "$tmp/sp/eval/passkey-stage1.json" "$tmp/sp_kept.json"
 
 # errors before any work: exit 1 with one line, nothing created

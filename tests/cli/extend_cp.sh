@@ -68,7 +68,7 @@ same_run() {
         grep -q "\"replicas\": $5" "$1/eval/before.json" && grep -q "\"replicas\": $5" "$1/eval/after.json" ||
             failed "$2: before.json and after.json say replicas $5 (every copy evaluates)"
     else
-        check "$2: before.json says no replicas (one copy)" bash -c "! grep -q replicas '$1/eval/before.json'"
+        check "$2: before.json says no replicas (one copy)" lacks replicas "$1/eval/before.json"
     fi
     paste <(ppls "$tmp/one/eval/before.json") <(ppls "$1/eval/before.json") >"$tmp/ppls"
     check "$2: before.json: 4 values each" [ "$(awk 'NF == 2' "$tmp/ppls" | wc -l)" -eq 4 ]

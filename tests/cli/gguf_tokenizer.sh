@@ -3,18 +3,8 @@
 # GGUF (and through `lcextend MODEL --to N --gguf`) tokenizes the fixture texts to the same .bin/.idx as its
 # tokenizer.json (itself checked against Hugging Face elsewhere); a tokenizer that cannot be written (here: more ids
 # than the model's vocab_size) gives a warning, and the export still succeeds with bos/eos only.
-set -u
-: "${LCEXTEND:?}" "${LCX_SRC:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-pass=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1; shift
-    if "$@"; then pass=$((pass + 1)); else echo "FAIL: $what"; head -3 "$tmp/err" 2>/dev/null; fail=$((fail + 1)); fi
-}
-run() { "$LCEXTEND" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; }
-rc() { cat "$tmp/rc"; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+check_shows_err=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 tiny="$LCX_SRC/recipes/tiny/model"
@@ -34,7 +24,7 @@ check "import tiny: exit 0" [ "$(rc)" -eq 0 ]
 for d in bf16 f32; do
     run export "$tmp/tiny.lcx" --format gguf --dtype $d --out "$tmp/tiny-$d.gguf"
     check "export gguf $d: exit 0" [ "$(rc)" -eq 0 ]
-    check "export gguf $d: no warning" bash -c "! grep -q 'GGUF export:' '$tmp/err'"
+    check "export gguf $d: no warning" lacks 'GGUF export:' "$tmp/err"
     check "export gguf $d: GGUF ids = tokenizer.json ids" same_ids "$tiny/tokenizer.json" "$tmp/tiny-$d.gguf"
 done
 check "the GGUF names llama.cpp's pre-tokenizer" grep -qa "smollm" "$tmp/tiny-f32.gguf"
@@ -86,7 +76,7 @@ run import "$tmp/spm" --out "$tmp/spm.lcx" --quiet
 run export "$tmp/spm.lcx" --format gguf --out "$tmp/spm.gguf"
 check "spm export: exit 0" [ "$(rc)" -eq 0 ]
 check "spm export: warns that the tokenizer was not written" grep -q "tokenizer not written (token id .* past the model's vocab_size)" "$tmp/err"
-check "spm export: no tokenizer.ggml.tokens" bash -c "! grep -qa tokenizer.ggml.tokens '$tmp/spm.gguf'"
+check "spm export: no tokenizer.ggml.tokens" lacks -a tokenizer.ggml.tokens "$tmp/spm.gguf"
 
-echo "cli_gguf_tokenizer: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+echo "gguf_tokenizer: $([ $fail = 0 ] && echo "all checks passed" || echo FAILED)"
+exit $fail

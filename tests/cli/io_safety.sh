@@ -218,7 +218,7 @@ for c in import reshard export-hf export-gguf tokenize; do
     check "kept temporaries, $c: names the unattributable one" grep -q "$(basename "$o").tmp-old1 (no owner in its name)" "$tmp/err"
     [ -e "$o.tmp-$host-$owner-0000beef" ] && [ -e "$o.tmp-old1" ] || failed "kept temporaries, $c: both kept"
     [ ! -e "$o.tmp-$host-$gone-0000dead" ] &&
-        ! grep -q 0000dead "$tmp/err" || failed "kept temporaries, $c: the dead owner's removed, not named"
+        lacks 0000dead "$tmp/err" || failed "kept temporaries, $c: the dead owner's removed, not named"
 done
 run verify "$tmp/warned-import"
 check "kept temporaries: the import beside them verifies" [ "$(rc)" -eq 0 ]

@@ -47,7 +47,7 @@ check "--to 256: context line" grep -q "^context: 64 -> 256 " "$tmp/out"
 check "--to 256: stage 1 = 128, yarn s=2 L=64" grep -Eq "^1 +128 +yarn s=2 L=64 +128 " "$tmp/out"
 check "--to 256: stage 2 = 256, yarn s=4 L=64" grep -Eq "^2 +256 +yarn s=4 L=64 +256 " "$tmp/out"
 check "--to 256: two stages" grep -q "^total: 2 stages" "$tmp/out"
-check "--to 256: no stage 3" bash -c "! grep -Eq '^3 ' '$tmp/out'"
+check "--to 256: no stage 3" lacks -E '^3 ' "$tmp/out"
 
 # --to 1k: 128, 256, 512, 1k with factors 2, 4, 8, 16
 run plan "$model" --to 1k
@@ -94,9 +94,9 @@ run plan "$model" --to 256 --cp 2 --fp32
 check "--cp 2 --fp32: fp32 K|V (4 bytes), 1 forward send" grep -q \
     "^stage 2: ring per rank, per layer and sequence (128 tokens, $kvh kv heads): 2 steps each way; forward sends 1 x $((2 * kvh * hd * 128 * 4)) B (K|V), backward 1 x $((2 * kvh * hd * 128 * 8)) B" "$tmp/out"
 run plan "$model" --to 256 --json
-check "CP 1: no ring in the JSON" bash -c "! grep -q '\"ring\"' '$tmp/out'"
+check "CP 1: no ring in the JSON" lacks '"ring"' "$tmp/out"
 run plan "$model" --to 256
-check "CP 1: no ring lines" bash -c "! grep -q 'ring\|per rank' '$tmp/out'"
+check "CP 1: no ring lines" lacks 'ring\|per rank' "$tmp/out"
 
 # recipes and methods
 run plan "$model" --to 512 --recipe tiny-demo --fp32 --tokens-per-s 1000
@@ -204,11 +204,11 @@ check "search: every stage within the budget less the reserve" \
 ev=$(sed -n 's/^evaluation (before\/after, float32, [^)]*): \([0-9.]*\) GiB per device at 131088 tokens: weights [^,]*, working set [^,]*, \(passkey cache\|TP gathers\|ring\) .*/\1/p' "$tmp/out")
 check "search: the evaluation line (${ev:-missing})" [ -n "$ev" ]
 awk -v p="${ev:-999}" 'BEGIN { exit !(p > 0 && p <= 80) }' && \
-    ! grep -q "^note: the before/after evaluation" "$tmp/out" ||
+    lacks "^note: the before/after evaluation" "$tmp/out" ||
     failed "search: the evaluation ($ev GiB) within the budget, no note"
 if [ "$2" -gt 1 ]; then
     grep -q "^evaluation (before/after, float32, on the .*CP group): .*, ring [0-9.]* [MG]iB$" "$tmp/out" && \
-        ! grep -q "^evaluation .*passkey cache" "$tmp/out" ||
+        lacks "^evaluation .*passkey cache" "$tmp/out" ||
         failed "search: CP $2: the evaluation splits its windows over CP (a ring, no passkey cache)"
 fi
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 64GB
@@ -234,7 +234,7 @@ grep -q "^chosen: .*, peak [0-9.]* GiB per device ([0-9]*% of the 72.00 GiB the 
     awk '/^[0-9]+ / { if ($(NF-3) > 72) bad = 1 } END { exit bad }' "$tmp/out" ||
     failed "--reserve 8G: the chosen peak within 72 GiB"
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --no-reserve
-grep -q "^layout:  .*; budget 80.00 GiB; throughput" "$tmp/out" && ! grep -q "^reserve:" "$tmp/out" && \
+grep -q "^layout:  .*; budget 80.00 GiB; throughput" "$tmp/out" && lacks "^reserve:" "$tmp/out" && \
     grep -q "^search: .* fit 80.00 GiB per device; " "$tmp/out" || failed "--no-reserve: none"
 run plan "$l8b" --to 128k --tp 8 --cp 4 --memory 40G
 check "--memory without --reserve: none" grep -q "^layout:  TP 8 x CP 4 .*; budget 40.00 GiB; throughput" "$tmp/out"
@@ -281,7 +281,7 @@ check "search, 1 GB of host memory: said tried" grep -q "saved activations whole
 run plan "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --host-memory 1GB --no-distribute-saved-activations \
     --no-sequence-parallel
 check "search --no-distribute-saved-activations: said" grep -q "saved activations whole;" "$tmp/out"
-check "search --no-distribute-saved-activations: never chosen" bash -c "! grep -q 'activations distributed' '$tmp/out'"
+check "search --no-distribute-saved-activations: never chosen" lacks 'activations distributed' "$tmp/out"
 # a budget with TP and no search: the faster of the plans that fit; 8B to 128k at TP 8 x CP 4 fits 25 GB
 # only with the inputs distributed or sequence parallel (every layer recomputing needs more than 25 GB with them
 # whole), with the moments whole (--no-zero1: ZeRO-1 over CP 4 frees 2.6 GiB, below)
@@ -400,7 +400,7 @@ check "main command --sequence-parallel without TP: exit 2" [ "$(rc)" -eq 2 ]
 run "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --dry-run
 check "main command --gpus --dry-run: exit 0" [ "$(rc)" -eq 0 ]
 check "main command --gpus --dry-run: searched" grep -q "^search: 10 layouts of 8 devices" "$tmp/out"
-check "main command --gpus on the CPU backend: no CUDA reserve" bash -c "! grep -q '^reserve:\|(reserve ' '$tmp/out'"
+check "main command --gpus on the CPU backend: no CUDA reserve" lacks '^reserve:\|(reserve ' "$tmp/out"
 run "$l8b" --to 128k --gpus 8 --gpu-memory 80GB --reserve 8G --dry-run
 [ "$(rc)" -eq 0 ] && \
     grep -q "^layout:  .*; budget 80.00 GiB (reserve 8.00 GiB);" "$tmp/out" || failed "main command --reserve 8G: kept"
@@ -425,7 +425,7 @@ printf 'stages:\n  - {seq_len: 512, steps: 10, attention_mask: document}\n  - {s
     >"$tmp/dm.yaml"
 run plan "$LCX_SRC/recipes/tiny/model" --to 1k --recipe "$tmp/dm.yaml"
 check "document mask: exit 0 ($(head -c 200 "$tmp/err"))" [ "$(rc)" -eq 0 ]
-[ "$(grep -c '^stage 1:.*; document mask' "$tmp/out")" -eq 1 ] && ! grep -q '^stage 2:.*document mask' "$tmp/out" ||
+[ "$(grep -c '^stage 1:.*; document mask' "$tmp/out")" -eq 1 ] && lacks '^stage 2:.*document mask' "$tmp/out" ||
     failed "document mask: stage 1 says so, stage 2 not"
 run plan "$LCX_SRC/recipes/tiny/model" --to 1k --recipe "$tmp/dm.yaml" --json
 check "document mask: JSON per stage" [ "$(grep -o '"attention_mask": "[a-z]*"' "$tmp/out" | tr '\n' ' ')" = \

@@ -28,7 +28,7 @@ check "--policy keep ($(head -c 200 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 hwm=$(field "$tmp/keep/metrics.jsonl" alloc_hwm | tail -1)
 check "keep: alloc_hwm ${hwm:-missing} B within 10% of the prediction, $keep KiB" \
     awk -v h="${hwm:-0}" -v k="$keep" 'BEGIN { d = h / 1024 - k; if (d < 0) d = -d; exit !(h > 0 && d <= 0.1 * k) }'
-check "keep: no device_used on the CPU" bash -c "! grep -q device_used '$tmp/keep/metrics.jsonl'"
+check "keep: no device_used on the CPU" lacks device_used "$tmp/keep/metrics.jsonl"
 run "${args[@]}" --out "$tmp/big" --policy auto --memory $((keep + 1024))K
 check "auto, a budget above keep's: exit 0 ($(head -c 200 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 check "auto, a budget above keep's: every layer keeps" grep -q "^policy (auto): layers 0-5 keep; predicted" "$tmp/out"
