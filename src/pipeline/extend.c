@@ -83,6 +83,28 @@ static lcx_status check_mesh(const extend_job *job) {
     return LCX_OK;
 }
 
+/* --resume: where RUN/checkpoints/latest stands (job->resume_*), checked against the plan. */
+static lcx_status read_resume_point(extend_job *job) {
+    job->resume_stage = -1, job->resume_done = 0, job->resume_step = 0;
+    if (!job->latest) return LCX_OK;
+    const lcx_plan *p = job->plan;
+    lcx_ckpt *ck = NULL;
+    LCX_TRY(lcx_ckpt_open(job->latest, &ck));
+    const json_t *ts = lcx_ckpt_training_state(ck);
+    const json_t *ri = json_object_get(ts, "run");
+    json_int_t tgt = json_integer_value(json_object_get(ri, "target"));
+    json_int_t sidx = json_integer_value(json_object_get(ts, "stage")) - 1; /* stored 1-based */
+    job->resume_done = json_is_true(json_object_get(ts, "stage_done"));
+    job->resume_step = json_integer_value(json_object_get(ts, "step"));
+    lcx_ckpt_free(ck);
+    LCX_FAIL_IF(tgt != p->target, LCX_ERR_INVALID, "--resume: %s was saved by a run to %lld tokens, not --to %lld",
+                job->latest, (long long)tgt, (long long)p->target);
+    LCX_FAIL_IF(sidx < 0 || sidx >= p->n_stages, LCX_ERR_INVALID,
+                "--resume: %s is at stage %lld, the plan has %d stages", job->latest, (long long)sidx + 1, p->n_stages);
+    job->resume_stage = (int)sidx;
+    return LCX_OK;
+}
+
 /* What RUN/import.lcx will take: 0 for an .lcx input or an import already there, and where the input's tensors
  * cannot be matched (a dry run over a config alone). */
 static double import_bytes(const extend_job *job) {
@@ -102,14 +124,23 @@ static double import_bytes(const extend_job *job) {
     return n;
 }
 
-/* The run directory's filesystem against the plan's disk bound (docs/plan.md "Disk"): on --resume beside the
- * checkpoints already there (every save of the plan counted: an upper bound), and the import. */
+/* The run directory's filesystem against the plan's disk bound (docs/plan.md "Disk"), and the import. On
+ * --resume, the saves after its point, beside the checkpoints already there (a dry run knows no point: every save
+ * of the plan counts). */
 static void check_disk(const extend_job *job) {
     if (!job->grp.lead) return;
-    const lcx_plan_disk *d = &job->plan->disk;
+    const lcx_plan *p = job->plan;
+    const lcx_plan_disk *d = &p->disk;
+    int64_t saves = d->saves;
+    if (job->resume_stage >= 0) {
+        saves = 0;
+        for (int i = job->resume_stage; i < p->n_stages; i++)
+            saves += lcx_train_saves(i == job->resume_stage ? job->resume_step : 0, p->stages[i].steps,
+                                     p->stages[i].save_interval);
+    }
     lcx_disk_need need = {.ckpt = d->checkpoint, .export_bytes = d->export_hf};
-    need.held = lcx_ckpt_held_new(job->o->resume ? lcx_tool_run_checkpoints(job->out) : 0, d->saves,
-                                  (int)job->plan->opts.keep_checkpoints);
+    need.held = lcx_ckpt_held_new(job->o->resume ? lcx_tool_run_checkpoints(job->out) : 0, saves,
+                                  (int)p->opts.keep_checkpoints);
     need.import_bytes = import_bytes(job);
     lcx_tool_warn_disk(job->r, job->out, &need);
 }
@@ -127,12 +158,13 @@ static lcx_status prepare(extend_job *job, int *stop) {
     job->cfg = job->input->cfg;
     LCX_TRY(lcx_recipe_open(o->recipe, 2 * o->plan.cp, &job->recipe));
     LCX_TRY(extend_plan(job, 1));
-    check_disk(job);
-    if (!o->dry_run) LCX_TRY(check_mesh(job));
+    job->resume_stage = -1;
     if (o->dry_run) {
+        check_disk(job);
         *stop = 1;
         return LCX_OK;
     }
+    LCX_TRY(check_mesh(job));
     if (o->data) {
         LCX_TRY(lcx_tool_data_open(o->data, o->more_data, o->n_more_data, o->data_weights, job->td, &job->td_open));
     }
@@ -151,6 +183,8 @@ static lcx_status prepare(extend_job *job, int *stop) {
     if (o->haystack && job->pk_trials > 0) LCX_TRY(lcx_eval_read_haystack(o->haystack, &job->hay, &job->hay_len));
     LCX_TRY(extend_check_passkey_fit(job));
     LCX_TRY(lcx_tool_run_dir_check(job->out, o->resume, &job->latest));
+    LCX_TRY(read_resume_point(job));
+    check_disk(job);
     LCX_FAIL_IF(job->grp.lead && !lcx_is_dir(job->out) && mkdir(job->out, 0777) != 0, LCX_ERR_IO,
                 "%s: cannot create the run directory", job->out);
     return LCX_OK;
@@ -183,28 +217,13 @@ static lcx_status import(extend_job *job) {
 }
 
 /* The first stage to run: 0, or where RUN/checkpoints/latest stands on resume. */
-static lcx_status start_stage(extend_job *job, int *first) {
-    *first = 0;
-    if (!job->latest) return LCX_OK;
-    const lcx_plan *p = job->plan;
-    lcx_ckpt *ck = NULL;
-    LCX_TRY(lcx_ckpt_open(job->latest, &ck));
-    const json_t *ts = lcx_ckpt_training_state(ck);
-    const json_t *ri = json_object_get(ts, "run");
-    json_int_t tgt = json_integer_value(json_object_get(ri, "target"));
-    json_int_t sidx = json_integer_value(json_object_get(ts, "stage")) - 1; /* stored 1-based */
-    int done_ = json_is_true(json_object_get(ts, "stage_done"));
-    lcx_ckpt_free(ck);
-    LCX_FAIL_IF(tgt != p->target, LCX_ERR_INVALID, "--resume: %s was saved by a run to %lld tokens, not --to %lld",
-                job->latest, (long long)tgt, (long long)p->target);
-    LCX_FAIL_IF(sidx < 0 || sidx >= p->n_stages, LCX_ERR_INVALID,
-                "--resume: %s is at stage %lld, the plan has %d stages", job->latest, (long long)sidx + 1, p->n_stages);
-    *first = (int)sidx + done_;
-    lcx_report(job->r, LCX_REPORT_NOTE, "resuming from %s (stage %d%s)", job->latest, (int)sidx + 1,
-               done_ ? " finished" : "");
-    lcx_run_event(job->r, "resume", json_pack("{s:s, s:i, s:b}", "from", job->latest, "stage", (int)sidx + 1,
-                                             "stage_done", done_));
-    return LCX_OK;
+static int start_stage(const extend_job *job) {
+    if (job->resume_stage < 0) return 0;
+    lcx_report(job->r, LCX_REPORT_NOTE, "resuming from %s (stage %d%s)", job->latest, job->resume_stage + 1,
+               job->resume_done ? " finished" : "");
+    lcx_run_event(job->r, "resume", json_pack("{s:s, s:i, s:b}", "from", job->latest, "stage", job->resume_stage + 1,
+                                             "stage_done", job->resume_done));
+    return job->resume_stage + job->resume_done;
 }
 
 /* The held-out documents, the RUN/eval paths and the before/after evaluation's spec: the last stage's eval
@@ -377,7 +396,7 @@ static lcx_status run(extend_job *job) {
     if (!job->grp.lead) LCX_TRY(extend_sync(job, LCX_OK)); /* RUN, the import and the ids are the lead's */
     LCX_TRY(import(job));
     if (job->grp.lead) LCX_TRY(extend_sync(job, LCX_OK));
-    LCX_TRY(start_stage(job, &first));
+    first = start_stage(job);
     LCX_TRY(eval_setup(job));
     int before_kept = 1;
     if (job->full_eval) LCX_TRY(lead_has(job, job->before_json, &before_kept));

@@ -31,6 +31,8 @@ typedef struct extend_job {
     size_t hay_len;
     int full_eval;           /* before/after evaluation: with eval_data, or with passkey trials > 0 alone */
     char *out, *src, *latest;
+    int resume_stage, resume_done; /* --resume: latest's stage (0-based) and whether it finished; -1, 0 without */
+    int64_t resume_step;           /* its steps done in that stage */
     char **tok;              /* tokenizer files carried into every checkpoint */
     int n_tok;
     json_t *run_info;        /* stored with every checkpoint: what run this is */

@@ -5,7 +5,8 @@
 # training run whose second save finds the disk full warns before it starts that its checkpoints need more than the
 # disk has, then fails the same way, keeps its first checkpoint (verified) and no temporary; a --resume on the
 # still-full disk fails again without adding anything; once space is freed the --resume finishes the run with the
-# loss of an unbroken one. Skips (77) where tmpfs cannot be mounted (not root, or no permission in a container).
+# loss of an unbroken one. The main command's warning counts the import and, on --resume, only the saves left
+# (the checkpoints there already written). Skips (77) where tmpfs cannot be mounted (not root, or no permission in a container).
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 tiny="$LCX_SRC/recipes/tiny/model"
 gqa="$LCX_SRC/tests/fixtures/models/llama_gqa"
@@ -91,6 +92,35 @@ check "--resume once space is freed: it verifies" "$LCEXTEND" verify "$run_dir/c
 check "--resume once space is freed: the loss curve ends as an unbroken run's" \
     same "$(loss "$run_dir")" "$(loss "$tmp/ref")"
 check "--resume once space is freed: no temporaries" [ -z "$(find "$mnt" -name '*.tmp-*')" ]
+
+# The main command (import, evaluations, 2 stages of 2 saves, --keep 0, the export) on a disk that holds two of its
+# four checkpoints: it warns of 4 at once, the import and the export; its --resume after stage 1 of 2 saves left
+# (2 done), the import there already.
+rm -rf "${mnt:?}"/*
+resize 64m
+recipe "$tmp/two.yaml" two-stage 256 64 128 256
+main() { run "$gqa" --to 256 --recipe "$tmp/two.yaml" --ids "$tmp/ids.txt" --keep 0 --quiet --out "$@"; }
+main "$tmp/eref"
+check "main command, unbroken (rc $(rc): $(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+ck_kb=$(du -sk "$tmp/eref/checkpoints/s01-step000001" | cut -f1)
+base_kb=$(($(du -sk "$tmp/eref" | cut -f1) - $(du -sk "$tmp/eref/checkpoints" | cut -f1) - $(du -sk "$tmp/eref/hf" | cut -f1)))
+resize $((base_kb + ck_kb * 5 / 2 + 64))k
+main "$mnt/ext"
+check "main command, full disk at its third save: fails (rc $(rc))" [ "$(rc)" -ne 0 ]
+check "main command, full disk: latest is stage 1's last ($(cat "$mnt/ext/checkpoints/latest" 2>&1))" \
+    [ "$(cat "$mnt/ext/checkpoints/latest")" = s01-step000002 ]
+head -n 1 "$tmp/err" | grep -q "more there (4 checkpoints of .* at once, the import of .* and the export of .*, before zstd)" ||
+    failed "main command, full disk: warned of 4 checkpoints, the import and the export ($(head -c 400 "$tmp/err"))"
+main "$mnt/ext" --resume
+check "main command --resume on the full disk: fails (rc $(rc))" [ "$(rc)" -ne 0 ]
+head -n 1 "$tmp/err" | grep -q "more there (2 checkpoints of .* at once and the export of .*, before zstd)" ||
+    failed "main command --resume: warned of the 2 saves left, no import ($(head -c 400 "$tmp/err"))"
+resize 64m
+main "$mnt/ext" --resume
+check "main command --resume once space is freed: succeeds (rc $(rc): $(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
+check "main command --resume once space is freed: the loss curve ends as an unbroken run's" \
+    same "$(loss "$mnt/ext")" "$(loss "$tmp/eref")"
+check "main command: no temporaries" [ -z "$(find "$mnt" -name '*.tmp-*')" ]
 
 echo "fault_disk: $([ $fail = 0 ] && echo ok || echo FAILED)"
 exit $fail
