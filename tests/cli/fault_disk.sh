@@ -6,7 +6,8 @@
 # disk has, then fails the same way, keeps its first checkpoint (verified) and no temporary; a --resume on the
 # still-full disk fails again without adding anything; once space is freed the --resume finishes the run with the
 # loss of an unbroken one. The main command's warning counts the import and, on --resume, only the saves left
-# (the checkpoints there already written). Skips (77) where tmpfs cannot be mounted (not root, or no permission in a container).
+# (the checkpoints there already written). Skips (77) where tmpfs cannot be mounted (not root, or no permission in
+# a container).
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 tiny="$LCX_SRC/recipes/tiny/model"
 gqa="$LCX_SRC/tests/fixtures/models/llama_gqa"
@@ -103,13 +104,15 @@ main() { run "$gqa" --to 256 --recipe "$tmp/two.yaml" --ids "$tmp/ids.txt" --kee
 main "$tmp/eref"
 check "main command, unbroken (rc $(rc): $(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
 ck_kb=$(du -sk "$tmp/eref/checkpoints/s01-step000001" | cut -f1)
-base_kb=$(($(du -sk "$tmp/eref" | cut -f1) - $(du -sk "$tmp/eref/checkpoints" | cut -f1) - $(du -sk "$tmp/eref/hf" | cut -f1)))
+kb() { du -sk "$1" | cut -f1; }
+base_kb=$(($(kb "$tmp/eref") - $(kb "$tmp/eref/checkpoints") - $(kb "$tmp/eref/hf")))
 resize $((base_kb + ck_kb * 5 / 2 + 64))k
 main "$mnt/ext"
 check "main command, full disk at its third save: fails (rc $(rc))" [ "$(rc)" -ne 0 ]
 check "main command, full disk: latest is stage 1's last ($(cat "$mnt/ext/checkpoints/latest" 2>&1))" \
     [ "$(cat "$mnt/ext/checkpoints/latest")" = s01-step000002 ]
-head -n 1 "$tmp/err" | grep -q "more there (4 checkpoints of .* at once, the import of .* and the export of .*, before zstd)" ||
+head -n 1 "$tmp/err" |
+    grep -q "more there (4 checkpoints of .* at once, the import of .* and the export of .*, before zstd)" ||
     failed "main command, full disk: warned of 4 checkpoints, the import and the export ($(head -c 400 "$tmp/err"))"
 main "$mnt/ext" --resume
 check "main command --resume on the full disk: fails (rc $(rc))" [ "$(rc)" -ne 0 ]
