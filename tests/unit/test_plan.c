@@ -814,6 +814,7 @@ static void test_reserve(void) {
         CHECK(p->opts.mem_budget == budget - p->reserve && lcx_plan_budget(p) == budget);
         CHECK(p->peak_memory <= budget - p->reserve);
         const lcx_plan_search_info *s = p->search;
+        CHECK(s && s->n_candidates > 1);
         for (int i = 0; s && i < s->n_candidates; i++) {
             const lcx_plan_candidate *c = &s->cand[i];
             CHECK(c->reserve == lcx_mem_runtime(LCX_MEM_CUDA, c->tp, c->cp, c->dp));
@@ -826,6 +827,7 @@ static void test_reserve(void) {
     p = build_opts(&cfg, r, &o);
     if (p) {
         CHECK(p->reserve == 8 * GiB && p->peak_memory <= 72 * GiB && lcx_plan_budget(p) == budget);
+        CHECK(p->search && p->search->n_candidates > 1);
         for (int i = 0; p->search && i < p->search->n_candidates; i++) CHECK(p->search->cand[i].reserve == 8 * GiB);
     }
     lcx_plan_free(p);
