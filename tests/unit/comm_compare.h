@@ -74,7 +74,7 @@ static void cc_expect(const cc_ctx *t, const void *dev, const void *want, size_t
         const double eps = dt == LCX_BF16 ? 0x1p-8 : dt == LCX_F32 ? 0x1p-24 : 0x1p-53;
         int64_t n = (int64_t)(bytes / lcx_comm_dtype_size(dt)), bad = -1;
         for (int64_t i = 0; i < n && bad < 0; i++)
-            if (fabs(cc_load(got, dt, i) - cc_load(want, dt, i)) > 2.0 * t->ref->size * eps * mag[i]) bad = i;
+            if (!(fabs(cc_load(got, dt, i) - cc_load(want, dt, i)) <= 2.0 * t->ref->size * eps * mag[i])) bad = i;
         CHECK_MSG(bad < 0, "%s: %s %s (%s) element %lld: %.9g, reference %.9g", t->what, call, lcx_dtype_name(dt),
                   detail, (long long)bad, bad < 0 ? 0 : cc_load(got, dt, bad), bad < 0 ? 0 : cc_load(want, dt, bad));
     }

@@ -12,6 +12,7 @@
 
 #include "model_fixture.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 /* ---- tolerances -------------------------------------------------------------------------------------------------
  * Relative errors against the CPU run: loss and gradient norm |gpu - cpu| / |cpu| per step; weights, logits
@@ -43,7 +44,7 @@ static double WORST[3];       /* the largest error / bound seen: step results, w
 
 static void note_ratio(int what, double err, double tol) {
     double r = tol > 0 ? err / tol : err;
-    if (r > WORST[what] || r != r) WORST[what] = r;
+    WORST[what] = worst_of(WORST[what], r);
 }
 
 /* ---- the checks ---------------------------------------------------------------------------------------------- */
@@ -87,7 +88,7 @@ static void train_compare(const char *name, const variant *v, lcx_model *mc, lcx
         CHECK_MSG(el <= tol_step && en <= tol_step, "%s %s step %d: loss %.9g / %.9g, norm %.9g / %.9g", name,
                   v->what, step + 1, rg.loss, rc.loss, rg.grad_norm, rc.grad_norm);
         CHECK_MSG(ew <= tol_w, "%s %s step %d: weights rel_max_err %.3g > %g", name, v->what, step + 1, ew, tol_w);
-        note_ratio(0, fmax(el, en), tol_step);
+        note_ratio(0, worst_of(el, en), tol_step);
         note_ratio(1, ew, tol_w);
         free(wc), free(wg);
     }
@@ -167,7 +168,7 @@ static void test_infer(const char *name) {
     double e_fwd = rel_max_err(lg, lc, (size_t)(T * V)), e_loss = rel_diff(sg, sc);
     printf("%s: forward logits rel_max_err %.3g, loss sum rel err %.3g (bound %g)\n", name, e_fwd, e_loss, tol);
     CHECK_MSG(sc > 0 && e_fwd <= tol && e_loss <= tol, "%s: forward: logits %.3g, loss %.3g", name, e_fwd, e_loss);
-    note_ratio(2, fmax(e_fwd, e_loss), tol);
+    note_ratio(2, worst_of(e_fwd, e_loss), tol);
     lcx_kv_cache *kc = NULL, *kg = NULL;
     CHECK_OK(lcx_kv_cache_init(&kc, mc, T));
     CHECK_OK(lcx_kv_cache_init(&kg, mg, T));

@@ -17,6 +17,7 @@
 #include "src/core/cp_perm.h"
 #include "src/core/cp_ring.h"
 #include "src/core/layout.h"
+#include "worst_of.h"
 
 _Static_assert((int)LCX_CP_CAUSAL == (int)LCX_MASK_CAUSAL, "cp task masks cast to lcx_attn_mask");
 _Static_assert((int)LCX_CP_FULL == (int)LCX_MASK_FULL, "cp task masks cast to lcx_attn_mask");
@@ -234,7 +235,7 @@ static double scaled_err(const float *got, const float *want, int64_t n) {
     for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(want[i]));
     for (int64_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - want[i]);
-        if (!(d <= e)) e = d;
+        e = worst_of(e, d);
     }
     return e / m;
 }
@@ -363,12 +364,12 @@ static void check_ring_numeric(int cp, int64_t n) {
         CHECK_OK(lcx_cp_gather_rows(L, cp, c, held[c] + 2 * kv_bytes, dk_got, (size_t)ke * sizeof(float)));
         CHECK_OK(lcx_cp_gather_rows(L, cp, c, held[c] + 3 * kv_bytes, dv_got, (size_t)ke * sizeof(float)));
     }
-    double eg = fmax(scaled_err(dq_got, dq_ref, L * qe),
-                     fmax(scaled_err(dk_got, dk_ref, L * ke), scaled_err(dv_got, dv_ref, L * ke)));
+    double eg = worst_of(scaled_err(dq_got, dq_ref, L * qe),
+                         worst_of(scaled_err(dk_got, dk_ref, L * ke), scaled_err(dv_got, dv_ref, L * ke)));
     CHECK_MSG(eo <= 2e-6 && el <= 2e-6 && eg <= 2e-6 && bad_bytes == 0,
               "cp=%d n=%lld: O err %.3e, LSE err %.3e, grad err %.3e, wrong message sizes %d", cp, (long long)n, eo,
               el, eg, bad_bytes);
-    worst_o = fmax(worst_o, eo), worst_lse = fmax(worst_lse, el), worst_grad = fmax(worst_grad, eg);
+    worst_o = worst_of(worst_o, eo), worst_lse = worst_of(worst_lse, el), worst_grad = worst_of(worst_grad, eg);
 
     for (int c = 0; c < cp; c++) {
         free(ql[c]); free(gol[c]); free(ol[c]); free(lsel[c]); free(dql[c]); free(held[c]); free(inbox[c]);

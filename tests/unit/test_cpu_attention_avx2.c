@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/cpu_attention_common.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static float urand(void) {
@@ -56,7 +57,7 @@ static double test_products(int64_t nr, int64_t nk, int64_t hd) {
                 mag += fabs((double)q[r * ldq + d] * k[j * ldk + d]);
             }
             double e = fabs(s[r * lds + j] - scale * want) / (scale * mag + 1e-30);
-            if (!(e <= worst)) worst = e;
+            worst = worst_of(worst, e);
         }
     /* o += s V, with s as probabilities-like weights and k's rows as V */
     float *o0 = malloc(sizeof(float) * (size_t)(nr * ldq));
@@ -70,7 +71,7 @@ static double test_products(int64_t nr, int64_t nk, int64_t hd) {
                 mag += fabs((double)s[r * lds + j] * k[j * ldk + c]);
             }
             double e = fabs(o[r * ldq + c] - want) / (mag + 1e-30);
-            if (!(e <= worst)) worst = e;
+            worst = worst_of(worst, e);
         }
         for (int64_t c = hd; c < ldq; c++) /* the stride's padding is not written */
             CHECK_MSG(o[r * ldq + c] == o0[r * ldq + c], "pv wrote past head_dim (nr %lld hd %lld)", (long long)nr,
@@ -98,7 +99,7 @@ static double test_ptv(int64_t nr, int64_t nk, int64_t hd) {
                 mag += fabs((double)p[r * ldp + j] * v[r * ldv + c]);
             }
             double e = fabs(o[j * ldo + c] - want) / (mag + 1e-30);
-            if (!(e <= worst)) worst = e;
+            worst = worst_of(worst, e);
         }
         for (int64_t c = hd; c < ldo; c++)
             CHECK_MSG(o[j * ldo + c] == o0[j * ldo + c], "ptv wrote past head_dim (nk %lld hd %lld)", (long long)nk,
@@ -164,7 +165,7 @@ int main(void) {
             for (size_t a = 0; a < 7; a++)
                 for (size_t b = 0; b < sizeof hds / sizeof hds[0]; b++) {
                     double e = test_products(nr, nks[a], hds[b]);
-                    if (!(e <= worst)) worst = e; /* NaN sticks */
+                    worst = worst_of(worst, e);
                 }
         printf("%s scores and P V vs double: worst error %.3e of the sum of |terms|\n", w ? "AVX-512" : "AVX2", worst);
         CHECK_MSG(worst <= 1e-6, "products: error %.3e", worst);
@@ -173,7 +174,7 @@ int main(void) {
             for (int64_t nk = 1; nk <= 13; nk++)
                 for (size_t b = 0; b < sizeof hds / sizeof hds[0]; b++) {
                     double e = test_ptv(nr, nk, hds[b]);
-                    if (!(e <= worst)) worst = e;
+                    worst = worst_of(worst, e);
                 }
         printf("%s P^T V vs double: worst error %.3e of the sum of |terms|\n", w ? "AVX-512" : "AVX2", worst);
         CHECK_MSG(worst <= 1e-6, "P^T V: error %.3e", worst);

@@ -10,6 +10,7 @@
 #include "src/eval/eval.h"
 #include "src/eval/eval_model.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 static const double TOL = 1e-5;
 enum { MAX_CALLS = 512, MAX_ANS = 16 };
@@ -91,7 +92,7 @@ static void check_passkey(void) {
         for (int64_t k = 0; k < plain->n[i]; k++) {
             double a = plain->nll[i][k], b = cached->nll[i][k];
             double e = fabs(a - b) / fmax(fabs(a), 1e-30);
-            worst = e > worst ? e : worst;
+            worst = worst_of(worst, e);
             same_argmax &= plain->next[i][k] == cached->next[i][k];
         }
     }

@@ -31,6 +31,7 @@
 #include "src/model/model.h"
 #include "src/plan/plan.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 #define MAXN 61
 #define CHUNK 5
@@ -129,7 +130,7 @@ static void check_layout(lcx_comm *world, const char *fixture, int tp, int cp, i
         CHECK_OK(lcx_eval_model_argmax(m, ids, n, first, next));
         for (int64_t i = 0; i < k; i++) {
             double e = fabs(nll[i] - nll_ref[i]);
-            if (!(e <= worst)) worst = e; /* NaN: worst */
+            worst = worst_of(worst, e);
             CHECK_MSG(e <= 2e-5 + 2e-5 * fabs(nll_ref[i]), "%s TP %d CP %d window %lld/%lld: token %lld NLL %.9g, one "
                       "rank %.9g", fixture, tp, cp, (long long)n, (long long)first, (long long)(first + i), nll[i],
                       nll_ref[i]);
@@ -151,7 +152,7 @@ static void check_layout(lcx_comm *world, const char *fixture, int tp, int cp, i
         CHECK_OK(lcx_eval_lm_score(&lm, ids, n, first, nll_lm));
         for (int64_t i = 0; i < k; i++) {
             double e = fabs(nll_lm[i] - nll_ref[i]);
-            if (!(e <= worst_cached)) worst_cached = e;
+            worst_cached = worst_of(worst_cached, e);
         }
         h = fnv(nll_lm, (size_t)k * sizeof *nll_lm, h);
         lcx_eval_lm_free(&lm);
@@ -171,7 +172,7 @@ static void check_layout(lcx_comm *world, const char *fixture, int tp, int cp, i
             CHECK_OK(lcx_eval_model_score(ref, seq, P + A, P + 1, want));
             for (int i = 0; i < A - 1; i++) {
                 double e = fabs(got[i] - want[i]);
-                if (!(e <= worst_cached)) worst_cached = e;
+                worst_cached = worst_of(worst_cached, e);
             }
             h = fnv(got, (A - 1) * sizeof *got, h);
         }

@@ -26,6 +26,7 @@
 #include "src/rope/rope.h"
 #include "model_fixture.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 #define SEQ 2048
 #define MAX_ROWS 64
@@ -99,11 +100,11 @@ static void errors(const fixture *f, const float *logits, double *rows_err, doub
         double num = 0, den = 0;
         for (int64_t c = 0; c < f->vocab; c++) {
             double d = fabs((double)a[c] - (double)b[c]);
-            if (!(d <= num)) num = d;
+            num = worst_of(num, d);
             den = fmax(den, fabs((double)b[c]));
         }
         double e = num / fmax(den, 1e-30);
-        if (!(e <= worst)) worst = e;
+        worst = worst_of(worst, e);
     }
     *rows_err = isnan(worst) ? INFINITY : worst;
     worst = 0;
@@ -114,7 +115,7 @@ static void errors(const fixture *f, const float *logits, double *rows_err, doub
         for (int64_t c = 0; c < f->vocab; c++) s += exp((double)x[c] - m);
         double lp = (double)x[f->ids[t + 1]] - m - log(s);
         double e = fabs(lp - (double)f->logprob[t]);
-        if (!(e <= worst)) worst = e;
+        worst = worst_of(worst, e);
     }
     *lp_err = isnan(worst) ? INFINITY : worst;
 }

@@ -14,6 +14,7 @@
 #include "formats/gguf.h"
 #include "src/core/fileio.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 #define FIX LCX_SOURCE_DIR "/tests/fixtures/gguf/"
 
@@ -506,7 +507,7 @@ static void check_written(const char *path, uint32_t alignment, const float *src
     float deq[W_ROWS * W_COLS];
     if (t) CHECK_OK(lcx_gguf_tensor_to_f32(f, t, deq));
     double maxerr = 0;
-    for (size_t i = 0; i < n; i++) maxerr = fmax(maxerr, fabs(deq[i] - src[i]));
+    for (size_t i = 0; i < n; i++) maxerr = worst_of(maxerr, fabs(deq[i] - src[i]));
     CHECK_MSG(maxerr < 3.2 / 127 * 0.5 * 1.01 + 1e-3, "Q8_0 round trip error %g", maxerr); /* amax <= ~3.2 */
     t = lcx_gguf_find_tensor(f, "t.f32_3d");
     CHECK(t && t->n_dims == 3 && t->dims[0] == W_COLS && t->dims[1] == 2 && t->dims[2] == 2);

@@ -13,6 +13,7 @@
 #include "formats/tokdata.h"
 #include "src/train/mix.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 #define N_SRC 3
 #define L 32
@@ -83,7 +84,7 @@ int main(void) {
         count[src]++;
         for (int i = 0; i < N_SRC; i++) {
             const double lag = fabs((double)count[i] - share[i] * (k + 1));
-            worst_lag = lag > worst_lag ? lag : worst_lag;
+            worst_lag = worst_of(worst_lag, lag);
         }
         CHECK_OK(lcx_sampler_next(alone[src], ref, ref_doc));
         same &= memcmp(ref, drawn[k], sizeof ref) == 0;

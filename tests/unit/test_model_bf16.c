@@ -24,6 +24,7 @@
 #include "formats/npy.h"
 #include "src/checkpoint/catalog.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 #define BF_ULP (1.0 / 256.0)
 static const double BF_LOGITS = 8 * BF_ULP, BF_LOSS = BF_ULP, BF_GRAD = 16 * BF_ULP, BF_TRAIN = 2 * BF_ULP,
@@ -57,7 +58,7 @@ static lcx_model *open_model(const char *name, lcx_dtype pdt, lcx_dtype adt, int
 
 static double worst_logits, worst_loss, worst_grad, worst_train, worst_kv;
 static void note(double *worst, double e) {
-    if (e > *worst || e != e) *worst = e;
+    *worst = worst_of(*worst, e);
 }
 
 /* (a) forward loss and logits, bf16 vs HF and vs our float32; (c) forward-only bf16 == training bf16. */
@@ -89,8 +90,8 @@ static void check_forward(const char *name, lcx_dtype pdt, const int32_t *ids) {
         CHECK_MSG(e_hf <= BF_LOGITS && e_32 <= BF_LOGITS, "%s: bf16 logits max rel err %.3g (HF), %.3g (f32)", name,
                   e_hf, e_32);
         CHECK_MSG(lh <= BF_LOSS && l3 <= BF_LOSS, "%s: bf16 loss rel err %.3g (HF), %.3g (f32)", name, lh, l3);
-        note(&worst_logits, fmax(e_hf, e_32));
-        note(&worst_loss, fmax(lh, l3));
+        note(&worst_logits, worst_of(e_hf, e_32));
+        note(&worst_loss, worst_of(lh, l3));
         printf("%-18s bf16 acts: logits max rel err %.2e vs HF, %.2e vs f32; loss %.6f (HF %.6f, f32 %.6f) rel "
                "%.2e / %.2e\n",
                name, e_hf, e_32, s16 / n16, hf, s32 / n32, lh, l3);

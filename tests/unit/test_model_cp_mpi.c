@@ -24,6 +24,7 @@
 #include "src/comm/comm.h"
 #include "src/core/cp_perm.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 enum { NSEQ = 2, LG = 32, TG = NSEQ * LG };
 
@@ -54,7 +55,7 @@ static double scaled_err(const float *got, const float *want, int64_t n) {
     for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(want[i]));
     for (int64_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - want[i]);
-        if (!(d <= e)) e = d;
+        e = worst_of(e, d);
     }
     return e / mx;
 }
@@ -165,7 +166,7 @@ static void check_cp(lcx_comm *world, int cp) {
     CHECK_MSG(cnt == ref_cnt && el <= 1e-5 && eg <= 1e-5,
               "cp=%d rank %d forward: count %lld vs %lld, loss sum %.9g vs %.9g (rel %.2e), logits err %.2e", cp, c,
               (long long)cnt, (long long)ref_cnt, sum, ref_sum, el, eg);
-    worst_loss = fmax(worst_loss, el), worst_logits = fmax(worst_logits, eg);
+    worst_loss = worst_of(worst_loss, el), worst_logits = worst_of(worst_logits, eg);
 
     /* a forward-only model: the same forward through the working set */
     lcx_model *mi = make_model(T, g, 0, LCX_ACT_KEEP);
@@ -208,7 +209,7 @@ static void check_cp(lcx_comm *world, int cp) {
         double e = scaled_err(g1 + off, ref_g + off, n);
         CHECK_MSG(e <= 1e-5, "cp=%d rank %d: gradient of %s differs by %.2e of its largest value", cp, c,
                   tab->params[i].name, e);
-        worst_grad = fmax(worst_grad, e);
+        worst_grad = worst_of(worst_grad, e);
         off += (size_t)n;
     }
 
@@ -229,8 +230,8 @@ static void check_cp(lcx_comm *world, int cp) {
     CHECK_MSG(fabs(sb - sr) <= 1e-2 * fabs(sr) && eb <= 2e-2 && e_cp <= 2 * e_one,
               "cp=%d rank %d bf16: loss %.6g vs %.6g, gradients %.2e; vs f32: CP %.2e, one rank %.2e", cp, c, sb, sr,
               eb, e_cp, e_one);
-    worst_bf16 = fmax(worst_bf16, eb), worst_bf16_cp = fmax(worst_bf16_cp, e_cp);
-    worst_bf16_one = fmax(worst_bf16_one, e_one);
+    worst_bf16 = worst_of(worst_bf16, eb), worst_bf16_cp = worst_of(worst_bf16_cp, e_cp);
+    worst_bf16_one = worst_of(worst_bf16_one, e_one);
     lcx_model_free(rb);
     lcx_model_free(mb);
 
@@ -312,7 +313,7 @@ static void check_cp_docs(lcx_comm *world, int cp) {
     CHECK_MSG(cnt == ref_cnt && el <= 1e-5 && eg <= 1e-5,
               "cp=%d rank %d documents: loss %.9g vs %.9g (%.2e), count %lld vs %lld, gradients %.2e", cp, c, sum,
               ref_sum, el, (long long)cnt, (long long)ref_cnt, eg);
-    worst_doc_loss = fmax(worst_doc_loss, el), worst_doc_grad = fmax(worst_doc_grad, eg);
+    worst_doc_loss = worst_of(worst_doc_loss, el), worst_doc_grad = worst_of(worst_doc_grad, eg);
     lcx_model_free(m);
     lcx_model_free(mr);
     lcx_model_free(ref);

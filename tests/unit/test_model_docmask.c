@@ -10,6 +10,7 @@
 
 #include "model_fixture.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 enum { NSEQ = 2, SEQ = 20, T = NSEQ * SEQ, NDOC = 5 };
 
@@ -27,7 +28,7 @@ static double scaled_err(const float *got, const float *want, size_t n) {
     for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(want[i]));
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - want[i]);
-        if (!(d <= e)) e = d;
+        e = worst_of(e, d);
     }
     return e / mx;
 }

@@ -13,6 +13,7 @@
 #include "model_fixture.h"
 #include "src/checkpoint/catalog.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 enum { T = 16 };
 /* MLP row chunks change the GEMM shapes: logits within this relative error (max |diff| / max |logit|). */
@@ -94,7 +95,7 @@ static void check_fixture(const char *name, lcx_dtype dt) {
         double ls = -1;
         CHECK_OK(lcx_model_forward(m, &b, got, &ls, NULL));
         double e = rel_max_err(got, want, (size_t)(T * V));
-        worst = e > worst ? e : worst;
+        worst = worst_of(worst, e);
         CHECK_MSG(e <= CHUNK_TOL, "%s mlp chunk %lld: logits rel err %.3g", name, (long long)chunks[k], e);
         CHECK_REL(ls, ls_want, CHUNK_TOL);
         lcx_model_free(m);

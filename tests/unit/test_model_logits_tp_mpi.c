@@ -22,6 +22,7 @@
 #include "src/model/model.h"
 #include "src/plan/plan.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 #define SEQ 37
 #define FIRST 3
@@ -128,7 +129,7 @@ static double row_err(const float *a, const float *b, int64_t V) {
     double d = 0, mx = 1;
     for (int64_t v = 0; v < V; v++) {
         if (fabs((double)b[v]) > mx) mx = fabs((double)b[v]);
-        if (fabs((double)a[v] - (double)b[v]) > d) d = fabs((double)a[v] - (double)b[v]);
+        d = worst_of(d, fabs((double)a[v] - (double)b[v]));
     }
     return d / mx;
 }
@@ -156,12 +157,12 @@ static void check_case(lcx_comm *world, const char *fixture, int64_t vocab, int 
     double worst = 0, worst_cached = 0;
     for (int64_t r = FIRST; r < SEQ; r++) {
         double e = row_err(got.plain.v + r * V, ref.plain.v + r * V, V);
-        if (e > worst) worst = e;
+        worst = worst_of(worst, e);
     }
     for (int64_t r = 0; r < SEQ; r++) {
         double e = row_err(got.cached.v + r * V, ref.plain.v + r * V, V);
         if (r < FIRST) e = row_err(got.cached.v + r * V, ref.cached.v + r * V, V);
-        if (e > worst_cached) worst_cached = e;
+        worst_cached = worst_of(worst_cached, e);
     }
     CHECK_MSG(worst <= 2e-5, "%s TP %d: uncached logits %.3g of the row's magnitude from one rank's", fixture,
               tp_size, worst);

@@ -15,6 +15,7 @@
 
 #include "model_fixture.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 #define NSEQ 2
 #define SEQ 24
@@ -97,8 +98,8 @@ static void test_fixture(const char *name, lcx_dtype adt) {
                       (long long)C, l1, l0, el, loss_tol);
             CHECK_MSG(eg <= grad_tol, "%s %s tile %lld: gradients rel error %.3g > %.3g", name, dtn, (long long)C, eg,
                       grad_tol);
-            if (el > worst_l) worst_l = el;
-            if (eg > worst_g) worst_g = eg;
+            worst_l = worst_of(worst_l, el);
+            worst_g = worst_of(worst_g, eg);
             /* the forward of a tiled training model too */
             double lf = 0;
             int64_t cnt = 0;

@@ -23,6 +23,7 @@
 #include "src/plan/plan.h"
 #include "test_util.h"
 #include "model_mesh_fixture.h"
+#include "worst_of.h"
 
 #define STEPS 3
 #define MAX_SEQ 30
@@ -140,20 +141,21 @@ static void check_case(lcx_comm *world, const sp_case *k) {
         double gmax = 0, gerr = 0, wmax = 0, werr = 0;
         for (size_t e = 0; e < ref.numel[i]; e++) {
             gmax = fmax(gmax, fabs(ref.grad1[i][e]));
-            gerr = fmax(gerr, fabs((double)ref.grad1[i][e] - sp.grad1[i][e]));
+            gerr = worst_of(gerr, fabs((double)ref.grad1[i][e] - sp.grad1[i][e]));
             wmax = fmax(wmax, fabs(ref.master[i][e]));
-            werr = fmax(werr, fabs((double)ref.master[i][e] - sp.master[i][e]));
+            werr = worst_of(werr, fabs((double)ref.master[i][e] - sp.master[i][e]));
         }
         if (is_norm(&tab.params[i])) {
-            norm_err = fmax(norm_err, gerr / (gmax > 0 ? gmax : 1));
+            norm_err = worst_of(norm_err, gerr / (gmax > 0 ? gmax : 1));
         } else if (memcmp(ref.grad1[i], sp.grad1[i], ref.numel[i] * sizeof(float)) != 0) {
             CHECK_MSG(0, "%s: %s's first gradient differs by %.3g (of %.3g)", k->fixture, tab.params[i].name, gerr,
                       gmax);
             same_grads = 0;
         }
-        w_err = fmax(w_err, werr / (wmax > 0 ? wmax : 1));
+        w_err = worst_of(w_err, werr / (wmax > 0 ? wmax : 1));
     }
-    for (int s = 0; s < STEPS; s++) loss_err = fmax(loss_err, fabs(ref.loss[s] - sp.loss[s]) / fabs(ref.loss[s]));
+    for (int s = 0; s < STEPS; s++)
+        loss_err = worst_of(loss_err, fabs(ref.loss[s] - sp.loss[s]) / fabs(ref.loss[s]));
     CHECK_MSG(same_loss, "%s: the first loss differs: %.17g vs %.17g", k->fixture, ref.loss[0], sp.loss[0]);
     CHECK_MSG(norm_err <= 1e-6, "%s: norm gradients %.3g (relative) from the reference", k->fixture, norm_err);
     CHECK_MSG(loss_err <= 1e-6 && w_err <= 5e-5, "%s: after %d steps losses %.3g, weights %.3g (relative) apart",

@@ -4,6 +4,7 @@
 #include <jansson.h>
 
 #include "ops_common.h"
+#include "worst_of.h"
 
 static lcx_exec *X;
 
@@ -51,9 +52,9 @@ static void torch_fixture(void) {
             a.step = (int64_t)s + 1;
             CHECK_OK(adamw(a, p, g, m, v, pb, n));
             for (int64_t i = 0; i < n && i < k; i++) {
-                ep = fmax(ep, fabs((double)p[i] - wp[i]));
-                emv = fmax(emv, fabs((double)m[i] - wm[i]) / fmax(fabs((double)wm[i]), 1e-30));
-                emv = fmax(emv, fabs((double)v[i] - wv[i]) / fmax(fabs((double)wv[i]), 1e-30));
+                ep = worst_of(ep, fabs((double)p[i] - wp[i]));
+                emv = worst_of(emv, fabs((double)m[i] - wm[i]) / fmax(fabs((double)wm[i]), 1e-30));
+                emv = worst_of(emv, fabs((double)v[i] - wv[i]) / fmax(fabs((double)wv[i]), 1e-30));
                 uint16_t want = (uint16_t)json_integer_value(json_array_get(wb, (size_t)i));
                 /* torch's bf16 bits must match whenever the float32 parameter matches bit for bit */
                 if (memcmp(&p[i], &wp[i], 4) == 0 && pb[i] != want) bf_bad++;
@@ -88,7 +89,7 @@ static void double_reference(void) {
             md[i] = a.beta1 * md[i] + (1 - (double)a.beta1) * gi;
             vd[i] = a.beta2 * vd[i] + (1 - (double)a.beta2) * gi * gi;
             pd[i] -= a.lr / bc1 * md[i] / (sqrt(vd[i]) / sqrt(bc2) + a.eps);
-            ep = fmax(ep, fabs(p[i] - pd[i]));
+            ep = worst_of(ep, fabs(p[i] - pd[i]));
         }
         free(g);
     }

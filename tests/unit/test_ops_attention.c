@@ -5,6 +5,7 @@
  * the backward; bf16 activations against float32 on the same values. Every call runs on an arena of exactly its
  * workspace. */
 #include "ops_common.h"
+#include "worst_of.h"
 
 static lcx_exec *X;
 
@@ -174,7 +175,7 @@ static double lse_err(const float *got, const double *want, int64_t n, int *inf_
             continue;
         }
         double d = fabs(got[i] - want[i]) / (1.0 + fabs(want[i]));
-        if (!(d <= e)) e = d;
+        e = worst_of(e, d);
     }
     return e;
 }
@@ -197,8 +198,8 @@ static void check_prob(prob *p, const char *tag) {
     CHECK_MSG(nan == 0 && infm == 0 && masked_nonzero == 0, "%s: nan %d, -inf mismatches %d, masked rows nonzero %d",
               tag, nan, infm, masked_nonzero);
     CHECK_MSG(eo <= 2e-5 && el <= 2e-6, "%s: fwd O err %.3e, LSE err %.3e", tag, eo, el);
-    worst_fwd_o = fmax(worst_fwd_o, eo);
-    worst_fwd_lse = fmax(worst_fwd_lse, el);
+    worst_fwd_o = worst_of(worst_fwd_o, eo);
+    worst_fwd_lse = worst_of(worst_fwd_lse, el);
 
     /* backward: accumulates, so start from a known nonzero value and subtract it */
     float *dq = rand_f32(p->nqe, -1, 1), *dk = rand_f32(p->nke, -1, 1), *dv = rand_f32(p->nke, -1, 1);
@@ -208,9 +209,10 @@ static void check_prob(prob *p, const char *tag) {
     naive_bwd(a, p->qd, p->kd, p->vd, p->god, rq, rk, rv);
     for (int64_t i = 0; i < p->nqe; i++) rq[i] += dq0[i];
     for (int64_t i = 0; i < p->nke; i++) { rk[i] += dk0[i]; rv[i] += dv0[i]; }
-    double e = fmax(rel_err(dq, rq, p->nqe, 1e-2), fmax(rel_err(dk, rk, p->nke, 1e-2), rel_err(dv, rv, p->nke, 1e-2)));
+    double e = worst_of(rel_err(dq, rq, p->nqe, 1e-2),
+                        worst_of(rel_err(dk, rk, p->nke, 1e-2), rel_err(dv, rv, p->nke, 1e-2)));
     CHECK_MSG(e <= 1e-4, "%s: bwd err %.3e", tag, e);
-    worst_bwd = fmax(worst_bwd, e);
+    worst_bwd = worst_of(worst_bwd, e);
     free(o); free(lse); free(od); free(lsed); free(dq); free(dk); free(dv); free(dq0); free(dk0); free(dv0);
     free(rq); free(rk); free(rv);
 }
@@ -231,7 +233,7 @@ static double floored_err(const float *got, const double *want, int64_t n, doubl
     double err = 0.0;
     for (int64_t i = 0; i < n; i++) {
         double e = fabs((double)got[i] - want[i]) / fmax(fabs(want[i]), floor);
-        if (!(e <= err)) err = e;
+        err = worst_of(err, e);
     }
     return err;
 }
@@ -247,8 +249,8 @@ static void grad_check(prob *p, const char *tag, double *worst_naive, double *wo
     double en = 0, mx = 0;
     for (int64_t i = 0; i < p->nqe; i++) mx = fmax(mx, fabs(fq[i]));
     for (int64_t i = 0; i < p->nke; i++) mx = fmax(mx, fmax(fabs(fk[i]), fabs(fv[i])));
-    for (int64_t i = 0; i < p->nqe; i++) en = fmax(en, fabs(rq[i] - fq[i]) / mx);
-    for (int64_t i = 0; i < p->nke; i++) en = fmax(en, fmax(fabs(rk[i] - fk[i]), fabs(rv[i] - fv[i])) / mx);
+    for (int64_t i = 0; i < p->nqe; i++) en = worst_of(en, fabs(rq[i] - fq[i]) / mx);
+    for (int64_t i = 0; i < p->nke; i++) en = worst_of(en, worst_of(fabs(rk[i] - fk[i]), fabs(rv[i] - fv[i])) / mx);
     /* ours (float32) against the same differences */
     float *o = zeros_f32(p->nqe), *lse = zeros_f32(p->nle);
     float *dq = zeros_f32(p->nqe), *dk = zeros_f32(p->nke), *dv = zeros_f32(p->nke);
@@ -256,12 +258,12 @@ static void grad_check(prob *p, const char *tag, double *worst_naive, double *wo
     CHECK_OK(attn_bwd(&p->a, p->q, p->k, p->v, o, lse, p->go, dq, dk, dv));
     /* relative to 1% of the largest gradient of the three (a dQ that is exactly 0 in double, one key, comes out as
      * float32 rounding of the order of 1e-7, since the backward recomputes P = exp(s - LSE) ~ 1 + 1 ulp) */
-    double eo = fmax(floored_err(dq, fq, p->nqe, 1e-2 * mx),
-                     fmax(floored_err(dk, fk, p->nke, 1e-2 * mx), floored_err(dv, fv, p->nke, 1e-2 * mx)));
+    double eo = worst_of(floored_err(dq, fq, p->nqe, 1e-2 * mx),
+                         worst_of(floored_err(dk, fk, p->nke, 1e-2 * mx), floored_err(dv, fv, p->nke, 1e-2 * mx)));
     CHECK_MSG(en <= 1e-8, "%s: naive backward vs FD %.3e", tag, en);
     CHECK_MSG(eo <= 1e-4, "%s: backward vs FD %.3e", tag, eo);
-    *worst_naive = fmax(*worst_naive, en);
-    *worst_ours = fmax(*worst_ours, eo);
+    *worst_naive = worst_of(*worst_naive, en);
+    *worst_ours = worst_of(*worst_ours, eo);
     free(fq); free(fk); free(fv); free(rq); free(rk); free(rv); free(o); free(lse); free(dq); free(dk); free(dv);
 }
 
@@ -282,9 +284,9 @@ static void check_split(prob *p, int64_t split, const char *tag) {
     naive_fwd(&a, p->qd, p->kd, p->vd, od, ld);
     int infm = 0, nan = 0;
     for (int64_t i = 0; i < p->nqe; i++) nan += isnan(o1[i]);
-    double e = fmax(rel_err(o1, od, p->nqe, 1.0), lse_err(l1, ld, p->nle, &infm));
+    double e = worst_of(rel_err(o1, od, p->nqe, 1.0), lse_err(l1, ld, p->nle, &infm));
     CHECK_MSG(e <= 2e-5 && infm == 0 && nan == 0, "%s: merge err %.3e, inf mismatches %d, nan %d", tag, e, infm, nan);
-    worst_merge = fmax(worst_merge, e);
+    worst_merge = worst_of(worst_merge, e);
 
     /* ring backward: each key block with the merged O/LSE, gradients accumulated */
     /* accumulate onto random values (as a ring does onto earlier steps) so every tensor has an O(1) scale */
@@ -296,9 +298,10 @@ static void check_split(prob *p, int64_t split, const char *tag) {
     naive_bwd(&a, p->qd, p->kd, p->vd, p->god, nq, nk, nv);
     for (int64_t i = 0; i < p->nqe; i++) rq[i] += nq[i];
     for (int64_t i = 0; i < p->nke; i++) { rk[i] += nk[i]; rv[i] += nv[i]; }
-    double eb = fmax(rel_err(dq, rq, p->nqe, 1e-2), fmax(rel_err(dk, rk, p->nke, 1e-2), rel_err(dv, rv, p->nke, 1e-2)));
+    double eb = worst_of(rel_err(dq, rq, p->nqe, 1e-2),
+                         worst_of(rel_err(dk, rk, p->nke, 1e-2), rel_err(dv, rv, p->nke, 1e-2)));
     CHECK_MSG(eb <= 1e-4, "%s: ring backward err %.3e", tag, eb);
-    worst_ring = fmax(worst_ring, eb);
+    worst_ring = worst_of(worst_ring, eb);
     free(o1); free(l1); free(o2); free(l2); free(od); free(ld); free(dq); free(dk); free(dv);
     free(rq); free(rk); free(rv); free(nq); free(nk); free(nv);
 }
@@ -322,16 +325,16 @@ static void check_bf16(prob *p) {
     float *ow = widen_bf16(oh, nq);
     double *od = to_f64(o, nq), *ld = to_f64(lse, p->nle);
     int infm = 0;
-    worst_b16_o = fmax(worst_b16_o, rel_err(ow, od, nq, 1e-2));
-    worst_b16_lse = fmax(worst_b16_lse, lse_err(lseh, ld, p->nle, &infm));
+    worst_b16_o = worst_of(worst_b16_o, rel_err(ow, od, nq, 1e-2));
+    worst_b16_lse = worst_of(worst_b16_lse, lse_err(lseh, ld, p->nle, &infm));
     CHECK(infm == 0);
     float *dq = zeros_f32(nq), *dk = zeros_f32(nk), *dv = zeros_f32(nk);
     float *dqh = zeros_f32(nq), *dkh = zeros_f32(nk), *dvh = zeros_f32(nk);
     CHECK_OK(attn_bwd(&a, qw, kw, vw, ow, lseh, gw, dq, dk, dv));
     CHECK_OK(attn_bwd(&ah, qh, kh, vh, oh, lseh, gh, dqh, dkh, dvh));
     double *rq = to_f64(dq, nq), *rk = to_f64(dk, nk), *rv = to_f64(dv, nk);
-    worst_b16_bwd = fmax(worst_b16_bwd, fmax(rel_err(dqh, rq, nq, 1e-2),
-                                             fmax(rel_err(dkh, rk, nk, 1e-2), rel_err(dvh, rv, nk, 1e-2))));
+    worst_b16_bwd = worst_of(worst_b16_bwd, worst_of(rel_err(dqh, rq, nq, 1e-2),
+                                                     worst_of(rel_err(dkh, rk, nk, 1e-2), rel_err(dvh, rv, nk, 1e-2))));
     /* merge of the bf16 output into itself at other LSEs: the rounding of the float32 merge of the same values */
     float *la = zeros_f32(p->nle), *lb = zeros_f32(p->nle), *la2 = zeros_f32(p->nle);
     for (int64_t i = 0; i < p->nle; i++) la[i] = la2[i] = (float)rng_uniform(-2, 2), lb[i] = (float)rng_uniform(-2, 2);

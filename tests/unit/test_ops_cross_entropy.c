@@ -6,6 +6,7 @@
  * (STATS on every shard, FINISH with the gathered stats) against the whole-row op, for tp = 1..5 shards of a
  * vocabulary padded to a multiple of tp (including a shard of padding only). */
 #include "ops_common.h"
+#include "worst_of.h"
 
 typedef struct ctx {
     int64_t R, V;
@@ -78,7 +79,7 @@ static void check_vocab_parallel(const float *x, const int32_t *tg, int64_t R, i
                     continue;
                 }
                 double e = fabs((double)d - want_dx[i * V + g]);
-                if (e > worst) worst = e;
+                worst = worst_of(worst, e);
             }
     }
     CHECK(worst <= 1e-6 * dscale); /* dlogits are dscale * probabilities: 1e-6 of the largest possible */

@@ -3,6 +3,7 @@
  * write nothing (never validated by the op: the host does it). The reference is a plain loop in double; the
  * backward is also checked as the gradient of sum(r * out) by central differences. */
 #include "ops_common.h"
+#include "worst_of.h"
 
 typedef struct ctx {
     int64_t T, V, D, start, rows;
@@ -64,7 +65,7 @@ int main(void) {
                 int64_t row = ids[t] - start;
                 for (int64_t d = 0; d < D; d++) ref[t * D + d] = row >= 0 && row < rows ? w[row * D + d] : 0.0;
             }
-            wf = fmax(wf, rel_err(out, ref, T * D, 1.0));
+            wf = worst_of(wf, rel_err(out, ref, T * D, 1.0));
             /* bf16 activations: the rounded rows (the bf16 table's bits unchanged), and dout widened exactly */
             {
                 uint16_t *oh = malloc(2 * (size_t)(T * D)), *gh = to_bf16(dout, T * D);
@@ -82,7 +83,7 @@ int main(void) {
             double *g = zeros_f64(rows * D);
             fd_grad(loss, &c, c.w, rows * D, 1e-3, g); /* linear: any step is exact up to rounding */
             for (int64_t i = 0; i < rows * D; i++) g[i] += dw0[i];
-            wb = fmax(wb, rel_err(dw, g, rows * D, 1e-2));
+            wb = worst_of(wb, rel_err(dw, g, rows * D, 1e-2));
             free(w); free(wb16); free(out); free(dout); free(dw); free(dw0); free(ref); free(c.w); free(c.r); free(g);
         }
     CHECK_ERR("embedding forward (exact copy expected)", wf, 0.0);

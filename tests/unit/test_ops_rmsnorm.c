@@ -2,6 +2,7 @@
  * dw) against central differences of that reference; in-place aliasing; bf16 activations (the rounding of the
  * float32 result on the same values); the workspace and a too small arena. */
 #include "ops_common.h"
+#include "worst_of.h"
 
 typedef struct ctx {
     int64_t R, D;
@@ -86,15 +87,15 @@ int main(void) {
             double *dw0 = to_f64(dw, D), *yr = zeros_f64(n), *rr = zeros_f64(R);
             CHECK_OK(fwd(x, w, y, rstd, R, D, eps, LCX_F32));
             ref_fwd(&c, yr, rr);
-            wf = fmax(wf, rel_err(y, yr, n, 1e-3));
-            wr = fmax(wr, rel_err(rstd, rr, R, 0));
+            wf = worst_of(wf, rel_err(y, yr, n, 1e-3));
+            wr = worst_of(wr, rel_err(rstd, rr, R, 0));
             CHECK_OK(bwd(dy, x, w, rstd, dx, dw, R, D, LCX_F32));
             double *gx = zeros_f64(n), *gw = zeros_f64(D);
             fd_grad(loss, &c, c.x, n, 1e-6, gx);
             fd_grad(loss, &c, c.w, D, 1e-6, gw);
             for (int64_t d = 0; d < D; d++) gw[d] += dw0[d];
-            wdx = fmax(wdx, rel_err(dx, gx, n, 1e-2));
-            wdw = fmax(wdw, rel_err(dw, gw, D, 1e-2));
+            wdx = worst_of(wdx, rel_err(dx, gx, n, 1e-2));
+            wdw = worst_of(wdw, rel_err(dw, gw, D, 1e-2));
 
             /* in place: y over x, dx over dy, same bits as out of place */
             float *xi = malloc(sizeof(float) * (size_t)n), *gi = malloc(sizeof(float) * (size_t)n), *dw2 = zeros_f32(D);

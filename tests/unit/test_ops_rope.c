@@ -3,6 +3,7 @@
  * backward against central differences, fwd then bwd = identity, positions beyond the table passed through
  * unrotated (never read to fail: the host validates them), bf16 activations. */
 #include "ops_common.h"
+#include "worst_of.h"
 
 typedef struct ctx {
     int64_t T, H, hd, rot, P;
@@ -74,10 +75,10 @@ int main(void) {
         double *yr = zeros_f64(n), *g = zeros_f64(n);
         CHECK_OK(rope(0, LCX_F32, x, y, pos, cf, sf, T, H, hd, rot, P));
         ref_fwd(&c, yr);
-        wf = fmax(wf, rel_err(y, yr, n, 0.1));
+        wf = worst_of(wf, rel_err(y, yr, n, 0.1));
         CHECK_OK(rope(1, LCX_F32, dy, dx, pos, cf, sf, T, H, hd, rot, P));
         fd_grad(loss, &c, c.x, n, 1e-6, g);
-        wb = fmax(wb, rel_err(dx, g, n, 0.1));
+        wb = worst_of(wb, rel_err(dx, g, n, 0.1));
         /* the rotation is orthogonal: bwd(fwd(x)) = x, in place */
         float *z = malloc(sizeof(float) * (size_t)n);
         memcpy(z, x, sizeof(float) * (size_t)n);
@@ -85,7 +86,7 @@ int main(void) {
         CHECK(memcmp(z, y, sizeof(float) * (size_t)n) == 0);
         CHECK_OK(rope(1, LCX_F32, z, z, pos, cf, sf, T, H, hd, rot, P));
         double *xd = to_f64(x, n);
-        wid = fmax(wid, rel_err(z, xd, n, 1.0));
+        wid = worst_of(wid, rel_err(z, xd, n, 1.0));
         /* dims past rot_dim pass through bit-exactly */
         int pass = 0;
         for (int64_t t = 0; t < T * H; t++)

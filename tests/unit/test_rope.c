@@ -7,6 +7,7 @@
 
 #include "src/rope/rope.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 /* ---- warning capture ------------------------------------------------------------------------------------- */
 typedef struct warnings {
@@ -214,7 +215,7 @@ static void compare_hf_run(const char *name, const lcx_rope_params *p, int64_t h
         double rel = fabs((double)inv[k] - hf[k]) / fabs((double)hf[k]);
         n_inv_total++;
         n_inv_exact += inv[k] == hf[k];
-        if (rel > max_inv_rel) max_inv_rel = rel;
+        max_inv_rel = worst_of(max_inv_rel, rel);
         CHECK_MSG(rel <= 1e-6, "%s n=%lld: inv_freq[%lld] = %.9g, HF %.9g", name, (long long)n, (long long)k,
                   inv[k], hf[k]);
     }
@@ -231,8 +232,8 @@ static void compare_hf_run(const char *name, const lcx_rope_params *p, int64_t h
         for (int64_t k = 0; k < plan.n_pairs; k++) {
             double ec = fabs(c[k] - json_number_value(json_array_get(json_array_get(hc, i), (size_t)k)));
             double es = fabs(s[k] - json_number_value(json_array_get(json_array_get(hs, i), (size_t)k)));
-            double e = fmax(ec, es);
-            if (e > max_cos_abs) max_cos_abs = e;
+            double e = worst_of(ec, es);
+            max_cos_abs = worst_of(max_cos_abs, e);
             CHECK_MSG(e <= 1e-6 * fmax(1.0, attn), "%s pos %lld pair %lld: cos/sin off by %g", name,
                       (long long)pp, (long long)k, e);
         }

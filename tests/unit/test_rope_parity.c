@@ -20,6 +20,7 @@
 #include "src/rope/rope.h"
 #include "model_fixture.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 #define SEQ 256
 
@@ -52,11 +53,11 @@ static double logits_error(const char *ours, const char *ref, int64_t *rows_out)
         double num = 0, den = 0;
         for (uint64_t c = 0; c < cols; c++) {
             double d = fabs((double)a[r * cols + c] - (double)b[r * cols + c]);
-            if (!(d <= num)) num = d; /* NaN propagates */
+            num = worst_of(num, d);
             den = fmax(den, fabs((double)b[r * cols + c]));
         }
         double e = num / fmax(den, 1e-30);
-        if (!(e <= worst)) worst = e;
+        worst = worst_of(worst, e);
     }
     if (rows_out) *rows_out = (int64_t)(nb / cols);
 done:
@@ -135,7 +136,7 @@ static void check_rope_against(const lcx_rope_plan *plan, const char *ref_type, 
     CHECK_MSG(n == plan->n_pairs && n > 0, "%s: %d pairs in rope.json", rp, n);
     CHECK_OK(lcx_rope_inv_freq(plan, SEQ, inv, &attn));
     double worst = 0;
-    for (int k = 0; k < n && k < plan->n_pairs; k++) worst = fmax(worst, fabs(inv[k] - ref[k]) / ref[k]);
+    for (int k = 0; k < n && k < plan->n_pairs; k++) worst = worst_of(worst, fabs(inv[k] - ref[k]) / ref[k]);
     CHECK_MSG(worst <= 1e-6, "%s: inv_freq off by %g relative", what, worst);
     CHECK_REL(attn, attn_ref, 1e-12);
     free(rp);
@@ -180,7 +181,7 @@ static int compare_main(int argc, char **argv) {
         int na = read_rope_json(argv[2], "pairs", "attention_factor", a, LCX_ROPE_MAX_PAIRS, &attn_a);
         int nb = read_rope_json(argv[3], "inv_freq", "attention_scaling", b, LCX_ROPE_MAX_PAIRS, &attn_b);
         double worst = na == nb && na > 0 ? fabs(attn_a - attn_b) / attn_b : INFINITY;
-        for (int k = 0; k < na && k < nb; k++) worst = fmax(worst, fabs(a[k] - b[k]) / b[k]);
+        for (int k = 0; k < na && k < nb; k++) worst = worst_of(worst, fabs(a[k] - b[k]) / b[k]);
         printf("%s: %d pairs, max relative difference %.3g\n", argv[2], na, worst);
         return worst <= 1e-6 ? 0 : 1;
     }

@@ -43,6 +43,7 @@
 #define W_TOL 1e-4
 #define EPS 1e-6
 #include "train_mpi_fixture.h"
+#include "worst_of.h"
 
 static double g_worst_loss, g_worst_norm, g_worst_w;
 
@@ -104,13 +105,13 @@ static void check_cpdp(lcx_comm *world, const lcx_tokdata *td, int cp, int dp) {
         if (s == 0) CHECK_REL(a.loss[s], ref.loss[s], STEP1_TOL);
         CHECK_REL(a.clip[s], ref.clip[s], NORM_TOL + 1e-5); /* reported with 6 digits */
         CHECK(a.tokens[s] == ref.tokens[s]);
-        max_loss = fmax(max_loss, fabs(a.loss[s] - ref.loss[s]) / ref.loss[s]);
-        max_norm = fmax(max_norm, fabs(a.norm[s] - ref.norm[s]) / ref.norm[s]);
+        max_loss = worst_of(max_loss, fabs(a.loss[s] - ref.loss[s]) / ref.loss[s]);
+        max_norm = worst_of(max_norm, fabs(a.norm[s] - ref.norm[s]) / ref.norm[s]);
         CHECK_MSG(a.loss[s] == b.loss[s] && a.norm[s] == b.norm[s], "CP=%d DP=%d step %d: the rerun differs", cp,
                   dp, s + 1);
     }
     CHECK_MSG(ref.clip[0] < 1, "clipping inactive (clip %g): the test wants it active", ref.clip[0]);
-    for (size_t i = 0; i < n_a && n_a == n_ref; i++) max_w = fmax(max_w, fabs((double)w_a[i] - w_ref[i]));
+    for (size_t i = 0; i < n_a && n_a == n_ref; i++) max_w = worst_of(max_w, fabs((double)w_a[i] - w_ref[i]));
     CHECK_MSG(max_w <= W_TOL, "CP=%d DP=%d: weights differ from the reference by %g (tol %g)", cp, dp, max_w, W_TOL);
     CHECK_MSG(n_a == n_b && memcmp(w_a, w_b, n_a * sizeof *w_a) == 0, "CP=%d DP=%d: the rerun's weights differ", cp,
               dp);
@@ -122,8 +123,8 @@ static void check_cpdp(lcx_comm *world, const lcx_tokdata *td, int cp, int dp) {
     /* the worst over the ranks */
     double worst[3] = {max_loss, max_norm, max_w};
     CHECK_OK(lcx_comm_all_reduce(world, NULL, worst, worst, 3, LCX_F64, LCX_COMM_MAX));
-    g_worst_loss = fmax(g_worst_loss, worst[0]), g_worst_norm = fmax(g_worst_norm, worst[1]);
-    g_worst_w = fmax(g_worst_w, worst[2]);
+    g_worst_loss = worst_of(g_worst_loss, worst[0]), g_worst_norm = worst_of(g_worst_norm, worst[1]);
+    g_worst_w = worst_of(g_worst_w, worst[2]);
     if (g_world_rank == 0)
         printf("CP=%d x DP=%d: %d steps, loss %.6f -> %.6f (clip %.3f); max relative difference of loss %.2e, of "
                "norm %.2e, of weights (absolute) %.2e; rerun bit-identical\n",

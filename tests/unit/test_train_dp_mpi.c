@@ -30,6 +30,7 @@
 #define W_TOL 3e-4
 #define EPS 1e-6
 #include "train_mpi_fixture.h"
+#include "worst_of.h"
 
 /* One stage run; returns the final master weights (malloc'd, all parameters back to back). */
 static float *train(const lcx_tokdata *td, const char *name, lcx_comm *grad, int dp_rank, int dp_size,
@@ -79,13 +80,13 @@ static void check_dp(const lcx_tokdata *td, lcx_comm *g, int dp_size, int tag) {
         CHECK_REL(a.norm[s], ref.norm[s], REL_TOL);
         CHECK_REL(a.clip[s], ref.clip[s], 1e-5); /* reported with 6 digits */
         CHECK(a.tokens[s] == ref.tokens[s]);
-        max_rel = fmax(max_rel, fabs(a.loss[s] - ref.loss[s]) / ref.loss[s]);
-        max_rel = fmax(max_rel, fabs(a.norm[s] - ref.norm[s]) / ref.norm[s]);
+        max_rel = worst_of(max_rel, fabs(a.loss[s] - ref.loss[s]) / ref.loss[s]);
+        max_rel = worst_of(max_rel, fabs(a.norm[s] - ref.norm[s]) / ref.norm[s]);
         CHECK_MSG(a.loss[s] == b.loss[s] && a.norm[s] == b.norm[s], "DP=%d step %d: the rerun differs", dp_size,
                   s + 1);
     }
     CHECK_MSG(ref.clip[0] < 1, "clipping inactive (clip %g): the test wants it active", ref.clip[0]);
-    for (size_t i = 0; i < n_a && n_a == n_ref; i++) max_w = fmax(max_w, fabs((double)w_a[i] - w_ref[i]));
+    for (size_t i = 0; i < n_a && n_a == n_ref; i++) max_w = worst_of(max_w, fabs((double)w_a[i] - w_ref[i]));
     CHECK_MSG(max_w <= W_TOL, "DP=%d: weights differ from the reference by %g (tol %g)", dp_size, max_w, W_TOL);
     CHECK_MSG(n_a == n_b && memcmp(w_a, w_b, n_a * sizeof *w_a) == 0, "DP=%d: the rerun's weights differ",
               dp_size);
@@ -140,7 +141,7 @@ static void check_ragged(lcx_comm *world) {
         if (t->params[i].numel > 4096) continue;
         CHECK_OK(lcx_model_get_master(ref, i, a));
         CHECK_OK(lcx_model_get_master(dp, i, b));
-        for (size_t k = 0; k < t->params[i].numel; k++) max_w = fmax(max_w, fabs((double)a[k] - b[k]));
+        for (size_t k = 0; k < t->params[i].numel; k++) max_w = worst_of(max_w, fabs((double)a[k] - b[k]));
     }
     CHECK_MSG(max_w <= W_TOL, "ragged: weights differ by %g", max_w);
     /* a group of one rank: the one-rank step bit for bit */

@@ -38,6 +38,7 @@
 #include "src/core/cp_perm.h"
 #include "src/model/model.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 #define TEST_RANKS 8
 #define STEPS 3
@@ -189,7 +190,7 @@ static double box_err(const lcx_tp_slice *s, const float *got, const float *want
     for (size_t i = 0; i < n; i++) {
         mx = fmax(mx, fabs(want[i]));
         double dd = fabs((double)got[i] - want[i]);
-        if (!(dd <= e)) e = dd;
+        e = worst_of(e, dd);
     }
     free(want);
     return absolute ? e : e / mx;
@@ -262,19 +263,19 @@ static void check_case(lcx_comm *world, const char *fixture, int64_t vocab, int 
         lcx_tp_slice s;
         CHECK_OK(lcx_model_param_slice(m, i, &s));
         if (zero && z.master) zero_same &= memcmp(z.master[i], par.master[i], local_numel(&s) * sizeof(float)) == 0;
-        wg = fmax(wg, box_err(&s, par.grad1[i], ref.grad1[i], 0));
-        ww = fmax(ww, box_err(&s, par.master[i], ref.master[i], 1));
+        wg = worst_of(wg, box_err(&s, par.grad1[i], ref.grad1[i], 0));
+        ww = worst_of(ww, box_err(&s, par.master[i], ref.master[i], 1));
         CHECK(memcmp(par.master[i], again.master[i], local_numel(&s) * sizeof(float)) == 0);
     }
     lcx_model_free(m);
     CHECK(wg <= GRAD_TOL);
     CHECK(ww <= W_TOL);
-    double s1 = fmax(rel(par.loss[0], ref.loss[0]), rel(par.norm[0], ref.norm[0]));
+    double s1 = worst_of(rel(par.loss[0], ref.loss[0]), rel(par.norm[0], ref.norm[0]));
     CHECK(s1 <= STEP1_TOL);
     double wl = 0, wn = 0;
     for (int s = 0; s < STEPS; s++) {
-        wl = fmax(wl, rel(par.loss[s], ref.loss[s]));
-        wn = fmax(wn, rel(par.norm[s], ref.norm[s]));
+        wl = worst_of(wl, rel(par.loss[s], ref.loss[s]));
+        wn = worst_of(wn, rel(par.norm[s], ref.norm[s]));
         CHECK(par.tokens[s] == ref.tokens[s]);
         CHECK(par.loss[s] == again.loss[s] && par.norm[s] == again.norm[s]);
     }
@@ -291,8 +292,9 @@ static void check_case(lcx_comm *world, const char *fixture, int64_t vocab, int 
                fixture, vocab ? " (vocab 253)" : "", tp, cp, dp, tile, wg, s1, STEPS, wl,
                wn, ww,
                !zero ? "" : zero_same ? "; ZeRO-1: bit-identical" : "; ZeRO-1: DIFFERENT");
-    g_worst_grad = fmax(g_worst_grad, wg), g_worst_step1 = fmax(g_worst_step1, s1);
-    g_worst_loss = fmax(g_worst_loss, wl), g_worst_norm = fmax(g_worst_norm, wn), g_worst_w = fmax(g_worst_w, ww);
+    g_worst_grad = worst_of(g_worst_grad, wg), g_worst_step1 = worst_of(g_worst_step1, s1);
+    g_worst_loss = worst_of(g_worst_loss, wl), g_worst_norm = worst_of(g_worst_norm, wn);
+    g_worst_w = worst_of(g_worst_w, ww);
     run_out_free(&ref);
     run_out_free(&par);
     run_out_free(&again);

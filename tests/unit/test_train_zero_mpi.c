@@ -41,6 +41,7 @@
 #define EPS 1e-6
 
 #include "train_mpi_fixture.h"
+#include "worst_of.h"
 
 static lcx_comm *g_world;
 
@@ -112,7 +113,7 @@ static void train(const lcx_tokdata *td, const char *name, const run_opts *ro, r
 
 static double max_abs_diff(const run_out *a, const run_out *b) {
     double mx = 0;
-    for (size_t i = 0; i < a->n && a->n == b->n; i++) mx = fmax(mx, fabs((double)a->w[i] - b->w[i]));
+    for (size_t i = 0; i < a->n && a->n == b->n; i++) mx = worst_of(mx, fabs((double)a->w[i] - b->w[i]));
     return a->n == b->n ? mx : INFINITY;
 }
 
@@ -205,8 +206,8 @@ static void check_resume(const lcx_tokdata *td) {
     for (int s = SAVE_AT; s < STEPS; s++) {
         CHECK_REL(b1.log.loss[s], a.log.loss[s], REL_TOL);
         CHECK_REL(b2.log.loss[s], a.log.loss[s], REL_TOL);
-        worst = fmax(worst, fabs(b1.log.loss[s] - a.log.loss[s]) / a.log.loss[s]);
-        worst = fmax(worst, fabs(b2.log.loss[s] - a.log.loss[s]) / a.log.loss[s]);
+        worst = worst_of(worst, fabs(b1.log.loss[s] - a.log.loss[s]) / a.log.loss[s]);
+        worst = worst_of(worst, fabs(b2.log.loss[s] - a.log.loss[s]) / a.log.loss[s]);
     }
     double w1 = max_abs_diff(&b1, &a), w2 = max_abs_diff(&b2, &a);
     CHECK_MSG(w1 <= W_TOL && w2 <= W_TOL, "resume: weights differ from the uninterrupted run by %g (DP 4) / %g (one "
