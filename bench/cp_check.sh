@@ -34,7 +34,7 @@ for C in $CPS; do
         { el = rel($2, $5); en = rel($3, $6); n++
           printf "%s CP %d step %d: loss %.8g vs %.8g (rel %.2e), grad norm %.8g vs %.8g (rel %.2e)\n",
                  be, c, $1, $2, $5, el, $3, $6, en
-          if (el > tol || en > tol) bad = 1 }
+          if (!(el <= tol) || !(en <= tol)) bad = 1 } # a NaN is a difference
         END { if (n == 0) { print "no steps"; exit 1 } exit bad }' || bad=1
 done
 [ "$bad" -eq 0 ] && echo "cp_check.sh: every CP run within $TOL of one rank" || echo "cp_check.sh: a difference above $TOL"
