@@ -22,7 +22,9 @@
  *   the implementation. The model's fixed-order sums (lcx_group_sum, src/model/model_dp.c) are an all-gather and
  *   adds in rank order, so they give the same bits over NCCL as over MPI.
  *
- * Status: compiled only; not yet run on a GPU (docs/cuda.md, "What the GPU session runs first"). */
+ * Status: not yet run on a GPU (docs/cuda.md, "What the GPU session runs first"). Its logic runs on the CPU in
+ * tests/cuda_emu/backend_run.sh's test_comm_nccl_cuda, over an emulation of NCCL by MPI (emu_nccl.cpp): creation
+ * from the unique id, the grouped send/recv and their events, every collective, the watchdog's abort. */
 #include "src/comm/comm_device.h"
 #include "src/comm/comm_impl.h"
 

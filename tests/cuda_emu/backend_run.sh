@@ -10,6 +10,9 @@
 #                          other modes on (LCX_CUDA_ATTN_BWD_BF16, LCX_CUDA_ATTN_BWD_FUSED; run.sh's
 #                          attention_emu runs each mode alone on every tensor-core case)
 #   test_exec_cuda         the exec contract: copies, events, the allocation ledger, determinism
+#   test_comm_nccl_cuda    the device communicators against MPI: staged, and NCCL (src/comm/comm_nccl.c) over the
+#                          NCCL emulation (emu_nccl.cpp: MPI underneath), with its watchdog's abort; 1 rank, and 2
+#                          ranks on 2 emulated devices (LCX_EMU_DEVICES=2)
 #   test_model_cuda        the HF-parity fixtures' forward, backward and training steps against the CPU; without
 #                          ARGS, once more with both of the tensor-core backward's modes on (its head_dim-64 model
 #                          reaches them)
@@ -35,7 +38,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: backend_run.sh BUILD [TEST [ARGS...]]}" && pwd)
 shift
-tests=${1:-test_backend_ops_cuda test_exec_cuda test_model_cuda cp_check train_steps}
+tests=${1:-test_backend_ops_cuda test_exec_cuda test_model_cuda test_comm_nccl_cuda cp_check train_steps}
 [ $# -gt 0 ] && shift
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -69,6 +72,17 @@ cc "$root/kernels/cuda/cuda_backend.c" -o "$work/obj/cuda_backend.o"
 cc "$root/kernels/cuda/cuda_matmul.c" -o "$work/obj/cuda_matmul.o"
 cc "$root/kernels/backend.c" -o "$work/obj/backend.o"
 cc "$root/src/comm/comm_stage_cuda.c" -o "$work/obj/comm_stage_cuda.o"
+# the NCCL communicator over emu_nccl.cpp (MPI), for test_comm_nccl_cuda only: the other runs keep the build's
+# communicators (without NCCL, a rank's device calls are staged)
+nccl_objs() {
+    [ -f "$work/nccl/comm_nccl.o" ] && return 0
+    mkdir -p "$work/nccl"
+    echo "#include \"$root/tests/cuda_emu/emu_nccl.h\"" >"$work/c/nccl.h"
+    cc -DLCX_HAVE_NCCL=1 "$root/src/comm/comm_nccl.c" -o "$work/nccl/comm_nccl.o"
+    # shellcheck disable=SC2046 # mpicc's flags are a list of words
+    g++ -std=c++20 -O1 -g "${san[@]}" -w $(mpicc --showme:compile) -I"$root" \
+        -c "$root/tests/cuda_emu/emu_nccl.cpp" -o "$work/nccl/emu_nccl.o"
+}
 libs=$(emu_libs "$build")
 # The runs are written as job scripts first, then run JOBS at a time (default: the CPU count; each is one host
 # thread), costliest first, their output printed in the order they were written.
@@ -132,8 +146,22 @@ for test in $tests; do
     fi
     cc -I"$root/tests" -I"$root/tests/unit" -DLCX_SOURCE_DIR="\"$root\"" -DLCX_BINARY_DIR="\"$build\"" \
         "$root/tests/unit/$test.c" -o "$work/$test.o"
+    extra=()
+    if [ "$test" = test_comm_nccl_cuda ]; then
+        nccl_objs
+        extra=("$work"/nccl/*.o)
+    fi
     # shellcheck disable=SC2086 # the link line is a list of words
-    g++ "${san[@]}" "$work"/obj/*.o "$work/$test.o" -o "$work/$test" "$build/liblcx.a" $libs -lpthread
+    g++ "${san[@]}" "$work"/obj/*.o "${extra[@]}" "$work/$test.o" -o "$work/$test" "$build/liblcx.a" $libs \
+        -lpthread
+    if [ "$test" = test_comm_nccl_cuda ]; then # one rank, and two ranks on two emulated devices (one GPU each)
+        job 1 "$test on the emulated CUDA backend and NCCL over MPI, 1 rank" ASAN_OPTIONS=detect_leaks=0 \
+            "$work/$test" "$@"
+        job 1 "$test on the emulated CUDA backend and NCCL over MPI, 2 ranks on 2 devices" \
+            ASAN_OPTIONS=detect_leaks=0 LCX_EMU_DEVICES=2 OMPI_ALLOW_RUN_AS_ROOT=1 \
+            OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "$work/$test" "$@"
+        continue
+    fi
     cost=1
     [ "$test" = test_backend_ops_cuda ] && [ $# -eq 0 ] && cost=3
     job "$cost" "$test on the emulated CUDA backend" "$work/$test" "$@"

@@ -20,7 +20,19 @@
 struct emu_event {
     int timed, recorded;
     double t;
+    long nccl_mark; /* emu_nccl.cpp's transfers up to this one must complete first */
 };
+
+/* emu_nccl.cpp, when it is linked (weak: absent otherwise) */
+extern "C" __attribute__((weak)) long emu_nccl_in_flight_mark(void);
+extern "C" __attribute__((weak)) int emu_nccl_done_through(long mark);
+extern "C" __attribute__((weak)) void emu_nccl_wait_through(long mark);
+
+static int emu_devices(void) {
+    const char *v = getenv("LCX_EMU_DEVICES");
+    const int n = v && *v ? atoi(v) : 1;
+    return n > 0 ? n : 1;
+}
 
 static std::mutex mu;
 static std::map<uintptr_t, size_t> device_blocks; /* start -> bytes */
@@ -63,10 +75,12 @@ const char *cudaGetErrorString(cudaError_t e) {
     }
 }
 cudaError_t cudaGetDeviceCount(int *n) {
-    *n = 1;
+    *n = emu_devices();
     return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaSetDevice(int device) {
+    return device >= 0 && device < emu_devices() ? cudaSuccess : cudaErrorInvalidValue;
+}
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     void *q = NULL; /* the exact size, so that AddressSanitizer sees a kernel reading past it */
     if (posix_memalign(&q, 256, bytes ? bytes : 1)) return cudaErrorMemoryAllocation;
@@ -126,7 +140,10 @@ cudaError_t cudaStreamCreate(cudaStream_t *s) {
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { return cudaStreamCreate(s); }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    if (emu_nccl_wait_through) emu_nccl_wait_through(emu_nccl_in_flight_mark());
+    return cudaSuccess;
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) {
     return e ? cudaSuccess : cudaErrorInvalidResourceHandle;
 }
@@ -146,18 +163,27 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     e->recorded = 1;
     e->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    e->nccl_mark = emu_nccl_in_flight_mark ? emu_nccl_in_flight_mark() : 0;
     return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cudaErrorInvalidResourceHandle; }
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    if (!e) return cudaErrorInvalidResourceHandle;
+    return !emu_nccl_done_through || emu_nccl_done_through(e->nccl_mark) ? cudaSuccess : cudaErrorNotReady;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!e) return cudaErrorInvalidResourceHandle;
+    if (emu_nccl_wait_through) emu_nccl_wait_through(e->nccl_mark);
+    return cudaSuccess;
+}
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     if (!a || !b || !a->timed || !b->timed || !a->recorded || !b->recorded) return cudaErrorInvalidResourceHandle;
     *ms = (float)((b->t - a->t) * 1e3);
     return cudaSuccess;
 }
 
-/* kernels/cuda/cuda_runtime_info.h: one device; the casts on the host (the GPU casts are cuda_cast.cu's, which
- * the emulation leaves out) */
-int lcx_cuda_device_count(void) { return 1; }
+/* kernels/cuda/cuda_runtime_info.h: LCX_EMU_DEVICES devices; the casts on the host (the GPU casts are
+ * cuda_cast.cu's, which the emulation leaves out) */
+int lcx_cuda_device_count(void) { return emu_devices(); }
 int lcx_cuda_cast_f32_to_bf16_host(const float *src, uint16_t *dst, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = lcx_f32_to_bf16(src[i]);
     return 0;

@@ -2,7 +2,9 @@
  * cuda_matmul.c), for tests/cuda_emu/backend_run.sh, which puts it in place of <cuda_runtime_api.h> for those C
  * files; emu_runtime.cpp implements it on the host. "Device" memory is host memory (256-byte aligned, as
  * cudaMalloc's), every queue is synchronous (a kernel has run when its launch returns), events record their
- * time. The kernels' own translation units see emu_cuda.h instead (same types). */
+ * time. Devices: LCX_EMU_DEVICES (default 1), all on the same host memory. The one asynchronous work is
+ * emu_nccl.cpp's send/recv (when it is linked): an event is ready once those posted before its record
+ * completed. The kernels' own translation units see emu_cuda.h instead (same types). */
 #ifndef LCX_EMU_RUNTIME_H
 #define LCX_EMU_RUNTIME_H
 
@@ -46,6 +48,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *e);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 
