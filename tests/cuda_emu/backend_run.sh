@@ -22,7 +22,8 @@
 #                          and bench/tp_distribute.sh, TP 2 with and without distributed saved activations and
 #                          with and without sequence parallelism (MODE=sp: its point-to-point reduce-scatter of
 #                          device buffers), and bench/zero_memory.sh, DP 2 with and without ZeRO-1 (bf16 weights:
-#                          the sharded master, the bf16 all-gather of device buffers)
+#                          the sharded master, the bf16 all-gather of device buffers); then the three again over
+#                          NCCL (emu_nccl.cpp, one emulated device per rank, LCX_COMM_DEVICE=nccl)
 #   train_steps            lcextend train-steps --backend cuda on it (the llama_gqa fixture, 16 tokens): its last
 #                          line, the device memory outside the allocator, is there and 0 (the emulation has no
 #                          context: every byte in use is an allocation of the backend's)
@@ -111,6 +112,16 @@ lcextend_emu() {
     # shellcheck disable=SC2086 # the link line is a list of words
     g++ "${san[@]}" "$work"/obj/*.o "$work"/tool_*.o -o "$work/lcextend" "$build/liblcx.a" $libs -lpthread
 }
+# and once more with the NCCL communicator over emu_nccl.cpp, as NCCL_BIN/lcextend
+lcextend_nccl() {
+    [ -x "$work/nccl_bin/lcextend" ] && return 0
+    lcextend_emu
+    nccl_objs
+    mkdir -p "$work/nccl_bin"
+    # shellcheck disable=SC2086 # the link line is a list of words
+    g++ "${san[@]}" "$work"/obj/*.o "$work"/nccl/*.o "$work"/tool_*.o -o "$work/nccl_bin/lcextend" \
+        "$build/liblcx.a" $libs -lpthread
+}
 for test in $tests; do
     if [ "$test" = tp_eval ]; then # lcextend eval --tp 2: both ranks on the one emulated "GPU"
         lcextend_emu
@@ -142,6 +153,17 @@ for test in $tests; do
         job 2 "bench/zero_memory.sh (ZeRO-1, bf16) on the emulated CUDA backend" ASAN_OPTIONS=detect_leaks=0 \
             BACKEND=cuda SEQ="${SEQ:-64}" STEPS="${STEPS:-3}" DPS=2 \
             CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}" bash "$root/bench/zero_memory.sh" "$work"
+        # the same over NCCL (emulated by MPI; LCX_COMM_DEVICE=nccl: refused rather than staged if it cannot be),
+        # one emulated device per rank: the ring's grouped send/recv, TP's and ZeRO-1's collectives
+        lcextend_nccl
+        nccl_env=(ASAN_OPTIONS=detect_leaks=0 LCX_EMU_DEVICES=4 LCX_COMM_DEVICE=nccl BACKEND=cuda SEQ="${SEQ:-64}"
+                  STEPS="${STEPS:-3}" CFG="${CFG:-$root/tests/fixtures/models/llama_gqa/config.json}")
+        job 2 "bench/cp_check.sh over NCCL (emulated)" "${nccl_env[@]}" bash "$root/bench/cp_check.sh" \
+            "$work/nccl_bin"
+        job 2 "bench/tp_distribute.sh over NCCL (emulated)" "${nccl_env[@]}" TPS=2 \
+            bash "$root/bench/tp_distribute.sh" "$work/nccl_bin"
+        job 2 "bench/zero_memory.sh (ZeRO-1, bf16) over NCCL (emulated)" "${nccl_env[@]}" DPS=2 \
+            bash "$root/bench/zero_memory.sh" "$work/nccl_bin"
         continue
     fi
     cc -I"$root/tests" -I"$root/tests/unit" -DLCX_SOURCE_DIR="\"$root\"" -DLCX_BINARY_DIR="\"$build\"" \
