@@ -73,8 +73,8 @@ cc "$root/kernels/cuda/cuda_backend.c" -o "$work/obj/cuda_backend.o"
 cc "$root/kernels/cuda/cuda_matmul.c" -o "$work/obj/cuda_matmul.o"
 cc "$root/kernels/backend.c" -o "$work/obj/backend.o"
 cc "$root/src/comm/comm_stage_cuda.c" -o "$work/obj/comm_stage_cuda.o"
-# the NCCL communicator over emu_nccl.cpp (MPI), for test_comm_nccl_cuda only: the other runs keep the build's
-# communicators (without NCCL, a rank's device calls are staged)
+# the NCCL communicator over emu_nccl.cpp (MPI), linked only into test_comm_nccl_cuda and the NCCL runs' lcextend
+# (lcextend_nccl): the other runs keep the build's communicators (without NCCL, a rank's device calls are staged)
 nccl_objs() {
     [ -f "$work/nccl/comm_nccl.o" ] && return 0
     mkdir -p "$work/nccl"
