@@ -125,8 +125,7 @@ static double import_bytes(const extend_job *job) {
 }
 
 /* The run directory's filesystem against the plan's disk bound (docs/plan.md "Disk"), and the import. On
- * --resume, the saves after its point, beside the checkpoints already there (a dry run knows no point: every save
- * of the plan counts). */
+ * --resume, the saves after its point, beside the checkpoints already there. */
 static void check_disk(const extend_job *job) {
     if (!job->grp.lead) return;
     const lcx_plan *p = job->plan;
@@ -160,6 +159,10 @@ static lcx_status prepare(extend_job *job, int *stop) {
     LCX_TRY(extend_plan(job, 1));
     job->resume_stage = -1;
     if (o->dry_run) {
+        if (o->resume) { /* where the run stands: refused as the run would be, and the disk bound from there */
+            LCX_TRY(lcx_tool_run_dir_check(job->out, 1, &job->latest));
+            LCX_TRY(read_resume_point(job));
+        }
         check_disk(job);
         *stop = 1;
         return LCX_OK;

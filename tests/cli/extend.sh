@@ -129,6 +129,12 @@ check "--gguf: model.gguf" [ -s "$tmp/bnd/model.gguf" ]
 check "--gguf: GGUF magic" [ "$(head -c 4 "$tmp/bnd/model.gguf")" = "GGUF" ]
 run "$model" --to 128 --recipe yarn-x2 --ids "$tmp/ids.txt" --out "$tmp/bnd" --resume
 check "resume with another --to: refused" grep -q "saved by a run to 256 tokens, not --to 128" "$tmp/err"
+run "$model" --to 128 --recipe yarn-x2 --ids "$tmp/ids.txt" --out "$tmp/bnd" --resume --dry-run
+[ "$(rc)" -ne 0 ] && one_line_err && grep -q "saved by a run to 256 tokens, not --to 128" "$tmp/err" ||
+    failed "--dry-run --resume with another --to: refused as the run would be ($(head -c 300 "$tmp/err"))"
+run "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/none" --resume --dry-run
+[ "$(rc)" -ne 0 ] && one_line_err && grep -q "no such run directory to resume" "$tmp/err" ||
+    failed "--dry-run --resume without a run: refused ($(head -c 300 "$tmp/err"))"
 
 # a real SIGINT: either it stopped with a save (then --resume finishes it) or it had already finished
 "$LCEXTEND" "$model" --to 256 --recipe "$tmp/tiny.yaml" --ids "$tmp/ids.txt" --out "$tmp/int" --keep 0 >"$tmp/out" 2>"$tmp/err" &

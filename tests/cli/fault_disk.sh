@@ -118,6 +118,10 @@ main "$mnt/ext" --resume
 check "main command --resume on the full disk: fails (rc $(rc))" [ "$(rc)" -ne 0 ]
 head -n 1 "$tmp/err" | grep -q "more there (2 checkpoints of .* at once and the export of .*, before zstd)" ||
     failed "main command --resume: warned of the 2 saves left, no import ($(head -c 400 "$tmp/err"))"
+main "$mnt/ext" --resume --dry-run
+[ "$(rc)" -eq 0 ] && one_line_err &&
+    grep -q "more there (2 checkpoints of .* at once and the export of .*, before zstd)" "$tmp/err" ||
+    failed "main command --resume --dry-run: the same warning, and nothing else ($(head -c 400 "$tmp/err"))"
 resize 64m
 main "$mnt/ext" --resume
 check "main command --resume once space is freed: succeeds (rc $(rc): $(head -c 300 "$tmp/err"))" [ "$(rc)" -eq 0 ]
