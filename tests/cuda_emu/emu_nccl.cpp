@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "src/core/tensor.h"
@@ -31,7 +32,7 @@ struct flight {
     ncclComm_t comm;
     bool done;
 };
-std::vector<flight> flights; /* posted by ncclGroupEnd, in order */
+std::vector<flight> flights; /* posted by ncclGroupEnd, in order, until they complete */
 long last_seq;
 
 struct p2p {
@@ -78,13 +79,26 @@ MPI_Op mpi_op(ncclDataType_t t, ncclRedOp_t op) {
 
 ncclResult_t check(int mpi_rc) { return mpi_rc == MPI_SUCCESS ? ncclSuccess : ncclSystemError; }
 
-/* comm's transfers in flight, completed: a collective goes after them, as on the communicator's one stream */
-void wait_comm(ncclComm_t comm) {
+/* Forget the completed transfers (the events that waited for them are ready), so that polling stays short. */
+void forget_done(void) {
+    flights.erase(std::remove_if(flights.begin(), flights.end(), [](const flight &f) { return f.done; }),
+                  flights.end());
+}
+
+/* Complete the transfers in flight that pick selects: wait for each, cancelled first when cancel is set. */
+template <class Pick> void complete(Pick pick, bool cancel) {
     for (flight &f : flights)
-        if (f.comm == comm && !f.done) {
+        if (!f.done && pick(f)) {
+            if (cancel) MPI_Cancel(&f.req);
             MPI_Wait(&f.req, MPI_STATUS_IGNORE);
             f.done = true;
         }
+    forget_done();
+}
+
+/* comm's transfers in flight, completed: a collective goes after them, as on the communicator's one stream */
+void wait_comm(ncclComm_t comm) {
+    complete([comm](const flight &f) { return f.comm == comm; }, false);
 }
 
 /* MPI for a process that runs without mpirun (the single communicator never starts it): a singleton. */
@@ -110,22 +124,20 @@ extern "C" {
 long emu_nccl_in_flight_mark(void) { return last_seq; }
 
 int emu_nccl_done_through(long mark) {
+    int all = 1;
     for (flight &f : flights)
         if (!f.done && f.seq <= mark) {
             int flag = 0;
             MPI_Test(&f.req, &flag, MPI_STATUS_IGNORE);
-            if (!flag) return 0;
-            f.done = true;
+            f.done = flag != 0;
+            all &= f.done;
         }
-    return 1;
+    forget_done();
+    return all;
 }
 
 void emu_nccl_wait_through(long mark) {
-    for (flight &f : flights)
-        if (!f.done && f.seq <= mark) {
-            MPI_Wait(&f.req, MPI_STATUS_IGNORE);
-            f.done = true;
-        }
+    complete([mark](const flight &f) { return f.seq <= mark; }, false);
 }
 
 const char *ncclGetErrorString(ncclResult_t r) {
@@ -226,12 +238,8 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (!comm) return ncclInvalidArgument;
-    for (flight &f : flights)
-        if (f.comm == comm && !f.done) { /* what nothing will match: cancelled, so its events complete */
-            MPI_Cancel(&f.req);
-            MPI_Wait(&f.req, MPI_STATUS_IGNORE);
-            f.done = true;
-        }
+    /* what nothing will match: cancelled, so that the events waiting for it complete */
+    complete([comm](const flight &f) { return f.comm == comm; }, true);
     free(comm); /* its MPI communicator is left: freeing it is collective in spirit, and peers may be gone */
     return ncclSuccess;
 }
