@@ -12,6 +12,7 @@
 #include "src/core/fileio.h"
 #include "src/model/model.h"
 #include "test_util.h"
+#include "worst_of.h"
 
 /* Logits rows handed out by a forward (lcx_logits_fn): row r is stored at r + base of logits [cap][vocab];
  * seen counts the rows received. */
@@ -127,7 +128,7 @@ static inline double rel_max_err(const float *a, const float *b, size_t n) {
     double d = 0, r = 0;
     for (size_t i = 0; i < n; i++) {
         double e = fabs((double)a[i] - b[i]);
-        if (e > d || e != e) d = e;
+        d = worst_of(d, e);
         if (fabs(b[i]) > r) r = fabs(b[i]);
     }
     return r > 0 ? d / r : d;

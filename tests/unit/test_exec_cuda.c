@@ -23,6 +23,7 @@
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "test_util.h"
 #include "timed_events.h"
+#include "worst_of.h"
 
 static const lcx_backend *BE;
 static lcx_exec *X;
@@ -232,7 +233,7 @@ static float *matmul_vs_cpu(const char *what, lcx_matmul_args g, int64_t off, fl
         double worst = 0;
         for (int64_t i = 0; i < nc; i++) {
             double e = fabs((double)back[i] - hc[i]);
-            if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e;
+            worst = worst_of(worst, e);
         }
         CHECK_MSG(worst <= tol, "matmul %s: differs from the CPU by %.3g (allowed %.3g)", what, worst, tol);
         result = back;
@@ -321,7 +322,7 @@ static void test_vocab_parallel(int tp) {
     double worst = 0;
     for (size_t i = 0; i < nstats; i++) {
         double e = st_cpu[i] == st_gpu[i] ? 0 : fabs(st_cpu[i] - st_gpu[i]) / (fabs(st_cpu[i]) + 1e-300);
-        if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e;
+        worst = worst_of(worst, e);
     }
     CHECK_MSG(worst <= 1e-5, "tp %d: stats differ from the CPU's by %.3g (relative)", tp, worst);
     for (int s = 0; s < tp; s++) { /* FINISH with the gathered stats (the CPU's: the same input for both) */
@@ -357,7 +358,7 @@ static void test_vocab_parallel(int tp) {
         double wd = 0;
         for (size_t i = 0; i < nshard; i++) {
             double e = fabs((double)dx_gpu[i] - dx_cpu[i]);
-            if (e > wd || isnan(e)) wd = isnan(e) ? INFINITY : e;
+            wd = worst_of(wd, e);
         }
         CHECK_MSG(wd <= 1e-6 * dscale, "tp %d shard %d: dlogits differ from the CPU's by %.3g", tp, s, wd);
     }

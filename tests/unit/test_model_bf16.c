@@ -162,7 +162,7 @@ static void check_training(const char *name, lcx_dtype pdt, const int32_t *ids) 
         double e = fabs(r16.loss - r32.loss) / fabs(r32.loss);
         CHECK_MSG(e <= BF_TRAIN, "%s: step %d: bf16 loss %.8f vs f32 %.8f (rel %.3g)", name, s + 1, r16.loss,
                   r32.loss, e);
-        if (e > worst || e != e) worst = e;
+        worst = worst_of(worst, e);
         if (s == 0) first = r32.loss;
         last32 = r32.loss, last16 = r16.loss;
     }
